@@ -1,0 +1,294 @@
+"""The `agent` command: wires the vault, the stores and the commands together.
+
+Commands that need no model must start fast: nothing here imports the Anthropic SDK,
+and command families import their heavy modules inside the command functions.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from agent import archive, memory, sessions
+from agent.errors import UserError
+from agent.vault import Vault, VaultError, now, resolve_path
+
+
+class AgentGroup(click.Group):
+    """Turns our own user errors into a one-line message and exit status 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            raise click.ClickException(str(e)) from None
+
+
+def _set_vault(ctx, param, value):
+    if value is not None:
+        ctx.meta["agent.vault"] = value
+    return value
+
+
+def vault_option(f):
+    """`--vault PATH` on a command (also accepted before the command name)."""
+    return click.option("--vault", "vault_path", metavar="PATH", expose_value=False,
+                        is_eager=True, callback=_set_vault,
+                        help="The vault folder (default: $AGENT_VAULT, else ~/.agent/vault).")(f)
+
+
+def vault_path() -> tuple[Path, bool]:
+    ctx = click.get_current_context()
+    return resolve_path(ctx.meta.get("agent.vault"))
+
+
+def get_vault() -> Vault:
+    """The vault this command works on; the default one is made on first use."""
+    path, is_default = vault_path()
+    if is_default and not path.exists():
+        vault, _ = Vault.init(path)
+        click.echo(f"Created a new vault at {path}", err=True)
+        return vault
+    return Vault.open(path)
+
+
+def report_recovery(vault: Vault) -> None:
+    for line in vault.recovered:
+        click.echo(f"Recovered a torn last line: {line}", err=True)
+    vault.recovered = []
+
+
+def after_change(vault: Vault) -> None:
+    """Bring derived state (the search index) up to date after a commit."""
+    from agent import index
+    index.refresh(vault)
+
+
+@click.group(cls=AgentGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@vault_option
+@click.version_option(package_name="agent")
+def cli():
+    """A personal AI agent whose whole mind is a Git repository of plain files."""
+
+
+# ---- the vault ----------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@vault_option
+def init(path):
+    """Make a new vault (or adopt a folder of notes) from the template."""
+    target = path.expanduser().absolute() if path else vault_path()[0]
+    vault, what = Vault.init(target)
+    if what == "exists":
+        click.echo(f"{target} is already a vault; nothing changed.")
+    elif what == "adopted":
+        click.echo(f"Adopted {target} as a vault: {vault.head()[:7]} init")
+    else:
+        click.echo(f"Created a new vault at {target}")
+
+
+@cli.command("path")
+@vault_option
+def path_cmd():
+    """Print the path of the vault commands work on."""
+    click.echo(str(vault_path()[0]))
+
+
+@cli.command()
+@click.argument("text", nargs=-1)
+@vault_option
+def note(text):
+    """Append a timestamped bullet to today's daily note."""
+    body = " ".join(text)
+    if not body and not sys.stdin.isatty():
+        body = sys.stdin.read()
+    if not body.strip():
+        raise click.ClickException('Nothing to note: give the text, as in agent note "call the dentist"')
+    vault = get_vault()
+    t = now()
+    rel = memory.daily_path(t.date())
+    with vault.locked():
+        report_recovery(vault)
+        vault.append_line(rel, memory.note_line(body, t), header=memory.daily_header(t.date()))
+        sha = vault.commit(f"note: add 1 line to {rel}")
+    after_change(vault)
+    click.echo(f"{rel}: {memory.note_line(body, t)}  ({sha[:7]})")
+
+
+@cli.command()
+@vault_option
+def status():
+    """Show the vault, its HEAD, hand edits, counts and the dream cursor."""
+    vault = get_vault()
+    root = vault.root
+    head = vault.git("log", "-1", "--format=%h %s (%ar)", check=False).strip() or "(no commits)"
+    dirty = vault.dirty_paths()
+    keys = sessions.list_sessions(root)
+    messages = 0
+    for key in keys:
+        for f in sessions.Session(root, key).files():
+            with open(f, "rb") as fh:
+                messages += sum(1 for line in fh if line.strip() and b'"type":"compact"' not in line)
+    ids = archive.entry_ids(root)
+    newest = ids[-1][0] if ids else 0
+    cursor = archive.read_cursor(root)
+
+    def facts(name):
+        p = root / name
+        return memory.count_facts(p.read_text(encoding="utf-8")) if p.exists() else 0
+
+    click.echo(f"vault:      {root}")
+    click.echo(f"HEAD:       {head}")
+    if dirty:
+        click.echo(f"hand edits: {len(dirty)} uncommitted ({', '.join(dirty[:5])}"
+                   f"{', ...' if len(dirty) > 5 else ''}); committed before the agent's next change")
+    else:
+        click.echo("hand edits: none")
+    click.echo(f"sessions:   {len(keys)} ({messages} messages)")
+    click.echo(f"archive:    {len(ids)} entries")
+    click.echo(f"memory:     {facts(memory.MEMORY)} facts in MEMORY.md, {facts(memory.USER)} in USER.md")
+    waiting = sum(1 for i, _ in ids if i > cursor)
+    click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1)
+@click.option("-n", "--max-count", type=int, help="Show at most N commits.")
+@click.option("--since", help="Only commits after this date (e.g. 2026-11-01, '2 weeks ago').")
+@click.option("--oneline", is_flag=True, help="One line per commit, no diffs.")
+@vault_option
+def log(paths, max_count, since, oneline):
+    """Show how memory files changed, newest first (default MEMORY.md and USER.md)."""
+    vault = get_vault()
+    targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
+    args = ["log", "--no-renames"]
+    args += ["--oneline"] if oneline else ["-p", "--format=commit %h  %ad  %an%n%n    %s%n",
+                                            "--date=format:%Y-%m-%d %H:%M"]
+    if max_count:
+        args += ["-n", str(max_count)]
+    if since:
+        args += [f"--since={since}"]
+    if sys.stdout.isatty():
+        args += ["--color=always"]
+    out = vault.git(*args, "--", *targets)
+    click.echo(out.rstrip("\n") if out else "No changes to " + ", ".join(targets) + " yet.")
+
+
+def _undo_candidates(vault: Vault):
+    """Agent commits, newest first, with the shas already reverted by `agent undo`."""
+    out = vault.git("log", "-n", "1000",
+                    "--format=%H%x1f%ae%x1f%s%x1f%(trailers:key=Reverts,valueonly,separator=%x2c)%x1e")
+    reverted, rows = set(), []
+    for rec in out.split("\x1e"):
+        rec = rec.strip("\n")
+        if not rec:
+            continue
+        sha, email, subject, reverts = rec.split("\x1f")
+        reverted.update(r.strip() for r in reverts.split(",") if r.strip())
+        rows.append((sha, email, subject))
+    return rows, reverted
+
+
+@cli.command()
+@click.argument("sha", required=False)
+@vault_option
+def undo(sha):
+    """Revert the newest agent commit (or the one named) with a new commit."""
+    vault = get_vault()
+    agent_email = vault.agent_identity().email
+    with vault.locked():
+        report_recovery(vault)
+        rows, reverted = _undo_candidates(vault)
+        if sha:
+            full = vault.git("rev-parse", "--verify", "-q", f"{sha}^{{commit}}", check=False).strip()
+            if not full:
+                raise click.ClickException(f"No commit {sha} in the vault.")
+            email = vault.git("log", "-1", "--format=%ae", full).strip()
+            subject = vault.git("log", "-1", "--format=%s", full).strip()
+            if email != agent_email:
+                raise click.ClickException(
+                    f"{full[:7]} ({subject}) was not made by the agent but by {email}: "
+                    f"`agent undo` only reverts agent commits. Use `agent git revert {full[:7]}` "
+                    f"if you mean it.")
+            if subject.startswith("init:"):
+                raise click.ClickException(f"{full[:7]} is the vault's init commit; it cannot be undone.")
+            target = (full, subject)
+        else:
+            target = next(((s, subj) for s, email, subj in rows
+                           if email == agent_email and s not in reverted
+                           and not subj.startswith(("init:", "undo:", "recover:"))), None)
+            if target is None:
+                raise click.ClickException("Nothing to undo: no agent commit since the vault was made.")
+        full, subject = target
+        short = subject if len(subject) <= 60 else subject[:57] + "..."
+        try:
+            new = vault.revert(full, f'undo: revert "{short}"\n\nReverts: {full}\n')
+        except VaultError as e:
+            conflicts = [line.split(" in ")[-1] for line in str(e).splitlines() if "CONFLICT" in line]
+            where = f" in {', '.join(conflicts)}" if conflicts else ""
+            raise click.ClickException(
+                f"Cannot undo {full[:7]} ({subject}): reverting it conflicts with later "
+                f"changes{where}. Nothing was changed; edit the files by hand instead.") from None
+    after_change(vault)
+    if new is None:
+        click.echo(f"Nothing to undo: {full[:7]} ({subject}) changes nothing any more.")
+    else:
+        click.echo(f"Reverted {full[:7]} ({subject}) in {new[:7]}")
+
+
+@cli.command("git", context_settings={"ignore_unknown_options": True,
+                                      "allow_interspersed_args": False})
+@vault_option
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def git_cmd(args):
+    """Run git in the vault (e.g. agent git log --stat)."""
+    vault = get_vault()
+    sys.exit(vault.git_passthrough(*args))
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@vault_option
+def import_cmd(file):
+    """Import a transcript (JSONL: session, role, content, ts, optional id)."""
+    vault = get_vault()
+    records = sessions.parse_import(file)
+    with vault.locked():
+        report_recovery(vault)
+        plan = sessions.plan_import(vault.root, records)
+        added = sum(len(lines) for lines in plan.values())
+        if not added:
+            click.echo(f"Nothing to import: all {len(records)} messages of {file.name} "
+                       f"are already in the vault.")
+            return
+        for rel, lines in plan.items():
+            vault.append_lines(rel, lines)
+        keys = {rel.rsplit("/", 1)[0] for rel in plan}
+        sha = vault.commit(f"import: add {added} message{'s' * (added != 1)} to "
+                           f"{len(keys)} session{'s' * (len(keys) != 1)} from {file.name}")
+    after_change(vault)
+    click.echo(f"Imported {added} messages into {len(keys)} sessions ({sha[:7]})")
+
+
+# ---- the other command families -------------------------------------------------------
+
+def _register():
+    from agent.commands import chat, dream, schedule, search
+    for module in (search, chat, dream, schedule):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main():
+    cli(prog_name="agent")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+"""Commands of the chat family (filled in by its issue)."""
+
+COMMANDS = []

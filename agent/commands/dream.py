@@ -1,0 +1,3 @@
+"""Commands of the dream family (filled in by its issue)."""
+
+COMMANDS = []

@@ -1,0 +1,3 @@
+"""Commands of the schedule family (filled in by its issue)."""
+
+COMMANDS = []

@@ -1,0 +1,3 @@
+"""Commands of the search family (filled in by its issue)."""
+
+COMMANDS = []

@@ -1,0 +1,221 @@
+"""Session transcripts: `sessions/<channel>/<chat>/YYYY-MM.jsonl`, append-only.
+
+One JSON object per line with at least `id`, `ts` (ISO 8601 with offset), `role`,
+`content` and `turn`. Compaction appends a marker line
+`{"type": "compact", "archive": 42, "through": "<message id>"}`; the active window is
+what follows the last marker. This module knows nothing of git or models: it reads
+files and hands back the lines to append.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+SESSIONS = "sessions"
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
+ROLES = ("user", "assistant", "system")
+
+
+from agent.errors import UserError
+
+
+class SessionError(UserError):
+    """Bad session data; the message names the file and line."""
+
+
+def check_key(key: str) -> str:
+    """A session key `channel/chat` (e.g. `cli/default`), or SessionError."""
+    parts = key.split("/")
+    if len(parts) != 2 or not all(_SEGMENT.match(p) and p not in (".", "..") for p in parts):
+        raise SessionError(
+            f"session {key!r} is not of the form CHANNEL/CHAT (letters, digits, . _ - @ +), "
+            f"for example cli/default")
+    return key
+
+
+def session_dir(key: str) -> str:
+    return f"{SESSIONS}/{check_key(key)}"
+
+
+def month_file(key: str, ts: datetime) -> str:
+    """The file a message written at `ts` goes to."""
+    return f"{session_dir(key)}/{ts:%Y-%m}.jsonl"
+
+
+def parse_ts(value, where: str) -> datetime:
+    """An ISO 8601 time; one without an offset is taken as local time."""
+    if not isinstance(value, str):
+        raise SessionError(f"{where}: ts must be an ISO 8601 string, got {value!r}")
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SessionError(f"{where}: ts {value!r} is not an ISO 8601 time") from None
+    return ts if ts.tzinfo else ts.astimezone()
+
+
+def dumps(obj: dict) -> str:
+    """One JSONL line: compact, UTF-8 kept readable."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def read_file(path: Path, rel: str | None = None) -> list[dict]:
+    """Every line of one session file; SessionError names the file and line of a bad one."""
+    out = []
+    name = rel or str(path)
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise SessionError(f"{name}:{n}: not valid JSON ({e.msg}); fix or remove "
+                                   f"the line") from None
+            if not isinstance(obj, dict):
+                raise SessionError(f"{name}:{n}: a session line must be a JSON object")
+            out.append(obj)
+    return out
+
+
+@dataclass
+class Session:
+    """A session's files in a vault folder (read side only)."""
+    root: Path
+    key: str
+
+    @property
+    def dir(self) -> Path:
+        return self.root / session_dir(self.key)
+
+    def files(self) -> list[Path]:
+        return sorted(self.dir.glob("*.jsonl")) if self.dir.is_dir() else []
+
+    def lines(self) -> list[dict]:
+        out = []
+        for f in self.files():
+            out.extend(read_file(f, f.relative_to(self.root).as_posix()))
+        return out
+
+    def window(self) -> tuple[list[dict], dict | None]:
+        """Messages after the last compact marker, and that marker.
+
+        Reads month files newest first and stops at the first marker found, so the
+        cost follows the window, not the session's whole history.
+        """
+        collected: list[dict] = []
+        for f in reversed(self.files()):
+            lines = read_file(f, f.relative_to(self.root).as_posix())
+            for i in range(len(lines) - 1, -1, -1):
+                if lines[i].get("type") == "compact":
+                    return lines[i + 1:] + collected, lines[i]
+            collected = lines + collected
+        return collected, None
+
+    def last_turn(self) -> int:
+        for f in reversed(self.files()):
+            for obj in reversed(read_file(f)):
+                if isinstance(obj.get("turn"), int):
+                    return obj["turn"]
+        return 0
+
+
+def list_sessions(root: Path) -> list[str]:
+    base = Path(root) / SESSIONS
+    if not base.is_dir():
+        return []
+    return sorted(f"{c.name}/{s.name}" for c in base.iterdir() if c.is_dir()
+                  for s in c.iterdir() if s.is_dir())
+
+
+def message_id(session: str, ts: str, role: str, content) -> str:
+    """A stable id for an imported message that has none (so re-imports add nothing)."""
+    h = hashlib.sha1(dumps([session, ts, role, content]).encode()).hexdigest()
+    return f"imp-{h[:12]}"
+
+
+def parse_import(path: Path) -> list[dict]:
+    """Read a transcript to import: one JSON object per line.
+
+    Each line has `session`, `role`, `content`, `ts` and optionally `id` and `speaker`.
+    Raises SessionError listing every malformed line by number; nothing is returned
+    from a file with any.
+    """
+    records, problems = [], []
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SessionError(f"{path}: not UTF-8 text") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            problems.append(f"{where}: not valid JSON ({e.msg})")
+            continue
+        if not isinstance(obj, dict):
+            problems.append(f"{where}: expected a JSON object")
+            continue
+        missing = [k for k in ("session", "role", "content", "ts") if k not in obj]
+        if missing:
+            problems.append(f"{where}: missing {', '.join(missing)}")
+            continue
+        try:
+            key = obj["session"]
+            if not isinstance(key, str):
+                raise SessionError(f"{where}: session must be a string")
+            if "/" not in key:
+                key = f"import/{key}"
+            check_key(key)
+            if obj["role"] not in ROLES:
+                raise SessionError(f"{where}: role must be one of {', '.join(ROLES)}")
+            if not isinstance(obj["content"], (str, list)):
+                raise SessionError(f"{where}: content must be a string or a list of blocks")
+            ts = parse_ts(obj["ts"], where)
+            mid = obj.get("id")
+            if mid is not None and not isinstance(mid, (str, int)):
+                raise SessionError(f"{where}: id must be a string")
+        except SessionError as e:
+            msg = str(e)
+            problems.append(msg if msg.startswith(str(path)) else f"{where}: {msg}")
+            continue
+        rec = {k: v for k, v in obj.items() if k not in ("session",)}
+        rec["ts"] = ts.isoformat()
+        rec["id"] = str(mid) if mid is not None else message_id(key, rec["ts"], obj["role"],
+                                                                  obj["content"])
+        records.append((key, ts, rec))
+    if problems:
+        raise SessionError("\n".join(problems))
+    return records
+
+
+def plan_import(root: Path, records: list) -> dict[str, list[str]]:
+    """The lines to append per session file, leaving out ids the session already has.
+
+    A new turn starts at each user message, numbered on from the session's last turn.
+    """
+    by_session: dict[str, list] = {}
+    for key, ts, rec in records:
+        by_session.setdefault(key, []).append((ts, rec))
+    plan: dict[str, list[str]] = {}
+    for key, items in by_session.items():
+        session = Session(Path(root), key)
+        existing = {str(o.get("id")) for o in session.lines()}
+        turn = session.last_turn()
+        for ts, rec in items:
+            if rec["id"] in existing:
+                continue
+            existing.add(rec["id"])
+            if rec["role"] == "user" or turn == 0:
+                turn += 1
+            line = {"id": rec["id"], "ts": rec["ts"], "role": rec["role"],
+                    "content": rec["content"], "turn": turn}
+            line.update({k: v for k, v in rec.items() if k not in line})
+            plan.setdefault(month_file(key, ts), []).append(dumps(line))
+    return plan

@@ -1,0 +1,536 @@
+"""The vault: a Git repository of plain files, and the only module that runs git.
+
+Everything that changes the vault goes through a `Vault`:
+
+    with vault.locked():                      # serialise with other processes
+        vault.append_line("memory/2026-11-20.md", "- 14:05 bought milk")
+        vault.commit("note: add 1 line to memory/2026-11-20.md")
+
+`locked()` first repairs what a crash may have left (a torn JSONL line, files written
+but not committed) and commits uncommitted hand edits on their own, authored by the
+user, so that every agent commit holds only the agent's own changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import getpass
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+STATE_DIR = ".agent"
+MARKER = "agent.toml"
+DEFAULT_VAULT = Path("~/.agent/vault")
+AGENT_NAME = "agent"
+AGENT_EMAIL = "agent@localhost"
+
+# Every git call: never run the vault's hooks, never ask for a signing key or an editor.
+_GIT_BASE = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false",
+             "-c", "core.quotePath=false")
+
+
+from agent.errors import UserError
+
+
+class VaultError(UserError):
+    """A problem a user can fix; the message says what and how."""
+
+
+class NotAVault(VaultError):
+    pass
+
+
+class GitError(VaultError):
+    def __init__(self, args, returncode, stderr):
+        self.returncode = returncode
+        self.stderr = stderr
+        super().__init__(f"git {' '.join(args)} failed ({returncode}): {stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+
+    def env(self) -> dict[str, str]:
+        return {"GIT_AUTHOR_NAME": self.name, "GIT_AUTHOR_EMAIL": self.email,
+                "GIT_COMMITTER_NAME": self.name, "GIT_COMMITTER_EMAIL": self.email}
+
+
+AGENT = Identity(AGENT_NAME, AGENT_EMAIL)
+
+
+def package_data(name: str) -> Path:
+    """A folder shipped with the package: `vault`, `heartbeat` or `skills`."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_data" / name, here.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise VaultError(f"The package is missing its '{name}' folder; reinstall agent.")
+
+
+def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, bool]:
+    """Which vault a command works on: --vault, else AGENT_VAULT, else ~/.agent/vault.
+
+    Returns the path and whether it is the default one (which may be created on use).
+    """
+    if explicit:
+        return Path(explicit).expanduser().absolute(), False
+    env = os.environ.get("AGENT_VAULT")
+    if env:
+        return Path(env).expanduser().absolute(), False
+    return DEFAULT_VAULT.expanduser().absolute(), True
+
+
+def _run(args, cwd, env=None, input=None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *_GIT_BASE, *args], cwd=cwd, env=env, input=input,
+                          capture_output=True, text=True)
+
+
+def _git_toplevel(path: Path) -> Path | None:
+    p = _run(["rev-parse", "--show-toplevel"], cwd=path)
+    return Path(p.stdout.strip()) if p.returncode == 0 else None
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Vault:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.state = self.root / STATE_DIR
+        self._lock_depth = 0
+        self._lock_fd: int | None = None
+        self._thread_lock = threading.RLock()
+        self._touched: list[str] = []
+        self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
+        self._agent: Identity | None = None
+
+    # ---- opening -------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "Vault":
+        """The vault at `path`, or a NotAVault error saying how to make one."""
+        root = Path(path).expanduser().absolute()
+        if root.exists() and not root.is_dir():
+            raise NotAVault(f"{root} is a file, not a vault folder. "
+                            f"Give --vault a folder (run `agent init PATH` to make one).")
+        if not root.is_dir():
+            raise NotAVault(f"No vault at {root}: run `agent init {root}` to make one.")
+        if not (root / MARKER).is_file() or not (root / ".git").exists():
+            raise NotAVault(f"{root} is not a vault (no {MARKER} or no git repository): "
+                            f"run `agent init {root}` to make it one.")
+        return cls(root)
+
+    @classmethod
+    def init(cls, path: str | os.PathLike) -> tuple["Vault", str]:
+        """Make a vault at `path` (new, or adopting a folder of notes).
+
+        Returns the vault and what happened: "created", "adopted" or "exists".
+        Never overwrites a file and never nests a repository inside another.
+        """
+        root = Path(path).expanduser().absolute()
+        if root.exists() and not root.is_dir():
+            raise VaultError(f"{root} is a file; give `agent init` a folder.")
+        if root.is_dir() and (root / MARKER).is_file() and (root / ".git").exists():
+            return cls(root), "exists"
+        adopting = root.is_dir() and any(p.name != ".git" for p in root.iterdir())
+        root.mkdir(parents=True, exist_ok=True)
+        top = _git_toplevel(root)
+        if top is not None and top.resolve() != root.resolve():
+            raise VaultError(
+                f"{root} is inside the git repository {top}; a vault is a repository of "
+                f"its own and is never nested in another. Choose a folder outside it, "
+                f"or run `agent init {top}` to make the whole repository the vault.")
+        if top is None:
+            p = _run(["init", "-q", "-b", "main"], cwd=root)
+            if p.returncode:
+                raise GitError(["init"], p.returncode, p.stderr)
+        vault = cls(root)
+        vault._configure_repo()
+        if adopting and vault.dirty_paths():
+            # The user's own notes go in first, as their commit, so the init commit
+            # holds only what the agent added.
+            vault._commit_paths(None, "edit: adopt existing notes as a vault",
+                                vault.user_identity())
+        copied = vault._copy_template()
+        vault._ensure_line(".gitignore", f"{STATE_DIR}/")
+        for line in _union_lines():
+            vault._ensure_line(".gitattributes", line)
+        vault._commit_paths(None, "init: new vault" if not adopting
+                            else f"init: adopt this folder as a vault ({len(copied)} files added)",
+                            vault.agent_identity())
+        return vault, "adopted" if adopting else "created"
+
+    def _configure_repo(self) -> None:
+        # Status scans stay cheap as the vault grows.
+        self.git("config", "core.untrackedCache", "true")
+
+    def _copy_template(self) -> list[str]:
+        copied = []
+        template = package_data("vault")
+        for src in sorted(template.rglob("*")):
+            rel = src.relative_to(template)
+            dst = self.root / rel
+            if src.is_dir():
+                dst.mkdir(parents=True, exist_ok=True)
+            elif not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+                copied.append(str(rel))
+        heartbeats = package_data("heartbeat")
+        for src in sorted(heartbeats.glob("*.md")):
+            dst = self.root / "heartbeat" / src.name
+            if not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+                copied.append(f"heartbeat/{src.name}")
+        return copied
+
+    def _ensure_line(self, rel: str, line: str) -> None:
+        path = self.root / rel
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        if line in text.splitlines():
+            return
+        sep = "" if not text or text.endswith("\n") else "\n"
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{sep}{line}\n")
+
+    # ---- paths ---------------------------------------------------------------------
+
+    def rel(self, path: str | os.PathLike) -> str:
+        """A vault-relative POSIX path for `path`, refusing anything outside the vault."""
+        p = Path(path)
+        full = p if p.is_absolute() else self.root / p
+        real = Path(os.path.realpath(full))
+        root = Path(os.path.realpath(self.root))
+        try:
+            rel = real.relative_to(root)
+        except ValueError:
+            raise VaultError(f"{path} is outside the vault {self.root}.") from None
+        return rel.as_posix()
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    # ---- identities ----------------------------------------------------------------
+
+    def agent_identity(self) -> Identity:
+        if self._agent is None:
+            from agent.config import load_settings  # local: config reads agent.toml
+            s = load_settings(self.root)
+            self._agent = Identity(s.agent_name, s.agent_email)
+        return self._agent
+
+    def user_identity(self) -> Identity:
+        """The user's git identity, or a fallback named after the login when none is set."""
+        name = self.git("config", "user.name", check=False).strip()
+        email = self.git("config", "user.email", check=False).strip()
+        if name and email:
+            return Identity(name, email)
+        login = getpass.getuser() or "user"
+        return Identity(name or login, email or f"{login}@{socket.gethostname() or 'localhost'}")
+
+    # ---- git -----------------------------------------------------------------------
+
+    def git(self, *args: str, check: bool = True, env: dict | None = None,
+            input: str | None = None) -> str:
+        full_env = None
+        if env:
+            full_env = os.environ.copy()
+            full_env.update(env)
+        p = _run(list(args), cwd=self.root, env=full_env, input=input)
+        if check and p.returncode:
+            raise GitError(list(args), p.returncode, p.stderr)
+        return p.stdout
+
+    def git_passthrough(self, *args: str) -> int:
+        """Run git with the terminal attached (for `agent git`, `agent log`)."""
+        return subprocess.call(["git", *_GIT_BASE, *args], cwd=self.root)
+
+    def head(self) -> str | None:
+        p = _run(["rev-parse", "--verify", "-q", "HEAD"], cwd=self.root)
+        return p.stdout.strip() or None
+
+    def dirty_paths(self) -> list[str]:
+        """Paths with uncommitted changes (modified, added, deleted, untracked)."""
+        out = self.git("status", "--porcelain=v1", "-z", "--untracked-files=all")
+        paths, items, i = [], out.split("\0"), 0
+        while i < len(items):
+            item = items[i]
+            if not item:
+                i += 1
+                continue
+            code, path = item[:2], item[3:]
+            paths.append(path)
+            if code[0] in "RC":  # a rename carries its old path as the next item
+                paths.append(items[i + 1])
+                i += 1
+            i += 1
+        return paths
+
+    def changed_since(self, sha: str | None) -> list[str]:
+        """Files changed between commit `sha` and the work tree (committed or not)."""
+        paths: set[str] = set(self.dirty_paths())
+        head = self.head()
+        if head and sha and sha != head:
+            out = self.git("diff", "--name-only", "-z", "--no-renames", sha, head, check=False)
+            paths.update(p for p in out.split("\0") if p)
+        elif head and not sha:
+            out = self.git("ls-files", "-z")
+            paths.update(p for p in out.split("\0") if p)
+        return sorted(paths)
+
+    def show(self, rev: str, rel: str) -> str | None:
+        p = _run(["show", f"{rev}:{rel}"], cwd=self.root)
+        return p.stdout if p.returncode == 0 else None
+
+    def _commit_paths(self, paths: list[str] | None, message: str, who: Identity) -> str | None:
+        """Stage `paths` (all changes when None) and commit them; None if nothing changed."""
+        if paths is None:
+            self.git("add", "-A")
+        elif paths:
+            present = sorted(p for p in set(paths) if (self.root / p).exists())
+            gone = sorted(p for p in set(paths) if not (self.root / p).exists())
+            if present:
+                self.git("add", "-A", "--", *present)
+            if gone:
+                self.git("rm", "-q", "-r", "--cached", "--ignore-unmatch", "--", *gone)
+        else:
+            return None
+        p = _run(["commit", "-q", "--no-verify", "-F", "-"], cwd=self.root,
+                 env={**os.environ, **who.env()}, input=message)
+        if p.returncode:
+            if "nothing to commit" in p.stdout + p.stderr or "no changes added" in p.stdout + p.stderr:
+                return None
+            raise GitError(["commit"], p.returncode, p.stderr + p.stdout)
+        return self.head()
+
+    def commit(self, message: str, trailers: dict[str, str] | None = None,
+               paths: list[str] | None = None, who: Identity | None = None) -> str | None:
+        """Commit what this process wrote (or `paths`) as the agent: sha, or None if unchanged."""
+        if trailers:
+            message = message.rstrip("\n") + "\n\n" + "\n".join(
+                f"{k}: {v}" for k, v in trailers.items()) + "\n"
+        targets = list(paths) if paths is not None else list(self._touched)
+        sha = self._commit_paths(targets, message, who or self.agent_identity())
+        self._touched = [] if paths is None else [p for p in self._touched if p not in targets]
+        if not self._touched:
+            self._clear_pending()
+        return sha
+
+    def log(self, *args: str) -> str:
+        return self.git("log", *args)
+
+    def revert(self, sha: str, message: str) -> str | None:
+        """Revert commit `sha` as a new agent commit; GitError if it would conflict."""
+        p = _run(["revert", "--no-commit", sha], cwd=self.root)
+        if p.returncode:
+            _run(["revert", "--abort"], cwd=self.root)
+            _run(["reset", "--merge"], cwd=self.root)
+            raise GitError(["revert", sha], p.returncode, p.stderr + p.stdout)
+        p = _run(["commit", "-q", "--no-verify", "-F", "-"], cwd=self.root,
+                 env={**os.environ, **self.agent_identity().env()}, input=message)
+        if p.returncode:
+            _run(["revert", "--abort"], cwd=self.root)
+            if "nothing to commit" in p.stdout + p.stderr:
+                return None
+            raise GitError(["commit"], p.returncode, p.stderr + p.stdout)
+        return self.head()
+
+    # ---- the lock and repairs ------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the vault lock (re-entrant); on first entry, repair and commit hand edits.
+
+        The lock is an flock on .agent/lock, so a killed holder never leaves it stale.
+        """
+        with self._thread_lock:
+            if self._lock_depth == 0:
+                self.state.mkdir(exist_ok=True)
+                fd = os.open(self.state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                self._lock_fd = fd
+            self._lock_depth += 1
+            try:
+                if self._lock_depth == 1:
+                    self.prepare()
+                yield self
+            finally:
+                self._lock_depth -= 1
+                if self._lock_depth == 0:
+                    fd, self._lock_fd = self._lock_fd, None
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    os.close(fd)
+
+    def prepare(self) -> None:
+        """Make the work tree consistent and commit what is not the agent's next change."""
+        dirty = self.dirty_paths()
+        pending = self._read_pending()
+        if not dirty:
+            if pending:
+                self._clear_pending()
+            return
+        self.recovered = self._repair_torn(p for p in dirty if p.endswith(".jsonl"))
+        if self.recovered:
+            dirty = self.dirty_paths()
+        leftovers = [p for p in dirty if p in pending]
+        if leftovers:
+            self._commit_paths(leftovers, _sentence(
+                "recover", leftovers, "left by an interrupted command"), self.agent_identity())
+        edits = [p for p in dirty if p not in pending]
+        if edits:
+            self._commit_paths(edits, _sentence("edit", edits, "by hand"), self.user_identity())
+        self._clear_pending()
+
+    def _repair_torn(self, paths) -> list[str]:
+        """Set aside a torn last line of each JSONL file into .agent/recovered/."""
+        moved = []
+        for rel in paths:
+            path = self.root / rel
+            if not path.is_file():
+                continue
+            with open(path, "rb+") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size == 0:
+                    continue
+                f.seek(size - 1)
+                if f.read(1) == b"\n":
+                    continue
+                # Find the start of the torn line: the byte after the last newline.
+                pos, chunk = size, 65536
+                start = 0
+                while pos > 0:
+                    pos = max(0, pos - chunk)
+                    f.seek(pos)
+                    data = f.read(min(chunk, size - pos))
+                    nl = data.rfind(b"\n")
+                    if nl >= 0:
+                        start = pos + nl + 1
+                        break
+                f.seek(start)
+                torn = f.read()
+                dest_dir = self.state / "recovered"
+                dest_dir.mkdir(parents=True, exist_ok=True)
+                stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+                dest = dest_dir / f"{rel.replace('/', '__')}.{stamp}.torn"
+                dest.write_bytes(torn)
+                f.truncate(start)
+                f.flush()
+                os.fsync(f.fileno())
+            moved.append(f"{rel} -> {dest.relative_to(self.root)}")
+        return moved
+
+    def _pending_file(self) -> Path:
+        return self.state / "pending.json"
+
+    def _read_pending(self) -> set[str]:
+        try:
+            return set(json.loads(self._pending_file().read_text()))
+        except (FileNotFoundError, ValueError):
+            return set()
+
+    def _note_pending(self, rel: str) -> None:
+        """Journal a path before writing it, so a crash's leftovers are known as ours."""
+        if rel in self._touched:
+            return
+        self._touched.append(rel)
+        self.state.mkdir(exist_ok=True)
+        tmp = self._pending_file().with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(self._touched, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._pending_file())
+
+    def _clear_pending(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._pending_file().unlink()
+
+    # ---- writes --------------------------------------------------------------------
+
+    def _writable(self, rel: str) -> Path:
+        rel = self.rel(rel)
+        if rel == ".git" or rel.startswith((".git/", f"{STATE_DIR}/")) or rel == STATE_DIR:
+            raise VaultError(f"{rel}: the agent does not write inside .git/ or {STATE_DIR}/.")
+        self._note_pending(rel)
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> None:
+        """Append whole lines, flushed and fsynced; `header` starts a new file."""
+        path = self._writable(rel)
+        new = not path.exists() or path.stat().st_size == 0
+        data = "".join(line.rstrip("\n") + "\n" for line in lines)
+        if new and header:
+            data = header + data
+        elif not new:
+            with open(path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    data = "\n" + data
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if new:
+            _fsync_dir(path.parent)
+
+    def append_line(self, rel: str, line: str, header: str | None = None) -> None:
+        self.append_lines(rel, [line], header)
+
+    def write_text(self, rel: str, text: str) -> None:
+        """Replace a file atomically: a temporary file, fsync, then os.replace."""
+        path = self._writable(rel)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+
+    def delete(self, rel: str) -> None:
+        path = self._writable(rel)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def read_text(self, rel: str) -> str:
+        return (self.root / self.rel(rel)).read_text(encoding="utf-8")
+
+
+def _union_lines() -> list[str]:
+    return ["sessions/**/*.jsonl merge=union", "memory/*.md merge=union"]
+
+
+def _sentence(prefix: str, paths: list[str], tail: str) -> str:
+    """`edit: MEMORY.md by hand`, `edit: 4 files by hand` (+ the list in the body)."""
+    if len(paths) <= 2:
+        subject = f"{prefix}: {', '.join(paths)} {tail}"
+    else:
+        subject = f"{prefix}: {len(paths)} files {tail}"
+    body = "" if len(paths) <= 2 else "\n\n" + "\n".join(f"- {p}" for p in paths)
+    return subject + body + "\n"
+
+
+def now() -> datetime:
+    """The local time with its offset (the edge where commands take the time)."""
+    return datetime.now().astimezone()
+
