@@ -1,0 +1,71 @@
+"""Shared fixtures: each test gets its own vault under tmp_path, a test git identity,
+and no way to reach a real home folder, git config or API key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent.cli import cli
+from agent.vault import Vault
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    gitconfig = home / ".gitconfig"
+    gitconfig.write_text("[user]\n\tname = Test User\n\temail = test@example.com\n"
+                         "[init]\n\tdefaultBranch = main\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
+                "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def vault(tmp_path) -> Vault:
+    v, what = Vault.init(tmp_path / "vault")
+    assert what == "created"
+    return v
+
+
+@pytest.fixture
+def run(vault):
+    """Run the real CLI in-process on the test vault: run("note", "hi") -> click Result."""
+    def _run(*args, input=None, vault_path=None):
+        runner = CliRunner()
+        return runner.invoke(cli, ["--vault", str(vault_path or vault.root), *args],
+                             input=input, catch_exceptions=False)
+    return _run
+
+
+def agent_proc(*args, vault=None, env=None, **kw) -> subprocess.CompletedProcess:
+    """Run `agent` as a separate process (python -m agent.cli)."""
+    cmd = [sys.executable, "-m", "agent.cli"]
+    if vault is not None:
+        cmd += ["--vault", str(vault)]
+    full_env = os.environ.copy()
+    full_env.update(env or {})
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, env=full_env, **kw)
+
+
+def subjects(vault: Vault, *paths: str) -> list[str]:
+    """Commit subjects, newest first."""
+    out = vault.git("log", "--format=%s", "--", *paths) if paths else vault.git("log", "--format=%s")
+    return out.splitlines()
+
+
+def authors(vault: Vault) -> list[str]:
+    return vault.git("log", "--format=%an <%ae>").splitlines()
