@@ -52,8 +52,8 @@ def run(vault):
 
 
 def agent_proc(*args, vault=None, env=None, **kw) -> subprocess.CompletedProcess:
-    """Run `agent` as a separate process (python -m agent.cli)."""
-    cmd = [sys.executable, "-m", "agent.cli"]
+    """Run `agent` as a separate process (python -m agent)."""
+    cmd = [sys.executable, "-m", "agent"]
     if vault is not None:
         cmd += ["--vault", str(vault)]
     full_env = os.environ.copy()
