@@ -3,3 +3,5 @@
 
 class UserError(Exception):
     """A problem with the user's input or files; the message names it and the fix."""
+
+    exit_code = 1

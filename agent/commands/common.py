@@ -17,7 +17,9 @@ class AgentGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UserError as e:
-            raise click.ClickException(str(e)) from None
+            err = click.ClickException(str(e))
+            err.exit_code = getattr(e, "exit_code", 1)
+            raise err from None
 
 
 def _set_vault(ctx, param, value):
