@@ -22,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -381,14 +382,16 @@ class Vault:
 
     def prepare(self) -> None:
         """Make the work tree consistent and commit what is not the agent's next change."""
+        self._clear_stale_index_lock()
         dirty = self.dirty_paths()
         pending = self._read_pending()
         if not dirty:
             if pending:
                 self._clear_pending()
             return
-        self.recovered = self._repair_torn(p for p in dirty if p.endswith(".jsonl"))
-        if self.recovered:
+        torn = self._repair_torn(p for p in dirty if p.endswith(".jsonl"))
+        self.recovered.extend(torn)
+        if torn:
             dirty = self.dirty_paths()
         leftovers = [p for p in dirty if p in pending]
         if leftovers:
@@ -398,6 +401,22 @@ class Vault:
         if edits:
             self._commit_paths(edits, _sentence("edit", edits, "by hand"), self.user_identity())
         self._clear_pending()
+
+    def _clear_stale_index_lock(self, wait: float = 2.0) -> None:
+        """Remove git's index.lock left by a git process killed mid-commit.
+
+        We hold the vault lock, so no agent process is running git; a person's own git
+        command finishes well within `wait`, so a lock still there after it is stale.
+        """
+        lock = self.root / ".git" / "index.lock"
+        deadline = time.monotonic() + wait
+        while lock.exists():
+            if time.monotonic() > deadline:
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
+                self.recovered.append(".git/index.lock (left by a killed git) removed")
+                return
+            time.sleep(0.05)
 
     def _repair_torn(self, paths) -> list[str]:
         """Set aside a torn last line of each JSONL file into .agent/recovered/."""

@@ -52,7 +52,7 @@ def get_vault() -> Vault:
 
 def report_recovery(vault: Vault) -> None:
     for line in vault.recovered:
-        click.echo(f"Recovered a torn last line: {line}", err=True)
+        click.echo(f"Recovered: {line}", err=True)
     vault.recovered = []
 
 
