@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from agent.cli import cli
 from agent.vault import Vault
+from fakeanthropic import fake_anthropic  # noqa: F401  (fixture: the fake Anthropic API)
 
 ROOT = Path(__file__).resolve().parent.parent
 
