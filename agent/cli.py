@@ -206,23 +206,15 @@ def git_cmd(args):
 @vault_option
 def import_cmd(file):
     """Import a transcript (JSONL: session, role, content, ts, optional id)."""
+    from agent.importer import import_file
     vault = get_vault()
-    records = sessions.parse_import(file)
-    with vault.locked():
-        report_recovery(vault)
-        plan = sessions.plan_import(vault.root, records)
-        added = sum(len(lines) for lines in plan.values())
-        if not added:
-            click.echo(f"Nothing to import: all {len(records)} messages of {file.name} "
-                       f"are already in the vault.")
-            return
-        for rel, lines in plan.items():
-            vault.append_lines(rel, lines)
-        keys = {rel.rsplit("/", 1)[0] for rel in plan}
-        sha = vault.commit(f"import: add {added} message{'s' * (added != 1)} to "
-                           f"{len(keys)} session{'s' * (len(keys) != 1)} from {file.name}")
+    added, keys, sha = import_file(vault, file)
+    report_recovery(vault)
+    if not added:
+        click.echo(f"Nothing to import: every message of {file.name} is already in the vault.")
+        return
     after_change(vault)
-    click.echo(f"Imported {added} messages into {len(keys)} sessions ({sha[:7]})")
+    click.echo(f"Imported {added} messages into {keys} sessions ({sha[:7]})")
 
 
 # ---- the other command families -------------------------------------------------------

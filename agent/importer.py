@@ -1,0 +1,31 @@
+"""Importing a transcript into the vault: the code `agent import` runs, reusable by scripts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent import sessions
+from agent.vault import Vault
+
+
+def import_file(vault: Vault, path: Path) -> tuple[int, int, str | None]:
+    """Append a transcript's new messages and commit them: (added, sessions, commit sha).
+
+    The file is JSONL (`session`, `role`, `content`, `ts`, optional `id` and `speaker`);
+    messages whose id a session already has are left out, so importing twice adds
+    nothing (then the result is (0, 0, None)). A malformed file raises SessionError
+    naming every bad line, and nothing is written.
+    """
+    path = Path(path)
+    records = sessions.parse_import(path)
+    with vault.locked():
+        plan = sessions.plan_import(vault.root, records)
+        added = sum(len(lines) for lines in plan.values())
+        if not added:
+            return 0, 0, None
+        for rel, lines in plan.items():
+            vault.append_lines(rel, lines)
+        keys = {rel.rsplit("/", 1)[0] for rel in plan}
+        sha = vault.commit(f"import: add {added} message{'s' * (added != 1)} to "
+                           f"{len(keys)} session{'s' * (len(keys) != 1)} from {path.name}")
+    return added, len(keys), sha
