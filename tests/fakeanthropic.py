@@ -59,6 +59,8 @@ class Reply:
     delay: seconds to wait before answering at all.
     chunk_delay: when streamed, seconds to pause between SSE events (a slow stream, to
     interrupt mid-reply). chunk_size: characters per text/json delta (None: by word).
+    then_error: when streamed, the content is sent and then this error arrives as an SSE
+    `error` event (as the API does when overloaded mid-stream); not streamed, it is the answer.
     """
     content: list[dict]
     stop_reason: str | None = None
@@ -67,6 +69,7 @@ class Reply:
     chunk_delay: float = 0.0
     chunk_size: int | None = None
     model: str | None = None
+    then_error: "ErrorReply | None" = None
 
     def final_stop_reason(self) -> str:
         if self.stop_reason:
@@ -90,14 +93,14 @@ class ErrorReply:
 
 def reply(*blocks: dict | str, stop_reason: str | None = None, usage: dict | None = None,
           delay: float = 0.0, chunk_delay: float = 0.0, chunk_size: int | None = None,
-          model: str | None = None) -> Reply:
+          model: str | None = None, then_error: "ErrorReply | None" = None) -> Reply:
     """An assistant message made of blocks (a bare string is a text block).
 
     stop_reason defaults to "tool_use" when a tool_use block is present, else "end_turn";
     usage entries given here replace the simulated figures."""
     content = [text(b) if isinstance(b, str) else dict(b) for b in blocks]
     return Reply(content, stop_reason=stop_reason, usage=usage, delay=delay,
-                 chunk_delay=chunk_delay, chunk_size=chunk_size, model=model)
+                 chunk_delay=chunk_delay, chunk_size=chunk_size, model=model, then_error=then_error)
 
 
 def json_reply(obj: Any, **kw) -> Reply:
@@ -191,11 +194,19 @@ class Recorded:
     body: Any
     query: dict = field(default_factory=dict)
     status: int | None = None      # the status answered
-    completed: bool = False        # False when the client hung up mid-answer (e.g. Ctrl-C)
+    completed: bool = False        # False when the client hung up mid-answer (e.g. Ctrl-C;
+                                   # best effort: a hang-up near the end may go unseen)
+    finished: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     @property
     def json(self) -> Any:
         return self.body
+
+    def wait(self, timeout: float = 10.0) -> "Recorded":
+        """Block until the server has finished answering this request."""
+        if not self.finished.wait(timeout):
+            raise TimeoutError(f"fake Anthropic: {self.method} {self.path} still answering after {timeout}s")
+        return self
 
 
 # ---------------------------------------------------------------- batches
@@ -453,6 +464,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         rec = Recorded(self.command, parts.path, {k.lower(): v for k, v in self.headers.items()},
                        body, query=parse_qs(parts.query))
+        self._rec = rec
         self.fake._record(rec)
         return rec
 
@@ -483,6 +495,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(rec, error(404, "not_found_error", what))
 
     # -- routing
+
+    def handle_one_request(self) -> None:
+        self._rec: Recorded | None = None
+        try:
+            super().handle_one_request()
+        finally:
+            if self._rec is not None:
+                self._rec.finished.set()
 
     def do_GET(self) -> None:
         rec = self._read()
@@ -522,6 +542,8 @@ class _Handler(BaseHTTPRequestHandler):
         if item.delay:
             time.sleep(item.delay)
         msg = self.fake._message(item, body)
+        if item.then_error is not None and not body.get("stream"):
+            return self._error(rec, item.then_error)
         if body.get("stream"):
             self._stream(rec, msg, item)
         else:
@@ -536,7 +558,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("transfer-encoding", "chunked")
             self.send_header("request-id", _new_id("req"))
             self.end_headers()
-            for i, (event, data) in enumerate(_sse_events(msg, r.chunk_size)):
+            for i, (event, data) in enumerate(_sse_events(msg, r.chunk_size, r.then_error)):
                 if i and r.chunk_delay:
                     time.sleep(r.chunk_delay)
                 chunk = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
@@ -605,7 +627,7 @@ def _pieces(s: str, size: int | None) -> list[str]:
     return re.findall(r"\S*\s*", s)[:-1] or [s]
 
 
-def _sse_events(msg: dict, chunk_size: int | None):
+def _sse_events(msg: dict, chunk_size: int | None, then_error: ErrorReply | None = None):
     """The SSE events of a streamed message, as the real API sends them."""
     usage = msg["usage"]
     start = dict(msg, content=[], stop_reason=None, stop_sequence=None,
@@ -631,6 +653,9 @@ def _sse_events(msg: dict, chunk_size: int | None):
         else:
             yield "content_block_start", {"type": "content_block_start", "index": i, "content_block": block}
         yield "content_block_stop", {"type": "content_block_stop", "index": i}
+    if then_error is not None:
+        yield "error", then_error.body()
+        return
     yield "message_delta", {"type": "message_delta",
                             "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
                             "usage": {k: usage[k] for k in ("input_tokens", "output_tokens",

@@ -261,3 +261,58 @@ def test_importing_the_module_does_not_import_the_sdk():
     code = "import sys, agent.llm.anthropic; print('anthropic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_slow_stream_can_be_abandoned_mid_reply(fake_anthropic):
+    words = " ".join(f"word{i}" for i in range(40))
+    fake_anthropic.add(reply(words, chunk_delay=0.05))
+    client = make_client()
+    with client.messages.stream(model=MODEL, max_tokens=100, messages=HI) as stream:
+        first = next(iter(stream.text_stream))
+    assert first == "word0 "
+    rec = fake_anthropic.last.wait(timeout=10)
+    assert rec.completed is False  # the server saw the hang-up
+
+
+def test_delay_before_answering_trips_the_client_timeout(fake_anthropic):
+    import anthropic
+    fake_anthropic.add(reply("late", delay=0.6))
+    with pytest.raises(anthropic.APITimeoutError):
+        make_client(max_retries=0, timeout=0.2).messages.create(model=MODEL, max_tokens=10, messages=HI)
+
+
+def test_error_event_mid_stream(fake_anthropic):
+    import anthropic
+    fake_anthropic.add(reply("partial answer", then_error=error(529, "overloaded_error", "Overloaded")))
+    got = []
+    with pytest.raises(anthropic.APIStatusError, match="overloaded_error"):
+        with make_client().messages.stream(model=MODEL, max_tokens=100, messages=HI) as stream:
+            for piece in stream.text_stream:
+                got.append(piece)
+    assert "".join(got) == "partial answer"
+
+
+def test_default_reply_and_waiting_for_requests(fake_anthropic):
+    fake_anthropic.default_reply = "always this"
+    client = make_client()
+    for _ in range(3):
+        assert client.messages.create(model=MODEL, max_tokens=10, messages=HI).content[0].text == "always this"
+    assert len(fake_anthropic.wait_for_requests(3, path="/v1/messages", timeout=1)) == 3
+    with pytest.raises(TimeoutError):
+        fake_anthropic.wait_for_requests(4, timeout=0.1)
+
+
+def test_usable_from_a_script_without_pytest_fixtures(tmp_path):
+    from pathlib import Path
+    tests_dir = Path(__file__).resolve().parent
+    script = tmp_path / "bench.py"
+    script.write_text(
+        "import sys, anthropic\n"
+        f"sys.path.insert(0, {str(tests_dir)!r})\n"
+        "from fakeanthropic import FakeAnthropic, reply\n"
+        "with FakeAnthropic() as s:\n"
+        "    s.add(reply('from a script'))\n"
+        "    c = anthropic.Anthropic(api_key='k', base_url=s.url)\n"
+        "    print(c.messages.create(model='m', max_tokens=5, messages=[{'role': 'user', 'content': 'x'}]).content[0].text)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "from a script"
