@@ -177,8 +177,9 @@ class Vault:
         return vault, "adopted" if adopting else "created"
 
     def _configure_repo(self) -> None:
-        # Status scans stay cheap as the vault grows.
+        # Status scans and index writes stay cheap as the vault grows.
         self.git("config", "core.untrackedCache", "true")
+        self.git("config", "core.splitIndex", "true")
 
     def _copy_template(self) -> list[str]:
         copied = []
@@ -300,25 +301,28 @@ class Vault:
         return p.stdout if p.returncode == 0 else None
 
     def _commit_paths(self, paths: list[str] | None, message: str, who: Identity) -> str | None:
-        """Stage `paths` (all changes when None) and commit them; None if nothing changed."""
+        """Stage `paths` (all changes when None) and commit them; None if nothing changed.
+
+        Plumbing rather than `git commit`: it stages only the named paths and never
+        re-scans the work tree, so the cost stays flat as the vault grows (with the
+        split index, each write touches a small file, not the whole index).
+        """
         if paths is None:
             self.git("add", "-A")
         elif paths:
-            present = sorted(p for p in set(paths) if (self.root / p).exists())
-            gone = sorted(p for p in set(paths) if not (self.root / p).exists())
-            if present:
-                self.git("add", "-A", "--", *present)
-            if gone:
-                self.git("rm", "-q", "-r", "--cached", "--ignore-unmatch", "--", *gone)
+            self.git("update-index", "--add", "--remove", "--", *sorted(set(paths)))
         else:
             return None
-        p = _run(["commit", "-q", "--no-verify", "-F", "-"], cwd=self.root,
-                 env={**os.environ, **who.env()}, input=message)
-        if p.returncode:
-            if "nothing to commit" in p.stdout + p.stderr or "no changes added" in p.stdout + p.stderr:
-                return None
-            raise GitError(["commit"], p.returncode, p.stderr + p.stdout)
-        return self.head()
+        tree = self.git("write-tree").strip()
+        p = _run(["rev-parse", "HEAD", "HEAD^{tree}"], cwd=self.root)
+        head, head_tree = (p.stdout.split() + [None, None])[:2] if p.returncode == 0 else (None, None)
+        if tree == head_tree:
+            return None
+        sha = self.git("commit-tree", tree, *(["-p", head] if head else []), "-F", "-",
+                       env=who.env(), input=message).strip()
+        subject = message.splitlines()[0] if message else ""
+        self.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or "0" * 40)
+        return sha
 
     def commit(self, message: str, trailers: dict[str, str] | None = None,
                paths: list[str] | None = None, who: Identity | None = None) -> str | None:
@@ -382,7 +386,7 @@ class Vault:
 
     def prepare(self) -> None:
         """Make the work tree consistent and commit what is not the agent's next change."""
-        self._clear_stale_index_lock()
+        self._clear_stale_git_locks()
         dirty = self.dirty_paths()
         pending = self._read_pending()
         if not dirty:
@@ -402,19 +406,26 @@ class Vault:
             self._commit_paths(edits, _sentence("edit", edits, "by hand"), self.user_identity())
         self._clear_pending()
 
-    def _clear_stale_index_lock(self, wait: float = 2.0) -> None:
-        """Remove git's index.lock left by a git process killed mid-commit.
+    def _clear_stale_git_locks(self, wait: float = 2.0) -> None:
+        """Remove lock files left by a git process killed mid-commit.
 
         We hold the vault lock, so no agent process is running git; a person's own git
         command finishes well within `wait`, so a lock still there after it is stale.
         """
-        lock = self.root / ".git" / "index.lock"
+        git_dir = self.root / ".git"
+
+        def locks():
+            found = [git_dir / n for n in ("index.lock", "HEAD.lock", "packed-refs.lock")]
+            found += list((git_dir / "refs" / "heads").glob("**/*.lock"))
+            return [p for p in found if p.exists()]
+
         deadline = time.monotonic() + wait
-        while lock.exists():
+        while stale := locks():
             if time.monotonic() > deadline:
-                with contextlib.suppress(FileNotFoundError):
-                    lock.unlink()
-                self.recovered.append(".git/index.lock (left by a killed git) removed")
+                for lock in stale:
+                    with contextlib.suppress(FileNotFoundError):
+                        lock.unlink()
+                    self.recovered.append(f"{lock.relative_to(self.root)} (left by a killed git) removed")
                 return
             time.sleep(0.05)
 

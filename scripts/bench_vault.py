@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""How much one `agent note`-sized change costs as the vault grows.
+
+Builds vaults holding about 1,000, 10,000 and 100,000 messages with the files that
+implies (monthly session files, a daily note per day, an archive entry per ~25
+messages), then measures:
+
+- the in-process cost of one change (take the lock, check for hand edits, append a line,
+  fsync, commit): median and 95th percentile;
+- the wall time of a whole `agent note` process: median.
+
+Targets: median change at most 30 ms at every size and growing at most 1.5x from the
+smallest vault to the largest; `agent note` under 150 ms.
+
+    python scripts/bench_vault.py [--sizes 1000,10000,100000] [--runs 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent import memory  # noqa: E402
+from agent.vault import Vault  # noqa: E402
+
+PER_DAY = 50
+SESSIONS = ["cli/default", "cli/work", "telegram/me"]
+
+
+def build(root: Path, messages: int) -> Vault:
+    vault, _ = Vault.init(root)
+    start = datetime(2021, 1, 1, 9, 0, tzinfo=timezone.utc)
+    files: dict[str, list[str]] = {}
+    for i in range(messages):
+        day = i // PER_DAY
+        ts = start + timedelta(days=day, minutes=(i % PER_DAY) * 5)
+        key = SESSIONS[day % len(SESSIONS)]
+        line = json.dumps({"id": f"m{i}", "ts": ts.isoformat(), "role": "user" if i % 2 == 0 else "assistant",
+                           "content": f"message {i} about topic {i % 97} and plan {i % 31}",
+                           "turn": i // 2 + 1})
+        files.setdefault(f"sessions/{key}/{ts:%Y-%m}.jsonl", []).append(line)
+        if i % PER_DAY == 0:
+            files.setdefault(memory.daily_path(ts.date()), [f"# {ts:%Y-%m-%d}", ""]).append(
+                f"- 09:00 note for day {day}")
+        if i % 25 == 24:
+            aid = i // 25 + 1
+            files[f"archive/{ts:%Y}/{ts:%m}/{aid}.md"] = [
+                "---", f"id: {aid}", f"session: {key}", f"created: '{ts.isoformat()}'",
+                f"topic: topic {aid}", "importance: 0.5", "---", f"Summary of messages {i - 24}..{i}."]
+    for rel, lines in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(lines) + "\n")
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", f"bench: {messages} messages", env={
+        "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "b@x"})
+    return vault
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def measure(vault: Vault, runs: int) -> tuple[list[float], list[float]]:
+    changes = []
+    rel = "memory/2099-01-01.md"
+    for i in range(runs):
+        t = time.perf_counter()
+        with vault.locked():
+            vault.append_line(rel, f"- 10:00 bench line {i}", header="# 2099-01-01\n\n")
+            vault.commit(f"note: add 1 line to {rel}")
+        changes.append((time.perf_counter() - t) * 1000)
+    procs = []
+    env = {**os.environ, "AGENT_VAULT": str(vault.root)}
+    for i in range(max(5, runs // 4)):
+        t = time.perf_counter()
+        subprocess.run(["agent", "note", f"process note {i}"], env=env, check=True,
+                       capture_output=True)
+        procs.append((time.perf_counter() - t) * 1000)
+    return changes, procs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--runs", type=int, default=40)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    os.environ.setdefault("GIT_AUTHOR_NAME", "bench")
+    os.environ.setdefault("GIT_AUTHOR_EMAIL", "bench@localhost")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            t = time.perf_counter()
+            vault = build(Path(tmp) / f"v{n}", n)
+            build_s = time.perf_counter() - t
+            files = int(vault.git("ls-files").count("\n"))
+            changes, procs = measure(vault, args.runs)
+            rows.append((n, files, build_s, statistics.median(changes), pct(changes, 0.95),
+                         statistics.median(procs)))
+            print(f"built {n} messages ({files} files) in {build_s:.1f}s", file=sys.stderr)
+    print(f"{'messages':>9} {'files':>6} {'change median':>14} {'change p95':>11} {'agent note':>11}")
+    for n, files, _, med, p95, proc in rows:
+        print(f"{n:>9} {files:>6} {med:>11.1f} ms {p95:>8.1f} ms {proc:>8.1f} ms")
+    growth = rows[-1][3] / rows[0][3]
+    print(f"growth of the median change from {rows[0][0]} to {rows[-1][0]} messages: {growth:.2f}x")
+    print(json.dumps({"sizes": sizes, "change_median_ms": [round(r[3], 1) for r in rows],
+                      "change_p95_ms": [round(r[4], 1) for r in rows],
+                      "note_process_median_ms": [round(r[5], 1) for r in rows],
+                      "growth": round(growth, 2)}))
+
+
+if __name__ == "__main__":
+    main()
