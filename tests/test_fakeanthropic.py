@@ -28,7 +28,7 @@ def test_plain_message_and_recorded_request(fake_anthropic):
     assert rec.method == "POST" and rec.path == "/v1/messages"
     assert rec.headers["authorization"] == "Bearer test-key"
     assert rec.body["messages"] == HI and rec.body["max_tokens"] == 100
-    assert rec.completed and rec.status == 200
+    assert rec.wait().completed and rec.status == 200
 
 
 def test_streaming_text_arrives_in_pieces(fake_anthropic):
