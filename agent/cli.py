@@ -214,7 +214,8 @@ def import_cmd(file):
         click.echo(f"Nothing to import: every message of {file.name} is already in the vault.")
         return
     after_change(vault)
-    click.echo(f"Imported {added} messages into {keys} sessions ({sha[:7]})")
+    click.echo(f"Imported {added} message{'s' * (added != 1)} into {keys} "
+               f"session{'s' * (keys != 1)} ({sha[:7]})")
 
 
 # ---- the other command families -------------------------------------------------------
