@@ -1,5 +1,1014 @@
-"""The search index (placeholder until the search issue lands)."""
+"""Memory search: a derived SQLite full-text index of the vault, and the search on it.
+
+The index lives in `.agent/index.sqlite` and can be deleted at any time: the next
+search rebuilds it. One document per session message, per bullet of `MEMORY.md` and
+`USER.md`, per line of a daily note, per archive entry (topic and summary). The text is
+normalised in Python before SQLite sees it (case, accents, apostrophes, and runs of
+Chinese/Japanese/Korean characters cut into overlapping bigrams, because the SQLite
+tokenizers keep a CJK run as one token and a two-character word inside a sentence
+would never be found); FTS4's porter tokenizer then stems, and the `sqlite-fts4`
+package's BM25 function ranks. A small re-ranking in Python adds what the retrieval
+evaluation (`scripts/eval_retrieval.py`) showed to help.
+
+Keeping it current costs what a turn changes, not what the vault holds: the index
+records the commit it reflects, and `refresh` asks git which files changed since then
+(committed or not), re-reads only those, and for a session file that only grew reads
+just the new lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import sqlite3
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from agent.errors import UserError
+
+DB_NAME = "index.sqlite"
+SCHEMA = 1
+KINDS = ("sessions", "memory", "notes", "archive")
+MEMORY_FILES = ("MEMORY.md", "USER.md")
+
+# Which full-text engine backs the index: "fts4" (the design's choice, ranked by the
+# sqlite-fts4 package) or "fts5" (SQLite's built-in bm25()); see the notes in the report.
+BACKEND = "fts4"
 
 
-def refresh(vault) -> None:
+class IndexError_(UserError):
+    pass
+
+
+@dataclass
+class Hit:
+    """One search result: where it is, when, who said it, and the messages it covers."""
+    kind: str                      # sessions | memory | notes | archive
+    path: str                      # vault-relative
+    line: int | None
+    ts: str | None                 # ISO 8601
+    speaker: str | None            # the message's speaker, else its role
+    session: str | None            # channel/chat
+    message_ids: list[str]
+    text: str
+    snippet: str                   # matched words marked [like this]
+    score: float
+    topic: str | None = None       # archive entries
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "path": self.path, "line": self.line, "ts": self.ts,
+                "speaker": self.speaker, "session": self.session,
+                "message_ids": self.message_ids, "topic": self.topic,
+                "score": round(self.score, 4), "snippet": self.snippet, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The weights of the re-ranking; the defaults are what the evaluation kept."""
+    candidates: int = 200          # BM25 candidates re-ranked in Python
+    speaker: float = 0.0           # a query word names the doc's speaker
+    neighbours: float = 0.0        # share of an adjacent message's score passed on
+    dates: float = 0.0             # a date in the question matches the doc's date
+    day: float = 0.0               # other strong hits on the same day
+    recency: float = 0.0           # newer docs first, all else equal
+    importance: float = 0.0        # memory facts and important archive entries
+
+
+RANKING = Ranking()
+
+
+# ---- text normalisation ---------------------------------------------------------------
+
+_CJK = ("\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3031-\u3035\u3040-\u309f\u30a0-\u30ff"
+        "\u3100-\u312f\u3131-\u318e\u31a0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+        "\uf900-\ufaff\U00020000-\U0002fa1f")
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_HAS_CJK = re.compile(f"[{_CJK}]")
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_LATIN_ACCENTED = re.compile("[\u00c0-\u024f\u1e00-\u1eff]")
+
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are aren as at be because been before
+being below between both but by can cannot could couldn did didn do does doesn doing don
+down during each few for from further had hadn has hasn have haven having he her here
+hers herself him himself his how i if in into is isn it its itself just let me more most
+mustn my myself no nor not of off on once only or other ought our ours ourselves out over
+own same shan she should shouldn so some such than that the their theirs them themselves
+then there these they this those through to too under until up very was wasn we were
+weren what when where which while who whom why will with won would wouldn you your yours
+yourself yourselves also ever get got s t d ll m re ve y
+""".split())
+
+
+def _fold(word: str) -> str:
+    """A word as the index stores it: case-folded, Latin accents dropped, no apostrophes."""
+    w = word.casefold()
+    if "'" in w or "\u2019" in w:
+        w = w.replace("\u2019", "'")
+        if w.endswith("'s"):
+            w = w[:-2]
+        w = w.replace("'", "")
+    if not w.isascii() and _LATIN_ACCENTED.search(w):
+        w = "".join(c for c in unicodedata.normalize("NFKD", w) if not unicodedata.combining(c))
+    return w
+
+
+def tokens(text: str) -> list[str]:
+    """The words of `text` as indexed: folded words, CJK runs as overlapping bigrams."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    out: list[str] = []
+    for word in _WORD.findall(text):
+        if word.isascii() or not _HAS_CJK.search(word):
+            w = _fold(word)
+            if w:
+                out.append(w)
+            continue
+        pos = 0
+        for m in _CJK_RUN.finditer(word):
+            if m.start() > pos:
+                w = _fold(word[pos:m.start()])
+                if w:
+                    out.append(w)
+            run = m.group()
+            out.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
+            pos = m.end()
+        if pos < len(word):
+            w = _fold(word[pos:])
+            if w:
+                out.append(w)
+    return out
+
+
+def query_terms(query: str, limit: int = 32) -> list[str]:
+    """The words a query searches for: stop words dropped (unless that leaves nothing),
+    duplicates dropped, at most `limit`."""
+    words = tokens(query)
+    kept = [w for w in words if w not in STOP_WORDS] or words
+    seen: dict[str, None] = {}
+    for w in kept:
+        seen.setdefault(w, None)
+    return list(seen)[:limit]
+
+
+def _is_cjk(term: str) -> bool:
+    return bool(_HAS_CJK.match(term))
+
+
+def match_expression(terms: list[str]) -> str:
+    """A MATCH expression OR-ing the terms, each quoted, so no query text is syntax.
+
+    Terms hold only letters and digits, so quoting them is always safe. A lone CJK
+    character is searched as a prefix of the bigrams it starts.
+    """
+    parts = []
+    for t in terms:
+        if len(t) == 1 and _is_cjk(t):
+            parts.append(f'"{t}*"' if BACKEND == "fts4" else f'"{t}"*')
+        else:
+            parts.append(f'"{t}"')
+    return " OR ".join(parts)
+
+
+# ---- reading the vault's files into documents -----------------------------------------
+
+@dataclass
+class Doc:
+    path: str
+    line: int | None
+    kind: str
+    text: str
+    body: str                       # what the full-text index sees (normalised)
+    ts: str | None = None
+    speaker: str | None = None
+    session: str | None = None
+    msg: str | None = None
+    weight: float = 0.0
+    covers: str | None = None
+    topic: str | None = None
+
+
+_ARCHIVE_NAME = re.compile(r"^archive/\d{4}/\d{2}/\d+\.md$")
+_DAILY = re.compile(r"^memory/(?:.*/)?(\d{4}-\d{2}-\d{2})\.md$")
+_BULLET = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(.*\S)\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_NOTE_TIME = re.compile(r"^(\d{1,2}):(\d{2})\s+(.*)$")
+
+
+def kind_of(rel: str) -> str | None:
+    """Which kind of document a vault path holds, or None if it is not indexed."""
+    if rel.startswith("sessions/") and rel.endswith(".jsonl"):
+        return "sessions"
+    if rel in MEMORY_FILES:
+        return "memory"
+    if rel.startswith("memory/") and rel.endswith(".md"):
+        return "notes"
+    if _ARCHIVE_NAME.match(rel):
+        return "archive"
     return None
+
+
+def _session_key(rel: str) -> str:
+    parts = rel.split("/")
+    return "/".join(parts[1:-1])
+
+
+def content_text(content) -> str:
+    """The words of a message's content: the string, or its text blocks joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif isinstance(block, str):
+                parts.append(block)
+        return "\n".join(parts)
+    return ""
+
+
+def _message_doc(rel: str, session: str, line_no: int, raw: bytes) -> Doc | None:
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("type") == "compact" or "role" not in obj:
+        return None
+    text = content_text(obj.get("content"))
+    if not text.strip():
+        return None
+    speaker = obj.get("speaker") if isinstance(obj.get("speaker"), str) else None
+    who = speaker or (obj.get("role") if isinstance(obj.get("role"), str) else None)
+    ts = obj.get("ts") if isinstance(obj.get("ts"), str) else None
+    mid = obj.get("id")
+    body = " ".join(tokens(text))
+    return Doc(rel, line_no, "sessions", text, body, ts=ts, speaker=who, session=session,
+               msg=str(mid) if mid is not None else None)
+
+
+def _memory_docs(rel: str, text: str) -> list[Doc]:
+    """Bullets of MEMORY.md/USER.md (with their continuation lines), under their heading."""
+    docs: list[Doc] = []
+    heading = ""
+    current: Doc | None = None
+    for n, line in enumerate(text.splitlines(), 1):
+        h = _HEADING.match(line)
+        if h:
+            heading, current = h.group(2), None
+            continue
+        b = _BULLET.match(line)
+        if b:
+            current = Doc(rel, n, "memory", b.group(1), "", weight=1.0, topic=heading or None)
+            docs.append(current)
+        elif current is not None and line.strip() and line[:1] in " \t":
+            current.text += " " + line.strip()
+        else:
+            current = None
+    for d in docs:
+        d.body = " ".join(tokens(f"{d.text} {d.topic or ''}"))
+    return docs
+
+
+def _note_docs(rel: str, text: str) -> list[Doc]:
+    """Each non-heading line of a daily note; a `- HH:MM text` bullet carries its time."""
+    m = _DAILY.match(rel)
+    day = m.group(1) if m else None
+    docs = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or _HEADING.match(line):
+            continue
+        b = _BULLET.match(line)
+        body = b.group(1) if b else line.strip()
+        ts = day
+        t = _NOTE_TIME.match(body)
+        if t and day and int(t.group(1)) < 24:
+            ts = f"{day}T{int(t.group(1)):02d}:{t.group(2)}"
+            body = t.group(3)
+        docs.append(Doc(rel, n, "notes", body, " ".join(tokens(body)), ts=ts))
+    return docs
+
+
+def _source_range(source) -> list[tuple[str | None, str | None, str | None]]:
+    """(session file, first id, last id) triples from an archive entry's `source`.
+
+    Accepts a mapping (file/path, from/first/start, to/through/last/end), a list of
+    those, or a string `FILE#FIRST..LAST` (also `FILE:FIRST-LAST`).
+    """
+    if isinstance(source, list):
+        return [r for s in source for r in _source_range(s)]
+    if isinstance(source, dict):
+        def pick(*keys):
+            for k in keys:
+                if source.get(k) is not None:
+                    return str(source[k])
+            return None
+        ids = source.get("ids")
+        if isinstance(ids, list) and ids:
+            return [(pick("file", "path", "session_file"), str(ids[0]), str(ids[-1]))]
+        return [(pick("file", "path", "session_file"), pick("from", "first", "start", "since"),
+                 pick("to", "through", "last", "end", "until"))]
+    if isinstance(source, str):
+        m = re.match(r"^\s*(\S+?\.jsonl)\s*[#:@ ]\s*(\S+?)\s*(?:\.\.|-|–|to)\s*(\S+)\s*$", source)
+        if m:
+            return [(m.group(1), m.group(2), m.group(3))]
+        return [(source.strip(), None, None)] if source.strip().endswith(".jsonl") else []
+    return []
+
+
+def _archive_doc(rel: str, root: Path) -> tuple[Doc | None, str | None]:
+    from agent import frontmatter_io  # yaml loads only when an archive entry changed
+    try:
+        meta, body = frontmatter_io.load(root / rel, rel)
+    except frontmatter_io.FrontmatterError as e:
+        return None, str(e)
+    summary = body.strip()
+    topic = str(meta.get("topic") or "").strip() or None
+    try:
+        importance = float(meta.get("importance") or 0)
+    except (TypeError, ValueError):
+        importance = 0.0
+    if importance > 1:          # a 1-10 scale
+        importance /= 10
+    importance = min(max(importance, 0.0), 1.0)
+    created = meta.get("created")
+    ts = created.isoformat() if isinstance(created, (datetime, date)) else (
+        str(created) if created else None)
+    ranges = _source_range(meta.get("source"))
+    session = str(meta.get("session") or "") or None
+    text = f"{summary}"
+    doc = Doc(rel, 1, "archive", text, " ".join(tokens(f"{topic or ''} {summary}")),
+              ts=ts, session=session, weight=importance,
+              covers=json.dumps(ranges) if ranges else None, topic=topic)
+    return doc, None
+
+
+# ---- the database ---------------------------------------------------------------------
+
+def db_path(vault) -> Path:
+    return vault.state / DB_NAME
+
+
+def _create(db: sqlite3.Connection) -> None:
+    fts = ("CREATE VIRTUAL TABLE fts USING fts4(body, tokenize=porter)" if BACKEND == "fts4"
+           else "CREATE VIRTUAL TABLE fts USING fts5(body, tokenize='porter ascii')")
+    for sql in (
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
+        "CREATE TABLE files(path TEXT PRIMARY KEY, kind TEXT, size INTEGER, mtime INTEGER,"
+        " lines INTEGER, tail TEXT, problem TEXT)",
+        "CREATE TABLE docs(id INTEGER PRIMARY KEY, path TEXT NOT NULL, line INTEGER,"
+        " kind TEXT NOT NULL, ts TEXT, day TEXT, speaker TEXT, session TEXT, msg TEXT,"
+        " weight REAL, covers TEXT, topic TEXT, text TEXT NOT NULL)",
+        "CREATE INDEX docs_path ON docs(path, line)",
+        fts,
+    ):
+        db.execute(sql)
+    db.executemany("INSERT INTO meta VALUES (?, ?)",
+                   [("schema", str(SCHEMA)), ("backend", BACKEND)])
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=60, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    import sqlite_fts4
+    sqlite_fts4.register_functions(db)
+    return db
+
+
+def _meta(db, key):
+    row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def _set_meta(db, key, value):
+    db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+
+
+@contextlib.contextmanager
+def _open(vault):
+    """A connection to an index of the right schema (made empty if missing or unusable)."""
+    path = db_path(vault)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in (1, 2):
+        db = _connect(path)
+        try:
+            ok = db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone()
+            if ok and _meta(db, "schema") == str(SCHEMA) and _meta(db, "backend") == BACKEND:
+                break
+            if not ok and not db.execute("SELECT 1 FROM sqlite_master").fetchone():
+                db.execute("BEGIN IMMEDIATE")
+                if not db.execute("SELECT 1 FROM sqlite_master").fetchone():
+                    _create(db)
+                db.execute("COMMIT")
+                break
+        except sqlite3.DatabaseError:
+            if attempt == 2:
+                raise
+        # An index from another version, or a damaged file: it is derived, start over.
+        db.close()
+        _remove_db(path)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+# ---- keeping the index current --------------------------------------------------------
+
+@dataclass
+class _Stats:
+    files: int = 0
+    docs: int = 0
+    full: bool = False
+
+
+def _insert(db, docs: list[Doc]) -> None:
+    if not docs:
+        return
+    first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM docs").fetchone()[0]
+    rows, bodies = [], []
+    for i, d in enumerate(docs, first):
+        rows.append((i, d.path, d.line, d.kind, d.ts, d.ts[:10] if d.ts else None, d.speaker,
+                     d.session, d.msg, d.weight, d.covers, d.topic, d.text))
+        bodies.append((i, d.body))
+    db.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany("INSERT INTO fts(rowid, body) VALUES (?, ?)", bodies)
+
+
+def _drop_path(db, rel: str) -> None:
+    db.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE path=?)", (rel,))
+    db.execute("DELETE FROM docs WHERE path=?", (rel,))
+    db.execute("DELETE FROM files WHERE path=?", (rel,))
+
+
+def _tail(last_line: bytes) -> str:
+    return f"{len(last_line)}:{hashlib.sha1(last_line).hexdigest()}"
+
+
+def _index_session(db, root: Path, rel: str, st, row) -> int:
+    """Index the lines of a session file that are not indexed yet; returns docs added."""
+    path = root / rel
+    start, line_no, appended = 0, 0, False
+    with open(path, "rb") as f:
+        if row is not None and row["size"] and st.st_size >= row["size"] and row["tail"]:
+            n = int(row["tail"].split(":", 1)[0])
+            if n <= row["size"]:
+                f.seek(row["size"] - n)
+                if _tail(f.read(n)) == row["tail"]:
+                    start, line_no, appended = row["size"], row["lines"], True
+        if not appended:
+            _drop_path(db, rel)
+        f.seek(start)
+        data = f.read()
+    end = data.rfind(b"\n") + 1      # a torn last line waits until it is whole
+    if row is not None and appended and end == 0:
+        db.execute("UPDATE files SET mtime=? WHERE path=?", (st.st_mtime_ns, rel))
+        return 0
+    session = _session_key(rel)
+    docs, last = [], b""
+    for raw in data[:end].split(b"\n")[:-1] if end else []:
+        line_no += 1
+        last = raw + b"\n"
+        if raw.strip():
+            d = _message_doc(rel, session, line_no, raw)
+            if d is not None:
+                docs.append(d)
+    _insert(db, docs)
+    tail = _tail(last) if last else (row["tail"] if appended else None)
+    db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?)",
+               (rel, "sessions", start + end, st.st_mtime_ns, line_no, tail, None))
+    return len(docs)
+
+
+def _index_text_file(db, root: Path, rel: str, kind: str, st, row) -> int:
+    data = (root / rel).read_bytes()
+    digest = hashlib.sha1(data).hexdigest()
+    if row is not None and row["tail"] == digest:
+        db.execute("UPDATE files SET size=?, mtime=? WHERE path=?", (st.st_size, st.st_mtime_ns, rel))
+        return 0
+    _drop_path(db, rel)
+    problem = None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text, problem = data.decode("utf-8", "replace"), f"{rel}: not UTF-8 text"
+    if kind == "memory":
+        docs = _memory_docs(rel, text)
+    elif kind == "notes":
+        docs = _note_docs(rel, text)
+    else:
+        doc, problem = _archive_doc(rel, root)
+        docs = [doc] if doc else []
+    _insert(db, docs)
+    db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?)",
+               (rel, kind, st.st_size, st.st_mtime_ns, None, digest, problem))
+    return len(docs)
+
+
+def _index_path(db, root: Path, rel: str) -> int:
+    kind = kind_of(rel)
+    path = root / rel
+    try:
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    if kind is None or st is None or not path.is_file():
+        _drop_path(db, rel)
+        return 0
+    row = db.execute("SELECT * FROM files WHERE path=?", (rel,)).fetchone()
+    if row is not None and row["size"] == st.st_size and row["mtime"] == st.st_mtime_ns:
+        return 0
+    if kind == "sessions":
+        return _index_session(db, root, rel, st, row)
+    return _index_text_file(db, root, rel, kind, st, row)
+
+
+def _walk(root: Path) -> list[str]:
+    """Every indexable file on disk (a full build; refreshes never walk the vault)."""
+    out = [name for name in MEMORY_FILES if (root / name).is_file()]
+    for top, pattern in (("sessions", "*.jsonl"), ("memory", "*.md"), ("archive", "*.md")):
+        base = root / top
+        if base.is_dir():
+            for p in base.rglob(pattern):
+                rel = p.relative_to(root).as_posix()
+                if kind_of(rel) and p.is_file():
+                    out.append(rel)
+    return sorted(out)
+
+
+def _changes(vault, since: str | None, head: str | None) -> tuple[set[str], list[str]] | None:
+    """(paths changed since commit `since`, paths dirty now), or None if `since` is gone."""
+    from agent.vault import GitError
+    dirty = vault.dirty_paths()
+    changed = set(dirty)
+    if head and since != head:
+        try:
+            out = vault.git("diff", "--name-only", "-z", "--no-renames", since, head)
+        except GitError:
+            return None     # history rewritten under the index: rebuild
+        changed.update(p for p in out.split("\0") if p)
+    return changed, dirty
+
+
+def _update(vault, db, full: bool = False) -> _Stats:
+    stats = _Stats()
+    db.row_factory = sqlite3.Row
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        head = vault.head()
+        indexed = _meta(db, "commit")
+        changes = None
+        if not full and indexed:
+            changes = _changes(vault, indexed, head)
+        if changes is None:
+            full = True
+            for table in ("docs", "files"):
+                db.execute(f"DELETE FROM {table}")
+            db.execute("DELETE FROM fts")
+            paths = _walk(vault.root)
+            dirty = vault.dirty_paths()
+        else:
+            changed, dirty = changes
+            before = json.loads(_meta(db, "dirty") or "[]")
+            paths = sorted(p for p in changed.union(before) if kind_of(p) or
+                           db.execute("SELECT 1 FROM files WHERE path=?", (p,)).fetchone())
+        for rel in paths:
+            stats.docs += _index_path(db, vault.root, rel)
+        stats.files, stats.full = len(paths), full
+        _set_meta(db, "commit", head or "")
+        _set_meta(db, "dirty", json.dumps(sorted(p for p in dirty if kind_of(p))))
+        if full:
+            _set_meta(db, "built", datetime.now().astimezone().isoformat(timespec="seconds"))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return stats
+
+
+def refresh(vault) -> _Stats:
+    """Bring the index up to date with the vault's files (cheap when little changed)."""
+    with _open(vault) as db:
+        return _update(vault, db)
+
+
+def rebuild(vault) -> _Stats:
+    """Build the index again from every file of the vault."""
+    _remove_db(db_path(vault))
+    with _open(vault) as db:
+        return _update(vault, db, full=True)
+
+
+@dataclass
+class Status:
+    path: Path
+    exists: bool
+    backend: str = BACKEND
+    commit: str | None = None
+    head: str | None = None
+    built: str | None = None
+    documents: dict = field(default_factory=dict)
+    size: int = 0
+    commits_behind: int | None = None
+    files_behind: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def status(vault) -> Status:
+    """What the index holds and how far behind the vault it is (without updating it)."""
+    path = db_path(vault)
+    st = Status(path, path.exists(), head=vault.head())
+    if not st.exists:
+        return st
+    st.size = sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal") if os.path.exists(f"{path}{s}"))
+    db = _connect(path)
+    db.row_factory = sqlite3.Row
+    try:
+        try:
+            st.commit = _meta(db, "commit") or None
+            st.backend = _meta(db, "backend") or "?"
+            st.built = _meta(db, "built")
+            st.documents = {r[0]: r[1] for r in db.execute("SELECT kind, count(*) FROM docs GROUP BY kind")}
+            st.problems = [r[0] for r in db.execute("SELECT problem FROM files WHERE problem IS NOT NULL")]
+        except sqlite3.DatabaseError:
+            st.exists = False
+            return st
+        if st.commit and st.head and st.commit != st.head:
+            out = vault.git("rev-list", "--count", f"{st.commit}..{st.head}", check=False).strip()
+            st.commits_behind = int(out) if out.isdigit() else None
+        else:
+            st.commits_behind = 0
+        changes = _changes(vault, st.commit, st.head) if st.commit else None
+        if changes is not None:
+            changed, _ = changes
+            for rel in sorted(changed.union(json.loads(_meta(db, "dirty") or "[]"))):
+                row = db.execute("SELECT size, mtime FROM files WHERE path=?", (rel,)).fetchone()
+                try:
+                    s = (vault.root / rel).stat()
+                    now = (s.st_size, s.st_mtime_ns)
+                except OSError:
+                    now = None
+                if kind_of(rel) is None and row is None:
+                    continue
+                if now is None and row is None:
+                    continue
+                if row is None or now is None or (row["size"], row["mtime"]) != now:
+                    st.files_behind.append(rel)
+    finally:
+        db.close()
+    return st
+
+
+# ---- searching ------------------------------------------------------------------------
+
+_MONTHS = {m: i for i, m in enumerate(
+    "january february march april may june july august september october november december".split(), 1)}
+_MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
+_MONTHS["sept"] = 9
+_MON = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_DATE_PATTERNS = [
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
+    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MON}\.?,?\s+(\d{{4}})\b", re.I), "dmy"),
+    (re.compile(rf"\b{_MON}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), "mdy"),
+    (re.compile(rf"\b{_MON}\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I), "my"),
+    (re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b", re.I), "y"),
+]
+
+
+def question_dates(query: str) -> list[tuple[date, date]]:
+    """Absolute dates and periods named in a question, as (first day, last day)."""
+    spans: list[tuple[date, date]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern, form in _DATE_PATTERNS:
+        for m in pattern.finditer(query):
+            if any(a < m.end() and m.start() < b for a, b in taken):
+                continue
+            try:
+                if form == "ymd":
+                    d = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+                    span = (d, d)
+                elif form == "dmy":
+                    d = date(int(m.group(3)), _MONTHS[m.group(2).lower()[:3]], int(m.group(1)))
+                    span = (d, d)
+                elif form == "mdy":
+                    d = date(int(m.group(3)), _MONTHS[m.group(1).lower()[:3]], int(m.group(2)))
+                    span = (d, d)
+                elif form == "my":
+                    y, mo = int(m.group(2)), _MONTHS[m.group(1).lower()[:3]]
+                    end = date(y + (mo == 12), mo % 12 + 1, 1) - timedelta(days=1)
+                    span = (date(y, mo, 1), end)
+                else:
+                    y = int(m.group(1))
+                    span = (date(y, 1, 1), date(y, 12, 31))
+            except (ValueError, KeyError):
+                continue
+            taken.append((m.start(), m.end()))
+            spans.append(span)
+    return spans
+
+
+@dataclass
+class _Cand:
+    id: int
+    path: str
+    line: int | None
+    kind: str
+    ts: str | None
+    day: str | None
+    speaker: str | None
+    session: str | None
+    msg: str | None
+    weight: float
+    covers: str | None
+    topic: str | None
+    text: str
+    bm25: float
+    score: float = 0.0
+    passed: float = 0.0
+
+
+_COLS = "d.id, d.path, d.line, d.kind, d.ts, d.day, d.speaker, d.session, d.msg, d.weight, d.covers, d.topic, d.text"
+
+
+def _rank_sql() -> str:
+    return ("rank_bm25(matchinfo(fts, 'pcnalx'))" if BACKEND == "fts4" else "bm25(fts)")
+
+
+def _candidates(db, expr: str, n: int, since: date | None, kinds) -> list[_Cand]:
+    where, args = ["fts MATCH ?"], [expr]
+    if kinds is not None:
+        where.append(f"d.kind IN ({','.join('?' * len(kinds))})")
+        args.extend(sorted(kinds))
+    if since is not None:
+        where.append("d.day >= ?")
+        args.append(since.isoformat())
+    if len(where) == 1:
+        # Rank inside the full-text table first, then look up only the winners.
+        sql = (f"SELECT {_COLS}, s FROM (SELECT rowid AS rid, {_rank_sql()} AS s FROM fts "
+               f"WHERE fts MATCH ? ORDER BY s LIMIT ?) JOIN docs d ON d.id = rid ORDER BY s")
+        rows = db.execute(sql, (expr, n)).fetchall()
+        return [_Cand(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
+    sql = (f"SELECT {_COLS}, {_rank_sql()} AS s FROM fts JOIN docs d ON d.id = fts.rowid "
+           f"WHERE {' AND '.join(where)} ORDER BY s LIMIT ?")
+    rows = db.execute(sql, (*args, n)).fetchall()
+    return [_Cand(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
+
+
+def _speaker_terms(speaker: str | None, cache: dict) -> set[str]:
+    if not speaker:
+        return set()
+    if speaker not in cache:
+        cache[speaker] = set(tokens(speaker)) - STOP_WORDS
+    return cache[speaker]
+
+
+def _rerank(db, cands: list[_Cand], query: str, terms: list[str], ranking: Ranking,
+            since, kinds) -> list[_Cand]:
+    if not cands:
+        return cands
+    top = max(c.bm25 for c in cands) or 1.0
+    for c in cands:
+        c.score = c.bm25 / top
+    qset = set(terms)
+
+    if ranking.neighbours:
+        # A message's neighbours share its subject: a question's answer is often the
+        # reply to the message that matches the words of the question.
+        by_id = {c.id: c for c in cands}
+        passed: dict[int, float] = {}
+        for c in cands:
+            if c.kind != "sessions":
+                continue
+            for nid in (c.id - 1, c.id + 1):
+                passed[nid] = max(passed.get(nid, 0.0), c.score)
+        missing = [i for i in passed if i not in by_id]
+        if missing:
+            extra = _fetch(db, missing, since, kinds)
+            for e in extra:
+                by_id[e.id] = e
+                cands.append(e)
+        for nid, s in passed.items():
+            n = by_id.get(nid)
+            if n is not None and n.kind == "sessions":
+                n.passed = ranking.neighbours * s
+        for c in cands:
+            c.score += c.passed
+
+    if ranking.speaker:
+        cache: dict = {}
+        for c in cands:
+            if _speaker_terms(c.speaker, cache) & qset:
+                c.score *= 1 + ranking.speaker
+
+    if ranking.dates:
+        spans = question_dates(query)
+        if spans:
+            for c in cands:
+                if not c.day:
+                    continue
+                try:
+                    d = date.fromisoformat(c.day)
+                except ValueError:
+                    continue
+                if any(a - timedelta(days=3) <= d <= b + timedelta(days=10) for a, b in spans):
+                    c.score *= 1 + ranking.dates
+
+    if ranking.day:
+        per_day: dict[str, float] = {}
+        for c in cands:
+            if c.day:
+                per_day[c.day] = per_day.get(c.day, 0.0) + c.score
+        best = max(per_day.values(), default=0.0) or 1.0
+        for c in cands:
+            if c.day:
+                c.score *= 1 + ranking.day * (per_day[c.day] / best)
+
+    if ranking.recency:
+        days = [c.day for c in cands if c.day]
+        if days:
+            newest = date.fromisoformat(max(days))
+            for c in cands:
+                if c.day:
+                    with contextlib.suppress(ValueError):
+                        age = (newest - date.fromisoformat(c.day)).days
+                        c.score *= 1 + ranking.recency * math.exp(-age / 180)
+
+    if ranking.importance:
+        for c in cands:
+            if c.kind in ("memory", "archive"):
+                c.score *= 1 + ranking.importance * (c.weight or 0.0)
+
+    cands.sort(key=lambda c: (-c.score, -(c.id)))
+    return cands
+
+
+def _fetch(db, ids: list[int], since, kinds) -> list[_Cand]:
+    out = []
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        rows = db.execute(f"SELECT {_COLS} FROM docs d WHERE d.id IN ({','.join('?' * len(chunk))})",
+                          chunk).fetchall()
+        for r in rows:
+            c = _Cand(*r, bm25=0.0)
+            if kinds is not None and c.kind not in kinds:
+                continue
+            if since is not None and (not c.day or c.day < since.isoformat()):
+                continue
+            out.append(c)
+    return out
+
+
+def _covered_ids(db, covers: str | None) -> list[str]:
+    """The message ids an archive entry's source range covers, as far as the index knows."""
+    if not covers:
+        return []
+    out: list[str] = []
+    for file, first, last in json.loads(covers):
+        if not file:
+            out.extend(x for x in (first, last) if x)
+            continue
+        rows = db.execute("SELECT line, msg FROM docs WHERE path=? AND kind='sessions' ORDER BY line",
+                          (file,)).fetchall()
+        lines = {m: ln for ln, m in rows}
+        lo = lines.get(first, rows[0][0] if rows and not first else None)
+        hi = lines.get(last, rows[-1][0] if rows and not last else None)
+        if lo is None or hi is None:
+            out.extend(x for x in (first, last) if x and x not in out)
+            continue
+        out.extend(m for ln, m in rows if lo <= ln <= hi and m)
+    return out
+
+
+def search(vault, query: str, limit: int = 10, *, since: date | None = None,
+           kinds: set[str] | None = None, exclude_ids: set[str] = frozenset(),
+           ranking: Ranking | None = None) -> list[Hit]:
+    """Ranked hits for a user's query over everything the vault remembers.
+
+    `kinds` narrows to some of sessions, memory, notes, archive; `since` keeps hits
+    dated on or after that day; `exclude_ids` drops messages (e.g. those already in the
+    conversation window). Any text is a valid query: its words are searched, never its
+    punctuation or operators.
+    """
+    if kinds is not None:
+        unknown = set(kinds) - set(KINDS)
+        if unknown:
+            raise IndexError_(f"unknown kind {', '.join(sorted(unknown))}: use one of {', '.join(KINDS)}")
+    ranking = ranking or RANKING
+    terms = query_terms(query)
+    with _open(vault) as db:
+        _update(vault, db)
+        if not terms or limit <= 0:
+            return []
+        db.row_factory = None
+        expr = match_expression(terms)
+        n = max(ranking.candidates, limit * 3) + len(exclude_ids)
+        cands = _candidates(db, expr, n, since, kinds)
+        cands = _rerank(db, cands, query, terms, ranking, since, kinds)
+        hits: list[Hit] = []
+        stems = _Stemmer(db)
+        qstems = {stems(t) for t in terms if not _is_cjk(t)}
+        cjk = [t for t in terms if _is_cjk(t)]
+        for c in cands:
+            if c.msg is not None and c.msg in exclude_ids:
+                continue
+            ids = [c.msg] if c.msg else (_covered_ids(db, c.covers) if c.kind == "archive" else [])
+            if c.kind == "archive" and exclude_ids and ids and set(ids) <= exclude_ids:
+                continue
+            hits.append(Hit(kind=c.kind, path=c.path, line=c.line, ts=c.ts, speaker=c.speaker,
+                            session=c.session, message_ids=ids, text=c.text,
+                            snippet=snippet(c.text, qstems, cjk, stems), score=c.score,
+                            topic=c.topic))
+            if len(hits) >= limit:
+                break
+        return hits
+
+
+# ---- snippets -------------------------------------------------------------------------
+
+class _Stemmer:
+    """Porter stems of single words, from the same tokenizer the index uses."""
+
+    def __init__(self, db):
+        self.db = db
+        self.cache: dict[str, str] = {}
+        db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem USING fts3tokenize(porter)")
+
+    def __call__(self, word: str) -> str:
+        s = self.cache.get(word)
+        if s is None:
+            row = self.db.execute("SELECT token FROM temp.stem WHERE input=?", (word,)).fetchone()
+            s = self.cache[word] = row[0] if row else word
+        return s
+
+
+def snippet(text: str, stems: set[str], cjk: list[str], stem, width: int = 240) -> str:
+    """The text (cut to a window around the matches when long) with matches in [ ]."""
+    marks: list[tuple[int, int]] = []
+    for m in _WORD.finditer(text):
+        word = m.group()
+        if _HAS_CJK.search(word):
+            continue
+        if stem(_fold(unicodedata.normalize("NFKC", word))) in stems:
+            marks.append((m.start(), m.end()))
+    if cjk:
+        covered = [False] * len(text)
+        for t in cjk:
+            if len(t) == 1:
+                continue
+            start = text.find(t)
+            while start >= 0:
+                covered[start] = covered[start + 1] = True
+                start = text.find(t, start + 1)
+        i = 0
+        while i < len(text):
+            if covered[i]:
+                j = i
+                while j < len(text) and covered[j]:
+                    j += 1
+                marks.append((i, j))
+                i = j
+            else:
+                i += 1
+        marks.sort()
+    flat = " ".join(text.split()) if len(text) <= width else None
+    lo, hi = 0, len(text)
+    if flat is None:
+        centre = marks[0][0] if marks else 0
+        if marks:
+            # The window with the most matches wins.
+            best = max(range(len(marks)), key=lambda i: sum(
+                1 for a, _ in marks if marks[i][0] <= a < marks[i][0] + width * 2 // 3))
+            centre = marks[best][0]
+        lo = max(0, centre - width // 3)
+        hi = min(len(text), lo + width)
+        lo = max(0, min(lo, hi - width))
+        if lo > 0:
+            sp = text.find(" ", lo, lo + 20)
+            lo = sp + 1 if sp >= 0 else lo
+        if hi < len(text):
+            sp = text.rfind(" ", hi - 20, hi)
+            hi = sp if sp > lo else hi
+    out, pos = [], lo
+    for a, b in marks:
+        if a < lo or b > hi or a < pos:
+            continue
+        out.append(text[pos:a])
+        out.append(f"[{text[a:b]}]")
+        pos = b
+    out.append(text[pos:hi])
+    s = " ".join("".join(out).split())
+    return ("…" if lo > 0 else "") + s + ("…" if hi < len(text) else "")

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Retrieval quality of `agent search` on LoCoMo-format conversations.
+
+For each conversation: a fresh vault in a temporary folder, filled through the same
+import code `agent import` runs (message ids = dia_id, times from session_N_date_time,
+speakers kept), then every question of categories 1-4 asked through `agent.index.search`.
+Prints any@k, all@k, rec@k per category and overall and the query times; the last line
+is one JSON object with the overall figures.
+
+    python scripts/eval_retrieval.py ../shared/bench/locomo-dev.json
+    python scripts/eval_retrieval.py DATA.json --conversations 3-4 --ablation
+
+Scoring: a question's hits are flattened to message ids in rank order (a hit covering
+several messages spends several places) and cut at k. Evidence ids are split on `;` and
+spaces, and ids that name no message of the conversation are dropped (the data has a
+few malformed ones); a question left with no evidence is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
+
+from agent import index  # noqa: E402
+from agent.importer import import_file  # noqa: E402
+from agent.vault import Vault  # noqa: E402
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+# What the ablation takes away from (or adds to) the default ranking, one at a time.
+ABLATIONS = {
+    "default": {},
+    "bm25 only": {"speaker": 0.0, "neighbours": 0.0, "dates": 0.0, "day": 0.0,
+                  "recency": 0.0, "importance": 0.0},
+    "- speaker": {"speaker": 0.0},
+    "- neighbours": {"neighbours": 0.0},
+    "- dates": {"dates": 0.0},
+    "- same day": {"day": 0.0},
+    "+ recency": {"recency": 0.3},
+}
+
+
+def parse_when(text: str) -> datetime:
+    """`1:56 pm on 8 May, 2023` as a time (UTC, so runs are the same everywhere)."""
+    return datetime.strptime(" ".join(text.replace(",", " ").split()),
+                             "%I:%M %p on %d %B %Y").replace(tzinfo=timezone.utc)
+
+
+def transcript(conv: dict, sample_id: str) -> list[dict]:
+    """The conversation as `agent import` lines, in order."""
+    c = conv["conversation"]
+    a, b = c.get("speaker_a"), c.get("speaker_b")
+    n = [int(m.group(1)) for k in c if (m := re.fullmatch(r"session_(\d+)", k))]
+    lines = []
+    for i in sorted(n):
+        turns = c.get(f"session_{i}") or []
+        start = parse_when(c[f"session_{i}_date_time"])
+        for j, t in enumerate(turns):
+            text = t.get("text", "")
+            if t.get("blip_caption"):
+                text = f"{text} [image: {t['blip_caption']}]".strip()
+            lines.append({"session": f"locomo/{sample_id}", "id": t["dia_id"],
+                          "ts": (start + timedelta(seconds=30 * j)).isoformat(),
+                          "role": "user" if t.get("speaker") == a else "assistant",
+                          "speaker": t.get("speaker") or (a if j % 2 == 0 else b),
+                          "content": text})
+    return lines
+
+
+def evidence(q: dict, known: set[str]) -> list[str]:
+    out = []
+    for e in q.get("evidence") or []:
+        for part in re.split(r"[;,\s]+", str(e)):
+            part = re.sub(r"^D:(\d+)", r"D\1", part.strip())
+            if part in known and part not in out:
+                out.append(part)
+    return out
+
+
+def build_vault(conv: dict, tmp: Path) -> Vault:
+    sample = str(conv.get("sample_id", "conv"))
+    vault, _ = Vault.init(tmp / "vault")
+    src = tmp / f"{sample}.jsonl"
+    with open(src, "w", encoding="utf-8") as f:
+        for line in transcript(conv, sample):
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    import_file(vault, src)
+    return vault
+
+
+def score(ids: list[str], ev: list[str], k: int) -> tuple[float, float, float]:
+    got = set(ids[:k]) & set(ev)
+    return float(bool(got)), float(len(got) == len(ev)), len(got) / len(ev)
+
+
+def run(data, ks, ranking, vaults, questions) -> tuple[dict, list[float]]:
+    """Per category and overall: {k: (any, all, rec)} sums and counts; query times."""
+    kmax = max(ks)
+    sums: dict = {}
+    times = []
+    for ci, vault in vaults.items():
+        for q, ev in questions[ci]:
+            t0 = time.perf_counter()
+            hits = index.search(vault, q["question"], limit=kmax, ranking=ranking)
+            times.append(time.perf_counter() - t0)
+            ids = [m for h in hits for m in h.message_ids]
+            for cat in (q["category"], "overall"):
+                s = sums.setdefault(cat, {"n": 0, **{k: [0.0, 0.0, 0.0] for k in ks}})
+                s["n"] += 1
+                for k in ks:
+                    for i, v in enumerate(score(ids, ev, k)):
+                        s[k][i] += v
+    return sums, times
+
+
+def table(sums, ks) -> list[str]:
+    rows = []
+    head = f"{'category':<14}{'n':>5}" + "".join(
+        f"{f'any@{k}':>9}{f'all@{k}':>9}{f'rec@{k}':>9}" for k in ks)
+    rows.append(head)
+    for cat in [c for c in CATEGORIES if c in sums] + ["overall"]:
+        s = sums[cat]
+        name = CATEGORIES.get(cat, cat) if cat != "overall" else "overall"
+        rows.append(f"{name:<14}{s['n']:>5}" + "".join(
+            f"{s[k][0] / s['n']:>9.3f}{s[k][1] / s['n']:>9.3f}{s[k][2] / s['n']:>9.3f}" for k in ks))
+    return rows
+
+
+def overall(sums, ks) -> dict:
+    s = sums["overall"]
+    out = {"questions": s["n"]}
+    for k in ks:
+        out[f"any@{k}"] = round(s[k][0] / s["n"], 4)
+        out[f"all@{k}"] = round(s[k][1] / s["n"], 4)
+        out[f"rec@{k}"] = round(s[k][2] / s["n"], 4)
+    return out
+
+
+def pick(spec: str | None, n: int) -> list[int]:
+    if not spec:
+        return list(range(n))
+    out = []
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out.extend(range(int(a), int(b or a) + 1))
+    return [i for i in out if i < n]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", type=Path, help="LoCoMo-format JSON (a list of conversations)")
+    ap.add_argument("--k", default="1,5,10,20", help="cut-offs, comma-separated (default 1,5,10,20)")
+    ap.add_argument("--conversations", help="which ones, by position: e.g. 0-2 or 3,4 (default all)")
+    ap.add_argument("--ablation", action="store_true",
+                    help="also score the ranking with each feature taken away")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a ranking weight (e.g. --set neighbours=0.3)")
+    ap.add_argument("--backend", choices=("fts4", "fts5"), default=index.BACKEND)
+    args = ap.parse_args(argv)
+    ks = sorted({int(k) for k in args.k.split(",")})
+    index.BACKEND = args.backend
+    ranking = index.RANKING
+    for item in args.set:
+        name, _, value = item.partition("=")
+        ranking = replace(ranking, **{name: type(getattr(ranking, name))(value)})
+
+    for var, val in (("GIT_AUTHOR_NAME", "eval"), ("GIT_AUTHOR_EMAIL", "eval@localhost"),
+                     ("GIT_COMMITTER_NAME", "eval"), ("GIT_COMMITTER_EMAIL", "eval@localhost")):
+        os.environ.setdefault(var, val)
+
+    data = json.loads(args.data.read_text(encoding="utf-8"))
+    chosen = pick(args.conversations, len(data))
+    with tempfile.TemporaryDirectory(prefix="agent-eval-") as tmp:
+        vaults, questions, skipped = {}, {}, 0
+        t0 = time.perf_counter()
+        for ci in chosen:
+            conv = data[ci]
+            d = Path(tmp) / str(ci)
+            d.mkdir()
+            vaults[ci] = build_vault(conv, d)
+            index.refresh(vaults[ci])
+            known = {t["dia_id"] for k, v in conv["conversation"].items()
+                     if re.fullmatch(r"session_\d+", k) for t in v}
+            questions[ci] = []
+            for q in conv.get("qa", []):
+                if q.get("category") not in CATEGORIES:
+                    continue
+                ev = evidence(q, known)
+                if ev:
+                    questions[ci].append((q, ev))
+                else:
+                    skipped += 1
+        build = time.perf_counter() - t0
+        print(f"{args.data.name}: conversations {','.join(map(str, chosen))}, "
+              f"{sum(map(len, questions.values()))} questions (skipped {skipped} without "
+              f"valid evidence); vaults built and indexed in {build:.1f}s; backend {index.BACKEND}")
+        print(f"ranking: {ranking}")
+        sums, times = run(data, ks, ranking, vaults, questions)
+        print("\n".join(table(sums, ks)))
+        times.sort()
+        med = statistics.median(times) * 1000
+        p95 = times[int(0.95 * (len(times) - 1))] * 1000
+        print(f"query time: median {med:.1f} ms, p95 {p95:.1f} ms (refresh included)")
+        if args.ablation:
+            print("\nablation (overall)")
+            print(f"{'variant':<16}{'any@5':>8}{'rec@5':>8}{'any@10':>8}{'all@10':>8}{'rec@10':>8}{'rec@20':>8}")
+            for name, change in ABLATIONS.items():
+                r = replace(ranking, **change)
+                s, _ = run(data, ks, r, vaults, questions)
+                o = overall(s, ks)
+                print(f"{name:<16}" + "".join(f"{o.get(m, float('nan')):>8.3f}" for m in
+                      ("any@5", "rec@5", "any@10", "all@10", "rec@10", "rec@20")))
+        result = overall(sums, ks)
+        result.update({"median_ms": round(med, 2), "p95_ms": round(p95, 2)})
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
