@@ -102,19 +102,9 @@ class Session:
         return out
 
     def window(self) -> tuple[list[dict], dict | None]:
-        """Messages after the last compact marker, and that marker.
-
-        Reads month files newest first and stops at the first marker found, so the
-        cost follows the window, not the session's whole history.
-        """
-        collected: list[dict] = []
-        for f in reversed(self.files()):
-            lines = read_file(f, f.relative_to(self.root).as_posix())
-            for i in range(len(lines) - 1, -1, -1):
-                if lines[i].get("type") == "compact":
-                    return lines[i + 1:] + collected, lines[i]
-            collected = lines + collected
-        return collected, None
+        """The active window's messages, and the last compact marker (see read_window)."""
+        w = read_window(self.root, self.key)
+        return w.messages, w.marker
 
     def last_turn(self) -> int:
         for f in reversed(self.files()):
@@ -122,6 +112,93 @@ class Session:
                 if isinstance(obj.get("turn"), int):
                     return obj["turn"]
         return 0
+
+
+@dataclass
+class Window:
+    messages: list[dict]            # the active window, oldest first (no marker lines)
+    files: list[str]                # the vault-relative file of each message
+    marker: dict | None             # the last compact marker
+    last_turn: int                  # the session's last turn number (0 when none)
+
+
+def read_window(root: Path, key: str) -> Window:
+    """The active window: the messages after the last marker's `through` message.
+
+    Compaction archives the window's oldest part and appends its marker after the kept
+    rest, so the window is what follows the `through` message (marker lines skipped),
+    or what follows the marker when `through` is not found. Files are read newest
+    first and lines parsed from the end back only as far as needed, so the cost
+    follows the window, not the session's history.
+    """
+    root = Path(root)
+    files = Session(root, key).files()
+    picked: list[tuple[str, dict]] = []        # newest first
+    marker: dict | None = None
+    through: str | None = None
+    done = False
+    for f in reversed(files):
+        rel = f.relative_to(root).as_posix()
+        for obj in _backward(f, rel):
+            if obj.get("type") == "compact":
+                if marker is None:
+                    marker = obj
+                    through = None if obj.get("through") is None else str(obj["through"])
+                    if through is None:
+                        done = True
+                        break
+                continue
+            if marker is not None and str(obj.get("id")) == through:
+                done = True
+                break
+            picked.append((rel, obj))
+        if done:
+            break
+    if marker is not None and not done:
+        # `through` is not in the session (a hand edit): the window starts after the marker.
+        picked = _after_marker(root, files)
+    picked.reverse()
+    turns = [o["turn"] for _, o in picked if isinstance(o.get("turn"), int)]
+    last_turn = max(turns) if turns else Session(root, key).last_turn()
+    return Window([o for _, o in picked], [r for r, _ in picked], marker, last_turn)
+
+
+def _backward(path: Path, rel: str):
+    """The objects of a session file from its last line to its first."""
+    data = path.read_bytes()
+    end = len(data)
+    torn = bool(data) and not data.endswith(b"\n")
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        raw = data[start:end].strip()
+        last, end = end == len(data), start
+        if not raw:
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as e:
+            if last and torn:
+                continue   # a torn last line: the vault lock's repair sets it aside
+            n = data.count(b"\n", 0, start) + 1
+            raise SessionError(f"{rel}:{n}: not valid JSON ({e.msg}); fix or remove "
+                               f"the line") from None
+        if not isinstance(obj, dict):
+            n = data.count(b"\n", 0, start) + 1
+            raise SessionError(f"{rel}:{n}: a session line must be a JSON object")
+        yield obj
+
+
+def _after_marker(root: Path, files: list[Path]) -> list[tuple[str, dict]]:
+    """(file, message) after the last marker, newest first."""
+    out: list[tuple[str, dict]] = []
+    for f in reversed(files):
+        rel = f.relative_to(root).as_posix()
+        lines = read_file(f, rel)
+        for obj in reversed(lines):
+            if obj.get("type") == "compact":
+                return out
+            out.append((rel, obj))
+    return out
 
 
 def list_sessions(root: Path) -> list[str]:
