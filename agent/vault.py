@@ -269,19 +269,18 @@ class Vault:
 
     def dirty_paths(self) -> list[str]:
         """Paths with uncommitted changes (modified, added, deleted, untracked)."""
-        out = self.git("status", "--porcelain=v1", "-z", "--untracked-files=all")
-        paths, items, i = [], out.split("\0"), 0
-        while i < len(items):
-            item = items[i]
+        # Untracked files in the "normal" mode: it is the mode git's untracked cache
+        # serves fastest; a new folder shows as `dir/` and is listed only then.
+        out = self.git("status", "--porcelain=v1", "-z", "--no-renames")
+        paths, new_dirs = [], []
+        for item in out.split("\0"):
             if not item:
-                i += 1
                 continue
-            code, path = item[:2], item[3:]
-            paths.append(path)
-            if code[0] in "RC":  # a rename carries its old path as the next item
-                paths.append(items[i + 1])
-                i += 1
-            i += 1
+            path = item[3:]
+            (new_dirs if item.startswith("??") and path.endswith("/") else paths).append(path)
+        if new_dirs:
+            listed = self.git("ls-files", "-z", "--others", "--exclude-standard", "--", *new_dirs)
+            paths.extend(p for p in listed.split("\0") if p)
         return paths
 
     def changed_since(self, sha: str | None) -> list[str]:
@@ -322,7 +321,24 @@ class Vault:
                        env=who.env(), input=message).strip()
         subject = message.splitlines()[0] if message else ""
         self.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or "0" * 40)
+        self._maybe_gc()
         return sha
+
+    def _maybe_gc(self) -> None:
+        """Start git's own housekeeping in the background when loose objects pile up.
+
+        Plumbing commits never trigger `gc --auto` the way `git commit` does; the check
+        is git's own estimate (one fan-out folder of 256), so it costs a directory read.
+        """
+        fanout = self.root / ".git" / "objects" / "17"
+        try:
+            loose = len(os.listdir(fanout))
+        except FileNotFoundError:
+            return
+        if loose * 256 > 6700:
+            subprocess.Popen(["git", *_GIT_BASE, "gc", "--auto", "--quiet"], cwd=self.root,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
 
     def commit(self, message: str, trailers: dict[str, str] | None = None,
                paths: list[str] | None = None, who: Identity | None = None) -> str | None:
