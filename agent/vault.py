@@ -402,6 +402,7 @@ class Vault:
 
     def prepare(self) -> None:
         """Make the work tree consistent and commit what is not the agent's next change."""
+        self.agent_identity()  # a broken agent.toml stops us before anything is written
         self._clear_stale_git_locks()
         dirty = self.dirty_paths()
         pending = self._read_pending()

@@ -468,3 +468,14 @@ def test_every_command_has_help():
     for name in commands:
         h = agent_proc(name, "--help")
         assert h.returncode == 0 and "Usage:" in h.stdout, name
+
+
+def test_a_broken_agent_toml_is_named_and_nothing_changes(vault, run):
+    (vault.root / "agent.toml").write_text('[model]\nname = "x"\nfallbacks = [oops\n')
+    vault.git("add", "agent.toml")
+    vault.git("commit", "-qm", "broken settings")
+    head = vault.head()
+    r = run("note", "x")
+    assert r.exit_code == 1
+    assert "agent.toml" in r.output and "line" in r.output and "Traceback" not in r.output
+    assert vault.head() == head and vault.dirty_paths() == []
