@@ -1,3 +1,241 @@
-"""Commands of the schedule family (filled in by its issue)."""
+"""Commands of the schedule family: `agent cron ...`, `agent heartbeat ...`, `agent serve`.
 
-COMMANDS = []
+`cron list` and `heartbeat list` need no model: nothing here imports the Anthropic SDK,
+croniter or yaml at import time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+
+from agent.commands.common import after_change, get_vault, report_recovery, vault_option
+from agent.vault import now as clock_now
+
+
+def _when(t: datetime | None) -> str:
+    return t.astimezone().strftime("%a %Y-%m-%d %H:%M") if t else "-"
+
+
+def _table(rows: list[list[str]], head: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*r).rstrip() for r in [head, *rows])
+
+
+def _status(status: str | None, error: str | None) -> str:
+    if not status:
+        return "never ran"
+    if error and status in ("error", "interrupted"):
+        short = error if len(error) <= 50 else error[:47] + "..."
+        return f"{status}: {short}"
+    return status
+
+
+# ---- agent cron -----------------------------------------------------------------------
+
+
+@click.group()
+@vault_option
+def cron():
+    """Scheduled jobs (cron.json): a message the agent runs at a time, every interval, or on a cron expression."""
+
+
+@cron.command("add")
+@click.argument("name")
+@click.option("--message", "-m", required=True, help="What the agent is asked when the job runs.")
+@click.option("--at", "at", metavar="TIME", help="Once, at HH:MM today or an ISO 8601 time.")
+@click.option("--every", metavar="DURATION", help="Every interval: 90s, 30m, 2h, 1d.")
+@click.option("--cron", "expr", metavar="EXPR", help='A cron expression, e.g. "0 9 * * *".')
+@click.option("--tz", metavar="ZONE", help="Time zone of --cron/--at (e.g. Europe/Paris; default local).")
+@click.option("--session", metavar="KEY", help="Session to run in (default cron/<id>).")
+@click.option("--misfire", type=click.Choice(["run_once", "skip"]), default="run_once",
+              show_default=True, help="When a run was missed while agent serve was not running.")
+@click.option("--delete-after-run/--keep-after-run", default=None,
+              help="Remove the job once it ran (default: yes for --at, no otherwise).")
+@vault_option
+def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run):
+    """Add a job: agent cron add daily --message "plan my day" --cron "0 9 * * *"."""
+    from agent import jobs
+
+    vault = get_vault()
+    job, sha = jobs.add(vault, name, message, clock_now(), at=at, every=every, cron=expr, tz=tz,
+                        session=session, misfire=misfire, delete_after_run=delete_after_run)
+    report_recovery(vault)
+    after_change(vault)
+    click.echo(f"Added {job.label()} ({job.id}): {job.schedule.describe()}, next run "
+               f"{_when(job.state.next_run)}  ({(sha or '')[:7]})")
+
+
+@cron.command("list")
+@vault_option
+def cron_list():
+    """List the jobs: id, name, schedule, next run (local time), last status."""
+    from agent import schedule as sched
+
+    vault = get_vault()
+    cf = sched.read(vault.root)
+    if not cf.jobs:
+        click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
+        return
+    rows = []
+    for j in cf.jobs:
+        nxt = _when(j.state.next_run) if j.enabled else "disabled"
+        rows.append([j.id, j.name, j.schedule.describe(), nxt,
+                     _status(j.state.last_status, j.state.last_error)])
+    click.echo(_table(rows, ["ID", "NAME", "SCHEDULE", "NEXT RUN", "LAST"]))
+
+
+@cron.command("remove")
+@click.argument("job_id", metavar="ID")
+@vault_option
+def cron_remove(job_id):
+    """Remove a job (by id, or by name when only one job has it)."""
+    from agent import jobs
+
+    vault = get_vault()
+    job, sha = jobs.remove(vault, job_id)
+    after_change(vault)
+    click.echo(f"Removed {job.label()} ({job.id})  ({(sha or '')[:7]})")
+
+
+def _toggle(job_id: str, enabled: bool):
+    from agent import jobs
+
+    vault = get_vault()
+    job, sha = jobs.set_enabled(vault, job_id, enabled, clock_now())
+    if sha is None:
+        click.echo(f"{job.label()} ({job.id}) is already {'enabled' if enabled else 'disabled'}.")
+        return
+    after_change(vault)
+    tail = f", next run {_when(job.state.next_run)}" if enabled else ""
+    click.echo(f"{'Enabled' if enabled else 'Disabled'} {job.label()} ({job.id}){tail}  ({sha[:7]})")
+
+
+@cron.command("enable")
+@click.argument("job_id", metavar="ID")
+@vault_option
+def cron_enable(job_id):
+    """Enable a job (its next run is reckoned from now)."""
+    _toggle(job_id, True)
+
+
+@cron.command("disable")
+@click.argument("job_id", metavar="ID")
+@vault_option
+def cron_disable(job_id):
+    """Disable a job without removing it."""
+    _toggle(job_id, False)
+
+
+@cron.command("run")
+@click.argument("job_id", metavar="ID")
+@vault_option
+def cron_run(job_id):
+    """Run a job now, in the foreground (its schedule is unchanged)."""
+    from agent import schedule as sched
+    from agent import serve
+    from agent.llm.anthropic import make_client
+
+    vault = get_vault()
+    job = sched.read(vault.root).find(job_id)
+    client = make_client()
+    outcome = serve.run_job_now(vault, client, job.id, clock_now(),
+                                on_text=lambda s: click.echo(s, nl=False))
+    after_change(vault)
+    click.echo("")
+    if outcome.status != "ok":
+        raise click.ClickException(f"{job.label()} ({job.id}) {outcome.status}: {outcome.error}")
+    click.echo(f"Ran {job.label()} ({job.id})  ({(outcome.sha or 'no change')[:7]})", err=True)
+
+
+# ---- agent heartbeat --------------------------------------------------------------------
+
+
+@click.group()
+@vault_option
+def heartbeat():
+    """Heartbeats (heartbeat/*.md): prompts the agent runs every interval inside active hours."""
+
+
+@heartbeat.command("list")
+@vault_option
+def heartbeat_list():
+    """List the heartbeats: name, schedule, active hours, enabled, next and last run."""
+    from agent import heartbeat as hbmod
+
+    vault = get_vault()
+    beats, problems = hbmod.load_all(vault.root)
+    state = hbmod.read_state(vault.state)
+    if not beats and not problems:
+        click.echo("No heartbeats: add heartbeat/<name>.md (frontmatter name, every or cron, "
+                   "enabled; the body is the prompt).")
+    if beats:
+        rows = []
+        for hb in beats:
+            e = state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}
+            same = e.get("sig") == hb.signature()
+            nxt = _when(hbmod.due_time(e)) if hb.enabled and same else (
+                "disabled" if not hb.enabled else "when serve starts")
+            last = _status(e.get("last_status"), e.get("last_error"))
+            if e.get("last_run"):
+                last += f" ({_when(hbmod.due_time({'next_run': e['last_run']}))})"
+            rows.append([hb.name, hb.describe(), hb.hours(), "yes" if hb.enabled else "no",
+                         nxt, last])
+        click.echo(_table(rows, ["NAME", "SCHEDULE", "ACTIVE", "ENABLED", "NEXT RUN", "LAST"]))
+    for p in problems:
+        click.echo(f"skipped {p}", err=True)
+
+
+@heartbeat.command("run")
+@click.argument("name")
+@vault_option
+def heartbeat_run(name):
+    """Run a heartbeat now (even when disabled or outside its active hours)."""
+    from agent import heartbeat as hbmod
+    from agent import serve
+    from agent.llm.anthropic import make_client
+
+    vault = get_vault()
+    beats, problems = hbmod.load_all(vault.root)
+    hb = next((b for b in beats if b.name == name), None)
+    if hb is None:
+        broken = [p for p in problems if p.startswith(f"{hbmod.FOLDER}/{name}.md")]
+        if broken:
+            raise click.ClickException(broken[0])
+        known = ", ".join(b.name for b in beats) or "none"
+        raise click.ClickException(f"No heartbeat {name!r} in heartbeat/; heartbeats: {known}")
+    client = make_client()
+    outcome = serve.run_heartbeat_now(vault, client, hb, clock_now(),
+                                      on_text=lambda s: click.echo(s, nl=False))
+    after_change(vault)
+    click.echo("")
+    if outcome.status == "quiet":
+        click.echo(f"{hb.name}: {hbmod.OK}, nothing to do (no commit, no transcript).", err=True)
+    elif outcome.status != "ok":
+        raise click.ClickException(f"heartbeat {hb.name} {outcome.status}: {outcome.error}")
+    else:
+        click.echo(f"Ran heartbeat {hb.name}  ({(outcome.sha or 'no change')[:7]})", err=True)
+
+
+# ---- agent serve ---------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--tick", type=float, default=5.0, show_default=True, metavar="SECONDS",
+              help="How often to look for due work and hand edits.")
+@click.option("--once", is_flag=True, help="Do one pass of due work, then exit.")
+@vault_option
+def serve(tick, once):
+    """Run cron jobs, heartbeats, the nightly dream and idle compaction until stopped."""
+    from agent import serve as serve_mod
+
+    if tick <= 0:
+        raise click.BadParameter("must be above zero", param_hint="--tick")
+    vault = get_vault()
+    code = serve_mod.main(vault, tick=tick, once=once)
+    raise SystemExit(code)
+
+
+COMMANDS = [cron, heartbeat, serve]

@@ -1,0 +1,105 @@
+"""cron.json in a vault: every change read, made and written under the vault lock.
+
+`agent cron`, `agent serve` and the model's cron tools all change the same file, maybe
+at the same moment; each change re-reads the file under the lock, so none is lost, and
+is written atomically (`vault.write_text`) and committed with a sentence saying what
+changed. A file that does not parse is never written: the change is refused with its
+line and column.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from agent import schedule as sched
+from agent.schedule import CRON_FILE, CronFile, Job
+
+
+def text_of(root) -> str | None:
+    try:
+        return (root / CRON_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def change(vault, fn: Callable[[CronFile], str | None],
+           trailers: dict[str, str] | None = None) -> tuple[str | None, str | None]:
+    """Apply `fn` to cron.json as it is under the lock and commit; (subject, sha).
+
+    `fn` changes the CronFile in place and returns the commit subject, or None when
+    there is nothing to do (then nothing is written).
+    """
+    # Refuse a broken file before taking the lock: taking it would commit the broken
+    # hand edit as the user's, though nothing else happens.
+    current = text_of(vault.root)
+    if current is not None:
+        sched.loads(current)
+    with vault.locked():
+        before = text_of(vault.root)
+        cron = sched.loads(before) if before is not None else CronFile()
+        subject = fn(cron)
+        if subject is None:
+            return None, None
+        after = sched.dumps(cron)
+        if after == before:
+            return subject, None
+        vault.write_text(CRON_FILE, after)
+        return subject, vault.commit(subject, trailers=trailers)
+
+
+def add_subject(job: Job) -> str:
+    return f"cron: add {job.label()} ({job.schedule.describe()})"
+
+
+def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, cron=None,
+        tz=None, session=None, misfire="run_once", delete_after_run=None) -> tuple[Job, str | None]:
+    """Add a job (validated before the file is touched); the job and the commit's sha."""
+    schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=now)
+    made: list[Job] = []
+
+    def fn(cf: CronFile):
+        job = sched.new_job(cf, name, message, schedule, now, session=session,
+                            misfire=misfire, delete_after_run=delete_after_run)
+        cf.jobs.append(job)
+        made.append(job)
+        return add_subject(job)
+
+    _, sha = change(vault, fn)
+    return made[0], sha
+
+
+def remove(vault, ref: str) -> tuple[Job, str | None]:
+    gone: list[Job] = []
+
+    def fn(cf: CronFile):
+        job = cf.find(ref)
+        cf.remove(job.id)
+        gone.append(job)
+        return f"cron: remove {job.label()}"
+
+    _, sha = change(vault, fn)
+    return gone[0], sha
+
+
+def set_enabled(vault, ref: str, enabled: bool, now: datetime) -> tuple[Job, str | None]:
+    """Enable or disable a job; an enabled job's next run is reckoned again from now, so
+    the times it missed while disabled do not all come due at once."""
+    out: list[Job] = []
+
+    def fn(cf: CronFile):
+        job = cf.find(ref)
+        out.append(job)
+        if job.enabled == enabled:
+            return None
+        job.enabled = enabled
+        if enabled:
+            due = job.state.next_run
+            if due is None or due <= now:
+                job.state.next_run = (sched.next_run(job.schedule, now, anchor=due)
+                                      if job.schedule.kind != "at" else
+                                      (job.schedule.at if job.schedule.at > now else None))
+        return f"cron: {'enable' if enabled else 'disable'} {job.label()}"
+
+    _, sha = change(vault, fn)
+    return out[0], sha
