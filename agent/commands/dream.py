@@ -1,3 +1,192 @@
-"""Commands of the dream family (filled in by its issue)."""
+"""`agent dream`: consolidate new archive entries into MEMORY.md and USER.md."""
 
-COMMANDS = []
+from __future__ import annotations
+
+import sys
+
+import click
+
+from agent.commands.common import after_change, get_vault, report_recovery, vault_option
+
+
+class _Progress:
+    """Progress lines on stderr: rewritten in place on a terminal, else each change once."""
+
+    def __init__(self):
+        self.tty = sys.stderr.isatty()
+        self.last = None
+        self.open = False
+
+    def __call__(self, line: str) -> None:
+        key = line.split(" [")[0]
+        if self.tty and " [" in line:
+            click.echo("\r\033[K" + line, nl=False, err=True)
+            self.open = True
+            return
+        self.end()
+        if key != self.last:
+            click.echo(line, err=True)
+        self.last = key
+
+    def end(self):
+        if self.open:
+            click.echo("", err=True)
+            self.open = False
+
+
+def _client_factory():
+    from agent.llm.anthropic import make_client
+    return make_client()
+
+
+def _print_status(vault) -> None:
+    from agent.dream import dream_status
+    st = dream_status(vault)
+    click.echo(f"cursor:       {st['cursor']}")
+    click.echo(f"archive:      newest {st['newest']}, {st['waiting']} "
+               f"entr{'ies' if st['waiting'] != 1 else 'y'} waiting")
+    flight = st["in_flight"]
+    if flight is None:
+        click.echo("in flight:    none")
+    elif flight.get("problem"):
+        click.echo(f"in flight:    {flight['problem']}")
+    else:
+        phase = flight["phase"]
+        what = {"analyst": "analyst batch", "editor": "editor batch",
+                "analyst_done": "analyst finished, editor not yet submitted",
+                "editor_done": "finished, not yet applied"
+                               + (" (previewed by --dry-run)" if flight["previewed"] else "")}[phase]
+        batch = f" {flight['batch']}" if flight.get("batch") else ""
+        click.echo(f"in flight:    {what}{batch} (archive {flight['first']}..{flight['through']}, "
+                   f"{flight['entries']} entries, {flight['model']}), started {flight['started']}")
+        if flight.get("batch"):
+            _print_live(flight["batch"])
+    failure = st.get("last_failure")
+    if failure:
+        click.echo(f"last failure: {failure.get('at')}: archive {failure.get('cursor', 0) + 1}.."
+                   f"{failure.get('through')}: {failure.get('message')}")
+
+
+def _print_live(batch_id: str) -> None:
+    from agent.llm.anthropic import NoApiKey
+    try:
+        client = _client_factory()
+    except NoApiKey:
+        click.echo("              (set ANTHROPIC_API_KEY to see the batch's live status)")
+        return
+    import anthropic
+    try:
+        b = client.messages.batches.retrieve(batch_id)
+    except anthropic.APIError as e:
+        click.echo(f"              live status unavailable: {e}")
+        return
+    c = b.request_counts
+    click.echo(f"              {b.processing_status}: {c.succeeded} succeeded, {c.processing} "
+               f"processing, {c.errored} errored, {c.expired} expired, {c.canceled} canceled")
+
+
+def _print_report(out) -> None:
+    report = out.report
+    if report is None:
+        return
+    for r in report.results:
+        if r.status == "applied":
+            if r.op == "add":
+                click.echo(f"  + {r.file}{f' ({r.section})' if r.section else ''}: {r.new}")
+            elif r.op == "update":
+                click.echo(f"  ~ {r.file}: {r.old}")
+                click.echo(f"      now: {r.new}")
+            else:
+                click.echo(f"  - {r.file}: {r.old}")
+            if r.reason:
+                click.echo(f"      why: {r.reason}")
+    for r in report.results:
+        if r.status != "applied":
+            click.echo(f"  {r.status} {r.op} in {r.file}: {r.old or r.new} ({r.why})")
+    for note in report.notes:
+        click.echo(note)
+
+
+def _print_cost(out) -> None:
+    from agent.dream.run import tokens_text
+    if not out.usage:
+        return
+    click.echo(f"Tokens: {tokens_text(out.usage)}")
+    prices = "batch prices" if out.mode == "batch" else "full price (plain Messages calls)"
+    if out.cost is None:
+        click.echo(f"Estimated cost: unknown (no price on record for {out.model}).")
+    else:
+        click.echo(f"Estimated cost at {prices}: ${out.cost:.4f} (from list prices for the "
+                   f"model's family; an estimate, not a bill).")
+
+
+@click.command()
+@click.option("--no-wait", is_flag=True,
+              help="Submit (or move the batch in flight on) and return; the next run picks it up.")
+@click.option("--sync", is_flag=True,
+              help="Plain Messages API calls instead of batches: faster, full price.")
+@click.option("--dry-run", is_flag=True, help="Show the diff that would be committed; change nothing.")
+@click.option("--status", is_flag=True, help="Show the cursor, entries waiting and any batch in flight.")
+@click.option("--cancel", is_flag=True,
+              help="Cancel the dream in flight; memory and cursor stay as they are.")
+@click.option("--max-entries", type=click.IntRange(min=1), metavar="N",
+              help="Consolidate at most N archive entries in this run.")
+@click.option("--allow-shrink", is_flag=True,
+              help="Allow deleting more than a quarter of a file's facts in one run.")
+@click.option("--poll-interval", type=float, default=5.0, hidden=True,
+              help="Seconds between checks of a batch in flight.")
+@vault_option
+def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, poll_interval):
+    """Consolidate new archive entries into MEMORY.md and USER.md, and commit."""
+    from agent import dream as dreaming
+    from agent.vault import now
+
+    vault = get_vault()
+    if status:
+        _print_status(vault)
+        return
+    if cancel:
+        out = dreaming.cancel_dream(vault, _client_factory)
+        click.echo(out.message)
+        return
+    st = dreaming.dream_status(vault)
+    if st["in_flight"] is None and st["waiting"] == 0:
+        # Said before any client is made: nothing to do needs no key and calls no model.
+        click.echo(f"Nothing to dream: no archive entries after the cursor ({st['cursor']}).")
+        return
+    progress = _Progress()
+    try:
+        out = dreaming.run_dream(vault, _client_factory, now(), wait=not no_wait, sync=sync,
+                                 dry_run=dry_run, max_entries=max_entries,
+                                 allow_shrink=allow_shrink, progress=progress,
+                                 poll_interval=poll_interval)
+    finally:
+        progress.end()
+    report_recovery(vault)
+    if out.kind == "failed":
+        click.echo(out.message, err=True)
+        _print_cost(out)
+        sys.exit(1)
+    if out.kind in ("committed", "no_changes"):
+        after_change(vault)
+        click.echo(f"Dream over archive {out.range}:")
+        _print_report(out)
+        if out.sha:
+            click.echo(f"Committed {out.sha[:7]} {out.message}")
+        else:
+            click.echo(out.message)
+        _print_cost(out)
+        return
+    if out.kind == "dry_run":
+        _print_report(out)
+        if out.diff:
+            click.echo(out.diff.rstrip("\n"))
+        else:
+            click.echo("No change to MEMORY.md or USER.md.")
+        click.echo(out.message)
+        _print_cost(out)
+        return
+    click.echo(out.message)
+
+
+COMMANDS = [dream]

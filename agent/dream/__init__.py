@@ -1,0 +1,17 @@
+"""The dream: archive entries written since `.dream_cursor` consolidated into facts in
+`MEMORY.md` and `USER.md`, in two phases (an analyst, then an editor) submitted as
+Message Batches with prompt caching, and committed together with the new cursor.
+
+- `prompts`: what is sent (entries, chunks, the shared cached prefix, the schemas) and
+  the checks on what comes back;
+- `ops`: the editor's operations applied to the memory files (pure);
+- `run`: the batch protocol, its resumable state, and the commit;
+- `cost`: estimated prices.
+
+Nothing here imports the Anthropic SDK at import time.
+"""
+
+from agent.dream.run import (DreamError, DreamOutcome, cancel_dream, dream_status, load_state,
+                             run_dream)
+
+__all__ = ["DreamError", "DreamOutcome", "cancel_dream", "dream_status", "load_state", "run_dream"]

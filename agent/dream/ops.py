@@ -1,0 +1,258 @@
+"""The dream's edits applied to `MEMORY.md` and `USER.md`: what a user gets is facts
+added, updated or removed exactly where the editor said, and nothing else touched.
+
+Pure functions over text. An operation quotes the exact line it replaces; when that
+line is not in the file exactly once (the user edited it meanwhile, or the model
+misquoted it) the operation is skipped and reported, so a hand edit always wins.
+Lines no operation touches keep their bytes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+
+from agent.memory import FACT, HEADING, MEMORY, USER
+
+FILES = (MEMORY, USER)
+SHRINK_LIMIT = 0.25            # a run may delete at most this share of a file's facts
+_MARKER = re.compile(r"^(\s*[-*+]\s+)")
+_NUMBERED = re.compile(r"^\s*\d+\t")  # a quoted line that kept the prompt's "12<TAB>" prefix
+
+
+@dataclass
+class OpResult:
+    """One editor operation and what became of it."""
+    op: str
+    file: str
+    section: str
+    old: str
+    new: str
+    reason: str
+    status: str = "applied"     # "applied", "skipped" (did not fit the file) or "refused" (a guard)
+    why: str = ""               # for skipped and refused operations: the explanation
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in
+                ("op", "file", "section", "old", "new", "reason", "status", "why")}
+
+
+@dataclass
+class Applied:
+    """The new texts of the memory files and the fate of every operation."""
+    before: dict[str, str]
+    texts: dict[str, str]
+    results: list[OpResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def count(self, op: str) -> int:
+        return sum(1 for r in self.results if r.op == op and r.status == "applied")
+
+    @property
+    def added(self) -> int:
+        return self.count("add")
+
+    @property
+    def updated(self) -> int:
+        return self.count("update")
+
+    @property
+    def removed(self) -> int:
+        return self.count("delete")
+
+    @property
+    def changed(self) -> list[str]:
+        """Files whose text changed."""
+        return [f for f in FILES if self.texts.get(f, "") != self.before.get(f, "")]
+
+    def diff(self) -> str:
+        """A unified diff of the changed files, as `git diff` would show them."""
+        out = []
+        for name in self.changed:
+            out.extend(difflib.unified_diff(
+                self.before.get(name, "").splitlines(keepends=True),
+                self.texts[name].splitlines(keepends=True),
+                fromfile=f"a/{name}", tofile=f"b/{name}"))
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                       for line in out)
+
+
+def normalise(fact: str) -> str:
+    """A fact's text for comparison: no bullet marker, folded spaces, case and final dot."""
+    text = _MARKER.sub("", fact, count=1)
+    return " ".join(text.split()).casefold().rstrip(".")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _heading_title(line: str) -> tuple[int, str] | None:
+    m = HEADING.match(line.rstrip("\r\n"))
+    return (len(m.group(1)), m.group(2).strip()) if m else None
+
+
+class _Doc:
+    """A file as a list of lines with their endings, edited in place."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines(keepends=True)
+        self.nl = "\r\n" if "\r\n" in text else "\n"
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def find(self, old: str) -> list[int]:
+        want = old.rstrip("\r\n")
+        hits = [i for i, line in enumerate(self.lines) if line.rstrip("\r\n") == want]
+        if not hits and want.strip():
+            # Trailing spaces are invisible in the prompt; compare without them.
+            hits = [i for i, line in enumerate(self.lines) if line.rstrip() == want.rstrip()]
+        return hits
+
+    def _terminate(self, i: int) -> None:
+        if i >= 0 and not self.lines[i].endswith("\n"):
+            self.lines[i] += self.nl
+
+    def facts(self) -> dict[str, int]:
+        return {normalise(line): i for i, line in enumerate(self.lines) if FACT.match(line)}
+
+    def add(self, section: str, fact: str) -> None:
+        line = fact + self.nl
+        want = section.strip().lstrip("#").strip().casefold()
+        if not want:
+            last = max((i for i, l in enumerate(self.lines) if l.strip()), default=-1)
+            self._terminate(last)
+            self.lines.insert(last + 1, line)
+            return
+        for h, text in enumerate(self.lines):
+            head = _heading_title(text)
+            if not head or head[1].casefold() != want:
+                continue
+            end = next((j for j in range(h + 1, len(self.lines))
+                        if (t := _heading_title(self.lines[j])) and t[0] <= head[0]), len(self.lines))
+            last = max((j for j in range(h + 1, end) if self.lines[j].strip()), default=None)
+            if last is not None:
+                self._terminate(last)
+                self.lines.insert(last + 1, line)
+                return
+            self._terminate(h)
+            block = [self.nl, line]
+            if h + 1 < len(self.lines) and self.lines[h + 1].strip():
+                block.append(self.nl)
+            self.lines[h + 1:h + 1] = block
+            return
+        # A heading the file does not have yet: a new section at the end.
+        last = len(self.lines) - 1
+        self._terminate(last)
+        block = [self.nl] if self.lines and self.lines[-1].strip() else []
+        block += [f"## {section.strip().lstrip('#').strip()}{self.nl}", self.nl, line]
+        self.lines.extend(block)
+
+
+def _bullet(new: str, like: str | None = None) -> str:
+    """`new` folded onto one line and made a bullet (with `like`'s marker when it had one)."""
+    text = _one_line(new)
+    if FACT.match(text):
+        return text
+    m = _MARKER.match(like or "")
+    return (m.group(1) if m else "- ") + text
+
+
+def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str]) -> Applied:
+    docs = {name: _Doc(texts.get(name, "")) for name in FILES}
+    results = []
+    for raw in ops:
+        r = OpResult(str(raw.get("op", "")), str(raw.get("file", "")), str(raw.get("section", "")),
+                     str(raw.get("old", "")), str(raw.get("new", "")), str(raw.get("reason", "")))
+        results.append(r)
+        if r.file not in docs:
+            r.status, r.why = "skipped", f"unknown file {r.file!r} (only {' and '.join(FILES)})"
+            continue
+        doc = docs[r.file]
+        if r.op == "add":
+            if not r.new.strip():
+                r.status, r.why = "skipped", "an add needs the new fact's text"
+                continue
+            fact = _bullet(r.new)
+            present = doc.facts().get(normalise(fact))
+            if present is not None:
+                r.status, r.why = "skipped", f"already present (line {present + 1})"
+                continue
+            doc.add(r.section, fact)
+            r.new = fact
+            continue
+        if r.op not in ("update", "delete"):
+            r.status, r.why = "skipped", f"unknown operation {r.op!r}"
+            continue
+        if not r.old.strip():
+            r.status, r.why = "refused", f"{'an' if r.op == 'update' else 'a'} {r.op} must quote the exact line it replaces"
+            continue
+        hits = doc.find(r.old)
+        if not hits and _NUMBERED.match(r.old):
+            hits = doc.find(_NUMBERED.sub("", r.old, count=1))
+        if len(hits) != 1:
+            r.status = "skipped"
+            r.why = ("the quoted line is not in the file (edited since?)" if not hits else
+                     f"the quoted line is in the file {len(hits)} times")
+            continue
+        i = hits[0]
+        current = doc.lines[i]
+        if not FACT.match(current):
+            r.status, r.why = "refused", "only fact lines (bullets) are edited by the dream"
+            continue
+        if r.op == "delete":
+            if r.file in refuse_deletes:
+                r.status = "refused"
+                r.why = (f"deleting more than a quarter of {r.file}'s facts in one run needs "
+                         f"--allow-shrink")
+                continue
+            del doc.lines[i]
+            continue
+        if not r.new.strip():
+            r.status, r.why = "skipped", "an update needs the new text (use delete to remove)"
+            continue
+        line = _bullet(r.new, like=current)
+        ending = current[len(current.rstrip("\r\n")):]
+        if line == current.rstrip("\r\n"):
+            r.status, r.why = "skipped", "the new text is the same as the old"
+            continue
+        doc.lines[i] = line + ending
+        r.new = line
+    return Applied(dict(texts), {name: doc.text for name, doc in docs.items()}, results)
+
+
+def apply_ops(texts: dict[str, str], ops: list[dict], *, allow_shrink: bool = False,
+              max_lines: int = 200) -> Applied:
+    """The memory files after the editor's operations, and a report on each of them.
+
+    `texts` maps MEMORY.md and USER.md to their current text ("" when missing).
+    Deletions of more than a quarter of a file's facts are refused for that file unless
+    `allow_shrink`; everything else in the run still applies.
+    """
+    texts = {name: texts.get(name, "") for name in FILES}
+    applied = _apply(texts, ops, set())
+    notes = []
+    if not allow_shrink:
+        refuse = set()
+        for name in FILES:
+            before = sum(1 for line in texts[name].splitlines() if FACT.match(line))
+            deletes = sum(1 for r in applied.results
+                          if r.file == name and r.op == "delete" and r.status == "applied")
+            if deletes > before * SHRINK_LIMIT:
+                refuse.add(name)
+                notes.append(f"{name}: {deletes} of {before} facts would be deleted, more than a "
+                             f"quarter; those deletions were refused (--allow-shrink allows them)")
+        if refuse:
+            # Again without those deletions: a later operation may quote a line they removed.
+            applied = _apply(texts, ops, refuse)
+    applied.notes.extend(notes)
+    lines = len(applied.texts[MEMORY].splitlines())
+    if lines > max_lines:
+        applied.notes.append(f"{MEMORY}: {lines} lines, over its budget of {max_lines} "
+                             f"([memory] max_lines in agent.toml)")
+    else:
+        applied.notes.append(f"{MEMORY}: {lines} of {max_lines} lines")
+    return applied

@@ -1,0 +1,620 @@
+"""Running a dream: the archive entries after the cursor go through the analyst and the
+editor (as Message Batches, or plain calls), and the edits are committed with the
+advanced cursor in one commit.
+
+A run is a small state machine saved in `.agent/dream.json` before every wait, so an
+interrupted dream (Ctrl-C, kill -9, a reboot) picks up the same batch instead of paying
+for another:
+
+    analyst --ended--> analyst_done --editor submitted--> editor --ended--> editor_done --> commit
+
+The vault lock is held only to apply and commit, never while waiting for the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from agent import archive
+from agent.config import Settings, SettingsError, load_settings
+from agent.dream import prompts
+from agent.dream.cost import estimate
+from agent.dream.ops import Applied, FILES, apply_ops
+from agent.errors import UserError
+from agent.memory import MEMORY, USER
+
+STATE = "dream.json"          # the dream in flight, under .agent/
+LAST_FAILURE = "dream-failure.json"
+LOCK = "dream.lock"
+PHASES = ("analyst", "editor")
+SYNC_WORKERS = 4
+
+
+class DreamError(UserError):
+    pass
+
+
+@dataclass
+class DreamOutcome:
+    """What a call to run_dream did.
+
+    kind: "nothing", "submitted", "waiting", "committed", "no_changes", "failed",
+    "dry_run" (and "canceled" from cancel_dream).
+    """
+    kind: str
+    message: str
+    sha: str | None = None
+    report: Applied | None = None
+    cursor: int | None = None          # the cursor the run started from
+    through: int | None = None         # the last archive id it covers
+    model: str | None = None
+    mode: str | None = None            # "batch" or "sync"
+    batches: list[str] = field(default_factory=list)
+    usage: dict[str, dict] = field(default_factory=dict)   # phase -> token counts
+    cost: float | None = None          # estimated USD (batch prices for batches)
+    diff: str = ""                     # for dry runs: what would be committed
+    waited: float = 0.0                # seconds spent sleeping between polls
+
+    @property
+    def range(self) -> str:
+        return f"{(self.cursor or 0) + 1}..{self.through}" if self.through is not None else ""
+
+
+# ---- local state ----------------------------------------------------------------------
+
+def _state_path(vault):
+    return vault.state / STATE
+
+
+def load_state(vault) -> dict | None:
+    """The dream in flight, or None."""
+    path = _state_path(vault)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        raise DreamError(f"{path} is not valid JSON (the record of a dream in flight): "
+                         f"run `agent dream --cancel` to discard it.") from None
+    if not isinstance(data, dict) or data.get("phase") not in (
+            "analyst", "analyst_done", "editor", "editor_done"):
+        raise DreamError(f"{path} is not a dream record this version understands: "
+                         f"run `agent dream --cancel` to discard it.")
+    return data
+
+
+def _write_json(path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_state(vault, state: dict) -> None:
+    _write_json(_state_path(vault), state)
+
+
+def clear_state(vault) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        _state_path(vault).unlink()
+
+
+@contextlib.contextmanager
+def _dream_lock(vault):
+    """Yields None when this process holds the dream lock, else the holder's pid."""
+    vault.state.mkdir(exist_ok=True)
+    fd = os.open(vault.state / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            yield holder
+            return
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield None
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def dream_status(vault) -> dict:
+    """Where the dream stands: cursor, newest archive id, entries waiting, what is in
+    flight (or None) and the last failure (or None). Reads local files only."""
+    root = vault.root
+    cursor = archive.read_cursor(root)
+    ids = [i for i, _ in archive.entry_ids(root)]
+    try:
+        state = load_state(vault)
+    except DreamError as e:
+        flight = {"phase": "unknown", "problem": str(e)}
+    else:
+        flight = None
+        if state is not None:
+            flight = {"phase": state["phase"], "mode": state.get("mode"),
+                      "first": state["cursor"] + 1, "through": state["through"],
+                      "entries": len(state.get("entries", [])), "started": state.get("started"),
+                      "model": state.get("model"), "batches": _batch_ids(state),
+                      "batch": (state.get(state["phase"]) or {}).get("batch"),
+                      "requests": len((state.get(state["phase"]) or {}).get("requests", [])),
+                      "previewed": bool(state.get("previewed"))}
+    try:
+        failure = json.loads((vault.state / LAST_FAILURE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        failure = None
+    return {"cursor": cursor, "newest": ids[-1] if ids else 0,
+            "waiting": sum(1 for i in ids if i > cursor), "in_flight": flight,
+            "last_failure": failure}
+
+
+def _batch_ids(state: dict) -> list[str]:
+    return [state[p]["batch"] for p in PHASES if (state.get(p) or {}).get("batch")]
+
+
+# ---- settings -------------------------------------------------------------------------
+
+def _dream_setting(settings: Settings, key: str, default: int) -> int:
+    value = (settings.raw.get("dream") or {}).get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SettingsError(f"agent.toml: [dream] {key} must be a whole number, found {value!r}")
+    return value
+
+
+# ---- running --------------------------------------------------------------------------
+
+def run_dream(vault, client, now: datetime, *, wait: bool = True, sync: bool = False,
+              dry_run: bool = False, max_entries: int | None = None, allow_shrink: bool = False,
+              progress=None, poll_interval: float = 5.0) -> DreamOutcome:
+    """Consolidate the archive entries after the cursor into MEMORY.md and USER.md.
+
+    `client` is an `anthropic.Anthropic` client, or a function making one (called only
+    when a model is needed). wait=False submits, or checks the batch in flight once and
+    moves it on (analyst ended -> submit the editor; editor ended -> apply and commit),
+    and returns. dry_run computes the edits and commits nothing; the finished result
+    stays in flight, so the next run applies it without calling the model again.
+    """
+    return _Run(vault, client, now, wait=wait, sync=sync, dry_run=dry_run,
+                max_entries=max_entries, allow_shrink=allow_shrink, progress=progress,
+                poll_interval=poll_interval).go()
+
+
+def cancel_dream(vault, client) -> DreamOutcome:
+    """Cancel the dream in flight: its batch is canceled, memory and cursor stay as they are."""
+    try:
+        state = load_state(vault)
+    except DreamError:
+        clear_state(vault)
+        return DreamOutcome("canceled", "Discarded an unreadable record of a dream in flight.")
+    if state is None:
+        return DreamOutcome("nothing", "No dream in flight.")
+    phase = state["phase"]
+    batch = (state.get(phase) or {}).get("batch") if phase in PHASES else None
+    note = ""
+    if batch:
+        import anthropic
+        c = client() if callable(client) and not hasattr(client, "messages") else client
+        try:
+            c.messages.batches.cancel(batch)
+            note = f" Canceled batch {batch}."
+        except anthropic.NotFoundError:
+            note = f" Batch {batch} is gone already."
+    clear_state(vault)
+    return DreamOutcome("canceled", f"Canceled the dream over archive {state['cursor'] + 1}.."
+                        f"{state['through']} ({phase}).{note} Memory and cursor are unchanged.",
+                        cursor=state["cursor"], through=state["through"],
+                        batches=_batch_ids(state))
+
+
+class _Run:
+    def __init__(self, vault, client, now, *, wait, sync, dry_run, max_entries, allow_shrink,
+                 progress, poll_interval):
+        self.vault = vault
+        self._client = client
+        self.now = now
+        self.wait = wait
+        self.sync = sync
+        self.dry_run = dry_run
+        self.max_entries = max_entries
+        self.allow_shrink = allow_shrink
+        self.say = progress or (lambda line: None)
+        self.poll_interval = poll_interval
+        self.settings = load_settings(vault.root)
+        self.waited = 0.0
+        self._t0 = time.monotonic()
+
+    # -- helpers
+
+    @property
+    def client(self):
+        if callable(self._client) and not hasattr(self._client, "messages"):
+            self._client = self._client()
+        return self._client
+
+    def clock(self) -> datetime:
+        """`now` moved on by the time this run has taken (for elapsed times)."""
+        return self.now + timedelta(seconds=time.monotonic() - self._t0)
+
+    def outcome(self, kind: str, message: str, state: dict | None = None, **kw) -> DreamOutcome:
+        out = DreamOutcome(kind, message, waited=self.waited, **kw)
+        if state is not None:
+            out.cursor, out.through = state["cursor"], state["through"]
+            out.model, out.mode = state.get("model"), state.get("mode")
+            out.batches = _batch_ids(state)
+            out.usage = {p: u for p, u in (state.get("usage") or {}).items()}
+            costs = [estimate(out.model or "", u, batch=(state.get(p) or {}).get("batch") is not None)
+                     for p, u in out.usage.items()]
+            out.cost = None if any(c is None for c in costs) or not costs else sum(costs)
+        return out
+
+    # -- the state machine
+
+    def go(self) -> DreamOutcome:
+        with _dream_lock(self.vault) as holder:
+            if holder is not None:
+                return self.outcome("waiting", f"Another `agent dream` (pid {holder}) is working "
+                                    f"on this vault; it will finish the dream.")
+            state = load_state(self.vault)
+            if state is None:
+                state = self.start()
+                if isinstance(state, DreamOutcome):
+                    return state
+                if not self.wait and state["phase"] == "analyst":
+                    return self.submitted(state, "analyst")
+            return self.advance(state)
+
+    def start(self) -> dict | DreamOutcome:
+        root = self.vault.root
+        cursor = archive.read_cursor(root)
+        sel = prompts.select(root, cursor, self.max_entries)
+        if sel.empty:
+            return self.outcome("nothing", f"Nothing to dream: no archive entries after the "
+                                f"cursor ({cursor}).", cursor=cursor, through=cursor)
+        if not sel.entries:
+            return self.skip_only(sel)
+        raw_tokens = _dream_setting(self.settings, "raw_tokens", prompts.RAW_TOKENS)
+        cache = prompts.SessionCache(root)
+        rendered = [(e.id, prompts.render_entry(e, cache, raw_tokens)) for e in sel.entries]
+        chunks = prompts.chunk(rendered, self.settings.dream_chunk_tokens)
+        texts = self.read_memory()
+        state = {
+            "version": 1, "phase": "analyst", "started": self.now.isoformat(),
+            "today": prompts.today_of(self.now), "model": self.settings.dream_model,
+            "max_tokens": _dream_setting(self.settings, "max_tokens", prompts.MAX_TOKENS),
+            "cursor": sel.cursor, "through": sel.through,
+            "entries": [e.id for e in sel.entries], "skipped": [e.id for e in sel.skipped],
+            # The prefix both phases share, kept so the editor sends the same bytes.
+            "memory_text": texts[MEMORY], "user_text": texts[USER],
+            "mode": "sync" if self.sync else "batch", "usage": {},
+        }
+        memory = self.memory_prompt(state)
+        requests = [{"custom_id": c.custom_id,
+                     "params": prompts.analyst_params(state["model"], memory, c, state["today"],
+                                                      state["max_tokens"])} for c in chunks]
+        skipped = f", {len(sel.skipped)} from heartbeat/dream sessions set aside" if sel.skipped else ""
+        self.say(f"Dreaming over archive {sel.first}..{sel.through}: {len(sel.entries)} "
+                 f"entries in {len(requests)} analyst request{'s' * (len(requests) != 1)}{skipped}.")
+        return self.submit(state, "analyst", requests)
+
+    def advance(self, state: dict) -> DreamOutcome:
+        while True:
+            phase = state["phase"]
+            if phase in PHASES:
+                collected = self.collect(state, phase)
+                if isinstance(collected, DreamOutcome):
+                    return collected
+                if collected is None:
+                    return self.waiting(state, phase)
+                failure = self.take_results(state, phase, collected)
+                if failure:
+                    return self.fail(state, failure)
+            elif phase == "analyst_done":
+                if not state["findings"]:
+                    state.update(phase="editor_done", ops=[])
+                    save_state(self.vault, state)
+                    continue
+                memory = self.memory_prompt(state)
+                first, last = state["entries"][0], state["entries"][-1]
+                params = prompts.editor_params(
+                    state["model"], memory, state["findings"], first, last, state["today"],
+                    self.settings.memory_max_lines, len(state["memory_text"].splitlines()),
+                    state["max_tokens"])
+                state = self.submit(state, "editor", [{"custom_id": f"editor-{first}-{last}",
+                                                       "params": params}])
+                if isinstance(state, DreamOutcome):
+                    return state
+                if state["phase"] == "editor" and not self.wait:
+                    return self.submitted(state, "editor")
+            elif phase == "editor_done":
+                return self.apply(state)
+
+    def memory_prompt(self, state: dict) -> str:
+        return prompts.memory_block(state["memory_text"], state["user_text"])
+
+    def read_memory(self) -> dict[str, str]:
+        out = {}
+        for name in FILES:
+            path = self.vault.root / name
+            out[name] = path.read_text(encoding="utf-8") if path.is_file() else ""
+        return out
+
+    # -- submitting and collecting
+
+    def submit(self, state: dict, phase: str, requests: list[dict]) -> dict | DreamOutcome:
+        """Send a phase's requests: a batch (state saved at once), or plain calls."""
+        if state["mode"] == "batch" and not self.sync:
+            import anthropic
+            try:
+                batch = self.client.messages.batches.create(requests=requests)
+            except anthropic.NotFoundError:
+                self.say("This endpoint has no Message Batches; using plain Messages calls "
+                         "(full price).")
+                state["mode"] = "sync"
+            else:
+                state[phase] = {"batch": batch.id, "requests": [r["custom_id"] for r in requests],
+                                "submitted": self.clock().isoformat()}
+                state["phase"] = phase
+                save_state(self.vault, state)
+                self.say(f"Submitted the {phase} batch {batch.id} ({len(requests)} "
+                         f"request{'s' * (len(requests) != 1)}).")
+                return state
+        state["mode"] = "sync"
+        state[phase] = {"requests": [r["custom_id"] for r in requests]}
+        state["phase"] = phase
+        self.say(f"Sending the {phase} request{'s' * (len(requests) != 1)} "
+                 f"({len(requests)}) as plain Messages calls.")
+        results = self.call_sync(requests)
+        failure = self.take_results(state, phase, results)
+        if failure:
+            return self.fail(state, failure)
+        return state
+
+    def call_sync(self, requests: list[dict]) -> dict:
+        import anthropic
+
+        def one(req):
+            try:
+                return req["custom_id"], {"type": "succeeded",
+                                          "message": self.client.messages.create(**req["params"])}
+            except anthropic.APIStatusError as e:
+                return req["custom_id"], {"type": "errored",
+                                          "error": f"{e.status_code} {_error_text(e.body) or e.message}"}
+            except anthropic.APIConnectionError as e:
+                return req["custom_id"], {"type": "errored", "error": f"cannot reach the API ({e})"}
+
+        _ = self.client  # made here once, not by each thread
+        if len(requests) == 1:
+            return dict([one(requests[0])])
+        with ThreadPoolExecutor(max_workers=min(SYNC_WORKERS, len(requests))) as pool:
+            return dict(pool.map(one, requests))
+
+    def collect(self, state: dict, phase: str) -> dict | None | DreamOutcome:
+        """The results of the phase's batch once it ended (polling while `wait`), else None."""
+        import anthropic
+        info = state[phase]
+        batch_id = info["batch"]
+        submitted = datetime.fromisoformat(info["submitted"])
+        while True:
+            try:
+                batch = self.client.messages.batches.retrieve(batch_id)
+            except anthropic.NotFoundError:
+                return self.fail(state, f"the {phase} batch {batch_id} is not known to the API "
+                                        f"(deleted, or made with another key)")
+            except (anthropic.APIConnectionError, anthropic.InternalServerError) as e:
+                if not self.wait:
+                    return self.outcome("waiting", f"Could not check the {phase} batch {batch_id} "
+                                        f"({e}); it is saved and will be checked again.", state)
+                raise DreamError(f"Could not check the {phase} batch {batch_id} ({e}). It is "
+                                 f"saved: run `agent dream` again to pick it up.") from None
+            counts = batch.request_counts
+            elapsed = str(self.clock() - submitted).split(".")[0]
+            self.say(f"{phase} batch {batch_id}: {batch.processing_status}; "
+                     f"{counts.succeeded} succeeded, {counts.processing} processing, "
+                     f"{counts.errored} errored, {counts.expired} expired, "
+                     f"{counts.canceled} canceled [{elapsed} elapsed]")
+            if batch.processing_status == "ended":
+                break
+            if not self.wait:
+                return None
+            time.sleep(self.poll_interval)
+            self.waited += self.poll_interval
+        return {r.custom_id: r.result for r in self.client.messages.batches.results(batch_id)}
+
+    def take_results(self, state: dict, phase: str, results: dict) -> str | None:
+        """Record a phase's parsed results in the state (saved), or say what went wrong."""
+        from agent.llm.anthropic import usage_dict
+        schema = prompts.ANALYST_SCHEMA if phase == "analyst" else prompts.EDITOR_SCHEMA
+        usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
+                 "cache_creation_input_tokens": 0}
+        parsed, problems = [], []
+        for cid in state[phase]["requests"]:
+            result = results.get(cid)
+            kind = prompts._get(result, "type") if result is not None else "missing"
+            if kind != "succeeded":
+                detail = {"missing": "no result came back", "expired": "expired before it ran "
+                          "(a batch has 24 hours)", "canceled": "was canceled"}.get(kind)
+                if detail is None:
+                    err = prompts._get(result, "error")
+                    detail = f"errored: {err if isinstance(err, str) else _error_text(err)}"
+                problems.append(f"{cid} {detail}")
+                continue
+            message = prompts._get(result, "message")
+            for k, v in usage_dict(prompts._get(message, "usage")).items():
+                usage[k] += v
+            try:
+                parsed.append(prompts.parse_reply(message, schema))
+            except prompts.ReplyError as e:
+                problems.append(f"{cid}: {e}")
+        state["usage"][phase] = usage
+        if problems:
+            return "; ".join(problems)
+        if phase == "analyst":
+            state["findings"] = prompts.clean_findings(
+                [f for obj in parsed for f in obj["findings"]])
+            state["phase"] = "analyst_done"
+        else:
+            state["ops"] = parsed[0]["ops"]
+            state["phase"] = "editor_done"
+        save_state(self.vault, state)
+        return None
+
+    # -- outcomes
+
+    def submitted(self, state: dict, phase: str) -> DreamOutcome:
+        batch = state[phase]["batch"]
+        return self.outcome("submitted", f"Submitted the {phase} batch {batch} for archive "
+                            f"{state['cursor'] + 1}..{state['through']}; the next `agent dream` "
+                            f"(or `agent serve`) picks it up.", state)
+
+    def waiting(self, state: dict, phase: str) -> DreamOutcome:
+        return self.outcome("waiting", f"The {phase} batch {state[phase]['batch']} for archive "
+                            f"{state['cursor'] + 1}..{state['through']} is still running.", state)
+
+    def fail(self, state: dict, why: str) -> DreamOutcome:
+        """A finished batch's results are final, so the record goes: the next run starts over."""
+        out = self.outcome("failed", f"The dream over archive {state['cursor'] + 1}.."
+                           f"{state['through']} failed: {why}. Memory and cursor are unchanged; "
+                           f"the next `agent dream` starts over from archive "
+                           f"{state['cursor'] + 1}.", state)
+        clear_state(self.vault)
+        _write_json(self.vault.state / LAST_FAILURE,
+                    {"at": self.clock().isoformat(), "cursor": state["cursor"],
+                     "through": state["through"], "batches": out.batches, "message": why})
+        return out
+
+    def skip_only(self, sel) -> DreamOutcome:
+        """Only heartbeat/dream entries wait: the cursor moves past them, no model call."""
+        state = {"cursor": sel.cursor, "through": sel.through, "usage": {}}
+        why = (f"The {len(sel.skipped)} entr{'ies' if len(sel.skipped) != 1 else 'y'} after the "
+               f"cursor come from heartbeat or dream sessions, which are not dream input.")
+        if self.dry_run:
+            return self.outcome("dry_run", f"{why} A run would move the cursor to "
+                                f"{sel.through}; nothing else.", state)
+        with self.vault.locked():
+            if archive.read_cursor(self.vault.root) != sel.cursor:
+                return self.outcome("nothing", "The cursor moved meanwhile; nothing to do.")
+            self.vault.write_text(archive.CURSOR, f"{sel.through}\n")
+            sha = self.vault.commit(f"dream: no changes (archive {sel.first}..{sel.through})\n\n"
+                                    f"{why}\n", trailers={"Cursor": f"{sel.cursor} -> {sel.through}"})
+        self._clear_failure()
+        return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", state,
+                            sha=sha)
+
+    def apply(self, state: dict) -> DreamOutcome:
+        ops = state.get("ops") or []
+        first, through, cursor = state["cursor"] + 1, state["through"], state["cursor"]
+        max_lines = self.settings.memory_max_lines
+        if self.dry_run:
+            # Read without the lock: taking it would commit pending hand edits.
+            applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
+                                max_lines=max_lines)
+            state["previewed"] = True
+            save_state(self.vault, state)
+            return self.outcome("dry_run", f"Dry run over archive {first}..{through}: nothing "
+                                f"was changed. `agent dream` applies this result, `agent dream "
+                                f"--cancel` discards it.", state, report=applied,
+                                diff=applied.diff())
+        with self.vault.locked():
+            now_cursor = archive.read_cursor(self.vault.root)
+            if now_cursor == through and cursor != through:
+                clear_state(self.vault)
+                return self.outcome("nothing", f"The dream over archive {first}..{through} was "
+                                    f"committed already.", state)
+            if now_cursor != cursor:
+                return self.fail(state, f"the cursor moved from {cursor} to {now_cursor} while "
+                                 f"the dream was in flight, so its result no longer fits")
+            applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
+                                max_lines=max_lines)
+            for name in applied.changed:
+                self.vault.write_text(name, applied.texts[name])
+            self.vault.write_text(archive.CURSOR, f"{through}\n")
+            out = self.outcome("committed" if applied.changed else "no_changes", "", state,
+                               report=applied)
+            subject, body = commit_message(state, applied)
+            out.sha = self.vault.commit(subject + "\n\n" + body, trailers=trailers(state, out))
+        clear_state(self.vault)
+        self._clear_failure()
+        out.message = subject
+        return out
+
+    def _clear_failure(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.vault.state / LAST_FAILURE).unlink()
+
+
+def _error_text(err) -> str:
+    """`type: message` of an API error body (a dict or an SDK object)."""
+    inner = prompts._get(err, "error", err)
+    kind, msg = prompts._get(inner, "type"), prompts._get(inner, "message")
+    return f"{kind}: {msg}" if kind or msg else str(err)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def commit_message(state: dict, applied: Applied) -> tuple[str, str]:
+    """The dream commit's subject and body (before the trailers)."""
+    span = f"archive {state['cursor'] + 1}..{state['through']}"
+    if applied.changed:
+        subject = (f"dream: +{_plural(applied.added, 'fact')}, {applied.updated} updated, "
+                   f"{applied.removed} removed ({span})")
+    else:
+        subject = f"dream: no changes ({span})"
+    lines = []
+    for r in applied.results:
+        if r.status != "applied":
+            continue
+        if r.op == "add":
+            where = f" ({r.section})" if r.section else ""
+            lines.append(f"Added to {r.file}{where}: {r.new}")
+        elif r.op == "update":
+            lines.append(f"Updated in {r.file}: {r.old}")
+            lines.append(f"  now: {r.new}")
+        else:
+            lines.append(f"Removed from {r.file}: {r.old}")
+        if r.reason:
+            lines.append(f"  why: {r.reason}")
+    for r in applied.results:
+        if r.status != "applied":
+            quoted = r.old or r.new
+            lines.append(f"{r.status.capitalize()} {r.op} in {r.file}: {quoted} ({r.why})")
+    if not applied.changed:
+        found = len(state.get("findings") or [])
+        lines.insert(0, f"Nothing to change in memory ({_plural(found, 'finding')}, "
+                        f"{_plural(len(state.get('ops') or []), 'operation')}); the cursor moves "
+                        f"to {state['through']}.")
+    if state.get("skipped"):
+        lines.append(f"Set aside (heartbeat/dream sessions): "
+                     f"{', '.join(str(i) for i in state['skipped'])}")
+    lines.extend(applied.notes)
+    return subject, "\n".join(lines) + "\n"
+
+
+def tokens_text(usage: dict[str, dict]) -> str:
+    """`analyst in=.. out=.. cache_write=.. cache_read=..; editor ...`"""
+    return "; ".join(f"{phase} in={u.get('input_tokens', 0)} out={u.get('output_tokens', 0)} "
+                     f"cache_write={u.get('cache_creation_input_tokens', 0)} "
+                     f"cache_read={u.get('cache_read_input_tokens', 0)}"
+                     for phase, u in usage.items())
+
+
+def trailers(state: dict, out: DreamOutcome) -> dict[str, str]:
+    t = {"Cursor": f"{state['cursor']} -> {state['through']}",
+         "Batch": ", ".join(out.batches) if out.batches else "none (plain Messages calls)",
+         "Model": state.get("model", "")}
+    if out.usage:
+        t["Tokens"] = tokens_text(out.usage)
+    return t
