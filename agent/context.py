@@ -1,0 +1,256 @@
+"""The prompt of a turn: system blocks, retrieved memories and the conversation window.
+
+Order (DESIGN 4.1), stable parts first so consecutive turns hit the prompt cache:
+
+1. system, cached: how the agent works, `AGENTS.md`, `USER.md` + `MEMORY.md`, the
+   skills summary (breakpoint), then yesterday's and today's daily notes (breakpoint);
+2. messages: the active window (breakpoint on its last block), then the new user
+   message, whose first block carries what changes every turn: the current time and
+   the memories retrieved for this message (leaving out what the window holds).
+
+Putting the volatile parts into the new user message rather than at the end of the
+system prompt keeps the whole window cacheable from one turn to the next (the cache
+is a prefix: tools, system, messages); the stored transcript keeps only the user's
+words, so the replayed history stays byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from agent import memory, sessions, skills
+
+CACHE = {"type": "ephemeral"}
+RETRIEVE_LIMIT = 6
+RETRIEVE_CHARS = 600            # per retrieved memory
+
+PREAMBLE = """\
+You are `agent`, a personal assistant whose whole mind is a folder of plain files in a
+Git repository (the vault) that the person you work for can read and edit. Every turn
+of this conversation is saved and committed. Your long-term memory is `MEMORY.md` and
+`USER.md` (shown below), daily notes in `memory/YYYY-MM-DD.md` (today's and yesterday's
+are shown below) and the archive of past conversations (find it with memory_search).
+Paths you give tools are relative to the vault. Keep replies short and plain: they are
+shown in a terminal."""
+
+
+@dataclass
+class Prompt:
+    system: list[dict]
+    messages: list[dict]
+    window: list[dict]                 # the session lines of the window
+    window_files: list[str]
+    last_turn: int
+    retrieved: list = field(default_factory=list)
+
+
+def _read(root: Path, rel: str) -> str | None:
+    try:
+        return (root / rel).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def _file_block(rel: str, text: str | None) -> str:
+    body = text.strip() if text and text.strip() else "(empty)"
+    return f'<file path="{rel}">\n{body}\n</file>'
+
+
+def system_blocks(root: Path, today) -> list[dict]:
+    """The system prompt's blocks; byte-identical while the files and the day stay the same."""
+    root = Path(root)
+    agents = _read(root, "AGENTS.md")
+    blocks = [PREAMBLE + "\n\n" + _file_block("AGENTS.md", agents)]
+    blocks.append("# Long-term memory\n\n" + _file_block(memory.USER, _read(root, memory.USER))
+                  + "\n\n" + _file_block(memory.MEMORY, _read(root, memory.MEMORY)))
+    summary = skills.summary(skills.discover(root))
+    if summary:
+        blocks.append(summary.rstrip())
+    out = [{"type": "text", "text": b} for b in blocks]
+    out[-1]["cache_control"] = CACHE
+    notes = []
+    for day, label in ((today - timedelta(days=1), "yesterday"), (today, "today")):
+        rel = memory.daily_path(day)
+        text = _read(root, rel)
+        if text and text.strip():
+            notes.append(f'<file path="{rel}" day="{label}">\n{text.strip()}\n</file>')
+    if notes:
+        out.append({"type": "text", "text": "# Daily notes\n\n" + "\n\n".join(notes),
+                    "cache_control": CACHE})
+    return out
+
+
+# ---- the window as API messages -----------------------------------------------------
+
+
+def _blocks(line: dict) -> list[dict]:
+    content = line.get("content")
+    role = line.get("role")
+    if isinstance(content, str):
+        text = content
+        speaker = line.get("speaker")
+        if speaker and role == "user":
+            text = f"{speaker}: {text}"
+        if role == "system":
+            text = f"(system note) {text}"
+        blocks = [{"type": "text", "text": text}] if text.strip() else []
+    elif isinstance(content, list):
+        blocks = [_clean(b) for b in content if isinstance(b, dict)]
+        blocks = [b for b in blocks if b is not None]
+    else:
+        blocks = []
+    if line.get("interrupted") and role == "assistant":
+        blocks.append({"type": "text", "text": "[interrupted by the user]"})
+    return blocks
+
+
+def _clean(block: dict) -> dict | None:
+    """A stored block as the API takes it back (no stale cache_control, no empty text)."""
+    b = {k: v for k, v in block.items() if k != "cache_control"}
+    if b.get("type") == "text":
+        if not str(b.get("text", "")).strip():
+            return None
+        b = {"type": "text", "text": b["text"]}
+    return b
+
+
+def to_messages(window: list[dict]) -> list[dict]:
+    """API messages for the window: roles alternate, every tool_use has its result.
+
+    Consecutive messages of one role are merged (a failed turn leaves a user message
+    without a reply); a tool_use without a result (an interrupted turn) gets an error
+    result; results without their tool_use, and leading assistant messages, are dropped.
+    """
+    msgs: list[dict] = []
+    for line in window:
+        role = line.get("role")
+        if role not in ("user", "assistant", "system"):
+            continue
+        role = "assistant" if role == "assistant" else "user"
+        blocks = _blocks(line)
+        if not blocks:
+            continue
+        if msgs and msgs[-1]["role"] == role:
+            msgs[-1]["content"].extend(blocks)
+        else:
+            msgs.append({"role": role, "content": blocks})
+    while msgs and msgs[0]["role"] != "user":
+        msgs.pop(0)
+    out: list[dict] = []
+    for i, m in enumerate(msgs):
+        if m["role"] == "user":
+            asked = set()
+            if out and out[-1]["role"] == "assistant":
+                asked = {b.get("id") for b in out[-1]["content"] if b.get("type") == "tool_use"}
+            content = [b for b in m["content"]
+                       if b.get("type") != "tool_result" or b.get("tool_use_id") in asked]
+            answered = {b.get("tool_use_id") for b in content if b.get("type") == "tool_result"}
+            missing = [tid for tid in _tool_ids(out[-1]) if tid not in answered] if out else []
+            content = [_no_result(tid) for tid in missing] + content
+            # tool_result blocks must come first in a user message.
+            content = ([b for b in content if b.get("type") == "tool_result"]
+                       + [b for b in content if b.get("type") != "tool_result"])
+            if content:
+                out.append({"role": "user", "content": content})
+        else:
+            if out and out[-1]["role"] == "assistant":
+                out[-1]["content"].extend(m["content"])
+            else:
+                out.append(m)
+    # An assistant message ending the window with unanswered tool calls.
+    if out and out[-1]["role"] == "assistant" and _tool_ids(out[-1]):
+        out.append({"role": "user", "content": [_no_result(t) for t in _tool_ids(out[-1])]})
+    return out
+
+
+def _tool_ids(msg: dict) -> list[str]:
+    if msg.get("role") != "assistant":
+        return []
+    return [b.get("id") for b in msg["content"] if b.get("type") == "tool_use"]
+
+
+def _no_result(tool_use_id: str) -> dict:
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True,
+            "content": "No result: the turn was interrupted before this tool ran."}
+
+
+def mark_last(messages: list[dict]) -> None:
+    """Put a cache breakpoint on the last block of the last message."""
+    if not messages:
+        return
+    content = messages[-1]["content"]
+    if isinstance(content, str):
+        messages[-1]["content"] = content = [{"type": "text", "text": content}]
+    if content:
+        content[-1] = {**content[-1], "cache_control": CACHE}
+
+
+def strip_marks(messages: list[dict], keep_from: int) -> None:
+    """Remove cache breakpoints from messages after index keep_from (the window's)."""
+    for m in messages[keep_from + 1:]:
+        if isinstance(m["content"], list):
+            m["content"] = [{k: v for k, v in b.items() if k != "cache_control"}
+                            for b in m["content"]]
+
+
+# ---- retrieval and the new message ----------------------------------------------------
+
+
+def retrieve(vault, query: str, window: list[dict], today, limit: int = RETRIEVE_LIMIT) -> list:
+    """Memories for `query` that the prompt does not already show."""
+    from agent import index
+
+    if not query.strip():
+        return []
+    exclude = {str(m.get("id")) for m in window if m.get("id") is not None}
+    shown = {memory.MEMORY, memory.USER, memory.daily_path(today),
+             memory.daily_path(today - timedelta(days=1))}
+    hits = index.search(vault, query, limit=limit + 4, exclude_ids=exclude)
+    return [h for h in hits if h.path not in shown][:limit]
+
+
+def _hit_line(hit) -> str:
+    where = f"{hit.path}:{hit.line}" if getattr(hit, "line", None) else hit.path
+    when = f" ({hit.ts[:10]})" if getattr(hit, "ts", None) else ""
+    who = f" {hit.speaker}:" if getattr(hit, "speaker", None) else ""
+    body = " ".join((hit.text or hit.snippet or "").split())
+    if len(body) > RETRIEVE_CHARS:
+        body = body[:RETRIEVE_CHARS] + "..."
+    return f"- [{where}{when}]{who} {body}"
+
+
+def context_block(now: datetime, session: str, hits: list) -> dict:
+    lines = [f"Now: {now:%Y-%m-%d %H:%M} ({now:%A}), UTC offset {now:%z}. Session: {session}."]
+    if hits:
+        lines += ["", "Memories that may bear on this message (from past conversations, "
+                  "notes and the archive; check them before relying on them):"]
+        lines += [_hit_line(h) for h in hits]
+    return {"type": "text", "text": "<context>\n" + "\n".join(lines) + "\n</context>"}
+
+
+def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = True) -> Prompt:
+    """Everything the model gets for a new user message `text`."""
+    w = sessions.read_window(vault.root, session)
+    system = system_blocks(vault.root, now.date())
+    messages = to_messages(w.messages)
+    hits = retrieve(vault, text, w.messages, now.date()) if retrieval else []
+    if messages:
+        mark_last(messages)
+    user_blocks = [context_block(now, session, hits), {"type": "text", "text": text}]
+    if messages and messages[-1]["role"] == "user":
+        messages[-1]["content"].extend(user_blocks)
+    else:
+        messages.append({"role": "user", "content": user_blocks})
+    return Prompt(system, messages, w.messages, w.files, w.last_turn, hits)
+
+
+def estimate_tokens(lines: list[dict]) -> int:
+    """About how many tokens these session lines take in a prompt (chars / 4)."""
+    total = 0
+    for line in lines:
+        c = line.get("content")
+        total += len(c) if isinstance(c, str) else len(json.dumps(c, ensure_ascii=False))
+    return total // 4

@@ -1,0 +1,314 @@
+"""One turn of a conversation: prompt, tool loop, one commit.
+
+    result = run_turn(vault, client, "cli/default", "plan the Kyoto trip", now())
+
+1. The prompt is built (agent.context) from the vault's files and the session window.
+2. The model is called with the tools; the tool calls of one reply run at once (one
+   thread each); their results go back to the model, until a reply without tool calls
+   or `settings.max_iterations` model calls.
+3. Under the vault lock, and only then: the tools' staged file changes
+   (agent.staged), the turn's transcript lines, one commit
+   `chat(cli/default): <the message, shortened>` with trailers Session, Turn, Model,
+   Tokens. Then the search index is brought up to date.
+4. If the window is over its budget, its oldest part is compacted (agent.compact).
+
+The model is never called with the lock held. An API failure still saves the user's
+message (and whatever the turn did before it) with the error; Ctrl-C saves the user's
+message and the partial reply, marked `"interrupted": true`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import signal
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from agent import context, sessions
+from agent.config import Settings, load_settings
+from agent.staged import StagedVault
+from agent.tools import registry
+
+log = logging.getLogger("agent.loop")
+
+MAX_PARALLEL_TOOLS = 8
+SUBJECT_CHARS = 60
+
+
+@dataclass
+class TurnResult:
+    reply: str
+    sha: str | None
+    session: str
+    turn: int
+    usage: dict            # input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens
+    model: str
+    error: str | None = None
+    interrupted: bool = False
+    compacted: int | None = None          # the archive entry made after this turn, if any
+    notes: list[str] = field(default_factory=list)   # things the user should hear of
+
+
+def _zero_usage() -> dict:
+    return {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0}
+
+
+def shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
+    """The first line of `text`, spaces folded, cut at a word to about `limit` characters."""
+    one = " ".join(text.split())
+    if len(one) <= limit:
+        return one or "(empty message)"
+    cut = one[:limit].rsplit(" ", 1)[0]
+    if len(cut) < limit // 2:
+        cut = one[:limit]
+    return cut.rstrip(" ,.;:") + "..."
+
+
+def tokens_trailer(u: dict) -> str:
+    return (f"{u['input_tokens']} in, {u['output_tokens']} out, "
+            f"{u['cache_read_input_tokens']} cache read, "
+            f"{u['cache_creation_input_tokens']} cache write")
+
+
+def models_for(model: str | None, settings: Settings) -> list[str]:
+    """The model to use, then the fallbacks from agent.toml, without repeats."""
+    out = []
+    for m in [model or settings.model, *settings.fallback_models]:
+        if m and m not in out:
+            out.append(m)
+    return out
+
+
+def _block(b) -> dict:
+    """An SDK content block as the plain dict we store and send back."""
+    d = b.model_dump(mode="json", exclude_none=True) if hasattr(b, "model_dump") else dict(b)
+    if d.get("type") == "text":
+        return {"type": "text", "text": d.get("text", "")}
+    if d.get("type") == "tool_use":
+        return {"type": "tool_use", "id": d["id"], "name": d["name"], "input": d.get("input", {})}
+    return d
+
+
+def _text_of(blocks: list[dict]) -> str:
+    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+
+def _add_usage(total: dict, usage) -> None:
+    from agent.llm.anthropic import usage_dict
+    for k, v in usage_dict(usage).items():
+        total[k] = total.get(k, 0) + v
+
+
+# ---- tools ----------------------------------------------------------------------------
+
+
+def _tool_logger(vault):
+    def log_exception(name: str, exc: BaseException) -> None:
+        logs = vault.state / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / "tools.log", "a", encoding="utf-8") as f:
+            f.write(f"--- {datetime.now().astimezone().isoformat()} tool {name}\n")
+            f.write("".join(traceback.format_exception(exc)))
+    return log_exception
+
+
+def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None) -> list[dict]:
+    """tool_result blocks for the tool_use blocks `calls`, run at once, in their order."""
+    logger = _tool_logger(ctx.vault)
+
+    def one(call: dict) -> dict:
+        with registry.use_context(ctx):
+            text, is_error = registry.call(call["name"], call.get("input"), log=logger)
+        block = {"type": "tool_result", "tool_use_id": call["id"], "content": text}
+        if is_error:
+            block["is_error"] = True
+        return block
+
+    for call in calls:
+        if on_tool is not None:
+            on_tool(call["name"], call.get("input"))
+    if len(calls) == 1:
+        return [one(calls[0])]
+    pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, len(calls)),
+                              thread_name_prefix="tool")
+    try:
+        futures = [pool.submit(copy_context().run, one, c) for c in calls]
+        return [f.result() for f in futures]
+    finally:
+        # On Ctrl-C do not wait for tools still running; their staged writes are dropped.
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+# ---- persisting -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _hold_sigint():
+    """Ctrl-C waits while the turn is being written (it is a few milliseconds)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *a: got.append(a))
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> dict:
+    line = {"id": f"{turn}.{n}-{secrets.token_hex(3)}", "ts": now.isoformat(timespec="seconds"), "role": role,
+            "content": content, "turn": turn}
+    line.update(extra)
+    return line
+
+
+def persist(vault, staged: StagedVault | None, session: str, now: datetime, lines: list[dict],
+            message: str, trailers: dict) -> str | None:
+    """Apply the turn's staged changes, append its lines and commit, under the vault lock."""
+    from agent import index
+
+    with _hold_sigint():
+        with vault.locked():
+            if staged is not None:
+                staged.apply()
+            if lines:
+                vault.append_lines(sessions.month_file(session, now),
+                                   [sessions.dumps(line) for line in lines])
+            sha = vault.commit(message, trailers=trailers)
+    index.refresh(vault)
+    return sha
+
+
+# ---- the turn -------------------------------------------------------------------------
+
+
+def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=None,
+             model: str | None = None, kind: str = "chat", on_text=None,
+             discard_reply: str | None = None, on_tool=None) -> TurnResult:
+    """Answer `text` in `session`, using tools, and save the turn as one commit.
+
+    `on_text(chunk)` receives the reply as it streams; `on_tool(name, input)` hears of
+    each tool call. With `discard_reply` (e.g. "HEARTBEAT_OK"): a reply equal to it
+    from a turn that changed no file leaves no trace (sha None).
+    """
+    import anthropic
+
+    from agent.llm.anthropic import describe_error, stream_message
+
+    settings = settings or load_settings(vault.root)
+    sessions.check_key(session)
+    models = models_for(model, settings)
+    prompt = context.build(vault, session, text, now)
+    turn = prompt.last_turn + 1
+    staged = StagedVault(vault)
+    ctx = registry.ToolContext(staged, session, now, settings, 0, client)
+    tools = registry.definitions()
+    messages = prompt.messages
+    window_end = len(messages) - 2 if len(messages) > 1 else -1
+
+    usage = _zero_usage()
+    new: list[dict] = []          # the turn's messages after the user's: (role, content)
+    streamed: list[str] = []      # text of the call in progress
+    shown = {"any": False, "newline": True}
+    reply = ""
+    error = None
+    interrupted = False
+    used = models[0]
+
+    def sink(chunk: str) -> None:
+        streamed.append(chunk)
+        if on_text is not None and chunk:
+            if shown["any"] and not streamed[:-1] and not shown["newline"]:
+                on_text("\n\n")
+            on_text(chunk)
+            shown["any"] = True
+            shown["newline"] = chunk.endswith("\n")
+
+    try:
+        for _ in range(max(1, settings.max_iterations)):
+            context.strip_marks(messages, window_end)
+            context.mark_last(messages)
+            streamed.clear()
+            msg, used = stream_message(client, models[models.index(used):], on_text=sink,
+                                       max_tokens=settings.max_tokens, system=prompt.system,
+                                       messages=messages, tools=tools)
+            _add_usage(usage, msg.usage)
+            blocks = [_block(b) for b in msg.content]
+            blocks = [b for b in blocks if not (b.get("type") == "text" and not b["text"])]
+            streamed.clear()
+            if blocks:
+                # Separate lists: cache breakpoints go on the request, never the transcript.
+                messages.append({"role": "assistant", "content": list(blocks)})
+                new.append({"role": "assistant", "content": blocks})
+            calls = [b for b in blocks if b.get("type") == "tool_use"]
+            if not calls:
+                reply = _text_of(blocks)
+                break
+            results = run_tools(calls, ctx, on_tool=on_tool)
+            messages.append({"role": "user", "content": list(results)})
+            new.append({"role": "user", "content": results})
+        else:
+            reply = _text_of(new[-2]["content"]) if len(new) >= 2 else ""
+            error = (f"Stopped: the turn reached its limit of {settings.max_iterations} model "
+                     f"calls (chat.max_iterations in agent.toml).")
+    except KeyboardInterrupt:
+        interrupted = True
+        reply = "".join(streamed)
+    except anthropic.APIError as e:
+        error = describe_error(e)
+        log.warning("turn %s of %s: %s", turn, session, error)
+
+    if (discard_reply is not None and error is None and not interrupted
+            and reply.strip() == discard_reply and not staged.changed()):
+        return TurnResult(reply, None, session, turn, usage, used)
+
+    lines = [_line(turn, 0, now, "user", text)]
+    for n, m in enumerate(new, 1):
+        content = m["content"]
+        if m["role"] == "assistant" and len(content) == 1 and content[0]["type"] == "text":
+            content = content[0]["text"]
+        extra = {"model": used} if m["role"] == "assistant" else {}
+        lines.append(_line(turn, n, now, m["role"], content, **extra))
+    if interrupted:
+        if reply:
+            lines.append(_line(turn, len(lines), now, "assistant", reply, model=used,
+                               interrupted=True))
+        else:
+            lines[-1]["interrupted"] = True
+    if error and not interrupted:
+        lines[0]["error"] = error
+
+    trailers = {"Session": session, "Turn": str(turn), "Model": used,
+                "Tokens": tokens_trailer(usage)}
+    if interrupted:
+        trailers["Interrupted"] = "yes"
+    if error:
+        trailers["Error"] = " ".join(error.split())[:200]
+    sha = persist(vault, staged, session, now, lines,
+                  f"{kind}({session}): {shorten(text)}", trailers)
+    result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
+    result.notes.extend(staged.problems)
+
+    window = prompt.window + lines
+    if not interrupted and context.estimate_tokens(window) > settings.window_tokens:
+        from agent.compact import CompactError, compact_session
+        try:
+            result.compacted = compact_session(vault, client, session, now, settings=settings)
+        except CompactError as e:
+            result.notes.append(f"{e} (The conversation is kept; compaction is tried again "
+                                f"after the next turn.)")
+        except KeyboardInterrupt:
+            result.notes.append("Compaction interrupted; it is tried again after the next turn.")
+    return result

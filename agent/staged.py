@@ -1,0 +1,184 @@
+"""A turn's writes, held back until the turn is saved: `StagedVault`.
+
+Tools run between model calls, when the vault lock must not be held. So what they
+write is staged here and applied under the lock together with the turn's transcript,
+landing in the turn's one commit. Reads through the staged vault see the staged
+writes, so a tool that writes then reads (or two tools in a row) sees its own changes.
+
+Each staged change is replayed at save time against the file as it is then: an append
+appends, `update(rel, fn)` runs `fn` again on the current text (so a hand edit or
+another process's change made meanwhile is kept), `write_text` replaces the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from agent.errors import UserError
+from agent.vault import STATE_DIR, Vault, VaultError
+
+
+@dataclass
+class _Op:
+    rel: str
+    kind: str          # append | write | delete | update
+    payload: object
+
+
+def _append(text: str | None, lines: list[str], header: str | None) -> str:
+    data = "".join(line.rstrip("\n") + "\n" for line in lines)
+    if not text:
+        return (header or "") + data
+    return text + ("" if text.endswith("\n") else "\n") + data
+
+
+class StagedVault:
+    """The vault as one turn sees it: real reads, staged writes (see the module doc)."""
+
+    def __init__(self, vault: Vault):
+        self.vault = vault
+        self.root = vault.root
+        self.state = vault.state
+        self._ops: list[_Op] = []
+        self._lock = threading.RLock()
+        self.problems: list[str] = []       # staged changes that could not be applied
+
+    def __getattr__(self, name):
+        # Everything that does not write (git, head, show, path, identities) is the vault's.
+        return getattr(self.vault, name)
+
+    # ---- reading -------------------------------------------------------------------
+
+    def _target(self, rel: str) -> str:
+        rel = self.vault.rel(rel)
+        if rel == ".git" or rel.startswith((".git/", f"{STATE_DIR}/")) or rel == STATE_DIR:
+            raise VaultError(f"{rel}: the agent does not write inside .git/ or {STATE_DIR}/.")
+        return rel
+
+    def _disk(self, rel: str) -> str | None:
+        path = self.root / rel
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def _replay(self, rel: str, text: str | None, ops: list[_Op]) -> str | None:
+        for op in ops:
+            if op.kind == "append":
+                lines, header = op.payload
+                text = _append(text, lines, header)
+            elif op.kind == "write":
+                text = op.payload
+            elif op.kind == "delete":
+                text = None
+            else:
+                text = op.payload(text)
+        return text
+
+    def current(self, rel: str) -> str | None:
+        """The text of `rel` with this turn's changes (None when it does not exist)."""
+        rel = self.vault.rel(rel)
+        with self._lock:
+            ops = [op for op in self._ops if op.rel == rel]
+        return self._replay(rel, self._disk(rel), ops)
+
+    def read_text(self, rel: str) -> str:
+        text = self.current(rel)
+        if text is None:
+            raise FileNotFoundError(f"{rel}: no such file in the vault")
+        return text
+
+    def exists(self, rel: str) -> bool:
+        return self.current(rel) is not None
+
+    def staged_paths(self) -> list[str]:
+        with self._lock:
+            seen = []
+            for op in self._ops:
+                if op.rel not in seen:
+                    seen.append(op.rel)
+            return seen
+
+    def changed(self) -> list[str]:
+        """The files whose text this turn's changes would alter."""
+        return [rel for rel in self.staged_paths() if self.current(rel) != self._disk(rel)]
+
+    # ---- staging writes --------------------------------------------------------------
+
+    def _stage(self, rel: str, kind: str, payload) -> None:
+        rel = self._target(rel)
+        with self._lock:
+            self._ops.append(_Op(rel, kind, payload))
+
+    def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> None:
+        self._stage(rel, "append", (list(lines), header))
+
+    def append_line(self, rel: str, line: str, header: str | None = None) -> None:
+        self.append_lines(rel, [line], header)
+
+    def write_text(self, rel: str, text: str) -> None:
+        self._stage(rel, "write", text)
+
+    def delete(self, rel: str) -> None:
+        self._stage(rel, "delete", None)
+
+    def update(self, rel: str, fn: Callable[[str | None], str | None]) -> str | None:
+        """Stage `fn(old text or None) -> new text`; runs now (errors raise) and at save.
+
+        Returns the new text as it looks now.
+        """
+        rel = self._target(rel)
+        with self._lock:
+            new = fn(self.current(rel))
+            self._ops.append(_Op(rel, "update", fn))
+        return new
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Serialise read-modify-write steps of the turn's concurrent tool calls.
+
+        The real vault lock is taken when the turn is saved, not here.
+        """
+        with self._lock:
+            yield self
+
+    def commit(self, *args, **kwargs) -> None:
+        """No-op: staged changes land in the turn's own commit."""
+        return None
+
+    # ---- applying --------------------------------------------------------------------
+
+    def apply(self) -> list[str]:
+        """Write the staged changes through the vault (call under its lock); paths changed."""
+        with self._lock:
+            ops = list(self._ops)
+            self._ops = []
+        written = []
+        for rel in dict.fromkeys(op.rel for op in ops):
+            mine = [op for op in ops if op.rel == rel]
+            disk = self._disk(rel)
+            if all(op.kind == "append" for op in mine):
+                lines = [line for op in mine for line in op.payload[0]]
+                header = mine[0].payload[1] if disk is None else None
+                if lines:
+                    self.vault.append_lines(rel, lines, header=header)
+                    written.append(rel)
+                continue
+            text = disk
+            for op in mine:
+                try:
+                    text = self._replay(rel, text, [op])
+                except UserError as e:
+                    # The file changed since the tool ran (a hand edit): keep it as it is.
+                    self.problems.append(f"{rel}: not changed: {e}")
+            if text == disk:
+                continue
+            if text is None:
+                self.vault.delete(rel)
+            else:
+                self.vault.write_text(rel, text)
+            written.append(rel)
+        return written

@@ -1,0 +1,158 @@
+"""File tools: read, write, edit and list files of the vault, never outside it."""
+
+from __future__ import annotations
+
+import os
+
+from agent.tools.registry import ToolError, current_context, tool
+
+MAX_READ = 60_000          # characters read_file returns before pointing to memory_get
+OFF_LIMITS = (".git", ".agent")
+
+
+def confine(path: str, *, write: bool = False) -> str:
+    """The vault-relative path for `path`, or ToolError when it leads outside the vault.
+
+    Paths are resolved with realpath, so `..` and symlinks pointing out are caught;
+    absolute paths, `.git/` and `.agent/` are refused; `sessions/` is written only by
+    the agent loop.
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("Give a path relative to the vault, for example MEMORY.md.")
+    raw = path.strip()
+    if os.path.isabs(raw) or raw.startswith("~"):
+        raise ToolError(f"{raw}: absolute paths are refused; give a path relative to the "
+                        f"vault, for example memory/2026-11-20.md.")
+    root = os.path.realpath(current_context().vault.root)
+    real = os.path.realpath(os.path.join(root, raw))
+    if real != root and not real.startswith(root + os.sep):
+        raise ToolError(f"{raw}: outside the vault; only files inside it can be used "
+                        f"(.. and symlinks leading out are refused).")
+    rel = os.path.relpath(real, root).replace(os.sep, "/")
+    first = rel.split("/", 1)[0]
+    if first in OFF_LIMITS:
+        raise ToolError(f"{raw}: {first}/ is off limits (git's and the agent's own state).")
+    if write and (rel == "." or first == "sessions"):
+        raise ToolError(f"{raw}: session transcripts are written only by the conversation "
+                        f"itself; write notes with remember or to another file.")
+    return rel
+
+
+def _read(rel: str) -> str:
+    vault = current_context().vault
+    full = vault.root / rel
+    if full.is_dir():
+        raise ToolError(f"{rel} is a folder; use list_dir to see what it holds.")
+    try:
+        text = vault.current(rel) if hasattr(vault, "current") else vault.read_text(rel)
+    except UnicodeDecodeError:
+        raise ToolError(f"{rel} is not a text file.") from None
+    except FileNotFoundError:
+        text = None
+    if text is None:
+        raise ToolError(f"{rel}: no such file in the vault (list_dir shows what there is).")
+    return text
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a text file of the vault.
+
+    Args:
+        path: The file's path relative to the vault, e.g. MEMORY.md or memory/2026-11-20.md.
+    """
+    rel = confine(path)
+    text = _read(rel)
+    if len(text) > MAX_READ:
+        shown = text[:MAX_READ]
+        lines = shown.count("\n")
+        return (shown + f"\n[... {len(text) - MAX_READ} more characters; read on with "
+                f"memory_get(path={rel!r}, start_line={lines + 1})]")
+    return text
+
+
+@tool
+def write_file(path: str, content: str) -> str:
+    """Create a file of the vault or replace its whole content.
+
+    Prefer edit_file to change part of an existing file.
+
+    Args:
+        path: The file's path relative to the vault.
+        content: The complete new text of the file.
+    """
+    rel = confine(path, write=True)
+    vault = current_context().vault
+    if (vault.root / rel).is_dir():
+        raise ToolError(f"{rel} is a folder; give a file path.")
+    existed = vault.exists(rel) if hasattr(vault, "exists") else (vault.root / rel).exists()
+    if content and not content.endswith("\n"):
+        content += "\n"
+    vault.write_text(rel, content)
+    return f"{'Replaced' if existed else 'Created'} {rel} ({len(content)} characters)."
+
+
+def replace_once(text: str | None, old: str, new: str, rel: str) -> str:
+    if text is None:
+        raise ToolError(f"{rel}: no such file in the vault.")
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(f"{rel}: the text to replace was not found; read the file and "
+                        f"quote it exactly (whitespace included).")
+    if count > 1:
+        raise ToolError(f"{rel}: the text to replace occurs {count} times; quote more of "
+                        f"it so that it occurs once.")
+    return text.replace(old, new, 1)
+
+
+@tool
+def edit_file(path: str, old: str, new: str) -> str:
+    """Replace one exact passage of a vault file, leaving the rest of it as it is.
+
+    Args:
+        path: The file's path relative to the vault.
+        old: The exact text to replace; it must occur exactly once in the file.
+        new: The text to put in its place (empty to delete the passage).
+    """
+    rel = confine(path, write=True)
+    if not old:
+        raise ToolError("old must not be empty; to add to a file, quote the line before "
+                        "the addition and repeat it in new.")
+    _read(rel)
+    current_context().vault.update(rel, lambda text: replace_once(text, old, new, rel))
+    return f"Edited {rel}."
+
+
+@tool
+def list_dir(path: str = ".") -> str:
+    """List a folder of the vault: sub-folders end with /, files show their size.
+
+    Args:
+        path: The folder's path relative to the vault; "." is the vault itself.
+    """
+    rel = confine(path)
+    vault = current_context().vault
+    base = vault.root / rel if rel != "." else vault.root
+    if base.is_file():
+        raise ToolError(f"{rel} is a file; use read_file to read it.")
+    entries: dict[str, str] = {}
+    if base.is_dir():
+        for entry in base.iterdir():
+            if rel == "." and entry.name in OFF_LIMITS:
+                continue
+            if entry.is_dir():
+                entries[entry.name + "/"] = ""
+            else:
+                entries[entry.name] = f"  ({entry.stat().st_size} bytes)"
+    # Files this turn created but has not saved yet.
+    prefix = "" if rel == "." else rel + "/"
+    for staged in getattr(vault, "staged_paths", lambda: [])():
+        if staged.startswith(prefix):
+            name = staged[len(prefix):].split("/", 1)
+            key = name[0] + ("/" if len(name) > 1 else "")
+            entries.setdefault(key, "  (new, not saved yet)")
+    if not entries:
+        if not base.is_dir():
+            raise ToolError(f"{rel}: no such folder in the vault.")
+        return f"{rel}: empty folder"
+    return "\n".join(f"{name}{info}" for name, info in sorted(entries.items()))

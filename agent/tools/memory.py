@@ -1,0 +1,158 @@
+"""Memory tools: remember, memory_search, memory_get."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from agent import memory
+from agent.tools.files import _read, confine
+from agent.tools.registry import ToolError, current_context, tool
+
+TITLES = {memory.MEMORY: "# Memory", memory.USER: "# User"}
+
+
+def _level(line: str) -> int | None:
+    m = memory.HEADING.match(line)
+    return len(m.group(1)) if m else None
+
+
+def add_fact(text: str | None, fact: str, section: str | None, title: str = "") -> str:
+    """`text` with the bullet `- fact` added under heading `section`, other lines untouched.
+
+    The bullet goes after the section's last line (the section is created at the end
+    when missing); with no section, after the file's last bullet. A bullet already in
+    the file is not added twice.
+    """
+    bullet = f"- {fact}"
+    text = text or (f"{title}\n" if title else "")
+    lines = text.splitlines()
+    if any(line.strip() == bullet for line in lines):
+        return text if text.endswith("\n") or not text else text + "\n"
+
+    def insert_into(idx: int) -> None:
+        """Insert under the heading at lines[idx]."""
+        lvl = _level(lines[idx])
+        end = next((j for j in range(idx + 1, len(lines))
+                    if (_level(lines[j]) or 99) <= lvl), len(lines))
+        last = next((j for j in range(end - 1, idx, -1) if lines[j].strip()), None)
+        if last is not None:
+            lines.insert(last + 1, bullet)
+            return
+        # An empty section: heading, blank line, bullet (and a blank before the next heading).
+        if idx + 1 < len(lines) and not lines[idx + 1].strip():
+            lines[idx + 2:idx + 2] = [bullet] + ([""] if idx + 2 < len(lines)
+                                                 and lines[idx + 2].strip() else [])
+        else:
+            lines[idx + 1:idx + 1] = ["", bullet] + ([""] if idx + 1 < len(lines) else [])
+
+    if section:
+        wanted = section.strip().lstrip("#").strip().lower()
+        idx = next((i for i, line in enumerate(lines)
+                    if (m := memory.HEADING.match(line)) and m.group(2).strip().lower() == wanted),
+                   None)
+        if idx is not None:
+            insert_into(idx)
+        else:
+            if lines and lines[-1].strip():
+                lines.append("")
+            lines += [f"## {section.strip().lstrip('#').strip()}", "", bullet]
+    else:
+        bullets = [i for i, line in enumerate(lines) if memory.FACT.match(line)]
+        headings = [i for i, line in enumerate(lines) if _level(line) and _level(line) > 1]
+        if bullets:
+            lines.insert(bullets[-1] + 1, bullet)
+        elif headings:
+            insert_into(headings[-1])
+        else:
+            if lines and lines[-1].strip():
+                lines.append("")
+            lines.append(bullet)
+    return "\n".join(lines) + "\n"
+
+
+@tool
+def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
+             section: str | None = None) -> str:
+    """Keep something in memory, saved with this turn.
+
+    Args:
+        text: What to keep, as one self-contained sentence with absolute dates.
+        target: "daily" for today's daily note (passing things, the default); "memory"
+            for MEMORY.md (lasting facts); "user" for USER.md (facts about the person).
+        section: For memory and user: the heading to add the fact under (created when
+            missing), e.g. "Preferences". Ignored for daily.
+    """
+    one = " ".join(text.split())
+    if not one:
+        raise ToolError("Nothing to remember: text is empty.")
+    ctx = current_context()
+    vault = ctx.vault
+    if target == "daily":
+        rel = memory.daily_path(ctx.now.date())
+        line = memory.note_line(one, ctx.now)
+        vault.append_line(rel, line, header=memory.daily_header(ctx.now.date()))
+        return f"Noted in {rel}: {line}"
+    rel = memory.MEMORY if target == "memory" else memory.USER
+    before = vault.current(rel) if hasattr(vault, "current") else None
+    vault.update(rel, lambda old: add_fact(old, one, section, TITLES[rel]))
+    if before is not None and any(line.strip() == f"- {one}" for line in before.splitlines()):
+        return f"{rel} already has: - {one}"
+    where = f" under {section.strip()}" if section else ""
+    return f"Added to {rel}{where}: - {one}"
+
+
+def _real_vault():
+    v = current_context().vault
+    return getattr(v, "vault", v)
+
+
+def format_hit(hit) -> str:
+    where = f"{hit.path}:{hit.line}" if getattr(hit, "line", None) else hit.path
+    when = f" [{hit.ts[:16].replace('T', ' ')}]" if getattr(hit, "ts", None) else ""
+    who = f" {hit.speaker}:" if getattr(hit, "speaker", None) else ""
+    body = " ".join((getattr(hit, "text", None) or getattr(hit, "snippet", "") or "").split())
+    if len(body) > 400:
+        body = body[:400] + "..."
+    return f"- {where}{when}{who} {body}"
+
+
+@tool
+def memory_search(query: str, limit: int = 10) -> str:
+    """Search everything remembered: past conversations, MEMORY.md, USER.md, daily notes, archive.
+
+    Args:
+        query: Key words to look for (names, places, distinctive words).
+        limit: How many hits to return at most (1 to 50).
+    """
+    from agent import index
+
+    if not query.strip():
+        raise ToolError("query is empty; give key words to search for.")
+    limit = max(1, min(limit, 50))
+    hits = index.search(_real_vault(), query, limit=limit)
+    if not hits:
+        return f"No matches for {query!r}."
+    return "\n".join(format_hit(h) for h in hits)
+
+
+@tool
+def memory_get(path: str, start_line: int = 1, lines: int = 50) -> str:
+    """Read some lines of a vault file, numbered (e.g. around a memory_search hit).
+
+    Args:
+        path: The file's path relative to the vault.
+        start_line: The first line to show (1 is the first line of the file).
+        lines: How many lines to show (at most 500).
+    """
+    rel = confine(path)
+    text = _read(rel)
+    all_lines = text.splitlines()
+    start = max(1, start_line)
+    count = max(1, min(lines, 500))
+    picked = all_lines[start - 1:start - 1 + count]
+    if not picked:
+        return f"{rel} has {len(all_lines)} lines; nothing at line {start}."
+    width = len(str(start + len(picked) - 1))
+    body = "\n".join(f"{n:>{width}}  {line}" for n, line in enumerate(picked, start))
+    end = start + len(picked) - 1
+    return f"{rel} lines {start}-{end} of {len(all_lines)}:\n{body}"

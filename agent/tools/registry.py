@@ -1,0 +1,358 @@
+"""The tools the model can call: plain functions registered with `@tool`.
+
+Writing a tool module
+---------------------
+Put a module in the `agent.tools` package (`agent/tools/<family>.py`) and decorate plain
+functions with `@tool`. `load_all()` imports every module of the package (with
+`pkgutil`), so a new module registers its tools without any list to edit::
+
+    from agent.tools.registry import ToolError, current_context, tool
+
+    @tool
+    def cron_remove(id: str) -> str:
+        \"\"\"Remove a scheduled job.
+
+        Args:
+            id: The job's id, as cron_list shows it.
+        \"\"\"
+        ctx = current_context()
+        ...
+        return "Removed job 3"
+
+- The JSON schema comes from the type hints (`str`, `int`, `float`, `bool`,
+  `list[str]`, `X | None`, `Literal[...]`, `dict`) and defaults; each parameter's
+  description from the docstring's `Args:` section; the tool's description from the
+  docstring's text before it. The decorator returns the function unchanged, so it can
+  be called and tested directly (with `use_context(...)`).
+- Per-call context (vault, session, now, settings, depth, client) comes from
+  `current_context()`, a `ContextVar`, never from the signature.
+- Return a string (other values are sent as JSON). Raise `ToolError` (or any
+  `agent.errors.UserError`) with a message for the model when the call cannot be done;
+  any other exception is also sent back as an error result (and logged with its
+  traceback to `.agent/logs/tools.log`), and the turn goes on.
+- Several calls of one reply run at once, each in its own thread.
+- Files: during a turn `ctx.vault` is a `StagedVault` (agent/staged.py). Use its vault
+  methods as usual (`read_text`, `write_text`, `append_line(s)`, `delete`, `with
+  locked():`, `commit()`): writes are staged and applied under the real vault lock when
+  the turn is saved, in the turn's one commit (`commit()` is a no-op there). For a
+  read-modify-write of a file another process may also change (cron.json), stage the
+  change as a function with `ctx.vault.update(rel, fn)`: `fn(old_text_or_None) -> new
+  text` runs again on the file as it is under the lock when the turn is saved.
+- Nothing here may import the Anthropic SDK at module level (commands that need no
+  model import this package).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib
+import inspect
+import json
+import pkgutil
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Literal
+
+from agent.errors import UserError
+
+
+class ToolError(UserError):
+    """A tool call that cannot be done; the message goes back to the model."""
+
+
+class ToolInputError(ToolError):
+    """The model's input does not match the tool's schema."""
+
+
+@dataclass
+class ToolContext:
+    """What a tool call may use besides its arguments."""
+    vault: Any                       # agent.staged.StagedVault during a turn
+    session: str
+    now: datetime
+    settings: Any = None
+    depth: int = 0
+    client: Any = None
+
+
+@dataclass
+class Tool:
+    name: str
+    fn: Callable
+    description: str
+    schema: dict                     # the JSON schema of the input
+    params: dict = field(default_factory=dict)   # name -> (type hint, has default)
+
+    def definition(self) -> dict:
+        return {"name": self.name, "description": self.description, "input_schema": self.schema}
+
+
+REGISTRY: dict[str, Tool] = {}
+_context: contextvars.ContextVar[ToolContext] = contextvars.ContextVar("agent_tool_context")
+
+
+def current_context() -> ToolContext:
+    """The context of the tool call running now (RuntimeError outside a call)."""
+    try:
+        return _context.get()
+    except LookupError:
+        raise RuntimeError("no tool context: tools run inside use_context(...)") from None
+
+
+@contextlib.contextmanager
+def use_context(ctx: ToolContext):
+    token = _context.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _context.reset(token)
+
+
+# ---- the decorator ------------------------------------------------------------------
+
+
+def tool(fn: Callable | None = None, *, name: str | None = None):
+    """Register `fn` as a tool (usable bare, `@tool`, or as `@tool(name=...)`)."""
+    def register(f: Callable) -> Callable:
+        t = _build(f, name or f.__name__)
+        if t.name in REGISTRY and REGISTRY[t.name].fn is not f:
+            existing = REGISTRY[t.name].fn
+            raise ValueError(f"tool {t.name!r} is defined twice: {existing.__module__} "
+                             f"and {f.__module__}")
+        REGISTRY[t.name] = t
+        return f
+    return register(fn) if fn is not None else register
+
+
+def _build(fn: Callable, name: str) -> Tool:
+    doc = inspect.getdoc(fn) or ""
+    description, arg_docs = parse_docstring(doc)
+    if not description:
+        raise ValueError(f"tool {name!r} ({fn.__module__}) needs a docstring saying what it does")
+    hints = typing.get_type_hints(fn)
+    props, required, params = {}, [], {}
+    for pname, p in inspect.signature(fn).parameters.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise ValueError(f"tool {name!r}: *args/**kwargs cannot be described to the model")
+        if pname not in hints:
+            raise ValueError(f"tool {name!r}: parameter {pname!r} needs a type hint")
+        schema = type_schema(hints[pname], f"{name}.{pname}")
+        if pname in arg_docs:
+            schema["description"] = arg_docs[pname]
+        has_default = p.default is not inspect.Parameter.empty
+        if has_default and p.default is not None:
+            schema["default"] = p.default
+        if not has_default:
+            required.append(pname)
+        props[pname] = schema
+        params[pname] = (hints[pname], has_default)
+    schema = {"type": "object", "properties": props, "required": required,
+              "additionalProperties": False}
+    return Tool(name, fn, description, schema, params)
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Return|Raises|Yields|Examples?|Notes?):\s*$")
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """(description, {arg: description}) from a Google-style docstring."""
+    lines = doc.splitlines()
+    desc, args, i = [], {}, 0
+    while i < len(lines) and not _SECTION.match(lines[i].strip()):
+        desc.append(lines[i])
+        i += 1
+    current, indent = None, None
+    while i < len(lines):
+        line = lines[i]
+        m = _SECTION.match(line.strip())
+        if m:
+            section = m.group(1)
+            current, indent = None, None
+            i += 1
+            if section not in ("Args", "Arguments", "Parameters"):
+                # Skip this section's body.
+                while i < len(lines) and (not lines[i].strip() or lines[i][:1].isspace()):
+                    i += 1
+                continue
+            while i < len(lines) and (not lines[i].strip() or lines[i][:1].isspace()):
+                body = lines[i]
+                stripped = body.strip()
+                level = len(body) - len(body.lstrip())
+                am = re.match(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$", stripped)
+                if am and (indent is None or level <= indent):
+                    indent = level
+                    current = am.group(1).lstrip("*")
+                    args[current] = am.group(3).strip()
+                elif current and stripped:
+                    args[current] = (args[current] + " " + stripped).strip()
+                i += 1
+            continue
+        i += 1
+    return "\n".join(desc).strip(), args
+
+
+def type_schema(hint, where: str) -> dict:
+    """The JSON schema of a type hint."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint is str:
+        return {"type": "string"}
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer"}
+    if hint is float:
+        return {"type": "number"}
+    if hint is dict or origin is dict:
+        return {"type": "object"}
+    if origin is list or hint is list:
+        item = args[0] if args else str
+        return {"type": "array", "items": type_schema(item, where)}
+    if origin is Literal:
+        kinds = {type(a) for a in args}
+        schema = {"enum": list(args)}
+        if kinds == {str}:
+            schema["type"] = "string"
+        elif kinds <= {int}:
+            schema["type"] = "integer"
+        return schema
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            inner = type_schema(rest[0], where)
+            if len(rest) < len(args):
+                # Optional: the model may send null for "not given".
+                t = inner.get("type")
+                if isinstance(t, str):
+                    inner["type"] = [t, "null"]
+            return inner
+        return {"anyOf": [type_schema(a, where) for a in args]}
+    raise ValueError(f"tool parameter {where}: type {hint!r} has no JSON schema here")
+
+
+# ---- checking the model's input -----------------------------------------------------
+
+
+def _check(value, hint, where: str):
+    """The value, converted where JSON is loose (int for float); ToolInputError if wrong."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        problems = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _check(value, a, where)
+            except ToolInputError as e:
+                problems.append(str(e))
+        raise ToolInputError(problems[0] if len(problems) == 1 else
+                             f"{where}: {json.dumps(value)[:80]} matches none of the allowed types")
+    if origin is Literal:
+        if value in args and type(value) in {type(a) for a in args}:
+            return value
+        raise ToolInputError(f"{where} must be one of {', '.join(json.dumps(a) for a in args)}, "
+                             f"got {json.dumps(value)[:80]}")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ToolInputError(f"{where} must be true or false, got {json.dumps(value)[:80]}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ToolInputError(f"{where} must be a whole number, got {json.dumps(value)[:80]}")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ToolInputError(f"{where} must be a number, got {json.dumps(value)[:80]}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise ToolInputError(f"{where} must be a string, got {json.dumps(value)[:80]}")
+    if hint is dict or origin is dict:
+        if isinstance(value, dict):
+            return value
+        raise ToolInputError(f"{where} must be an object, got {json.dumps(value)[:80]}")
+    if origin is list or hint is list:
+        if not isinstance(value, list):
+            raise ToolInputError(f"{where} must be a list, got {json.dumps(value)[:80]}")
+        item = args[0] if args else typing.Any
+        if item is typing.Any:
+            return value
+        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def check_input(t: Tool, data) -> dict:
+    """The keyword arguments for a call of `t`, or ToolInputError saying what is wrong."""
+    if not isinstance(data, dict):
+        raise ToolInputError(f"the input of {t.name} must be a JSON object, got {json.dumps(data)[:80]}")
+    unknown = sorted(set(data) - set(t.params))
+    if unknown:
+        raise ToolInputError(f"{t.name} has no parameter {', '.join(unknown)} "
+                             f"(it takes {', '.join(t.params) or 'none'})")
+    missing = [p for p, (_, has_default) in t.params.items() if not has_default and p not in data]
+    if missing:
+        raise ToolInputError(f"{t.name} needs {', '.join(missing)}")
+    return {p: _check(v, t.params[p][0], p) for p, v in data.items()}
+
+
+# ---- the registry -------------------------------------------------------------------
+
+_loaded = False
+
+
+def load_all() -> dict[str, Tool]:
+    """Every tool: imports each module of the `agent.tools` package once."""
+    global _loaded
+    if not _loaded:
+        import agent.tools as package
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            if info.name != "registry" and not info.name.startswith("_"):
+                importlib.import_module(f"{package.__name__}.{info.name}")
+        _loaded = True
+    return REGISTRY
+
+
+def definitions(names: list[str] | None = None) -> list[dict]:
+    """The tool definitions for the API, sorted by name so the prompt prefix is stable."""
+    tools = load_all()
+    picked = sorted(tools) if names is None else [n for n in names if n in tools]
+    return [tools[n].definition() for n in picked]
+
+
+def result_text(value) -> str:
+    if value is None:
+        return "done"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def call(name: str, data, log=None) -> tuple[str, bool]:
+    """Run one tool call in the current context: (result text, is_error).
+
+    A wrong name or input and a raising tool come back as an error result for the
+    model; `log(name, exc)` is told of unexpected exceptions (bugs), which are not hidden.
+    """
+    tools = load_all()
+    t = tools.get(name)
+    if t is None:
+        return f"There is no tool {name!r}; the tools are: {', '.join(sorted(tools))}.", True
+    try:
+        kwargs = check_input(t, data)
+        return result_text(t.fn(**kwargs)), False
+    except UserError as e:
+        return str(e) or type(e).__name__, True
+    except Exception as e:  # a bug in a tool: the model is told, the traceback is logged
+        if log is not None:
+            log(name, e)
+        return f"{name} failed: {type(e).__name__}: {e}", True
