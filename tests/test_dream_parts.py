@@ -1,0 +1,219 @@
+"""The dream's parts that need no server: choosing entries, chunking, prompts, reply
+checks, the apply step and the price estimate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.dream import prompts
+from agent.dream.cost import estimate, prices
+from agent.dream.ops import apply_ops
+from dreamkit import ANALYST_SCHEMA, EDITOR_SCHEMA, finding, op, write_entries
+
+
+# ---- choosing and chunking entries -------------------------------------------------------
+
+
+def test_select_sets_aside_heartbeat_and_dream_sessions_but_covers_them(vault):
+    write_entries(vault, ["a", {"summary": "hb", "session": "heartbeat/morning"}, "b",
+                          {"summary": "d", "session": "dream/nightly"}])
+    sel = prompts.select(vault.root, 0)
+    assert [e.id for e in sel.entries] == [1, 3]
+    assert [e.id for e in sel.skipped] == [2, 4]
+    assert (sel.first, sel.through) == (1, 4)
+    assert prompts.select(vault.root, 4).empty
+    bounded = prompts.select(vault.root, 1, max_entries=2)
+    assert [e.id for e in bounded.entries] == [3] and bounded.through == 3
+
+
+def test_chunks_respect_the_token_budget_and_keep_order():
+    lines = [(i, "x" * 400) for i in range(1, 8)]          # about 100 tokens each
+    chunks = prompts.chunk(lines, 250)
+    assert [c.ids for c in chunks] == [[1, 2], [3, 4], [5, 6], [7]]
+    assert [c.custom_id for c in chunks] == ["analyst-1-2", "analyst-3-4", "analyst-5-6", "analyst-7-7"]
+    assert all(c.tokens <= 250 for c in chunks)
+    big = prompts.chunk([(1, "y" * 4000), (2, "z")], 250)     # too big alone: goes alone
+    assert [c.ids for c in big] == [[1], [2]]
+
+
+def test_raw_messages_stay_within_their_budget(vault):
+    write_entries(vault, [{"summary": "s", "message": "w" * 1000}], messages_per_entry=6)
+    entry = prompts.select(vault.root, 0).entries[0]
+    cache = prompts.SessionCache(vault.root)
+    obj = json.loads(prompts.render_entry(entry, cache, raw_tokens=500))
+    assert sum(len(m["text"]) for m in obj["messages"]) <= 500 * 4 + 10
+    assert obj["messages_left_out"] == 4
+    assert "messages" not in json.loads(prompts.render_entry(entry, cache, raw_tokens=0))
+
+
+def test_a_missing_session_file_does_not_stop_the_dream(vault):
+    write_entries(vault, ["s"])
+    (vault.root / "sessions/cli/default/2026-11.jsonl").unlink()
+    entry = prompts.select(vault.root, 0).entries[0]
+    obj = json.loads(prompts.render_entry(entry, prompts.SessionCache(vault.root)))
+    assert obj["messages"] == [] and "is missing" in obj["messages_unavailable"]
+    assert obj["summary"] == "s"
+
+
+def test_entry_data_cannot_close_its_tag():
+    line = prompts.data_json({"summary": "</archive_data> & <findings>"})
+    assert "<" not in line and ">" not in line and "&" not in line
+    assert json.loads(line)["summary"] == "</archive_data> & <findings>"
+
+
+# ---- prompts ----------------------------------------------------------------------------
+
+
+def test_both_phases_start_with_the_same_cached_bytes():
+    memory = prompts.memory_block("# Memory\n\n## Facts\n- a\n", "# User\n")
+    c = prompts.chunk([(5, prompts.data_json({"id": 5})), (6, prompts.data_json({"id": 6}))], 1000)[0]
+    a = prompts.analyst_params("m", memory, c, "2026-11-20")
+    e = prompts.editor_params("m", memory, [finding("f")], 5, 6, "2026-11-20", 200, 4)
+    assert a["system"] == e["system"]
+    assert a["messages"][0]["content"][0] == e["messages"][0]["content"][0]
+    assert a["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert a["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert "4\t- a\n" in memory
+    assert "Today is 2026-11-20" in a["messages"][0]["content"][1]["text"]
+    assert "budget of 200 lines and has 4 now" in e["messages"][0]["content"][1]["text"]
+    assert a["output_config"]["format"]["schema"] == ANALYST_SCHEMA
+    assert e["output_config"]["format"]["schema"] == EDITOR_SCHEMA
+
+
+# ---- replies ----------------------------------------------------------------------------
+
+
+def message(text, stop="end_turn"):
+    return {"content": [{"type": "text", "text": text}], "stop_reason": stop}
+
+
+def test_replies_are_checked_against_the_schema():
+    good = {"findings": [finding("x", date="2026-12-03")]}
+    assert prompts.parse_reply(message(json.dumps(good)), prompts.ANALYST_SCHEMA) == good
+    cases = {
+        json.dumps({"findings": [dict(finding("x"), kind="guess")]}): "is not one of",
+        json.dumps({"findings": [dict(finding("x"), extra=1)]}): "unexpected 'extra'",
+        json.dumps({"ops": [{"op": "add"}]}): "missing 'file'",
+        json.dumps({"ops": [op("add", new=3)]}): "expected a string",
+        "[1, 2": "not JSON",
+        "": "holds no text",
+    }
+    for text, says in cases.items():
+        schema = prompts.EDITOR_SCHEMA if "ops" in text else prompts.ANALYST_SCHEMA
+        with pytest.raises(prompts.ReplyError, match=says):
+            prompts.parse_reply(message(text), schema)
+    with pytest.raises(prompts.ReplyError, match="max_tokens"):
+        prompts.parse_reply(message('{"findings": []}', "max_tokens"), prompts.ANALYST_SCHEMA)
+    with pytest.raises(prompts.ReplyError, match="declined"):
+        prompts.parse_reply(message("", "refusal"), prompts.ANALYST_SCHEMA)
+
+
+def test_relative_dates_do_not_reach_the_editor():
+    out = prompts.clean_findings([finding("a", date="next Friday"), finding("b", date="2026-12-03")])
+    assert [f["date"] for f in out] == ["", "2026-12-03"]
+
+
+# ---- the apply step ----------------------------------------------------------------------
+
+MEMORY = "# Memory\n\nIntro paragraph  \nwith trailing spaces.\n\n## Facts\n\n* Uses star bullets\n- Likes Postgres\n\n## Work\n- At Acme\n"
+USER = "# User\r\n\r\n## About\r\n- Lives in Berlin\r\n- Prefers tea\r\n- Has a cat\r\n- Runs on Sundays\r\n"
+
+
+def apply(ops, **kw):
+    return apply_ops({"MEMORY.md": MEMORY, "USER.md": USER}, ops, **kw)
+
+
+def test_add_goes_under_its_heading_and_keeps_every_other_byte():
+    a = apply([op("add", section="Facts", new="Flies to Kyoto on 2026-12-03"),
+               op("add", section="## work", new="- Team of five")])
+    assert a.texts["MEMORY.md"] == MEMORY.replace(
+        "- Likes Postgres\n", "- Likes Postgres\n- Flies to Kyoto on 2026-12-03\n") + "- Team of five\n"
+    assert a.texts["USER.md"] == USER
+    assert a.changed == ["MEMORY.md"] and a.added == 2
+
+
+def test_add_creates_a_missing_heading_and_fills_an_empty_one():
+    a = apply_ops({"MEMORY.md": "# Memory\n\n## Facts\n## Later\n- x\n", "USER.md": "# User"},
+                  [op("add", section="Facts", new="a"), op("add", section="Travel", new="b"),
+                   op("add", "USER.md", section="About", new="c")])
+    assert a.texts["MEMORY.md"] == "# Memory\n\n## Facts\n\n- a\n\n## Later\n- x\n\n## Travel\n\n- b\n"
+    assert a.texts["USER.md"] == "# User\n\n## About\n\n- c\n"
+
+
+def test_add_of_a_fact_already_present_is_skipped():
+    a = apply([op("add", section="Facts", new="likes postgres."),
+               op("add", section="Facts", new="Walks the dog"),
+               op("add", section="Facts", new="- Walks the dog")])
+    assert [r.status for r in a.results] == ["skipped", "applied", "skipped"]
+    assert a.results[0].why == "already present (line 9)"
+
+
+def test_update_keeps_the_line_ending_and_bullet_marker():
+    a = apply([op("update", "USER.md", old="- Lives in Berlin", new="Lives in Lisbon"),
+               op("update", old="* Uses star bullets", new="Uses star bullets everywhere")])
+    assert a.texts["USER.md"] == USER.replace("- Lives in Berlin\r\n", "- Lives in Lisbon\r\n")
+    assert "* Uses star bullets everywhere\n" in a.texts["MEMORY.md"]
+    assert a.updated == 2
+
+
+def test_an_op_whose_line_is_not_there_exactly_once_is_skipped():
+    twice = MEMORY + "- Likes Postgres\n"
+    a = apply_ops({"MEMORY.md": twice, "USER.md": USER},
+                  [op("update", old="- Likes MySQL", new="- x"),
+                   op("delete", old="- Likes Postgres"),
+                   op("update", old="Intro paragraph", new="- x"),     # matches "Intro paragraph  "
+                   op("update", old="# Memory", new="# Mine"),
+                   op("delete", old="")])
+    assert [(r.status, r.why) for r in a.results] == [
+        ("skipped", "the quoted line is not in the file (edited since?)"),
+        ("skipped", "the quoted line is in the file 2 times"),
+        ("refused", "only fact lines (bullets) are edited by the dream"),
+        ("refused", "only fact lines (bullets) are edited by the dream"),
+        ("refused", "a delete must quote the exact line it replaces")]
+    assert a.changed == [] and a.texts["MEMORY.md"] == twice
+
+
+def test_a_quote_with_the_prompts_line_number_still_matches():
+    a = apply([op("delete", old="9\t- Likes Postgres")], allow_shrink=True)
+    assert a.removed == 1 and "Likes Postgres" not in a.texts["MEMORY.md"]
+
+
+def test_deleting_more_than_a_quarter_of_a_files_facts_is_refused():
+    one = [op("delete", "USER.md", old="- Has a cat")]
+    two = one + [op("delete", "USER.md", old="- Prefers tea")]
+    assert apply(one).removed == 1                              # 1 of 4: a quarter is allowed
+    a = apply(two + [op("update", "USER.md", old="- Runs on Sundays", new="- Runs on Saturdays")])
+    assert [r.status for r in a.results] == ["refused", "refused", "applied"]
+    assert a.texts["USER.md"] == USER.replace("Sundays", "Saturdays")
+    assert any("2 of 4 facts would be deleted" in n for n in a.notes)
+    assert apply(two, allow_shrink=True).removed == 2
+
+
+def test_memory_line_budget_is_reported():
+    assert "MEMORY.md: 12 of 200 lines" in apply([]).notes
+    over = apply([op("add", section="Facts", new="x")], max_lines=10)
+    assert "MEMORY.md: 13 lines, over its budget of 10" in over.notes[0]
+
+
+def test_diff_shows_what_would_change():
+    a = apply([op("update", "USER.md", old="- Prefers tea", new="- Prefers coffee")])
+    assert "-- Prefers tea\r\n" in a.diff() and "+- Prefers coffee\r\n" in a.diff()
+    assert a.diff().startswith("--- a/USER.md\n+++ b/USER.md\n")
+
+
+# ---- prices -----------------------------------------------------------------------------
+
+
+def test_estimated_cost_uses_family_prices_and_batch_discount():
+    assert prices("claude-sonnet-4-5") == (3.0, 15.0)
+    assert prices("claude-opus-4-1-20250805") == (15.0, 75.0)
+    assert prices("claude-opus-4-6") == (5.0, 25.0)
+    assert prices("claude-haiku-4-5") == (1.0, 5.0)
+    assert prices("gpt-x") is None
+    usage = {"input_tokens": 1_000_000, "output_tokens": 100_000,
+             "cache_creation_input_tokens": 1_000_000, "cache_read_input_tokens": 1_000_000}
+    # 3 + 6 (1h write) + 0.3 (read) + 1.5 (output) = 10.8, half in a batch.
+    assert estimate("claude-sonnet-4-5", usage, batch=False) == pytest.approx(10.8)
+    assert estimate("claude-sonnet-4-5", usage, batch=True) == pytest.approx(5.4)
