@@ -116,21 +116,29 @@ def _read_pid(fd: int) -> int | None:
 
 
 class _RecordingVault(Vault):
-    """The vault a job's turn runs on: its first commit also carries the job's new state
-    in cron.json, so the run and its record land in one commit."""
+    """The vault a job's turn runs on: the turn's commit also carries the job's new state
+    in cron.json, so a run and its record land in one commit. The turn's trailers say
+    how it went (an `Error:` or `Interrupted:` trailer), which is what gets recorded."""
 
-    def __init__(self, root: Path, record: Callable[[Vault], list[str]]):
+    def __init__(self, root: Path, record: Callable[[Vault, str, str | None], list[str]]):
         super().__init__(root)
-        self._record: Callable[[Vault], list[str]] | None = record
-        self.recorded = False
+        self._record = record
+        self.recorded: tuple[str, str | None] | None = None
 
     def commit(self, message, trailers=None, paths=None, who=None):
         record, self._record = self._record, None
         if record is None:
             return super().commit(message, trailers=trailers, paths=paths, who=who)
+        t = trailers or {}
+        if t.get("Interrupted"):
+            status, error = "interrupted", "stopped before the reply was complete"
+        elif t.get("Error"):
+            status, error = "error", str(t["Error"])
+        else:
+            status, error = "ok", None
         with self.locked():
-            extra = record(self)
-            self.recorded = True
+            extra = record(self, status, error)
+            self.recorded = (status, error)
             if paths is not None:
                 paths = [*paths, *extra]
             return super().commit(message, trailers=trailers, paths=paths, who=who)
@@ -144,9 +152,9 @@ def job_text(job: Job, due: datetime | None, now: datetime) -> str:
 
 
 def _recorder(job_id: str, now: datetime, due: datetime | None, following: datetime | None,
-              status: str, error: str | None, problems: list[str]):
+              problems: list[str]):
     """A function writing a run's result into cron.json as it is (call under the lock)."""
-    def record(vault: Vault) -> list[str]:
+    def record(vault: Vault, status: str, error: str | None) -> list[str]:
         try:
             before = (vault.root / CRON_FILE).read_text(encoding="utf-8")
             cf = sched.loads(before)
@@ -193,34 +201,30 @@ def _turn(vault: Vault, client, session: str, text: str, now: datetime, *, kind:
 
 
 def execute_job(vault: Vault, client, job: Job, now: datetime, *, due: datetime | None,
-                following: datetime | None, settings=None, on_text=None,
-                interrupting: Callable[[], bool] = lambda: False) -> Outcome:
-    """Run `job`'s turn and record the run in cron.json (in the turn's commit when it has
-    one, else in a commit of its own saying how it failed)."""
+                following: datetime | None, settings=None, on_text=None) -> Outcome:
+    """Run `job`'s turn and record the run in cron.json: in the turn's commit, or, when
+    the turn was cut short before it was saved, in a commit of its own."""
     problems: list[str] = []
-    tv = _RecordingVault(vault.root, lambda v: _recorder(
-        job.id, now, due, following, "interrupted" if interrupting() else "ok", None,
-        problems)(v))
+    record = _recorder(job.id, now, due, following, problems)
+    tv = _RecordingVault(vault.root, record)
     result, failure = _turn(tv, client, job.session, job_text(job, due, now), now,
                             kind="cron", settings=settings, on_text=on_text)
-    error = failure
-    status = "ok"
-    if result is not None:
-        if getattr(result, "interrupted", False):
-            status, error = "interrupted", "stopped before the reply was complete"
-        elif getattr(result, "error", None):
-            status, error = "error", str(result.error)
-    elif failure == "interrupted":
-        status, error = "interrupted", "stopped before the turn was saved"
-    else:
-        status = "error"
     sha = getattr(result, "sha", None)
-    if not tv.recorded or status != "ok":
-        # No turn commit carried the record (the turn failed before saving), or it did
-        # but the turn turned out to have failed: record the outcome on its own.
-        record = _recorder(job.id, now, due, following, status, error, problems)
+    if tv.recorded is not None:
+        status, error = tv.recorded
+    else:
+        if result is not None and result.interrupted:
+            status, error = "interrupted", "stopped before the reply was complete"
+        elif result is not None and result.error:
+            status, error = "error", str(result.error)
+        elif failure == "interrupted":
+            status, error = "interrupted", "stopped before the turn was saved"
+        elif failure:
+            status, error = "error", failure
+        else:
+            status, error = "ok", None
         with vault.locked():
-            if record(vault):
+            if record(vault, status, error):
                 what = {"error": "failed", "interrupted": "was interrupted"}.get(status, "ran")
                 reason = f": {_short(error)}" if error else ""
                 sha = vault.commit(f"cron: {job.label()} {what}{reason}",
@@ -500,7 +504,7 @@ class Server:
         self.busy = True
         try:
             outcome = execute_job(vault, self.client, job, now, due=due, following=following,
-                                  settings=self.settings, interrupting=lambda: self.interrupting)
+                                  settings=self.settings)
         finally:
             self.busy = False
         self.runs += 1
@@ -609,6 +613,8 @@ class Server:
         if self._compact_at is not None and now < self._compact_at:
             return
         self._compact_at = now + COMPACT_SCAN
+        if self.settings.idle_compact_minutes <= 0:       # 0 turns idle compaction off
+            return
         idle = timedelta(minutes=self.settings.idle_compact_minutes)
         from agent import sessions
 
@@ -629,7 +635,8 @@ class Server:
             from agent.compact import compact_session
             self.busy = True
             try:
-                archived = compact_session(self.vault, self.client, key, now, force=True)
+                archived = compact_session(self.vault, self.client, key, now, force=True,
+                                           settings=self.settings)
             except UserError as e:
                 log.error("compact %s: %s", key, e)
                 continue
@@ -689,13 +696,13 @@ class Server:
         name = signal.Signals(signum).name
         if self.stopping and self.busy:
             log.info("%s again: interrupting the running turn", name)
-            self.interrupting = True
-            raise KeyboardInterrupt
+            self._interrupt()
+            return
         self.stopping = True
         self.wake.set()
         if self.busy:
             log.info("%s: stopping after the running turn (at most %ds; send it again to "
-                     "interrupt now)", name, STOP_GRACE)
+                     "interrupt it now)", name, STOP_GRACE)
             signal.signal(signal.SIGALRM, self._on_grace_over)
             signal.alarm(STOP_GRACE)
         else:
@@ -704,12 +711,22 @@ class Server:
     def _on_grace_over(self, signum, frame) -> None:
         if self.busy:
             log.info("the running turn took over %ds: interrupting it", STOP_GRACE)
-            self.interrupting = True
-            raise KeyboardInterrupt
+            self._interrupt()
+
+    def _interrupt(self) -> None:
+        """Interrupt the running turn as Ctrl-C would: the loop saves what it has, marked
+        interrupted. While the turn is being written (the loop then holds SIGINT) the
+        write is let finish instead; it takes milliseconds."""
+        if signal.getsignal(signal.SIGINT) != self.on_signal:
+            signal.signal(signal.SIGALRM, self._on_grace_over)
+            signal.alarm(1)
+            return
+        self.interrupting = True
+        raise KeyboardInterrupt
 
 
 def _describe(outcome) -> str:
-    for attr in ("message", "summary", "status"):
+    for attr in ("message", "kind"):
         value = getattr(outcome, attr, None)
         if value:
             return str(value)

@@ -15,7 +15,7 @@ import pytest
 from agent import heartbeat as hb
 from agent import schedule as sched
 from agent.schedule import Schedule, next_run, settle
-from tests.conftest import agent_proc, subjects
+from conftest import subjects
 
 PARIS = ZoneInfo("Europe/Paris")
 NY = ZoneInfo("America/New_York")

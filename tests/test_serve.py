@@ -1,0 +1,410 @@
+"""`agent serve`: cron jobs and heartbeats through the agent loop, the dream on its
+schedule, the serve lock, hand edits and signals.
+
+In-process tests drive `Server.step(now)` with a clock the test sets; the others run
+`agent serve` as a real process against the fake Anthropic server and judge it by the
+files, `git log` and its exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from fakeanthropic import error, json_reply, reply
+
+from agent import jobs, schedule as sched
+from agent.llm.anthropic import make_client
+from agent.serve import Server
+from conftest import subjects
+from dreamkit import finding, op, write_entries
+
+UTC = timezone.utc
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def server_at(vault, t, *, compact=True) -> tuple[Server, Clock]:
+    clock = Clock(t)
+    s = Server(vault, make_client(), clock=clock, tick=1)
+    if not compact:
+        s.settings.idle_compact_minutes = 0
+    s.watching_since = t
+    s.reload(t, first=True)
+    return s, clock
+
+
+def jobs_json(vault) -> list[dict]:
+    return json.loads((vault.root / "cron.json").read_text())["jobs"]
+
+
+def files_of(vault, rev="HEAD") -> list[str]:
+    return sorted(vault.git("show", "--name-only", "--format=", rev).split())
+
+
+def heartbeat_file(vault, name, front, body="Check the notes. If nothing needs attention, "
+                                              "reply exactly HEARTBEAT_OK."):
+    path = vault.root / "heartbeat" / f"{name}.md"
+    path.write_text(f"---\n{front}---\n{body}\n")
+    vault.git("add", str(path))
+    vault.git("commit", "-q", "-m", f"heartbeat {name}")
+
+
+# ---- cron jobs, in process ----------------------------------------------------------------
+
+
+def test_due_job_runs_once_and_its_state_lands_in_the_turns_commit(vault, fake_anthropic):
+    job, _ = jobs.add(vault, "water", "remind me to drink water", T0, every="30m")
+    s, clock = server_at(vault, T0)
+    s.step(T0)
+    assert fake_anthropic.calls() == []                  # not due yet
+    fake_anthropic.add(reply("Time for a glass of water."))
+    clock.t = T0 + timedelta(minutes=30, seconds=2)
+    s.step(clock.t)
+    s.step(clock.t)                                      # same time again: no second run
+    assert len(fake_anthropic.calls()) == 1
+    sent = fake_anthropic.calls()[0].body["messages"][-1]["content"]
+    assert "remind me to drink water" in json.dumps(sent)
+    assert subjects(vault)[0].startswith(f"cron(cron/{job.id}): ")
+    assert files_of(vault) == ["cron.json", f"sessions/cron/{job.id}/2026-11.jsonl"]
+    state = jobs_json(vault)[0]["state"]
+    assert state == {"next_run": "2026-11-20T11:00:00+00:00",
+                     "last_run": "2026-11-20T10:30:02+00:00", "last_status": "ok",
+                     "last_error": None}
+    assert vault.dirty_paths() == []
+
+
+def test_failing_job_records_error_and_the_others_still_run(vault, fake_anthropic):
+    bad, _ = jobs.add(vault, "bad", "this one fails", T0, every="10m")
+    good, _ = jobs.add(vault, "good", "this one works", T0, every="10m")
+    fake_anthropic.add(error(400, "invalid_request_error", "prompt is too long"),
+                       reply("Done."))
+    s, clock = server_at(vault, T0)
+    clock.t = T0 + timedelta(minutes=10)
+    s.step(clock.t)
+    by_name = {j["name"]: j["state"] for j in jobs_json(vault)}
+    assert by_name["bad"]["last_status"] == "error"
+    assert "prompt is too long" in by_name["bad"]["last_error"]
+    assert by_name["good"]["last_status"] == "ok"
+    assert by_name["bad"]["next_run"] == by_name["good"]["next_run"] == "2026-11-20T10:20:00+00:00"
+    # One commit per run: the failed turn's commit carries its error state too.
+    log = subjects(vault)
+    assert log[0].startswith(f"cron(cron/{good.id})") and log[1].startswith(f"cron(cron/{bad.id})")
+    assert "cron.json" in files_of(vault, "HEAD~1")
+    assert vault.dirty_paths() == []
+
+
+def test_missed_runs_follow_the_misfire_policy_once_at_start(vault, fake_anthropic):
+    every, _ = jobs.add(vault, "every", "hourly check", T0, every="1h")
+    skip, _ = jobs.add(vault, "skipper", "daily digest", T0, cron="0 11 * * *", misfire="skip")
+    fake_anthropic.add(reply("Checked."))
+    # serve starts at 15:30: five hourly runs and the 11:00 digest were missed.
+    start = T0 + timedelta(hours=5, minutes=30)
+    s, clock = server_at(vault, start)
+    s.step(start)
+    s.step(start + timedelta(seconds=5))
+    assert len(fake_anthropic.calls()) == 1
+    by_name = {j["name"]: j["state"] for j in jobs_json(vault)}
+    assert by_name["every"]["last_status"] == "ok"
+    assert by_name["every"]["next_run"] == "2026-11-20T16:00:00+00:00"
+    assert by_name["skipper"]["last_status"] == "skipped" and by_name["skipper"]["last_run"] is None
+    assert by_name["skipper"]["next_run"] == "2026-11-21T11:00:00+00:00"
+    assert any(x.startswith('cron: skip "skipper", missed at') for x in subjects(vault))
+
+
+def test_at_job_runs_and_is_removed_in_the_same_commit(vault, fake_anthropic):
+    job, _ = jobs.add(vault, "dentist", "remind me to call the dentist", T0, at="2026-11-20T12:00Z")
+    assert jobs_json(vault)[0]["delete_after_run"] is True
+    fake_anthropic.add(reply("Call the dentist now."))
+    s, clock = server_at(vault, T0)
+    clock.t = datetime(2026, 11, 20, 12, 0, 1, tzinfo=UTC)
+    s.step(clock.t)
+    assert jobs_json(vault) == []
+    assert files_of(vault) == ["cron.json", f"sessions/cron/{job.id}/2026-11.jsonl"]
+
+
+def test_hand_added_and_hand_edited_jobs_are_picked_up(vault, fake_anthropic):
+    s, clock = server_at(vault, T0)
+    s.step(T0)
+    data = {"version": 1, "jobs": [{"id": "tea", "name": "tea", "message": "make tea",
+                                    "schedule": {"kind": "every", "every_seconds": 60}}]}
+    (vault.root / "cron.json").write_text(json.dumps(data, indent=2))
+    os.utime(vault.root / "cron.json", ns=(1, 1))        # a different mtime, whatever the clock
+    clock.t = T0 + timedelta(seconds=10)
+    s.step(clock.t)
+    log = subjects(vault)
+    assert log[1] == "edit: cron.json by hand"
+    assert log[0] == 'cron: schedule "tea" (next run 2026-11-20 10:01)'
+    assert vault.git("log", "-1", "--format=%an", "HEAD~1").strip() == "Test User"
+    fake_anthropic.add(reply("Tea time."))
+    clock.t = T0 + timedelta(seconds=71)
+    s.step(clock.t)
+    assert jobs_json(vault)[0]["state"]["last_status"] == "ok"
+    assert subjects(vault)[0].startswith("cron(cron/tea): ")
+
+
+def test_a_job_changed_by_a_command_while_due_is_not_run_on_stale_state(vault, fake_anthropic, run):
+    job, _ = jobs.add(vault, "water", "drink", T0, every="30m")
+    s, clock = server_at(vault, T0)
+    s.step(T0)
+    run("cron", "disable", job.id)                       # between serve's passes
+    clock.t = T0 + timedelta(minutes=31)
+    s.step(clock.t)
+    assert fake_anthropic.calls() == []
+    assert jobs_json(vault)[0]["enabled"] is False
+
+
+# ---- heartbeats, in process -------------------------------------------------------------------
+
+
+def test_heartbeat_ok_leaves_no_trace_and_a_real_reply_is_committed(vault, fake_anthropic):
+    heartbeat_file(vault, "check", "name: check\nevery: 1h\n")
+    head = vault.head()
+    fake_anthropic.add(reply("HEARTBEAT_OK"), reply("You promised to call Anna today."))
+    s, clock = server_at(vault, T0)
+    s.step(T0)
+    assert len(fake_anthropic.calls()) == 1
+    assert vault.head() == head and vault.dirty_paths() == []
+    assert not (vault.root / "sessions" / "heartbeat").exists()
+    state = json.loads((vault.state / "heartbeat-state.json").read_text())["check"]
+    assert state["last_status"] == "quiet" and state["next_run"] == "2026-11-20T11:00:00+00:00"
+    clock.t = T0 + timedelta(minutes=30)
+    s.step(clock.t)
+    assert len(fake_anthropic.calls()) == 1             # not due yet
+    clock.t = T0 + timedelta(hours=1)
+    s.step(clock.t)
+    assert len(fake_anthropic.calls()) == 2
+    assert subjects(vault)[0].startswith("heartbeat(heartbeat/check): ")
+    assert files_of(vault) == ["sessions/heartbeat/check/2026-11.jsonl"]
+
+
+def test_broken_heartbeat_is_reported_and_skipped_while_others_run(vault, fake_anthropic, capsys):
+    heartbeat_file(vault, "good", "every: 2h\n")
+    heartbeat_file(vault, "broken", "every: [2h\n")
+    heartbeat_file(vault, "night", "every: 1h\nactive_hours: 22:00-06:00\n")
+    fake_anthropic.add(reply("HEARTBEAT_OK"))
+    s, clock = server_at(vault, T0)
+    assert any("heartbeat/broken.md" in p for p in s._hb_problems)
+    s.step(T0)
+    assert len(fake_anthropic.calls()) == 1             # good ran; night is outside its hours
+    assert "Check the notes" in json.dumps(fake_anthropic.calls()[0].body["messages"])
+
+
+# ---- the dream ---------------------------------------------------------------------------------
+
+
+def test_dream_runs_on_schedule_only_when_entries_wait_and_resumes_after_restart(vault, fake_anthropic):
+    fake_anthropic.batch_polls = 0
+    night = datetime(2026, 11, 21, 2, 59, tzinfo=sched.local_zone())
+    s, clock = server_at(vault, night, compact=False)
+    s.step(night)
+    clock.t = night + timedelta(minutes=1, seconds=1)    # 03:00:01, nothing waits
+    s.step(clock.t)
+    assert fake_anthropic.requests == []
+
+    with vault.locked():
+        write_entries(vault, ["Booked flights to Kyoto for 3 December."])
+    fake_anthropic.add(json_reply({"findings": [finding("Flying to Kyoto on 2026-12-03")]}),
+                       json_reply({"ops": [op("add", section="Travel",
+                                              new="- Flying to Kyoto on 2026-12-03")]}))
+    clock.t = clock.t + timedelta(days=1)               # the next night
+    s.step(clock.t)
+    assert fake_anthropic.batch_creates == 1            # the analyst batch, submitted
+
+    # serve restarts: the batch in flight is picked up, not submitted again.
+    s2, clock2 = server_at(vault, clock.t + timedelta(minutes=5), compact=False)
+    for minutes in (5, 7, 9):
+        clock2.t = clock.t + timedelta(minutes=minutes)
+        s2.step(clock2.t)
+    assert fake_anthropic.batch_creates == 2            # + the editor batch
+    assert subjects(vault)[0].startswith("dream: +1 fact")
+    assert "Flying to Kyoto" in (vault.root / "MEMORY.md").read_text()
+
+
+# ---- agent serve as a process -----------------------------------------------------------------
+
+
+class ServeProc:
+    """`agent serve` in its own process; its output is collected line by line."""
+
+    def __init__(self, vault, *args, tick="0.2"):
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "agent", "--vault", str(vault.root), "serve", "--tick", tick,
+             *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=os.environ.copy())
+        self.lines: list[str] = []
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, text, timeout=20.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if any(text in line for line in self.lines):
+                return
+            if self.p.poll() is not None:
+                self._t.join(2)
+                if any(text in line for line in self.lines):
+                    return
+                raise AssertionError(f"serve exited ({self.p.returncode}) before {text!r}:\n{self.output}")
+            time.sleep(0.05)
+        raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=20) -> int:
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        code = self.p.wait(timeout)
+        self._t.join(2)
+        return code
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(10)
+
+
+@pytest.fixture
+def procs():
+    started: list[ServeProc] = []
+    yield started
+    for p in started:
+        p.kill()
+
+
+def test_serve_runs_an_every_job_and_a_heartbeat_and_commits_each(vault, run, fake_anthropic, procs):
+    run("cron", "add", "ping", "-m", "say pong", "--every", "1s")
+    job_id = jobs_json(vault)[0]["id"]
+    heartbeat_file(vault, "notes", "every: 1h\n")
+    fake_anthropic.default_reply = reply("Noted: pong.")
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for(f"cron \"ping\" ({job_id}): ok")
+    serve.wait_for("heartbeat notes: ok")
+    assert serve.stop() == 0
+    assert "agent serve stopped" in serve.lines[-1]
+    log = subjects(vault)
+    assert any(s.startswith(f"cron(cron/{job_id}): ") for s in log)
+    assert any(s.startswith("heartbeat(heartbeat/notes): ") for s in log)
+    state = jobs_json(vault)[0]["state"]
+    assert state["last_status"] == "ok" and state["last_run"]
+    assert vault.dirty_paths() == []
+    assert "cron \"ping\"" in (vault.state / "serve.log").read_text()
+
+
+def test_serve_notices_hand_edits_of_cron_json_without_restart(vault, fake_anthropic, procs):
+    fake_anthropic.default_reply = reply("Tea is ready.")
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    soon = (datetime.now(UTC) + timedelta(seconds=1)).isoformat(timespec="seconds")
+    data = {"version": 1, "jobs": [{"id": "tea", "name": "tea", "enabled": True,
+                                    "message": "make tea", "schedule": {"kind": "at", "at": soon}}]}
+    (vault.root / "cron.json").write_text(json.dumps(data, indent=2) + "\n")
+    serve.wait_for('cron "tea" (tea): ok')
+    assert serve.stop() == 0
+    log = subjects(vault)
+    assert "edit: cron.json by hand" in log
+    assert any(s.startswith("cron(cron/tea): ") for s in log)
+    assert jobs_json(vault)[0]["state"]["last_status"] == "ok"
+
+
+def test_a_second_serve_exits_at_once_and_a_killed_ones_lock_is_taken_over(vault, fake_anthropic, procs):
+    first = ServeProc(vault)
+    procs.append(first)
+    first.wait_for("agent serve on")
+    second = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "serve"],
+                            capture_output=True, text=True, timeout=30)
+    assert second.returncode == 1
+    assert f"already running on {vault.root} (pid {first.p.pid})" in second.stderr
+    first.p.kill()
+    first.p.wait(10)
+    third = ServeProc(vault)
+    procs.append(third)
+    third.wait_for("agent serve on")
+    assert f"took over the serve lock of pid {first.p.pid}" in third.output
+    assert third.stop(signal.SIGINT) == 0
+
+
+def test_corrupt_cron_json_stops_serve_before_it_starts(vault, fake_anthropic):
+    path = vault.root / "cron.json"
+    path.write_text('{"version": 1,\n "jobs": [\n  {"id": "x",}\n ]\n}\n')
+    before = path.read_bytes()
+    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "serve"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1
+    assert "cron.json:3:14: not valid JSON" in p.stderr and "Traceback" not in p.stderr
+    assert path.read_bytes() == before
+
+
+def _slow_job(vault, run, fake_anthropic, text):
+    run("cron", "add", "slow", "-m", "write a long answer", "--every", "1s")
+    job_id = jobs_json(vault)[0]["id"]
+    fake_anthropic.add(reply(text, chunk_delay=0.3, chunk_size=5))
+    fake_anthropic.default_reply = reply("later run")
+    return job_id
+
+
+def test_sigterm_during_a_job_lets_the_turn_finish_and_commit(vault, run, fake_anthropic, procs):
+    job_id = _slow_job(vault, run, fake_anthropic, "one two three four five six.")
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for(f'cron "slow" ({job_id}): running')
+    fake_anthropic.wait_for_requests(1)
+    time.sleep(0.5)
+    serve.p.send_signal(signal.SIGTERM)
+    assert serve.stop() == 0
+    assert "stopping after the running turn" in serve.output
+    assert vault.dirty_paths() == []
+    assert subjects(vault)[0].startswith(f"cron(cron/{job_id}): ")
+    lines = [json.loads(x) for x in
+             (vault.root / f"sessions/cron/{job_id}/2026-11.jsonl").read_text().splitlines()] \
+        if (vault.root / f"sessions/cron/{job_id}/2026-11.jsonl").exists() else \
+        [json.loads(x) for f in (vault.root / f"sessions/cron/{job_id}").glob("*.jsonl")
+         for x in f.read_text().splitlines()]
+    assert lines[-1]["content"] == "one two three four five six."
+    assert jobs_json(vault)[0]["state"]["last_status"] == "ok"
+    assert len(fake_anthropic.calls()) == 1                  # no new job started after SIGTERM
+
+
+def test_second_sigterm_interrupts_the_turn_and_records_it(vault, run, fake_anthropic, procs):
+    job_id = _slow_job(vault, run, fake_anthropic, "word " * 60)
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for(f'cron "slow" ({job_id}): running')
+    fake_anthropic.wait_for_requests(1)
+    time.sleep(0.5)
+    serve.p.send_signal(signal.SIGTERM)
+    serve.wait_for("stopping after the running turn")
+    serve.p.send_signal(signal.SIGTERM)
+    assert serve.stop() == 0
+    assert vault.dirty_paths() == []
+    head = vault.git("log", "-1", "--format=%B")
+    assert head.startswith(f"cron(cron/{job_id}): ") and "Interrupted: yes" in head
+    state = jobs_json(vault)[0]["state"]
+    assert state["last_status"] == "interrupted"
+    transcript = [json.loads(x) for f in (vault.root / f"sessions/cron/{job_id}").glob("*.jsonl")
+                  for x in f.read_text().splitlines()]
+    assert transcript[-1].get("interrupted") is True
+    # Run again later, the job is due at its next time, not re-run for the old one.
+    assert sched.parse_iso(state["next_run"], "next_run") > sched.parse_iso(state["last_run"], "x")
