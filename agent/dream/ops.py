@@ -89,6 +89,8 @@ def _one_line(text: str) -> str:
 
 
 def _heading_title(line: str) -> tuple[int, str] | None:
+    if not line.startswith("#"):
+        return None
     m = HEADING.match(line.rstrip("\r\n"))
     return (len(m.group(1)), m.group(2).strip()) if m else None
 
@@ -99,6 +101,32 @@ class _Doc:
     def __init__(self, text: str):
         self.lines = text.splitlines(keepends=True)
         self.nl = "\r\n" if "\r\n" in text else "\n"
+        # How many fact lines have each normalised text, kept up to date by every edit.
+        self.keys: dict[str, int] = {}
+        for line in self.lines:
+            self._count(line, +1)
+
+    def _count(self, line: str, delta: int) -> None:
+        if FACT.match(line):
+            key = normalise(line)
+            self.keys[key] = self.keys.get(key, 0) + delta
+
+    def has_fact(self, fact: str) -> int | None:
+        """The line number (1-based) of a fact with the same normalised text, or None."""
+        key = normalise(fact)
+        if not self.keys.get(key):
+            return None
+        return next(i + 1 for i, line in enumerate(self.lines)
+                    if FACT.match(line) and normalise(line) == key)
+
+    def replace(self, i: int, line: str | None) -> None:
+        """Line i becomes `line` (None deletes it)."""
+        self._count(self.lines[i], -1)
+        if line is None:
+            del self.lines[i]
+        else:
+            self.lines[i] = line
+            self._count(line, +1)
 
     @property
     def text(self) -> str:
@@ -116,10 +144,8 @@ class _Doc:
         if i >= 0 and not self.lines[i].endswith("\n"):
             self.lines[i] += self.nl
 
-    def facts(self) -> dict[str, int]:
-        return {normalise(line): i for i, line in enumerate(self.lines) if FACT.match(line)}
-
     def add(self, section: str, fact: str) -> None:
+        self._count(fact, +1)
         line = fact + self.nl
         want = section.strip().lstrip("#").strip().casefold()
         if not want:
@@ -177,9 +203,9 @@ def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str]) -> 
                 r.status, r.why = "skipped", "an add needs the new fact's text"
                 continue
             fact = _bullet(r.new)
-            present = doc.facts().get(normalise(fact))
+            present = doc.has_fact(fact)
             if present is not None:
-                r.status, r.why = "skipped", f"already present (line {present + 1})"
+                r.status, r.why = "skipped", f"already present (line {present})"
                 continue
             doc.add(r.section, fact)
             r.new = fact
@@ -209,7 +235,7 @@ def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str]) -> 
                 r.why = (f"deleting more than a quarter of {r.file}'s facts in one run needs "
                          f"--allow-shrink")
                 continue
-            del doc.lines[i]
+            doc.replace(i, None)
             continue
         if not r.new.strip():
             r.status, r.why = "skipped", "an update needs the new text (use delete to remove)"
@@ -219,7 +245,7 @@ def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str]) -> 
         if line == current.rstrip("\r\n"):
             r.status, r.why = "skipped", "the new text is the same as the old"
             continue
-        doc.lines[i] = line + ending
+        doc.replace(i, line + ending)
         r.new = line
     return Applied(dict(texts), {name: doc.text for name, doc in docs.items()}, results)
 

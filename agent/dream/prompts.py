@@ -205,10 +205,10 @@ class SessionCache:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        self._files: dict[str, list[dict] | str] = {}
+        self._files: dict[str, tuple[list[dict], dict[str, int]] | str] = {}
 
-    def lines(self, rel: str) -> list[dict] | str:
-        """The file's lines, or why they cannot be read."""
+    def lines(self, rel: str) -> tuple[list[dict], dict[str, int]] | str:
+        """The file's lines and each message id's position, or why they cannot be read."""
         if rel not in self._files:
             path = self.root / rel
             if not rel.startswith(f"{sessions.SESSIONS}/") or ".." in Path(rel).parts:
@@ -217,9 +217,11 @@ class SessionCache:
                 self._files[rel] = f"{rel} is missing"
             else:
                 try:
-                    self._files[rel] = sessions.read_file(path, rel)
+                    lines = sessions.read_file(path, rel)
                 except (sessions.SessionError, UnicodeDecodeError) as e:
                     self._files[rel] = str(e)
+                else:
+                    self._files[rel] = (lines, {str(o.get("id")): i for i, o in enumerate(lines)})
         return self._files[rel]
 
 
@@ -227,14 +229,13 @@ def raw_messages(cache: SessionCache, meta: dict, budget: int) -> tuple[list[dic
     """The messages an entry covers, within `budget` tokens: (messages, left out, problem)."""
     out, omitted, problems, left = [], 0, [], budget * 4
     for src in _sources(meta):
-        lines = cache.lines(str(src.get("file", "")))
-        if isinstance(lines, str):
-            problems.append(lines)
+        got = cache.lines(str(src.get("file", "")))
+        if isinstance(got, str):
+            problems.append(got)
             continue
-        ids = [str(o.get("id")) for o in lines]
-        lo, hi = str(src.get("from", "")), str(src.get("through", ""))
-        start = ids.index(lo) if lo in ids else 0
-        end = ids.index(hi) if hi in ids else len(lines) - 1
+        lines, position = got
+        start = position.get(str(src.get("from", "")), 0)
+        end = position.get(str(src.get("through", "")), len(lines) - 1)
         for obj in lines[start:end + 1]:
             if obj.get("type") == "compact" or "role" not in obj:
                 continue

@@ -1,0 +1,134 @@
+"""How a dream scales with the archive: requests, batches, input tokens per entry, the
+share of input marked cacheable, and the local time spent outside waiting for batches.
+
+Runs `run_dream` against the fake Anthropic API (tests/fakeanthropic.py, on 127.0.0.1),
+whose usage figures simulate the prompt cache (4 characters a token). Each size gets a
+fresh vault with a realistic MEMORY.md (~100 lines), archive entries with ~150-token
+summaries, and 6 session messages per entry.
+
+    python scripts/bench_dream.py [--sizes 10,100,1000] [--chunk-tokens 60000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from fakeanthropic import FakeAnthropic, json_reply  # noqa: E402
+
+from agent.vault import Vault  # noqa: E402
+
+SUMMARY = ("The user and the agent planned step {i} of the house move: they compared two "
+           "removal firms on price and dates, chose the one that can come on a weekday, "
+           "listed the rooms to pack first, and agreed the user calls the landlord about the "
+           "deposit before the end of the month. The user mentioned that their sister helps.")
+MESSAGE = ("Message {k} of conversation {i}: talking through the details of the move, the "
+           "boxes, the dates that work, who to call and what to sell before leaving. " * 2)
+
+
+def memory_md(lines: int = 100) -> str:
+    out = ["# Memory", "", "Long-term facts, one per bullet, under headings.", ""]
+    section = 0
+    while len(out) < lines:
+        if len(out) % 20 == 4:
+            section += 1
+            out += [f"## Topic {section}", ""]
+        out.append(f"- Fact {len(out)}: something durable about topic {section} worth keeping")
+    return "\n".join(out) + "\n"
+
+
+def build_vault(path: Path, n: int) -> Vault:
+    from dreamkit import write_entries
+    vault, _ = Vault.init(path)
+    vault.write_text("MEMORY.md", memory_md())
+    vault.commit("bench: memory")
+    specs = [{"summary": SUMMARY.format(i=i + 1), "message": MESSAGE.format(k=0, i=i + 1)}
+             for i in range(n)]
+    write_entries(vault, specs, start=1, messages_per_entry=6)
+    return vault
+
+
+def fake_model(params: dict):
+    """Analyst: one finding per entry of the chunk. Editor: one add per finding."""
+    tail = params["messages"][0]["content"][-1]["text"]
+    if "Phase 1, analyst" in tail:
+        first, last = map(int, re.search(r"\(ids (\d+) to (\d+)\)", tail).groups())
+        return json_reply({"findings": [
+            {"kind": "new", "file": "MEMORY.md", "statement": f"Move step {i} is planned",
+             "evidence": [f"archive:{i}"], "date": "2026-11-20"} for i in range(first, last + 1)]})
+    data = tail.split("<findings>\n")[1].split("\n</findings>")[0].splitlines()
+    return json_reply({"ops": [
+        {"op": "add", "file": "MEMORY.md", "section": "Move", "old": "",
+         "new": f"- {json.loads(line)['statement']}", "reason": "archive"} for line in data]})
+
+
+def bench(n: int, chunk_tokens: int | None) -> dict:
+    from agent.dream import run_dream
+    from agent.llm.anthropic import make_client
+    from agent.vault import now
+
+    with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as server:
+        vault = build_vault(Path(tmp) / "vault", n)
+        if chunk_tokens:
+            with open(vault.root / "agent.toml", "a") as f:
+                f.write(f"chunk_tokens = {chunk_tokens}\n")   # under the template's [dream]
+            vault.git("commit", "-qam", "bench: chunk size")
+        server.default_reply = fake_model
+        server.batch_polls = 1
+        os.environ["ANTHROPIC_BASE_URL"] = server.url
+        os.environ["ANTHROPIC_API_KEY"] = "bench"
+        client = make_client()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        out = run_dream(vault, client, now(), poll_interval=0.01)
+        total, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        assert out.kind == "committed", out.message
+        creates = server.calls("/v1/messages/batches")
+        model_requests = sum(len(r.body["requests"]) for r in creates)
+        u = {k: sum(p[k] for p in out.usage.values()) for k in out.usage["analyst"]}
+        inp = u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"]
+        editor = creates[-1].body["requests"][0]["params"]
+        return {
+            "entries": n, "http_requests": len(server.requests), "batches": len(creates),
+            "model_requests": model_requests,
+            "input_tokens": inp, "input_per_entry": inp / n,
+            "cacheable_share": (u["cache_creation_input_tokens"] + u["cache_read_input_tokens"]) / inp,
+            "cache_read_share": u["cache_read_input_tokens"] / inp,
+            "editor_input_tokens": len(json.dumps(editor)) // 4,
+            "local_s": total - out.waited, "waited_s": out.waited, "cpu_s": cpu,
+            "cost": out.cost, "added": out.report.added,
+        }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10,100,1000")
+    ap.add_argument("--chunk-tokens", type=int, default=None,
+                    help="[dream] chunk_tokens (default: the setting's default, 60000)")
+    args = ap.parse_args()
+    rows = [bench(int(s), args.chunk_tokens) for s in args.sizes.split(",")]
+    print(f"{'entries':>7} {'HTTP req':>8} {'batches':>7} {'model req':>9} {'input tok':>10} "
+          f"{'tok/entry':>9} {'cacheable':>9} {'cache read':>10} {'editor tok':>10} "
+          f"{'local s':>8} {'CPU s':>6} {'CPU ms/entry':>12} {'est. $':>7}")
+    for r in rows:
+        print(f"{r['entries']:>7} {r['http_requests']:>8} {r['batches']:>7} {r['model_requests']:>9} "
+              f"{r['input_tokens']:>10} {r['input_per_entry']:>9.0f} {r['cacheable_share']:>9.1%} "
+              f"{r['cache_read_share']:>10.1%} {r['editor_input_tokens']:>10} {r['local_s']:>8.2f} "
+              f"{r['cpu_s']:>6.2f} {1000 * r['cpu_s'] / r['entries']:>12.2f} {r['cost']:>7.3f}")
+    print("tokens: the fake API's estimate (4 characters a token); local s: run_dream's wall "
+          "time minus the time it slept between polls (round trips to the in-process fake "
+          "included); CPU s: the dreaming thread's own CPU time (the fake's threads excluded); "
+          "est. $: batch prices for the default model's family, an estimate.")
+
+
+if __name__ == "__main__":
+    main()
