@@ -32,7 +32,9 @@ def confine(path: str, *, write: bool = False) -> str:
     first = rel.split("/", 1)[0]
     if first in OFF_LIMITS:
         raise ToolError(f"{raw}: {first}/ is off limits (git's and the agent's own state).")
-    if write and (rel == "." or first == "sessions"):
+    if write and rel == ".":
+        raise ToolError(f"{raw} is the vault folder itself; give a file path.")
+    if write and first == "sessions":
         raise ToolError(f"{raw}: session transcripts are written only by the conversation "
                         f"itself; write notes with remember or to another file.")
     return rel
