@@ -196,6 +196,21 @@ def test_resume_after_kill_9_while_polling_makes_no_second_batch(seeded, fake_an
     assert "- Flying to Kyoto on 2026-12-03" in read(vault, "MEMORY.md")
 
 
+def test_ctrl_c_while_polling_leaves_the_batch_to_pick_up(seeded, fake_anthropic):
+    vault, server = seeded, fake_anthropic
+    server.batch_polls = 10 ** 9
+    cmd = [sys.executable, "-m", "agent", "--vault", str(vault.root), "dream", "--poll-interval", "0.05"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=os.environ.copy())
+    server.wait_for_requests(3, timeout=30)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=10)
+    assert p.returncode == 130
+    batch = next(iter(server.batches))
+    assert f"Interrupted. The analyst batch {batch} keeps running" in err
+    assert json.loads((vault.state / "dream.json").read_text())["analyst"]["batch"] == batch
+
+
 def test_no_wait_submits_and_the_next_runs_move_it_on(seeded, run, fake_anthropic):
     vault, server = seeded, fake_anthropic
     server.batch_polls = 10 ** 9
@@ -278,6 +293,26 @@ def test_errored_editor_result_changes_nothing(seeded, run, fake_anthropic):
     assert result.exit_code == 1
     assert "editor-1-3 errored: overloaded_error: Overloaded" in result.output
     assert vault.head() == head and not (vault.root / ".dream_cursor").exists()
+
+
+def test_an_editor_request_the_api_refuses_keeps_the_findings_for_a_retry(seeded, run, fake_anthropic):
+    vault, server = seeded, fake_anthropic
+    server.add(json_reply({"findings": [finding("Flying to Kyoto on 2026-12-03")]}),
+               error(400, "invalid_request_error", "prompt is too long"))
+    head = vault.head()
+
+    failed = run("dream", "--sync")
+
+    assert failed.exit_code == 1
+    assert "400 invalid_request_error: prompt is too long" in failed.output
+    assert vault.head() == head and not (vault.root / ".dream_cursor").exists()
+    assert "analyst finished, editor not yet submitted" in run("dream", "--status").output
+    server.add(json_reply({"ops": [op("add", section="Facts", new="- Flying to Kyoto on 2026-12-03")]}))
+    done = run("dream", "--sync")
+    assert done.exit_code == 0, done.output
+    bodies = [c.body["messages"][0]["content"][1]["text"] for c in server.calls("/v1/messages")]
+    assert [b.split(",")[0] for b in bodies] == ["Phase 1", "Phase 2", "Phase 2"]   # analyst once
+    assert subjects(vault)[0] == "dream: +1 fact, 0 updated, 0 removed (archive 1..3)"
 
 
 def test_hand_edit_between_submit_and_apply_survives(seeded, run, fake_anthropic):

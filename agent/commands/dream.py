@@ -58,7 +58,8 @@ def _print_status(vault) -> None:
                                + (" (previewed by --dry-run)" if flight["previewed"] else "")}[phase]
         batch = f" {flight['batch']}" if flight.get("batch") else ""
         click.echo(f"in flight:    {what}{batch} (archive {flight['first']}..{flight['through']}, "
-                   f"{flight['entries']} entries, {flight['model']}), started {flight['started']}")
+                   f"{flight['entries']} entr{'y' if flight['entries'] == 1 else 'ies'}, {flight['model']}), "
+                   f"started {flight['started']}")
         if flight.get("batch"):
             _print_live(flight["batch"])
     failure = st.get("last_failure")
@@ -160,6 +161,15 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
                                  dry_run=dry_run, max_entries=max_entries,
                                  allow_shrink=allow_shrink, progress=progress,
                                  poll_interval=poll_interval)
+    except KeyboardInterrupt:
+        progress.end()
+        flight = dreaming.dream_status(vault)["in_flight"]
+        if flight and flight.get("batch"):
+            click.echo(f"Interrupted. The {flight['phase']} batch {flight['batch']} keeps running; "
+                       f"`agent dream` picks it up (`agent dream --cancel` stops it).", err=True)
+        else:
+            click.echo("Interrupted; memory and cursor are unchanged.", err=True)
+        sys.exit(130)
     finally:
         progress.end()
     report_recovery(vault)

@@ -304,8 +304,9 @@ class _Run:
                      "params": prompts.analyst_params(state["model"], memory, c, state["today"],
                                                       state["max_tokens"])} for c in chunks]
         skipped = f", {len(sel.skipped)} from heartbeat/dream sessions set aside" if sel.skipped else ""
-        self.say(f"Dreaming over archive {sel.first}..{sel.through}: {len(sel.entries)} "
-                 f"entries in {len(requests)} analyst request{'s' * (len(requests) != 1)}{skipped}.")
+        self.say(f"Dreaming over archive {sel.first}..{sel.through}: "
+                 f"{_plural(len(sel.entries), 'entry', 'entries')} in "
+                 f"{_plural(len(requests), 'analyst request')}{skipped}.")
         return self.submit(state, "analyst", requests)
 
     def advance(self, state: dict) -> DreamOutcome:
@@ -362,6 +363,8 @@ class _Run:
                 self.say("This endpoint has no Message Batches; using plain Messages calls "
                          "(full price).")
                 state["mode"] = "sync"
+            except anthropic.APIError as e:
+                return self.not_sent(state, phase, _api_problem(e))
             else:
                 state[phase] = {"batch": batch.id, "requests": [r["custom_id"] for r in requests],
                                 "submitted": self.clock().isoformat()}
@@ -376,6 +379,9 @@ class _Run:
         self.say(f"Sending the {phase} request{'s' * (len(requests) != 1)} "
                  f"({len(requests)}) as plain Messages calls.")
         results = self.call_sync(requests)
+        unsent = [f"{cid}: {r['unsent']}" for cid, r in results.items() if "unsent" in r]
+        if unsent:
+            return self.not_sent(state, phase, "; ".join(unsent))
         failure = self.take_results(state, phase, results)
         if failure:
             return self.fail(state, failure)
@@ -388,11 +394,8 @@ class _Run:
             try:
                 return req["custom_id"], {"type": "succeeded",
                                           "message": self.client.messages.create(**req["params"])}
-            except anthropic.APIStatusError as e:
-                return req["custom_id"], {"type": "errored",
-                                          "error": f"{e.status_code} {_error_text(e.body) or e.message}"}
-            except anthropic.APIConnectionError as e:
-                return req["custom_id"], {"type": "errored", "error": f"cannot reach the API ({e})"}
+            except anthropic.APIError as e:
+                return req["custom_id"], {"type": "errored", "unsent": _api_problem(e)}
 
         _ = self.client  # made here once, not by each thread
         if len(requests) == 1:
@@ -412,12 +415,8 @@ class _Run:
             except anthropic.NotFoundError:
                 return self.fail(state, f"the {phase} batch {batch_id} is not known to the API "
                                         f"(deleted, or made with another key)")
-            except (anthropic.APIConnectionError, anthropic.InternalServerError) as e:
-                if not self.wait:
-                    return self.outcome("waiting", f"Could not check the {phase} batch {batch_id} "
-                                        f"({e}); it is saved and will be checked again.", state)
-                raise DreamError(f"Could not check the {phase} batch {batch_id} ({e}). It is "
-                                 f"saved: run `agent dream` again to pick it up.") from None
+            except anthropic.APIError as e:
+                return self.unreachable(state, phase, _api_problem(e))
             counts = batch.request_counts
             elapsed = str(self.clock() - submitted).split(".")[0]
             self.say(f"{phase} batch {batch_id}: {batch.processing_status}; "
@@ -430,7 +429,19 @@ class _Run:
                 return None
             time.sleep(self.poll_interval)
             self.waited += self.poll_interval
-        return {r.custom_id: r.result for r in self.client.messages.batches.results(batch_id)}
+        try:
+            return {r.custom_id: r.result for r in self.client.messages.batches.results(batch_id)}
+        except anthropic.APIError as e:
+            return self.unreachable(state, phase, _api_problem(e))
+
+    def unreachable(self, state: dict, phase: str, problem: str) -> DreamOutcome:
+        """The batch could not be checked this time; it stays saved for the next run."""
+        batch_id = state[phase]["batch"]
+        if not self.wait:
+            return self.outcome("waiting", f"Could not check the {phase} batch {batch_id} "
+                                f"({problem}); it is saved and will be checked again.", state)
+        raise DreamError(f"Could not check the {phase} batch {batch_id} ({problem}). It is "
+                         f"saved: run `agent dream` again to pick it up.")
 
     def take_results(self, state: dict, phase: str, results: dict) -> str | None:
         """Record a phase's parsed results in the state (saved), or say what went wrong."""
@@ -481,6 +492,17 @@ class _Run:
     def waiting(self, state: dict, phase: str) -> DreamOutcome:
         return self.outcome("waiting", f"The {phase} batch {state[phase]['batch']} for archive "
                             f"{state['cursor'] + 1}..{state['through']} is still running.", state)
+
+    def not_sent(self, state: dict, phase: str, problem: str) -> DreamOutcome:
+        """Nothing was accepted by the API: what is saved stays (the analyst's findings,
+        if any), so the next run retries just this step."""
+        _write_json(self.vault.state / LAST_FAILURE,
+                    {"at": self.clock().isoformat(), "cursor": state["cursor"],
+                     "through": state["through"], "batches": _batch_ids(state),
+                     "message": f"could not send the {phase} requests: {problem}"})
+        return self.outcome("failed", f"Could not send the {phase} request(s) for archive "
+                            f"{state['cursor'] + 1}..{state['through']}: {problem}. Memory and "
+                            f"cursor are unchanged; the next `agent dream` tries again.", state)
 
     def fail(self, state: dict, why: str) -> DreamOutcome:
         """A finished batch's results are final, so the record goes: the next run starts over."""
@@ -554,6 +576,14 @@ class _Run:
             (self.vault.state / LAST_FAILURE).unlink()
 
 
+def _api_problem(e) -> str:
+    """An SDK error in a sentence: the status and the API's own message when it sent one."""
+    status = getattr(e, "status_code", None)
+    if status is None:
+        return f"cannot reach the API ({e})"
+    return f"{status} {_error_text(getattr(e, 'body', None)) if getattr(e, 'body', None) else e}"
+
+
 def _error_text(err) -> str:
     """`type: message` of an API error body (a dict or an SDK object)."""
     inner = prompts._get(err, "error", err)
@@ -561,8 +591,8 @@ def _error_text(err) -> str:
     return f"{kind}: {msg}" if kind or msg else str(err)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
+def _plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n} {word if n == 1 else words or word + 's'}"
 
 
 def commit_message(state: dict, applied: Applied) -> tuple[str, str]:
