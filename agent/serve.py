@@ -145,10 +145,12 @@ class _RecordingVault(Vault):
 
 
 def job_text(job: Job, due: datetime | None, now: datetime) -> str:
-    """What the model is told when a job runs: which job, when, then its message."""
+    """What the model is told when a job runs: its message, then which job is running
+    (after it, so the commit subject made from the text starts with the message)."""
     when = (due or now).astimezone(sched.zone(job.schedule.tz))
     how = f"due {when:%a %Y-%m-%d %H:%M %Z}" if due else "run by hand"
-    return f"[Scheduled job \"{job.name}\" ({job.schedule.describe()}), {how}]\n\n{job.message}"
+    return (f"{job.message}\n\n(Scheduled job \"{job.name}\", {job.schedule.describe()}, "
+            f"{how}: this message was scheduled earlier and is running now; do what it asks.)")
 
 
 def _recorder(job_id: str, now: datetime, due: datetime | None, following: datetime | None,
@@ -276,12 +278,13 @@ def record_heartbeat(vault: Vault, hb: hbmod.Heartbeat, now: datetime, outcome: 
 
 def run_heartbeat_now(vault: Vault, client, hb: hbmod.Heartbeat, now: datetime, *,
                       on_text=None) -> Outcome:
-    """`agent heartbeat run`: run one heartbeat at once (its next run is unchanged)."""
+    """`agent heartbeat run`: run one heartbeat at once; it counts as its run, so serve
+    runs it next one interval (or its next cron time) from now."""
     from agent.config import load_settings
 
     outcome = execute_heartbeat(vault, client, hb, now, settings=load_settings(vault.root),
                                 on_text=on_text)
-    record_heartbeat(vault, hb, now, outcome, advance=False)
+    record_heartbeat(vault, hb, now, outcome)
     return outcome
 
 
@@ -350,7 +353,7 @@ class Server:
 
     # -- noticing edits --
 
-    def reload(self, now: datetime, *, first: bool = False) -> None:
+    def reload(self, now: datetime, *, first: bool = False, quiet: bool = False) -> None:
         """Re-read cron.json, heartbeat/ and agent.toml when they changed on disk."""
         sig = _stat(self.vault.root / CRON_FILE)
         if sig != self._cron_sig:
@@ -369,7 +372,7 @@ class Server:
                     log.info("cron.json is readable again")
                 self._cron_problem = None
                 self.cron = cf
-                if not first:
+                if not first and not quiet:
                     log.info("cron.json changed: %d jobs (%d enabled)", len(cf.jobs),
                              sum(j.enabled for j in cf.jobs))
                 self._schedule_new(previous, now)
@@ -509,7 +512,7 @@ class Server:
             self.busy = False
         self.runs += 1
         self._log_outcome(f"cron {job.label()} ({job.id})", outcome)
-        self._cron_sig = object()      # our write changed cron.json: read it again
+        self.reload(self.clock_or(now), quiet=True)     # our own write of cron.json
 
     def _run_heartbeats(self, now: datetime) -> None:
         if not self.beats:

@@ -235,6 +235,40 @@ def test_dream_runs_on_schedule_only_when_entries_wait_and_resumes_after_restart
     assert "Flying to Kyoto" in (vault.root / "MEMORY.md").read_text()
 
 
+# ---- compaction of idle sessions ------------------------------------------------------------
+
+
+def _session(vault, key, ts):
+    rel = f"sessions/{key}/{ts:%Y-%m}.jsonl"
+    with vault.locked():
+        vault.append_lines(rel, [
+            json.dumps({"id": "1.0-a", "ts": ts.isoformat(), "role": "user",
+                        "content": "I am flying to Kyoto on 3 December.", "turn": 1}),
+            json.dumps({"id": "1.1-b", "ts": ts.isoformat(), "role": "assistant",
+                        "content": "Noted, have a good trip.", "turn": 1})])
+        vault.commit(f"chat({key}): kyoto")
+    return rel
+
+
+def test_sessions_idle_past_the_limit_are_compacted_once(vault, fake_anthropic):
+    idle = _session(vault, "cli/default", T0 - timedelta(hours=3))      # limit: 120 minutes
+    busy = _session(vault, "cli/recent", T0 - timedelta(minutes=30))
+    fake_anthropic.add(json_reply({"topic": "Kyoto trip", "summary": "Flying to Kyoto on "
+                                   "2026-12-03.", "importance": 0.6}))
+    s, clock = server_at(vault, T0)
+    s.step(T0)
+    assert len(fake_anthropic.calls()) == 1
+    last = json.loads((vault.root / idle).read_text().splitlines()[-1])
+    assert last["type"] == "compact" and last["through"] == "1.1-b"
+    entry = next((vault.root / "archive").rglob(f"{last['archive']}.md"))
+    assert "Flying to Kyoto" in entry.read_text()
+    assert json.loads((vault.root / busy).read_text().splitlines()[-1])["role"] == "assistant"
+    assert vault.dirty_paths() == []
+    clock.t = T0 + timedelta(minutes=10)
+    s.step(clock.t)                                      # nothing new: no second summary
+    assert len(fake_anthropic.calls()) == 1
+
+
 # ---- agent serve as a process -----------------------------------------------------------------
 
 
