@@ -9,11 +9,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from agent import archive
 from agent.dream import dream_status, run_dream
 from agent.llm.anthropic import make_client
 from conftest import agent_proc, subjects

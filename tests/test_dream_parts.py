@@ -48,6 +48,21 @@ def test_raw_messages_stay_within_their_budget(vault):
     assert "messages" not in json.loads(prompts.render_entry(entry, cache, raw_tokens=0))
 
 
+def test_an_entry_spanning_two_month_files_gets_both_ranges(vault):
+    from agent import archive
+    nov, dec = "sessions/cli/default/2026-11.jsonl", "sessions/cli/default/2026-12.jsonl"
+    line = '{{"id":"{0}","ts":"2026-11-30T23:59:00+00:00","role":"user","content":"{0} text","turn":1}}'
+    vault.append_lines(nov, [line.format(i) for i in ("a", "b", "c")])
+    vault.append_lines(dec, [line.format(i) for i in ("d", "e")])
+    meta = {"session": "cli/default", "created": "2026-12-01T00:10:00+00:00",
+            "source": [{"file": nov, "from": "b", "through": "c"},
+                       {"file": dec, "from": "d", "through": "d"}]}
+    vault.write_text("archive/2026/12/1.md", archive.render(1, meta, "s"))
+    entry = prompts.select(vault.root, 0).entries[0]
+    obj = json.loads(prompts.render_entry(entry, prompts.SessionCache(vault.root)))
+    assert [m["text"] for m in obj["messages"]] == ["b text", "c text", "d text"]
+
+
 def test_a_missing_session_file_does_not_stop_the_dream(vault):
     write_entries(vault, ["s"])
     (vault.root / "sessions/cli/default/2026-11.jsonl").unlink()
