@@ -29,7 +29,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -187,6 +186,8 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
 def _turn(vault: Vault, client, session: str, text: str, now: datetime, *, kind: str,
           settings=None, on_text=None, discard_reply=None):
     """run_turn, with failures as (None, message): a failed run is recorded, never fatal."""
+    import anthropic
+
     from agent.loop import run_turn
 
     try:
@@ -194,12 +195,10 @@ def _turn(vault: Vault, client, session: str, text: str, now: datetime, *, kind:
                         on_text=on_text, discard_reply=discard_reply), None
     except UserError as e:
         return None, str(e) or type(e).__name__
+    except anthropic.APIError as e:      # the loop records API errors itself; this is a
+        return None, f"{type(e).__name__}: {e}"   # failure outside its model calls
     except KeyboardInterrupt:
         return None, "interrupted"
-    except Exception as e:  # an SDK or network error the loop let through: the job records
-        # it and serve goes on with the others; the traceback goes to the log for a bug.
-        log.error("turn in %s failed:\n%s", session, traceback.format_exc().rstrip())
-        return None, f"{type(e).__name__}: {e}"
 
 
 def execute_job(vault: Vault, client, job: Job, now: datetime, *, due: datetime | None,
@@ -331,6 +330,7 @@ class Server:
         self._state = self._read_state()
         self._dream_poll_at: datetime | None = None
         self._dream_inflight: bool | None = None
+        self._dream_cached: tuple[str, sched.Schedule] | None = None
         self._compact_at: datetime | None = None
         self._compact_tried: dict[str, str] = {}
         self.runs = 0
@@ -517,17 +517,19 @@ class Server:
     def _run_heartbeats(self, now: datetime) -> None:
         if not self.beats:
             return
-        with self.vault.locked():
-            state = hbmod.read_state(self.vault.state)
-            before = json.dumps(state, sort_keys=True)
-            due = []
-            for hb in self.beats:
-                if not hb.enabled:
-                    continue
-                e = hbmod.entry(state, hb, now)
-                if hbmod.is_due(hb, hbmod.due_time(e), now):
-                    due.append(hb)
-            if json.dumps(state, sort_keys=True) != before:
+        # Only serve and `agent heartbeat run` write this derived state, and only after
+        # a run (under the vault lock); a pass that finds nothing due takes no lock.
+        state = hbmod.read_state(self.vault.state)
+        before = json.dumps(state, sort_keys=True)
+        due = []
+        for hb in self.beats:
+            if not hb.enabled:
+                continue
+            e = hbmod.entry(state, hb, now)
+            if hbmod.is_due(hb, hbmod.due_time(e), now):
+                due.append(hb)
+        if json.dumps(state, sort_keys=True) != before:
+            with self.vault.locked():
                 hbmod.write_state(self.vault.state, state)
         self._hb_state = state
         for hb in due:
@@ -555,8 +557,13 @@ class Server:
     # -- the dream --
 
     def _dream_schedule(self) -> sched.Schedule | None:
+        expr = self.settings.dream_schedule
+        if self._dream_cached and self._dream_cached[0] == expr:
+            return self._dream_cached[1]
         try:
-            return sched.Schedule("cron", expr=sched.check_cron(self.settings.dream_schedule))
+            schedule = sched.Schedule("cron", expr=sched.check_cron(expr))
+            self._dream_cached = (expr, schedule)
+            return schedule
         except sched.ScheduleError as e:
             if self._state.get("dream_problem") != str(e):
                 log.error("agent.toml [dream] schedule: %s; no dream until it is fixed", e)
@@ -598,7 +605,7 @@ class Server:
         self.busy = True
         try:
             outcome = run_dream(self.vault, self.client, now, wait=False)
-        except UserError as e:
+        except (UserError, _api_error()) as e:
             log.error("dream: %s", e)
             outcome = None
         finally:
@@ -640,7 +647,7 @@ class Server:
             try:
                 archived = compact_session(self.vault, self.client, key, now, force=True,
                                            settings=self.settings)
-            except UserError as e:
+            except (UserError, _api_error()) as e:
                 log.error("compact %s: %s", key, e)
                 continue
             finally:
@@ -728,6 +735,11 @@ class Server:
         raise KeyboardInterrupt
 
 
+def _api_error() -> type:
+    import anthropic
+    return anthropic.APIError
+
+
 def _describe(outcome) -> str:
     for attr in ("message", "kind"):
         value = getattr(outcome, attr, None)
@@ -766,8 +778,13 @@ def _last_line(files: list[Path]) -> dict | None:
 def _setup_logging(vault: Vault) -> list[logging.Handler]:
     vault.state.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S")
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout),
-                                       logging.FileHandler(vault.state / LOG_FILE, encoding="utf-8")]
+    from logging.handlers import RotatingFileHandler
+
+    # The log is transient: kept to a few megabytes (serve.log, serve.log.1, serve.log.2).
+    handlers: list[logging.Handler] = [
+        logging.StreamHandler(sys.stdout),
+        RotatingFileHandler(vault.state / LOG_FILE, maxBytes=2_000_000, backupCount=2,
+                            encoding="utf-8")]
     for h in handlers:
         h.setFormatter(fmt)
         log.addHandler(h)

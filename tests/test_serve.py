@@ -168,6 +168,68 @@ def test_a_job_changed_by_a_command_while_due_is_not_run_on_stale_state(vault, f
     assert jobs_json(vault)[0]["enabled"] is False
 
 
+def test_state_written_by_serve_and_a_command_at_once_is_never_lost(vault, fake_anthropic):
+    """While serve runs a slow job, `agent cron add` (another process) adds a job: both the
+    run's state and the new job end up in cron.json."""
+    job, _ = jobs.add(vault, "slow", "think hard", T0, every="1h")
+    fake_anthropic.add(reply("Thought about it.", delay=1.5))
+    s, clock = server_at(vault, T0)
+    clock.t = T0 + timedelta(hours=1)
+    t = threading.Thread(target=s.step, args=(clock.t,))
+    t.start()
+    fake_anthropic.wait_for_requests(1)
+    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "cron", "add",
+                        "other", "-m", "hello", "--every", "2h"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    t.join(30)
+    by_name = {j["name"]: j for j in jobs_json(vault)}
+    assert set(by_name) == {"slow", "other"}
+    assert by_name["slow"]["state"]["last_status"] == "ok"
+    assert by_name["slow"]["state"]["next_run"] == "2026-11-20T12:00:00+00:00"
+    # The add landed during the turn; the run's commit, after it, kept it.
+    assert subjects(vault)[1] == 'cron: add "other" (every 2h)'
+    assert subjects(vault)[0].startswith(f"cron(cron/{job.id}): ")
+    assert vault.dirty_paths() == []
+
+
+def test_cron_run_runs_a_job_now_and_keeps_its_schedule(vault, run, fake_anthropic):
+    job, _ = jobs.add(vault, "digest", "summarise my week", T0, cron="0 18 * * 5")
+    next_before = jobs_json(vault)[0]["state"]["next_run"]
+    fake_anthropic.add(reply("Your week: three meetings."))
+    r = run("cron", "run", job.id)
+    assert r.exit_code == 0, r.output
+    assert "Your week: three meetings." in r.output
+    assert subjects(vault)[0].startswith(f"cron(cron/{job.id}): summarise my week")
+    state = jobs_json(vault)[0]["state"]
+    assert state["last_status"] == "ok" and state["next_run"] == next_before
+    changed = files_of(vault)
+    assert changed[0] == "cron.json" and len(changed) == 2
+    assert changed[1].startswith(f"sessions/cron/{job.id}/")
+
+
+def test_cron_run_of_a_failing_job_says_so_and_records_it(vault, run, fake_anthropic):
+    job, _ = jobs.add(vault, "digest", "summarise my week", T0, every="1d")
+    fake_anthropic.add(error(400, "invalid_request_error", "bad request"))
+    r = run("cron", "run", "digest")
+    assert r.exit_code == 1 and "error" in r.output and "bad request" in r.output
+    assert jobs_json(vault)[0]["state"]["last_status"] == "error"
+    assert vault.dirty_paths() == []
+
+
+def test_heartbeat_run_quiet_and_not(vault, run, fake_anthropic):
+    heartbeat_file(vault, "check", "every: 1h\nenabled: false\n")
+    head = vault.head()
+    fake_anthropic.add(reply("HEARTBEAT_OK"), reply("Anna's birthday is tomorrow."))
+    r = run("heartbeat", "run", "check")
+    assert r.exit_code == 0 and "nothing to do" in r.output
+    assert vault.head() == head and vault.dirty_paths() == []
+    r = run("heartbeat", "run", "check")
+    assert "Anna's birthday is tomorrow." in r.output
+    assert subjects(vault)[0].startswith("heartbeat(heartbeat/check): ")
+    r = run("heartbeat", "run", "nope")
+    assert r.exit_code == 1 and "No heartbeat 'nope'" in r.output
+
+
 # ---- heartbeats, in process -------------------------------------------------------------------
 
 
