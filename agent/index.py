@@ -40,7 +40,7 @@ MEMORY_FILES = ("MEMORY.md", "USER.md")
 
 # Which full-text engine backs the index: "fts4" (the design's choice, ranked by the
 # sqlite-fts4 package) or "fts5" (SQLite's built-in bm25()); see the notes in the report.
-BACKEND = "fts4"
+BACKEND = "fts5"
 
 
 class IndexError_(UserError):
@@ -71,14 +71,18 @@ class Hit:
 
 @dataclass(frozen=True)
 class Ranking:
-    """The weights of the re-ranking; the defaults are what the evaluation kept."""
+    """The weights of the re-ranking. The defaults are what `scripts/eval_retrieval.py`
+    showed to help (see its --ablation); a weight of 0 turns a feature off."""
     candidates: int = 200          # BM25 candidates re-ranked in Python
-    speaker: float = 0.0           # a query word names the doc's speaker
-    neighbours: float = 0.0        # share of an adjacent message's score passed on
-    dates: float = 0.0             # a date in the question matches the doc's date
-    day: float = 0.0               # other strong hits on the same day
-    recency: float = 0.0           # newer docs first, all else equal
-    importance: float = 0.0        # memory facts and important archive entries
+    speaker: float = 1.0           # boost when a query word names the doc's speaker
+    neighbours: float = 0.8        # share of a hit's score passed to the messages around it
+    reach: int = 2                 # how many messages away neighbours count (1/distance)
+    dates: float = 1.0             # boost when a date in the question is near the doc's date
+    day: float = 0.0               # boost by other strong hits on the same day (did not help)
+    recency: float = 0.0           # boost newer docs (did not help)
+    # Facts in MEMORY.md/USER.md (weight 1) and archive entries (their importance): the
+    # evaluation data has neither, so this is a judgement, not a measurement.
+    importance: float = 0.5
 
 
 RANKING = Ranking()
@@ -346,7 +350,7 @@ def _archive_doc(rel: str, root: Path) -> tuple[Doc | None, str | None]:
     text = f"{summary}"
     doc = Doc(rel, 1, "archive", text, " ".join(tokens(f"{topic or ''} {summary}")),
               ts=ts, session=session, weight=importance,
-              covers=json.dumps(ranges) if ranges else None, topic=topic)
+              covers=json.dumps({"session": session, "ranges": ranges}), topic=topic)
     return doc, None
 
 
@@ -357,29 +361,37 @@ def db_path(vault) -> Path:
 
 
 def _create(db: sqlite3.Connection) -> None:
+    # FTS5 keeps no copy of the text (contentless): the display text is in `docs`, and a
+    # row leaves the full-text index by the 'delete' command given its words again,
+    # which `_body` recomputes from `docs` (the unicode version is pinned in meta).
     fts = ("CREATE VIRTUAL TABLE fts USING fts4(body, tokenize=porter)" if BACKEND == "fts4"
-           else "CREATE VIRTUAL TABLE fts USING fts5(body, tokenize='porter ascii')")
+           else "CREATE VIRTUAL TABLE fts USING fts5(body, content='', tokenize='porter ascii')")
     for sql in (
         "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
-        "CREATE TABLE files(path TEXT PRIMARY KEY, kind TEXT, size INTEGER, mtime INTEGER,"
-        " lines INTEGER, tail TEXT, problem TEXT)",
-        "CREATE TABLE docs(id INTEGER PRIMARY KEY, path TEXT NOT NULL, line INTEGER,"
-        " kind TEXT NOT NULL, ts TEXT, day TEXT, speaker TEXT, session TEXT, msg TEXT,"
-        " weight REAL, covers TEXT, topic TEXT, text TEXT NOT NULL)",
-        "CREATE INDEX docs_path ON docs(path, line)",
+        "CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, kind TEXT NOT NULL,"
+        " session TEXT, size INTEGER, mtime INTEGER, lines INTEGER, tail TEXT, problem TEXT)",
+        "CREATE TABLE docs(id INTEGER PRIMARY KEY, file INTEGER NOT NULL, line INTEGER,"
+        " ts TEXT, speaker TEXT, msg TEXT, weight REAL, covers TEXT, topic TEXT,"
+        " text TEXT NOT NULL)",
+        "CREATE INDEX docs_file ON docs(file, line)",
         fts,
     ):
         db.execute(sql)
-    db.executemany("INSERT INTO meta VALUES (?, ?)",
-                   [("schema", str(SCHEMA)), ("backend", BACKEND)])
+    db.executemany("INSERT INTO meta VALUES (?, ?)", list(_identity().items()))
+
+
+def _identity() -> dict[str, str]:
+    """What an index must have been built with to be used as it is."""
+    return {"schema": str(SCHEMA), "backend": BACKEND, "unicode": unicodedata.unidata_version}
 
 
 def _connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
-    import sqlite_fts4
-    sqlite_fts4.register_functions(db)
+    if BACKEND == "fts4":
+        import sqlite_fts4
+        sqlite_fts4.register_functions(db)
     return db
 
 
@@ -389,7 +401,8 @@ def _meta(db, key):
 
 
 def _set_meta(db, key, value):
-    db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+    if _meta(db, key) != value:
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
 
 def _remove_db(path: Path) -> None:
@@ -406,10 +419,10 @@ def _open(vault):
     for attempt in (1, 2):
         db = _connect(path)
         try:
-            ok = db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone()
-            if ok and _meta(db, "schema") == str(SCHEMA) and _meta(db, "backend") == BACKEND:
-                break
-            if not ok and not db.execute("SELECT 1 FROM sqlite_master").fetchone():
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
+                if all(_meta(db, k) == v for k, v in _identity().items()):
+                    break
+            elif not db.execute("SELECT 1 FROM sqlite_master").fetchone():
                 db.execute("BEGIN IMMEDIATE")
                 if not db.execute("SELECT 1 FROM sqlite_master").fetchone():
                     _create(db)
@@ -436,23 +449,39 @@ class _Stats:
     full: bool = False
 
 
-def _insert(db, docs: list[Doc]) -> None:
+def _body(text: str, topic: str | None) -> str:
+    return " ".join(tokens(f"{text} {topic}" if topic else text))
+
+
+def _file_id(db, rel: str, kind: str) -> int:
+    row = db.execute("SELECT id FROM files WHERE path=?", (rel,)).fetchone()
+    if row:
+        return row[0]
+    session = _session_key(rel) if kind == "sessions" else None
+    return db.execute("INSERT INTO files(path, kind, session) VALUES (?, ?, ?)",
+                      (rel, kind, session)).lastrowid
+
+
+def _insert(db, file_id: int, docs: list[Doc]) -> None:
     if not docs:
         return
     first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM docs").fetchone()[0]
     rows, bodies = [], []
     for i, d in enumerate(docs, first):
-        rows.append((i, d.path, d.line, d.kind, d.ts, d.ts[:10] if d.ts else None, d.speaker,
-                     d.session, d.msg, d.weight, d.covers, d.topic, d.text))
+        rows.append((i, file_id, d.line, d.ts, d.speaker, d.msg, d.weight, d.covers, d.topic, d.text))
         bodies.append((i, d.body))
-    db.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
     db.executemany("INSERT INTO fts(rowid, body) VALUES (?, ?)", bodies)
 
 
-def _drop_path(db, rel: str) -> None:
-    db.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE path=?)", (rel,))
-    db.execute("DELETE FROM docs WHERE path=?", (rel,))
-    db.execute("DELETE FROM files WHERE path=?", (rel,))
+def _drop_docs(db, file_id: int) -> None:
+    if BACKEND == "fts4":
+        db.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE file=?)", (file_id,))
+    else:
+        rows = db.execute("SELECT id, text, topic FROM docs WHERE file=?", (file_id,)).fetchall()
+        db.executemany("INSERT INTO fts(fts, rowid, body) VALUES ('delete', ?, ?)",
+                       [(i, _body(text, topic)) for i, text, topic in rows])
+    db.execute("DELETE FROM docs WHERE file=?", (file_id,))
 
 
 def _tail(last_line: bytes) -> str:
@@ -460,24 +489,21 @@ def _tail(last_line: bytes) -> str:
 
 
 def _index_session(db, root: Path, rel: str, st, row) -> int:
-    """Index the lines of a session file that are not indexed yet; returns docs added."""
-    path = root / rel
+    """Index the lines of a session file not indexed yet (all of them if it was rewritten)."""
     start, line_no, appended = 0, 0, False
-    with open(path, "rb") as f:
+    file_id = row["id"] if row is not None else _file_id(db, rel, "sessions")
+    with open(root / rel, "rb") as f:
         if row is not None and row["size"] and st.st_size >= row["size"] and row["tail"]:
             n = int(row["tail"].split(":", 1)[0])
             if n <= row["size"]:
                 f.seek(row["size"] - n)
                 if _tail(f.read(n)) == row["tail"]:
                     start, line_no, appended = row["size"], row["lines"], True
-        if not appended:
-            _drop_path(db, rel)
+        if not appended and row is not None:
+            _drop_docs(db, file_id)
         f.seek(start)
         data = f.read()
     end = data.rfind(b"\n") + 1      # a torn last line waits until it is whole
-    if row is not None and appended and end == 0:
-        db.execute("UPDATE files SET mtime=? WHERE path=?", (st.st_mtime_ns, rel))
-        return 0
     session = _session_key(rel)
     docs, last = [], b""
     for raw in data[:end].split(b"\n")[:-1] if end else []:
@@ -487,10 +513,10 @@ def _index_session(db, root: Path, rel: str, st, row) -> int:
             d = _message_doc(rel, session, line_no, raw)
             if d is not None:
                 docs.append(d)
-    _insert(db, docs)
+    _insert(db, file_id, docs)
     tail = _tail(last) if last else (row["tail"] if appended else None)
-    db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?)",
-               (rel, "sessions", start + end, st.st_mtime_ns, line_no, tail, None))
+    db.execute("UPDATE files SET size=?, mtime=?, lines=?, tail=? WHERE id=?",
+               (start + end, st.st_mtime_ns, line_no, tail, file_id))
     return len(docs)
 
 
@@ -498,9 +524,11 @@ def _index_text_file(db, root: Path, rel: str, kind: str, st, row) -> int:
     data = (root / rel).read_bytes()
     digest = hashlib.sha1(data).hexdigest()
     if row is not None and row["tail"] == digest:
-        db.execute("UPDATE files SET size=?, mtime=? WHERE path=?", (st.st_size, st.st_mtime_ns, rel))
+        db.execute("UPDATE files SET size=?, mtime=? WHERE id=?", (st.st_size, st.st_mtime_ns, row["id"]))
         return 0
-    _drop_path(db, rel)
+    file_id = row["id"] if row is not None else _file_id(db, rel, kind)
+    if row is not None:
+        _drop_docs(db, file_id)
     problem = None
     try:
         text = data.decode("utf-8")
@@ -513,9 +541,9 @@ def _index_text_file(db, root: Path, rel: str, kind: str, st, row) -> int:
     else:
         doc, problem = _archive_doc(rel, root)
         docs = [doc] if doc else []
-    _insert(db, docs)
-    db.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?)",
-               (rel, kind, st.st_size, st.st_mtime_ns, None, digest, problem))
+    _insert(db, file_id, docs)
+    db.execute("UPDATE files SET size=?, mtime=?, tail=?, problem=? WHERE id=?",
+               (st.st_size, st.st_mtime_ns, digest, problem, file_id))
     return len(docs)
 
 
@@ -523,13 +551,15 @@ def _index_path(db, root: Path, rel: str) -> int:
     kind = kind_of(rel)
     path = root / rel
     try:
-        st = path.stat()
-    except (FileNotFoundError, NotADirectoryError):
+        st = path.stat() if path.is_file() else None
+    except OSError:
         st = None
-    if kind is None or st is None or not path.is_file():
-        _drop_path(db, rel)
-        return 0
     row = db.execute("SELECT * FROM files WHERE path=?", (rel,)).fetchone()
+    if kind is None or st is None:
+        if row is not None:
+            _drop_docs(db, row["id"])
+            db.execute("DELETE FROM files WHERE id=?", (row["id"],))
+        return 0
     if row is not None and row["size"] == st.st_size and row["mtime"] == st.st_mtime_ns:
         return 0
     if kind == "sessions":
@@ -550,7 +580,7 @@ def _walk(root: Path) -> list[str]:
     return sorted(out)
 
 
-def _changes(vault, since: str | None, head: str | None) -> tuple[set[str], list[str]] | None:
+def _changes(vault, since: str, head: str | None) -> tuple[set[str], list[str]] | None:
     """(paths changed since commit `since`, paths dirty now), or None if `since` is gone."""
     from agent.vault import GitError
     dirty = vault.dirty_paths()
@@ -571,21 +601,20 @@ def _update(vault, db, full: bool = False) -> _Stats:
     try:
         head = vault.head()
         indexed = _meta(db, "commit")
-        changes = None
-        if not full and indexed:
-            changes = _changes(vault, indexed, head)
+        changes = _changes(vault, indexed, head) if indexed and not full else None
         if changes is None:
             full = True
-            for table in ("docs", "files"):
-                db.execute(f"DELETE FROM {table}")
-            db.execute("DELETE FROM fts")
+            if db.execute("SELECT 1 FROM files LIMIT 1").fetchone():
+                db.execute("DELETE FROM fts" if BACKEND == "fts4"
+                           else "INSERT INTO fts(fts) VALUES ('delete-all')")
+                db.execute("DELETE FROM docs")
+                db.execute("DELETE FROM files")
             paths = _walk(vault.root)
             dirty = vault.dirty_paths()
         else:
             changed, dirty = changes
             before = json.loads(_meta(db, "dirty") or "[]")
-            paths = sorted(p for p in changed.union(before) if kind_of(p) or
-                           db.execute("SELECT 1 FROM files WHERE path=?", (p,)).fetchone())
+            paths = sorted(changed.union(before))
         for rel in paths:
             stats.docs += _index_path(db, vault.root, rel)
         stats.files, stats.full = len(paths), full
@@ -597,6 +626,8 @@ def _update(vault, db, full: bool = False) -> _Stats:
     except BaseException:
         db.execute("ROLLBACK")
         raise
+    finally:
+        db.row_factory = None
     return stats
 
 
@@ -636,14 +667,15 @@ def status(vault) -> Status:
         return st
     st.size = sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal") if os.path.exists(f"{path}{s}"))
     db = _connect(path)
-    db.row_factory = sqlite3.Row
     try:
         try:
             st.commit = _meta(db, "commit") or None
             st.backend = _meta(db, "backend") or "?"
             st.built = _meta(db, "built")
-            st.documents = {r[0]: r[1] for r in db.execute("SELECT kind, count(*) FROM docs GROUP BY kind")}
+            st.documents = dict(db.execute(
+                "SELECT f.kind, count(*) FROM docs d JOIN files f ON f.id = d.file GROUP BY f.kind"))
             st.problems = [r[0] for r in db.execute("SELECT problem FROM files WHERE problem IS NOT NULL")]
+            dirty_before = json.loads(_meta(db, "dirty") or "[]")
         except sqlite3.DatabaseError:
             st.exists = False
             return st
@@ -654,19 +686,16 @@ def status(vault) -> Status:
             st.commits_behind = 0
         changes = _changes(vault, st.commit, st.head) if st.commit else None
         if changes is not None:
-            changed, _ = changes
-            for rel in sorted(changed.union(json.loads(_meta(db, "dirty") or "[]"))):
+            for rel in sorted(changes[0].union(dirty_before)):
                 row = db.execute("SELECT size, mtime FROM files WHERE path=?", (rel,)).fetchone()
                 try:
                     s = (vault.root / rel).stat()
                     now = (s.st_size, s.st_mtime_ns)
                 except OSError:
                     now = None
-                if kind_of(rel) is None and row is None:
+                if row is None and (now is None or kind_of(rel) is None):
                     continue
-                if now is None and row is None:
-                    continue
-                if row is None or now is None or (row["size"], row["mtime"]) != now:
+                if row is None or now is None or tuple(row) != now:
                     st.files_behind.append(rel)
     finally:
         db.close()
@@ -686,11 +715,19 @@ _DATE_PATTERNS = [
     (re.compile(rf"\b{_MON}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), "mdy"),
     (re.compile(rf"\b{_MON}\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I), "my"),
     (re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b", re.I), "y"),
+    # A month without a year ("in June") means that month of whichever year.
+    (re.compile(rf"\b(?:in|during|of|since|from|early|late|mid|last|this|next)[\s-]+{_MON}\b", re.I), "m"),
 ]
 
 
+_ANY_YEAR = 4     # a leap year standing for "any year" in a month-only span
+
+
 def question_dates(query: str) -> list[tuple[date, date]]:
-    """Absolute dates and periods named in a question, as (first day, last day)."""
+    """Dates and periods named in a question, as (first day, last day).
+
+    A month named without a year comes back in the year `_ANY_YEAR`, meaning any year.
+    """
     spans: list[tuple[date, date]] = []
     taken: list[tuple[int, int]] = []
     for pattern, form in _DATE_PATTERNS:
@@ -711,9 +748,13 @@ def question_dates(query: str) -> list[tuple[date, date]]:
                     y, mo = int(m.group(2)), _MONTHS[m.group(1).lower()[:3]]
                     end = date(y + (mo == 12), mo % 12 + 1, 1) - timedelta(days=1)
                     span = (date(y, mo, 1), end)
-                else:
+                elif form == "y":
                     y = int(m.group(1))
                     span = (date(y, 1, 1), date(y, 12, 31))
+                else:
+                    mo = _MONTHS[m.group(1).lower()[:3]]
+                    span = (date(_ANY_YEAR, mo, 1),
+                            date(_ANY_YEAR + (mo == 12), mo % 12 + 1, 1) - timedelta(days=1))
             except (ValueError, KeyError):
                 continue
             taken.append((m.start(), m.end()))
@@ -728,7 +769,6 @@ class _Cand:
     line: int | None
     kind: str
     ts: str | None
-    day: str | None
     speaker: str | None
     session: str | None
     msg: str | None
@@ -736,36 +776,72 @@ class _Cand:
     covers: str | None
     topic: str | None
     text: str
-    bm25: float
+    bm25: float = 0.0
     score: float = 0.0
     passed: float = 0.0
 
+    @property
+    def day(self) -> str | None:
+        return self.ts[:10] if self.ts else None
 
-_COLS = "d.id, d.path, d.line, d.kind, d.ts, d.day, d.speaker, d.session, d.msg, d.weight, d.covers, d.topic, d.text"
+
+_COLS = ("d.id, f.path, d.line, f.kind, d.ts, d.speaker, coalesce(f.session, "
+         "json_extract(d.covers, '$.session')), d.msg, d.weight, d.covers, d.topic, d.text")
 
 
 def _rank_sql() -> str:
-    return ("rank_bm25(matchinfo(fts, 'pcnalx'))" if BACKEND == "fts4" else "bm25(fts)")
+    return "rank_bm25(matchinfo(fts, 'pcnalx'))" if BACKEND == "fts4" else "bm25(fts)"
+
+
+def _filters(since: date | None, kinds) -> tuple[list[str], list]:
+    where, args = [], []
+    if kinds is not None:
+        where.append(f"f.kind IN ({','.join('?' * len(kinds))})")
+        args.extend(sorted(kinds))
+    if since is not None:
+        where.append("d.ts >= ?")       # ISO strings compare as times
+        args.append(since.isoformat())
+    return where, args
 
 
 def _candidates(db, expr: str, n: int, since: date | None, kinds) -> list[_Cand]:
-    where, args = ["fts MATCH ?"], [expr]
-    if kinds is not None:
-        where.append(f"d.kind IN ({','.join('?' * len(kinds))})")
-        args.extend(sorted(kinds))
-    if since is not None:
-        where.append("d.day >= ?")
-        args.append(since.isoformat())
-    if len(where) == 1:
+    where, args = _filters(since, kinds)
+    if not where:
         # Rank inside the full-text table first, then look up only the winners.
         sql = (f"SELECT {_COLS}, s FROM (SELECT rowid AS rid, {_rank_sql()} AS s FROM fts "
-               f"WHERE fts MATCH ? ORDER BY s LIMIT ?) JOIN docs d ON d.id = rid ORDER BY s")
+               f"WHERE fts MATCH ? ORDER BY s LIMIT ?) JOIN docs d ON d.id = rid "
+               f"JOIN files f ON f.id = d.file ORDER BY s")
         rows = db.execute(sql, (expr, n)).fetchall()
-        return [_Cand(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
-    sql = (f"SELECT {_COLS}, {_rank_sql()} AS s FROM fts JOIN docs d ON d.id = fts.rowid "
-           f"WHERE {' AND '.join(where)} ORDER BY s LIMIT ?")
-    rows = db.execute(sql, (*args, n)).fetchall()
-    return [_Cand(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
+    else:
+        sql = (f"SELECT {_COLS}, {_rank_sql()} AS s FROM fts JOIN docs d ON d.id = fts.rowid "
+               f"JOIN files f ON f.id = d.file WHERE fts MATCH ? AND {' AND '.join(where)} "
+               f"ORDER BY s LIMIT ?")
+        rows = db.execute(sql, (expr, *args, n)).fetchall()
+    return [_Cand(*r[:12], bm25=-(r[12] or 0.0)) for r in rows]
+
+
+def _fetch(db, ids: list[int], since, kinds) -> list[_Cand]:
+    """Documents by id (neighbours of hits), with the same filters as the search."""
+    where, args = _filters(since, kinds)
+    out = []
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        sql = (f"SELECT {_COLS} FROM docs d JOIN files f ON f.id = d.file "
+               f"WHERE d.id IN ({','.join('?' * len(chunk))})"
+               + "".join(f" AND {w}" for w in where))
+        out.extend(_Cand(*r) for r in db.execute(sql, (*chunk, *args)))
+    return out
+
+
+def _near(d: date, first: date, last: date) -> bool:
+    """Whether a message of day `d` may tell of a day in first..last: said a few days
+    before (plans) up to a week and a half after (reports)."""
+    if first.year == _ANY_YEAR:
+        try:
+            first, last = first.replace(year=d.year), last.replace(year=d.year + (last.year - first.year))
+        except ValueError:      # 29 February
+            first, last = first.replace(year=d.year, day=28), last.replace(year=d.year, day=28)
+    return first - timedelta(days=3) <= d <= last + timedelta(days=10)
 
 
 def _speaker_terms(speaker: str | None, cache: dict) -> set[str]:
@@ -789,22 +865,25 @@ def _rerank(db, cands: list[_Cand], query: str, terms: list[str], ranking: Ranki
         # A message's neighbours share its subject: a question's answer is often the
         # reply to the message that matches the words of the question.
         by_id = {c.id: c for c in cands}
-        passed: dict[int, float] = {}
+        passed: dict[int, list] = {}
         for c in cands:
             if c.kind != "sessions":
                 continue
-            for nid in (c.id - 1, c.id + 1):
-                passed[nid] = max(passed.get(nid, 0.0), c.score)
+            for step in range(1, ranking.reach + 1):
+                decay = 1.0 / step
+                for nid in (c.id - step, c.id + step):
+                    got = passed.setdefault(nid, [0.0, c.path])
+                    if got[1] == c.path:
+                        got[0] = max(got[0], ranking.neighbours * decay * c.score)
         missing = [i for i in passed if i not in by_id]
         if missing:
-            extra = _fetch(db, missing, since, kinds)
-            for e in extra:
+            for e in _fetch(db, missing, since, kinds):
                 by_id[e.id] = e
                 cands.append(e)
-        for nid, s in passed.items():
+        for nid, (s, path) in passed.items():
             n = by_id.get(nid)
-            if n is not None and n.kind == "sessions":
-                n.passed = ranking.neighbours * s
+            if n is not None and n.kind == "sessions" and n.path == path:
+                n.passed = s
         for c in cands:
             c.score += c.passed
 
@@ -824,7 +903,7 @@ def _rerank(db, cands: list[_Cand], query: str, terms: list[str], ranking: Ranki
                     d = date.fromisoformat(c.day)
                 except ValueError:
                     continue
-                if any(a - timedelta(days=3) <= d <= b + timedelta(days=10) for a, b in spans):
+                if any(_near(d, a, b) for a, b in spans):
                     c.score *= 1 + ranking.dates
 
     if ranking.day:
@@ -856,40 +935,21 @@ def _rerank(db, cands: list[_Cand], query: str, terms: list[str], ranking: Ranki
     return cands
 
 
-def _fetch(db, ids: list[int], since, kinds) -> list[_Cand]:
-    out = []
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        rows = db.execute(f"SELECT {_COLS} FROM docs d WHERE d.id IN ({','.join('?' * len(chunk))})",
-                          chunk).fetchall()
-        for r in rows:
-            c = _Cand(*r, bm25=0.0)
-            if kinds is not None and c.kind not in kinds:
-                continue
-            if since is not None and (not c.day or c.day < since.isoformat()):
-                continue
-            out.append(c)
-    return out
-
-
 def _covered_ids(db, covers: str | None) -> list[str]:
     """The message ids an archive entry's source range covers, as far as the index knows."""
     if not covers:
         return []
     out: list[str] = []
-    for file, first, last in json.loads(covers):
-        if not file:
-            out.extend(x for x in (first, last) if x)
-            continue
-        rows = db.execute("SELECT line, msg FROM docs WHERE path=? AND kind='sessions' ORDER BY line",
-                          (file,)).fetchall()
+    for file, first, last in json.loads(covers).get("ranges", []):
+        rows = db.execute("SELECT d.line, d.msg FROM docs d JOIN files f ON f.id = d.file "
+                          "WHERE f.path = ? ORDER BY d.line", (file,)).fetchall() if file else []
         lines = {m: ln for ln, m in rows}
-        lo = lines.get(first, rows[0][0] if rows and not first else None)
-        hi = lines.get(last, rows[-1][0] if rows and not last else None)
+        lo = lines.get(first) if first else (rows[0][0] if rows else None)
+        hi = lines.get(last) if last else (rows[-1][0] if rows else None)
         if lo is None or hi is None:
             out.extend(x for x in (first, last) if x and x not in out)
             continue
-        out.extend(m for ln, m in rows if lo <= ln <= hi and m)
+        out.extend(m for ln, m in rows if lo <= ln <= hi and m and m not in out)
     return out
 
 
@@ -939,12 +999,15 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
 
 # ---- snippets -------------------------------------------------------------------------
 
+_STEMS: dict[str, str] = {}
+
+
 class _Stemmer:
     """Porter stems of single words, from the same tokenizer the index uses."""
 
     def __init__(self, db):
         self.db = db
-        self.cache: dict[str, str] = {}
+        self.cache = _STEMS
         db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem USING fts3tokenize(porter)")
 
     def __call__(self, word: str) -> str:

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""How fast `agent search` is as the vault grows.
+
+Builds synthetic vaults of about 10,000, 100,000 and 1,000,000 messages (session files
+written in bulk, with a Zipf-distributed vocabulary plus English stop words, some
+MEMORY.md facts and daily notes, then one commit), and prints for each:
+
+- the time to build the index from scratch and its size on disk;
+- median and 95th percentile time of `agent.index.search` (the refresh it starts
+  with included) for queries of one rare word, one common word, and several words;
+- in the 100,000-message vault (or the middle size given), the time for a search to
+  pick up one hand-edited file (an uncommitted edit, then the same edit committed).
+
+Target: p95 under 50 ms at 100,000 messages.
+
+    python scripts/bench_search.py [--sizes 10000,100000,1000000] [--queries 40]
+                                   [--backend fts4|fts5] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from itertools import accumulate
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
+
+from agent import index  # noqa: E402
+from agent.vault import Vault  # noqa: E402
+
+VOCAB = 60000
+PER_FILE = 1000          # messages per monthly session file
+STOP = ("the a to and of i it you that in is was for on with my me have but so this be "
+        "just what we at your are do not all like can if they about").split()
+
+
+def word(i: int) -> str:
+    """A pronounceable pseudo-word for vocabulary rank i (rank 0 most common)."""
+    cons, vows = "bcdfghjklmnprstvz", "aeiou"
+    out = []
+    i += 1
+    while i:
+        i, r = divmod(i, len(cons) * len(vows))
+        out.append(cons[r % len(cons)] + vows[r // len(cons)])
+    return "".join(out) + "n"
+
+
+class Words:
+    def __init__(self, seed: int):
+        self.rnd = random.Random(seed)
+        # Offset Zipf: the most common content word is in about 8% of messages, as in chat
+        # text once stop words are set aside.
+        self.cum = list(accumulate(1.0 / (r + 20) ** 1.05 for r in range(VOCAB)))
+        self.total = self.cum[-1]
+
+    def sentence(self) -> str:
+        n = self.rnd.randint(4, 40)
+        out = []
+        for _ in range(n):
+            if self.rnd.random() < 0.4:
+                out.append(self.rnd.choice(STOP))
+            else:
+                out.append(word(bisect.bisect(self.cum, self.rnd.random() * self.total)))
+        return " ".join(out).capitalize() + "."
+
+
+def build(root: Path, messages: int, seed: int = 7) -> Vault:
+    vault, _ = Vault.init(root)
+    w = Words(seed)
+    files = max(1, messages // PER_FILE)
+    chats = max(1, files // 60)
+    start = datetime(2021, 1, 1, 9, 0, tzinfo=timezone.utc)
+    made = 0
+    for f in range(files):
+        chat, month = f % chats, f // chats
+        month_start = datetime(start.year + (start.month - 1 + month) // 12,
+                               (start.month - 1 + month) % 12 + 1, 1, 9, tzinfo=timezone.utc)
+        rel = f"sessions/bench/chat{chat}/{month_start:%Y-%m}.jsonl"
+        n = PER_FILE if f < files - 1 else messages - made
+        lines = []
+        for i in range(n):
+            ts = month_start + timedelta(minutes=int(i * 40000 / max(n, 1)))
+            lines.append(json.dumps({"id": f"m{made + i}", "ts": ts.isoformat(),
+                                     "role": "user" if i % 2 == 0 else "assistant",
+                                     "content": w.sentence(), "turn": i // 2 + 1},
+                                    separators=(",", ":")))
+        made += n
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    facts = "\n".join(f"- {w.sentence()}" for _ in range(150))
+    (root / "MEMORY.md").write_text(f"# Memory\n\n## Facts\n{facts}\n", encoding="utf-8")
+    for d in range(100):
+        day = start.date() + timedelta(days=d * 7)
+        notes = "\n".join(f"- {9 + k}:00 {w.sentence()}" for k in range(5))
+        p = root / f"memory/{day:%Y-%m-%d}.md"
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(f"# {day:%Y-%m-%d}\n\n{notes}\n", encoding="utf-8")
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", f"bench: {messages} messages",
+              env={"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
+                   "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"})
+    return vault
+
+
+def queries(kind: str, n: int, seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    if kind == "rare":          # ranks 5,000-40,000: a handful of messages each
+        return [word(rnd.randint(5000, 40000)) for _ in range(n)]
+    if kind == "common":        # ranks 0-40: each in 3-8% of all messages
+        return [word(rnd.randint(0, 40)) for _ in range(n)]
+    # a question: stop words and 3-6 words of mixed frequency
+    return [f"what did we say about {' and '.join(word(rnd.choice([rnd.randint(0, 200), rnd.randint(200, 20000)])) for _ in range(rnd.randint(3, 6)))}?"
+            for _ in range(n)]
+
+
+def timed(vault, qs) -> tuple[float, float, float]:
+    times, found = [], 0
+    for q in qs:
+        t0 = time.perf_counter()
+        hits = index.search(vault, q, limit=10)
+        times.append(time.perf_counter() - t0)
+        found += bool(hits)
+    times.sort()
+    return (statistics.median(times) * 1000, times[int(0.95 * (len(times) - 1))] * 1000,
+            found / len(qs))
+
+
+def size_of(vault) -> int:
+    p = index.db_path(vault)
+    return sum(os.path.getsize(f"{p}{s}") for s in ("", "-wal") if os.path.exists(f"{p}{s}"))
+
+
+def pickup(vault) -> dict:
+    """Time for a search to see one hand-edited file, uncommitted then committed."""
+    out = {}
+    index.search(vault, "warmup", limit=1)
+    mem = vault.root / "MEMORY.md"
+    with open(mem, "a", encoding="utf-8") as f:
+        f.write("- the zyxwvutsqr hand edit\n")
+    t0 = time.perf_counter()
+    hits = index.search(vault, "zyxwvutsqr", limit=5)
+    out["edit_uncommitted_ms"] = (time.perf_counter() - t0) * 1000
+    assert hits and hits[0].path == "MEMORY.md", hits
+    vault.git("commit", "-q", "-am", "edit: MEMORY.md by hand",
+              env={"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
+                   "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"})
+    session = sorted((vault.root / "sessions").rglob("*.jsonl"))[-1]
+    with open(session, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "hand-1", "ts": "2030-01-01T00:00:00+00:00", "role": "user",
+                            "content": "a line appended by hand qwertyzxcv", "turn": 99999}) + "\n")
+    t0 = time.perf_counter()
+    hits = index.search(vault, "qwertyzxcv", limit=5)
+    out["session_append_ms"] = (time.perf_counter() - t0) * 1000
+    assert hits and hits[0].message_ids == ["hand-1"], hits
+    t0 = time.perf_counter()
+    index.search(vault, "zyxwvutsqr", limit=5)
+    out["search_after_commit_ms"] = (time.perf_counter() - t0) * 1000
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--queries", type=int, default=40, help="queries per kind (default 40)")
+    ap.add_argument("--backend", choices=("fts4", "fts5"), default=index.BACKEND)
+    ap.add_argument("--keep", type=Path, help="build the vaults under DIR and keep them")
+    args = ap.parse_args(argv)
+    index.BACKEND = args.backend
+    sizes = [int(s) for s in args.sizes.split(",")]
+    pick_size = sorted(sizes)[len(sizes) // 2] if len(sizes) > 1 else sizes[0]
+    pick_size = 100000 if 100000 in sizes else pick_size
+    base = args.keep or Path(tempfile.mkdtemp(prefix="agent-bench-search-"))
+    base.mkdir(parents=True, exist_ok=True)
+    results = []
+    print(f"backend {index.BACKEND}; {args.queries} queries per kind; vaults under {base}")
+    print(f"{'messages':>9} {'vault s':>8} {'index s':>8} {'index MB':>9}   "
+          f"{'rare med/p95 ms':>16} {'common med/p95 ms':>18} {'multi med/p95 ms':>17}")
+    for n in sizes:
+        root = base / f"v{n}"
+        if (root / "agent.toml").exists():
+            vault = Vault.open(root)
+            made = 0.0
+        else:
+            t0 = time.perf_counter()
+            vault = build(root, n)
+            made = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        index.rebuild(vault)
+        built = time.perf_counter() - t0
+        row = {"messages": n, "vault_s": round(made, 1), "index_s": round(built, 2),
+               "index_mb": round(size_of(vault) / 1e6, 1)}
+        for kind in ("rare", "common", "multi"):
+            med, p95, found = timed(vault, queries(kind, args.queries, seed=n))
+            row[kind] = {"median_ms": round(med, 1), "p95_ms": round(p95, 1), "found": found}
+        print(f"{n:>9} {made:>8.1f} {built:>8.1f} {row['index_mb']:>9.1f}   "
+              + " ".join(f"{row[k]['median_ms']:>8.1f}/{row[k]['p95_ms']:<8.1f}" for k in
+                         ("rare", "common", "multi")), flush=True)
+        if n == pick_size:
+            row["pickup"] = {k: round(v, 1) for k, v in pickup(vault).items()}
+            p = row["pickup"]
+            print(f"{'':>9} picking up one hand edit at {n} messages: uncommitted MEMORY.md "
+                  f"{p['edit_uncommitted_ms']:.1f} ms, appended session line "
+                  f"{p['session_append_ms']:.1f} ms, after it is committed "
+                  f"{p['search_after_commit_ms']:.1f} ms (each a whole search)", flush=True)
+        results.append(row)
+    print(json.dumps({"backend": index.BACKEND, "sizes": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
