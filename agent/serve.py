@@ -28,7 +28,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -384,9 +383,10 @@ class Server:
                 if p not in self._hb_problems:
                     log.error("heartbeat skipped: %s", p)
             self._hb_problems = problems
-            if not first and [b.name for b in beats] != [b.name for b in self.beats]:
-                log.info("heartbeat/ changed: %s", ", ".join(
-                    f"{b.name}{'' if b.enabled else ' (disabled)'}" for b in beats) or "none")
+            def shown(bs):
+                return [f"{b.name} ({b.describe()}{'' if b.enabled else ', disabled'})" for b in bs]
+            if not first and shown(beats) != shown(self.beats):
+                log.info("heartbeat/ changed: %s", ", ".join(shown(beats)) or "none")
             self.beats = beats
         tsig = _stat(self.vault.root / "agent.toml")
         if tsig != self._toml_sig:
@@ -409,7 +409,8 @@ class Server:
             old = before.get(j.id)
             if not j.enabled:
                 continue
-            if j.state.next_run is None and j.state.last_run is None:
+            if j.state.next_run is None and j.state.last_run is None and \
+                    j.state.last_status is None:          # never scheduled: added by hand
                 need.append(j.id)
             elif old is not None and old.schedule != j.schedule and \
                     old.state.next_run == j.state.next_run:
@@ -681,18 +682,19 @@ class Server:
 
     def run(self, *, once: bool = False) -> int:
         """Loop until stopped (or one pass with `once`); the exit status."""
-        last_end: float | None = None
+        last_end: datetime | None = None
         while not self.stopping:
-            t0 = time.monotonic()
             now = self.clock()
-            if last_end is not None and t0 - last_end > self.tick + SUSPEND_GAP.total_seconds():
+            # Wall-clock time, not monotonic: the monotonic clock stands still while the
+            # machine sleeps, and sleeping is exactly the gap to notice.
+            if last_end is not None and now - last_end > timedelta(seconds=self.tick) + SUSPEND_GAP:
                 log.info("woke after %.0fs asleep: work due meanwhile follows its misfire policy",
-                         t0 - last_end)
+                         (now - last_end).total_seconds())
                 self.watching_since = now
             wake = self.step(now)
             if once:
                 break
-            last_end = time.monotonic()
+            last_end = self.clock()
             delay = self.tick
             if wake is not None:
                 delay = min(delay, max(0.0, (wake - self.clock()).total_seconds()))

@@ -126,6 +126,24 @@ def test_missed_runs_follow_the_misfire_policy_once_at_start(vault, fake_anthrop
     assert any(x.startswith('cron: skip "skipper", missed at') for x in subjects(vault))
 
 
+def test_a_machine_asleep_past_a_due_time_counts_as_missed(vault, fake_anthropic):
+    """The clock jumps three hours between two passes (a suspended laptop): the job due
+    meanwhile follows its misfire policy, here skip."""
+    jobs.add(vault, "hourly", "check in", T0, every="1h", misfire="skip")
+    start = time.monotonic()
+    offset = {"t": timedelta(0)}
+    clock = lambda: T0 + timedelta(seconds=time.monotonic() - start) + offset["t"]
+    s = Server(vault, make_client(), clock=clock, tick=0.1)
+    s.watching_since = clock()
+    s.reload(clock(), first=True)
+    threading.Timer(0.5, lambda: offset.update(t=timedelta(hours=3))).start()
+    threading.Timer(1.5, lambda: setattr(s, "stopping", True)).start()
+    s.run()
+    state = jobs_json(vault)[0]["state"]
+    assert fake_anthropic.calls() == []
+    assert state["last_status"] == "skipped" and state["next_run"].startswith("2026-11-20T14:00")
+
+
 def test_at_job_runs_and_is_removed_in_the_same_commit(vault, fake_anthropic):
     job, _ = jobs.add(vault, "dentist", "remind me to call the dentist", T0, at="2026-11-20T12:00Z")
     assert jobs_json(vault)[0]["delete_after_run"] is True
@@ -155,6 +173,22 @@ def test_hand_added_and_hand_edited_jobs_are_picked_up(vault, fake_anthropic):
     s.step(clock.t)
     assert jobs_json(vault)[0]["state"]["last_status"] == "ok"
     assert subjects(vault)[0].startswith("cron(cron/tea): ")
+
+
+def test_hand_added_job_already_past_with_skip_is_skipped_once(vault, fake_anthropic):
+    data = {"version": 1, "jobs": [{"id": "old", "name": "old", "message": "too late",
+                                    "misfire": "skip", "delete_after_run": False,
+                                    "schedule": {"kind": "at", "at": "2026-11-20T08:00:00Z"}}]}
+    (vault.root / "cron.json").write_text(json.dumps(data, indent=2))
+    s, clock = server_at(vault, T0)
+    for k in range(3):
+        clock.t = T0 + timedelta(seconds=k)
+        s.step(clock.t)
+    assert fake_anthropic.calls() == []
+    log = subjects(vault)
+    assert sum(x.startswith('cron: skip "old"') for x in log) == 1
+    state = jobs_json(vault)[0]["state"]
+    assert state["last_status"] == "skipped" and state["next_run"] is None
 
 
 def test_a_job_changed_by_a_command_while_due_is_not_run_on_stale_state(vault, fake_anthropic, run):
