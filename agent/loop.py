@@ -47,7 +47,8 @@ class TurnResult:
     sha: str | None
     session: str
     turn: int
-    usage: dict            # input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens
+    # input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens
+    usage: dict
     model: str
     error: str | None = None
     interrupted: bool = False
@@ -168,8 +169,8 @@ def _hold_sigint():
 
 
 def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> dict:
-    line = {"id": f"{turn}.{n}-{secrets.token_hex(3)}", "ts": now.isoformat(timespec="seconds"), "role": role,
-            "content": content, "turn": turn}
+    line = {"id": f"{turn}.{n}-{secrets.token_hex(3)}", "ts": now.isoformat(timespec="seconds"),
+            "role": role, "content": content, "turn": turn}
     line.update(extra)
     return line
 

@@ -101,7 +101,11 @@ def chat(message, session, model):
     if message is not None:
         if not message.strip():
             raise click.UsageError('Nothing to send: give the message, as in agent chat -m "hello"')
-        result = _turn(vault, client, session, message, model)
+        try:
+            result = _turn(vault, client, session, message, model)
+        except KeyboardInterrupt:         # before the turn started: nothing was sent or saved
+            click.echo("[cancelled]", err=True)
+            sys.exit(130)
         if result.interrupted:
             sys.exit(130)
         if result.error:
@@ -152,11 +156,15 @@ def _repl(vault, client, session: str, model: str | None) -> None:
             text = line.strip()
             if not text:
                 continue
-            if text.startswith("/"):
-                if _slash(vault, client, session, text) == "quit":
-                    return
-                continue
-            _turn(vault, client, session, line, model)
+            try:
+                if text.startswith("/"):
+                    if _slash(vault, client, session, text) == "quit":
+                        return
+                    continue
+                _turn(vault, client, session, line, model)
+            except KeyboardInterrupt:
+                # Outside the model call (which saves what it had): nothing was changed.
+                click.echo(click.style("[cancelled]", dim=True), err=True)
     finally:
         save_history()
 
@@ -195,7 +203,8 @@ def _new(vault, client, session: str) -> None:
     if entry is None:
         click.echo("Nothing to archive; this is already a fresh conversation.")
     else:
-        click.echo(f"Archived as entry {entry} ({_topic(vault, entry)}). A fresh conversation starts.")
+        click.echo(f"Archived as entry {entry} ({_topic(vault, entry)}). "
+                   f"A fresh conversation starts.")
 
 
 def _topic(vault, entry_id: int) -> str:
@@ -233,7 +242,8 @@ def undo_last_turn(vault, session: str) -> str:
         sha, subject = target
         short = subject if len(subject) <= 60 else subject[:57] + "..."
         try:
-            new = vault.revert(sha, f'undo: revert "{short}"\n\nReverts: {sha}\nSession: {session}\n')
+            new = vault.revert(sha, f'undo: revert "{short}"\n\n'
+                                    f'Reverts: {sha}\nSession: {session}\n')
         except VaultError:
             return (f"Cannot undo {sha[:7]} ({subject}): later changes touch the same lines. "
                     f"Nothing was changed.")
@@ -255,7 +265,8 @@ def archive_cmd(session, all_):
     if session and all_:
         raise click.UsageError("Give --session KEY or --all, not both.")
     vault = get_vault()
-    keys = sessions.list_sessions(vault.root) if all_ else [sessions.check_key(session or DEFAULT_SESSION)]
+    keys = (sessions.list_sessions(vault.root) if all_
+            else [sessions.check_key(session or DEFAULT_SESSION)])
     from agent.compact import CompactError, compact_session
     from agent.llm.anthropic import make_client
     from agent.vault import now

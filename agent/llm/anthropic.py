@@ -87,7 +87,7 @@ def describe_error(e: BaseException) -> str:
     if isinstance(e, anthropic.APITimeoutError):
         return "The Anthropic API did not answer in time (timeout)."
     if isinstance(e, anthropic.APIConnectionError):
-        return f"Could not reach the Anthropic API ({e.request.url.host if getattr(e, 'request', None) else 'network'}): {e.__cause__ or e}"
+        return f"Could not reach the Anthropic API: {e.__cause__ or e}"
     if isinstance(e, anthropic.APIStatusError):
         body = e.body if isinstance(e.body, dict) else {}
         err = body.get("error") if isinstance(body.get("error"), dict) else {}

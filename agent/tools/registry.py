@@ -155,7 +155,8 @@ def _build(fn: Callable, name: str) -> Tool:
     return Tool(name, fn, description, schema, params)
 
 
-_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Return|Raises|Yields|Examples?|Notes?):\s*$")
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Returns|Return|Raises|Yields|Examples?|Notes?):\s*$")
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -294,7 +295,8 @@ def _check(value, hint, where: str):
 def check_input(t: Tool, data) -> dict:
     """The keyword arguments for a call of `t`, or ToolInputError saying what is wrong."""
     if not isinstance(data, dict):
-        raise ToolInputError(f"the input of {t.name} must be a JSON object, got {json.dumps(data)[:80]}")
+        raise ToolInputError(f"the input of {t.name} must be a JSON object, "
+                             f"got {json.dumps(data)[:80]}")
     unknown = sorted(set(data) - set(t.params))
     if unknown:
         raise ToolInputError(f"{t.name} has no parameter {', '.join(unknown)} "
