@@ -577,52 +577,88 @@ def test_run_turn_result_and_on_text(fake_anthropic, vault):
 # ---- the terminal conversation ------------------------------------------------------------------
 
 
-def test_repl_slash_commands_and_undo(fake_anthropic, vault):
-    import pty
+class Terminal:
+    """`agent chat` on a pseudo-terminal, as a person runs it."""
 
-    fake_anthropic.add(reply(tool_use("remember", {"text": "Likes green tea", "target": "user"})),
-                       reply("Noted your tea."))
-    fake_anthropic.add(json_reply({"topic": "Tea", "summary": "Tea talk.", "importance": 0.3}))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="dumb")
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execvpe(sys.executable, [sys.executable, "-m", "agent", "--vault", str(vault.root), "chat"], env)
-    out, pos = b"", 0
+    def __init__(self, vault):
+        import pty
+        env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="dumb")
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execvpe(sys.executable, [sys.executable, "-m", "agent", "--vault",
+                                        str(vault.root), "chat"], env)
+        self.out, self.pos = b"", 0
 
-    def until(marker: bytes, timeout=15):
+    def until(self, marker: bytes, timeout: float = 15) -> None:
         """Wait for `marker` in the output after what was already waited for."""
-        nonlocal out, pos
         deadline = time.monotonic() + timeout
-        while marker not in out[pos:]:
-            assert time.monotonic() < deadline, out.decode(errors="replace")
+        while marker not in self.out[self.pos:]:
+            assert time.monotonic() < deadline, self.out.decode(errors="replace")
             try:
-                out += os.read(fd, 4096)
+                self.out += os.read(self.fd, 4096)
             except OSError:
                 break
-        pos = out.index(marker, pos) + len(marker)
-        return out
+        assert marker in self.out[self.pos:], self.out.decode(errors="replace")
+        self.pos = self.out.index(marker, self.pos) + len(marker)
 
-    def send(line: str, marker: bytes):
-        os.write(fd, line.encode() + b"\r")
-        return until(marker)
+    def send(self, keys: str, marker: bytes | None = None) -> None:
+        os.write(self.fd, keys.encode())
+        if marker:
+            self.until(marker)
 
-    until(b"> ")
-    send("/help", b"/undo")
-    send("I like green tea", b"Noted your tea.")
-    until(b"> ")
+    def exit_status(self) -> int:
+        while True:                      # drain, so the child never blocks on a full pty
+            try:
+                if not os.read(self.fd, 4096):
+                    break
+            except OSError:
+                break
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        return os.WEXITSTATUS(status)
+
+
+def test_repl_slash_commands_and_undo(fake_anthropic, vault):
+    fake_anthropic.add(reply(tool_use("remember", {"text": "Likes green tea", "target": "user"})),
+                       reply("Noted your tea."))
+    term = Terminal(vault)
+    term.until(b"> ")
+    term.send("/help\r", b"/undo")
+    term.send("I like green tea\r", b"Noted your tea.")
+    term.until(b"> ")
     assert "Likes green tea" in (vault.root / "USER.md").read_text()
-    send("/memory", b"Likes green tea")
-    send("/undo", b"Undid ")
-    until(b"> ")
+    term.send("/memory\r", b"Likes green tea")
+    term.send("/undo\r", b"Undid ")
+    term.until(b"> ")
     assert "Likes green tea" not in (vault.root / "USER.md").read_text()
     assert session_lines(vault) == []
     assert subjects(vault)[0].startswith('undo: revert "chat(cli/default): I like green tea"')
-    send("/new", b"Nothing to archive")
-    send("/quit", b"\n")
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    assert os.WEXITSTATUS(status) == 0
+    term.send("/undo\r", b"Nothing to undo in cli/default")
+    term.send("/new\r", b"Nothing to archive")
+    term.send("/bogus\r", b"Unknown command /bogus")
+    term.until(b"> ")
+    term.send("\x03")                       # Ctrl-C at the prompt leaves
+    assert term.exit_status() == 0
     assert (vault.state / "chat_history").read_text().count("I like green tea") == 1
+
+
+def test_repl_ctrl_c_stops_a_reply_and_the_conversation_goes_on(fake_anthropic, vault):
+    words = " ".join(f"w{i}" for i in range(300))
+    fake_anthropic.add(reply(words, chunk_delay=0.05), reply("Short answer."))
+    term = Terminal(vault)
+    term.until(b"> ")
+    term.send("tell me everything\r", b"w3 ")
+    term.send("\x03", b"[interrupted")
+    term.until(b"> ")
+    lines = session_lines(vault)
+    assert lines[-1]["interrupted"] is True and lines[-1]["content"].startswith("w0 w1 w2 w3")
+    assert subjects(vault)[0] == "chat(cli/default): tell me everything"
+    term.send("and briefly?\r", b"Short answer.")
+    term.until(b"> ")
+    term.send("\x04")                       # Ctrl-D leaves
+    assert term.exit_status() == 0
+    assert subjects(vault)[0] == "chat(cli/default): and briefly?"
+    assert vault.dirty_paths() == []
 
 
 # ---- start-up -----------------------------------------------------------------------------------
