@@ -501,6 +501,8 @@ class Server:
                 log.info("cron %s (%s): missed %s, skipped (misfire: skip); %s (%s)",
                          job.label(), job.id, _local(due), nxt, (sha or "")[:7])
                 return
+        if self.stopping:           # a signal came while we checked: nothing was written
+            return
         late = (now - due).total_seconds()
         log.info("cron %s (%s): running, due %s, started %.3fs late%s", job.label(), job.id,
                  _local(due), late, " (missed while serve was not running: run once)"

@@ -5,7 +5,7 @@ Runs the real `agent serve` as a process against the fake Anthropic server:
 
 1. idle: 1,000 jobs none of which is due (daily cron expressions in several time
    zones, daily intervals); the process's CPU time over the wall time of a minute
-   (utime + stime from /proc, so the figure is the scheduler's own cost, start-up
+   (utime + stime of serve and of the git processes it ran, from /proc; start-up
    excluded);
 2. due: the same 1,000 jobs plus `at` jobs falling due every few seconds; for each, how
    late it started: when serve claimed it (its log line, "started X s late") and when
@@ -59,8 +59,9 @@ def idle_jobs(cf: sched.CronFile, n: int, now: datetime) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
+    """CPU time of the process and of the children it waited for (git runs)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS   # utime, stime
+    return sum(int(f) for f in fields[11:15]) / TICKS    # utime, stime, cutime, cstime
 
 
 class Serve:

@@ -288,6 +288,23 @@ def test_heartbeat_ok_leaves_no_trace_and_a_real_reply_is_committed(vault, fake_
     assert files_of(vault) == ["sessions/heartbeat/check/2026-11.jsonl"]
 
 
+def test_heartbeats_added_or_disabled_by_hand_are_noticed_without_restart(vault, fake_anthropic):
+    s, clock = server_at(vault, T0)
+    s.step(T0)
+    path = vault.root / "heartbeat" / "water.md"
+    path.write_text("---\nevery: 1h\n---\nRemind me to drink water.\n")
+    fake_anthropic.add(reply("Drink a glass of water."))
+    clock.t = T0 + timedelta(seconds=5)
+    s.step(clock.t)
+    assert len(fake_anthropic.calls()) == 1
+    assert subjects(vault)[0].startswith("heartbeat(heartbeat/water): ")
+    assert subjects(vault)[1] == "edit: heartbeat/water.md by hand"
+    path.write_text("---\nevery: 1h\nenabled: false\n---\nRemind me to drink water.\n")
+    clock.t = T0 + timedelta(hours=2)
+    s.step(clock.t)
+    assert len(fake_anthropic.calls()) == 1
+
+
 def test_broken_heartbeat_is_reported_and_skipped_while_others_run(vault, fake_anthropic, capsys):
     heartbeat_file(vault, "good", "every: 2h\n")
     heartbeat_file(vault, "broken", "every: [2h\n")
