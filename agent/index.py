@@ -417,8 +417,9 @@ def _open(vault):
     path = db_path(vault)
     path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in (1, 2):
-        db = _connect(path)
+        db = None
         try:
+            db = _connect(path)
             if db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
                 if all(_meta(db, k) == v for k, v in _identity().items()):
                     break
@@ -432,7 +433,8 @@ def _open(vault):
             if attempt == 2:
                 raise
         # An index from another version, or a damaged file: it is derived, start over.
-        db.close()
+        if db is not None:
+            db.close()
         _remove_db(path)
     try:
         yield db
@@ -765,6 +767,7 @@ def question_dates(query: str) -> list[tuple[date, date]]:
 @dataclass
 class _Cand:
     id: int
+    file: int
     path: str
     line: int | None
     kind: str
@@ -785,7 +788,7 @@ class _Cand:
         return self.ts[:10] if self.ts else None
 
 
-_COLS = ("d.id, f.path, d.line, f.kind, d.ts, d.speaker, coalesce(f.session, "
+_COLS = ("d.id, d.file, f.path, d.line, f.kind, d.ts, d.speaker, coalesce(f.session, "
          "json_extract(d.covers, '$.session')), d.msg, d.weight, d.covers, d.topic, d.text")
 
 
@@ -817,20 +820,27 @@ def _candidates(db, expr: str, n: int, since: date | None, kinds) -> list[_Cand]
                f"JOIN files f ON f.id = d.file WHERE fts MATCH ? AND {' AND '.join(where)} "
                f"ORDER BY s LIMIT ?")
         rows = db.execute(sql, (expr, *args, n)).fetchall()
-    return [_Cand(*r[:12], bm25=-(r[12] or 0.0)) for r in rows]
+    return [_Cand(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
 
 
-def _fetch(db, ids: list[int], since, kinds) -> list[_Cand]:
-    """Documents by id (neighbours of hits), with the same filters as the search."""
-    where, args = _filters(since, kinds)
-    out = []
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        sql = (f"SELECT {_COLS} FROM docs d JOIN files f ON f.id = d.file "
-               f"WHERE d.id IN ({','.join('?' * len(chunk))})"
-               + "".join(f" AND {w}" for w in where))
-        out.extend(_Cand(*r) for r in db.execute(sql, (*chunk, *args)))
-    return out
+_WINDOW = 24     # lines either side of a hit searched for its neighbouring messages
+
+
+def _around(db, cands: list[_Cand]) -> dict[int, list[_Cand]]:
+    """The session messages near each candidate, per file in line order."""
+    wins = sorted({(c.file, c.line) for c in cands if c.kind == "sessions" and c.line})
+    per_file: dict[int, dict[int, _Cand]] = {}
+    for i in range(0, len(wins), 300):
+        chunk = wins[i:i + 300]
+        values = ",".join("(?,?,?)" for _ in chunk)
+        params = [x for f, ln in chunk for x in (f, ln - _WINDOW, ln + _WINDOW)]
+        sql = (f"WITH w(file, lo, hi) AS (VALUES {values}) SELECT {_COLS} FROM w "
+               f"JOIN docs d ON d.file = w.file AND d.line BETWEEN w.lo AND w.hi "
+               f"JOIN files f ON f.id = d.file")
+        for r in db.execute(sql, params):
+            c = _Cand(*r)
+            per_file.setdefault(c.file, {})[c.id] = c
+    return {f: sorted(docs.values(), key=lambda c: c.line) for f, docs in per_file.items()}
 
 
 def _near(d: date, first: date, last: date) -> bool:
@@ -865,27 +875,24 @@ def _rerank(db, cands: list[_Cand], query: str, terms: list[str], ranking: Ranki
         # A message's neighbours share its subject: a question's answer is often the
         # reply to the message that matches the words of the question.
         by_id = {c.id: c for c in cands}
-        passed: dict[int, list] = {}
+        passed: dict[int, float] = {}
+        for docs in _around(db, cands).values():
+            pos = {d.id: i for i, d in enumerate(docs)}
+            for c in list(cands):
+                i = pos.get(c.id)
+                if i is None:
+                    continue
+                for step in range(1, ranking.reach + 1):
+                    for j in (i - step, i + step):
+                        if 0 <= j < len(docs) and abs(docs[j].line - c.line) <= _WINDOW:
+                            n = docs[j]
+                            passed[n.id] = max(passed.get(n.id, 0.0),
+                                               ranking.neighbours * c.score / step)
+                            if n.id not in by_id and (since is None or (n.ts or "") >= since.isoformat()):
+                                by_id[n.id] = n
+                                cands.append(n)
         for c in cands:
-            if c.kind != "sessions":
-                continue
-            for step in range(1, ranking.reach + 1):
-                decay = 1.0 / step
-                for nid in (c.id - step, c.id + step):
-                    got = passed.setdefault(nid, [0.0, c.path])
-                    if got[1] == c.path:
-                        got[0] = max(got[0], ranking.neighbours * decay * c.score)
-        missing = [i for i in passed if i not in by_id]
-        if missing:
-            for e in _fetch(db, missing, since, kinds):
-                by_id[e.id] = e
-                cands.append(e)
-        for nid, (s, path) in passed.items():
-            n = by_id.get(nid)
-            if n is not None and n.kind == "sessions" and n.path == path:
-                n.passed = s
-        for c in cands:
-            c.score += c.passed
+            c.score += passed.get(c.id, 0.0)
 
     if ranking.speaker:
         cache: dict = {}
@@ -931,7 +938,8 @@ def _rerank(db, cands: list[_Cand], query: str, terms: list[str], ranking: Ranki
             if c.kind in ("memory", "archive"):
                 c.score *= 1 + ranking.importance * (c.weight or 0.0)
 
-    cands.sort(key=lambda c: (-c.score, -(c.id)))
+    cands = [c for c in cands if c.score > 0]
+    cands.sort(key=lambda c: (-c.score, -c.id))
     return cands
 
 

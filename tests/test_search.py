@@ -1,0 +1,293 @@
+"""Memory search: `agent search`, `agent index`, and `agent.index.search` on real vaults."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import date
+
+import pytest
+
+from agent import index
+from conftest import agent_proc
+
+
+def write_import(tmp_path, lines, name="talk.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines),
+                    encoding="utf-8")
+    return path
+
+
+TALK = [
+    {"session": "import/trip", "id": "m1", "ts": "2025-03-02T10:00:00+00:00", "role": "user",
+     "speaker": "Ada", "content": "I booked the ferry to Hydra for the second week of April."},
+    {"session": "import/trip", "id": "m2", "ts": "2025-03-02T10:01:00+00:00", "role": "assistant",
+     "speaker": "Bo", "content": "Lovely. Remember the harbour closes early on Sundays."},
+    {"session": "import/trip", "id": "m3", "ts": "2025-06-10T09:00:00+00:00", "role": "user",
+     "speaker": "Ada", "content": "The violin teacher moved our lesson to Thursday."},
+]
+
+
+@pytest.fixture
+def filled(vault, run, tmp_path):
+    """A vault with an imported conversation, a fact, a daily note and an archive entry."""
+    r = run("import", str(write_import(tmp_path, TALK)))
+    assert r.exit_code == 0, r.output
+    with vault.locked():
+        text = vault.read_text("MEMORY.md")
+        vault.write_text("MEMORY.md", text + "- Allergic to penicillin (told the pharmacist)\n")
+        vault.write_text("archive/2025/06/1.md",
+                         "---\nid: 1\nsession: import/trip\ncreated: '2025-06-11T08:00:00+00:00'\n"
+                         "source:\n  file: sessions/import/trip/2025-03.jsonl\n  from: m1\n"
+                         "  through: m2\ntopic: Greek island holiday\nimportance: 0.8\ntokens: 40\n"
+                         "---\nAda planned a trip by boat; the port shuts early on Sundays.\n")
+        vault.commit("test: a fact and an archive entry")
+    r = run("note", "bought", "oat", "milk", "and", "saffron")
+    assert r.exit_code == 0, r.output
+    return vault
+
+
+def ids(hits):
+    return [m for h in hits for m in h.message_ids]
+
+
+def first(hits):
+    """The ids of the best hit (the messages around a hit follow it, by design)."""
+    return hits[0].message_ids if hits else None
+
+
+# ---- finding each kind ------------------------------------------------------------------
+
+def test_finds_a_message_a_fact_a_note_and_an_archive_summary(filled, run):
+    hits = index.search(filled, "when is the ferry to Hydra?")
+    top = hits[0]
+    assert (top.kind, top.path, top.line) == ("sessions", "sessions/import/trip/2025-03.jsonl", 1)
+    assert top.message_ids == ["m1"] and top.speaker == "Ada" and top.session == "import/trip"
+    assert top.ts.startswith("2025-03-02T10:00") and "[ferry]" in top.snippet and "[Hydra]" in top.snippet
+
+    fact = index.search(filled, "penicillin")[0]
+    lines = (filled.root / "MEMORY.md").read_text().splitlines()
+    assert fact.kind == "memory" and fact.path == "MEMORY.md"
+    assert lines[fact.line - 1] == "- Allergic to penicillin (told the pharmacist)"
+
+    note = index.search(filled, "saffron")[0]
+    assert note.kind == "notes" and note.path.startswith("memory/") and "[saffron]" in note.snippet
+
+    entry = index.search(filled, "port boat", kinds={"archive"})[0]
+    assert entry.path == "archive/2025/06/1.md" and entry.topic == "Greek island holiday"
+    assert entry.message_ids == ["m1", "m2"]          # the source range it summarises
+
+    r = run("search", "penicillin")
+    assert r.exit_code == 0
+    assert "MEMORY.md:" in r.output and "[penicillin]" in r.output
+    r = run("search", "violin", "lesson")
+    assert "sessions/import/trip/2025-06.jsonl:1  2025-06-10 09:00  Ada" in r.output
+    assert "[violin] teacher moved our [lesson]" in r.output
+
+
+def test_no_hits_is_a_clear_message_and_success(filled, run):
+    r = run("search", "xylophone")
+    assert r.exit_code == 0
+    assert r.output.strip() == "No matches for 'xylophone'."
+
+
+def test_json_output_is_one_object_per_hit(filled, run):
+    r = run("search", "--json", "harbour", "ferry")
+    assert r.exit_code == 0
+    rows = [json.loads(line) for line in r.output.splitlines()]
+    assert {tuple(row["message_ids"]) for row in rows[:2]} == {("m1",), ("m2",)}
+    assert {"kind", "path", "line", "ts", "speaker", "session", "snippet", "text", "score"} <= set(rows[0])
+    r = run("search", "--json", "nothingmatchesthis")
+    assert r.exit_code == 0 and r.stdout == ""
+
+
+def test_since_and_in_narrow_the_hits(filled, run):
+    both = index.search(filled, "ferry violin")
+    assert ids(both)[:2] in (["m1", "m3"], ["m3", "m1"])   # then m2, as m1's neighbour
+    later = index.search(filled, "ferry violin", since=date(2025, 5, 1))
+    assert [h.message_ids for h in later] == [["m3"]]
+
+    r = run("search", "--since", "2025-05-01", "ferry", "violin")
+    assert "2025-06.jsonl:1" in r.output and "2025-03.jsonl" not in r.output
+    r = run("search", "--in", "notes", "saffron", "ferry")
+    assert r.output.count("memory/") == 1 and "sessions/" not in r.output
+    r = run("search", "--in", "memory", "--in", "archive", "penicillin", "boat")
+    assert "MEMORY.md" in r.output and "archive/2025/06/1.md" in r.output and "sessions/" not in r.output
+    r = run("search", "--in", "letters", "ferry")
+    assert r.exit_code == 2 and "letters" in r.output
+
+
+def test_exclude_ids_leaves_out_messages_already_in_the_window(filled):
+    hits = index.search(filled, "ferry harbour Sundays", kinds={"sessions"}, exclude_ids={"m1"})
+    assert "m1" not in ids(hits) and "m2" in ids(hits)
+
+
+# ---- staying current --------------------------------------------------------------------
+
+def test_hand_edits_are_picked_up_before_the_next_search(filled, run):
+    assert index.search(filled, "penicillin")
+    mem = filled.root / "MEMORY.md"
+    mem.write_text(mem.read_text().replace("penicillin", "ibuprofen"))        # not committed
+    assert not index.search(filled, "penicillin")
+    assert index.search(filled, "ibuprofen")[0].path == "MEMORY.md"
+
+    # A line appended to a session file by hand, then a rewrite of an earlier line.
+    session = filled.root / "sessions/import/trip/2025-06.jsonl"
+    with open(session, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "m4", "ts": "2025-06-10T09:05:00+00:00", "role": "assistant",
+                            "content": "Thursday works; bring the metronome.", "turn": 2}) + "\n")
+    assert first(index.search(filled, "metronome")) == ["m4"]
+    text = session.read_text().replace("violin", "cello")
+    session.write_text(text)
+    assert not index.search(filled, "violin")
+    assert first(index.search(filled, "cello")) == ["m3"]
+    assert first(index.search(filled, "metronome")) == ["m4"]
+
+    # Once committed (by the next agent command) the index still agrees.
+    run("note", "practise", "scales")
+    assert index.search(filled, "ibuprofen") and not index.search(filled, "penicillin")
+    r = run("index", "status")
+    assert "up to date" in r.output
+
+
+def test_a_file_put_back_as_committed_is_picked_up(filled):
+    mem = filled.root / "MEMORY.md"
+    committed = mem.read_text()
+    mem.write_text(committed + "- Plays the oboe\n")
+    assert index.search(filled, "oboe")
+    mem.write_text(committed)          # back to HEAD: neither dirty nor changed in git now
+    assert not index.search(filled, "oboe")
+
+
+def test_undo_is_picked_up(filled, run):
+    run("note", "the", "quokka", "photo")
+    assert index.search(filled, "quokka")
+    r = run("undo")
+    assert r.exit_code == 0, r.output
+    assert not index.search(filled, "quokka")
+    assert index.search(filled, "saffron")             # the earlier note is still there
+
+
+def test_undo_of_an_import_drops_its_messages(vault, run, tmp_path):
+    run("import", str(write_import(tmp_path, TALK[:1])))
+    run("import", str(write_import(tmp_path, TALK[1:2], "more.jsonl")))
+    assert set(ids(index.search(vault, "harbour ferry"))) == {"m1", "m2"}
+    assert run("undo").exit_code == 0
+    assert ids(index.search(vault, "harbour ferry")) == ["m1"]
+
+
+def test_deleting_the_state_folder_is_harmless(filled, run):
+    index.search(filled, "ferry")
+    shutil.rmtree(filled.root / ".agent")
+    r = run("index", "status")
+    assert r.exit_code == 0 and "No index yet" in r.output
+    r = run("search", "ferry")
+    assert r.exit_code == 0 and "2025-03.jsonl:1" in r.output
+    assert (filled.root / ".agent" / "index.sqlite").exists()
+
+
+def test_a_damaged_index_file_is_rebuilt(filled):
+    index.search(filled, "ferry")
+    for suffix in ("-wal", "-shm"):
+        (filled.root / f".agent/index.sqlite{suffix}").unlink(missing_ok=True)
+    (filled.root / ".agent/index.sqlite").write_bytes(b"this is not a database" * 100)
+    assert first(index.search(filled, "ferry")) == ["m1"]
+
+
+def test_index_status_and_rebuild(filled, run):
+    run("search", "ferry")
+    r = run("index", "status")
+    assert r.exit_code == 0
+    head = filled.head()[:7]
+    assert f"commit:     {head} (HEAD {head})" in r.output
+    assert "documents:  6 (sessions 3, memory 1, notes 1, archive 1)" in r.output
+    (filled.root / "USER.md").write_text("# User\n\n- Prefers tea\n")
+    r = run("index", "status")
+    assert "0 commits and 1 file behind (USER.md)" in r.output
+    r = run("index", "rebuild")
+    assert r.exit_code == 0 and r.output.startswith("Indexed 7 documents")
+    assert "up to date" in run("index", "status").output
+
+
+def test_a_broken_session_line_does_not_stop_search(filled):
+    session = filled.root / "sessions/import/trip/2025-06.jsonl"
+    with open(session, "a", encoding="utf-8") as f:
+        f.write("{not json\n")
+        f.write(json.dumps({"id": "m9", "ts": "2025-06-11T09:00:00+00:00", "role": "user",
+                            "content": "the tuba arrived", "turn": 3}) + "\n")
+    assert first(index.search(filled, "tuba")) == ["m9"]
+
+
+# ---- languages and hostile queries ------------------------------------------------------
+
+def test_chinese_and_japanese_two_character_words_are_found(vault, run, tmp_path):
+    talk = [
+        {"session": "import/zh", "id": "z1", "ts": "2025-01-05T08:00:00+08:00", "role": "user",
+         "content": "我明天要去北京开会，然后买咖啡豆。"},
+        {"session": "import/zh", "id": "z2", "ts": "2025-01-05T08:01:00+08:00", "role": "assistant",
+         "content": "好的，记得带上你的 MacBook 充电器。"},
+        {"session": "import/ja", "id": "j1", "ts": "2025-01-06T09:00:00+09:00", "role": "user",
+         "content": "来週の金曜日に東京タワーへ行きます。"},
+        {"session": "import/ja", "id": "j2", "ts": "2025-01-06T09:01:00+09:00", "role": "user",
+         "content": "ｶﾀｶﾅの半角テキストもあります。"},
+    ]
+    run("import", str(write_import(tmp_path, talk)))
+    assert first(index.search(vault, "北京")) == ["z1"]           # a word inside a sentence
+    assert first(index.search(vault, "咖啡")) == ["z1"]
+    assert first(index.search(vault, "充电器")) == ["z2"]
+    assert first(index.search(vault, "macbook 充电")) == ["z2"]   # mixed Chinese and English
+    assert first(index.search(vault, "東京")) == ["j1"]
+    assert first(index.search(vault, "金曜日")) == ["j1"]
+    assert first(index.search(vault, "カタカナ")) == ["j2"]        # half-width written, full-width asked
+    assert not index.search(vault, "上海")
+    r = run("search", "北京")
+    assert "[北京]" in r.output
+
+
+HOSTILE = ['"ferry', 'ferry"', 'ferry AND', 'AND OR NOT', 'NOT ferry', 'ferry NEAR/2 Hydra',
+           'NEAR(ferry Hydra)', 'ferr*', '*', '-ferry', 'ferry -Hydra', '^ferry', '(ferry',
+           'ferry)', 'body:ferry', '{ferry}', 'ferry + Hydra', "ferry's", '\\', "'", '""',
+           'ferry; DROP TABLE docs;--', '%', '_', ':', 'ferry:', '‘ferry’', '#ferry', 'f\x00erry']
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_query_syntax_is_taken_as_text(filled, query):
+    hits = index.search(filled, query)          # never raises
+    if "ferry" in query.lower() and "f\x00" not in query:
+        assert "m1" in ids(hits)                # operators never exclude or reinterpret words
+
+
+def test_hostile_queries_through_the_cli(filled, run):
+    for q in ('NOT ferry', 'ferry AND -Hydra', '"unbalanced (paren', 'NEAR(x y)', '^*:'):
+        r = run("search", "--", q)
+        assert r.exit_code == 0, (q, r.output)
+    assert "[ferry]" in run("search", "--", "NOT ferry").output
+    r = run("search", "--", "-Hydra")
+    assert "[Hydra]" in r.output
+
+
+def test_stop_words_only_query_still_searches(filled):
+    assert index.search(filled, "the") is not None
+    assert index.query_terms("what did we say about the ferry?") == ["say", "ferry"]
+
+
+# ---- start-up cost ----------------------------------------------------------------------
+
+def test_search_does_not_import_anthropic(filled):
+    code = ("import sys\nfrom agent.cli import cli\n"
+            "try:\n    cli(['--vault', sys.argv[1], 'search', 'ferry'])\n"
+            "except SystemExit:\n    pass\n"
+            "bad = [m for m in ('anthropic', 'croniter', 'yaml', 'frontmatter') if m in sys.modules]\n"
+            "print('LOADED', bad)\n")
+    p = subprocess.run([sys.executable, "-c", code, str(filled.root)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "2025-03.jsonl:1" in p.stdout and "LOADED []" in p.stdout
+
+
+def test_search_as_a_separate_process(filled):
+    p = agent_proc("search", "--json", "violin", vault=filled.root)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.splitlines()[0])["message_ids"] == ["m3"]
