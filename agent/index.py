@@ -83,6 +83,7 @@ class Ranking:
     # Facts in MEMORY.md/USER.md (weight 1) and archive entries (their importance): the
     # evaluation data has neither, so this is a judgement, not a measurement.
     importance: float = 0.5
+    stop_words: bool = True        # leave common words out of the query
 
 
 RANKING = Ranking()
@@ -151,11 +152,12 @@ def tokens(text: str) -> list[str]:
     return out
 
 
-def query_terms(query: str, limit: int = 32) -> list[str]:
+def query_terms(query: str, limit: int = 32, stop_words: bool = True) -> list[str]:
     """The words a query searches for: stop words dropped (unless that leaves nothing),
     duplicates dropped, at most `limit`."""
     words = tokens(query)
-    kept = [w for w in words if w not in STOP_WORDS] or words
+    kept = [w for w in words if w not in STOP_WORDS] if stop_words else words
+    kept = kept or words
     seen: dict[str, None] = {}
     for w in kept:
         seen.setdefault(w, None)
@@ -823,24 +825,33 @@ def _candidates(db, expr: str, n: int, since: date | None, kinds) -> list[_Cand]
     return [_Cand(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
 
 
-_WINDOW = 24     # lines either side of a hit searched for its neighbouring messages
+def _around(db, cands: list[_Cand], reach: int) -> dict[int, list[_Cand]]:
+    """The session messages near the candidates, per file in line order.
 
-
-def _around(db, cands: list[_Cand]) -> dict[int, list[_Cand]]:
-    """The session messages near each candidate, per file in line order."""
-    wins = sorted({(c.file, c.line) for c in cands if c.kind == "sessions" and c.line})
-    per_file: dict[int, dict[int, _Cand]] = {}
-    for i in range(0, len(wins), 300):
-        chunk = wins[i:i + 300]
+    Looks a few lines either side (lines without text, such as tool calls, are not
+    documents, so the nearest messages may be more than `reach` lines away).
+    """
+    width = 4 * reach
+    spans: list[tuple[int, int, int]] = []
+    for f, ln in sorted({(c.file, c.line) for c in cands if c.kind == "sessions" and c.line}):
+        lo, hi = ln - width, ln + width
+        if spans and spans[-1][0] == f and lo <= spans[-1][2] + 1:
+            spans[-1] = (f, spans[-1][1], hi)        # overlapping windows read once
+        else:
+            spans.append((f, lo, hi))
+    per_file: dict[int, list[_Cand]] = {}
+    for i in range(0, len(spans), 300):
+        chunk = spans[i:i + 300]
         values = ",".join("(?,?,?)" for _ in chunk)
-        params = [x for f, ln in chunk for x in (f, ln - _WINDOW, ln + _WINDOW)]
         sql = (f"WITH w(file, lo, hi) AS (VALUES {values}) SELECT {_COLS} FROM w "
                f"JOIN docs d ON d.file = w.file AND d.line BETWEEN w.lo AND w.hi "
                f"JOIN files f ON f.id = d.file")
-        for r in db.execute(sql, params):
+        for r in db.execute(sql, [x for span in chunk for x in span]):
             c = _Cand(*r)
-            per_file.setdefault(c.file, {})[c.id] = c
-    return {f: sorted(docs.values(), key=lambda c: c.line) for f, docs in per_file.items()}
+            per_file.setdefault(c.file, []).append(c)
+    for docs in per_file.values():
+        docs.sort(key=lambda c: c.line)
+    return per_file
 
 
 def _near(d: date, first: date, last: date) -> bool:
@@ -875,20 +886,24 @@ def _rerank(db, cands: list[_Cand], query: str, terms: list[str], ranking: Ranki
         # A message's neighbours share its subject: a question's answer is often the
         # reply to the message that matches the words of the question.
         by_id = {c.id: c for c in cands}
+        by_file: dict[int, list[_Cand]] = {}
+        for c in cands:
+            if c.kind == "sessions":
+                by_file.setdefault(c.file, []).append(c)
         passed: dict[int, float] = {}
-        for docs in _around(db, cands).values():
+        after = since.isoformat() if since is not None else None
+        for f, docs in _around(db, cands, ranking.reach).items():
             pos = {d.id: i for i, d in enumerate(docs)}
-            for c in list(cands):
-                i = pos.get(c.id)
-                if i is None:
-                    continue
+            for c in by_file.get(f, ()):
+                i = pos[c.id]
                 for step in range(1, ranking.reach + 1):
+                    share = ranking.neighbours * c.score / step
                     for j in (i - step, i + step):
-                        if 0 <= j < len(docs) and abs(docs[j].line - c.line) <= _WINDOW:
+                        if 0 <= j < len(docs):
                             n = docs[j]
-                            passed[n.id] = max(passed.get(n.id, 0.0),
-                                               ranking.neighbours * c.score / step)
-                            if n.id not in by_id and (since is None or (n.ts or "") >= since.isoformat()):
+                            if share > passed.get(n.id, 0.0):
+                                passed[n.id] = share
+                            if n.id not in by_id and (after is None or (n.ts or "") >= after):
                                 by_id[n.id] = n
                                 cands.append(n)
         for c in cands:
@@ -976,7 +991,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         if unknown:
             raise IndexError_(f"unknown kind {', '.join(sorted(unknown))}: use one of {', '.join(KINDS)}")
     ranking = ranking or RANKING
-    terms = query_terms(query)
+    terms = query_terms(query, stop_words=ranking.stop_words)
     with _open(vault) as db:
         _update(vault, db)
         if not terms or limit <= 0:

@@ -43,10 +43,13 @@ ABLATIONS = {
     "default": {},
     "bm25 only": {"speaker": 0.0, "neighbours": 0.0, "dates": 0.0, "day": 0.0,
                   "recency": 0.0, "importance": 0.0},
+    "- stop words": {"stop_words": False},
     "- speaker": {"speaker": 0.0},
     "- neighbours": {"neighbours": 0.0},
+    "neighbours 1 away": {"reach": 1},
     "- dates": {"dates": 0.0},
-    "- same day": {"day": 0.0},
+    "- importance": {"importance": 0.0},
+    "+ same day": {"day": 0.3},
     "+ recency": {"recency": 0.3},
 }
 
