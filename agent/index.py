@@ -6,9 +6,12 @@ search rebuilds it. One document per session message, per bullet of `MEMORY.md` 
 normalised in Python before SQLite sees it (case, accents, apostrophes, and runs of
 Chinese/Japanese/Korean characters cut into overlapping bigrams, because the SQLite
 tokenizers keep a CJK run as one token and a two-character word inside a sentence
-would never be found); FTS4's porter tokenizer then stems, and the `sqlite-fts4`
-package's BM25 function ranks. A small re-ranking in Python adds what the retrieval
-evaluation (`scripts/eval_retrieval.py`) showed to help.
+would never be found); SQLite FTS5's porter tokenizer then stems and its bm25()
+ranks. (FTS4 ranked by the `sqlite-fts4` package, the design's first choice, is still
+selectable through BACKEND for comparison: it ranks in Python, row by row, and missed
+the speed target.) A small re-ranking in Python adds what the retrieval evaluation
+(`scripts/eval_retrieval.py`) showed to help: the speaker named in the question, the
+messages next to a hit, and dates in the question.
 
 Keeping it current costs what a turn changes, not what the vault holds: the index
 records the commit it reflects, and `refresh` asks git which files changed since then
@@ -25,7 +28,6 @@ import math
 import os
 import re
 import sqlite3
-import time
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -38,13 +40,15 @@ SCHEMA = 1
 KINDS = ("sessions", "memory", "notes", "archive")
 MEMORY_FILES = ("MEMORY.md", "USER.md")
 
-# Which full-text engine backs the index: "fts4" (the design's choice, ranked by the
-# sqlite-fts4 package) or "fts5" (SQLite's built-in bm25()); see the notes in the report.
+# Which full-text engine backs the index: "fts5" (SQLite's built-in bm25()) or "fts4"
+# (ranked by the sqlite-fts4 package, whose Python rank function costs about 6 us per
+# matching row: 160 ms at p95 for several-word queries in a 100,000-message vault,
+# against 13 ms for FTS5, with the same retrieval quality). Changing it rebuilds.
 BACKEND = "fts5"
 
 
-class IndexError_(UserError):
-    pass
+class SearchError(UserError):
+    """A search that cannot be made as asked; the message says why."""
 
 
 @dataclass
@@ -187,18 +191,15 @@ def match_expression(terms: list[str]) -> str:
 
 @dataclass
 class Doc:
-    path: str
+    """One document: what is shown, plus what ranking and filters need."""
     line: int | None
-    kind: str
     text: str
-    body: str                       # what the full-text index sees (normalised)
     ts: str | None = None
     speaker: str | None = None
-    session: str | None = None
     msg: str | None = None
     weight: float = 0.0
-    covers: str | None = None
-    topic: str | None = None
+    covers: str | None = None      # archive: JSON {session, ranges of message ids}
+    topic: str | None = None       # archive topic, or the heading a fact is under
 
 
 _ARCHIVE_NAME = re.compile(r"^archive/\d{4}/\d{2}/\d+\.md$")
@@ -241,7 +242,7 @@ def content_text(content) -> str:
     return ""
 
 
-def _message_doc(rel: str, session: str, line_no: int, raw: bytes) -> Doc | None:
+def _message_doc(line_no: int, raw: bytes) -> Doc | None:
     try:
         obj = json.loads(raw)
     except ValueError:
@@ -255,9 +256,7 @@ def _message_doc(rel: str, session: str, line_no: int, raw: bytes) -> Doc | None
     who = speaker or (obj.get("role") if isinstance(obj.get("role"), str) else None)
     ts = obj.get("ts") if isinstance(obj.get("ts"), str) else None
     mid = obj.get("id")
-    body = " ".join(tokens(text))
-    return Doc(rel, line_no, "sessions", text, body, ts=ts, speaker=who, session=session,
-               msg=str(mid) if mid is not None else None)
+    return Doc(line_no, text, ts=ts, speaker=who, msg=str(mid) if mid is not None else None)
 
 
 def _memory_docs(rel: str, text: str) -> list[Doc]:
@@ -272,14 +271,12 @@ def _memory_docs(rel: str, text: str) -> list[Doc]:
             continue
         b = _BULLET.match(line)
         if b:
-            current = Doc(rel, n, "memory", b.group(1), "", weight=1.0, topic=heading or None)
+            current = Doc(n, b.group(1), weight=1.0, topic=heading or None)
             docs.append(current)
         elif current is not None and line.strip() and line[:1] in " \t":
             current.text += " " + line.strip()
         else:
             current = None
-    for d in docs:
-        d.body = " ".join(tokens(f"{d.text} {d.topic or ''}"))
     return docs
 
 
@@ -298,7 +295,7 @@ def _note_docs(rel: str, text: str) -> list[Doc]:
         if t and day and int(t.group(1)) < 24:
             ts = f"{day}T{int(t.group(1)):02d}:{t.group(2)}"
             body = t.group(3)
-        docs.append(Doc(rel, n, "notes", body, " ".join(tokens(body)), ts=ts))
+        docs.append(Doc(n, body, ts=ts))
     return docs
 
 
@@ -349,10 +346,8 @@ def _archive_doc(rel: str, root: Path) -> tuple[Doc | None, str | None]:
         str(created) if created else None)
     ranges = _source_range(meta.get("source"))
     session = str(meta.get("session") or "") or None
-    text = f"{summary}"
-    doc = Doc(rel, 1, "archive", text, " ".join(tokens(f"{topic or ''} {summary}")),
-              ts=ts, session=session, weight=importance,
-              covers=json.dumps({"session": session, "ranges": ranges}), topic=topic)
+    doc = Doc(1, summary, ts=ts, weight=importance, topic=topic,
+              covers=json.dumps({"session": session, "ranges": ranges}))
     return doc, None
 
 
@@ -454,7 +449,9 @@ class _Stats:
 
 
 def _body(text: str, topic: str | None) -> str:
-    return " ".join(tokens(f"{text} {topic}" if topic else text))
+    """What the full-text index holds for a document: made again, identically, to
+    take it out of the (contentless) index."""
+    return " ".join(tokens(f"{text}\n{topic}" if topic else text))
 
 
 def _file_id(db, rel: str, kind: str) -> int:
@@ -473,7 +470,7 @@ def _insert(db, file_id: int, docs: list[Doc]) -> None:
     rows, bodies = [], []
     for i, d in enumerate(docs, first):
         rows.append((i, file_id, d.line, d.ts, d.speaker, d.msg, d.weight, d.covers, d.topic, d.text))
-        bodies.append((i, d.body))
+        bodies.append((i, _body(d.text, d.topic)))
     db.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
     db.executemany("INSERT INTO fts(rowid, body) VALUES (?, ?)", bodies)
 
@@ -508,13 +505,12 @@ def _index_session(db, root: Path, rel: str, st, row) -> int:
         f.seek(start)
         data = f.read()
     end = data.rfind(b"\n") + 1      # a torn last line waits until it is whole
-    session = _session_key(rel)
     docs, last = [], b""
     for raw in data[:end].split(b"\n")[:-1] if end else []:
         line_no += 1
         last = raw + b"\n"
         if raw.strip():
-            d = _message_doc(rel, session, line_no, raw)
+            d = _message_doc(line_no, raw)
             if d is not None:
                 docs.append(d)
     _insert(db, file_id, docs)
@@ -601,7 +597,13 @@ def _changes(vault, since: str, head: str | None) -> tuple[set[str], list[str]] 
 def _update(vault, db, full: bool = False) -> _Stats:
     stats = _Stats()
     db.row_factory = sqlite3.Row
-    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as e:
+        if "locked" not in str(e):
+            raise
+        raise SearchError(f"The search index {db_path(vault)} is busy (another process is "
+                          f"rebuilding it); try again in a moment.") from None
     try:
         head = vault.head()
         indexed = _meta(db, "commit")
@@ -989,7 +991,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
     if kinds is not None:
         unknown = set(kinds) - set(KINDS)
         if unknown:
-            raise IndexError_(f"unknown kind {', '.join(sorted(unknown))}: use one of {', '.join(KINDS)}")
+            raise SearchError(f"unknown kind {', '.join(sorted(unknown))}: use one of {', '.join(KINDS)}")
     ranking = ranking or RANKING
     terms = query_terms(query, stop_words=ranking.stop_words)
     with _open(vault) as db:
