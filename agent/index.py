@@ -36,7 +36,7 @@ from pathlib import Path
 from agent.errors import UserError
 
 DB_NAME = "index.sqlite"
-SCHEMA = 1
+SCHEMA = 2
 KINDS = ("sessions", "memory", "notes", "archive")
 MEMORY_FILES = ("MEMORY.md", "USER.md")
 
@@ -129,8 +129,9 @@ def _fold(word: str) -> str:
     return w
 
 
-def tokens(text: str) -> list[str]:
-    """The words of `text` as indexed: folded words, CJK runs as overlapping bigrams."""
+def tokens(text: str, query: bool = False) -> list[str]:
+    """The words of `text` as indexed: folded words, CJK runs as overlapping bigrams
+    (and, when indexing, each run's last character)."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
     out: list[str] = []
@@ -147,7 +148,11 @@ def tokens(text: str) -> list[str]:
                 if w:
                     out.append(w)
             run = m.group()
-            out.extend([run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)])
+            out.extend(run[i:i + 2] for i in range(len(run) - 1))
+            if not query or len(run) == 1:
+                # The last character alone too: with the bigrams it starts, a
+                # one-character query (searched as a prefix) finds every place it occurs.
+                out.append(run[-1])
             pos = m.end()
         if pos < len(word):
             w = _fold(word[pos:])
@@ -159,7 +164,7 @@ def tokens(text: str) -> list[str]:
 def query_terms(query: str, limit: int = 32, stop_words: bool = True) -> list[str]:
     """The words a query searches for: stop words dropped (unless that leaves nothing),
     duplicates dropped, at most `limit`."""
-    words = tokens(query)
+    words = tokens(query, query=True)
     kept = [w for w in words if w not in STOP_WORDS] if stop_words else words
     kept = kept or words
     seen: dict[str, None] = {}
@@ -1055,11 +1060,10 @@ def snippet(text: str, stems: set[str], cjk: list[str], stem, width: int = 240) 
     if cjk:
         covered = [False] * len(text)
         for t in cjk:
-            if len(t) == 1:
-                continue
             start = text.find(t)
             while start >= 0:
-                covered[start] = covered[start + 1] = True
+                for k in range(start, start + len(t)):
+                    covered[k] = True
                 start = text.find(t, start + 1)
         i = 0
         while i < len(text):

@@ -237,6 +237,7 @@ def test_chinese_and_japanese_two_character_words_are_found(vault, run, tmp_path
     run("import", str(write_import(tmp_path, talk)))
     assert first(index.search(vault, "北京")) == ["z1"]           # a word inside a sentence
     assert first(index.search(vault, "咖啡")) == ["z1"]
+    assert first(index.search(vault, "豆")) == ["z1"]            # one character, ending a run
     assert first(index.search(vault, "充电器")) == ["z2"]
     assert first(index.search(vault, "macbook 充电")) == ["z2"]   # mixed Chinese and English
     assert first(index.search(vault, "東京")) == ["j1"]
