@@ -33,8 +33,9 @@ Git repository (the vault) that the person you work for can read and edit. Every
 of this conversation is saved and committed. Your long-term memory is `MEMORY.md` and
 `USER.md` (shown below), daily notes in `memory/YYYY-MM-DD.md` (today's and yesterday's
 are shown below) and the archive of past conversations (find it with memory_search).
-Paths you give tools are relative to the vault. Keep replies short and plain: they are
-shown in a terminal."""
+Each new message of the person starts with a <context> block that the system adds (the
+current time, and memories found for that message); the person does not see it. Paths
+you give tools are relative to the vault. Keep replies short and plain."""
 
 
 @dataclass

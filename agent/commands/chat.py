@@ -261,7 +261,11 @@ def undo_last_turn(vault, session: str) -> str:
 @click.option("--all", "all_", is_flag=True, help="Every conversation of the vault.")
 @vault_option
 def archive_cmd(session, all_):
-    """Compact conversation windows into the archive now (so a dream sees recent talk)."""
+    """Archive conversations now, so the dream sees recent talk.
+
+    Compacts the whole window of the conversation (or of every one) into an archive
+    entry with a model-written topic and summary.
+    """
     if session and all_:
         raise click.UsageError("Give --session KEY or --all, not both.")
     vault = get_vault()
