@@ -861,6 +861,36 @@ def _around(db, cands: list[_Cand], reach: int) -> dict[int, list[_Cand]]:
     return per_file
 
 
+# BM25 scores every document holding any query word, so a long query of common words
+# (a pasted paragraph) costs in proportion to the vault. Past this many postings the
+# most common words are left out: they weigh least in BM25 (lowest idf), and the rarer
+# words decide the ranking anyway.
+POSTINGS_BUDGET = 20000
+_MIN_TERMS = 3
+
+
+def _within_budget(db, terms: list[str]) -> list[str]:
+    """The query's terms, leaving out the most common ones past POSTINGS_BUDGET."""
+    if BACKEND != "fts5" or len(terms) <= _MIN_TERMS:
+        return terms
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, fts, 'row')")
+    stem = _Stemmer(db)
+    plain = [t for t in terms if not (len(t) == 1 and _is_cjk(t))]   # prefixes stay
+    stems = {t: stem(t) for t in plain}
+    keys = sorted(set(stems.values()))
+    df = dict(db.execute(f"SELECT term, doc FROM temp.vocab WHERE term IN "
+                         f"({','.join('?' * len(keys))})", keys).fetchall())
+    if sum(df.values()) <= POSTINGS_BUDGET:
+        return terms
+    kept, total = [t for t in terms if t not in stems], 0
+    for t in sorted((t for t in plain if df.get(stems[t])), key=lambda t: df[stems[t]]):
+        if len(kept) >= _MIN_TERMS and total + df[stems[t]] > POSTINGS_BUDGET:
+            break
+        kept.append(t)
+        total += df[stems[t]]
+    return kept or terms
+
+
 def _near(d: date, first: date, last: date) -> bool:
     """Whether a message of day `d` may tell of a day in first..last: said a few days
     before (plans) up to a week and a half after (reports)."""
@@ -1004,7 +1034,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         if not terms or limit <= 0:
             return []
         db.row_factory = None
-        expr = match_expression(terms)
+        expr = match_expression(_within_budget(db, terms))
         n = max(ranking.candidates, limit * 3) + len(exclude_ids)
         cands = _candidates(db, expr, n, since, kinds)
         cands = _rerank(db, cands, query, terms, ranking, since, kinds)

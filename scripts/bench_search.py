@@ -7,7 +7,8 @@ MEMORY.md facts and daily notes, then one commit), and prints for each:
 
 - the time to build the index from scratch and its size on disk;
 - median and 95th percentile time of `agent.index.search` (the refresh it starts
-  with included) for queries of one rare word, one common word, and several words;
+  with included) for queries of one rare word, one common word, a question of several
+  words, and a long pasted paragraph (what proactive retrieval sends each turn);
 - in the 100,000-message vault (or the middle size given), the time for a search to
   pick up one hand-edited file (an uncommitted edit, then the same edit committed).
 
@@ -118,9 +119,15 @@ def queries(kind: str, n: int, seed: int) -> list[str]:
         return [word(rnd.randint(5000, 40000)) for _ in range(n)]
     if kind == "common":        # ranks 0-40: each in 3-8% of all messages
         return [word(rnd.randint(0, 40)) for _ in range(n)]
+    if kind == "long":          # four sentences of text: 32 query words after stop words
+        w = Words(seed)
+        return [" ".join(w.sentence() for _ in range(4)) for _ in range(n)]
     # a question: stop words and 3-6 words of mixed frequency
     return [f"what did we say about {' and '.join(word(rnd.choice([rnd.randint(0, 200), rnd.randint(200, 20000)])) for _ in range(rnd.randint(3, 6)))}?"
             for _ in range(n)]
+
+
+KINDS = ("rare", "common", "multi", "long")
 
 
 def timed(vault, qs) -> tuple[float, float, float]:
@@ -184,7 +191,7 @@ def main(argv=None) -> int:
     results = []
     print(f"backend {index.BACKEND}; {args.queries} queries per kind; vaults under {base}")
     print(f"{'messages':>9} {'vault s':>8} {'index s':>8} {'index MB':>9}   "
-          f"{'rare med/p95 ms':>16} {'common med/p95 ms':>18} {'multi med/p95 ms':>17}")
+          + " ".join(f"{k + ' med/p95 ms':>17}" for k in KINDS))
     for n in sizes:
         root = base / f"v{n}"
         if (root / "agent.toml").exists():
@@ -199,12 +206,12 @@ def main(argv=None) -> int:
         built = time.perf_counter() - t0
         row = {"messages": n, "vault_s": round(made, 1), "index_s": round(built, 2),
                "index_mb": round(size_of(vault) / 1e6, 1)}
-        for kind in ("rare", "common", "multi"):
+        for kind in KINDS:
             med, p95, found = timed(vault, queries(kind, args.queries, seed=n))
             row[kind] = {"median_ms": round(med, 1), "p95_ms": round(p95, 1), "found": found}
         print(f"{n:>9} {made:>8.1f} {built:>8.1f} {row['index_mb']:>9.1f}   "
-              + " ".join(f"{row[k]['median_ms']:>8.1f}/{row[k]['p95_ms']:<8.1f}" for k in
-                         ("rare", "common", "multi")), flush=True)
+              + " ".join(f"{row[k]['median_ms']:>8.1f}/{row[k]['p95_ms']:<8.1f}" for k in KINDS),
+              flush=True)
         if n == pick_size:
             row["pickup"] = {k: round(v, 1) for k, v in pickup(vault).items()}
             p = row["pickup"]
