@@ -196,7 +196,7 @@ def undo(sha):
 @vault_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def git_cmd(args):
-    """Run git in the vault (e.g. agent git log --stat)."""
+    """Run any git command in the vault, as in: agent git log --stat"""
     vault = get_vault()
     sys.exit(vault.git_passthrough(*args))
 
