@@ -11,7 +11,7 @@ ranks. (FTS4 ranked by the `sqlite-fts4` package, the design's first choice, is 
 selectable through BACKEND for comparison: it ranks in Python, row by row, and missed
 the speed target.) A small re-ranking in Python adds what the retrieval evaluation
 (`scripts/eval_retrieval.py`) showed to help: the speaker named in the question, the
-messages next to a hit, and dates in the question.
+messages next to a hit, the other hits of the same day, and dates in the question.
 
 Keeping it current costs what a turn changes, not what the vault holds: the index
 records the commit it reflects, and `refresh` asks git which files changed since then
@@ -82,7 +82,7 @@ class Ranking:
     neighbours: float = 0.8        # share of a hit's score passed to the messages around it
     reach: int = 2                 # how many messages away neighbours count (1/distance)
     dates: float = 1.0             # boost when a date in the question is near the doc's date
-    day: float = 0.0               # boost by other strong hits on the same day (did not help)
+    day: float = 0.3               # boost by the other hits of the same day (one subject)
     recency: float = 0.0           # boost newer docs (did not help)
     # Facts in MEMORY.md/USER.md (weight 1) and archive entries (their importance): the
     # evaluation data has neither, so this is a judgement, not a measurement.

@@ -49,7 +49,7 @@ ABLATIONS = {
     "neighbours 1 away": {"reach": 1},
     "- dates": {"dates": 0.0},
     "- importance": {"importance": 0.0},
-    "+ same day": {"day": 0.3},
+    "- same day": {"day": 0.0},
     "+ recency": {"recency": 0.3},
 }
 
