@@ -209,6 +209,17 @@ class Recorded:
         return self
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client hanging up (a dropped keep-alive, a Ctrl-C) is normal here, not an error
+    to print into the output the tests read."""
+
+    def handle_error(self, request, client_address):
+        import sys
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
+
 # ---------------------------------------------------------------- batches
 
 @dataclass
@@ -262,7 +273,7 @@ class FakeAnthropic:
         if self._httpd is not None:
             return self
         handler = type("Handler", (_Handler,), {"fake": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd = _QuietServer(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
         self._httpd = httpd
