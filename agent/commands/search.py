@@ -62,7 +62,7 @@ def search_cmd(query, limit, as_json, since, kinds):
             click.echo(json.dumps(hit.to_json(), ensure_ascii=False))
             continue
         head = "  ".join(x for x in (_where(hit), _when(hit.ts), _who(hit)) if x)
-        click.echo(click.style(head, bold=True) if click.get_text_stream("stdout").isatty() else head)
+        click.echo(click.style(head, bold=True))  # click drops the style when not a terminal
         click.echo(f"    {hit.snippet}")
 
 
