@@ -214,5 +214,5 @@ def compact_session(vault, client, session: str, now: datetime, *, force: bool =
         vault.commit(f"archive({session}): {shorten(topic)}",
                      trailers={"Session": session, "Archive": str(entry_id), "Model": used,
                                "Tokens": tokens_trailer(usage)})
-    index.refresh(vault)
+    index.refresh(vault, after_commit=True)
     return entry_id

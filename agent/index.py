@@ -585,10 +585,16 @@ def _walk(root: Path) -> list[str]:
     return sorted(out)
 
 
-def _changes(vault, since: str, head: str | None) -> tuple[set[str], list[str]] | None:
-    """(paths changed since commit `since`, paths dirty now), or None if `since` is gone."""
+def _changes(vault, since: str, head: str | None,
+             clean: bool = False) -> tuple[set[str], list[str]] | None:
+    """(paths changed since commit `since`, paths dirty now), or None if `since` is gone.
+
+    `clean`: the caller has just committed every change it knew of, so the work tree
+    is taken as clean without asking git; a file edited meanwhile is still dirty at the
+    next refresh (every search starts with one) and is picked up then.
+    """
     from agent.vault import GitError
-    dirty = vault.dirty_paths()
+    dirty = [] if clean else vault.dirty_paths()
     changed = set(dirty)
     if head and since != head:
         try:
@@ -599,7 +605,7 @@ def _changes(vault, since: str, head: str | None) -> tuple[set[str], list[str]] 
     return changed, dirty
 
 
-def _update(vault, db, full: bool = False) -> _Stats:
+def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats:
     stats = _Stats()
     db.row_factory = sqlite3.Row
     try:
@@ -612,7 +618,7 @@ def _update(vault, db, full: bool = False) -> _Stats:
     try:
         head = vault.head()
         indexed = _meta(db, "commit")
-        changes = _changes(vault, indexed, head) if indexed and not full else None
+        changes = _changes(vault, indexed, head, after_commit) if indexed and not full else None
         if changes is None:
             full = True
             if db.execute("SELECT 1 FROM files LIMIT 1").fetchone():
@@ -642,10 +648,13 @@ def _update(vault, db, full: bool = False) -> _Stats:
     return stats
 
 
-def refresh(vault) -> _Stats:
-    """Bring the index up to date with the vault's files (cheap when little changed)."""
+def refresh(vault, *, after_commit: bool = False) -> _Stats:
+    """Bring the index up to date with the vault's files (cheap when little changed).
+
+    `after_commit=True` right after the caller's own commit saves a `git status`.
+    """
     with _open(vault) as db:
-        return _update(vault, db)
+        return _update(vault, db, after_commit=after_commit)
 
 
 def rebuild(vault) -> _Stats:

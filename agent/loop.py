@@ -188,7 +188,7 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
                 vault.append_lines(sessions.month_file(session, now),
                                    [sessions.dumps(line) for line in lines])
             sha = vault.commit(message, trailers=trailers)
-        index.refresh(vault)
+        index.refresh(vault, after_commit=True)
     return sha
 
 

@@ -59,4 +59,4 @@ def report_recovery(vault: Vault) -> None:
 def after_change(vault: Vault) -> None:
     """Bring derived state (the search index) up to date after a commit."""
     from agent import index
-    index.refresh(vault)
+    index.refresh(vault, after_commit=True)
