@@ -123,8 +123,8 @@ def test_two_phases_end_to_end(seeded, run, fake_anthropic):
     assert "why: archive:2: moved last week" in body
     # What the user sees.
     out = result.output
-    assert "+ MEMORY.md (Travel): - Flying to Kyoto on 2026-12-03" in out
-    assert "~ USER.md: - Lives in Berlin" in out and "now: - Lives in Lisbon (since 2026-11-13)" in out
+    assert "Added to MEMORY.md (Travel): - Flying to Kyoto on 2026-12-03" in out
+    assert "Updated in USER.md: - Lives in Berlin" in out and "now: - Lives in Lisbon (since 2026-11-13)" in out
     assert f"Committed {vault.head()[:7]} dream: +1 fact, 1 updated, 0 removed (archive 1..3)" in out
     assert "Estimated cost at batch prices: $" in out
     assert "analyst batch" in out and "ended" in out  # progress while waiting
@@ -335,7 +335,7 @@ def test_hand_edit_between_submit_and_apply_survives(seeded, run, fake_anthropic
     assert "2026-11-26" not in text
     assert text == edited.replace("- The team uses Postgres 16\n",
                                   "- The team uses Postgres 16\n- Kyoto flights booked\n")
-    assert "skipped update in MEMORY.md: - Dentist appointment on 2026-11-25 " \
+    assert "Skipped update in MEMORY.md: - Dentist appointment on 2026-11-25 " \
            "(the quoted line is not in the file (edited since?))" in result.output
     # The hand edit is its own commit by the user, before the dream's.
     log = vault.git("log", "-2", "--format=%s|%an").splitlines()
@@ -372,7 +372,7 @@ def test_shrink_guard_refuses_mass_deletion_unless_allowed(seeded, run, fake_ant
     result = run("dream", *FAST)
 
     assert result.exit_code == 0, result.output
-    assert "refused delete in MEMORY.md: - The team uses Postgres 16" in result.output
+    assert "Refused delete in MEMORY.md: - The team uses Postgres 16" in result.output
     assert "2 of 2 facts would be deleted" in result.output and "--allow-shrink" in result.output
     text = read(vault, "MEMORY.md")
     assert "- Dentist appointment on 2026-11-25" in text and "- The team uses Postgres 16" in text
@@ -420,7 +420,7 @@ def test_editor_delete_without_quoted_line_is_refused(vault, run, fake_anthropic
                                    op("delete", old="# Memory", reason="archive:1")]}))
     result = run("dream", *FAST, "--allow-shrink")
     assert result.exit_code == 0, result.output
-    assert "refused delete in MEMORY.md:  (a delete must quote the exact line it replaces)" in result.output
+    assert "Refused delete in MEMORY.md:  (a delete must quote the exact line it replaces)" in result.output
     assert "only fact lines (bullets) are edited" in result.output
     assert read(vault, "MEMORY.md") == MEMORY
     assert subjects(vault)[0] == "dream: no changes (archive 1..1)"

@@ -90,20 +90,8 @@ def _print_report(out) -> None:
     report = out.report
     if report is None:
         return
-    for r in report.results:
-        if r.status == "applied":
-            if r.op == "add":
-                click.echo(f"  + {r.file}{f' ({r.section})' if r.section else ''}: {r.new}")
-            elif r.op == "update":
-                click.echo(f"  ~ {r.file}: {r.old}")
-                click.echo(f"      now: {r.new}")
-            else:
-                click.echo(f"  - {r.file}: {r.old}")
-            if r.reason:
-                click.echo(f"      why: {r.reason}")
-    for r in report.results:
-        if r.status != "applied":
-            click.echo(f"  {r.status} {r.op} in {r.file}: {r.old or r.new} ({r.why})")
+    for line in report.describe():
+        click.echo(f"  {line}")
     for note in report.notes:
         click.echo(note)
 

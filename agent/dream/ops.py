@@ -66,6 +66,27 @@ class Applied:
         """Files whose text changed."""
         return [f for f in FILES if self.texts.get(f, "") != self.before.get(f, "")]
 
+    def describe(self) -> list[str]:
+        """What changed and why, then what was skipped: the commit body and the CLI's report."""
+        lines = []
+        for r in self.results:
+            if r.status != "applied":
+                continue
+            if r.op == "add":
+                where = f" ({r.section})" if r.section else ""
+                lines.append(f"Added to {r.file}{where}: {r.new}")
+            elif r.op == "update":
+                lines.append(f"Updated in {r.file}: {r.old}")
+                lines.append(f"  now: {r.new}")
+            else:
+                lines.append(f"Removed from {r.file}: {r.old}")
+            if r.reason:
+                lines.append(f"  why: {r.reason}")
+        for r in self.results:
+            if r.status != "applied":
+                lines.append(f"{r.status.capitalize()} {r.op} in {r.file}: {r.old or r.new} ({r.why})")
+        return lines
+
     def diff(self) -> str:
         """A unified diff of the changed files, as `git diff` would show them."""
         out = []

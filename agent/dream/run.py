@@ -603,24 +603,7 @@ def commit_message(state: dict, applied: Applied) -> tuple[str, str]:
                    f"{applied.removed} removed ({span})")
     else:
         subject = f"dream: no changes ({span})"
-    lines = []
-    for r in applied.results:
-        if r.status != "applied":
-            continue
-        if r.op == "add":
-            where = f" ({r.section})" if r.section else ""
-            lines.append(f"Added to {r.file}{where}: {r.new}")
-        elif r.op == "update":
-            lines.append(f"Updated in {r.file}: {r.old}")
-            lines.append(f"  now: {r.new}")
-        else:
-            lines.append(f"Removed from {r.file}: {r.old}")
-        if r.reason:
-            lines.append(f"  why: {r.reason}")
-    for r in applied.results:
-        if r.status != "applied":
-            quoted = r.old or r.new
-            lines.append(f"{r.status.capitalize()} {r.op} in {r.file}: {quoted} ({r.why})")
+    lines = applied.describe()
     if not applied.changed:
         found = len(state.get("findings") or [])
         lines.insert(0, f"Nothing to change in memory ({_plural(found, 'finding')}, "
