@@ -62,7 +62,7 @@ def build(root: Path, messages: int) -> Vault:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("\n".join(lines) + "\n")
     vault.git("add", "-A")
-    vault.git("commit", "-q", "-m", f"bench: {messages} messages", env={
+    vault.git("-c", "gc.auto=0", "commit", "-q", "-m", f"bench: {messages} messages", env={
         "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "bench",
         "GIT_COMMITTER_EMAIL": "b@x"})
     vault.git("gc", "-q")  # an old vault is packed; a gc running mid-measurement is noise
