@@ -10,9 +10,6 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-
-import pytest
 
 from agent import archive, sessions
 from agent.llm.anthropic import make_client
@@ -328,7 +325,7 @@ def test_all_models_overloaded_is_a_plain_error(fake_anthropic, vault, run):
     assert r.exit_code == 1
     # (The fake server's own threads may log dropped keep-alive connections to stderr.)
     mine = r.output.strip().splitlines()[-2:]
-    assert mine == [f"Error: The Anthropic API failed (HTTP 529, overloaded_error): Overloaded",
+    assert mine == ["Error: The Anthropic API failed (HTTP 529, overloaded_error): Overloaded",
                     f"Your message is saved ({vault.head()[:7]})."]
     assert subjects(vault)[0] == "chat(cli/default): hello"
 

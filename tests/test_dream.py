@@ -210,7 +210,7 @@ def test_ctrl_c_while_polling_leaves_the_batch_to_pick_up(seeded, fake_anthropic
 
 
 def test_no_wait_submits_and_the_next_runs_move_it_on(seeded, run, fake_anthropic):
-    vault, server = seeded, fake_anthropic
+    server = fake_anthropic
     server.batch_polls = 10 ** 9
     script_kyoto(server)
 
@@ -549,7 +549,7 @@ def test_max_entries_bounds_one_run(seeded, run, fake_anthropic):
 
 
 def test_raw_messages_go_with_the_summaries(seeded, run, fake_anthropic):
-    vault, server = seeded, fake_anthropic
+    server = fake_anthropic
     server.add(json_reply({"findings": []}))
     run("dream", *FAST)
     tail = batch_creates(server)[0]["requests"][0]["params"]["messages"][0]["content"][1]["text"]

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from fakeanthropic import error, json_reply, reply
