@@ -63,7 +63,8 @@ def _zero_usage() -> dict:
 
 def shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
     """The first line of `text`, spaces folded, cut at a word to about `limit` characters."""
-    one = " ".join(text.split())
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    one = " ".join(first.split())
     if len(one) <= limit:
         return one or "(empty message)"
     cut = one[:limit].rsplit(" ", 1)[0]

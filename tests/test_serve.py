@@ -78,7 +78,7 @@ def test_due_job_runs_once_and_its_state_lands_in_the_turns_commit(vault, fake_a
     assert len(fake_anthropic.calls()) == 1
     sent = fake_anthropic.calls()[0].body["messages"][-1]["content"]
     assert "remind me to drink water" in json.dumps(sent)
-    assert subjects(vault)[0].startswith(f"cron(cron/{job.id}): ")
+    assert subjects(vault)[0] == f"cron(cron/{job.id}): remind me to drink water"
     assert files_of(vault) == ["cron.json", f"sessions/cron/{job.id}/2026-11.jsonl"]
     state = jobs_json(vault)[0]["state"]
     assert state == {"next_run": "2026-11-20T11:00:00+00:00",
