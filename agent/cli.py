@@ -99,8 +99,8 @@ def status():
                    f"{', ...' if len(dirty) > 5 else ''}); committed before the agent's next change")
     else:
         click.echo("hand edits: none")
-    click.echo(f"sessions:   {len(keys)} ({messages} messages)")
-    click.echo(f"archive:    {len(ids)} entries")
+    click.echo(f"sessions:   {len(keys)} ({messages} message{'s' * (messages != 1)})")
+    click.echo(f"archive:    {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
     click.echo(f"memory:     {facts(memory.MEMORY)} facts in MEMORY.md, {facts(memory.USER)} in USER.md")
     waiting = sum(1 for i, _ in ids if i > cursor)
     click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
