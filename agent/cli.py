@@ -101,7 +101,8 @@ def status():
         click.echo("hand edits: none")
     click.echo(f"sessions:   {len(keys)} ({messages} message{'s' * (messages != 1)})")
     click.echo(f"archive:    {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
-    click.echo(f"memory:     {facts(memory.MEMORY)} facts in MEMORY.md, {facts(memory.USER)} in USER.md")
+    n = facts(memory.MEMORY)
+    click.echo(f"memory:     {n} fact{'s' * (n != 1)} in MEMORY.md, {facts(memory.USER)} in USER.md")
     waiting = sum(1 for i, _ in ids if i > cursor)
     click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
 
