@@ -255,6 +255,13 @@ class Vault:
             full_env = os.environ.copy()
             full_env.update(env)
         p = _run(list(args), cwd=self.root, env=full_env, input=input)
+        # A git command a person runs meanwhile (or their editor's git integration) may
+        # hold the index lock for a moment: wait for it rather than fail the change.
+        deadline = time.monotonic() + 2.0
+        while (p.returncode == 128 and ".lock': File exists" in p.stderr
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+            p = _run(list(args), cwd=self.root, env=full_env, input=input)
         if check and p.returncode:
             raise GitError(list(args), p.returncode, p.stderr)
         return p.stdout
@@ -271,7 +278,10 @@ class Vault:
         """Paths with uncommitted changes (modified, added, deleted, untracked)."""
         # Untracked files in the "normal" mode: it is the mode git's untracked cache
         # serves fastest; a new folder shows as `dir/` and is listed only then.
-        out = self.git("status", "--porcelain=v1", "-z", "--no-renames")
+        # Outside the vault lock, status must not take git's index lock to refresh its
+        # stat cache: that would make a concurrent agent commit fail.
+        optional = () if self._lock_depth else ("--no-optional-locks",)
+        out = self.git(*optional, "status", "--porcelain=v1", "-z", "--no-renames")
         paths, new_dirs = [], []
         for item in out.split("\0"):
             if not item:

@@ -346,8 +346,10 @@ def test_broken_frontmatter_is_named(vault):
 def test_eight_processes_ten_notes_each(vault):
     script = ("import subprocess,sys\n"
               "for i in range(10):\n"
-              "    subprocess.run([sys.executable,'-m','agent','--vault',sys.argv[1],'note',"
-              "f'p{sys.argv[2]} n{i}'],check=True,capture_output=True)\n")
+              "    p = subprocess.run([sys.executable,'-m','agent','--vault',sys.argv[1],'note',"
+              "f'p{sys.argv[2]} n{i}'],capture_output=True,text=True)\n"
+              "    if p.returncode:\n"
+              "        sys.exit(f'note {i} of process {sys.argv[2]} failed: {p.stderr}')\n")
     procs = [subprocess.Popen([sys.executable, "-c", script, str(vault.root), str(p)])
              for p in range(8)]
     assert all(p.wait(timeout=300) == 0 for p in procs)
@@ -479,3 +481,25 @@ def test_a_broken_agent_toml_is_named_and_nothing_changes(vault, run):
     assert r.exit_code == 1
     assert "agent.toml" in r.output and "line" in r.output and "Traceback" not in r.output
     assert vault.head() == head and vault.dirty_paths() == []
+
+
+def test_a_git_command_holding_the_index_lock_briefly_is_waited_for(vault):
+    lock = vault.root / ".git" / "index.lock"
+    lock.write_text("")
+    p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "note",
+                          "while git was busy"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(0.5)
+    lock.unlink()  # the person's git command finishes
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert "Recovered" not in err  # it was waited for, not removed as stale
+    assert "while git was busy" in today_note(vault).read_text()
+    assert vault.dirty_paths() == []
+
+
+def test_status_outside_the_lock_never_takes_gits_index_lock(vault, run):
+    (vault.root / "MEMORY.md").touch()  # stale stat info: a plain `git status` would rewrite the index
+    before = (vault.root / ".git" / "index").stat().st_mtime_ns
+    assert run("status").exit_code == 0
+    assert (vault.root / ".git" / "index").stat().st_mtime_ns == before
