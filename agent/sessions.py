@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from agent.errors import UserError
+
 SESSIONS = "sessions"
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 ROLES = ("user", "assistant", "system")
 
-
-from agent.errors import UserError
 
 
 class SessionError(UserError):

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from agent.errors import UserError
+
 STATE_DIR = ".agent"
 MARKER = "agent.toml"
 DEFAULT_VAULT = Path("~/.agent/vault")
@@ -37,8 +39,6 @@ AGENT_EMAIL = "agent@localhost"
 _GIT_BASE = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false",
              "-c", "core.quotePath=false")
 
-
-from agent.errors import UserError
 
 
 class VaultError(UserError):
@@ -293,22 +293,6 @@ class Vault:
             paths.extend(p for p in listed.split("\0") if p)
         return paths
 
-    def changed_since(self, sha: str | None) -> list[str]:
-        """Files changed between commit `sha` and the work tree (committed or not)."""
-        paths: set[str] = set(self.dirty_paths())
-        head = self.head()
-        if head and sha and sha != head:
-            out = self.git("diff", "--name-only", "-z", "--no-renames", sha, head, check=False)
-            paths.update(p for p in out.split("\0") if p)
-        elif head and not sha:
-            out = self.git("ls-files", "-z")
-            paths.update(p for p in out.split("\0") if p)
-        return sorted(paths)
-
-    def show(self, rev: str, rel: str) -> str | None:
-        p = _run(["show", f"{rev}:{rel}"], cwd=self.root)
-        return p.stdout if p.returncode == 0 else None
-
     def _commit_paths(self, paths: list[str] | None, message: str, who: Identity) -> str | None:
         """Stage `paths` (all changes when None) and commit them; None if nothing changed.
 
@@ -362,9 +346,6 @@ class Vault:
         if not self._touched:
             self._clear_pending()
         return sha
-
-    def log(self, *args: str) -> str:
-        return self.git("log", *args)
 
     def revert(self, sha: str, message: str) -> str | None:
         """Revert commit `sha` as a new agent commit; GitError if it would conflict."""

@@ -511,6 +511,12 @@ def _slow_job(vault, run, fake_anthropic, text):
     return job_id
 
 
+def _transcript(vault, job_id) -> list[dict]:
+    """The job's session lines, oldest first (the real clock picks the month file)."""
+    return [json.loads(x) for f in sorted((vault.root / f"sessions/cron/{job_id}").glob("*.jsonl"))
+            for x in f.read_text().splitlines()]
+
+
 def test_sigterm_during_a_job_lets_the_turn_finish_and_commit(vault, run, fake_anthropic, procs):
     job_id = _slow_job(vault, run, fake_anthropic, "one two three four five six.")
     serve = ServeProc(vault)
@@ -523,12 +529,7 @@ def test_sigterm_during_a_job_lets_the_turn_finish_and_commit(vault, run, fake_a
     assert "stopping after the running turn" in serve.output
     assert vault.dirty_paths() == []
     assert subjects(vault)[0].startswith(f"cron(cron/{job_id}): ")
-    lines = [json.loads(x) for x in
-             (vault.root / f"sessions/cron/{job_id}/2026-11.jsonl").read_text().splitlines()] \
-        if (vault.root / f"sessions/cron/{job_id}/2026-11.jsonl").exists() else \
-        [json.loads(x) for f in (vault.root / f"sessions/cron/{job_id}").glob("*.jsonl")
-         for x in f.read_text().splitlines()]
-    assert lines[-1]["content"] == "one two three four five six."
+    assert _transcript(vault, job_id)[-1]["content"] == "one two three four five six."
     assert jobs_json(vault)[0]["state"]["last_status"] == "ok"
     assert len(fake_anthropic.calls()) == 1                  # no new job started after SIGTERM
 
@@ -549,8 +550,6 @@ def test_second_sigterm_interrupts_the_turn_and_records_it(vault, run, fake_anth
     assert head.startswith(f"cron(cron/{job_id}): ") and "Interrupted: yes" in head
     state = jobs_json(vault)[0]["state"]
     assert state["last_status"] == "interrupted"
-    transcript = [json.loads(x) for f in (vault.root / f"sessions/cron/{job_id}").glob("*.jsonl")
-                  for x in f.read_text().splitlines()]
-    assert transcript[-1].get("interrupted") is True
+    assert _transcript(vault, job_id)[-1].get("interrupted") is True
     # Run again later, the job is due at its next time, not re-run for the old one.
     assert sched.parse_iso(state["next_run"], "next_run") > sched.parse_iso(state["last_run"], "x")
