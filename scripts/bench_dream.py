@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from fakeanthropic import FakeAnthropic, json_reply  # noqa: E402
 
-from agent.vault import Vault  # noqa: E402
+from agent.vault.repo import Vault  # noqa: E402
 
 SUMMARY = ("The user and the agent planned step {i} of the house move: they compared two "
            "removal firms on price and dates, chose the one that can come on a weekday, "
@@ -75,7 +75,7 @@ def fake_model(params: dict):
 def bench(n: int, chunk_tokens: int | None) -> dict:
     from agent.dream import run_dream
     from agent.llm.anthropic import make_client
-    from agent.vault import now
+    from agent.vault.repo import now
 
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as server:
         vault = build_vault(Path(tmp) / "vault", n)

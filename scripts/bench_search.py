@@ -6,7 +6,7 @@ written in bulk, with a Zipf-distributed vocabulary plus English stop words, som
 MEMORY.md facts and daily notes, then one commit), and prints for each:
 
 - the time to build the index from scratch and its size on disk;
-- median and 95th percentile time of `agent.index.search` (the refresh it starts
+- median and 95th percentile time of `agent.search.index.search` (the refresh it starts
   with included) for queries of one rare word, one common word, a question of several
   words, and a long pasted paragraph (what proactive retrieval sends each turn);
 - in the 100,000-message vault (or the middle size given), the time for a search to
@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
-from agent import index  # noqa: E402
-from agent.vault import Vault  # noqa: E402
+from agent.search import index  # noqa: E402
+from agent.vault.repo import Vault  # noqa: E402
 
 VOCAB = 60000
 PER_FILE = 1000          # messages per monthly session file

@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fakeanthropic import FakeAnthropic, reply  # noqa: E402
 
-from agent import schedule as sched  # noqa: E402
-from agent.vault import Vault  # noqa: E402
+from agent.stores import schedule as sched  # noqa: E402
+from agent.vault.repo import Vault  # noqa: E402
 
 ZONES = ["Europe/Paris", "America/New_York", "Asia/Tokyo", "UTC", None]
 TICKS = os.sysconf("SC_CLK_TCK")

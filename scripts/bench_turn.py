@@ -41,8 +41,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fakeanthropic import FakeAnthropic, reply  # noqa: E402
 
-from agent import archive, context, index, loop, memory, sessions  # noqa: E402
-from agent.vault import Vault  # noqa: E402
+from agent.stores import archive
+from agent.chat import prompt as context
+from agent.search import index
+from agent.chat import turn as loop
+from agent.stores import memory
+from agent.stores import sessions  # noqa: E402
+from agent.vault.repo import Vault  # noqa: E402
 
 VOCAB = 50000
 STOP = ("the a to and of i it you that in is was for on with my me have but so this be "

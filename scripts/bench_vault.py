@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent import memory  # noqa: E402
-from agent.vault import Vault  # noqa: E402
+from agent.stores import memory  # noqa: E402
+from agent.vault.repo import Vault  # noqa: E402
 
 PER_DAY = 50
 SESSIONS = ["cli/default", "cli/work", "telegram/me"]

@@ -3,7 +3,7 @@
 
 For each conversation: a fresh vault in a temporary folder, filled through the same
 import code `agent import` runs (message ids = dia_id, times from session_N_date_time,
-speakers kept), then every question of categories 1-4 asked through `agent.index.search`.
+speakers kept), then every question of categories 1-4 asked through `agent.search.index.search`.
 Prints any@k, all@k, rec@k per category and overall and the query times; the last line
 is one JSON object with the overall figures.
 
@@ -32,9 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
-from agent import index  # noqa: E402
-from agent.importer import import_file  # noqa: E402
-from agent.vault import Vault  # noqa: E402
+from agent.search import index  # noqa: E402
+from agent.chat.importer import import_file  # noqa: E402
+from agent.vault.repo import Vault  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 

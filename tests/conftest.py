@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent.cli import cli
-from agent.vault import Vault
+from agent.cli.app import cli
+from agent.vault.repo import Vault
 from fakeanthropic import fake_anthropic  # noqa: F401  (fixture: the fake Anthropic API)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-from agent import archive
+from agent.stores import archive
 
 T0 = datetime(2026, 11, 20, 14, 0, tzinfo=timezone.utc)
 

@@ -11,9 +11,10 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 
-from agent import archive, sessions
+from agent.stores import archive
+from agent.stores import sessions
 from agent.llm.anthropic import make_client
-from agent.loop import run_turn
+from agent.chat.turn import run_turn
 from conftest import ROOT, subjects
 from fakeanthropic import error, json_reply, reply, text, tool_use
 
@@ -153,7 +154,7 @@ def test_two_tools_at_once_and_memory_in_the_turns_commit(fake_anthropic, vault,
 
 def test_tool_calls_of_one_reply_run_concurrently(fake_anthropic, vault, tmp_path):
     """Two slow tools take about the time of one: they run in parallel."""
-    from agent.tools.registry import REGISTRY, tool
+    from agent.chat.tools.registry import REGISTRY, tool
 
     @tool
     def slow_probe(label: str) -> str:
@@ -358,7 +359,7 @@ def test_ctrl_c_during_a_reply_keeps_the_partial_reply(fake_anthropic, vault):
     # The next turn shows the model its partial reply, marked as interrupted.
     fake_anthropic.add(reply("Sorry, go on?"))
     from click.testing import CliRunner
-    from agent.cli import cli
+    from agent.cli.app import cli
     assert CliRunner().invoke(cli, ["--vault", str(vault.root), "chat", "-m", "stop"]).exit_code == 0
     assistant = fake_anthropic.last.body["messages"][1]
     assert assistant["content"][-1]["text"] == "[interrupted by the user]"
@@ -665,14 +666,14 @@ def test_help_and_model_free_commands_do_not_import_anthropic(vault):
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from agent.cli import cli\n"
+        "from agent.cli.app import cli\n"
         "r = CliRunner().invoke(cli, ['chat', '--help'])\n"
         "assert r.exit_code == 0 and '--session' in r.output and '-m, --message' in r.output, r.output\n"
         "r = CliRunner().invoke(cli, ['archive', '--help'])\n"
         "assert r.exit_code == 0, r.output\n"
         f"r = CliRunner().invoke(cli, ['--vault', {str(vault.root)!r}, 'note', 'hi'])\n"
         "assert r.exit_code == 0, r.output\n"
-        "from agent.tools import registry\n"
+        "from agent.chat.tools import registry\n"
         "registry.load_all()\n"
         "bad = [m for m in ('anthropic', 'httpx2', 'frontmatter', 'yaml') if m in sys.modules]\n"
         "assert not bad, bad\n")

@@ -49,7 +49,7 @@ def test_raw_messages_stay_within_their_budget(vault):
 
 
 def test_an_entry_spanning_two_month_files_gets_both_ranges(vault):
-    from agent import archive
+    from agent.stores import archive
     nov, dec = "sessions/cli/default/2026-11.jsonl", "sessions/cli/default/2026-12.jsonl"
     line = '{{"id":"{0}","ts":"2026-11-30T23:59:00+00:00","role":"user","content":"{0} text","turn":1}}'
     vault.append_lines(nov, [line.format(i) for i in ("a", "b", "c")])

@@ -12,9 +12,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent import heartbeat as hb
-from agent import schedule as sched
-from agent.schedule import Schedule, next_run, settle
+from agent.stores import heartbeat as hb
+from agent.stores import schedule as sched
+from agent.stores.schedule import Schedule, next_run, settle
 from conftest import subjects
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -342,7 +342,7 @@ def test_concurrent_cron_commands_lose_no_change(vault):
 
 
 def test_cron_list_does_not_import_heavy_modules(vault):
-    code = ("import sys; from agent.cli import cli\n"
+    code = ("import sys; from agent.cli.app import cli\n"
             "try:\n    cli(['--vault', sys.argv[1], 'cron', 'list'])\nexcept SystemExit: pass\n"
             "print(sorted(m for m in ('anthropic', 'croniter', 'yaml', 'frontmatter') if m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code, str(vault.root)], capture_output=True, text=True)
@@ -414,14 +414,14 @@ def test_heartbeat_due_times():
 
 
 def _tool_ctx(vault, now):
-    from agent.staged import StagedVault
-    from agent.tools.registry import ToolContext
+    from agent.vault.staged import StagedVault
+    from agent.chat.tools.registry import ToolContext
     return ToolContext(vault=StagedVault(vault), session="cli/default", now=now)
 
 
 def test_cron_tools_validate_like_the_command_and_keep_concurrent_state(vault, run):
-    from agent.tools import cron as tools
-    from agent.tools.registry import REGISTRY, call, load_all, use_context
+    from agent.chat.tools import cron as tools
+    from agent.chat.tools.registry import REGISTRY, call, load_all, use_context
 
     load_all()
     assert {"cron_add", "cron_list", "cron_remove"} <= set(REGISTRY)

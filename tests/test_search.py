@@ -1,4 +1,4 @@
-"""Memory search: `agent search`, `agent index`, and `agent.index.search` on real vaults."""
+"""Memory search: `agent search`, `agent index`, and `agent.search.index.search` on real vaults."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import date
 
 import pytest
 
-from agent import index
+from agent.search import index
 from conftest import agent_proc
 
 
@@ -278,7 +278,7 @@ def test_stop_words_only_query_still_searches(filled):
 # ---- start-up cost ----------------------------------------------------------------------
 
 def test_search_does_not_import_anthropic(filled):
-    code = ("import sys\nfrom agent.cli import cli\n"
+    code = ("import sys\nfrom agent.cli.app import cli\n"
             "try:\n    cli(['--vault', sys.argv[1], 'search', 'ferry'])\n"
             "except SystemExit:\n    pass\n"
             "bad = [m for m in ('anthropic', 'croniter', 'yaml', 'frontmatter') if m in sys.modules]\n"

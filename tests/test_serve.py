@@ -19,9 +19,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from fakeanthropic import error, json_reply, reply
 
-from agent import jobs, schedule as sched
+from agent.serve import jobs
+from agent.stores import schedule as sched
 from agent.llm.anthropic import make_client
-from agent.serve import Server
+from agent.serve.server import Server
 from conftest import subjects
 from dreamkit import finding, op, write_entries
 

@@ -10,12 +10,12 @@ from typing import Literal
 
 import pytest
 
-import agent.tools
-from agent.staged import StagedVault
-from agent.tools import registry
-from agent.tools.files import edit_file, list_dir, read_file, write_file
-from agent.tools.memory import add_fact, memory_get, remember
-from agent.tools.registry import REGISTRY, ToolContext, ToolError, tool, use_context
+import agent.chat.tools
+from agent.vault.staged import StagedVault
+from agent.chat.tools import registry
+from agent.chat.tools.files import edit_file, list_dir, read_file, write_file
+from agent.chat.tools.memory import add_fact, memory_get, remember
+from agent.chat.tools.registry import REGISTRY, ToolContext, ToolError, tool, use_context
 from conftest import subjects
 
 NOW = datetime(2026, 11, 20, 9, 30, tzinfo=timezone(timedelta(hours=1)))
@@ -131,13 +131,13 @@ def test_input_checking_names_the_problem():
 
 def test_every_module_of_the_tools_package_is_loaded():
     registry.load_all()
-    names = [m.name for m in pkgutil.iter_modules(agent.tools.__path__)
+    names = [m.name for m in pkgutil.iter_modules(agent.chat.tools.__path__)
              if m.name != "registry" and not m.name.startswith("_")]
     assert {"files", "memory", "skills"} <= set(names)
     for name in names:
-        assert f"agent.tools.{name}" in sys.modules
+        assert f"agent.chat.tools.{name}" in sys.modules
     modules = {t.fn.__module__ for t in REGISTRY.values()}
-    assert {"agent.tools.files", "agent.tools.memory", "agent.tools.skills"} <= modules
+    assert {"agent.chat.tools.files", "agent.chat.tools.memory", "agent.chat.tools.skills"} <= modules
 
 
 def test_a_raising_tool_is_an_error_result_and_logged(vault, staged):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.archive import load as load_entry
-from agent.frontmatter_io import FrontmatterError
-from agent.vault import Vault
+from agent.stores.archive import load as load_entry
+from agent.stores.frontmatter_io import FrontmatterError
+from agent.vault.repo import Vault
 from conftest import agent_proc, authors, subjects
 
 
@@ -367,7 +367,7 @@ def test_eight_processes_ten_notes_each(vault):
 
 WRITER = r"""
 import sys, time, json
-from agent.vault import Vault
+from agent.vault.repo import Vault
 v = Vault.open(sys.argv[1])
 mode = sys.argv[2]
 rel = "sessions/cli/default/2026-11.jsonl"
@@ -451,7 +451,7 @@ def test_kill_9_at_random_moments_always_leaves_a_consistent_vault(vault):
 
 @pytest.mark.parametrize("args", [["--help"], ["note", "quick"], ["status"], ["log"]])
 def test_commands_without_a_model_do_not_import_anthropic(vault, args):
-    code = ("import sys\nfrom agent.cli import cli\n"
+    code = ("import sys\nfrom agent.cli.app import cli\n"
             "try:\n    cli(sys.argv[1:], prog_name='agent')\nexcept SystemExit as e:\n"
             "    assert not e.code, e.code\n"
             "print('anthropic loaded:', 'anthropic' in sys.modules, file=sys.stderr)\n")

@@ -13,7 +13,7 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
-from agent.memory import FACT, HEADING, MEMORY, USER
+from agent.stores.memory import FACT, HEADING, MEMORY, USER
 
 FILES = (MEMORY, USER)
 SHRINK_LIMIT = 0.25            # a run may delete at most this share of a file's facts

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
-from agent import archive, sessions
-from agent.memory import MEMORY, USER
+from agent.stores import archive
+from agent.stores import sessions
+from agent.stores.memory import MEMORY, USER
 
 CACHE = {"type": "ephemeral", "ttl": "1h"}
 SKIP_SESSIONS = ("heartbeat/", "dream/")   # their entries are not dream input

@@ -22,13 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from agent import archive
+from agent.stores import archive
 from agent.config import Settings, SettingsError, load_settings
 from agent.dream import prompts
 from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, apply_ops
 from agent.errors import UserError
-from agent.memory import MEMORY, USER
+from agent.stores.memory import MEMORY, USER
 
 STATE = "dream.json"          # the dream in flight, under .agent/
 LAST_FAILURE = "dream-failure.json"

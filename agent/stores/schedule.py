@@ -397,7 +397,7 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
             session: str | None = None, misfire: str = "run_once",
             delete_after_run: bool | None = None, job_id: str | None = None) -> Job:
     """A validated job with its first due time; not yet in `cron`."""
-    from agent.sessions import SessionError, check_key
+    from agent.stores.sessions import SessionError, check_key
 
     name = str(name).strip()
     if not name:
@@ -450,7 +450,7 @@ def loads(text: str, rel: str = CRON_FILE) -> CronFile:
 
 
 def _job(raw, where: str) -> Job:
-    from agent.sessions import SessionError, check_key
+    from agent.stores.sessions import SessionError, check_key
 
     if not isinstance(raw, dict):
         raise CronFileError(f"{where}: a job must be a JSON object")

@@ -24,11 +24,13 @@ import json
 import logging
 from datetime import datetime
 
-from agent import archive, context, sessions
+from agent.stores import archive
+from agent.chat import prompt as context
+from agent.stores import sessions
 from agent.config import load_settings
 from agent.errors import UserError
 
-log = logging.getLogger("agent.compact")
+log = logging.getLogger("agent.chat.compact")
 
 KEEP_SHARE = 0.5               # after compaction the window holds at most half its budget
 TOOL_RESULT_CHARS = 600        # of each tool result shown to the summariser
@@ -184,8 +186,8 @@ def compact_session(vault, client, session: str, now: datetime, *, force: bool =
     """Compact the window's oldest part (with force, the whole window) into an archive
     entry; returns its id, None when there is nothing to compact; CompactError when the
     summary could not be made (nothing changed)."""
-    from agent import index
-    from agent.loop import models_for, shorten, tokens_trailer
+    from agent.search import index
+    from agent.chat.turn import models_for, shorten, tokens_trailer
 
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)

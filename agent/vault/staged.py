@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agent.errors import UserError
-from agent.vault import STATE_DIR, Vault, VaultError
+from agent.vault.repo import STATE_DIR, Vault, VaultError
 
 
 @dataclass

@@ -332,7 +332,7 @@ def _source_range(source) -> list[tuple[str | None, str | None, str | None]]:
 
 
 def _archive_doc(rel: str, root: Path) -> tuple[Doc | None, str | None]:
-    from agent import frontmatter_io  # yaml loads only when an archive entry changed
+    from agent.stores import frontmatter_io  # yaml loads only when an archive entry changed
     try:
         meta, body = frontmatter_io.load(root / rel, rel)
     except frontmatter_io.FrontmatterError as e:
@@ -593,7 +593,7 @@ def _changes(vault, since: str, head: str | None,
     is taken as clean without asking git; a file edited meanwhile is still dirty at the
     next refresh (every search starts with one) and is picked up then.
     """
-    from agent.vault import GitError
+    from agent.vault.repo import GitError
     dirty = [] if clean else vault.dirty_paths()
     changed = set(dirty)
     if head and since != head:

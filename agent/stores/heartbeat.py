@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from pathlib import Path
 
-from agent import schedule as sched
+from agent.stores import schedule as sched
 from agent.errors import UserError
 
 FOLDER = "heartbeat"
@@ -125,7 +125,7 @@ def parse(meta: dict, body: str, rel: str) -> Heartbeat:
 def load_all(root: Path) -> tuple[list[Heartbeat], list[str]]:
     """Every heartbeat of the vault, by name, and the problems of those that cannot be read
     (each `file: problem`); a broken file never stops the others."""
-    from agent.frontmatter_io import FrontmatterError, load
+    from agent.stores.frontmatter_io import FrontmatterError, load
 
     folder = Path(root) / FOLDER
     beats: list[Heartbeat] = []

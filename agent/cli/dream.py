@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from agent.commands.common import after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import after_change, get_vault, report_recovery, vault_option
 
 
 class _Progress:
@@ -128,7 +128,7 @@ def _print_cost(out) -> None:
 def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, poll_interval):
     """Consolidate new archive entries into MEMORY.md and USER.md, and commit."""
     from agent import dream as dreaming
-    from agent.vault import now
+    from agent.vault.repo import now
 
     vault = get_vault()
     if status:

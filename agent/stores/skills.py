@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import UserError
-from agent.frontmatter_io import FrontmatterError, load
-from agent.vault import package_data
+from agent.stores.frontmatter_io import FrontmatterError, load
+from agent.vault.repo import package_data
 
 SKILLS = "skills"
 SKILL_FILE = "SKILL.md"

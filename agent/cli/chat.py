@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from agent import sessions
-from agent.commands.common import after_change, get_vault, report_recovery, vault_option
+from agent.stores import sessions
+from agent.cli.common import after_change, get_vault, report_recovery, vault_option
 
 DEFAULT_SESSION = "cli/default"
 HISTORY_FILE = "chat_history"
@@ -57,8 +57,8 @@ class _Printer:
 
 
 def _turn(vault, client, session: str, text: str, model: str | None):
-    from agent.loop import run_turn
-    from agent.vault import now
+    from agent.chat.turn import run_turn
+    from agent.vault.repo import now
 
     printer = _Printer()
     try:
@@ -191,8 +191,8 @@ def _slash(vault, client, session: str, text: str) -> str | None:
 
 
 def _new(vault, client, session: str) -> None:
-    from agent.compact import CompactError, compact_session
-    from agent.vault import now
+    from agent.chat.compact import CompactError, compact_session
+    from agent.vault.repo import now
 
     try:
         entry = compact_session(vault, client, session, now(), force=True)
@@ -208,7 +208,7 @@ def _new(vault, client, session: str) -> None:
 
 
 def _topic(vault, entry_id: int) -> str:
-    from agent import archive
+    from agent.stores import archive
 
     found = next(iter(sorted(vault.root.glob(f"{archive.ARCHIVE}/*/*/{entry_id}.md"))), None)
     if found is None:
@@ -218,7 +218,7 @@ def _topic(vault, entry_id: int) -> str:
 
 def undo_last_turn(vault, session: str) -> str:
     """Revert the newest turn commit of `session` not yet undone; says what happened."""
-    from agent.vault import VaultError
+    from agent.vault.repo import VaultError
 
     agent_email = vault.agent_identity().email
     with vault.locked():
@@ -271,9 +271,9 @@ def archive_cmd(session, all_):
     vault = get_vault()
     keys = (sessions.list_sessions(vault.root) if all_
             else [sessions.check_key(session or DEFAULT_SESSION)])
-    from agent.compact import CompactError, compact_session
+    from agent.chat.compact import CompactError, compact_session
     from agent.llm.anthropic import make_client
-    from agent.vault import now
+    from agent.vault.repo import now
 
     client = make_client()
     failed = 0

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import click
 
-from agent import archive, memory, sessions
-from agent.commands.common import (AgentGroup, after_change, get_vault, report_recovery,
+from agent.stores import archive
+from agent.stores import memory
+from agent.stores import sessions
+from agent.cli.common import (AgentGroup, after_change, get_vault, report_recovery,
                                    vault_option, vault_path)
-from agent.vault import Vault, VaultError, now
+from agent.vault.repo import Vault, VaultError, now
 
 
 @click.group(cls=AgentGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -207,7 +209,7 @@ def git_cmd(args):
 @vault_option
 def import_cmd(file):
     """Import a transcript (JSONL: session, role, content, ts, optional id)."""
-    from agent.importer import import_file
+    from agent.chat.importer import import_file
     vault = get_vault()
     added, keys, sha = import_file(vault, file)
     report_recovery(vault)
@@ -222,7 +224,7 @@ def import_cmd(file):
 # ---- the other command families -------------------------------------------------------
 
 def _register():
-    from agent.commands import chat, dream, schedule, search
+    from agent.cli import chat, dream, schedule, search
     for module in (search, chat, dream, schedule):
         for command in module.COMMANDS:
             cli.add_command(command)

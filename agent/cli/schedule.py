@@ -10,8 +10,8 @@ from datetime import datetime
 
 import click
 
-from agent.commands.common import after_change, get_vault, report_recovery, vault_option
-from agent.vault import now as clock_now
+from agent.cli.common import after_change, get_vault, report_recovery, vault_option
+from agent.vault.repo import now as clock_now
 
 
 def _when(t: datetime | None) -> str:
@@ -57,7 +57,7 @@ def cron():
 @vault_option
 def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run):
     """Add a job: agent cron add daily --message "plan my day" --cron "0 9 * * *"."""
-    from agent import jobs
+    from agent.serve import jobs
 
     vault = get_vault()
     job, sha = jobs.add(vault, name, message, clock_now(), at=at, every=every, cron=expr, tz=tz,
@@ -72,7 +72,7 @@ def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_
 @vault_option
 def cron_list():
     """List the jobs: id, name, schedule, next run (local time), last status."""
-    from agent import schedule as sched
+    from agent.stores import schedule as sched
 
     vault = get_vault()
     cf = sched.read(vault.root)
@@ -92,7 +92,7 @@ def cron_list():
 @vault_option
 def cron_remove(job_id):
     """Remove a job (by id, or by name when only one job has it)."""
-    from agent import jobs
+    from agent.serve import jobs
 
     vault = get_vault()
     job, sha = jobs.remove(vault, job_id)
@@ -101,7 +101,7 @@ def cron_remove(job_id):
 
 
 def _toggle(job_id: str, enabled: bool):
-    from agent import jobs
+    from agent.serve import jobs
 
     vault = get_vault()
     job, sha = jobs.set_enabled(vault, job_id, enabled, clock_now())
@@ -134,8 +134,8 @@ def cron_disable(job_id):
 @vault_option
 def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
-    from agent import schedule as sched
-    from agent import serve
+    from agent.stores import schedule as sched
+    from agent.serve import server as serve
     from agent.llm.anthropic import make_client
 
     vault = get_vault()
@@ -163,7 +163,7 @@ def heartbeat():
 @vault_option
 def heartbeat_list():
     """List the heartbeats: name, schedule, active hours, enabled, next and last run."""
-    from agent import heartbeat as hbmod
+    from agent.stores import heartbeat as hbmod
 
     vault = get_vault()
     beats, problems = hbmod.load_all(vault.root)
@@ -193,8 +193,8 @@ def heartbeat_list():
 @vault_option
 def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
-    from agent import heartbeat as hbmod
-    from agent import serve
+    from agent.stores import heartbeat as hbmod
+    from agent.serve import server as serve
     from agent.llm.anthropic import make_client
 
     vault = get_vault()
@@ -229,7 +229,7 @@ def heartbeat_run(name):
 @vault_option
 def serve(tick, once):
     """Run cron jobs, heartbeats, the nightly dream and idle compaction until stopped."""
-    from agent import serve as serve_mod
+    from agent.serve import server as serve_mod
 
     if tick <= 0:
         raise click.BadParameter("must be above zero", param_hint="--tick")

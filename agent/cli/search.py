@@ -7,8 +7,8 @@ import time
 
 import click
 
-from agent import index
-from agent.commands.common import get_vault, vault_option
+from agent.search import index
+from agent.cli.common import get_vault, vault_option
 
 
 def _when(ts: str | None) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from agent import frontmatter_io
+from agent.stores import frontmatter_io
 from agent.errors import UserError
 
 ARCHIVE = "archive"

@@ -71,8 +71,8 @@ AGENT = Identity(AGENT_NAME, AGENT_EMAIL)
 
 def package_data(name: str) -> Path:
     """A folder shipped with the package: `vault`, `heartbeat` or `skills`."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_data" / name, here.parent / name):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "_data" / name, package.parent / name):
         if candidate.is_dir():
             return candidate
     raise VaultError(f"The package is missing its '{name}' folder; reinstall agent.")

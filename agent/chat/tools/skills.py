@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent import skills
-from agent.tools.registry import ToolError, current_context, tool
+from agent.stores import skills
+from agent.chat.tools.registry import ToolError, current_context, tool
 
 
 @tool

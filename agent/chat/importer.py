@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent import sessions
-from agent.vault import Vault
+from agent.stores import sessions
+from agent.vault.repo import Vault
 
 
 def import_file(vault: Vault, path: Path) -> tuple[int, int, str | None]:

@@ -2,11 +2,11 @@
 
 Writing a tool module
 ---------------------
-Put a module in the `agent.tools` package (`agent/tools/<family>.py`) and decorate plain
+Put a module in the `agent.chat.tools` package (`agent/tools/<family>.py`) and decorate plain
 functions with `@tool`. `load_all()` imports every module of the package (with
 `pkgutil`), so a new module registers its tools without any list to edit::
 
-    from agent.tools.registry import ToolError, current_context, tool
+    from agent.chat.tools.registry import ToolError, current_context, tool
 
     @tool
     def cron_remove(id: str) -> str:
@@ -71,7 +71,7 @@ class ToolInputError(ToolError):
 @dataclass
 class ToolContext:
     """What a tool call may use besides its arguments."""
-    vault: Any                       # agent.staged.StagedVault during a turn
+    vault: Any                       # agent.vault.staged.StagedVault during a turn
     session: str
     now: datetime
     settings: Any = None
@@ -313,10 +313,10 @@ _loaded = False
 
 
 def load_all() -> dict[str, Tool]:
-    """Every tool: imports each module of the `agent.tools` package once."""
+    """Every tool: imports each module of the `agent.chat.tools` package once."""
     global _loaded
     if not _loaded:
-        import agent.tools as package
+        import agent.chat.tools as package
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             if info.name != "registry" and not info.name.startswith("_"):
                 importlib.import_module(f"{package.__name__}.{info.name}")

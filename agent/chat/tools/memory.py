@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agent import memory
-from agent.tools.files import _read, confine
-from agent.tools.registry import ToolError, current_context, tool
+from agent.stores import memory
+from agent.chat.tools.files import _read, confine
+from agent.chat.tools.registry import ToolError, current_context, tool
 
 TITLES = {memory.MEMORY: "# Memory", memory.USER: "# User"}
 
@@ -124,7 +124,7 @@ def memory_search(query: str, limit: int = 10) -> str:
         query: Key words to look for (names, places, distinctive words).
         limit: How many hits to return at most (1 to 50).
     """
-    from agent import index
+    from agent.search import index
 
     if not query.strip():
         raise ToolError("query is empty; give key words to search for.")

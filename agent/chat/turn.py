@@ -2,15 +2,15 @@
 
     result = run_turn(vault, client, "cli/default", "plan the Kyoto trip", now())
 
-1. The prompt is built (agent.context) from the vault's files and the session window.
+1. The prompt is built (agent.chat.prompt) from the vault's files and the session window.
 2. The model is called with the tools; the tool calls of one reply run at once (one
    thread each); their results go back to the model, until a reply without tool calls
    or `settings.max_iterations` model calls.
 3. Under the vault lock, and only then: the tools' staged file changes
-   (agent.staged), the turn's transcript lines, one commit
+   (agent.vault.staged), the turn's transcript lines, one commit
    `chat(cli/default): <the message, shortened>` with trailers Session, Turn, Model,
    Tokens. Then the search index is brought up to date.
-4. If the window is over its budget, its oldest part is compacted (agent.compact).
+4. If the window is over its budget, its oldest part is compacted (agent.chat.compact).
 
 The model is never called with the lock held. An API failure still saves the user's
 message (and whatever the turn did before it) with the error; Ctrl-C saves the user's
@@ -30,12 +30,13 @@ from contextvars import copy_context
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from agent import context, sessions
+from agent.chat import prompt as context
+from agent.stores import sessions
 from agent.config import Settings, load_settings
-from agent.staged import StagedVault
-from agent.tools import registry
+from agent.vault.staged import StagedVault
+from agent.chat.tools import registry
 
-log = logging.getLogger("agent.loop")
+log = logging.getLogger("agent.chat.turn")
 
 MAX_PARALLEL_TOOLS = 8
 SUBJECT_CHARS = 60
@@ -179,7 +180,7 @@ def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> dict
 def persist(vault, staged: StagedVault | None, session: str, now: datetime, lines: list[dict],
             message: str, trailers: dict) -> str | None:
     """Apply the turn's staged changes, append its lines and commit, under the vault lock."""
-    from agent import index
+    from agent.search import index
 
     with _hold_sigint():
         with vault.locked():
@@ -305,7 +306,7 @@ def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=
 
     window = prompt.window + lines
     if not interrupted and context.estimate_tokens(window) > settings.window_tokens:
-        from agent.compact import CompactError, compact_session
+        from agent.chat.compact import CompactError, compact_session
         try:
             result.compacted = compact_session(vault, client, session, now, settings=settings)
         except CompactError as e:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from agent.tools.registry import ToolError, current_context, tool
+from agent.chat.tools.registry import ToolError, current_context, tool
 
 MAX_READ = 60_000          # characters read_file returns before pointing to memory_get
 OFF_LIMITS = (".git", ".agent")

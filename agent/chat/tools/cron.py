@@ -1,6 +1,6 @@
 """Cron tools: cron_add, cron_list, cron_remove — the model's `agent cron`.
 
-They validate exactly as the command does (agent.schedule). Their change to cron.json
+They validate exactly as the command does (agent.stores.schedule). Their change to cron.json
 is staged as a function of the file's text (`ctx.vault.update`), so when the turn is
 saved it is applied again to cron.json as it is then, under the vault lock: state that
 `agent serve` wrote meanwhile is kept.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agent import schedule as sched
-from agent.schedule import CRON_FILE
-from agent.tools.registry import ToolError, current_context, tool
+from agent.stores import schedule as sched
+from agent.stores.schedule import CRON_FILE
+from agent.chat.tools.registry import ToolError, current_context, tool
 
 
 def _load(text: str | None) -> sched.CronFile:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from agent.errors import UserError
-from agent.vault import Vault, resolve_path
+from agent.vault.repo import Vault, resolve_path
 
 
 class AgentGroup(click.Group):
@@ -24,7 +24,7 @@ class AgentGroup(click.Group):
 
 def _set_vault(ctx, param, value):
     if value is not None:
-        ctx.meta["agent.vault"] = value
+        ctx.meta["agent.vault.repo"] = value
     return value
 
 
@@ -37,7 +37,7 @@ def vault_option(f):
 
 def vault_path() -> tuple[Path, bool]:
     ctx = click.get_current_context()
-    return resolve_path(ctx.meta.get("agent.vault"))
+    return resolve_path(ctx.meta.get("agent.vault.repo"))
 
 
 def get_vault() -> Vault:
@@ -58,5 +58,5 @@ def report_recovery(vault: Vault) -> None:
 
 def after_change(vault: Vault) -> None:
     """Bring derived state (the search index) up to date after a commit."""
-    from agent import index
+    from agent.search import index
     index.refresh(vault, after_commit=True)

@@ -33,11 +33,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable
 
-from agent import heartbeat as hbmod
-from agent import schedule as sched
+from agent.stores import heartbeat as hbmod
+from agent.stores import schedule as sched
 from agent.errors import UserError
-from agent.schedule import CRON_FILE, CronFile, CronFileError, Job
-from agent.vault import Vault
+from agent.stores.schedule import CRON_FILE, CronFile, CronFileError, Job
+from agent.vault.repo import Vault
 
 LOCK_FILE = "serve.lock"
 LOG_FILE = "serve.log"
@@ -49,7 +49,7 @@ COMPACT_SCAN = timedelta(minutes=5)
 # the machine slept: due times inside the gap were missed, as if serve had been stopped.
 SUSPEND_GAP = timedelta(seconds=90)
 
-log = logging.getLogger("agent.serve")
+log = logging.getLogger("agent.serve.server")
 
 
 class ServeRunning(UserError):
@@ -187,7 +187,7 @@ def _turn(vault: Vault, client, session: str, text: str, now: datetime, *, kind:
     """run_turn, with failures as (None, message): a failed run is recorded, never fatal."""
     import anthropic
 
-    from agent.loop import run_turn
+    from agent.chat.turn import run_turn
 
     try:
         return run_turn(vault, client, session, text, now, settings=settings, kind=kind,
@@ -431,7 +431,7 @@ class Server:
             return ("cron: schedule " + names[0] if len(names) == 1 else
                     f"cron: schedule {len(names)} jobs edited by hand")
 
-        from agent import jobs
+        from agent.serve import jobs
         try:
             subject, sha = jobs.change(self.vault, fn)
         except CronFileError as e:
@@ -629,7 +629,7 @@ class Server:
         if self.settings.idle_compact_minutes <= 0:       # 0 turns idle compaction off
             return
         idle = timedelta(minutes=self.settings.idle_compact_minutes)
-        from agent import sessions
+        from agent.stores import sessions
 
         for key in sessions.list_sessions(self.vault.root):
             if self.stopping:
@@ -645,7 +645,7 @@ class Server:
             if now - ts < idle or self._compact_tried.get(key) == marker:
                 continue
             self._compact_tried[key] = marker
-            from agent.compact import compact_session
+            from agent.chat.compact import compact_session
             self.busy = True
             try:
                 archived = compact_session(self.vault, self.client, key, now, force=True,
@@ -800,7 +800,7 @@ def _setup_logging(vault: Vault) -> list[logging.Handler]:
 def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
          clock: Callable[[], datetime] | None = None) -> int:
     """`agent serve`: hold the serve lock, then run the loop until SIGINT/SIGTERM."""
-    from agent.vault import now as vault_now
+    from agent.vault.repo import now as vault_now
 
     lock = ServeLock(vault).acquire()
     handlers = _setup_logging(vault)

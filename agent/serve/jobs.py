@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from agent import schedule as sched
-from agent.schedule import CRON_FILE, CronFile, Job
+from agent.stores import schedule as sched
+from agent.stores.schedule import CRON_FILE, CronFile, Job
 
 
 def text_of(root) -> str | None:

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from agent import memory, sessions, skills
+from agent.stores import memory
+from agent.stores import sessions
+from agent.stores import skills
 
 CACHE = {"type": "ephemeral"}
 RETRIEVE_LIMIT = 6
@@ -202,7 +204,7 @@ def strip_marks(messages: list[dict], keep_from: int) -> None:
 
 def retrieve(vault, query: str, window: list[dict], today, limit: int = RETRIEVE_LIMIT) -> list:
     """Memories for `query` that the prompt does not already show."""
-    from agent import index
+    from agent.search import index
 
     if not query.strip():
         return []
