@@ -40,14 +40,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fakeanthropic import FakeAnthropic, reply  # noqa: E402
 
-from agent.stores import schedule as sched  # noqa: E402
+from agent import schedule as sched  # noqa: E402
+from agent.stores import cron as cronfile  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 ZONES = ["Europe/Paris", "America/New_York", "Asia/Tokyo", "UTC", None]
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def idle_jobs(cf: sched.CronFile, n: int, now: datetime) -> None:
+def idle_jobs(cf: cronfile.CronFile, n: int, now: datetime) -> None:
     """n jobs none of which falls due within the next hours."""
     for i in range(n):
         if i % 4 == 3:
@@ -55,7 +56,7 @@ def idle_jobs(cf: sched.CronFile, n: int, now: datetime) -> None:
         else:
             hour = (now.astimezone(sched.zone(ZONES[i % 5])).hour + 6 + i % 12) % 24
             s = sched.make_schedule(cron=f"{i % 60} {hour} * * *", tz=ZONES[i % 5], now=now)
-        cf.jobs.append(sched.new_job(cf, f"job{i}", f"message {i}", s, now))
+        cf.jobs.append(cronfile.new_job(cf, f"job{i}", f"message {i}", s, now))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -105,12 +106,12 @@ def main() -> None:
                       GIT_CONFIG_NOSYSTEM="1")
     vault, _ = Vault.init(tmp / "vault")
     now = datetime.now(timezone.utc)
-    cf = sched.CronFile()
+    cf = cronfile.CronFile()
     idle_jobs(cf, args.jobs, now)
-    text = sched.dumps(cf)
+    text = cronfile.dumps(cf)
     t = time.perf_counter()
     for _ in range(5):
-        sched.loads(text)
+        cronfile.loads(text)
     parse_ms = (time.perf_counter() - t) / 5 * 1000
     with vault.locked():
         vault.write_text("cron.json", text)
@@ -142,16 +143,16 @@ def main() -> None:
         # -- phase 2: due jobs among the 1,000
         start = datetime.now(timezone.utc) + timedelta(seconds=8)
         due_at: dict[str, datetime] = {}
-        cf = sched.loads((vault.root / "cron.json").read_text())
+        cf = cronfile.loads((vault.root / "cron.json").read_text())
         for i in range(args.due):
             at = start + timedelta(seconds=args.spacing * i)
             at = at.replace(microsecond=0) + timedelta(seconds=1)
             name = f"bench-due-{i}"
-            job = sched.new_job(cf, name, f"{name}: say done", sched.Schedule("at", at=at), now)
+            job = cronfile.new_job(cf, name, f"{name}: say done", sched.Schedule("at", at=at), now)
             cf.jobs.append(job)
             due_at[name] = at
         with vault.locked():
-            vault.write_text("cron.json", sched.dumps(cf))
+            vault.write_text("cron.json", cronfile.dumps(cf))
             vault.commit(f"bench: {args.due} due jobs")
         serve = Serve(vault.root, args.tick, env)
         serve.wait_for("agent serve on")

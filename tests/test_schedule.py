@@ -13,8 +13,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.stores import heartbeat as hb
-from agent.stores import schedule as sched
-from agent.stores.schedule import Schedule, next_run, settle
+from agent import schedule as sched
+from agent.stores import cron as cronfile
+from agent.schedule import Schedule, next_run, settle
 from conftest import subjects
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -213,12 +214,12 @@ def _file(*jobs):
 
 def test_cron_file_round_trips_in_a_fixed_format_and_keeps_added_keys():
     now = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
-    cf = sched.CronFile()
-    job = sched.new_job(cf, "daily", "plan the day", sched.make_schedule(
+    cf = cronfile.CronFile()
+    job = cronfile.new_job(cf, "daily", "plan the day", sched.make_schedule(
         cron="0 9 * * *", tz="Europe/Paris", now=now), now)
     job.extra["note"] = "added by hand"
     cf.jobs.append(job)
-    text = sched.dumps(cf)
+    text = cronfile.dumps(cf)
     data = json.loads(text)
     j = data["jobs"][0]
     assert list(data) == ["version", "jobs"]
@@ -230,13 +231,13 @@ def test_cron_file_round_trips_in_a_fixed_format_and_keeps_added_keys():
                           "last_status": None, "last_error": None}
     assert j["session"] == f"cron/{j['id']}"
     assert text.startswith('{\n  "version": 1,\n  "jobs": [\n    {\n      "id"')
-    assert sched.dumps(sched.loads(text)) == text
+    assert cronfile.dumps(cronfile.loads(text)) == text
 
 
 def test_corrupt_cron_json_names_line_and_column():
     text = '{\n  "version": 1,\n  "jobs": [\n    {"id": "a" "name": "x"}\n  ]\n}\n'
-    with pytest.raises(sched.CronFileError, match=r"^cron.json:4:16: not valid JSON"):
-        sched.loads(text)
+    with pytest.raises(cronfile.CronFileError, match=r"^cron.json:4:16: not valid JSON"):
+        cronfile.loads(text)
 
 
 @pytest.mark.parametrize("job,problem", [
@@ -252,8 +253,8 @@ def test_corrupt_cron_json_names_line_and_column():
      "misfire must be run_once or skip"),
 ])
 def test_hand_edited_job_problems_name_the_job(job, problem):
-    with pytest.raises(sched.CronFileError, match=problem) as e:
-        sched.loads(_file(job))
+    with pytest.raises(cronfile.CronFileError, match=problem) as e:
+        cronfile.loads(_file(job))
     assert str(e.value).startswith("cron.json: job 1")
 
 

@@ -20,7 +20,7 @@ import pytest
 from fakeanthropic import error, json_reply, reply
 
 from agent.serve import jobs
-from agent.stores import schedule as sched
+from agent import schedule as sched
 from agent.llm.anthropic import make_client
 from agent.serve.server import Server
 from conftest import subjects

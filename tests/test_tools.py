@@ -14,7 +14,8 @@ import agent.chat.tools
 from agent.vault.staged import StagedVault
 from agent.chat.tools import registry
 from agent.chat.tools.files import edit_file, list_dir, read_file, write_file
-from agent.chat.tools.memory import add_fact, memory_get, remember
+from agent.chat.tools.memory import memory_get, remember
+from agent.stores.memory import add_fact
 from agent.chat.tools.registry import REGISTRY, ToolContext, ToolError, tool, use_context
 from conftest import subjects
 

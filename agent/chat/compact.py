@@ -100,30 +100,22 @@ def plan_cut(window: list[dict], budget: int, force: bool = False) -> int:
     return starts[-1]
 
 
+def _tool_text(b: dict) -> str:
+    if b.get("type") == "tool_use":
+        args = json.dumps(b.get("input", {}), ensure_ascii=False)
+        return f"[called {b.get('name')}({args[:TOOL_RESULT_CHARS]})]"
+    res = b.get("content")
+    res = res if isinstance(res, str) else json.dumps(res, ensure_ascii=False)
+    return f"[tool result: {res[:TOOL_RESULT_CHARS]}]"
+
+
 def transcript(messages: list[dict]) -> str:
     """The messages as plain text for the summariser."""
     out = []
     for m in messages:
         when = str(m.get("ts", ""))[:16].replace("T", " ")
         who = m.get("speaker") or m.get("role", "?")
-        c = m.get("content")
-        if isinstance(c, str):
-            parts = [c]
-        else:
-            parts = []
-            for b in c or []:
-                if not isinstance(b, dict):
-                    continue
-                if b.get("type") == "text":
-                    parts.append(b.get("text", ""))
-                elif b.get("type") == "tool_use":
-                    args = json.dumps(b.get("input", {}), ensure_ascii=False)
-                    parts.append(f"[called {b.get('name')}({args[:TOOL_RESULT_CHARS]})]")
-                elif b.get("type") == "tool_result":
-                    res = b.get("content")
-                    res = res if isinstance(res, str) else json.dumps(res, ensure_ascii=False)
-                    parts.append(f"[tool result: {res[:TOOL_RESULT_CHARS]}]")
-        text = "\n".join(p for p in parts if p.strip())
+        text = sessions.message_text(m.get("content"), tool=_tool_text)
         if m.get("interrupted"):
             text += " [interrupted]"
         if text.strip():

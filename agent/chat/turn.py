@@ -100,7 +100,7 @@ def _block(b) -> dict:
 
 
 def _text_of(blocks: list[dict]) -> str:
-    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    return sessions.message_text(blocks, sep="")
 
 
 def _add_usage(total: dict, usage) -> None:

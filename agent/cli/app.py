@@ -81,11 +81,7 @@ def status():
     head = vault.git("log", "-1", "--format=%h %s (%ar)", check=False).strip() or "(no commits)"
     dirty = vault.dirty_paths()
     keys = sessions.list_sessions(root)
-    messages = 0
-    for key in keys:
-        for f in sessions.Session(root, key).files():
-            with open(f, "rb") as fh:
-                messages += sum(1 for line in fh if line.strip() and b'"type":"compact"' not in line)
+    messages = sum(sessions.Session(root, key).count_messages() for key in keys)
     ids = archive.entry_ids(root)
     newest = ids[-1][0] if ids else 0
     cursor = archive.read_cursor(root)

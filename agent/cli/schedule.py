@@ -72,10 +72,10 @@ def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_
 @vault_option
 def cron_list():
     """List the jobs: id, name, schedule, next run (local time), last status."""
-    from agent.stores import schedule as sched
+    from agent.stores import cron as cronfile
 
     vault = get_vault()
-    cf = sched.read(vault.root)
+    cf = cronfile.read(vault.root)
     if not cf.jobs:
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
         return
@@ -134,12 +134,12 @@ def cron_disable(job_id):
 @vault_option
 def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
-    from agent.stores import schedule as sched
+    from agent.stores import cron as cronfile
     from agent.serve import server as serve
     from agent.llm.anthropic import make_client
 
     vault = get_vault()
-    job = sched.read(vault.root).find(job_id)
+    job = cronfile.read(vault.root).find(job_id)
     client = make_client()
     outcome = serve.run_job_now(vault, client, job.id, clock_now(),
                                 on_text=lambda s: click.echo(s, nl=False))

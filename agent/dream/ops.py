@@ -13,7 +13,7 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
-from agent.stores.memory import FACT, HEADING, MEMORY, USER
+from agent.stores.memory import FACT, HEADING, MEMORY, USER, normalise
 
 FILES = (MEMORY, USER)
 SHRINK_LIMIT = 0.25            # a run may delete at most this share of a file's facts
@@ -97,12 +97,6 @@ class Applied:
                 fromfile=f"a/{name}", tofile=f"b/{name}"))
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
                        for line in out)
-
-
-def normalise(fact: str) -> str:
-    """A fact's text for comparison: no bullet marker, folded spaces, case and final dot."""
-    text = _MARKER.sub("", fact, count=1)
-    return " ".join(text.split()).casefold().rstrip(".")
 
 
 def _one_line(text: str) -> str:

@@ -176,20 +176,13 @@ def select(root: Path, cursor: int, max_entries: int | None = None) -> Selection
 
 
 def _message_text(content) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(str(block.get("text", "")))
-        elif kind == "tool_use":
-            parts.append(f"[used tool {block.get('name')}: {data_json(block.get('input'))}]")
-        elif kind == "tool_result":
-            parts.append(f"[tool result: {_message_text(block.get('content', ''))}]")
-    return "\n".join(p for p in parts if p)
+    return sessions.message_text(content, tool=_tool_text)
+
+
+def _tool_text(block: dict) -> str:
+    if block.get("type") == "tool_use":
+        return f"[used tool {block.get('name')}: {data_json(block.get('input'))}]"
+    return f"[tool result: {_message_text(block.get('content', ''))}]"
 
 
 def _sources(meta: dict) -> list[dict]:

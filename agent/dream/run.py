@@ -29,6 +29,7 @@ from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, apply_ops
 from agent.errors import UserError
 from agent.stores.memory import MEMORY, USER
+from agent.vault import atomic
 
 STATE = "dream.json"          # the dream in flight, under .agent/
 LAST_FAILURE = "dream-failure.json"
@@ -90,18 +91,8 @@ def load_state(vault) -> dict | None:
     return data
 
 
-def _write_json(path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def save_state(vault, state: dict) -> None:
-    _write_json(_state_path(vault), state)
+    atomic.write_json(_state_path(vault), state)
 
 
 def clear_state(vault) -> None:
@@ -496,7 +487,7 @@ class _Run:
     def not_sent(self, state: dict, phase: str, problem: str) -> DreamOutcome:
         """Nothing was accepted by the API: what is saved stays (the analyst's findings,
         if any), so the next run retries just this step."""
-        _write_json(self.vault.state / LAST_FAILURE,
+        atomic.write_json(self.vault.state / LAST_FAILURE,
                     {"at": self.clock().isoformat(), "cursor": state["cursor"],
                      "through": state["through"], "batches": _batch_ids(state),
                      "message": f"could not send the {phase} requests: {problem}"})
@@ -511,7 +502,7 @@ class _Run:
                            f"the next `agent dream` starts over from archive "
                            f"{state['cursor'] + 1}.", state)
         clear_state(self.vault)
-        _write_json(self.vault.state / LAST_FAILURE,
+        atomic.write_json(self.vault.state / LAST_FAILURE,
                     {"at": self.clock().isoformat(), "cursor": state["cursor"],
                      "through": state["through"], "batches": out.batches, "message": why})
         return out

@@ -34,11 +34,12 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from agent.errors import UserError
+from agent.stores import archive, memory, sessions
+from agent.stores.frontmatter_io import FrontmatterError
 
 DB_NAME = "index.sqlite"
 SCHEMA = 2
 KINDS = ("sessions", "memory", "notes", "archive")
-MEMORY_FILES = ("MEMORY.md", "USER.md")
 
 # Which full-text engine backs the index: "fts5" (SQLite's built-in bm25()) or "fts4"
 # (ranked by the sqlite-fts4 package, whose Python rank function costs about 6 us per
@@ -207,44 +208,17 @@ class Doc:
     topic: str | None = None       # archive topic, or the heading a fact is under
 
 
-_ARCHIVE_NAME = re.compile(r"^archive/\d{4}/\d{2}/\d+\.md$")
-_DAILY = re.compile(r"^memory/(?:.*/)?(\d{4}-\d{2}-\d{2})\.md$")
-_BULLET = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(.*\S)\s*$")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_NOTE_TIME = re.compile(r"^(\d{1,2}):(\d{2})\s+(.*)$")
-
-
 def kind_of(rel: str) -> str | None:
     """Which kind of document a vault path holds, or None if it is not indexed."""
-    if rel.startswith("sessions/") and rel.endswith(".jsonl"):
+    if sessions.is_session_file(rel):
         return "sessions"
-    if rel in MEMORY_FILES:
+    if rel in memory.MEMORY_FILES:
         return "memory"
-    if rel.startswith("memory/") and rel.endswith(".md"):
+    if memory.is_daily_note(rel):
         return "notes"
-    if _ARCHIVE_NAME.match(rel):
+    if archive.is_entry_path(rel):
         return "archive"
     return None
-
-
-def _session_key(rel: str) -> str:
-    parts = rel.split("/")
-    return "/".join(parts[1:-1])
-
-
-def content_text(content) -> str:
-    """The words of a message's content: the string, or its text blocks joined."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif isinstance(block, str):
-                parts.append(block)
-        return "\n".join(parts)
-    return ""
 
 
 def _message_doc(line_no: int, raw: bytes) -> Doc | None:
@@ -252,9 +226,9 @@ def _message_doc(line_no: int, raw: bytes) -> Doc | None:
         obj = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(obj, dict) or obj.get("type") == "compact" or "role" not in obj:
+    if not sessions.is_message(obj):
         return None
-    text = content_text(obj.get("content"))
+    text = sessions.message_text(obj.get("content"))
     if not text.strip():
         return None
     speaker = obj.get("speaker") if isinstance(obj.get("speaker"), str) else None
@@ -265,94 +239,26 @@ def _message_doc(line_no: int, raw: bytes) -> Doc | None:
 
 
 def _memory_docs(rel: str, text: str) -> list[Doc]:
-    """Bullets of MEMORY.md/USER.md (with their continuation lines), under their heading."""
-    docs: list[Doc] = []
-    heading = ""
-    current: Doc | None = None
-    for n, line in enumerate(text.splitlines(), 1):
-        h = _HEADING.match(line)
-        if h:
-            heading, current = h.group(2), None
-            continue
-        b = _BULLET.match(line)
-        if b:
-            current = Doc(n, b.group(1), weight=1.0, topic=heading or None)
-            docs.append(current)
-        elif current is not None and line.strip() and line[:1] in " \t":
-            current.text += " " + line.strip()
-        else:
-            current = None
-    return docs
+    return [Doc(f.line, f.text, weight=1.0, topic=f.section) for f in memory.read_facts(text)]
 
 
 def _note_docs(rel: str, text: str) -> list[Doc]:
-    """Each non-heading line of a daily note; a `- HH:MM text` bullet carries its time."""
-    m = _DAILY.match(rel)
-    day = m.group(1) if m else None
-    docs = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or _HEADING.match(line):
-            continue
-        b = _BULLET.match(line)
-        body = b.group(1) if b else line.strip()
-        ts = day
-        t = _NOTE_TIME.match(body)
-        if t and day and int(t.group(1)) < 24:
-            ts = f"{day}T{int(t.group(1)):02d}:{t.group(2)}"
-            body = t.group(3)
-        docs.append(Doc(n, body, ts=ts))
-    return docs
-
-
-def _source_range(source) -> list[tuple[str | None, str | None, str | None]]:
-    """(session file, first id, last id) triples from an archive entry's `source`.
-
-    Accepts a mapping (file/path, from/first/start, to/through/last/end), a list of
-    those, or a string `FILE#FIRST..LAST` (also `FILE:FIRST-LAST`).
-    """
-    if isinstance(source, list):
-        return [r for s in source for r in _source_range(s)]
-    if isinstance(source, dict):
-        def pick(*keys):
-            for k in keys:
-                if source.get(k) is not None:
-                    return str(source[k])
-            return None
-        ids = source.get("ids")
-        if isinstance(ids, list) and ids:
-            return [(pick("file", "path", "session_file"), str(ids[0]), str(ids[-1]))]
-        return [(pick("file", "path", "session_file"), pick("from", "first", "start", "since"),
-                 pick("to", "through", "last", "end", "until"))]
-    if isinstance(source, str):
-        m = re.match(r"^\s*(\S+?\.jsonl)\s*[#:@ ]\s*(\S+?)\s*(?:\.\.|-|–|to)\s*(\S+)\s*$", source)
-        if m:
-            return [(m.group(1), m.group(2), m.group(3))]
-        return [(source.strip(), None, None)] if source.strip().endswith(".jsonl") else []
-    return []
+    return [Doc(n.line, n.text, ts=n.ts) for n in memory.read_note(rel, text)]
 
 
 def _archive_doc(rel: str, root: Path) -> tuple[Doc | None, str | None]:
-    from agent.stores import frontmatter_io  # yaml loads only when an archive entry changed
     try:
-        meta, body = frontmatter_io.load(root / rel, rel)
-    except frontmatter_io.FrontmatterError as e:
+        entry = archive.load(root, rel)
+    except FrontmatterError as e:
         return None, str(e)
-    summary = body.strip()
-    topic = str(meta.get("topic") or "").strip() or None
-    try:
-        importance = float(meta.get("importance") or 0)
-    except (TypeError, ValueError):
-        importance = 0.0
+    topic = str(entry.meta.get("topic") or "").strip() or None
+    importance = entry.importance
     if importance > 1:          # a 1-10 scale
         importance /= 10
     importance = min(max(importance, 0.0), 1.0)
-    created = meta.get("created")
-    ts = created.isoformat() if isinstance(created, (datetime, date)) else (
-        str(created) if created else None)
-    ranges = _source_range(meta.get("source"))
-    session = str(meta.get("session") or "") or None
-    doc = Doc(1, summary, ts=ts, weight=importance, topic=topic,
-              covers=json.dumps({"session": session, "ranges": ranges}))
+    session = str(entry.meta.get("session") or "") or None
+    doc = Doc(1, entry.summary, ts=entry.created, weight=importance, topic=topic,
+              covers=json.dumps({"session": session, "ranges": entry.sources()}))
     return doc, None
 
 
@@ -463,7 +369,7 @@ def _file_id(db, rel: str, kind: str) -> int:
     row = db.execute("SELECT id FROM files WHERE path=?", (rel,)).fetchone()
     if row:
         return row[0]
-    session = _session_key(rel) if kind == "sessions" else None
+    session = sessions.key_of(rel) if kind == "sessions" else None
     return db.execute("INSERT INTO files(path, kind, session) VALUES (?, ?, ?)",
                       (rel, kind, session)).lastrowid
 
@@ -574,7 +480,7 @@ def _index_path(db, root: Path, rel: str) -> int:
 
 def _walk(root: Path) -> list[str]:
     """Every indexable file on disk (a full build; refreshes never walk the vault)."""
-    out = [name for name in MEMORY_FILES if (root / name).is_file()]
+    out = [name for name in memory.MEMORY_FILES if (root / name).is_file()]
     for top, pattern in (("sessions", "*.jsonl"), ("memory", "*.md"), ("archive", "*.md")):
         base = root / top
         if base.is_dir():

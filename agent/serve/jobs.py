@@ -12,8 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
-from agent.stores import schedule as sched
-from agent.stores.schedule import CRON_FILE, CronFile, Job
+from agent import schedule as sched
+from agent.stores import cron as cronfile
+from agent.stores.cron import CRON_FILE, CronFile, Job
 
 
 def text_of(root) -> str | None:
@@ -34,14 +35,14 @@ def change(vault, fn: Callable[[CronFile], str | None],
     # hand edit as the user's, though nothing else happens.
     current = text_of(vault.root)
     if current is not None:
-        sched.loads(current)
+        cronfile.loads(current)
     with vault.locked():
         before = text_of(vault.root)
-        cron = sched.loads(before) if before is not None else CronFile()
+        cron = cronfile.loads(before) if before is not None else CronFile()
         subject = fn(cron)
         if subject is None:
             return None, None
-        after = sched.dumps(cron)
+        after = cronfile.dumps(cron)
         if after == before:
             return subject, None
         vault.write_text(CRON_FILE, after)
@@ -59,7 +60,7 @@ def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, c
     made: list[Job] = []
 
     def fn(cf: CronFile):
-        job = sched.new_job(cf, name, message, schedule, now, session=session,
+        job = cronfile.new_job(cf, name, message, schedule, now, session=session,
                             misfire=misfire, delete_after_run=delete_after_run)
         cf.jobs.append(job)
         made.append(job)

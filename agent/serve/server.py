@@ -34,9 +34,11 @@ from pathlib import Path
 from typing import Callable
 
 from agent.stores import heartbeat as hbmod
-from agent.stores import schedule as sched
+from agent import schedule as sched
+from agent.stores import cron as cronfile
 from agent.errors import UserError
-from agent.stores.schedule import CRON_FILE, CronFile, CronFileError, Job
+from agent.stores.cron import CRON_FILE, CronFile, CronFileError, Job
+from agent.vault import atomic
 from agent.vault.repo import Vault
 
 LOCK_FILE = "serve.lock"
@@ -157,7 +159,7 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
     def record(vault: Vault, status: str, error: str | None) -> list[str]:
         try:
             before = (vault.root / CRON_FILE).read_text(encoding="utf-8")
-            cf = sched.loads(before)
+            cf = cronfile.loads(before)
         except FileNotFoundError:
             return []
         except (CronFileError, UnicodeDecodeError) as e:
@@ -174,7 +176,7 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
         if (status == "ok" and due is not None and job.delete_after_run
                 and job.state.next_run is None):
             cf.remove(job_id)
-        after = sched.dumps(cf)
+        after = cronfile.dumps(cf)
         if after == before:
             return []
         vault.write_text(CRON_FILE, after)
@@ -239,7 +241,7 @@ def run_job_now(vault: Vault, client, job_id: str, now: datetime, *, on_text=Non
     from agent.config import load_settings
 
     with vault.locked():
-        job = sched.read(vault.root).find(job_id)
+        job = cronfile.read(vault.root).find(job_id)
     return execute_job(vault, client, job, now, due=None, following=None,
                        settings=load_settings(vault.root), on_text=on_text)
 
@@ -271,7 +273,7 @@ def record_heartbeat(vault: Vault, hb: hbmod.Heartbeat, now: datetime, outcome: 
         e["last_error"] = outcome.error
         if advance:
             e["next_run"] = sched.iso(hbmod.after_run(hb, now))
-        hbmod.write_state(vault.state, state)
+        atomic.write_json(vault.state / hbmod.STATE_FILE, state)
 
 
 def run_heartbeat_now(vault: Vault, client, hb: hbmod.Heartbeat, now: datetime, *,
@@ -337,18 +339,11 @@ class Server:
     # -- derived state of serve itself (.agent/serve-state.json) --
 
     def _read_state(self) -> dict:
-        try:
-            data = json.loads((self.vault.state / STATE_FILE).read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError):
-            return {}
+        data = atomic.read_json(self.vault.state / STATE_FILE, {})
         return data if isinstance(data, dict) else {}
 
     def _write_state(self) -> None:
-        path = self.vault.state / STATE_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self._state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write_json(self.vault.state / STATE_FILE, self._state)
 
     # -- noticing edits --
 
@@ -359,7 +354,7 @@ class Server:
             self._cron_sig = sig
             previous = self.cron
             try:
-                cf = sched.read(self.vault.root)
+                cf = cronfile.read(self.vault.root)
             except CronFileError as e:
                 if first:
                     raise
@@ -439,7 +434,7 @@ class Server:
             return
         if sha:
             log.info("%s (%s)", subject, sha[:7])
-            self.cron = sched.read(self.vault.root)
+            self.cron = cronfile.read(self.vault.root)
             self._cron_sig = _stat(self.vault.root / CRON_FILE)
 
     # -- one pass --
@@ -478,7 +473,7 @@ class Server:
         vault = self.vault
         with vault.locked():
             try:
-                cf = sched.read(vault.root)
+                cf = cronfile.read(vault.root)
             except CronFileError as e:
                 log.error("%s", e)
                 return
@@ -494,7 +489,7 @@ class Server:
                 gone = following is None and job.delete_after_run
                 if gone:
                     cf.remove(job.id)
-                vault.write_text(CRON_FILE, sched.dumps(cf))
+                vault.write_text(CRON_FILE, cronfile.dumps(cf))
                 nxt = "removed" if gone else f"next run {_local(following)}"
                 sha = vault.commit(f"cron: skip {job.label()}, missed at {_local(due)} ({nxt})",
                                    trailers={"Job": job.id})
@@ -533,7 +528,7 @@ class Server:
                 due.append(hb)
         if json.dumps(state, sort_keys=True) != before:
             with self.vault.locked():
-                hbmod.write_state(self.vault.state, state)
+                atomic.write_json(self.vault.state / hbmod.STATE_FILE, state)
         self._hb_state = state
         for hb in due:
             if self.stopping:
@@ -634,7 +629,7 @@ class Server:
         for key in sessions.list_sessions(self.vault.root):
             if self.stopping:
                 return
-            last = _last_line(sessions.Session(self.vault.root, key).files())
+            last = sessions.Session(self.vault.root, key).last_line()
             if not last or last.get("type") == "compact" or "ts" not in last:
                 continue
             try:
@@ -754,26 +749,6 @@ def _describe(outcome) -> str:
 
 def _local(t: datetime | None) -> str:
     return t.astimezone().strftime("%Y-%m-%d %H:%M") if t else "-"
-
-
-def _last_line(files: list[Path]) -> dict | None:
-    """The last JSON line of the newest session file, read from its end (cheap)."""
-    for path in reversed(files):
-        try:
-            with open(path, "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                f.seek(max(0, size - 65536))
-                lines = [ln for ln in f.read().splitlines() if ln.strip()]
-        except FileNotFoundError:
-            continue
-        for raw in reversed(lines):
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                return obj
-    return None
 
 
 # ---- the command ------------------------------------------------------------------------------

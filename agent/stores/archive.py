@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 
 from agent.stores import frontmatter_io
@@ -18,6 +18,8 @@ from agent.errors import UserError
 ARCHIVE = "archive"
 CURSOR = ".dream_cursor"
 _NAME = re.compile(r"^(\d+)\.md$")
+_PATH = re.compile(r"^archive/\d{4}/\d{2}/\d+\.md$")
+_SOURCE = re.compile(r"^\s*(\S+?\.jsonl)\s*[#:@ ]\s*(\S+?)\s*(?:\.\.|-|–|to)\s*(\S+)\s*$")
 
 
 class ArchiveError(UserError):
@@ -45,6 +47,47 @@ class Entry:
             return float(self.meta.get("importance", 0) or 0)
         except (TypeError, ValueError):
             return 0.0
+
+    @property
+    def created(self) -> str | None:
+        """`created` as an ISO 8601 string (YAML may have read it as a date)."""
+        c = self.meta.get("created")
+        return c.isoformat() if isinstance(c, (datetime, date)) else (str(c) if c else None)
+
+    def sources(self) -> list[tuple[str | None, str | None, str | None]]:
+        """(session file, first id, last id) of the messages the entry covers."""
+        return source_ranges(self.meta.get("source"))
+
+
+def is_entry_path(rel: str) -> bool:
+    return bool(_PATH.match(rel))
+
+
+def source_ranges(source) -> list[tuple[str | None, str | None, str | None]]:
+    """(session file, first id, last id) triples from an entry's `source`.
+
+    Accepts a mapping (file/path, from/first/start, to/through/last/end), a list of
+    those, or a string `FILE#FIRST..LAST` (also `FILE:FIRST-LAST`).
+    """
+    if isinstance(source, list):
+        return [r for s in source for r in source_ranges(s)]
+    if isinstance(source, dict):
+        def pick(*keys):
+            for k in keys:
+                if source.get(k) is not None:
+                    return str(source[k])
+            return None
+        ids = source.get("ids")
+        if isinstance(ids, list) and ids:
+            return [(pick("file", "path", "session_file"), str(ids[0]), str(ids[-1]))]
+        return [(pick("file", "path", "session_file"), pick("from", "first", "start", "since"),
+                 pick("to", "through", "last", "end", "until"))]
+    if isinstance(source, str):
+        m = _SOURCE.match(source)
+        if m:
+            return [(m.group(1), m.group(2), m.group(3))]
+        return [(source.strip(), None, None)] if source.strip().endswith(".jsonl") else []
+    return []
 
 
 def entry_path(entry_id: int, created: datetime) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from pathlib import Path
 
-from agent.stores import schedule as sched
+from agent import schedule as sched
 from agent.errors import UserError
 
 FOLDER = "heartbeat"
@@ -199,23 +199,13 @@ def is_due(hb: Heartbeat, due: datetime | None, now: datetime) -> bool:
 
 
 def read_state(state_dir: Path) -> dict:
+    """The state file's entries by heartbeat name (written with vault.atomic.write_json);
+    a lost or torn file only means heartbeats start afresh."""
     try:
         data = json.loads((Path(state_dir) / STATE_FILE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
-        return {}  # derived state: a lost or torn file only means heartbeats start afresh
+        return {}
     return data if isinstance(data, dict) else {}
-
-
-def write_state(state_dir: Path, data: dict) -> None:
-    path = Path(state_dir) / STATE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def entry(state: dict, hb: Heartbeat, now: datetime) -> dict:
@@ -233,7 +223,7 @@ def entry(state: dict, hb: Heartbeat, now: datetime) -> dict:
 def due_time(e: dict) -> datetime | None:
     try:
         return sched.parse_iso(e.get("next_run"), "next_run")
-    except sched.CronFileError:
+    except sched.ScheduleError:
         return None
 
 

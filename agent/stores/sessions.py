@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,6 +48,20 @@ def month_file(key: str, ts: datetime) -> str:
     return f"{session_dir(key)}/{ts:%Y-%m}.jsonl"
 
 
+def is_session_file(rel: str) -> bool:
+    return rel.startswith(f"{SESSIONS}/") and rel.endswith(".jsonl")
+
+
+def key_of(rel: str) -> str:
+    """The session key of a session file's vault-relative path."""
+    return "/".join(rel.split("/")[1:-1])
+
+
+def is_message(obj) -> bool:
+    """Whether a session line is a message (not a compact marker or anything else)."""
+    return isinstance(obj, dict) and obj.get("type") != "compact" and "role" in obj
+
+
 def parse_ts(value, where: str) -> datetime:
     """An ISO 8601 time; one without an offset is taken as local time."""
     if not isinstance(value, str):
@@ -61,6 +76,29 @@ def parse_ts(value, where: str) -> datetime:
 def dumps(obj: dict) -> str:
     """One JSONL line: compact, UTF-8 kept readable."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def message_text(content, tool=None, sep: str = "\n") -> str:
+    """A message's text: its content when a string, else its text blocks joined by `sep`.
+
+    `tool(block)` renders a tool_use or tool_result block as text (they are left out
+    when it is None); empty parts are dropped. The one reading of a
+    message's words: search indexes it, compaction and the dream quote it.
+    """
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, str):
+            parts.append(block)
+        elif not isinstance(block, dict):
+            continue
+        elif block.get("type") == "text":
+            if isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        elif tool is not None and block.get("type") in ("tool_use", "tool_result"):
+            parts.append(tool(block))
+    return sep.join(p for p in parts if p)
 
 
 def read_file(path: Path, rel: str | None = None) -> list[dict]:
@@ -105,6 +143,33 @@ class Session:
         """The active window's messages, and the last compact marker (see read_window)."""
         w = read_window(self.root, self.key)
         return w.messages, w.marker
+
+    def count_messages(self) -> int:
+        """How many lines are messages (not compact markers), counted without parsing."""
+        n = 0
+        for f in self.files():
+            with open(f, "rb") as fh:
+                n += sum(1 for line in fh if line.strip() and b'"type":"compact"' not in line)
+        return n
+
+    def last_line(self) -> dict | None:
+        """The last JSON line of the newest file, read from its end (cheap)."""
+        for path in reversed(self.files()):
+            try:
+                with open(path, "rb") as f:
+                    size = f.seek(0, os.SEEK_END)
+                    f.seek(max(0, size - 65536))
+                    lines = [ln for ln in f.read().splitlines() if ln.strip()]
+            except FileNotFoundError:
+                continue
+            for raw in reversed(lines):
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    return obj
+        return None
 
     def last_turn(self) -> int:
         for f in reversed(self.files()):

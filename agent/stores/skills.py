@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agent.errors import UserError
 from agent.stores.frontmatter_io import FrontmatterError, load
-from agent.vault.repo import package_data
+from agent.package import package_data
 
 SKILLS = "skills"
 SKILL_FILE = "SKILL.md"

@@ -28,8 +28,9 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.errors import UserError
-
-STATE_DIR = ".agent"
+from agent.package import package_data
+from agent.vault import atomic
+from agent.vault.offlimits import STATE_DIR, is_off_limits, refusal
 MARKER = "agent.toml"
 DEFAULT_VAULT = Path("~/.agent/vault")
 AGENT_NAME = "agent"
@@ -69,15 +70,6 @@ class Identity:
 AGENT = Identity(AGENT_NAME, AGENT_EMAIL)
 
 
-def package_data(name: str) -> Path:
-    """A folder shipped with the package: `vault`, `heartbeat` or `skills`."""
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "_data" / name, package.parent / name):
-        if candidate.is_dir():
-            return candidate
-    raise VaultError(f"The package is missing its '{name}' folder; reinstall agent.")
-
-
 def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, bool]:
     """Which vault a command works on: --vault, else AGENT_VAULT, else ~/.agent/vault.
 
@@ -99,14 +91,6 @@ def _run(args, cwd, env=None, input=None) -> subprocess.CompletedProcess:
 def _git_toplevel(path: Path) -> Path | None:
     p = _run(["rev-parse", "--show-toplevel"], cwd=path)
     return Path(p.stdout.strip()) if p.returncode == 0 else None
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Vault:
@@ -490,12 +474,7 @@ class Vault:
             return
         self._touched.append(rel)
         self.state.mkdir(exist_ok=True)
-        tmp = self._pending_file().with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self._touched, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._pending_file())
+        atomic.write_text(self._pending_file(), json.dumps(self._touched))
 
     def _clear_pending(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -505,8 +484,8 @@ class Vault:
 
     def _writable(self, rel: str) -> Path:
         rel = self.rel(rel)
-        if rel == ".git" or rel.startswith((".git/", f"{STATE_DIR}/")) or rel == STATE_DIR:
-            raise VaultError(f"{rel}: the agent does not write inside .git/ or {STATE_DIR}/.")
+        if is_off_limits(rel):
+            raise VaultError(refusal(rel))
         self._note_pending(rel)
         path = self.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -529,21 +508,14 @@ class Vault:
             f.flush()
             os.fsync(f.fileno())
         if new:
-            _fsync_dir(path.parent)
+            atomic.fsync_dir(path.parent)
 
     def append_line(self, rel: str, line: str, header: str | None = None) -> None:
         self.append_lines(rel, [line], header)
 
     def write_text(self, rel: str, text: str) -> None:
         """Replace a file atomically: a temporary file, fsync, then os.replace."""
-        path = self._writable(rel)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        atomic.write_text(self._writable(rel), text, sync_dir=True)
 
     def delete(self, rel: str) -> None:
         path = self._writable(rel)

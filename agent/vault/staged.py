@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agent.errors import UserError
-from agent.vault.repo import STATE_DIR, Vault, VaultError
+from agent.vault.offlimits import is_off_limits, refusal
+from agent.vault.repo import Vault, VaultError
 
 
 @dataclass
@@ -54,8 +55,8 @@ class StagedVault:
 
     def _target(self, rel: str) -> str:
         rel = self.vault.rel(rel)
-        if rel == ".git" or rel.startswith((".git/", f"{STATE_DIR}/")) or rel == STATE_DIR:
-            raise VaultError(f"{rel}: the agent does not write inside .git/ or {STATE_DIR}/.")
+        if is_off_limits(rel):
+            raise VaultError(refusal(rel))
         return rel
 
     def _disk(self, rel: str) -> str | None:

@@ -1,6 +1,6 @@
 """Cron tools: cron_add, cron_list, cron_remove — the model's `agent cron`.
 
-They validate exactly as the command does (agent.stores.schedule). Their change to cron.json
+They validate exactly as the command does (agent/schedule.py, agent/stores/cron.py). Their change to cron.json
 is staged as a function of the file's text (`ctx.vault.update`), so when the turn is
 saved it is applied again to cron.json as it is then, under the vault lock: state that
 `agent serve` wrote meanwhile is kept.
@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agent.stores import schedule as sched
-from agent.stores.schedule import CRON_FILE
+from agent import schedule as sched
+from agent.stores import cron as cronfile
+from agent.stores.cron import CRON_FILE
 from agent.chat.tools.registry import ToolError, current_context, tool
 
 
-def _load(text: str | None) -> sched.CronFile:
-    return sched.loads(text) if text is not None else sched.CronFile()
+def _load(text: str | None) -> cronfile.CronFile:
+    return cronfile.loads(text) if text is not None else cronfile.CronFile()
 
 
 def _text(vault) -> str | None:
@@ -53,16 +54,16 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
     """
     ctx = current_context()
     schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=ctx.now)
-    made: list[sched.Job] = []
+    made: list[cronfile.Job] = []
 
     def add(text: str | None) -> str:
         cf = _load(text)
-        job = sched.new_job(cf, name, message, schedule, ctx.now, session=session,
+        job = cronfile.new_job(cf, name, message, schedule, ctx.now, session=session,
                             misfire=misfire, job_id=made[0].id if made else None)
         if not made:
             made.append(job)
         cf.jobs.append(job)
-        return sched.dumps(cf)
+        return cronfile.dumps(cf)
 
     ctx.vault.update(CRON_FILE, add)
     job = made[0]
@@ -96,7 +97,7 @@ def cron_remove(id: str) -> str:
         id: The job's id, as cron_list shows it (or its name when no other job has it).
     """
     ctx = current_context()
-    gone: list[sched.Job] = []
+    gone: list[cronfile.Job] = []
 
     def remove(text: str | None) -> str:
         cf = _load(text)
@@ -109,7 +110,7 @@ def cron_remove(id: str) -> str:
         cf.remove(job.id)
         if not gone:
             gone.append(job)
-        return sched.dumps(cf)
+        return cronfile.dumps(cf)
 
     if _text(ctx.vault) is None:
         raise ToolError("There are no scheduled jobs to remove.")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 from agent.chat.tools.registry import ToolError, current_context, tool
+from agent.vault.offlimits import OFF_LIMITS, is_off_limits
 
 MAX_READ = 60_000          # characters read_file returns before pointing to memory_get
-OFF_LIMITS = (".git", ".agent")
 
 
 def confine(path: str, *, write: bool = False) -> str:
@@ -30,7 +30,7 @@ def confine(path: str, *, write: bool = False) -> str:
                         f"(.. and symlinks leading out are refused).")
     rel = os.path.relpath(real, root).replace(os.sep, "/")
     first = rel.split("/", 1)[0]
-    if first in OFF_LIMITS:
+    if is_off_limits(rel):
         raise ToolError(f"{raw}: {first}/ is off limits (git's and the agent's own state).")
     if write and rel == ".":
         raise ToolError(f"{raw} is the vault folder itself; give a file path.")

@@ -11,65 +11,6 @@ from agent.chat.tools.registry import ToolError, current_context, tool
 TITLES = {memory.MEMORY: "# Memory", memory.USER: "# User"}
 
 
-def _level(line: str) -> int | None:
-    m = memory.HEADING.match(line)
-    return len(m.group(1)) if m else None
-
-
-def add_fact(text: str | None, fact: str, section: str | None, title: str = "") -> str:
-    """`text` with the bullet `- fact` added under heading `section`, other lines untouched.
-
-    The bullet goes after the section's last line (the section is created at the end
-    when missing); with no section, after the file's last bullet. A bullet already in
-    the file is not added twice.
-    """
-    bullet = f"- {fact}"
-    text = text or (f"{title}\n" if title else "")
-    lines = text.splitlines()
-    if any(line.strip() == bullet for line in lines):
-        return text if text.endswith("\n") or not text else text + "\n"
-
-    def insert_into(idx: int) -> None:
-        """Insert under the heading at lines[idx]."""
-        lvl = _level(lines[idx])
-        end = next((j for j in range(idx + 1, len(lines))
-                    if (_level(lines[j]) or 99) <= lvl), len(lines))
-        last = next((j for j in range(end - 1, idx, -1) if lines[j].strip()), None)
-        if last is not None:
-            lines.insert(last + 1, bullet)
-            return
-        # An empty section: heading, blank line, bullet (and a blank before the next heading).
-        if idx + 1 < len(lines) and not lines[idx + 1].strip():
-            lines[idx + 2:idx + 2] = [bullet] + ([""] if idx + 2 < len(lines)
-                                                 and lines[idx + 2].strip() else [])
-        else:
-            lines[idx + 1:idx + 1] = ["", bullet] + ([""] if idx + 1 < len(lines) else [])
-
-    if section:
-        wanted = section.strip().lstrip("#").strip().lower()
-        idx = next((i for i, line in enumerate(lines)
-                    if (m := memory.HEADING.match(line)) and m.group(2).strip().lower() == wanted),
-                   None)
-        if idx is not None:
-            insert_into(idx)
-        else:
-            if lines and lines[-1].strip():
-                lines.append("")
-            lines += [f"## {section.strip().lstrip('#').strip()}", "", bullet]
-    else:
-        bullets = [i for i, line in enumerate(lines) if memory.FACT.match(line)]
-        headings = [i for i, line in enumerate(lines) if _level(line) and _level(line) > 1]
-        if bullets:
-            lines.insert(bullets[-1] + 1, bullet)
-        elif headings:
-            insert_into(headings[-1])
-        else:
-            if lines and lines[-1].strip():
-                lines.append("")
-            lines.append(bullet)
-    return "\n".join(lines) + "\n"
-
-
 @tool
 def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
              section: str | None = None) -> str:
@@ -94,8 +35,8 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
         return f"Noted in {rel}: {line}"
     rel = memory.MEMORY if target == "memory" else memory.USER
     before = vault.current(rel) if hasattr(vault, "current") else None
-    vault.update(rel, lambda old: add_fact(old, one, section, TITLES[rel]))
-    if before is not None and any(line.strip() == f"- {one}" for line in before.splitlines()):
+    vault.update(rel, lambda old: memory.add_fact(old, one, section, TITLES[rel]))
+    if before is not None and memory.find_fact(before, one) is not None:
         return f"{rel} already has: - {one}"
     where = f" under {section.strip()}" if section else ""
     return f"Added to {rel}{where}: - {one}"

@@ -1,0 +1,280 @@
+"""`cron.json`: the cron jobs of a vault, parsed into records and written back.
+
+Pure apart from `read`: nothing here reads the clock, runs git or calls a model; the
+schedule arithmetic is agent/schedule.py.
+
+`cron.json` is `{"version": 1, "jobs": [...]}`; a job is
+
+    {"id": "3f9a1c2e", "name": "daily", "enabled": true,
+     "schedule": {"kind": "cron", "at": null, "every_seconds": null,
+                  "expr": "0 9 * * *", "tz": "Europe/Paris"},
+     "message": "...", "session": "cron/3f9a1c2e", "delete_after_run": false,
+     "misfire": "run_once",
+     "state": {"next_run": "...", "last_run": null, "last_status": null, "last_error": null}}
+
+It is written with `json.dumps(indent=2)` and its keys in this order, so a rewrite changes
+only the lines whose values changed; keys a person added to a job are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+from agent.errors import UserError
+from agent.schedule import (KINDS, Schedule, ScheduleError, check_cron, first_run, iso,
+                            zone)
+from agent.schedule import parse_iso as _parse_iso
+from agent.stores.sessions import SessionError, check_key
+
+CRON_FILE = "cron.json"
+VERSION = 1
+MISFIRE = ("run_once", "skip")
+STATUSES = ("ok", "error", "interrupted", "skipped")
+
+_JOB_KEYS = ("id", "name", "enabled", "schedule", "message", "session",
+             "delete_after_run", "misfire", "state")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
+
+
+class CronFileError(UserError):
+    """cron.json cannot be read; the message names the file, the place and the fix."""
+
+
+def parse_iso(value, where: str) -> datetime | None:
+    """A time stored in cron.json (ISO 8601 with offset); None stays None."""
+    try:
+        return _parse_iso(value, where)
+    except ScheduleError as e:
+        raise CronFileError(str(e)) from None
+
+
+@dataclass
+class State:
+    next_run: datetime | None = None
+    last_run: datetime | None = None
+    last_status: str | None = None
+    last_error: str | None = None
+
+    def to_json(self) -> dict:
+        return {"next_run": iso(self.next_run), "last_run": iso(self.last_run),
+                "last_status": self.last_status, "last_error": self.last_error}
+
+
+@dataclass
+class Job:
+    id: str
+    name: str
+    schedule: Schedule
+    message: str
+    session: str
+    enabled: bool = True
+    delete_after_run: bool = False
+    misfire: str = "run_once"
+    state: State = field(default_factory=State)
+    extra: dict = field(default_factory=dict)   # keys a person added; kept as they are
+
+    def to_json(self) -> dict:
+        out = {"id": self.id, "name": self.name, "enabled": self.enabled,
+               "schedule": self.schedule.to_json(), "message": self.message,
+               "session": self.session, "delete_after_run": self.delete_after_run,
+               "misfire": self.misfire, "state": self.state.to_json()}
+        out.update(self.extra)
+        return out
+
+    def label(self) -> str:
+        return f'"{self.name}"'
+
+
+@dataclass
+class CronFile:
+    jobs: list[Job] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def find(self, ref: str) -> Job:
+        """The job with id `ref` (or, when unambiguous, the name `ref`)."""
+        for job in self.jobs:
+            if job.id == ref:
+                return job
+        named = [j for j in self.jobs if j.name == ref]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise ScheduleError(f"{len(named)} jobs are named {ref!r} "
+                                f"({', '.join(j.id for j in named)}); give the id")
+        known = ", ".join(f"{j.id} ({j.name})" for j in self.jobs[:10]) or "none"
+        raise ScheduleError(f"no cron job {ref!r} in {CRON_FILE}; jobs: {known}")
+
+    def get(self, job_id: str) -> Job | None:
+        return next((j for j in self.jobs if j.id == job_id), None)
+
+    def remove(self, job_id: str) -> None:
+        self.jobs = [j for j in self.jobs if j.id != job_id]
+
+    def new_id(self) -> str:
+        taken = {j.id for j in self.jobs}
+        while True:
+            candidate = secrets.token_hex(4)
+            if candidate not in taken:
+                return candidate
+
+
+def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: datetime, *,
+            session: str | None = None, misfire: str = "run_once",
+            delete_after_run: bool | None = None, job_id: str | None = None) -> Job:
+    """A validated job with its first due time; not yet in `cron`."""
+    name = str(name).strip()
+    if not name:
+        raise ScheduleError("a cron job needs a name")
+    if not str(message).strip():
+        raise ScheduleError(f'cron job "{name}" needs a message: what the agent is asked '
+                            f"when it runs")
+    if misfire not in MISFIRE:
+        raise ScheduleError(f"misfire must be run_once or skip, not {misfire!r}")
+    if job_id is None or cron.get(job_id) is not None:
+        job_id = cron.new_id()
+    key = session or f"cron/{job_id}"
+    try:
+        check_key(key)
+    except SessionError as e:
+        raise ScheduleError(str(e)) from None
+    if delete_after_run is None:
+        delete_after_run = schedule.kind == "at"   # a one-off is done once it ran
+    return Job(id=job_id, name=name, schedule=schedule, message=str(message), session=key,
+               delete_after_run=bool(delete_after_run), misfire=misfire,
+               state=State(next_run=first_run(schedule, now)))
+
+
+def loads(text: str, rel: str = CRON_FILE) -> CronFile:
+    """Parse and validate cron.json; CronFileError names the file, line and column."""
+    if not text.strip():
+        return CronFile()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CronFileError(f"{rel}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); "
+                            f"fix the file by hand (`agent git diff {rel}` shows uncommitted "
+                            f"edits). It was left as it is.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("jobs", []), list):
+        raise CronFileError(f'{rel}: expected {{"version": 1, "jobs": [...]}}')
+    version = data.get("version", VERSION)
+    if version != VERSION:
+        raise CronFileError(f"{rel}: version {version!r} is not one this agent reads "
+                            f"(it reads version {VERSION})")
+    out = CronFile(extra={k: v for k, v in data.items() if k not in ("version", "jobs")})
+    seen: set[str] = set()
+    for n, raw in enumerate(data.get("jobs", []), 1):
+        job = _job(raw, f"{rel}: job {n}")
+        if job.id in seen:
+            raise CronFileError(f"{rel}: job {n}: id {job.id!r} is used twice; "
+                                f"give each job its own id")
+        seen.add(job.id)
+        out.jobs.append(job)
+    return out
+
+
+def _job(raw, where: str) -> Job:
+    if not isinstance(raw, dict):
+        raise CronFileError(f"{where}: a job must be a JSON object")
+    job_id = raw.get("id")
+    if not isinstance(job_id, str) or not _ID.match(job_id):
+        raise CronFileError(f"{where}: id must be a short name of letters, digits, . _ - "
+                            f"(such as 3f9a1c2e), got {job_id!r}")
+    name = raw.get("name", job_id)
+    where = f"{where} ({name})" if isinstance(name, str) else where
+
+    def want(key, types, default=None, required=False):
+        if key not in raw or raw[key] is None:
+            if required:
+                raise CronFileError(f"{where}: {key} is missing")
+            return default
+        if not isinstance(raw[key], types) or (bool not in _tuple(types)
+                                               and isinstance(raw[key], bool)):
+            raise CronFileError(f"{where}: {key} has the wrong type ({raw[key]!r})")
+        return raw[key]
+
+    name = want("name", str, job_id)
+    message = want("message", str, required=True)
+    enabled = want("enabled", bool, True)
+    delete_after_run = want("delete_after_run", bool, False)
+    misfire = want("misfire", str, "run_once")
+    if misfire not in MISFIRE:
+        raise CronFileError(f"{where}: misfire must be run_once or skip, not {misfire!r}")
+    session = want("session", str, f"cron/{job_id}")
+    try:
+        check_key(session)
+    except SessionError as e:
+        raise CronFileError(f"{where}: {e}") from None
+
+    sched = want("schedule", dict, required=True)
+    kind = sched.get("kind")
+    if kind not in KINDS:
+        raise CronFileError(f"{where}: schedule.kind must be at, every or cron, not {kind!r}")
+    tz = sched.get("tz")
+    if tz is not None and not isinstance(tz, str):
+        raise CronFileError(f"{where}: schedule.tz must be a time zone name or null")
+    try:
+        if tz:
+            zone(tz)
+        if kind == "at":
+            at = parse_iso(sched.get("at"), f"{where}: schedule.at")
+            if at is None:
+                raise CronFileError(f"{where}: schedule.at is missing")
+            schedule = Schedule("at", at=at, tz=tz)
+        elif kind == "every":
+            every = sched.get("every_seconds")
+            if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
+                raise CronFileError(f"{where}: schedule.every_seconds must be a whole number "
+                                    f"of seconds above zero, got {every!r}")
+            schedule = Schedule("every", every_seconds=every, tz=tz)
+        else:
+            expr = sched.get("expr")
+            if not isinstance(expr, str):
+                raise CronFileError(f"{where}: schedule.expr is missing")
+            schedule = Schedule("cron", expr=check_cron(expr), tz=tz)
+    except ScheduleError as e:
+        raise CronFileError(f"{where}: {e}") from None
+
+    st = want("state", dict, {})
+    status = st.get("last_status")
+    if status is not None and not isinstance(status, str):
+        raise CronFileError(f"{where}: state.last_status must be a string or null")
+    error = st.get("last_error")
+    state = State(next_run=parse_iso(st.get("next_run"), f"{where}: state.next_run"),
+                  last_run=parse_iso(st.get("last_run"), f"{where}: state.last_run"),
+                  last_status=status, last_error=None if error is None else str(error))
+    extra = {k: v for k, v in raw.items() if k not in _JOB_KEYS}
+    return Job(id=job_id, name=name, schedule=schedule, message=message, session=session,
+               enabled=enabled, delete_after_run=delete_after_run, misfire=misfire,
+               state=state, extra=extra)
+
+
+def _tuple(types) -> tuple:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def dumps(cron: CronFile) -> str:
+    """cron.json's text: two-space indents, keys in a fixed order, a final newline."""
+    data = {"version": VERSION, "jobs": [j.to_json() for j in cron.jobs]}
+    data.update(cron.extra)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def read(root: Path) -> CronFile:
+    """The vault's cron.json (an empty one when the file does not exist)."""
+    path = Path(root) / CRON_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return CronFile()
+    except UnicodeDecodeError:
+        raise CronFileError(f"{CRON_FILE}: not UTF-8 text; it was left as it is") from None
+    return loads(text)
+
+
+def with_state(job: Job, **changes) -> Job:
+    return replace(job, state=replace(job.state, **changes))

@@ -1,0 +1,47 @@
+"""Atomic writes: a temporary file beside the target, fsync, then os.replace.
+
+A reader sees the old bytes or the new ones, never half of each. The vault's own
+writes (`Vault.write_text`) and the derived state files in `.agent/` (serve's and the
+heartbeats' schedules, the dream's record of a run) all go through here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_text(path: Path, text: str, *, sync_dir: bool = False) -> None:
+    """Replace `path` with `text` (bytes as given: no newline translation)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def write_json(path: Path, data) -> None:
+    """Replace `path` with `data` as JSON: two-space indents, sorted keys, UTF-8 kept."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path, default=None):
+    """The JSON in `path`, or `default` when it is missing or torn (derived state only)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return default
