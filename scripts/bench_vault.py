@@ -7,12 +7,18 @@ messages), then measures:
 
 - the in-process cost of one change (take the lock, check for hand edits, append a line,
   fsync, commit): median and 95th percentile;
-- the wall time of a whole `agent note` process: median.
+- the wall time of whole `agent note`, `agent status` and `agent --help` processes:
+  medians (the index is built first, as after any agent command).
 
 Targets: median change at most 30 ms at every size and growing at most 1.5x from the
-smallest vault to the largest; `agent note` under 150 ms.
+smallest vault to the largest; `agent note` and `agent --help` under 100 ms; `agent
+status` flat (within 1.1x) across sizes.
 
-    python scripts/bench_vault.py [--sizes 1000,10000,100000] [--runs 40]
+`--compare DIR` also runs the processes of the checkout at DIR (e.g. an older commit
+unpacked with `git archive`) on the same vaults, alternating with this one, so both
+sets of figures come from the same run.
+
+    python scripts/bench_vault.py [--sizes 1000,10000,100000] [--runs 40] [--compare DIR]
 """
 
 from __future__ import annotations
@@ -74,7 +80,28 @@ def pct(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
-def measure(vault: Vault, runs: int) -> tuple[list[float], list[float]]:
+def agent_cmd(code: Path, vault: Vault, *args: str) -> tuple[list[str], dict]:
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    return [sys.executable, "-m", "agent", "--vault", str(vault.root), *args], env
+
+
+def processes(vault: Vault, runs: int, codes: list[Path]) -> dict[Path, dict[str, float]]:
+    """Median wall time of `agent note`, `agent status` and `agent --help` per checkout,
+    alternating between checkouts run by run."""
+    times: dict[Path, dict[str, list[float]]] = {c: {"note": [], "status": [], "help": []}
+                                                 for c in codes}
+    for i in range(max(5, runs // 4)):
+        for code in codes:
+            for what, args in (("note", ("note", f"process note {i}")), ("status", ("status",)),
+                               ("help", ("--help",))):
+                cmd, env = agent_cmd(code, vault, *args)
+                t = time.perf_counter()
+                subprocess.run(cmd, env=env, check=True, capture_output=True)
+                times[code][what].append((time.perf_counter() - t) * 1000)
+    return {c: {k: statistics.median(v) for k, v in t.items()} for c, t in times.items()}
+
+
+def measure(vault: Vault, runs: int) -> list[float]:
     changes = []
     rel = "memory/2099-01-01.md"
     for i in range(runs):
@@ -83,21 +110,18 @@ def measure(vault: Vault, runs: int) -> tuple[list[float], list[float]]:
             vault.append_line(rel, f"- 10:00 bench line {i}", header="# 2099-01-01\n\n")
             vault.commit(f"note: add 1 line to {rel}")
         changes.append((time.perf_counter() - t) * 1000)
-    procs = []
-    env = {**os.environ, "AGENT_VAULT": str(vault.root)}
-    for i in range(max(5, runs // 4)):
-        t = time.perf_counter()
-        subprocess.run(["agent", "note", f"process note {i}"], env=env, check=True,
-                       capture_output=True)
-        procs.append((time.perf_counter() - t) * 1000)
-    return changes, procs
+    return changes
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--compare", type=Path, metavar="DIR",
+                    help="also time the processes of the checkout at DIR, on the same vaults")
     args = ap.parse_args()
+    here = Path(__file__).resolve().parent.parent
+    codes = [here] + ([args.compare.resolve()] if args.compare else [])
     sizes = [int(s) for s in args.sizes.split(",")]
     os.environ.setdefault("GIT_AUTHOR_NAME", "bench")
     os.environ.setdefault("GIT_AUTHOR_EMAIL", "bench@localhost")
@@ -108,19 +132,34 @@ def main():
             vault = build(Path(tmp) / f"v{n}", n)
             build_s = time.perf_counter() - t
             files = int(vault.git("ls-files").count("\n"))
-            changes, procs = measure(vault, args.runs)
+            # As after any agent command: the index is up to date.
+            subprocess.run(agent_cmd(here, vault, "index", "rebuild")[0], check=True,
+                           capture_output=True, env=agent_cmd(here, vault)[1])
+            changes = measure(vault, args.runs)
+            procs = processes(vault, args.runs, codes)
             rows.append((n, files, build_s, statistics.median(changes), pct(changes, 0.95),
-                         statistics.median(procs)))
+                         procs))
             print(f"built {n} messages ({files} files) in {build_s:.1f}s", file=sys.stderr)
-    print(f"{'messages':>9} {'files':>6} {'change median':>14} {'change p95':>11} {'agent note':>11}")
-    for n, files, _, med, p95, proc in rows:
-        print(f"{n:>9} {files:>6} {med:>11.1f} ms {p95:>8.1f} ms {proc:>8.1f} ms")
+    print(f"{'messages':>9} {'files':>6} {'change median':>14} {'change p95':>11} "
+          f"{'agent note':>11} {'status':>9} {'--help':>9}")
+    for n, files, _, med, p95, procs in rows:
+        for code in codes:
+            p = procs[code]
+            label = "" if code == here else f"  ({code})"
+            print(f"{n:>9} {files:>6} {med:>11.1f} ms {p95:>8.1f} ms {p['note']:>8.1f} ms "
+                  f"{p['status']:>6.1f} ms {p['help']:>6.1f} ms{label}")
     growth = rows[-1][3] / rows[0][3]
     print(f"growth of the median change from {rows[0][0]} to {rows[-1][0]} messages: {growth:.2f}x")
+    for code in codes:
+        status = [r[5][code]["status"] for r in rows]
+        print(f"growth of `agent status` from {rows[0][0]} to {rows[-1][0]} messages: "
+              f"{status[-1] / status[0]:.2f}x" + ("" if code == here else f"  ({code})"))
     print(json.dumps({"sizes": sizes, "change_median_ms": [round(r[3], 1) for r in rows],
                       "change_p95_ms": [round(r[4], 1) for r in rows],
-                      "note_process_median_ms": [round(r[5], 1) for r in rows],
-                      "growth": round(growth, 2)}))
+                      "growth": round(growth, 2),
+                      "processes_median_ms": {str(c): {k: [round(r[5][c][k], 1) for r in rows]
+                                                       for k in ("note", "status", "help")}
+                                              for c in codes}}))
 
 
 if __name__ == "__main__":

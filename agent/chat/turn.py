@@ -206,14 +206,15 @@ def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=
     each tool call. With `discard_reply` (e.g. "HEARTBEAT_OK"): a reply equal to it
     from a turn that changed no file leaves no trace (sha None).
     """
-    import anthropic
-
-    from agent.llm.anthropic import describe_error, stream_message
-
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)
     models = models_for(model, settings)
     prompt = context.build(vault, session, text, now)
+    # The SDK is imported after the prompt is built: `agent chat` starts importing it in
+    # the background (agent.llm.preload), so the two overlap.
+    import anthropic
+
+    from agent.llm.anthropic import describe_error, stream_message
     turn = prompt.last_turn + 1
     staged = StagedVault(vault)
     ctx = registry.ToolContext(staged, session, now, settings, 0, client)

@@ -80,8 +80,8 @@ def status():
     root = vault.root
     head = vault.git("log", "-1", "--format=%h %s (%ar)", check=False).strip() or "(no commits)"
     dirty = vault.dirty_paths()
-    keys = sessions.list_sessions(root)
-    messages = sum(sessions.Session(root, key).count_messages() for key in keys)
+    from agent.search import index
+    n_sessions, messages = index.message_counts(vault)
     ids = archive.entry_ids(root)
     newest = ids[-1][0] if ids else 0
     cursor = archive.read_cursor(root)
@@ -97,7 +97,7 @@ def status():
                    f"{', ...' if len(dirty) > 5 else ''}); committed before the agent's next change")
     else:
         click.echo("hand edits: none")
-    click.echo(f"sessions:   {len(keys)} ({messages} message{'s' * (messages != 1)})")
+    click.echo(f"sessions:   {n_sessions} ({messages} message{'s' * (messages != 1)})")
     click.echo(f"archive:    {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
     n = facts(memory.MEMORY)
     click.echo(f"memory:     {n} fact{'s' * (n != 1)} in MEMORY.md, {facts(memory.USER)} in USER.md")

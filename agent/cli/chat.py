@@ -10,8 +10,9 @@ import sys
 
 import click
 
+from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
-from agent.cli.common import after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import after_change, get_vault, name_vault, report_recovery, vault_option
 
 DEFAULT_SESSION = "cli/default"
 HISTORY_FILE = "chat_history"
@@ -56,6 +57,19 @@ class _Printer:
         self.any, self.newline = False, True
 
 
+class _Lazy:
+    """A client made at its first use, so the REPL's prompt appears before the SDK is
+    loaded (it loads in the background meanwhile)."""
+
+    def __init__(self, make):
+        self._make, self._client = make, None
+
+    def __getattr__(self, name):
+        if self._client is None:
+            self._client = self._make()
+        return getattr(self._client, name)
+
+
 def _turn(vault, client, session: str, text: str, model: str | None):
     from agent.chat.turn import run_turn
     from agent.vault.repo import now
@@ -67,6 +81,8 @@ def _turn(vault, client, session: str, text: str, model: str | None):
     finally:
         printer.end()
     report_recovery(vault)
+    if result.sha:
+        name_vault(vault)
     if result.interrupted:
         click.echo(click.style("[interrupted: your message and the partial reply are saved]",
                                dim=True), err=True)
@@ -82,27 +98,88 @@ def _turn(vault, client, session: str, text: str, model: str | None):
     return result
 
 
+LAST_SESSION = "last_session"       # in .agent/: the session `agent chat -c` resumes
+
+
+def last_session(vault) -> str | None:
+    """The session `agent chat` used last (else the one with the newest message)."""
+    try:
+        key = (vault.state / LAST_SESSION).read_text(encoding="utf-8").strip()
+        return sessions.check_key(key)
+    except (OSError, UserError):
+        pass
+    from agent.search import index
+    found = index.session_summaries(vault)
+    return found[0].key if found else None
+
+
+def _remember_session(vault, key: str) -> None:
+    try:
+        vault.state.mkdir(exist_ok=True)
+        (vault.state / LAST_SESSION).write_text(key + "\n", encoding="utf-8")
+    except OSError:
+        pass
+
+
+def session_exists(vault, key: str) -> bool:
+    return bool(sessions.Session(vault.root, key).files())
+
+
+def unknown_session(vault, key: str) -> str:
+    """The message for a session key the vault has no transcript of."""
+    known = sessions.list_sessions(vault.root)
+    return (f"No session {key} in {vault.root}.{did_you_mean(key, known)} "
+            f"`agent sessions` lists them.")
+
+
 @click.command()
 @click.option("-m", "--message", metavar="TEXT",
               help="Send one message, print the reply and exit (text piped on stdin works too).")
-@click.option("--session", default=DEFAULT_SESSION, show_default=True, metavar="KEY",
-              help="The conversation: CHANNEL/CHAT.")
+@click.option("--session", metavar="KEY",
+              help=f"The conversation: CHANNEL/CHAT (default {DEFAULT_SESSION}).")
+@click.option("-c", "--continue", "continue_", is_flag=True,
+              help="Resume the conversation used last.")
+@click.option("--new", "new", is_flag=True,
+              help="Start the --session conversation if it does not exist yet, without asking.")
 @click.option("--model", metavar="NAME", help="The model (default: [model] name in agent.toml).")
 @vault_option
-def chat(message, session, model):
+def chat(message, session, continue_, new, model):
     """Talk with the agent (a conversation, or one message with -m)."""
-    vault = get_vault()
-    sessions.check_key(session)
-    from agent.llm.anthropic import make_client
+    from agent.llm import anthropic as llm
+    from agent.llm.preload import preload
 
-    client = make_client()
+    preload()     # the SDK loads while the vault is read, the prompt built, the person types
+    if continue_ and session:
+        raise click.UsageError("Give --session KEY or --continue, not both.")
+    vault = get_vault()
+    if continue_:
+        session = last_session(vault)
+        if session is None:
+            raise UserError("Nothing to continue: no conversation yet. Start one with agent chat.")
+        click.echo(click.style(f"[continuing {session}]", dim=True), err=True)
+    elif session is None:
+        session = DEFAULT_SESSION
+    else:
+        sessions.check_key(session)
     if message is None and not sys.stdin.isatty():
         message = sys.stdin.read()
+    if session != DEFAULT_SESSION and not new and not session_exists(vault, session):
+        close = did_you_mean(session, sessions.list_sessions(vault.root))
+        if message is not None:
+            if close:     # most likely a typo: refuse rather than start a stray session
+                raise UserError(f"No session {session} in {vault.root}.{close} "
+                                f"Add --new to start {session}.")
+            click.echo(click.style(f"[new session {session}]", dim=True), err=True)
+        elif not click.confirm(f"No session {session} yet.{close} Start it?", default=not close,
+                               err=True):
+            raise SystemExit(1)
+    if message is not None and not message.strip():
+        raise click.UsageError('Nothing to send: give the message, as in agent chat -m "hello"')
+    _remember_session(vault, session)
     if message is not None:
-        if not message.strip():
-            raise click.UsageError('Nothing to send: give the message, as in agent chat -m "hello"')
+        llm.check_key()
         try:
-            result = _turn(vault, client, session, message, model)
+            result = _turn(vault, _Lazy(llm.make_client), session, message, model)
         except KeyboardInterrupt:         # before the turn started: nothing was sent or saved
             click.echo("[cancelled]", err=True)
             sys.exit(130)
@@ -111,7 +188,8 @@ def chat(message, session, model):
         if result.error:
             sys.exit(1)
         return
-    _repl(vault, client, session, model)
+    llm.check_key()
+    _repl(vault, _Lazy(llm.make_client), session, model)
 
 
 # ---- the conversation in the terminal ---------------------------------------------------
@@ -269,14 +347,22 @@ def archive_cmd(session, all_):
     if session and all_:
         raise click.UsageError("Give --session KEY or --all, not both.")
     vault = get_vault()
-    keys = (sessions.list_sessions(vault.root) if all_
-            else [sessions.check_key(session or DEFAULT_SESSION)])
+    if all_:
+        keys = sessions.list_sessions(vault.root)
+    else:
+        key = sessions.check_key(session or DEFAULT_SESSION)
+        if session and not session_exists(vault, key):
+            raise UserError(unknown_session(vault, key))
+        keys = [key]
+    from agent.llm.preload import preload
+
+    preload()
     from agent.chat.compact import CompactError, compact_session
     from agent.llm.anthropic import make_client
     from agent.vault.repo import now
 
     client = make_client()
-    failed = 0
+    failed, done = 0, []
     for key in keys:
         try:
             entry = compact_session(vault, client, key, now(), force=True)
@@ -284,15 +370,68 @@ def archive_cmd(session, all_):
             failed += 1
             click.echo(str(e), err=True)
             continue
+        except KeyboardInterrupt:
+            kept = (f"{', '.join(done)} archived; " if done else "")
+            click.echo(f"\n[interrupted: {kept}{key} is unchanged]", err=True)
+            sys.exit(130)
         report_recovery(vault)
         if entry is None:
             click.echo(f"{key}: nothing to archive")
         else:
+            done.append(key)
             click.echo(f"{key}: archive entry {entry} ({_topic(vault, entry)})")
     if not keys:
         click.echo("No conversations yet.")
+    if done:
+        name_vault(vault)
     if failed:
         sys.exit(1)
 
 
-COMMANDS = [chat, archive_cmd]
+# ---- agent sessions -----------------------------------------------------------------------
+
+
+def _short(text: str, width: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[:width - 3].rstrip() + "..."
+
+
+@click.command("sessions")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array, for scripts.")
+@vault_option
+def sessions_cmd(as_json):
+    """List the conversations: messages, first and last time, the last line."""
+    import json
+    import shutil
+
+    from agent.search import index
+
+    vault = get_vault()
+    found = index.session_summaries(vault)
+    if as_json:
+        click.echo(json.dumps([{"session": s.key, "messages": s.messages, "first": s.first,
+                                "last": s.last, "last_speaker": s.last_speaker,
+                                "last_text": s.last_text} for s in found],
+                              ensure_ascii=False, indent=2))
+        return
+    if not found:
+        click.echo('No conversations yet. Start one: agent chat -m "hello"')
+        return
+
+    def when(ts):
+        return ts[:16].replace("T", " ") if ts else "-"
+
+    head = ["SESSION", "MESSAGES", "FIRST", "LAST", "LAST LINE"]
+    rows = [[s.key, str(s.messages), when(s.first), when(s.last),
+             f"{s.last_speaker}: {s.last_text}" if s.last_speaker else s.last_text]
+            for s in found]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    width = shutil.get_terminal_size((100, 24)).columns
+    room = max(20, width - sum(widths) - 2 * 4)
+    for r in [head, *rows]:
+        cells = [r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].ljust(widths[2]),
+                 r[3].ljust(widths[3]), _short(r[4], room)]
+        click.echo("  ".join(cells).rstrip())
+
+
+COMMANDS = [chat, archive_cmd, sessions_cmd]

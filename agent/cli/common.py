@@ -11,7 +11,19 @@ from agent.vault.repo import Vault, resolve_path
 
 
 class AgentGroup(click.Group):
-    """Turns our own user errors into a one-line message and exit status 1."""
+    """Turns our own user errors into a one-line message and exit status 1, and lists
+    each command with its whole one-line description (click cuts them at 45 columns)."""
+
+    def format_commands(self, ctx, formatter):
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            rows.append((name, cmd.get_short_help_str(limit=1000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx):
         try:
@@ -32,22 +44,47 @@ def vault_option(f):
     """`--vault PATH` on a command (also accepted before the command name)."""
     return click.option("--vault", "vault_path", metavar="PATH", expose_value=False,
                         is_eager=True, callback=_set_vault,
-                        help="The vault folder (default: $AGENT_VAULT, else ~/.agent/vault).")(f)
+                        help="The vault folder (default: the vault containing the current "
+                             "folder, else $AGENT_VAULT, else ~/.agent/vault).")(f)
 
 
-def vault_path() -> tuple[Path, bool]:
+def vault_path() -> tuple[Path, str]:
+    """The vault's path and where it came from: "option", "cwd", "env" or "default"."""
     ctx = click.get_current_context()
     return resolve_path(ctx.meta.get("agent.vault.repo"))
 
 
 def get_vault() -> Vault:
     """The vault this command works on; the default one is made on first use."""
-    path, is_default = vault_path()
-    if is_default and not path.exists():
+    path, source = vault_path()
+    ctx = click.get_current_context()
+    ctx.meta["agent.vault.source"] = source
+    if source == "default" and not path.exists():
         vault, _ = Vault.init(path)
         click.echo(f"Created a new vault at {path}", err=True)
+        ctx.meta["agent.vault.named"] = True
         return vault
     return Vault.open(path)
+
+
+def short_path(path: Path) -> str:
+    """A path as a person writes it: ~/... under the home folder."""
+    try:
+        return "~/" + Path(path).relative_to(Path.home()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def name_vault(vault: Vault) -> None:
+    """Say which vault was changed, once, when it is not the current folder's (as chosen
+    from $AGENT_VAULT or the default); a vault given with --vault or found from the
+    current folder goes without saying."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.meta.get("agent.vault.named"):
+        return
+    if ctx.meta.get("agent.vault.source") in ("env", "default"):
+        ctx.meta["agent.vault.named"] = True
+        click.echo(click.style(f"(vault {short_path(vault.root)})", dim=True), err=True)
 
 
 def report_recovery(vault: Vault) -> None:
@@ -57,6 +94,8 @@ def report_recovery(vault: Vault) -> None:
 
 
 def after_change(vault: Vault) -> None:
-    """Bring derived state (the search index) up to date after a commit."""
+    """Bring derived state (the search index) up to date after a commit; name the vault
+    when it is not the current folder's."""
     from agent.search import index
+    name_vault(vault)
     index.refresh(vault, after_commit=True)

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import click
 
-from agent.cli.common import after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.vault.repo import now as clock_now
 
 
@@ -36,7 +36,7 @@ def _status(status: str | None, error: str | None) -> str:
 # ---- agent cron -----------------------------------------------------------------------
 
 
-@click.group()
+@click.group(cls=AgentGroup)
 @vault_option
 def cron():
     """Scheduled jobs (cron.json): a message the agent runs at a time, every interval, or on a cron expression."""
@@ -153,7 +153,7 @@ def cron_run(job_id):
 # ---- agent heartbeat --------------------------------------------------------------------
 
 
-@click.group()
+@click.group(cls=AgentGroup)
 @vault_option
 def heartbeat():
     """Heartbeats (heartbeat/*.md): prompts the agent runs every interval inside active hours."""

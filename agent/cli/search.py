@@ -7,8 +7,10 @@ import time
 
 import click
 
-from agent.search import index
-from agent.cli.common import get_vault, vault_option
+from agent.cli.common import AgentGroup, get_vault, vault_option
+
+
+KINDS = ("sessions", "memory", "notes", "archive")    # agent.search.index.KINDS, imported late
 
 
 def _when(ts: str | None) -> str:
@@ -17,11 +19,11 @@ def _when(ts: str | None) -> str:
     return ts[:16].replace("T", " ")
 
 
-def _where(hit: index.Hit) -> str:
+def _where(hit) -> str:
     return f"{hit.path}:{hit.line}" if hit.line else hit.path
 
 
-def _who(hit: index.Hit) -> str:
+def _who(hit) -> str:
     if hit.kind == "sessions":
         return hit.speaker or ""
     if hit.kind == "memory":
@@ -38,7 +40,7 @@ def _who(hit: index.Hit) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hit, for scripts.")
 @click.option("--since", type=click.DateTime(formats=["%Y-%m-%d"]), metavar="DATE",
               help="Only hits dated on or after DATE (YYYY-MM-DD); undated facts are left out.")
-@click.option("--in", "kinds", type=click.Choice(index.KINDS), multiple=True,
+@click.option("--in", "kinds", type=click.Choice(KINDS), multiple=True,
               help="Only search these (repeatable): sessions, memory (MEMORY.md and USER.md), "
                    "notes (daily notes), archive.")
 @vault_option
@@ -48,6 +50,8 @@ def search_cmd(query, limit, as_json, since, kinds):
     QUERY is plain words; quotes, AND/OR/NOT and other punctuation are taken as text.
     Start it with -- if it begins with a dash: agent search -- -foo.
     """
+    from agent.search import index
+
     text = " ".join(query)
     vault = get_vault()
     hits = index.search(vault, text, limit, since=since.date() if since else None,
@@ -66,7 +70,7 @@ def search_cmd(query, limit, as_json, since, kinds):
         click.echo(f"    {hit.snippet}")
 
 
-@click.group("index")
+@click.group("index", cls=AgentGroup)
 def index_group():
     """Inspect or rebuild the search index (.agent/index.sqlite, derived from the files)."""
 
@@ -75,6 +79,8 @@ def index_group():
 @vault_option
 def status_cmd():
     """Show what the index holds and how far behind the vault it is."""
+    from agent.search import index
+
     vault = get_vault()
     st = index.status(vault)
     if not st.exists:
@@ -105,6 +111,8 @@ def status_cmd():
 @vault_option
 def rebuild_cmd():
     """Build the index again from every file of the vault."""
+    from agent.search import index
+
     vault = get_vault()
     t0 = time.perf_counter()
     stats = index.rebuild(vault)

@@ -24,6 +24,12 @@ class NoApiKey(UserError):
         super().__init__(message)
 
 
+def check_key() -> None:
+    """NoApiKey now if ANTHROPIC_API_KEY is unset (without loading the SDK)."""
+    if not os.environ.get("ANTHROPIC_API_KEY", "").strip():
+        raise NoApiKey()
+
+
 def make_client(*, max_retries: int = 2, timeout: float | None = None) -> "anthropic.Anthropic":
     """An `anthropic.Anthropic` client for ANTHROPIC_API_KEY (NoApiKey when unset).
 

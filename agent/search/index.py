@@ -38,7 +38,7 @@ from agent.stores import archive, memory, sessions
 from agent.stores.frontmatter_io import FrontmatterError
 
 DB_NAME = "index.sqlite"
-SCHEMA = 2
+SCHEMA = 3
 KINDS = ("sessions", "memory", "notes", "archive")
 
 # Which full-text engine backs the index: "fts5" (SQLite's built-in bm25()) or "fts4"
@@ -96,13 +96,29 @@ RANKING = Ranking()
 
 # ---- text normalisation ---------------------------------------------------------------
 
+class _lazy_re:
+    """A regular expression compiled on first use: compiling this module's patterns (the
+    CJK character classes above all) costs ~10 ms, which `agent --help` and `agent note`
+    should not pay."""
+
+    __slots__ = ("_args", "_re")
+
+    def __init__(self, *args):
+        self._args, self._re = args, None
+
+    def __getattr__(self, name):
+        if self._re is None:
+            self._re = re.compile(*self._args)
+        return getattr(self._re, name)
+
+
 _CJK = ("\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3031-\u3035\u3040-\u309f\u30a0-\u30ff"
         "\u3100-\u312f\u3131-\u318e\u31a0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
         "\uf900-\ufaff\U00020000-\U0002fa1f")
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_HAS_CJK = re.compile(f"[{_CJK}]")
-_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
-_LATIN_ACCENTED = re.compile("[\u00c0-\u024f\u1e00-\u1eff]")
+_CJK_RUN = _lazy_re(f"[{_CJK}]+")
+_HAS_CJK = _lazy_re(f"[{_CJK}]")
+_WORD = _lazy_re(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_LATIN_ACCENTED = _lazy_re("[\u00c0-\u024f\u1e00-\u1eff]")
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are aren as at be because been before
@@ -277,7 +293,8 @@ def _create(db: sqlite3.Connection) -> None:
     for sql in (
         "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)",
         "CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, kind TEXT NOT NULL,"
-        " session TEXT, size INTEGER, mtime INTEGER, lines INTEGER, tail TEXT, problem TEXT)",
+        " session TEXT, size INTEGER, mtime INTEGER, lines INTEGER, tail TEXT, problem TEXT,"
+        " messages INTEGER NOT NULL DEFAULT 0)",
         "CREATE TABLE docs(id INTEGER PRIMARY KEY, file INTEGER NOT NULL, line INTEGER,"
         " ts TEXT, speaker TEXT, msg TEXT, weight REAL, covers TEXT, topic TEXT,"
         " text TEXT NOT NULL)",
@@ -402,7 +419,7 @@ def _tail(last_line: bytes) -> str:
 
 def _index_session(db, root: Path, rel: str, st, row) -> int:
     """Index the lines of a session file not indexed yet (all of them if it was rewritten)."""
-    start, line_no, appended = 0, 0, False
+    start, line_no, appended, messages = 0, 0, False, 0
     file_id = row["id"] if row is not None else _file_id(db, rel, "sessions")
     with open(root / rel, "rb") as f:
         if row is not None and row["size"] and st.st_size >= row["size"] and row["tail"]:
@@ -411,6 +428,7 @@ def _index_session(db, root: Path, rel: str, st, row) -> int:
                 f.seek(row["size"] - n)
                 if _tail(f.read(n)) == row["tail"]:
                     start, line_no, appended = row["size"], row["lines"], True
+                    messages = row["messages"]
         if not appended and row is not None:
             _drop_docs(db, file_id)
         f.seek(start)
@@ -421,13 +439,15 @@ def _index_session(db, root: Path, rel: str, st, row) -> int:
         line_no += 1
         last = raw + b"\n"
         if raw.strip():
+            if b'"role"' in raw and b'"type":"compact"' not in raw:
+                messages += 1        # every message, with text or not (status counts them)
             d = _message_doc(line_no, raw)
             if d is not None:
                 docs.append(d)
     _insert(db, file_id, docs)
     tail = _tail(last) if last else (row["tail"] if appended else None)
-    db.execute("UPDATE files SET size=?, mtime=?, lines=?, tail=? WHERE id=?",
-               (start + end, st.st_mtime_ns, line_no, tail, file_id))
+    db.execute("UPDATE files SET size=?, mtime=?, lines=?, tail=?, messages=? WHERE id=?",
+               (start + end, st.st_mtime_ns, line_no, tail, messages, file_id))
     return len(docs)
 
 
@@ -628,6 +648,47 @@ def status(vault) -> Status:
     return st
 
 
+@dataclass
+class SessionSummary:
+    key: str
+    messages: int           # every message line (text or tool calls), markers left out
+    first: str | None       # ts of the first and last message with text
+    last: str | None
+    last_text: str          # the last message with text
+    last_speaker: str | None
+    path: str               # the newest file
+
+
+def session_summaries(vault) -> list[SessionSummary]:
+    """Every session the index knows (brought up to date first), most recent first."""
+    refresh(vault)
+    out = []
+    with _open(vault) as db:
+        rows = db.execute(
+            "SELECT f.session, sum(f.messages), max(f.path), "
+            " (SELECT min(d.ts) FROM docs d JOIN files g ON g.id = d.file WHERE g.session = f.session),"
+            " (SELECT max(d.ts) FROM docs d JOIN files g ON g.id = d.file WHERE g.session = f.session)"
+            " FROM files f WHERE f.kind = 'sessions' GROUP BY f.session").fetchall()
+        for key, messages, path, first, last in rows:
+            row = db.execute(
+                "SELECT d.text, d.speaker FROM docs d JOIN files f ON f.id = d.file "
+                "WHERE f.session = ? ORDER BY f.path DESC, d.line DESC LIMIT 1", (key,)).fetchone()
+            out.append(SessionSummary(key, messages or 0, first, last,
+                                      row[0] if row else "", row[1] if row else None, path))
+    out.sort(key=lambda s: (s.last or "", s.key), reverse=True)
+    return out
+
+
+def message_counts(vault) -> tuple[int, int]:
+    """(sessions, messages) from the index, brought up to date first: a cost that does
+    not grow with history, unlike reading every transcript."""
+    refresh(vault)
+    with _open(vault) as db:
+        row = db.execute("SELECT count(DISTINCT session), coalesce(sum(messages), 0) FROM files "
+                         "WHERE kind = 'sessions'").fetchone()
+    return row[0], row[1]
+
+
 # ---- searching ------------------------------------------------------------------------
 
 _MONTHS = {m: i for i, m in enumerate(
@@ -636,13 +697,13 @@ _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
 _MONTHS["sept"] = 9
 _MON = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 _DATE_PATTERNS = [
-    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
-    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MON}\.?,?\s+(\d{{4}})\b", re.I), "dmy"),
-    (re.compile(rf"\b{_MON}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), "mdy"),
-    (re.compile(rf"\b{_MON}\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I), "my"),
-    (re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b", re.I), "y"),
+    (_lazy_re(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
+    (_lazy_re(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MON}\.?,?\s+(\d{{4}})\b", re.I), "dmy"),
+    (_lazy_re(rf"\b{_MON}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), "mdy"),
+    (_lazy_re(rf"\b{_MON}\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I), "my"),
+    (_lazy_re(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b", re.I), "y"),
     # A month without a year ("in June") means that month of whichever year.
-    (re.compile(rf"\b(?:in|during|of|since|from|early|late|mid|last|this|next)[\s-]+{_MON}\b", re.I), "m"),
+    (_lazy_re(rf"\b(?:in|during|of|since|from|early|late|mid|last|this|next)[\s-]+{_MON}\b", re.I), "m"),
 ]
 
 

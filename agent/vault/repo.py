@@ -70,17 +70,34 @@ class Identity:
 AGENT = Identity(AGENT_NAME, AGENT_EMAIL)
 
 
-def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, bool]:
-    """Which vault a command works on: --vault, else AGENT_VAULT, else ~/.agent/vault.
+def find_vault_above(start: str | os.PathLike) -> Path | None:
+    """The vault containing the folder `start` (itself or a parent), as git finds its repo."""
+    here = Path(start).absolute()
+    for d in (here, *here.parents):
+        if (d / MARKER).is_file() and (d / ".git").exists():
+            return d
+    return None
 
-    Returns the path and whether it is the default one (which may be created on use).
+
+def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, str]:
+    """Which vault a command works on, as git finds its repository: --vault, else the
+    vault containing the current folder, else $AGENT_VAULT, else ~/.agent/vault.
+
+    Returns the path and where it came from: "option", "cwd", "env" or "default"
+    (the default one may be created on use).
     """
     if explicit:
-        return Path(explicit).expanduser().absolute(), False
+        return Path(explicit).expanduser().absolute(), "option"
+    try:
+        here = find_vault_above(Path.cwd())
+    except OSError:               # the current folder was deleted under us
+        here = None
+    if here is not None:
+        return here, "cwd"
     env = os.environ.get("AGENT_VAULT")
     if env:
-        return Path(env).expanduser().absolute(), False
-    return DEFAULT_VAULT.expanduser().absolute(), True
+        return Path(env).expanduser().absolute(), "env"
+    return DEFAULT_VAULT.expanduser().absolute(), "default"
 
 
 def _run(args, cwd, env=None, input=None) -> subprocess.CompletedProcess:

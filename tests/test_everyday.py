@@ -1,0 +1,156 @@
+"""Everyday use through the real CLI: which vault, finding sessions, `doctor`, `config`,
+`edit`, heartbeats and skills from the command line, the pager, the help."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from agent.cli.app import cli
+from agent.vault.repo import Vault
+from conftest import agent_proc, subjects
+from fakeanthropic import reply
+
+
+def today_lines(vault: Vault) -> str:
+    return "".join(p.read_text() for p in sorted((vault.root / "memory").glob("*.md")))
+
+
+# ---- which vault -------------------------------------------------------------------------
+
+
+def test_the_vault_containing_the_current_folder_wins_over_agent_vault(vault, tmp_path):
+    other, _ = Vault.init(tmp_path / "other")
+    sub = vault.root / "memory"
+    p = agent_proc("note", "from inside", cwd=sub, env={"AGENT_VAULT": str(other.root)})
+    assert p.returncode == 0, p.stderr
+    assert "from inside" in today_lines(vault)
+    assert "from inside" not in today_lines(other)
+    assert "(vault" not in p.stderr        # the current folder's vault goes without saying
+    p = agent_proc("path", cwd=sub, env={"AGENT_VAULT": str(other.root)})
+    assert p.stdout.strip() == str(vault.root)
+
+
+def test_outside_any_vault_agent_vault_is_used_and_named(vault, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = agent_proc("note", "from outside", cwd=elsewhere, env={"AGENT_VAULT": str(vault.root)})
+    assert p.returncode == 0, p.stderr
+    assert "from outside" in today_lines(vault)
+    assert f"(vault {vault.root})" in p.stderr
+    # Reading commands do not say it.
+    p = agent_proc("status", cwd=elsewhere, env={"AGENT_VAULT": str(vault.root)})
+    assert "(vault" not in p.stderr
+
+
+def test_vault_option_wins_over_the_current_folder(vault, tmp_path):
+    other, _ = Vault.init(tmp_path / "other")
+    p = agent_proc("--vault", str(other.root), "note", "explicit", cwd=vault.root)
+    assert p.returncode == 0, p.stderr
+    assert "explicit" in today_lines(other) and "explicit" not in today_lines(vault)
+    assert "(vault" not in p.stderr
+
+
+def test_the_default_vault_is_named_when_it_is_not_the_current_folders(isolated_env, tmp_path):
+    p = agent_proc("note", "first", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert f"Created a new vault at {isolated_env / '.agent' / 'vault'}" in p.stderr
+
+
+# ---- help ------------------------------------------------------------------------------
+
+
+def test_help_shows_each_commands_whole_description():
+    p = agent_proc("--help")
+    assert p.returncode == 0
+    listing = p.stdout.split("Commands:")[1]
+    assert "..." not in listing
+    flat = " ".join(listing.split())
+    assert ("Scheduled jobs (cron.json): a message the agent runs at a time, every interval, "
+            "or on a cron expression.") in flat
+    for name in ("sessions",):
+        assert f"\n  {name} " in listing, name
+
+
+# ---- sessions --------------------------------------------------------------------------
+
+
+def test_sessions_lists_conversations_and_json(fake_anthropic, vault, run):
+    fake_anthropic.add(reply("Hello there."), reply("Noted, the dentist on Friday."))
+    assert run("chat", "-m", "hi").exit_code == 0
+    assert run("chat", "--session", "telegram/42", "-m", "dentist friday").exit_code == 0
+    r = run("sessions")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].split() == ["SESSION", "MESSAGES", "FIRST", "LAST", "LAST", "LINE"]
+    assert lines[1].startswith("telegram/42") and "assistant: Noted, the dentist on Friday." in lines[1]
+    assert lines[2].startswith("cli/default") and " 2 " in lines[2]
+    data = json.loads(run("sessions", "--json").stdout)
+    assert [d["session"] for d in data] == ["telegram/42", "cli/default"]
+    assert data[1]["messages"] == 2 and data[1]["last_text"] == "Hello there."
+    assert data[1]["first"] <= data[1]["last"]
+
+
+def test_sessions_in_a_new_vault(vault, run):
+    r = run("sessions")
+    assert r.exit_code == 0 and "No conversations yet" in r.output
+    assert json.loads(run("sessions", "--json").stdout) == []
+
+
+def test_chat_continue_resumes_the_last_session(fake_anthropic, vault, run):
+    fake_anthropic.add(reply("one"), reply("two"))
+    assert run("chat", "--session", "cli/work", "-m", "start work").exit_code == 0
+    r = run("chat", "-c", "-m", "and then?")
+    assert r.exit_code == 0, r.output
+    assert "[continuing cli/work]" in r.output
+    assert subjects(vault)[0] == "chat(cli/work): and then?"
+    # The resumed request carries the earlier turn.
+    assert "start work" in json.dumps(fake_anthropic.calls()[1].body["messages"])
+
+
+def test_chat_continue_with_nothing_to_continue(vault, run):
+    r = run("chat", "-c", "-m", "hi")
+    assert r.exit_code == 1 and "Nothing to continue" in r.output
+
+
+def test_chat_with_a_mistyped_session_refuses_with_did_you_mean(fake_anthropic, vault, run):
+    fake_anthropic.add(reply("ok"), reply("ok"))
+    assert run("chat", "--session", "cli/work", "-m", "hi").exit_code == 0
+    before = subjects(vault)
+    r = run("chat", "--session", "cli/wrok", "-m", "hello")
+    assert r.exit_code == 1
+    assert "No session cli/wrok" in r.output and "Did you mean cli/work?" in r.output
+    assert subjects(vault) == before and not (vault.root / "sessions/cli/wrok").exists()
+    assert len(fake_anthropic.calls()) == 1
+    r = run("chat", "--session", "cli/wrok", "--new", "-m", "hello")
+    assert r.exit_code == 0 and (vault.root / "sessions/cli/wrok").is_dir()
+
+
+def test_chat_with_a_new_unlike_session_starts_it_and_says_so(fake_anthropic, vault, run):
+    fake_anthropic.add(reply("ok"))
+    r = run("chat", "--session", "telegram/42", "-m", "hello")
+    assert r.exit_code == 0 and "[new session telegram/42]" in r.output
+
+
+def test_archive_of_an_unknown_session_is_an_error(vault, run):
+    r = run("archive", "--session", "nosuch/thing")
+    assert r.exit_code == 1
+    assert "No session nosuch/thing" in r.output and "agent sessions" in r.output
+
+
+def test_status_counts_messages_from_the_index(fake_anthropic, vault, run):
+    fake_anthropic.add(reply("a"), reply("b"))
+    run("chat", "-m", "one")
+    run("chat", "--session", "cli/x", "--new", "-m", "two")
+    r = run("status")
+    assert "sessions:   2 (4 messages)" in r.output
+    # A hand-added line is counted too (the index catches up first).
+    f = next((vault.root / "sessions/cli/x").glob("*.jsonl"))
+    with open(f, "a") as fh:
+        fh.write(json.dumps({"id": "h1", "ts": "2026-11-20T10:00:00+00:00", "role": "user",
+                             "content": "by hand", "turn": 9}) + "\n")
+    assert "sessions:   2 (5 messages)" in run("status").output
