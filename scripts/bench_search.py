@@ -15,7 +15,7 @@ MEMORY.md facts and daily notes, then one commit), and prints for each:
 Target: p95 under 50 ms at 100,000 messages.
 
     python scripts/bench_search.py [--sizes 10000,100000,1000000] [--queries 40]
-                                   [--backend fts4|fts5] [--keep DIR]
+                                   [--keep DIR]
 """
 
 from __future__ import annotations
@@ -179,17 +179,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--queries", type=int, default=40, help="queries per kind (default 40)")
-    ap.add_argument("--backend", choices=("fts4", "fts5"), default=index.BACKEND)
     ap.add_argument("--keep", type=Path, help="build the vaults under DIR and keep them")
     args = ap.parse_args(argv)
-    index.BACKEND = args.backend
     sizes = [int(s) for s in args.sizes.split(",")]
     pick_size = sorted(sizes)[len(sizes) // 2] if len(sizes) > 1 else sizes[0]
     pick_size = 100000 if 100000 in sizes else pick_size
     base = args.keep or Path(tempfile.mkdtemp(prefix="agent-bench-search-"))
     base.mkdir(parents=True, exist_ok=True)
     results = []
-    print(f"backend {index.BACKEND}; {args.queries} queries per kind; vaults under {base}")
+    print(f"{args.queries} queries per kind; vaults under {base}")
     print(f"{'messages':>9} {'vault s':>8} {'index s':>8} {'index MB':>9}   "
           + " ".join(f"{k + ' med/p95 ms':>17}" for k in KINDS))
     for n in sizes:
@@ -220,7 +218,7 @@ def main(argv=None) -> int:
                   f"{p['session_append_ms']:.1f} ms, after it is committed "
                   f"{p['search_after_commit_ms']:.1f} ms (each a whole search)", flush=True)
         results.append(row)
-    print(json.dumps({"backend": index.BACKEND, "sizes": results}))
+    print(json.dumps({"sizes": results}))
     return 0
 
 

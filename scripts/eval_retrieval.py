@@ -169,10 +169,8 @@ def main(argv=None) -> int:
                     help="also score the ranking with each feature taken away")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a ranking weight (e.g. --set neighbours=0.3)")
-    ap.add_argument("--backend", choices=("fts4", "fts5"), default=index.BACKEND)
     args = ap.parse_args(argv)
     ks = sorted({int(k) for k in args.k.split(",")})
-    index.BACKEND = args.backend
     ranking = index.RANKING
     for item in args.set:
         name, _, value = item.partition("=")
@@ -207,7 +205,7 @@ def main(argv=None) -> int:
         build = time.perf_counter() - t0
         print(f"{args.data.name}: conversations {','.join(map(str, chosen))}, "
               f"{sum(map(len, questions.values()))} questions (skipped {skipped} without "
-              f"valid evidence); vaults built and indexed in {build:.1f}s; backend {index.BACKEND}")
+              f"valid evidence); vaults built and indexed in {build:.1f}s")
         print(f"ranking: {ranking}")
         sums, times = run(data, ks, ranking, vaults, questions)
         print("\n".join(table(sums, ks)))

@@ -33,10 +33,6 @@ class OpResult:
     status: str = "applied"     # "applied", "skipped" (did not fit the file) or "refused" (a guard)
     why: str = ""               # for skipped and refused operations: the explanation
 
-    def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in
-                ("op", "file", "section", "old", "new", "reason", "status", "why")}
-
 
 @dataclass
 class Applied:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -34,7 +34,6 @@ from agent.stores.sessions import SessionError, check_key
 CRON_FILE = "cron.json"
 VERSION = 1
 MISFIRE = ("run_once", "skip")
-STATUSES = ("ok", "error", "interrupted", "skipped")
 
 _JOB_KEYS = ("id", "name", "enabled", "schedule", "message", "session",
              "delete_after_run", "misfire", "state")
@@ -274,7 +273,3 @@ def read(root: Path) -> CronFile:
     except UnicodeDecodeError:
         raise CronFileError(f"{CRON_FILE}: not UTF-8 text; it was left as it is") from None
     return loads(text)
-
-
-def with_state(job: Job, **changes) -> Job:
-    return replace(job, state=replace(job.state, **changes))

@@ -144,14 +144,6 @@ class Session:
         w = read_window(self.root, self.key)
         return w.messages, w.marker
 
-    def count_messages(self) -> int:
-        """How many lines are messages (not compact markers), counted without parsing."""
-        n = 0
-        for f in self.files():
-            with open(f, "rb") as fh:
-                n += sum(1 for line in fh if line.strip() and b'"type":"compact"' not in line)
-        return n
-
     def last_line(self) -> dict | None:
         """The last JSON line of the newest file, read from its end (cheap)."""
         for path in reversed(self.files()):

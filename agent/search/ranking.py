@@ -1,0 +1,312 @@
+"""Ranking: BM25 candidates from SQLite FTS5, re-ranked in Python by what the retrieval
+evaluation (`scripts/eval_retrieval.py`) showed to help: the speaker named in the
+question, the messages next to a hit, the other hits of the same day, and dates in the
+question.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from agent.search.text import STOP_WORDS, Stemmer, is_cjk, lazy_re, tokens
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The weights of the re-ranking. The defaults are what `scripts/eval_retrieval.py`
+    showed to help (see its --ablation); a weight of 0 turns a feature off."""
+    candidates: int = 100          # BM25 candidates re-ranked in Python (200: same figures, slower)
+    speaker: float = 1.0           # boost when a query word names the doc's speaker
+    neighbours: float = 0.8        # share of a hit's score passed to the messages around it
+    reach: int = 2                 # how many messages away neighbours count (1/distance)
+    dates: float = 1.0             # boost when a date in the question is near the doc's date
+    day: float = 0.3               # boost by the other hits of the same day (one subject)
+    recency: float = 0.0           # boost newer docs (did not help)
+    # Facts in MEMORY.md/USER.md (weight 1) and archive entries (their importance): the
+    # evaluation data has neither, so this is a judgement, not a measurement.
+    importance: float = 0.5
+    stop_words: bool = True        # leave common words out of the query
+
+
+RANKING = Ranking()
+
+
+_MONTHS = {m: i for i, m in enumerate(
+    "january february march april may june july august september october november december".split(), 1)}
+_MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
+_MONTHS["sept"] = 9
+_MON = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_DATE_PATTERNS = [
+    (lazy_re(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
+    (lazy_re(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MON}\.?,?\s+(\d{{4}})\b", re.I), "dmy"),
+    (lazy_re(rf"\b{_MON}\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I), "mdy"),
+    (lazy_re(rf"\b{_MON}\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I), "my"),
+    (lazy_re(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d{2})\b", re.I), "y"),
+    # A month without a year ("in June") means that month of whichever year.
+    (lazy_re(rf"\b(?:in|during|of|since|from|early|late|mid|last|this|next)[\s-]+{_MON}\b", re.I), "m"),
+]
+
+
+_ANY_YEAR = 4     # a leap year standing for "any year" in a month-only span
+
+
+def question_dates(query: str) -> list[tuple[date, date]]:
+    """Dates and periods named in a question, as (first day, last day).
+
+    A month named without a year comes back in the year `_ANY_YEAR`, meaning any year.
+    """
+    spans: list[tuple[date, date]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern, form in _DATE_PATTERNS:
+        for m in pattern.finditer(query):
+            if any(a < m.end() and m.start() < b for a, b in taken):
+                continue
+            try:
+                if form == "ymd":
+                    d = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+                    span = (d, d)
+                elif form == "dmy":
+                    d = date(int(m.group(3)), _MONTHS[m.group(2).lower()[:3]], int(m.group(1)))
+                    span = (d, d)
+                elif form == "mdy":
+                    d = date(int(m.group(3)), _MONTHS[m.group(1).lower()[:3]], int(m.group(2)))
+                    span = (d, d)
+                elif form == "my":
+                    y, mo = int(m.group(2)), _MONTHS[m.group(1).lower()[:3]]
+                    end = date(y + (mo == 12), mo % 12 + 1, 1) - timedelta(days=1)
+                    span = (date(y, mo, 1), end)
+                elif form == "y":
+                    y = int(m.group(1))
+                    span = (date(y, 1, 1), date(y, 12, 31))
+                else:
+                    mo = _MONTHS[m.group(1).lower()[:3]]
+                    span = (date(_ANY_YEAR, mo, 1),
+                            date(_ANY_YEAR + (mo == 12), mo % 12 + 1, 1) - timedelta(days=1))
+            except (ValueError, KeyError):
+                continue
+            taken.append((m.start(), m.end()))
+            spans.append(span)
+    return spans
+
+
+@dataclass
+class Candidate:
+    id: int
+    file: int
+    path: str
+    line: int | None
+    kind: str
+    ts: str | None
+    speaker: str | None
+    session: str | None
+    msg: str | None
+    weight: float
+    covers: str | None
+    topic: str | None
+    text: str
+    bm25: float = 0.0
+    score: float = 0.0
+    passed: float = 0.0
+
+    @property
+    def day(self) -> str | None:
+        return self.ts[:10] if self.ts else None
+
+
+COLUMNS = ("d.id, d.file, f.path, d.line, f.kind, d.ts, d.speaker, coalesce(f.session, "
+         "json_extract(d.covers, '$.session')), d.msg, d.weight, d.covers, d.topic, d.text")
+
+
+def _filters(since: date | None, kinds) -> tuple[list[str], list]:
+    where, args = [], []
+    if kinds is not None:
+        where.append(f"f.kind IN ({','.join('?' * len(kinds))})")
+        args.extend(sorted(kinds))
+    if since is not None:
+        where.append("d.ts >= ?")       # ISO strings compare as times
+        args.append(since.isoformat())
+    return where, args
+
+
+def candidates(db, expr: str, n: int, since: date | None, kinds) -> list[Candidate]:
+    where, args = _filters(since, kinds)
+    if not where:
+        # Rank inside the full-text table first, then look up only the winners.
+        sql = (f"SELECT {COLUMNS}, s FROM (SELECT rowid AS rid, bm25(fts) AS s FROM fts "
+               f"WHERE fts MATCH ? ORDER BY s LIMIT ?) JOIN docs d ON d.id = rid "
+               f"JOIN files f ON f.id = d.file ORDER BY s")
+        rows = db.execute(sql, (expr, n)).fetchall()
+    else:
+        sql = (f"SELECT {COLUMNS}, bm25(fts) AS s FROM fts JOIN docs d ON d.id = fts.rowid "
+               f"JOIN files f ON f.id = d.file WHERE fts MATCH ? AND {' AND '.join(where)} "
+               f"ORDER BY s LIMIT ?")
+        rows = db.execute(sql, (expr, *args, n)).fetchall()
+    return [Candidate(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
+
+
+def _around(db, cands: list[Candidate], reach: int) -> dict[int, list[Candidate]]:
+    """The session messages near the candidates, per file in line order.
+
+    Looks a few lines either side (lines without text, such as tool results, are not
+    documents, so the nearest messages may be more than `reach` lines away; a tool call
+    carries its text on the same line, so one gap line per step is enough).
+    """
+    width = 2 * reach
+    spans: list[tuple[int, int, int]] = []
+    for f, ln in sorted({(c.file, c.line) for c in cands if c.kind == "sessions" and c.line}):
+        lo, hi = ln - width, ln + width
+        if spans and spans[-1][0] == f and lo <= spans[-1][2] + 1:
+            spans[-1] = (f, spans[-1][1], hi)        # overlapping windows read once
+        else:
+            spans.append((f, lo, hi))
+    per_file: dict[int, list[Candidate]] = {}
+    for i in range(0, len(spans), 300):
+        chunk = spans[i:i + 300]
+        values = ",".join("(?,?,?)" for _ in chunk)
+        sql = (f"WITH w(file, lo, hi) AS (VALUES {values}) SELECT {COLUMNS} FROM w "
+               f"JOIN docs d ON d.file = w.file AND d.line BETWEEN w.lo AND w.hi "
+               f"JOIN files f ON f.id = d.file")
+        for r in db.execute(sql, [x for span in chunk for x in span]):
+            c = Candidate(*r)
+            per_file.setdefault(c.file, []).append(c)
+    for docs in per_file.values():
+        docs.sort(key=lambda c: c.line)
+    return per_file
+
+
+# BM25 scores every document holding any query word, so a long query of common words
+# (a pasted paragraph) costs in proportion to the vault. Past this many postings the
+# most common words are left out: they weigh least in BM25 (lowest idf), and the rarer
+# words decide the ranking anyway.
+POSTINGS_BUDGET = 20000
+_MIN_TERMS = 3
+
+
+def within_budget(db, terms: list[str]) -> list[str]:
+    """The query's terms, leaving out the most common ones past POSTINGS_BUDGET."""
+    if len(terms) <= _MIN_TERMS:
+        return terms
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, fts, 'row')")
+    stem = Stemmer(db)
+    plain = [t for t in terms if not (len(t) == 1 and is_cjk(t))]   # prefixes stay
+    stems = {t: stem(t) for t in plain}
+    keys = sorted(set(stems.values()))
+    df = dict(db.execute(f"SELECT term, doc FROM temp.vocab WHERE term IN "
+                         f"({','.join('?' * len(keys))})", keys).fetchall())
+    if sum(df.values()) <= POSTINGS_BUDGET:
+        return terms
+    kept, total = [t for t in terms if t not in stems], 0
+    for t in sorted((t for t in plain if df.get(stems[t])), key=lambda t: df[stems[t]]):
+        if len(kept) >= _MIN_TERMS and total + df[stems[t]] > POSTINGS_BUDGET:
+            break
+        kept.append(t)
+        total += df[stems[t]]
+    return kept or terms
+
+
+def _near(d: date, first: date, last: date) -> bool:
+    """Whether a message of day `d` may tell of a day in first..last: said a few days
+    before (plans) up to a week and a half after (reports)."""
+    if first.year == _ANY_YEAR:
+        try:
+            first, last = first.replace(year=d.year), last.replace(year=d.year + (last.year - first.year))
+        except ValueError:      # 29 February
+            first, last = first.replace(year=d.year, day=28), last.replace(year=d.year, day=28)
+    return first - timedelta(days=3) <= d <= last + timedelta(days=10)
+
+
+def _speaker_terms(speaker: str | None, cache: dict) -> set[str]:
+    if not speaker:
+        return set()
+    if speaker not in cache:
+        cache[speaker] = set(tokens(speaker)) - STOP_WORDS
+    return cache[speaker]
+
+
+def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ranking,
+           since) -> list[Candidate]:
+    if not cands:
+        return cands
+    top = max(c.bm25 for c in cands) or 1.0
+    for c in cands:
+        c.score = c.bm25 / top
+    qset = set(terms)
+
+    if ranking.neighbours:
+        # A message's neighbours share its subject: a question's answer is often the
+        # reply to the message that matches the words of the question.
+        by_id = {c.id: c for c in cands}
+        by_file: dict[int, list[Candidate]] = {}
+        for c in cands:
+            if c.kind == "sessions":
+                by_file.setdefault(c.file, []).append(c)
+        passed: dict[int, float] = {}
+        after = since.isoformat() if since is not None else None
+        for f, docs in _around(db, cands, ranking.reach).items():
+            pos = {d.id: i for i, d in enumerate(docs)}
+            for c in by_file.get(f, ()):
+                i = pos[c.id]
+                for step in range(1, ranking.reach + 1):
+                    share = ranking.neighbours * c.score / step
+                    for j in (i - step, i + step):
+                        if 0 <= j < len(docs):
+                            n = docs[j]
+                            if share > passed.get(n.id, 0.0):
+                                passed[n.id] = share
+                            if n.id not in by_id and (after is None or (n.ts or "") >= after):
+                                by_id[n.id] = n
+                                cands.append(n)
+        for c in cands:
+            c.score += passed.get(c.id, 0.0)
+
+    if ranking.speaker:
+        cache: dict = {}
+        for c in cands:
+            if _speaker_terms(c.speaker, cache) & qset:
+                c.score *= 1 + ranking.speaker
+
+    if ranking.dates:
+        spans = question_dates(query)
+        if spans:
+            for c in cands:
+                if not c.day:
+                    continue
+                try:
+                    d = date.fromisoformat(c.day)
+                except ValueError:
+                    continue
+                if any(_near(d, a, b) for a, b in spans):
+                    c.score *= 1 + ranking.dates
+
+    if ranking.day:
+        per_day: dict[str, float] = {}
+        for c in cands:
+            if c.day:
+                per_day[c.day] = per_day.get(c.day, 0.0) + c.score
+        best = max(per_day.values(), default=0.0) or 1.0
+        for c in cands:
+            if c.day:
+                c.score *= 1 + ranking.day * (per_day[c.day] / best)
+
+    if ranking.recency:
+        days = [c.day for c in cands if c.day]
+        if days:
+            newest = date.fromisoformat(max(days))
+            for c in cands:
+                if c.day:
+                    with contextlib.suppress(ValueError):
+                        age = (newest - date.fromisoformat(c.day)).days
+                        c.score *= 1 + ranking.recency * math.exp(-age / 180)
+
+    if ranking.importance:
+        for c in cands:
+            if c.kind in ("memory", "archive"):
+                c.score *= 1 + ranking.importance * (c.weight or 0.0)
+
+    cands = [c for c in cands if c.score > 0]
+    cands.sort(key=lambda c: (-c.score, -c.id))
+    return cands
