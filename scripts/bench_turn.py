@@ -11,7 +11,9 @@ daily note per day, memory files, one commit, the search index built), prints:
   the time spent inside the model calls (prompt building with retrieval, persisting,
   index update, commit), with the median of each phase;
 - the time from starting `agent chat -m` (a new process) to its request reaching the
-  server, median and best of several runs.
+  server, median and best of several runs;
+- the wall time of a turn whose reply calls two tools that each sleep 0.4 s: about
+  0.4 s when the tools of one reply run concurrently, as they should, 0.8 s if not.
 
 Targets: overhead median under 50 ms, growing by at most 1.5x between the sizes.
 
@@ -39,7 +41,7 @@ ROOT = Path(__file__).absolute().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fakeanthropic import FakeAnthropic, reply  # noqa: E402
+from fakeanthropic import FakeAnthropic, reply, tool_use  # noqa: E402
 
 from agent.stores import archive
 from agent.chat import prompt as context
@@ -244,6 +246,34 @@ def measure_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict:
             "start_to_request_best_ms": min(times)}
 
 
+def measure_parallel_tools(vault: Vault, server: FakeAnthropic) -> dict:
+    """A turn whose reply calls two 0.4 s tools: its wall time shows they overlap."""
+    from agent.chat.tools.registry import REGISTRY, tool
+    from agent.llm.anthropic import make_client
+
+    @tool
+    def slow_probe(label: str) -> str:
+        """Wait 0.4 s.
+
+        Args:
+            label: Anything.
+        """
+        time.sleep(0.4)
+        return f"{label} done"
+
+    try:
+        server.add(reply(tool_use("slow_probe", {"label": "a"}),
+                         tool_use("slow_probe", {"label": "b"})), reply("ok"))
+        start = time.perf_counter()
+        result = loop.run_turn(vault, make_client(max_retries=0), "cli/tools", "go",
+                               datetime.now().astimezone())
+        took = time.perf_counter() - start
+    finally:
+        REGISTRY.pop("slow_probe", None)
+    assert result.error is None, result.error
+    return {"two_tools_s": round(took, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,100000")
@@ -274,6 +304,7 @@ def main() -> None:
                 row.update(measure_turns(vault, server, args.turns))
                 if size == sizes[0]:
                     row.update(measure_start(vault, server, args.starts))
+                    row.update(measure_parallel_tools(vault, server))
                 results.append(row)
                 print(f"{size:>7} messages (vault built in {built:.1f} s, indexed in {indexed:.1f} s, "
                       f"window {row['window_messages']} messages)")
@@ -285,6 +316,9 @@ def main() -> None:
                     print(f"        `agent chat -m` start to request at the server: median "
                           f"{row['start_to_request_median_ms']:.0f} ms, best "
                           f"{row['start_to_request_best_ms']:.0f} ms")
+                if "two_tools_s" in row:
+                    print(f"        two 0.4 s tools in one reply: {row['two_tools_s']:.2f} s "
+                          f"(concurrent when under 0.75 s)")
         finally:
             if not args.keep:
                 shutil.rmtree(base, ignore_errors=True)

@@ -197,10 +197,17 @@ class Recorded:
     completed: bool = False        # False when the client hung up mid-answer (e.g. Ctrl-C;
                                    # best effort: a hang-up near the end may go unseen)
     finished: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    text_sent: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     @property
     def json(self) -> Any:
         return self.body
+
+    def wait_for_text(self, timeout: float = 10.0) -> "Recorded":
+        """Block until the streamed answer has sent its first piece of text."""
+        if not self.text_sent.wait(timeout):
+            raise TimeoutError(f"fake Anthropic: no text streamed for {self.path} after {timeout}s")
+        return self
 
     def wait(self, timeout: float = 10.0) -> "Recorded":
         """Block until the server has finished answering this request."""
@@ -575,6 +582,8 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
+                if data.get("delta", {}).get("type") == "text_delta":
+                    rec.text_sent.set()
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
             rec.completed = True

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -153,30 +154,30 @@ def test_two_tools_at_once_and_memory_in_the_turns_commit(fake_anthropic, vault,
 
 
 def test_tool_calls_of_one_reply_run_concurrently(fake_anthropic, vault, tmp_path):
-    """Two slow tools take about the time of one: they run in parallel."""
+    """Two tools of one reply run at the same time: each waits for the other to start.
+    (How long they take is measured by scripts/bench_turn.py, not asserted here.)"""
     from agent.chat.tools.registry import REGISTRY, tool
+
+    both_started = threading.Barrier(2, timeout=30)
 
     @tool
     def slow_probe(label: str) -> str:
-        """Wait a moment and say which thread ran.
+        """Wait until the other call has started too.
 
         Args:
             label: Anything.
         """
-        time.sleep(0.4)
+        both_started.wait()      # run one after the other, this breaks after 30 s
         return f"{label} done"
 
     try:
         fake_anthropic.add(reply(tool_use("slow_probe", {"label": "a"}),
                                  tool_use("slow_probe", {"label": "b"})), reply("ok"))
-        start = time.monotonic()
         result = run_turn(vault, make_client(), "cli/default", "go", NOW)
-        took = time.monotonic() - start
     finally:
         REGISTRY.pop("slow_probe", None)
     assert result.error is None
     assert [b["content"] for b in tool_results(fake_anthropic.calls()[1])] == ["a done", "b done"]
-    assert took < 0.75, f"two 0.4 s tools took {took:.2f} s: not concurrent"
 
 
 def test_a_tool_error_goes_back_to_the_model_and_the_turn_goes_on(fake_anthropic, vault, run):
@@ -341,9 +342,8 @@ def test_ctrl_c_during_a_reply_keeps_the_partial_reply(fake_anthropic, vault):
     proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat",
                              "-m", "tell me a long story"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
-    first = proc.stdout.read(5)          # the reply has started streaming
-    assert first == "word0"
-    time.sleep(0.3)
+    first = proc.stdout.read(17)         # the reply has started streaming
+    assert first == "word0 word1 word2"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, err

@@ -523,8 +523,7 @@ def test_sigterm_during_a_job_lets_the_turn_finish_and_commit(vault, run, fake_a
     serve = ServeProc(vault)
     procs.append(serve)
     serve.wait_for(f'cron "slow" ({job_id}): running')
-    fake_anthropic.wait_for_requests(1)
-    time.sleep(0.5)
+    fake_anthropic.wait_for_requests(1)[0].wait_for_text()
     serve.p.send_signal(signal.SIGTERM)
     assert serve.stop() == 0
     assert "stopping after the running turn" in serve.output
@@ -540,8 +539,7 @@ def test_second_sigterm_interrupts_the_turn_and_records_it(vault, run, fake_anth
     serve = ServeProc(vault)
     procs.append(serve)
     serve.wait_for(f'cron "slow" ({job_id}): running')
-    fake_anthropic.wait_for_requests(1)
-    time.sleep(0.5)
+    fake_anthropic.wait_for_requests(1)[0].wait_for_text()
     serve.p.send_signal(signal.SIGTERM)
     serve.wait_for("stopping after the running turn")
     serve.p.send_signal(signal.SIGTERM)
