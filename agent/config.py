@@ -35,19 +35,31 @@ class Settings:
 
 def load_settings(root: Path) -> Settings:
     """Settings of the vault at `root`; a clear SettingsError names a broken agent.toml."""
+    from agent.vault import safe
+
     path = Path(root) / "agent.toml"
-    if not path.exists():
+    try:
+        text = safe.read_text(root, "agent.toml", limit=1024 * 1024)
+    except UserError as e:
+        raise SettingsError(str(e)) from None
+    if text is None:
         return Settings()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(f"{path}: {e}") from None
-    model = data.get("model", {})
-    identity = data.get("identity", {})
-    chat = data.get("chat", {})
-    memory = data.get("memory", {})
-    dream = data.get("dream", {})
-    serve = data.get("serve", {})
+    except RecursionError:
+        raise SettingsError(f"{path}: nested too deeply") from None
+
+    def table(name: str) -> dict:
+        value = data.get(name, {})
+        if not isinstance(value, dict):
+            raise SettingsError(f"{path}: [{name}] must be a table of settings (as in "
+                                f"[{name}] then key = value lines), not {type(value).__name__}")
+        return value
+
+    model, identity, chat = table("model"), table("identity"), table("chat")
+    memory, dream, serve = table("memory"), table("dream"), table("serve")
     s = Settings(raw=data)
     try:
         s.model = str(model.get("name", s.model))
@@ -62,6 +74,10 @@ def load_settings(root: Path) -> Settings:
         s.dream_schedule = str(dream.get("schedule", s.dream_schedule))
         s.dream_chunk_tokens = int(dream.get("chunk_tokens", s.dream_chunk_tokens))
         s.idle_compact_minutes = int(serve.get("idle_compact_minutes", s.idle_compact_minutes))
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise SettingsError(f"{path}: a setting has the wrong type: {e}") from None
+    if not s.agent_name.strip() or not s.agent_email.strip() or any(
+            c in s.agent_name + s.agent_email for c in "<>\n\0"):
+        raise SettingsError(f"{path}: [identity] name and email must be non-empty and "
+                            f"hold no <, > or line breaks")
     return s

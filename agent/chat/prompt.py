@@ -24,6 +24,7 @@ from pathlib import Path
 from agent.stores import memory
 from agent.stores import sessions
 from agent.stores import skills
+from agent.vault import safe
 
 CACHE = {"type": "ephemeral"}
 RETRIEVE_LIMIT = 6
@@ -48,13 +49,13 @@ class Prompt:
     window_files: list[str]
     last_turn: int
     retrieved: list = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # bad bytes shown as U+FFFD
 
 
-def _read(root: Path, rel: str) -> str | None:
-    try:
-        return (root / rel).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+def _read(root: Path, rel: str, warnings: list[str] | None = None) -> str | None:
+    """A file that goes whole into the prompt: safe.read_text with the prompt's limit."""
+    return safe.read_text(root, rel, limit=safe.PROMPT_BYTES, errors="replace",
+                          warnings=warnings)
 
 
 def _file_block(rel: str, text: str | None) -> str:
@@ -62,13 +63,14 @@ def _file_block(rel: str, text: str | None) -> str:
     return f'<file path="{rel}">\n{body}\n</file>'
 
 
-def system_blocks(root: Path, today) -> list[dict]:
+def system_blocks(root: Path, today, warnings: list[str] | None = None) -> list[dict]:
     """The system prompt's blocks; byte-identical while the files and the day stay the same."""
     root = Path(root)
-    agents = _read(root, "AGENTS.md")
+    agents = _read(root, "AGENTS.md", warnings)
     blocks = [PREAMBLE + "\n\n" + _file_block("AGENTS.md", agents)]
-    blocks.append("# Long-term memory\n\n" + _file_block(memory.USER, _read(root, memory.USER))
-                  + "\n\n" + _file_block(memory.MEMORY, _read(root, memory.MEMORY)))
+    blocks.append("# Long-term memory\n\n"
+                  + _file_block(memory.USER, _read(root, memory.USER, warnings)) + "\n\n"
+                  + _file_block(memory.MEMORY, _read(root, memory.MEMORY, warnings)))
     summary = skills.summary(skills.discover(root))
     if summary:
         blocks.append(summary.rstrip())
@@ -77,7 +79,7 @@ def system_blocks(root: Path, today) -> list[dict]:
     notes = []
     for day, label in ((today - timedelta(days=1), "yesterday"), (today, "today")):
         rel = memory.daily_path(day)
-        text = _read(root, rel)
+        text = _read(root, rel, warnings)
         if text and text.strip():
             notes.append(f'<file path="{rel}" day="{label}">\n{text.strip()}\n</file>')
     if notes:
@@ -237,7 +239,8 @@ def context_block(now: datetime, session: str, hits: list) -> dict:
 def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = True) -> Prompt:
     """Everything the model gets for a new user message `text`."""
     w = sessions.read_window(vault.root, session)
-    system = system_blocks(vault.root, now.date())
+    warnings: list[str] = []
+    system = system_blocks(vault.root, now.date(), warnings)
     messages = to_messages(w.messages)
     hits = retrieve(vault, text, w.messages, now.date()) if retrieval else []
     if messages:
@@ -247,7 +250,7 @@ def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = Tr
         messages[-1]["content"].extend(user_blocks)
     else:
         messages.append({"role": "user", "content": user_blocks})
-    return Prompt(system, messages, w.messages, w.files, w.last_turn, hits)
+    return Prompt(system, messages, w.messages, w.files, w.last_turn, hits, warnings)
 
 
 def estimate_tokens(lines: list[dict]) -> int:

@@ -303,6 +303,7 @@ def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=
     sha = persist(vault, staged, session, now, lines,
                   f"{kind}({session}): {shorten(text)}", trailers)
     result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
+    result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)
 
     window = prompt.window + lines

@@ -13,9 +13,10 @@ import click
 
 from agent.stores import archive
 from agent.stores import memory
-from agent.stores import sessions
 from agent.cli.common import (AgentGroup, after_change, get_vault, report_recovery,
                                    vault_option, vault_path)
+from agent.errors import UserError
+from agent.vault import safe
 from agent.vault.repo import Vault, VaultError, now
 
 
@@ -82,13 +83,22 @@ def status():
     dirty = vault.dirty_paths()
     from agent.search import index
     n_sessions, messages = index.message_counts(vault)
+    warnings: list[str] = []
     ids = archive.entry_ids(root)
     newest = ids[-1][0] if ids else 0
-    cursor = archive.read_cursor(root)
+    try:
+        cursor = archive.read_cursor(root)
+    except UserError as e:
+        warnings.append(str(e))
+        cursor = 0
 
     def facts(name):
-        p = root / name
-        return memory.count_facts(p.read_text(encoding="utf-8")) if p.exists() else 0
+        try:
+            return memory.count_facts(safe.read_text(root, name, errors="replace",
+                                                     warnings=warnings) or "")
+        except UserError as e:
+            warnings.append(str(e))
+            return 0
 
     click.echo(f"vault:      {root}")
     click.echo(f"HEAD:       {head}")
@@ -103,6 +113,8 @@ def status():
     click.echo(f"memory:     {n} fact{'s' * (n != 1)} in MEMORY.md, {facts(memory.USER)} in USER.md")
     waiting = sum(1 for i, _ in ids if i > cursor)
     click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
+    for w in warnings:
+        click.echo(f"Warning: {w}", err=True)
 
 
 @cli.command()

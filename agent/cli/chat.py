@@ -152,6 +152,7 @@ def chat(message, session, continue_, new, model):
     if continue_ and session:
         raise click.UsageError("Give --session KEY or --continue, not both.")
     vault = get_vault()
+    vault.check_committable()       # before a model call whose turn could not be saved
     if continue_:
         session = last_session(vault)
         if session is None:

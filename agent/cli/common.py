@@ -91,6 +91,9 @@ def report_recovery(vault: Vault) -> None:
     for line in vault.recovered:
         click.echo(f"Recovered: {line}", err=True)
     vault.recovered = []
+    for line in vault.too_big:
+        click.echo(f"Warning: {line}", err=True)
+    vault.too_big = []
 
 
 def after_change(vault: Vault) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from agent.stores import archive
 from agent.stores import sessions
 from agent.stores.memory import MEMORY, USER
+from agent.errors import UserError
 
 CACHE = {"type": "ephemeral", "ttl": "1h"}
 SKIP_SESSIONS = ("heartbeat/", "dream/")   # their entries are not dream input
@@ -211,8 +212,8 @@ class SessionCache:
                 self._files[rel] = f"{rel} is missing"
             else:
                 try:
-                    lines = sessions.read_file(path, rel)
-                except (sessions.SessionError, UnicodeDecodeError) as e:
+                    lines = sessions.read_file(path, rel, self.root)
+                except UserError as e:
                     self._files[rel] = str(e)
                 else:
                     self._files[rel] = (lines, {str(o.get("id")): i for i, o in enumerate(lines)})

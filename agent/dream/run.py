@@ -336,11 +336,10 @@ class _Run:
         return prompts.memory_block(state["memory_text"], state["user_text"])
 
     def read_memory(self) -> dict[str, str]:
-        out = {}
-        for name in FILES:
-            path = self.vault.root / name
-            out[name] = path.read_text(encoding="utf-8") if path.is_file() else ""
-        return out
+        """MEMORY.md and USER.md as the dream edits them: read strictly (a bad byte is
+        refused, naming the file and line, rather than rewritten as U+FFFD)."""
+        from agent.vault import safe
+        return {name: safe.read_text(self.vault.root, name) or "" for name in FILES}
 
     # -- submitting and collecting
 

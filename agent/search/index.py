@@ -259,13 +259,25 @@ def _index_text_file(db, root: Path, rel: str, kind: str, st, row) -> int:
     return len(docs)
 
 
+def _safe_stat(root: Path, rel: str, kind: str | None):
+    """The file's stat when the index may read it (agent.vault.safe's rule: a regular
+    file inside the vault, within the size limit), else None: it is left unindexed."""
+    from agent.vault import safe
+
+    limit = sessions.SESSION_BYTES if kind == "sessions" else safe.MAX_BYTES
+    try:
+        fd, _ = safe.open_file(root, rel, limit=limit)
+    except (FileNotFoundError, UserError):
+        return None
+    try:
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
 def _index_path(db, root: Path, rel: str) -> int:
     kind = kind_of(rel)
-    path = root / rel
-    try:
-        st = path.stat() if path.is_file() else None
-    except OSError:
-        st = None
+    st = _safe_stat(root, rel, kind)
     row = db.execute("SELECT * FROM files WHERE path=?", (rel,)).fetchone()
     if kind is None or st is None:
         if row is not None:

@@ -18,10 +18,7 @@ from agent.stores.cron import CRON_FILE, CronFile, Job
 
 
 def text_of(root) -> str | None:
-    try:
-        return (root / CRON_FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+    return cronfile.read_text(root)
 
 
 def change(vault, fn: Callable[[CronFile], str | None],

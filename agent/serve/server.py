@@ -158,11 +158,11 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
     """A function writing a run's result into cron.json as it is (call under the lock)."""
     def record(vault: Vault, status: str, error: str | None) -> list[str]:
         try:
-            before = (vault.root / CRON_FILE).read_text(encoding="utf-8")
+            before = cronfile.read_text(vault.root)
+            if before is None:
+                return []
             cf = cronfile.loads(before)
-        except FileNotFoundError:
-            return []
-        except (CronFileError, UnicodeDecodeError) as e:
+        except CronFileError as e:
             problems.append(f"the run's state was not recorded: {e}")
             return []
         job = cf.get(job_id)

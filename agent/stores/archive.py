@@ -112,7 +112,7 @@ def newest_id(root: Path) -> int:
 
 
 def load(root: Path, rel: str) -> Entry:
-    meta, body = frontmatter_io.load(Path(root) / rel, rel)
+    meta, body = frontmatter_io.load(Path(root) / rel, rel, root=root)
     m = _NAME.match(Path(rel).name)
     return Entry(int(m.group(1)) if m else int(meta.get("id", 0)), rel, meta, body.strip())
 
@@ -132,10 +132,13 @@ def render(entry_id: int, meta: dict, summary: str) -> str:
 
 def read_cursor(root: Path) -> int:
     """The id of the last entry the dream consolidated (0 when it never ran)."""
-    path = Path(root) / CURSOR
-    if not path.exists():
-        return 0
-    text = path.read_text(encoding="utf-8").strip()
+    from agent.vault import safe
+
+    try:
+        text = safe.read_text(root, CURSOR, limit=4096)
+    except UserError as e:
+        raise ArchiveError(str(e)) from None
+    text = (text or "").strip()
     if not text:
         return 0
     try:

@@ -265,11 +265,15 @@ def dumps(cron: CronFile) -> str:
 
 def read(root: Path) -> CronFile:
     """The vault's cron.json (an empty one when the file does not exist)."""
-    path = Path(root) / CRON_FILE
+    text = read_text(root)
+    return CronFile() if text is None else loads(text)
+
+
+def read_text(root: Path) -> str | None:
+    """cron.json's text through the vault's one safe read (None when missing)."""
+    from agent.vault import safe
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return CronFile()
-    except UnicodeDecodeError:
-        raise CronFileError(f"{CRON_FILE}: not UTF-8 text; it was left as it is") from None
-    return loads(text)
+        return safe.read_text(root, CRON_FILE)
+    except UserError as e:
+        raise CronFileError(f"{e} It was left as it is.") from None

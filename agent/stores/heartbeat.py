@@ -134,7 +134,7 @@ def load_all(root: Path) -> tuple[list[Heartbeat], list[str]]:
     for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
         rel = f"{FOLDER}/{path.name}"
         try:
-            meta, body = load(path, rel)
+            meta, body = load(path, rel, root=root)
             hb = parse(meta, body, rel)
         except (FrontmatterError, HeartbeatError) as e:
             problems.append(str(e))

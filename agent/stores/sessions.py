@@ -101,22 +101,64 @@ def message_text(content, tool=None, sep: str = "\n") -> str:
     return sep.join(p for p in parts if p)
 
 
-def read_file(path: Path, rel: str | None = None) -> list[dict]:
-    """Every line of one session file; SessionError names the file and line of a bad one."""
+SESSION_BYTES = 256 * 1024 * 1024     # one month of one session, read whole
+
+
+def _bytes(path: Path, rel: str | None, root: Path | None) -> bytes:
+    """A session file's bytes through the vault's one safe read (no link out, no FIFO)."""
+    from agent.vault import safe
+
+    path = Path(path)
+    if root is None or rel is None:
+        root, rel = path.parent, path.name
+    data = safe.read_bytes(root, rel, limit=SESSION_BYTES)
+    if data is None:
+        raise FileNotFoundError(2, "no such session file", str(path))
+    return data
+
+
+def parse_line(raw: bytes, name: str, n: int) -> dict:
+    """One session line; SessionError names the file and line when it is not a JSON object."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SessionError(f"{name}:{n}: byte 0x{raw[e.start]:02x} is not UTF-8; fix or "
+                           f"remove the line") from None
+    try:
+        obj = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise SessionError(f"{name}:{n}: nested too deeply; fix or remove the line") from None
+    except ValueError as e:
+        raise SessionError(f"{name}:{n}: not valid JSON ({getattr(e, 'msg', e)}); fix or "
+                           f"remove the line") from None
+    if not isinstance(obj, dict):
+        raise SessionError(f"{name}:{n}: a session line must be a JSON object")
+    return obj
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def read_file(path: Path, rel: str | None = None, root: Path | None = None) -> list[dict]:
+    """Every line of one session file; SessionError names the file and line of a bad one.
+
+    A torn last line (no newline: a write cut short, set aside by the next repair) is
+    left out rather than refused.
+    """
     out = []
     name = rel or str(path)
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
+    data = _bytes(path, rel, root)
+    lines = data.split(b"\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(parse_line(line, name, n))
+        except SessionError:
+            if n == len(lines):      # no newline after it: torn
                 continue
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                raise SessionError(f"{name}:{n}: not valid JSON ({e.msg}); fix or remove "
-                                   f"the line") from None
-            if not isinstance(obj, dict):
-                raise SessionError(f"{name}:{n}: a session line must be a JSON object")
-            out.append(obj)
+            raise
     return out
 
 
@@ -136,7 +178,7 @@ class Session:
     def lines(self) -> list[dict]:
         out = []
         for f in self.files():
-            out.extend(read_file(f, f.relative_to(self.root).as_posix()))
+            out.extend(read_file(f, f.relative_to(self.root).as_posix(), self.root))
         return out
 
     def window(self) -> tuple[list[dict], dict | None]:
@@ -147,13 +189,15 @@ class Session:
     def last_line(self) -> dict | None:
         """The last JSON line of the newest file, read from its end (cheap)."""
         for path in reversed(self.files()):
+            from agent.vault import safe
             try:
-                with open(path, "rb") as f:
-                    size = f.seek(0, os.SEEK_END)
-                    f.seek(max(0, size - 65536))
-                    lines = [ln for ln in f.read().splitlines() if ln.strip()]
+                fd, size = safe.open_file(self.root, path.relative_to(self.root).as_posix(),
+                                          limit=None)
             except FileNotFoundError:
                 continue
+            with os.fdopen(fd, "rb") as f:
+                f.seek(max(0, size - 65536))
+                lines = [ln for ln in f.read().splitlines() if ln.strip()]
             for raw in reversed(lines):
                 try:
                     obj = json.loads(raw)
@@ -165,8 +209,8 @@ class Session:
 
     def last_turn(self) -> int:
         for f in reversed(self.files()):
-            for obj in reversed(read_file(f)):
-                if isinstance(obj.get("turn"), int):
+            for obj in _backward(f, f.relative_to(self.root).as_posix(), self.root):
+                if isinstance(obj.get("turn"), int) and not isinstance(obj.get("turn"), bool):
                     return obj["turn"]
         return 0
 
@@ -196,7 +240,7 @@ def read_window(root: Path, key: str) -> Window:
     done = False
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
-        for obj in _backward(f, rel):
+        for obj in _backward(f, rel, root):
             if obj.get("type") == "compact":
                 if marker is None:
                     marker = obj
@@ -220,9 +264,9 @@ def read_window(root: Path, key: str) -> Window:
     return Window([o for _, o in picked], [r for r, _ in picked], marker, last_turn)
 
 
-def _backward(path: Path, rel: str):
+def _backward(path: Path, rel: str, root: Path | None = None):
     """The objects of a session file from its last line to its first."""
-    data = path.read_bytes()
+    data = _bytes(path, rel, root)
     end = len(data)
     torn = bool(data) and not data.endswith(b"\n")
     while end > 0:
@@ -232,16 +276,11 @@ def _backward(path: Path, rel: str):
         if not raw:
             continue
         try:
-            obj = json.loads(raw)
-        except ValueError as e:
+            obj = parse_line(raw, rel, data.count(b"\n", 0, start) + 1)
+        except SessionError:
             if last and torn:
                 continue   # a torn last line: the vault lock's repair sets it aside
-            n = data.count(b"\n", 0, start) + 1
-            raise SessionError(f"{rel}:{n}: not valid JSON ({e.msg}); fix or remove "
-                               f"the line") from None
-        if not isinstance(obj, dict):
-            n = data.count(b"\n", 0, start) + 1
-            raise SessionError(f"{rel}:{n}: a session line must be a JSON object")
+            raise
         yield obj
 
 
@@ -250,7 +289,7 @@ def _after_marker(root: Path, files: list[Path]) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
-        lines = read_file(f, rel)
+        lines = read_file(f, rel, root)
         for obj in reversed(lines):
             if obj.get("type") == "compact":
                 return out

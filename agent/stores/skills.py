@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.errors import UserError
-from agent.stores.frontmatter_io import FrontmatterError, load
+from agent.stores.frontmatter_io import FrontmatterError, loads, read_text
 from agent.package import package_data
 
 SKILLS = "skills"
@@ -46,6 +46,7 @@ class Skill:
     always: bool = False
     body: str = ""
     problem: str | None = None         # why the file could not be read
+    raw: str = ""                      # the whole file as read (frontmatter and body)
 
     def missing(self) -> list[str]:
         """What this machine lacks to use the skill (programs and variables)."""
@@ -58,7 +59,7 @@ class Skill:
         return self.problem is None and not self.missing()
 
     def text(self) -> str:
-        return self.path.read_text(encoding="utf-8")
+        return self.raw
 
 
 def _strings(value, where: str, key: str) -> list[str]:
@@ -71,11 +72,16 @@ def _strings(value, where: str, key: str) -> list[str]:
     raise SkillError(f"{where}: requires.{key} must be a list of names")
 
 
-def read_skill(path: Path, where: str, rel: str) -> Skill:
-    """One skill file; a broken one comes back with `problem` set (never raises)."""
+def read_skill(path: Path, where: str, rel: str, root: Path | None = None) -> Skill:
+    """One skill file; a broken one comes back with `problem` set (never raises).
+
+    Read through agent.vault.safe inside `root` (the vault or the package's skills), so
+    a SKILL.md linking out of it is refused, not read.
+    """
     fallback = path.parent.name
     try:
-        meta, body = load(path, rel)
+        raw = read_text(path, rel, root=root)
+        meta, body = loads(raw, rel)
         name = str(meta.get("name") or fallback)
         description = " ".join(str(meta.get("description") or "").split())
         requires = meta.get("requires") or {}
@@ -88,7 +94,7 @@ def read_skill(path: Path, where: str, rel: str) -> Skill:
             raise SkillError(f"{rel}: always must be true or false")
     except (FrontmatterError, SkillError, OSError) as e:
         return Skill(fallback, "", path, where, problem=str(e))
-    return Skill(name, description, path, where, bins, env, always, body.strip())
+    return Skill(name, description, path, where, bins, env, always, body.strip(), raw=raw)
 
 
 def discover(root: Path) -> list[Skill]:
@@ -105,7 +111,7 @@ def discover(root: Path) -> list[Skill]:
         for path in sorted(base.glob(f"*/{SKILL_FILE}")):
             rel = (f"{SKILLS}/{path.parent.name}/{SKILL_FILE}" if where == "vault"
                    else f"built-in skill {path.parent.name}/{SKILL_FILE}")
-            skill = read_skill(path, where, rel)
+            skill = read_skill(path, where, rel, root=Path(root) if where == "vault" else base)
             found.setdefault(skill.name, skill)
     return list(found.values())
 

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -36,10 +37,12 @@ DEFAULT_VAULT = Path("~/.agent/vault")
 AGENT_NAME = "agent"
 AGENT_EMAIL = "agent@localhost"
 
-# Every git call: never run the vault's hooks, never ask for a signing key or an editor.
+# Every git call: never run the vault's hooks, never ask for a signing key or an editor,
+# never start a file-system monitor; filter drivers are switched off per vault (_no_filters).
 _GIT_BASE = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false",
-             "-c", "core.quotePath=false")
-
+             "-c", "core.quotePath=false", "-c", "core.fsmonitor=false")
+# Files the agent itself writes and reads back: never committed, whatever .gitignore says.
+CONTROL_FILES = (".gitignore", ".gitattributes", MARKER, "AGENTS.md")
 
 
 class VaultError(UserError):
@@ -48,6 +51,10 @@ class VaultError(UserError):
 
 class NotAVault(VaultError):
     pass
+
+
+class UnfinishedGit(VaultError):
+    """The vault's repository is mid-operation (merge, rebase, ...): the agent commits nothing."""
 
 
 class GitError(VaultError):
@@ -100,14 +107,155 @@ def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, str]:
     return DEFAULT_VAULT.expanduser().absolute(), "default"
 
 
+_FILTERS: dict[str, tuple] = {}
+
+
+def _no_filters(cwd) -> tuple:
+    """`-c` options that switch off every filter driver git's config defines.
+
+    A clean/smudge/process filter named in .gitattributes runs a command of the config
+    on every add or checkout; the agent's own git calls run none (an empty command is
+    no filter). Looked up once per vault and process: one `git config` call.
+    """
+    stamps = []
+    for cfg in (Path(cwd) / ".git" / "config",
+                os.environ.get("GIT_CONFIG_GLOBAL") or os.path.expanduser("~/.gitconfig")):
+        try:
+            stamps.append(os.stat(cfg).st_mtime_ns)
+        except OSError:
+            stamps.append(0)
+    key = f"{cwd}\0{stamps}"
+    if key not in _FILTERS:
+        p = subprocess.run(["git", *_GIT_BASE, "config", "-z", "--get-regexp", r"^filter\."],
+                           cwd=cwd, capture_output=True, text=True,
+                           errors="surrogateescape")
+        names = set()
+        for item in p.stdout.split("\0"):
+            name = item.split("\n", 1)[0]
+            if name.count(".") >= 2:
+                names.add(name[len("filter."):name.rindex(".")])
+        opts = []
+        for n in sorted(names):
+            opts += ["-c", f"filter.{n}.clean=", "-c", f"filter.{n}.smudge=",
+                     "-c", f"filter.{n}.process=", "-c", f"filter.{n}.required=false"]
+        _FILTERS[key] = tuple(opts)
+    return _FILTERS[key]
+
+
 def _run(args, cwd, env=None, input=None) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *_GIT_BASE, *args], cwd=cwd, env=env, input=input,
-                          capture_output=True, text=True)
+    return subprocess.run(["git", *_GIT_BASE, *_no_filters(cwd), *args], cwd=cwd, env=env,
+                          input=input, capture_output=True, text=True, errors="surrogateescape")
 
 
 def _git_toplevel(path: Path) -> Path | None:
     p = _run(["rev-parse", "--show-toplevel"], cwd=path)
     return Path(p.stdout.strip()) if p.returncode == 0 else None
+
+
+def git_dir_of(root: Path) -> Path:
+    """The repository folder of the vault at `root` (`.git`, or where a gitfile points)."""
+    dotgit = Path(root) / ".git"
+    if dotgit.is_file():
+        try:
+            line = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            line = ""
+        if line.startswith("gitdir:"):
+            target = Path(line[len("gitdir:"):].strip())
+            return target if target.is_absolute() else (Path(root) / target).resolve()
+    return dotgit
+
+
+def unfinished_operation(root: Path) -> str | None:
+    """What stops the agent committing in the vault at `root` now, or None.
+
+    The answer is one sentence saying what to finish: an unfinished merge, rebase,
+    cherry-pick, revert or bisect, conflicted files, a detached HEAD, or a person's own
+    `git commit` waiting for its message. Any code about to commit (the vault's commit
+    path, sync) calls this first; it runs no git command in the common case.
+    """
+    root = Path(root)
+    g = git_dir_of(root)
+    finish = "; then run the command again. Nothing was changed."
+    if (g / "rebase-merge").is_dir() or (g / "rebase-apply").is_dir():
+        if (g / "rebase-apply" / "applying").exists():
+            return (f"A `git am` is unfinished in the vault {root}: run `git am --continue` "
+                    f"or `git am --abort`" + finish)
+        return (f"A rebase is unfinished in the vault {root}: resolve it and run "
+                f"`git rebase --continue`, or `git rebase --abort`" + finish)
+    for head, what in (("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick"),
+                       ("REVERT_HEAD", "revert")):
+        if (g / head).exists():
+            return (f"A {what} is unfinished in the vault {root}: resolve the conflicts and "
+                    f"run `git {what} --continue`, or `git {what} --abort`" + finish)
+    if (g / "BISECT_LOG").exists():
+        return (f"A git bisect is under way in the vault {root}: run `git bisect reset`"
+                + finish)
+    try:
+        head = (g / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        head = ""
+    if head and not head.startswith("ref:"):
+        return (f"The vault {root} has a detached HEAD (at {head[:7]}): a commit there "
+                f"belongs to no branch. Run `git switch main` (or your branch)" + finish)
+    if (g / "index").exists():
+        p = _run(["ls-files", "-u", "-z"], cwd=root)
+        if p.returncode == 0 and p.stdout:
+            files = sorted({item.split("\t", 1)[-1] for item in p.stdout.split("\0") if item})
+            return (f"The vault {root} has conflicted files ({', '.join(files[:3])}"
+                    f"{', ...' if len(files) > 3 else ''}): resolve them and `git add` them"
+                    + finish)
+    busy = _git_commit_running(root, g)
+    if busy:
+        return (f"A `git commit` is waiting for its message in the vault {root} (process "
+                f"{busy}): finish or abandon it" + finish)
+    return None
+
+
+def _git_commit_running(root: Path, g: Path) -> int | None:
+    """The pid of a person's `git commit` running in the vault, or None (Linux's /proc).
+
+    Checked only when COMMIT_EDITMSG is newer than the last ref update, that is when a
+    commit started and has not ended with one.
+    """
+    try:
+        started = (g / "COMMIT_EDITMSG").stat().st_mtime
+    except OSError:
+        return None
+    try:
+        last = (g / "logs" / "HEAD").stat().st_mtime
+    except OSError:
+        last = 0.0
+    if started < last:
+        return None
+    return _git_process_in(root, lambda argv: "commit" in argv[1:])
+
+
+def _git_process_in(root: Path, match) -> int | None:
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    real = os.path.realpath(root)
+    me = os.getpid()
+    for d in proc.iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            if not argv or os.path.basename(argv[0]) not in (b"git", b"git.exe"):
+                continue
+            args = [a.decode("utf-8", "replace") for a in argv if a]
+            if not match(args):
+                continue
+            cwd = os.path.realpath(os.readlink(d / "cwd"))
+        except OSError:
+            continue
+        for i, a in enumerate(args):
+            if a == "-C" and i + 1 < len(args):
+                cwd = os.path.realpath(os.path.join(cwd, args[i + 1]))
+        if cwd == real or cwd.startswith(real + os.sep):
+            return int(d.name)
+    return None
 
 
 class Vault:
@@ -120,6 +268,8 @@ class Vault:
         self._touched: list[str] = []
         self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
         self._agent: Identity | None = None
+        self.git_dir = git_dir_of(self.root)
+        self.too_big: list[str] = []    # hand-added files left uncommitted for their size
 
     # ---- opening -------------------------------------------------------------------
 
@@ -181,6 +331,22 @@ class Vault:
         # Status scans and index writes stay cheap as the vault grows.
         self.git("config", "core.untrackedCache", "true")
         self.git("config", "core.splitIndex", "true")
+        self._exclude_state()
+
+    def _exclude_state(self) -> None:
+        """`.agent/` in the repository's own exclude file (which no sync or edit of
+        .gitignore touches), so git never lists the agent's state as untracked."""
+        exclude = self.git_dir / "info" / "exclude"
+        try:
+            text = exclude.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        if f"/{STATE_DIR}/" in text.splitlines():
+            return
+        with contextlib.suppress(OSError):
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            with open(exclude, "a", encoding="utf-8") as f:
+                f.write(("" if not text or text.endswith("\n") else "\n") + f"/{STATE_DIR}/\n")
 
     def _copy_template(self) -> list[str]:
         copied = []
@@ -269,7 +435,7 @@ class Vault:
 
     def git_passthrough(self, *args: str) -> int:
         """Run git with the terminal attached (for `agent git`, `agent log`)."""
-        return subprocess.call(["git", *_GIT_BASE, *args], cwd=self.root)
+        return subprocess.call(["git", *_GIT_BASE, *_no_filters(self.root), *args], cwd=self.root)
 
     def head(self) -> str | None:
         p = _run(["rev-parse", "--verify", "-q", "HEAD"], cwd=self.root)
@@ -288,11 +454,22 @@ class Vault:
             if not item:
                 continue
             path = item[3:]
+            if _is_state(path):
+                continue
             (new_dirs if item.startswith("??") and path.endswith("/") else paths).append(path)
         if new_dirs:
             listed = self.git("ls-files", "-z", "--others", "--exclude-standard", "--", *new_dirs)
-            paths.extend(p for p in listed.split("\0") if p)
+            paths.extend(p for p in listed.split("\0") if p and not _is_state(p))
         return paths
+
+    def check_committable(self) -> None:
+        """UnfinishedGit when the repository is mid-merge, mid-rebase, detached, ...
+
+        (see `unfinished_operation`); called before anything is written or committed.
+        """
+        problem = unfinished_operation(self.root)
+        if problem:
+            raise UnfinishedGit(problem)
 
     def _commit_paths(self, paths: list[str] | None, message: str, who: Identity) -> str | None:
         """Stage `paths` (all changes when None) and commit them; None if nothing changed.
@@ -301,12 +478,14 @@ class Vault:
         re-scans the work tree, so the cost stays flat as the vault grows (with the
         split index, each write touches a small file, not the whole index).
         """
+        self.check_committable()
         if paths is None:
-            self.git("add", "-A")
-        elif paths:
-            self.git("update-index", "--add", "--remove", "--", *sorted(set(paths)))
+            self.git("add", "-A", "--", ".", f":(exclude){STATE_DIR}")
         else:
-            return None
+            paths = [p for p in paths if not _is_state(p)]
+            if not paths:
+                return None
+            self.git("update-index", "--add", "--remove", "--", *sorted(set(paths)))
         tree = self.git("write-tree").strip()
         p = _run(["rev-parse", "HEAD", "HEAD^{tree}"], cwd=self.root)
         head, head_tree = (p.stdout.split() + [None, None])[:2] if p.returncode == 0 else (None, None)
@@ -325,7 +504,7 @@ class Vault:
         Plumbing commits never trigger `gc --auto` the way `git commit` does; the check
         is git's own estimate (one fan-out folder of 256), so it costs a directory read.
         """
-        fanout = self.root / ".git" / "objects" / "17"
+        fanout = self.git_dir / "objects" / "17"
         try:
             loose = len(os.listdir(fanout))
         except FileNotFoundError:
@@ -350,6 +529,7 @@ class Vault:
 
     def revert(self, sha: str, message: str) -> str | None:
         """Revert commit `sha` as a new agent commit; GitError if it would conflict."""
+        self.check_committable()
         p = _run(["revert", "--no-commit", sha], cwd=self.root)
         if p.returncode:
             _run(["revert", "--abort"], cwd=self.root)
@@ -383,6 +563,7 @@ class Vault:
             self._lock_depth += 1
             try:
                 if self._lock_depth == 1:
+                    self.check_committable()
                     self.prepare()
                 yield self
             finally:
@@ -410,10 +591,26 @@ class Vault:
         if leftovers:
             self._commit_paths(leftovers, _sentence(
                 "recover", leftovers, "left by an interrupted command"), self.agent_identity())
-        edits = [p for p in dirty if p not in pending]
+        edits = [p for p in dirty if p not in pending and not self._too_big(p)]
         if edits:
             self._commit_paths(edits, _sentence("edit", edits, "by hand"), self.user_identity())
         self._clear_pending()
+
+    def _too_big(self, rel: str) -> bool:
+        """A hand-added file over COMMIT_BYTES: left uncommitted, and said so."""
+        from agent.vault.safe import COMMIT_BYTES, _size
+        try:
+            st = os.lstat(self.root / rel)
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_size <= COMMIT_BYTES:
+            return False
+        if self.git("ls-files", "--", rel).strip():
+            return False        # already tracked: a change to it is the person's to commit
+        self.too_big.append(f"{rel} is {_size(st.st_size)}, over the {_size(COMMIT_BYTES)} "
+                            f"limit for a hand-added file: not committed (commit it with git "
+                            f"yourself, or list it in .gitignore)")
+        return True
 
     def _clear_stale_git_locks(self, wait: float = 2.0) -> None:
         """Remove lock files left by a git process killed mid-commit.
@@ -421,7 +618,7 @@ class Vault:
         We hold the vault lock, so no agent process is running git; a person's own git
         command finishes well within `wait`, so a lock still there after it is stale.
         """
-        git_dir = self.root / ".git"
+        git_dir = self.git_dir
 
         def locks():
             found = [git_dir / n for n in ("index.lock", "HEAD.lock", "packed-refs.lock")]
@@ -431,10 +628,15 @@ class Vault:
         deadline = time.monotonic() + wait
         while stale := locks():
             if time.monotonic() > deadline:
+                pid = _git_process_in(self.root, lambda argv: True)
+                if pid:
+                    raise UnfinishedGit(
+                        f"A git command (process {pid}) holds {stale[0].name} in the vault "
+                        f"{self.root}: let it finish, then run again. Nothing was changed.")
                 for lock in stale:
                     with contextlib.suppress(FileNotFoundError):
                         lock.unlink()
-                    self.recovered.append(f"{lock.relative_to(self.root)} (left by a killed git) removed")
+                    self.recovered.append(f".git/{lock.relative_to(git_dir)} (left by a killed git) removed")
                 return
             time.sleep(0.05)
 
@@ -443,7 +645,10 @@ class Vault:
         moved = []
         for rel in paths:
             path = self.root / rel
-            if not path.is_file():
+            try:
+                if not stat.S_ISREG(os.lstat(path).st_mode):
+                    continue      # only a plain file is repaired: never a link's target
+            except OSError:
                 continue
             with open(path, "rb+") as f:
                 size = f.seek(0, os.SEEK_END)
@@ -503,8 +708,12 @@ class Vault:
         rel = self.rel(rel)
         if is_off_limits(rel):
             raise VaultError(refusal(rel))
-        self._note_pending(rel)
         path = self.root / rel
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise VaultError(f"{rel} is not a regular file (a FIFO, device or folder); "
+                                 f"the agent does not write to it.")
+        self._note_pending(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -539,8 +748,17 @@ class Vault:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
-    def read_text(self, rel: str) -> str:
-        return (self.root / self.rel(rel)).read_text(encoding="utf-8")
+    def read_text(self, rel: str, errors: str = "strict") -> str:
+        """A vault file's text through the one safe read (agent.vault.safe)."""
+        from agent.vault import safe
+        text = safe.read_text(self.root, rel, errors=errors)
+        if text is None:
+            raise FileNotFoundError(f"{rel}: no such file in the vault")
+        return text
+
+
+def _is_state(rel: str) -> bool:
+    return rel == STATE_DIR or rel.startswith(f"{STATE_DIR}/")
 
 
 def _union_lines() -> list[str]:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agent.errors import UserError
+from agent.vault import safe
 from agent.vault.offlimits import is_off_limits, refusal
-from agent.vault.repo import Vault, VaultError
+from agent.vault.repo import CONTROL_FILES, Vault, VaultError
 
 
 @dataclass
@@ -54,17 +55,18 @@ class StagedVault:
     # ---- reading -------------------------------------------------------------------
 
     def _target(self, rel: str) -> str:
+        """Where a turn may write: never .git/ or .agent/, never the vault's control files
+        (the person's settings, identity and git rules: the model reads them only)."""
         rel = self.vault.rel(rel)
         if is_off_limits(rel):
             raise VaultError(refusal(rel))
+        if rel in CONTROL_FILES:
+            raise VaultError(f"{rel} is the person's to change (the vault's settings and "
+                             f"rules); the agent only reads it.")
         return rel
 
-    def _disk(self, rel: str) -> str | None:
-        path = self.root / rel
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
+    def _disk(self, rel: str, errors: str = "strict") -> str | None:
+        return safe.read_text(self.root, rel, errors=errors)
 
     def _replay(self, rel: str, text: str | None, ops: list[_Op]) -> str | None:
         for op in ops:
@@ -79,12 +81,15 @@ class StagedVault:
                 text = op.payload(text)
         return text
 
-    def current(self, rel: str) -> str | None:
-        """The text of `rel` with this turn's changes (None when it does not exist)."""
+    def current(self, rel: str, errors: str = "strict") -> str | None:
+        """The text of `rel` with this turn's changes (None when it does not exist).
+
+        `errors="replace"` shows bad bytes as U+FFFD (to read only); strict refuses them.
+        """
         rel = self.vault.rel(rel)
         with self._lock:
             ops = [op for op in self._ops if op.rel == rel]
-        return self._replay(rel, self._disk(rel), ops)
+        return self._replay(rel, self._disk(rel, errors), ops)
 
     def read_text(self, rel: str) -> str:
         text = self.current(rel)

@@ -6,6 +6,8 @@ import os
 
 from agent.chat.tools.registry import ToolError, current_context, tool
 from agent.vault.offlimits import OFF_LIMITS, is_off_limits
+from agent.errors import UserError
+from agent.vault.repo import CONTROL_FILES
 
 MAX_READ = 60_000          # characters read_file returns before pointing to memory_get
 
@@ -34,21 +36,27 @@ def confine(path: str, *, write: bool = False) -> str:
         raise ToolError(f"{raw}: {first}/ is off limits (git's and the agent's own state).")
     if write and rel == ".":
         raise ToolError(f"{raw} is the vault folder itself; give a file path.")
+    if write and rel in CONTROL_FILES:
+        raise ToolError(f"{raw} is the person's to change (the vault's settings, identity "
+                        f"and git rules); you can read it, not write it. Ask the person.")
     if write and first == "sessions":
         raise ToolError(f"{raw}: session transcripts are written only by the conversation "
                         f"itself; write notes with remember or to another file.")
     return rel
 
 
-def _read(rel: str) -> str:
+def _read(rel: str, errors: str = "strict") -> str:
+    """The file's text as this turn sees it; strict refuses bad bytes (before a rewrite),
+    "replace" shows them as U+FFFD (to read only)."""
     vault = current_context().vault
     full = vault.root / rel
     if full.is_dir():
         raise ToolError(f"{rel} is a folder; use list_dir to see what it holds.")
     try:
-        text = vault.current(rel) if hasattr(vault, "current") else vault.read_text(rel)
-    except UnicodeDecodeError:
-        raise ToolError(f"{rel} is not a text file.") from None
+        text = (vault.current(rel, errors=errors) if hasattr(vault, "current")
+                else vault.read_text(rel, errors=errors))
+    except UserError as e:
+        raise ToolError(str(e)) from None
     except FileNotFoundError:
         text = None
     if text is None:
@@ -64,7 +72,7 @@ def read_file(path: str) -> str:
         path: The file's path relative to the vault, e.g. MEMORY.md or memory/2026-11-20.md.
     """
     rel = confine(path)
-    text = _read(rel)
+    text = _read(rel, errors="replace")
     if len(text) > MAX_READ:
         shown = text[:MAX_READ]
         lines = shown.count("\n")

@@ -86,7 +86,7 @@ def memory_get(path: str, start_line: int = 1, lines: int = 50) -> str:
         lines: How many lines to show (at most 500).
     """
     rel = confine(path)
-    text = _read(rel)
+    text = _read(rel, errors="replace")
     all_lines = text.splitlines()
     start = max(1, start_line)
     count = max(1, min(lines, 500))
