@@ -13,10 +13,12 @@ import click
 
 from agent.stores import archive
 from agent.stores import memory
+from agent.stores import merge
 from agent.cli.common import (AgentGroup, after_change, get_vault, report_recovery,
                                    vault_option, vault_path)
 from agent.errors import UserError
 from agent.vault import safe
+from agent.vault import sync as syncing
 from agent.vault.repo import Vault, VaultError, now
 
 
@@ -92,13 +94,16 @@ def status():
         warnings.append(str(e))
         cursor = 0
 
-    def facts(name):
+    texts = {}
+    for name in (memory.MEMORY, memory.USER):
         try:
-            return memory.count_facts(safe.read_text(root, name, errors="replace",
-                                                     warnings=warnings) or "")
+            texts[name] = safe.read_text(root, name, errors="replace", warnings=warnings) or ""
         except UserError as e:
             warnings.append(str(e))
-            return 0
+            texts[name] = ""
+
+    def facts(name):
+        return memory.count_facts(texts[name])
 
     click.echo(f"vault:      {root}")
     click.echo(f"HEAD:       {head}")
@@ -111,8 +116,19 @@ def status():
     click.echo(f"archive:    {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
     n = facts(memory.MEMORY)
     click.echo(f"memory:     {n} fact{'s' * (n != 1)} in MEMORY.md, {facts(memory.USER)} in USER.md")
+    for name, text in texts.items():
+        clashes = merge.has_conflicts(text)
+        if clashes:
+            click.echo(f"            {name}: {clashes} sync conflict{'s' * (clashes != 1)} "
+                       f"(both versions kept; the next dream settles them, or edit the file)")
     waiting = sum(1 for i, _ in ids if i > cursor)
     click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
+    tracking = syncing.ahead_behind(vault)
+    if tracking:
+        ref, ahead, behind = tracking
+        last = syncing.last_sync(vault)
+        when = f", last sync {last['at'][:16].replace('T', ' ')}" if last else ", never synced"
+        click.echo(f"sync:       {ahead} ahead, {behind} behind {ref}{when}")
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)
 
@@ -232,8 +248,8 @@ def import_cmd(file):
 # ---- the other command families -------------------------------------------------------
 
 def _register():
-    from agent.cli import chat, dream, schedule, search
-    for module in (search, chat, dream, schedule):
+    from agent.cli import chat, dream, schedule, search, sync
+    for module in (search, chat, dream, schedule, sync):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -32,6 +32,7 @@ from agent.errors import UserError
 from agent.package import package_data
 from agent.vault import atomic
 from agent.vault.offlimits import STATE_DIR, is_off_limits, refusal
+from agent.vault import mergedriver
 MARKER = "agent.toml"
 DEFAULT_VAULT = Path("~/.agent/vault")
 AGENT_NAME = "agent"
@@ -332,6 +333,7 @@ class Vault:
         self.git("config", "core.untrackedCache", "true")
         self.git("config", "core.splitIndex", "true")
         self._exclude_state()
+        self.configure_merge_drivers()
 
     def _exclude_state(self) -> None:
         """`.agent/` in the repository's own exclude file (which no sync or edit of
@@ -347,6 +349,17 @@ class Vault:
             exclude.parent.mkdir(parents=True, exist_ok=True)
             with open(exclude, "a", encoding="utf-8") as f:
                 f.write(("" if not text or text.endswith("\n") else "\n") + f"/{STATE_DIR}/\n")
+
+    def configure_merge_drivers(self) -> None:
+        """Point git at the vault's merge drivers (also for a person's own `git pull`).
+
+        The settings live in .git/config, which is not versioned, so a clone or a move
+        to another Python sets them again; unchanged settings are not rewritten."""
+        current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
+        have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
+        for key, value in mergedriver.git_config():
+            if have.get(key) != value:
+                self.git("config", key, value)
 
     def _copy_template(self) -> list[str]:
         copied = []
@@ -544,6 +557,46 @@ class Vault:
             raise GitError(["commit"], p.returncode, p.stderr + p.stdout)
         return self.head()
 
+    def checkout_commit(self, new: str, reflog: str) -> None:
+        """Move HEAD and the work tree from HEAD to commit `new` (a sync's merge or
+        fast-forward), so that a kill at any instant is finished by the next command.
+
+        The work tree is clean here (hand edits were committed first, under the lock),
+        so the two-tree `read-tree -m -u` only writes what differs between the commits.
+        """
+        old = self.head()
+        journal = self.state / "checkout.json"
+        self.state.mkdir(exist_ok=True)
+        tmp = journal.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"old": old, "new": new, "reflog": reflog}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, journal)
+        self.git("read-tree", "-m", "-u", old, new)
+        self.git("update-ref", "-m", reflog, "HEAD", new, old)
+        journal.unlink()
+
+    def _finish_checkout(self) -> None:
+        """Finish a checkout a kill interrupted (see `checkout_commit`)."""
+        journal = self.state / "checkout.json"
+        try:
+            j = json.loads(journal.read_text())
+            old, new, reflog = j["old"], j["new"], j["reflog"]
+        except FileNotFoundError:
+            return
+        except (ValueError, KeyError, TypeError):
+            journal.unlink()
+            return
+        head = self.head()
+        if head == old and self.git("cat-file", "-t", new, check=False).strip() == "commit":
+            # Forward: git writes the index last, so --reset rewrites every path the
+            # interrupted checkout may have left half-done, and nothing else.
+            self.git("read-tree", "--reset", "-u", new)
+            self.git("update-ref", "-m", reflog, "HEAD", new, old)
+            self.recovered.append(f"an interrupted sync was finished ({reflog})")
+        journal.unlink()
+
     # ---- the lock and repairs ------------------------------------------------------
 
     @contextlib.contextmanager
@@ -577,6 +630,7 @@ class Vault:
         """Make the work tree consistent and commit what is not the agent's next change."""
         self.agent_identity()  # a broken agent.toml stops us before anything is written
         self._clear_stale_git_locks()
+        self._finish_checkout()
         dirty = self.dirty_paths()
         pending = self._read_pending()
         if not dirty:
@@ -762,7 +816,7 @@ def _is_state(rel: str) -> bool:
 
 
 def _union_lines() -> list[str]:
-    return ["sessions/**/*.jsonl merge=union", "memory/*.md merge=union"]
+    return list(mergedriver.ATTRIBUTES)
 
 
 def _sentence(prefix: str, paths: list[str], tail: str) -> str:

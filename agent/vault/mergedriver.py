@@ -1,0 +1,82 @@
+"""The merge drivers git runs for the vault's own formats during a sync.
+
+`.gitattributes` names a driver per path (`MEMORY.md merge=agent-facts`); the vault's
+git config says how to run it (`python -m agent.vault.mergedriver facts %O %A %B %P`),
+and `agent sync` passes the same settings on its own git calls. git hands the driver
+three temporary files (base, ours, theirs); the merged result replaces "ours". Exit 0
+is a clean merge; exit 1 leaves the path to the sync's fallback, which keeps both
+versions (never git's conflict markers).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from agent.stores import merge
+
+DRIVERS = {
+    "agent-lines": "append-only lines (session transcripts, daily notes)",
+    "agent-facts": "facts (MEMORY.md, USER.md)",
+    "agent-cron": "cron.json, job by job",
+    "agent-set": "a set of lines (.dream_cursor)",
+}
+
+ATTRIBUTES = [
+    "sessions/**/*.jsonl merge=agent-lines",
+    "memory/*.md merge=agent-lines",
+    "MEMORY.md merge=agent-facts",
+    "USER.md merge=agent-facts",
+    "cron.json merge=agent-cron",
+    ".dream_cursor merge=agent-set",
+]
+
+
+def git_config() -> list[tuple[str, str]]:
+    """The `merge.<driver>.*` settings that make git run these drivers."""
+    exe = shlex.quote(sys.executable)
+    out = []
+    for name, what in DRIVERS.items():
+        kind = name.removeprefix("agent-")
+        out.append((f"merge.{name}.name", f"agent: {what}"))
+        out.append((f"merge.{name}.driver", f"{exe} -m agent.vault.mergedriver {kind} %O %A %B %P"))
+    return out
+
+
+def merge_bytes(kind: str, base: bytes, ours: bytes, theirs: bytes, path: str) -> bytes | None:
+    if kind == "lines":
+        merged = merge.merge_appended(base, ours, theirs, jsonl=path.endswith(".jsonl"))
+        return merged if merged is not None else merge.merge_union_lines(base, ours, theirs)
+    if kind == "facts":
+        return merge.merge_facts(base, ours, theirs)
+    if kind == "cron":
+        return merge.merge_cron(base, ours, theirs)
+    if kind == "set":
+        return merge.merge_set(base, ours, theirs)
+    return None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 5:
+        print("usage: python -m agent.vault.mergedriver KIND BASE OURS THEIRS PATH", file=sys.stderr)
+        return 2
+    kind, base, ours, theirs, path = argv
+    try:
+        data = [Path(p).read_bytes() for p in (base, ours, theirs)]
+    except OSError as e:
+        print(f"agent merge driver: {path}: {e}", file=sys.stderr)
+        return 1
+    merged = merge_bytes(kind, *data, path)
+    if merged is None:
+        return 1
+    tmp = f"{ours}.agent-merge"
+    with open(tmp, "wb") as f:
+        f.write(merged)
+    os.replace(tmp, ours)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

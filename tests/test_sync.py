@@ -1,0 +1,287 @@
+"""`agent sync` and `agent clone`: real clones of a real bare repository.
+
+Every rule of the sync is checked the way a person would see it: the files on both
+machines, `git log`, the command's output, and that no conflict marker is ever written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent.cli.app import cli
+from agent.vault.repo import Vault
+from conftest import agent_proc, subjects
+
+MARKERS = ("<<<<<<<", ">>>>>>>", "=======\n")
+
+
+def agent(vault_path, *args, ok=True):
+    result = CliRunner().invoke(cli, ["--vault", str(vault_path), *args], catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture
+def remote(tmp_path, vault):
+    """A bare remote holding the test vault, which is machine A."""
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    out = agent(vault.root, "sync")
+    assert "0 commits in" in out.output
+    return bare
+
+
+def clone(tmp_path, remote, name) -> Vault:
+    result = CliRunner().invoke(cli, ["clone", str(remote), str(tmp_path / name)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return Vault.open(tmp_path / name)
+
+
+def no_markers(vault: Vault):
+    for path in vault.root.rglob("*"):
+        if ".git" in path.parts or ".agent" in path.parts or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for marker in MARKERS:
+            assert marker not in text, f"{path} holds a conflict marker"
+
+
+def test_sync_without_a_remote_says_how_to_add_one(vault):
+    result = agent(vault.root, "sync", ok=False)
+    assert result.exit_code == 1
+    assert "agent git remote add origin URL" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_clone_makes_a_ready_vault_and_sync_reports_in_and_out(tmp_path, vault, remote):
+    b = clone(tmp_path, remote, "b")
+    assert (b.root / "MEMORY.md").read_text() == (vault.root / "MEMORY.md").read_text()
+    # The clone is set up as init sets a vault up: merge drivers, split index.
+    assert "agent.vault.mergedriver" in b.git("config", "merge.agent-facts.driver")
+    assert b.git("config", "core.splitIndex").strip() == "true"
+    agent(b.root, "note", "from the laptop")
+    agent(b.root, "note", "again from the laptop")
+    out = agent(b.root, "sync").output
+    assert out.strip() == "sync: 0 commits in, 2 out"
+    out = agent(vault.root, "sync").output
+    assert out.strip() == "sync: 2 commits in, 0 out"
+    assert vault.head() == b.head()
+    # Fast-forward: no merge commit was needed.
+    assert "sync: merge from origin" not in subjects(vault)
+
+
+def test_status_shows_ahead_behind_and_the_last_sync(tmp_path, vault, remote):
+    agent(vault.root, "note", "unpushed")
+    out = agent(vault.root, "status").output
+    assert "sync:       1 ahead, 0 behind origin/main, last sync" in out
+
+
+def test_notes_and_sessions_written_on_both_machines_keep_every_line(tmp_path, vault, remote):
+    b = clone(tmp_path, remote, "b")
+    for i in range(3):
+        agent(vault.root, "note", f"server note {i}")
+        agent(b.root, "note", f"laptop note {i}")
+    # Both machines append to one session file at once.
+    rel = "sessions/cli/default/2026-11.jsonl"
+    shared = {"id": "m0", "ts": "2026-11-20T10:00:00+00:00", "role": "user",
+              "content": "hello", "turn": 1}
+    for v in (vault, b):
+        with v.locked():
+            v.append_line(rel, json.dumps(shared))
+            v.commit("chat: shared")
+    for v, who in ((vault, "a"), (b, "b")):
+        with v.locked():
+            for i in range(2):
+                v.append_line(rel, json.dumps({"id": f"{who}{i}", "ts": f"2026-11-20T1{i + 1}:0{ord(who) - 97}:00+00:00",
+                                               "role": "user", "content": f"{who}{i}", "turn": i + 2}))
+            v.commit(f"chat: {who}")
+    agent(vault.root, "sync")
+    out = agent(b.root, "sync").output
+    assert out.startswith("sync: ")
+    agent(vault.root, "sync")
+    assert vault.head() == b.head()
+    for v in (vault, b):
+        no_markers(v)
+        notes = "".join(p.read_text() for p in (v.root / "memory").glob("*.md"))
+        for i in range(3):
+            assert notes.count(f"server note {i}") == 1
+            assert notes.count(f"laptop note {i}") == 1
+        lines = (v.root / rel).read_text().splitlines()
+        ids = [json.loads(line)["id"] for line in lines]
+        assert sorted(ids) == ["a0", "a1", "b0", "b1", "m0"]  # every line, none twice
+        # In time order, the same on both machines.
+        assert ids == ["m0", "a0", "b0", "a1", "b1"]
+    assert (vault.root / rel).read_bytes() == (b.root / rel).read_bytes()
+    merge = vault.git("log", "--merges", "--format=%an|%s").splitlines()
+    assert merge and all(line == "agent|sync: merge from origin" for line in merge)
+
+
+def test_facts_merge_clean_once_and_keep_both_versions_of_a_clash(tmp_path, vault, remote):
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- Lives in Berlin\n- Likes tea\n- Has a cat\n")
+    agent(vault.root, "note", "commit the facts")
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    # A: changes one line, adds a fact; B: changes the same line differently, adds the
+    # same fact and another, and edits a line far away.
+    (vault.root / "MEMORY.md").write_text(
+        "# Memory\n\n- Lives in Paris\n- Likes tea\n- Has a cat\n- Plays the cello\n")
+    (b.root / "MEMORY.md").write_text(
+        "# Memory\n\n- Lives in Lisbon\n- Likes tea\n- Has a cat named Miso\n- Plays the cello\n- Runs on Sundays\n")
+    agent(vault.root, "note", "a")   # commits the hand edit first, as the user
+    agent(b.root, "note", "b")
+    agent(vault.root, "sync")
+    out = agent(b.root, "sync")
+    assert "kept both versions of MEMORY.md" not in out.output  # the driver settled it
+    agent(vault.root, "sync")
+    for v in (vault, b):
+        text = (v.root / "MEMORY.md").read_text()
+        no_markers(v)
+        assert "Lives in Paris" in text and "Lives in Lisbon" in text  # nothing lost
+        assert text.count("<!-- sync conflict") == 1
+        assert text.count("Plays the cello") == 1      # added on both sides: once
+        assert "Runs on Sundays" in text and "Has a cat named Miso" in text
+    assert (vault.root / "MEMORY.md").read_text() == (b.root / "MEMORY.md").read_text()
+    out = agent(vault.root, "status").output
+    assert "MEMORY.md" in out and "sync conflict" in out
+
+
+def test_cron_jobs_merge_job_by_job(tmp_path, vault, remote):
+    b = clone(tmp_path, remote, "b")
+    agent(vault.root, "cron", "add", "water", "--every", "1h", "--message", "water the plants")
+    agent(b.root, "cron", "add", "stretch", "--every", "2h", "--message", "stretch")
+    agent(vault.root, "sync")
+    agent(b.root, "sync")
+    agent(vault.root, "sync")
+    for v in (vault, b):
+        jobs = json.loads((v.root / "cron.json").read_text())["jobs"]
+        assert sorted(j["name"] for j in jobs) == ["stretch", "water"]
+        no_markers(v)
+
+
+def test_a_file_no_rule_merges_keeps_both_versions_side_by_side(tmp_path, vault, remote):
+    b = clone(tmp_path, remote, "b")
+    for v, model in ((vault, "model-a"), (b, "model-b")):
+        toml = (v.root / "agent.toml").read_text().replace('name = "claude-sonnet-5-5"',
+                                                            f'name = "{model}"')
+        (v.root / "agent.toml").write_text(toml)
+        agent(v.root, "note", "x")
+    agent(vault.root, "sync")
+    out = agent(b.root, "sync")
+    assert "kept both versions of agent.toml" in out.output
+    assert 'name = "model-b"' in (b.root / "agent.toml").read_text()
+    copies = list(b.root.glob("agent.sync-conflict-*.toml"))
+    assert len(copies) == 1 and 'name = "model-a"' in copies[0].read_text()
+    no_markers(b)
+
+
+def test_a_push_the_remote_rejects_is_fetched_merged_and_pushed_again(tmp_path, vault, remote):
+    b = clone(tmp_path, remote, "b")
+    agent(b.root, "note", "laptop")
+    agent(b.root, "sync")
+    agent(vault.root, "note", "server")
+    # The server's view of origin is stale: its first push is rejected, then it merges.
+    out = agent(vault.root, "sync").output
+    assert out.strip() == "sync: 1 commit in, 2 out"
+    assert subprocess.run(["git", "--git-dir", str(remote), "log", "--format=%s", "-1"],
+                          capture_output=True, text=True).stdout.strip() == "sync: merge from origin"
+
+
+def test_unreachable_remote_is_one_line_and_changes_nothing(tmp_path, vault):
+    vault.git("remote", "add", "origin", str(tmp_path / "nowhere.git"))
+    head = vault.head()
+    result = agent(vault.root, "sync", ok=False)
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: Could not fetch from origin")
+    assert len(result.output.strip().splitlines()) == 1
+    assert vault.head() == head
+
+
+def test_no_push_and_a_named_remote(tmp_path, vault, remote):
+    agent(vault.root, "note", "local only")
+    out = agent(vault.root, "sync", "--no-push").output
+    assert out.strip() == "sync: 0 commits in, 1 not pushed"
+    result = agent(vault.root, "sync", "--remote", "upstream", ok=False)
+    assert "no remote named 'upstream'" in result.output
+
+
+def test_sync_refuses_during_a_merge_started_by_hand(tmp_path, vault, remote):
+    (vault.root / ".git" / "MERGE_HEAD").write_text(vault.head() + "\n")
+    result = agent(vault.root, "sync", ok=False)
+    assert "in the middle of a merge" in result.output
+
+
+def test_an_older_vault_converts_its_merge_rules_in_one_commit(tmp_path, vault, remote):
+    attrs = vault.root / ".gitattributes"
+    attrs.write_text("sessions/**/*.jsonl merge=union\nmemory/*.md merge=union\n*.png binary\n")
+    agent(vault.root, "note", "x")
+    agent(vault.root, "sync")
+    assert "sync: merge rules for the vault's files in .gitattributes" in subjects(vault)
+    text = attrs.read_text()
+    assert "merge=union" not in text and "*.png binary" in text
+    assert "MEMORY.md merge=agent-facts" in text
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_a_kill_during_the_move_is_finished_by_the_next_command(tmp_path, vault, remote, moved):
+    b = clone(tmp_path, remote, "b")
+    for i in range(30):
+        (b.root / "memory" / f"2026-10-{i + 1:02d}.md").write_text(f"- 10:00 note {i}\n")
+    agent(b.root, "note", "many files")
+    agent(b.root, "sync")
+    vault.git("fetch", "-q", "origin")
+    old, new = vault.head(), vault.git("rev-parse", "origin/main").strip()
+    # A sync killed after journalling its move (and, when `moved`, after git moved the
+    # index and files but before HEAD followed): what a kill -9 leaves.
+    (vault.root / ".agent" / "checkout.json").write_text(
+        json.dumps({"old": old, "new": new, "reflog": "sync: fast-forward to origin/main"}))
+    if moved:
+        vault.git("read-tree", "-m", "-u", old, new)
+    out = agent(vault.root, "note", "after the kill")
+    assert "interrupted sync was finished" in out.output
+    assert subjects(vault)[0] == "note: add 1 line to " + subjects(vault)[0].split(" to ")[1]
+    assert vault.git("rev-parse", "HEAD~1").strip() == new   # no hand-edit commit between
+    assert vault.dirty_paths() == []
+    assert len(list((vault.root / "memory").glob("2026-10-*.md"))) == 30
+    assert not (vault.root / ".agent" / "checkout.json").exists()
+    assert "0 commits in, 1 out" in agent(vault.root, "sync").output
+
+
+def test_kill_9_at_random_instants_of_a_sync_loses_nothing(tmp_path, vault, remote):
+    b = clone(tmp_path, remote, "b")
+    for i in range(20):
+        (b.root / "memory" / f"2026-10-{i + 1:02d}.md").write_text(f"- 10:00 note {i}\n")
+    agent(b.root, "note", "laptop")
+    agent(b.root, "sync")
+    agent(vault.root, "note", "server")
+    for delay in (0.05, 0.15, 0.3, 0.5):
+        p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "sync"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        try:
+            p.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        agent(vault.root, "note", f"after a kill at {delay}s")   # the next command repairs
+        assert vault.dirty_paths() == []
+        assert not (vault.root / ".git" / "MERGE_HEAD").exists()
+    agent(vault.root, "sync")
+    agent(b.root, "sync")
+    for v in (vault, b):
+        notes = "".join(p.read_text() for p in (v.root / "memory").glob("*.md"))
+        assert "laptop" in notes and "server" in notes
+        assert len(list((v.root / "memory").glob("2026-10-*.md"))) == 20
+        no_markers(v)
+    assert vault.head() == b.head()
