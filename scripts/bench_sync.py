@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""What `agent sync` costs, and that it loses nothing, on a large vault on two machines.
+
+Builds a vault of N messages (as scripts/bench_vault.py does), pushes it to a bare
+remote on this machine and clones it (machine B). Then, for each round, both machines
+make 50 chat-sized turns (a user and an assistant line appended to the month's session
+file, one commit each, as a turn does) and 5 notes, and sync: A, then B, then A again.
+Afterwards every line written on either machine is looked for on both:
+
+- lines lost (must be 0), duplicate lines (0), conflict markers (0);
+- the wall time of each sync (median over rounds) and of a no-op sync.
+
+    python scripts/bench_sync.py [--messages 100000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_vault import build  # noqa: E402
+
+from agent.stores import memory  # noqa: E402
+from agent.vault import sync  # noqa: E402
+from agent.vault.repo import Vault  # noqa: E402
+
+MARKERS = ("<<<<<<<", ">>>>>>>")
+
+
+def turns(vault: Vault, who: str, round_no: int, n: int, start: datetime) -> list[str]:
+    written = []
+    rel = f"sessions/cli/default/{start:%Y-%m}.jsonl"
+    for i in range(n):
+        ts = start + timedelta(seconds=i * 7 + (1 if who == "b" else 0))
+        lines = [json.dumps({"id": f"{who}{round_no}-{i}-{r}", "ts": ts.isoformat(), "role": r,
+                             "content": f"{who} round {round_no} turn {i} {r}", "turn": i + 1})
+                 for r in ("user", "assistant")]
+        with vault.locked():
+            vault.append_lines(rel, lines)
+            vault.commit(f"chat(cli/default): {who} turn {i}")
+        written += lines
+    return written
+
+
+def notes(vault: Vault, who: str, round_no: int, n: int, when: datetime) -> list[str]:
+    written = []
+    rel = memory.daily_path(when.date())
+    for i in range(n):
+        line = f"- {when:%H:%M} {who} note {round_no}.{i}"
+        with vault.locked():
+            vault.append_line(rel, line, header=memory.daily_header(when.date()))
+            vault.commit(f"note: add 1 line to {rel}")
+        written.append(line)
+    return written
+
+
+def timed_sync(vault: Vault) -> float:
+    t = time.perf_counter()
+    sync.sync(vault)
+    return time.perf_counter() - t
+
+
+def all_lines(vault: Vault) -> list[str]:
+    out = []
+    for p in list((vault.root / "sessions").rglob("*.jsonl")) + list((vault.root / "memory").glob("*.md")):
+        out += p.read_text(encoding="utf-8").splitlines()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--turns", type=int, default=50)
+    ap.add_argument("--notes", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        env_home = tmp / "home"
+        env_home.mkdir()
+        t = time.perf_counter()
+        a = build(tmp / "a", args.messages)
+        bare = tmp / "remote.git"
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+        a.git("remote", "add", "origin", str(bare))
+        first = timed_sync(a)
+        b = sync.clone(str(bare), tmp / "b")
+        print(f"vault of {args.messages:,} messages built, pushed ({first:.2f} s) and cloned "
+              f"in {time.perf_counter() - t:.1f} s")
+        written: list[str] = []
+        times = {"a (in+out)": [], "b (in+out)": [], "a (in)": []}
+        base = datetime(2027, 1, 1, 9, 0, tzinfo=timezone.utc)
+        for r in range(args.rounds):
+            when = base + timedelta(days=r)
+            written += turns(a, "a", r, args.turns, when)
+            written += turns(b, "b", r, args.turns, when)
+            written += notes(a, "a", r, args.notes, when)
+            written += notes(b, "b", r, args.notes, when + timedelta(minutes=1))
+            times["a (in+out)"].append(timed_sync(a))
+            times["b (in+out)"].append(timed_sync(b))
+            times["a (in)"].append(timed_sync(a))
+        noop = [timed_sync(a) for _ in range(5)]
+        lost = dup = markers = 0
+        for v in (a, b):
+            lines = all_lines(v)
+            have = set(lines)
+            lost += sum(1 for w in written if w not in have)
+            counts: dict[str, int] = {}
+            for line in lines:
+                if line.startswith("{") or line.startswith("- "):
+                    counts[line] = counts.get(line, 0) + 1
+            dup += sum(c - 1 for c in counts.values() if c > 1)
+            markers += sum(1 for line in lines if line.startswith(MARKERS))
+        same = a.head() == b.head()
+        print(f"rounds: {args.rounds}, each machine {args.turns} turns and {args.notes} notes a round")
+        for name, vals in times.items():
+            print(f"sync {name:11s} median {statistics.median(vals) * 1000:7.0f} ms  "
+                  f"max {max(vals) * 1000:7.0f} ms")
+        print(f"no-op sync        median {statistics.median(noop) * 1000:7.0f} ms")
+        print(f"lines written {len(written)}, lost {lost}, duplicates {dup}, "
+              f"conflict markers {markers}, same HEAD on both: {same}")
+
+
+if __name__ == "__main__":
+    main()
