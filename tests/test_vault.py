@@ -38,7 +38,8 @@ def test_init_makes_a_vault_from_the_template(tmp_path, run):
         assert (target / folder).is_dir(), folder
     assert ".agent/" in (target / ".gitignore").read_text().splitlines()
     attrs = (target / ".gitattributes").read_text()
-    assert "sessions/**/*.jsonl merge=union" in attrs and "memory/*.md merge=union" in attrs
+    assert "sessions/**/*.jsonl merge=agent-lines" in attrs and "memory/*.md merge=agent-lines" in attrs
+    assert "MEMORY.md merge=agent-facts" in attrs
     beats = list((target / "heartbeat").glob("*.md"))
     assert beats and all("enabled: false" in b.read_text() for b in beats)
     v = Vault.open(target)

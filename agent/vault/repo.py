@@ -543,7 +543,10 @@ class Vault:
     def revert(self, sha: str, message: str) -> str | None:
         """Revert commit `sha` as a new agent commit; GitError if it would conflict."""
         self.check_committable()
-        p = _run(["revert", "--no-commit", sha], cwd=self.root)
+        # An undo must not settle a clash by keeping both versions (that is for syncs
+        # between machines): a fact the person changed since makes the revert refuse.
+        p = _run(["-c", "merge.agent-facts.driver=false", "revert", "--no-commit", sha],
+                 cwd=self.root)
         if p.returncode:
             _run(["revert", "--abort"], cwd=self.root)
             _run(["reset", "--merge"], cwd=self.root)
