@@ -22,6 +22,8 @@ import difflib
 import json
 import re
 
+from agent.stores import memory
+
 CONFLICT_START = ("<!-- sync conflict: this was changed differently on two machines; "
                   "both versions are kept below. Keep the right one and delete the "
                   "rest (the next dream will). -->")
@@ -96,9 +98,7 @@ def merge_union_lines(base: bytes, ours: bytes, theirs: bytes) -> bytes:
 
 
 def _norm_fact(line: bytes) -> str:
-    text = line.decode("utf-8", "replace").strip()
-    text = re.sub(r"^[-*+]\s+", "", text)
-    return re.sub(r"\s+", " ", text).casefold().rstrip(".")
+    return memory.normalise(line.decode("utf-8", "replace").strip())
 
 
 def merge_facts(base: bytes, ours: bytes, theirs: bytes) -> bytes:
@@ -119,8 +119,7 @@ def merge_facts(base: bytes, ours: bytes, theirs: bytes) -> bytes:
     base_norm = {_norm_fact(x) for x in b}
     out, seen = [], set()
     for line in merged:
-        stripped = line.strip()
-        if stripped[:1] in (b"-", b"*", b"+") and len(stripped) > 2:
+        if memory.FACT.match(line.decode("utf-8", "replace")):
             key = _norm_fact(line)
             if key not in base_norm:
                 if key in seen:

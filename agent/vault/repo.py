@@ -569,13 +569,7 @@ class Vault:
         """
         old = self.head()
         journal = self.state / "checkout.json"
-        self.state.mkdir(exist_ok=True)
-        tmp = journal.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"old": old, "new": new, "reflog": reflog}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, journal)
+        atomic.write_json(journal, {"old": old, "new": new, "reflog": reflog})
         self.git("read-tree", "-m", "-u", old, new)
         self.git("update-ref", "-m", reflog, "HEAD", new, old)
         journal.unlink()
@@ -583,12 +577,13 @@ class Vault:
     def _finish_checkout(self) -> None:
         """Finish a checkout a kill interrupted (see `checkout_commit`)."""
         journal = self.state / "checkout.json"
-        try:
-            j = json.loads(journal.read_text())
-            old, new, reflog = j["old"], j["new"], j["reflog"]
-        except FileNotFoundError:
+        j = atomic.read_json(journal)
+        if j is None:
+            journal.unlink(missing_ok=True)
             return
-        except (ValueError, KeyError, TypeError):
+        try:
+            old, new, reflog = j["old"], j["new"], j["reflog"]
+        except (KeyError, TypeError):
             journal.unlink()
             return
         head = self.head()

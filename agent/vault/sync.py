@@ -20,7 +20,6 @@ after uncommitted hand edits were committed as the person's own commit.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -29,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.stores import merge
+from agent.vault import atomic
 from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError
 
 MAX_ATTEMPTS = 4
@@ -339,19 +339,13 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
 
 
 def _save_state(vault: Vault, result: SyncResult, when: datetime) -> None:
-    vault.state.mkdir(exist_ok=True)
-    path = vault.state / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"at": when.isoformat(timespec="seconds"), **result.as_dict()}))
-    os.replace(tmp, path)
+    atomic.write_json(vault.state / STATE_FILE,
+                      {"at": when.isoformat(timespec="seconds"), **result.as_dict()})
 
 
 def last_sync(vault: Vault) -> dict | None:
-    try:
-        data = json.loads((vault.state / STATE_FILE).read_text())
-        return data if isinstance(data, dict) else None
-    except (FileNotFoundError, ValueError):
-        return None
+    data = atomic.read_json(vault.state / STATE_FILE)
+    return data if isinstance(data, dict) else None
 
 
 def ahead_behind(vault: Vault) -> tuple[str, int, int] | None:
