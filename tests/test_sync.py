@@ -219,7 +219,7 @@ def test_no_push_and_a_named_remote(tmp_path, vault, remote):
 def test_sync_refuses_during_a_merge_started_by_hand(tmp_path, vault, remote):
     (vault.root / ".git" / "MERGE_HEAD").write_text(vault.head() + "\n")
     result = agent(vault.root, "sync", ok=False)
-    assert "in the middle of a merge" in result.output
+    assert "A merge is unfinished" in result.output and "Nothing was changed" in result.output
 
 
 def test_an_older_vault_converts_its_merge_rules_in_one_commit(tmp_path, vault, remote):

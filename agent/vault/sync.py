@@ -110,26 +110,13 @@ def upstream(vault: Vault, remote: str | None = None) -> tuple[str, str]:
                     f"'origin': say which with `agent sync --remote NAME`.")
 
 
-def _unfinished_git_operation(vault: Vault) -> str | None:
-    git_dir = vault.root / ".git"
-    for name, what in (("MERGE_HEAD", "a merge"), ("rebase-merge", "a rebase"),
-                       ("rebase-apply", "a rebase"), ("CHERRY_PICK_HEAD", "a cherry-pick"),
-                       ("REVERT_HEAD", "a revert")):
-        if (git_dir / name).exists():
-            return what
-    return None
-
-
 # ---- the sync ---------------------------------------------------------------------
 
 
 def sync(vault: Vault, remote: str | None = None, push: bool = True,
          now: datetime | None = None) -> SyncResult:
     """Fetch, merge and push; the result says what came in and went out."""
-    op = _unfinished_git_operation(vault)
-    if op:
-        raise SyncError(f"The vault is in the middle of {op} started by hand: finish it "
-                        f"(`agent git status` says how) before syncing.")
+    vault.check_committable()
     remote, branch = upstream(vault, remote)
     ensure_setup(vault)
     result = SyncResult(remote, branch)
