@@ -134,11 +134,12 @@ def test_a_session_file_linking_out_is_refused(fake_anthropic, vault, run, secre
 
 
 def _conflicted_merge(vault):
+    # AGENTS.md has no merge driver of ours, so git really stops on the clash.
     git(vault, "switch", "-q", "-c", "other")
-    (vault.root / "MEMORY.md").write_text("# Memory\n\n- other side\n")
+    (vault.root / "AGENTS.md").write_text("# Agent\n\nother side\n")
     git(vault, "commit", "-qam", "other")
     git(vault, "switch", "-q", "main")
-    (vault.root / "MEMORY.md").write_text("# Memory\n\n- main side\n")
+    (vault.root / "AGENTS.md").write_text("# Agent\n\nmain side\n")
     git(vault, "commit", "-qam", "main")
     p = git(vault, "merge", "other", check=False)
     assert p.returncode != 0 and (vault.git_dir / "MERGE_HEAD").exists()
@@ -159,10 +160,10 @@ def test_note_during_a_conflicted_merge_is_refused_and_changes_nothing(vault, ru
 
 def test_chat_during_a_rebase_is_refused_before_the_model_is_called(fake_anthropic, vault, run):
     git(vault, "switch", "-q", "-c", "other")
-    (vault.root / "MEMORY.md").write_text("# Memory\n\n- other side\n")
+    (vault.root / "AGENTS.md").write_text("# Agent\n\nother side\n")
     git(vault, "commit", "-qam", "other")
     git(vault, "switch", "-q", "main")
-    (vault.root / "MEMORY.md").write_text("# Memory\n\n- main side\n")
+    (vault.root / "AGENTS.md").write_text("# Agent\n\nmain side\n")
     git(vault, "commit", "-qam", "main")
     assert git(vault, "rebase", "other", check=False).returncode != 0
     head = vault.head()
@@ -174,10 +175,10 @@ def test_chat_during_a_rebase_is_refused_before_the_model_is_called(fake_anthrop
 
 def test_cherry_pick_and_detached_head_are_refused(vault, run):
     git(vault, "switch", "-q", "-c", "other")
-    (vault.root / "MEMORY.md").write_text("# Memory\n\n- other side\n")
+    (vault.root / "AGENTS.md").write_text("# Agent\n\nother side\n")
     git(vault, "commit", "-qam", "other")
     git(vault, "switch", "-q", "main")
-    (vault.root / "MEMORY.md").write_text("# Memory\n\n- main side\n")
+    (vault.root / "AGENTS.md").write_text("# Agent\n\nmain side\n")
     git(vault, "commit", "-qam", "main")
     assert git(vault, "cherry-pick", "other", check=False).returncode != 0
     r = run("note", "x")
