@@ -232,8 +232,8 @@ def import_cmd(file):
 # ---- the other command families -------------------------------------------------------
 
 def _register():
-    from agent.cli import chat, config, dream, schedule, search
-    for module in (search, chat, dream, schedule, config):
+    from agent.cli import chat, config, doctor, dream, schedule, search
+    for module in (search, chat, dream, schedule, config, doctor):
         for command in module.COMMANDS:
             cli.add_command(command)
 
