@@ -1,4 +1,9 @@
-"""Vault settings from `agent.toml` (models, budgets, schedules; never secrets)."""
+"""Vault settings from `agent.toml` (models, budgets, schedules; never secrets).
+
+`SCHEMA` is the one list of the settings the product knows: every command validates
+the file against it when it reads it (`load_settings`), and `agent config` checks, gets
+and sets by it. A bad file is refused with a one-line error naming the key.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,63 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.errors import UserError, did_you_mean
+
 DEFAULT_MODEL = "claude-sonnet-5-5"
-
-
-from agent.errors import UserError
+FILE = "agent.toml"
 
 
 class SettingsError(UserError):
     pass
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting: `section.name` in agent.toml, its type, default and bounds."""
+    key: str                     # "chat.window_tokens"
+    kind: type                   # int, str or list (of strings)
+    default: object
+    help: str
+    attr: str | None = None      # the Settings field it fills (None: read elsewhere from raw)
+    min: int | None = None
+    no_chars: str = ""           # characters a string may not hold
+
+    @property
+    def section(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.split(".", 1)[1]
+
+
+SCHEMA: tuple[Key, ...] = (
+    Key("model.name", str, DEFAULT_MODEL, "the model chat uses", "model"),
+    Key("model.fallbacks", list, [], "models tried in order when it is overloaded or unavailable",
+        "fallback_models"),
+    Key("model.max_tokens", int, 4096, "the most tokens a reply may have", "max_tokens", min=1),
+    Key("identity.name", str, "agent", "the author name of the agent's commits", "agent_name",
+        no_chars="<>\n\0"),
+    Key("identity.email", str, "agent@localhost", "the author email of the agent's commits",
+        "agent_email", no_chars="<>\n\0"),
+    Key("chat.window_tokens", int, 24000,
+        "the conversation window's budget in tokens before compaction", "window_tokens", min=1),
+    Key("chat.max_iterations", int, 12, "model calls per turn at most", "max_iterations", min=1),
+    Key("memory.max_lines", int, 200, "MEMORY.md's size budget in lines", "memory_max_lines",
+        min=1),
+    Key("dream.model", str, None, "the model the dream uses (default: model.name)", "dream_model"),
+    Key("dream.schedule", str, "0 3 * * *", "when `agent serve` dreams (cron syntax, local time)",
+        "dream_schedule"),
+    Key("dream.chunk_tokens", int, 60000, "archive tokens per dream request",
+        "dream_chunk_tokens", min=1),
+    Key("dream.raw_tokens", int, None, "raw transcript tokens shown with each archive entry",
+        min=0),
+    Key("dream.max_tokens", int, None, "the most tokens a dream reply may have", min=1),
+    Key("serve.idle_compact_minutes", int, 120,
+        "archive a conversation idle this long (0: never)", "idle_compact_minutes", min=0),
+)
+KEYS = {k.key: k for k in SCHEMA}
+SECTIONS = sorted({k.section for k in SCHEMA})
 
 
 @dataclass
@@ -33,51 +87,130 @@ class Settings:
     raw: dict = field(default_factory=dict)
 
 
-def load_settings(root: Path) -> Settings:
-    """Settings of the vault at `root`; a clear SettingsError names a broken agent.toml."""
+def _type_name(kind: type) -> str:
+    return {int: "a whole number", str: "a string", list: "a list of strings"}[kind]
+
+
+def check_value(k: Key, value) -> str | None:
+    """What is wrong with `value` for the setting `k`, or None."""
+    if k.kind is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"must be a whole number, not {value!r}"
+        if k.min is not None and value < k.min:
+            return f"must be at least {k.min}, not {value}"
+    elif k.kind is str:
+        if not isinstance(value, str):
+            return f"must be a string (in quotes), not {value!r}"
+        if not value.strip():
+            return "must not be empty"
+        bad = [c for c in k.no_chars if c in value]
+        if bad:
+            return f"must not hold {', '.join(repr(c) for c in bad)}"
+    elif k.kind is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            return f"must be a list of strings, as in [\"a\", \"b\"], not {value!r}"
+    return None
+
+
+def _hint(word: str, choices) -> str:
+    close = did_you_mean(word, choices)          # " Did you mean X?"
+    return f" (d{close[2:]})" if close else " (agent config list shows the settings)"
+
+
+def problems(data: dict) -> list[str]:
+    """Every problem of parsed agent.toml data, each naming its key."""
+    out = []
+    for section, table in data.items():
+        if section not in SECTIONS:
+            out.append(f"unknown section [{section}]{_hint(section, SECTIONS)}")
+            continue
+        if not isinstance(table, dict):
+            out.append(f"[{section}] must be a table of settings ([{section}] then "
+                       f"key = value lines), not {table!r}")
+            continue
+        for name, value in table.items():
+            key = f"{section}.{name}"
+            k = KEYS.get(key)
+            if k is None:
+                out.append(f"unknown setting {key}{_hint(key, KEYS)}")
+                continue
+            wrong = check_value(k, value)
+            if wrong:
+                out.append(f"{key} {wrong}")
+    return out
+
+
+def path_of(root: Path) -> Path:
+    return Path(root) / FILE
+
+
+def read_data(root: Path) -> tuple[dict, str | None]:
+    """(parsed agent.toml, its text) — ({}, None) when there is none; SettingsError names
+    the file and line of a syntax error (and a file that is no regular file, too big or
+    not UTF-8: agent.vault.safe)."""
     from agent.vault import safe
 
-    path = Path(root) / "agent.toml"
+    path = path_of(root)
     try:
-        text = safe.read_text(root, "agent.toml", limit=1024 * 1024)
+        text = safe.read_text(root, FILE, limit=1024 * 1024)
     except UserError as e:
         raise SettingsError(str(e)) from None
     if text is None:
-        return Settings()
+        return {}, None
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(f"{path}: {e}") from None
     except RecursionError:
         raise SettingsError(f"{path}: nested too deeply") from None
 
-    def table(name: str) -> dict:
-        value = data.get(name, {})
-        if not isinstance(value, dict):
-            raise SettingsError(f"{path}: [{name}] must be a table of settings (as in "
-                                f"[{name}] then key = value lines), not {type(value).__name__}")
-        return value
 
-    model, identity, chat = table("model"), table("identity"), table("chat")
-    memory, dream, serve = table("memory"), table("dream"), table("serve")
+def from_data(data: dict, where: str = FILE) -> Settings:
+    """Settings from parsed data; SettingsError names the first bad key."""
+    bad = problems(data)
+    if bad:
+        more = f" (and {len(bad) - 1} more: agent config check lists them)" if len(bad) > 1 else ""
+        raise SettingsError(f"{where}: {bad[0]}{more}")
     s = Settings(raw=data)
-    try:
-        s.model = str(model.get("name", s.model))
-        s.fallback_models = [str(m) for m in model.get("fallbacks", [])]
-        s.max_tokens = int(model.get("max_tokens", s.max_tokens))
-        s.agent_name = str(identity.get("name", s.agent_name))
-        s.agent_email = str(identity.get("email", s.agent_email))
-        s.window_tokens = int(chat.get("window_tokens", s.window_tokens))
-        s.max_iterations = int(chat.get("max_iterations", s.max_iterations))
-        s.memory_max_lines = int(memory.get("max_lines", s.memory_max_lines))
-        s.dream_model = str(dream.get("model", s.model))
-        s.dream_schedule = str(dream.get("schedule", s.dream_schedule))
-        s.dream_chunk_tokens = int(dream.get("chunk_tokens", s.dream_chunk_tokens))
-        s.idle_compact_minutes = int(serve.get("idle_compact_minutes", s.idle_compact_minutes))
-    except (TypeError, ValueError, OverflowError) as e:
-        raise SettingsError(f"{path}: a setting has the wrong type: {e}") from None
-    if not s.agent_name.strip() or not s.agent_email.strip() or any(
-            c in s.agent_name + s.agent_email for c in "<>\n\0"):
-        raise SettingsError(f"{path}: [identity] name and email must be non-empty and "
-                            f"hold no <, > or line breaks")
+    for k in SCHEMA:
+        if k.attr is None:
+            continue
+        value = (data.get(k.section) or {}).get(k.name)
+        if value is not None:
+            setattr(s, k.attr, list(value) if k.kind is list else value)
+    if "model" not in (data.get("dream") or {}):
+        s.dream_model = s.model
     return s
+
+
+def load_settings(root: Path) -> Settings:
+    """Settings of the vault at `root`; a clear SettingsError names a broken agent.toml
+    and its bad key."""
+    data, _ = read_data(root)
+    return from_data(data, str(path_of(root)))
+
+
+def parse_value(k: Key, text: str):
+    """A value typed on the command line for setting `k` (TOML syntax also accepted)."""
+    if k.kind is int:
+        try:
+            return int(text.replace("_", ""))
+        except ValueError:
+            raise SettingsError(f"{k.key} must be a whole number, not {text!r}") from None
+    if k.kind is list:
+        stripped = text.strip()
+        if stripped.startswith("["):
+            try:
+                return tomllib.loads(f"v = {stripped}")["v"]
+            except tomllib.TOMLDecodeError:
+                raise SettingsError(f"{k.key}: {text!r} is not a TOML list, as in "
+                                    f"'[\"a\", \"b\"]'") from None
+        return [p.strip() for p in stripped.split(",") if p.strip()]
+    return text
+
+
+def find_key(key: str) -> Key:
+    k = KEYS.get(key)
+    if k is None:
+        raise SettingsError(f"Unknown setting {key}{_hint(key, KEYS)}.")
+    return k

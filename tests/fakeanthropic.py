@@ -255,6 +255,9 @@ class FakeAnthropic:
     batches_supported: False makes every batch endpoint answer 404 not_found_error.
     default_reply: used when the queue is empty (None: a 500 saying the script ran out).
     cache_min_tokens: prefixes shorter than this are never cached (default 0).
+    models: the model ids GET /v1/models lists (and /v1/models/{id} finds).
+    api_keys: when set, only these keys (x-api-key, or authorization: Bearer) are accepted
+        (else 401 authentication_error).
     """
 
     def __init__(self) -> None:
@@ -270,6 +273,8 @@ class FakeAnthropic:
         self.batches_supported = True
         self.default_reply: Any = None
         self.cache_min_tokens = 0
+        self.models: list[str] = ["claude-sonnet-5-5", "claude-sonnet-4-6", "claude-haiku-4-5"]
+        self.api_keys: set[str] | None = None
         self.exhausted = 0  # times a request found the script empty
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -522,8 +527,33 @@ class _Handler(BaseHTTPRequestHandler):
             if self._rec is not None:
                 self._rec.finished.set()
 
+    def _unauthorized(self, rec: Recorded) -> bool:
+        bearer = rec.headers.get("authorization", "").removeprefix("Bearer ")
+        key = rec.headers.get("x-api-key") or bearer
+        if self.fake.api_keys is not None and key not in self.fake.api_keys:
+            self._error(rec, error(401, "authentication_error", "invalid x-api-key"))
+            return True
+        return False
+
+    def _models(self, rec: Recorded, model_id: str | None) -> None:
+        def obj(m: str) -> dict:
+            return {"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"}
+        if model_id is None:
+            data = [obj(m) for m in self.fake.models]
+            return self._send(rec, 200, {"data": data, "has_more": False,
+                                         "first_id": data[0]["id"] if data else None,
+                                         "last_id": data[-1]["id"] if data else None})
+        if model_id not in self.fake.models:
+            return self._not_found(rec, f"model: {model_id}")
+        self._send(rec, 200, obj(model_id))
+
     def do_GET(self) -> None:
         rec = self._read()
+        if self._unauthorized(rec):
+            return
+        m = re.fullmatch(r"/v1/models(?:/([^/]+))?", rec.path)
+        if m:
+            return self._models(rec, m.group(1))
         m = re.fullmatch(r"/v1/messages/batches(?:/([^/]+)(/results)?)?", rec.path)
         if m:
             return self._batches(rec, m.group(1), m.group(2))
@@ -531,6 +561,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         rec = self._read()
+        if self._unauthorized(rec):
+            return
         if rec.path == "/v1/messages":
             return self._messages(rec)
         if rec.path == "/v1/messages/count_tokens":

@@ -72,7 +72,7 @@ def test_help_shows_each_commands_whole_description():
     flat = " ".join(listing.split())
     assert ("Scheduled jobs (cron.json): a message the agent runs at a time, every interval, "
             "or on a cron expression.") in flat
-    for name in ("sessions",):
+    for name in ("sessions", "doctor", "config"):
         assert f"\n  {name} " in listing, name
 
 
@@ -154,3 +154,117 @@ def test_status_counts_messages_from_the_index(fake_anthropic, vault, run):
         fh.write(json.dumps({"id": "h1", "ts": "2026-11-20T10:00:00+00:00", "role": "user",
                              "content": "by hand", "turn": 9}) + "\n")
     assert "sessions:   2 (5 messages)" in run("status").output
+
+
+# ---- config -------------------------------------------------------------------------------
+
+
+def test_config_set_changes_one_line_keeps_comments_and_commits(vault, run):
+    before = (vault.root / "agent.toml").read_text()
+    r = run("config", "set", "chat.window_tokens", "32000")
+    assert r.exit_code == 0, r.output
+    after = (vault.root / "agent.toml").read_text()
+    assert after == before.replace("window_tokens = 24000", "window_tokens = 32000")
+    assert subjects(vault)[0] == "config: set chat.window_tokens = 32000"
+    assert vault.git("show", "--name-only", "--format=", "HEAD").split() == ["agent.toml"]
+    assert run("config", "get", "chat.window_tokens").output == "32000\n"
+    # A setting the file does not have yet goes into its table; a string is quoted.
+    assert run("config", "set", "serve.idle_compact_minutes", "30").exit_code == 0
+    assert run("config", "set", "dream.model", "claude-haiku-4-5").exit_code == 0
+    text = (vault.root / "agent.toml").read_text()
+    assert "[serve]\nidle_compact_minutes = 30\n" in text
+    assert 'model = "claude-haiku-4-5"' in text
+    assert subjects(vault)[0] == 'config: set dream.model = "claude-haiku-4-5"'
+    assert run("config", "get", "dream.model").output == "claude-haiku-4-5\n"
+    assert run("config", "set", "model.fallbacks", "a,b").exit_code == 0
+    assert run("config", "get", "model.fallbacks").output == '["a", "b"]\n'
+
+
+def test_config_set_refuses_bad_values_and_unknown_keys(vault, run):
+    before = (vault.root / "agent.toml").read_text()
+    head = vault.head()
+    r = run("config", "set", "chat.window_tokens", "lots")
+    assert r.exit_code == 1 and "chat.window_tokens must be a whole number, not 'lots'" in r.output
+    r = run("config", "set", "chat.window_tokens", "--", "-5")
+    assert r.exit_code == 1 and "chat.window_tokens must be at least 1, not -5" in r.output
+    r = run("config", "set", "chat.window_token", "5")
+    assert r.exit_code == 1 and "did you mean chat.window_tokens?" in r.output
+    r = run("config", "get", "chat.windw_tokens")
+    assert r.exit_code == 1 and "did you mean chat.window_tokens?" in r.output
+    assert (vault.root / "agent.toml").read_text() == before and vault.head() == head
+    assert "Traceback" not in r.output
+
+
+def test_config_check_names_every_bad_key(vault, run):
+    assert run("config", "check").exit_code == 0
+    path = vault.root / "agent.toml"
+    text = path.read_text().replace("window_tokens = 24000", 'window_tokens = "lots"')
+    path.write_text(text + "\n[serve]\nidle_compact_minute = 5\n")
+    r = run("config", "check")
+    assert r.exit_code == 1
+    assert "chat.window_tokens must be a whole number, not 'lots'" in r.output
+    assert ("unknown setting serve.idle_compact_minute (did you mean "
+            "serve.idle_compact_minutes?)") in r.output
+    assert "invalid literal" not in r.output
+
+
+def test_every_command_names_the_bad_key_of_agent_toml(fake_anthropic, vault, run):
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace("window_tokens = 24000", "window_tokens = -5"))
+    head = vault.head()
+    for args in (["note", "x"], ["chat", "-m", "hi"]):
+        r = run(*args)
+        assert r.exit_code == 1, args
+        assert "agent.toml: chat.window_tokens must be at least 1, not -5" in r.output
+    assert vault.head() == head and not fake_anthropic.calls()
+    # config set repairs it (the hand edit is committed first, as the person's).
+    assert run("config", "set", "chat.window_tokens", "24000").exit_code == 0
+    assert subjects(vault)[:2] == ["config: set chat.window_tokens = 24000", "edit: agent.toml by hand"]
+    assert run("note", "x").exit_code == 0
+
+
+# ---- doctor -------------------------------------------------------------------------------
+
+
+def test_doctor_all_well(fake_anthropic, vault, run):
+    import shutil
+    r = run("doctor")
+    lines = r.output.splitlines()
+    for name in ("API key", "agent.toml", "git", "git fsck", "index", "cron.json", "heartbeats",
+                 "skills"):
+        assert any(l.startswith("ok") and f"  {name}  " in l for l in lines), (name, r.output)
+    assert any("  sandbox  " in l for l in lines)
+    assert [c.path for c in fake_anthropic.requests] == ["/v1/models"]
+    h = fake_anthropic.requests[0].headers
+    assert "test-key" in (h.get("x-api-key"), h.get("authorization", "").removeprefix("Bearer "))
+    if shutil.which("bwrap"):
+        sandbox = next(l for l in lines if "  sandbox  " in l)
+        if sandbox.startswith("ok"):
+            assert r.exit_code == 0 and "All is well." in r.output
+    data = json.loads(run("doctor", "--json").stdout)
+    assert {c["name"] for c in data["checks"]} >= {"API key", "models", "sandbox", "git fsck"}
+
+
+def test_doctor_names_each_problem_and_fails(fake_anthropic, vault, run):
+    fake_anthropic.api_keys = {"another-key"}
+    (vault.root / "cron.json").write_text("{ not json")
+    hb = vault.root / "heartbeat" / "broken.md"
+    hb.write_text("---\nname: broken\nevery: often\n---\nhi\n")
+    r = run("doctor")
+    assert r.exit_code == 1
+    assert "FAIL  API key" in r.output and "check ANTHROPIC_API_KEY" in r.output
+    assert "FAIL  cron.json   cron.json:1:3: not valid JSON" in r.output
+    assert "FAIL  heartbeats  heartbeat/broken.md" in r.output
+    data = json.loads(run("doctor", "--json").stdout)
+    assert data["ok"] is False
+    assert {c["name"]: c["status"] for c in data["checks"]}["git fsck"] == "ok"
+
+
+def test_doctor_unknown_model_and_missing_key(fake_anthropic, vault, run, monkeypatch):
+    assert run("config", "set", "model.name", "claude-nonesuch-9").exit_code == 0
+    r = run("doctor")
+    assert r.exit_code == 1
+    assert "FAIL  models" in r.output and "unknown to the API: claude-nonesuch-9" in r.output
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    r = run("doctor")
+    assert r.exit_code == 1 and "ANTHROPIC_API_KEY is not set" in r.output

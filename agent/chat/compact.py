@@ -29,6 +29,7 @@ from agent.chat import prompt as context
 from agent.stores import sessions
 from agent.config import load_settings
 from agent.errors import UserError
+from agent.vault.change import Change
 
 log = logging.getLogger("agent.chat.compact")
 
@@ -205,8 +206,8 @@ def compact_session(vault, client, session: str, now: datetime, *, force: bool =
         vault.write_text(archive.entry_path(entry_id, now), archive.render(entry_id, meta, summary))
         marker = {"type": "compact", "archive": entry_id, "through": str(part[-1]["id"])}
         vault.append_line(sessions.month_file(session, now), sessions.dumps(marker))
-        vault.commit(f"archive({session}): {shorten(topic)}",
-                     trailers={"Session": session, "Archive": str(entry_id), "Model": used,
-                               "Tokens": tokens_trailer(usage)})
+        vault.commit(Change("archive", shorten(topic), scope=session,
+                            trailers={"Session": session, "Archive": str(entry_id),
+                                      "Model": used, "Tokens": tokens_trailer(usage)}))
     index.refresh(vault, after_commit=True)
     return entry_id

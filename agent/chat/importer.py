@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.stores import sessions
+from agent.vault.change import Change
 from agent.vault.repo import Vault
 
 
@@ -26,6 +27,6 @@ def import_file(vault: Vault, path: Path) -> tuple[int, int, str | None]:
         for rel, lines in plan.items():
             vault.append_lines(rel, lines)
         keys = {rel.rsplit("/", 1)[0] for rel in plan}
-        sha = vault.commit(f"import: add {added} message{'s' * (added != 1)} to "
-                           f"{len(keys)} session{'s' * (len(keys) != 1)} from {path.name}")
+        sha = vault.commit(Change("import", f"add {added} message{'s' * (added != 1)} to "
+                                  f"{len(keys)} session{'s' * (len(keys) != 1)} from {path.name}"))
     return added, len(keys), sha

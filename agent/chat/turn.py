@@ -29,10 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Callable
 
 from agent.chat import prompt as context
 from agent.stores import sessions
 from agent.config import Settings, load_settings
+from agent.vault.change import Change
 from agent.vault.staged import StagedVault
 from agent.chat.tools import registry
 
@@ -178,8 +180,12 @@ def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> dict
 
 
 def persist(vault, staged: StagedVault | None, session: str, now: datetime, lines: list[dict],
-            message: str, trailers: dict) -> str | None:
-    """Apply the turn's staged changes, append its lines and commit, under the vault lock."""
+            change: Change, before_commit: Callable[[], None] | None = None) -> str | None:
+    """Apply the turn's staged changes, append its lines and commit, under the vault lock.
+
+    `before_commit()` runs under the lock just before the commit: what it writes through
+    the vault lands in the same commit.
+    """
     from agent.search import index
 
     with _hold_sigint():
@@ -189,7 +195,9 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
             if lines:
                 vault.append_lines(sessions.month_file(session, now),
                                    [sessions.dumps(line) for line in lines])
-            sha = vault.commit(message, trailers=trailers)
+            if before_commit is not None:
+                before_commit()
+            sha = vault.commit(change)
         index.refresh(vault, after_commit=True)
     return sha
 
@@ -199,12 +207,16 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
 
 def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=None,
              model: str | None = None, kind: str = "chat", on_text=None,
-             discard_reply: str | None = None, on_tool=None) -> TurnResult:
+             discard_reply: str | None = None, on_tool=None,
+             on_save: Callable[[str | None, bool], None] | None = None) -> TurnResult:
     """Answer `text` in `session`, using tools, and save the turn as one commit.
 
     `on_text(chunk)` receives the reply as it streams; `on_tool(name, input)` hears of
     each tool call. With `discard_reply` (e.g. "HEARTBEAT_OK"): a reply equal to it
-    from a turn that changed no file leaves no trace (sha None).
+    from a turn that changed no file leaves no trace (sha None). `on_save(error,
+    interrupted)` runs under the vault lock as the turn is saved, with how the turn
+    went (`error` in one line, as its Error trailer says it, or None): what it writes
+    through the vault lands in the turn's commit (`agent serve` records a job's run so).
     """
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)
@@ -296,12 +308,14 @@ def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=
 
     trailers = {"Session": session, "Turn": str(turn), "Model": used,
                 "Tokens": tokens_trailer(usage)}
+    error_line = " ".join(error.split())[:200] if error else None
     if interrupted:
         trailers["Interrupted"] = "yes"
-    if error:
-        trailers["Error"] = " ".join(error.split())[:200]
+    if error_line:
+        trailers["Error"] = error_line
     sha = persist(vault, staged, session, now, lines,
-                  f"{kind}({session}): {shorten(text)}", trailers)
+                  Change(kind, shorten(text), scope=session, trailers=trailers),
+                  before_commit=(lambda: on_save(error_line, interrupted)) if on_save else None)
     result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)

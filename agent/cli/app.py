@@ -17,9 +17,10 @@ from agent.stores import merge
 from agent.cli.common import (AgentGroup, after_change, get_vault, report_recovery,
                                    vault_option, vault_path)
 from agent.errors import UserError
-from agent.vault import safe
+from agent.vault import history, safe
 from agent.vault import sync as syncing
-from agent.vault.repo import Vault, VaultError, now
+from agent.vault.change import Change
+from agent.vault.repo import Vault, now
 
 
 @click.group(cls=AgentGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -70,7 +71,7 @@ def note(text):
     with vault.locked():
         report_recovery(vault)
         vault.append_line(rel, memory.note_line(body, t), header=memory.daily_header(t.date()))
-        sha = vault.commit(f"note: add 1 line to {rel}")
+        sha = vault.commit(Change("note", f"add 1 line to {rel}"))
     after_change(vault)
     click.echo(f"{rel}: {memory.note_line(body, t)}  ({sha[:7]})")
 
@@ -81,7 +82,7 @@ def status():
     """Show the vault, its HEAD, hand edits, counts and the dream cursor."""
     vault = get_vault()
     root = vault.root
-    head = vault.git("log", "-1", "--format=%h %s (%ar)", check=False).strip() or "(no commits)"
+    head = history.head_line(vault) or "(no commits)"
     dirty = vault.dirty_paths()
     from agent.search import index
     n_sessions, messages = index.message_counts(vault)
@@ -143,32 +144,9 @@ def log(paths, max_count, since, oneline):
     """Show how memory files changed, newest first (default MEMORY.md and USER.md)."""
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
-    args = ["log", "--no-renames"]
-    args += ["--oneline"] if oneline else ["-p", "--format=commit %h  %ad  %an%n%n    %s%n",
-                                            "--date=format:%Y-%m-%d %H:%M"]
-    if max_count:
-        args += ["-n", str(max_count)]
-    if since:
-        args += [f"--since={since}"]
-    if sys.stdout.isatty():
-        args += ["--color=always"]
-    out = vault.git(*args, "--", *targets)
+    out = history.file_log(vault, targets, max_count=max_count, since=since, oneline=oneline,
+                           color=sys.stdout.isatty())
     click.echo(out.rstrip("\n") if out else "No changes to " + ", ".join(targets) + " yet.")
-
-
-def _undo_candidates(vault: Vault):
-    """Agent commits, newest first, with the shas already reverted by `agent undo`."""
-    out = vault.git("log", "-n", "1000",
-                    "--format=%H%x1f%ae%x1f%s%x1f%(trailers:key=Reverts,valueonly,separator=%x2c)%x1e")
-    reverted, rows = set(), []
-    for rec in out.split("\x1e"):
-        rec = rec.strip("\n")
-        if not rec:
-            continue
-        sha, email, subject, reverts = rec.split("\x1f")
-        reverted.update(r.strip() for r in reverts.split(",") if r.strip())
-        rows.append((sha, email, subject))
-    return rows, reverted
 
 
 @cli.command()
@@ -177,45 +155,16 @@ def _undo_candidates(vault: Vault):
 def undo(sha):
     """Revert the newest agent commit (or the one named) with a new commit."""
     vault = get_vault()
-    agent_email = vault.agent_identity().email
-    with vault.locked():
+    try:
+        done = history.undo(vault, sha)
+    finally:
         report_recovery(vault)
-        rows, reverted = _undo_candidates(vault)
-        if sha:
-            full = vault.git("rev-parse", "--verify", "-q", f"{sha}^{{commit}}", check=False).strip()
-            if not full:
-                raise click.ClickException(f"No commit {sha} in the vault.")
-            email = vault.git("log", "-1", "--format=%ae", full).strip()
-            subject = vault.git("log", "-1", "--format=%s", full).strip()
-            if email != agent_email:
-                raise click.ClickException(
-                    f"{full[:7]} ({subject}) was not made by the agent but by {email}: "
-                    f"`agent undo` only reverts agent commits. Use `agent git revert {full[:7]}` "
-                    f"if you mean it.")
-            if subject.startswith("init:"):
-                raise click.ClickException(f"{full[:7]} is the vault's init commit; it cannot be undone.")
-            target = (full, subject)
-        else:
-            target = next(((s, subj) for s, email, subj in rows
-                           if email == agent_email and s not in reverted
-                           and not subj.startswith(("init:", "undo:", "recover:"))), None)
-            if target is None:
-                raise click.ClickException("Nothing to undo: no agent commit since the vault was made.")
-        full, subject = target
-        short = subject if len(subject) <= 60 else subject[:57] + "..."
-        try:
-            new = vault.revert(full, f'undo: revert "{short}"\n\nReverts: {full}\n')
-        except VaultError as e:
-            conflicts = [line.split(" in ")[-1] for line in str(e).splitlines() if "CONFLICT" in line]
-            where = f" in {', '.join(conflicts)}" if conflicts else ""
-            raise click.ClickException(
-                f"Cannot undo {full[:7]} ({subject}): reverting it conflicts with later "
-                f"changes{where}. Nothing was changed; edit the files by hand instead.") from None
     after_change(vault)
-    if new is None:
-        click.echo(f"Nothing to undo: {full[:7]} ({subject}) changes nothing any more.")
+    c = done.commit
+    if done.sha is None:
+        click.echo(f"Nothing to undo: {c.short} ({c.subject}) changes nothing any more.")
     else:
-        click.echo(f"Reverted {full[:7]} ({subject}) in {new[:7]}")
+        click.echo(f"Reverted {c.short} ({c.subject}) in {done.sha[:7]}")
 
 
 @cli.command("git", context_settings={"ignore_unknown_options": True,
@@ -248,8 +197,8 @@ def import_cmd(file):
 # ---- the other command families -------------------------------------------------------
 
 def _register():
-    from agent.cli import chat, dream, schedule, search, sync
-    for module in (search, chat, dream, schedule, sync):
+    from agent.cli import chat, config, doctor, dream, schedule, search, sync
+    for module in (search, chat, dream, schedule, config, doctor, sync):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -13,6 +13,7 @@ import click
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
 from agent.cli.common import after_change, get_vault, name_vault, report_recovery, vault_option
+from agent.vault import history
 
 DEFAULT_SESSION = "cli/default"
 HISTORY_FILE = "chat_history"
@@ -297,39 +298,20 @@ def _topic(vault, entry_id: int) -> str:
 
 def undo_last_turn(vault, session: str) -> str:
     """Revert the newest turn commit of `session` not yet undone; says what happened."""
-    from agent.vault.repo import VaultError
-
-    agent_email = vault.agent_identity().email
-    with vault.locked():
+    try:
+        done = history.undo(vault, session=session)
+    except history.NothingToUndo as e:
+        return str(e)
+    except history.UndoConflict as e:
+        return (f"Cannot undo {e.commit.short} ({e.commit.subject}): later changes touch the "
+                f"same lines. Nothing was changed.")
+    finally:
         report_recovery(vault)
-        out = vault.git("log", "-n", "500", "--format=%H%x1f%ae%x1f%s%x1f"
-                        "%(trailers:key=Reverts,valueonly,separator=%x2c)%x1f"
-                        "%(trailers:key=Session,valueonly,separator=%x2c)%x1e")
-        reverted, target = set(), None
-        for rec in out.split("\x1e"):
-            rec = rec.strip("\n")
-            if not rec:
-                continue
-            sha, email, subject, reverts, key = rec.split("\x1f")
-            reverted.update(r.strip() for r in reverts.split(",") if r.strip())
-            if (target is None and email == agent_email and key.strip() == session
-                    and sha not in reverted and f"({session}):" in subject
-                    and not subject.startswith(("archive(", "undo:"))):
-                target = (sha, subject)
-        if target is None:
-            return f"Nothing to undo in {session}."
-        sha, subject = target
-        short = subject if len(subject) <= 60 else subject[:57] + "..."
-        try:
-            new = vault.revert(sha, f'undo: revert "{short}"\n\n'
-                                    f'Reverts: {sha}\nSession: {session}\n')
-        except VaultError:
-            return (f"Cannot undo {sha[:7]} ({subject}): later changes touch the same lines. "
-                    f"Nothing was changed.")
     after_change(vault)
-    if new is None:
-        return f"Nothing to undo: {sha[:7]} ({subject}) changes nothing any more."
-    return f"Undid {sha[:7]} ({subject}) in {new[:7]}."
+    c = done.commit
+    if done.sha is None:
+        return f"Nothing to undo: {c.short} ({c.subject}) changes nothing any more."
+    return f"Undid {c.short} ({c.subject}) in {done.sha[:7]}."
 
 
 # ---- agent archive ------------------------------------------------------------------------

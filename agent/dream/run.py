@@ -28,6 +28,7 @@ from agent.dream import prompts
 from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, apply_ops
 from agent.errors import UserError
+from agent.vault.change import Change
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
 
@@ -518,8 +519,9 @@ class _Run:
             if archive.read_cursor(self.vault.root) != sel.cursor:
                 return self.outcome("nothing", "The cursor moved meanwhile; nothing to do.")
             self.vault.write_text(archive.CURSOR, f"{sel.through}\n")
-            sha = self.vault.commit(f"dream: no changes (archive {sel.first}..{sel.through})\n\n"
-                                    f"{why}\n", trailers={"Cursor": f"{sel.cursor} -> {sel.through}"})
+            sha = self.vault.commit(Change("dream", f"no changes (archive {sel.first}..{sel.through})",
+                                           body=why,
+                                           trailers={"Cursor": f"{sel.cursor} -> {sel.through}"}))
         self._clear_failure()
         return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", state,
                             sha=sha)
@@ -554,11 +556,11 @@ class _Run:
             self.vault.write_text(archive.CURSOR, f"{through}\n")
             out = self.outcome("committed" if applied.changed else "no_changes", "", state,
                                report=applied)
-            subject, body = commit_message(state, applied)
-            out.sha = self.vault.commit(subject + "\n\n" + body, trailers=trailers(state, out))
+            change = commit_change(state, applied, trailers(state, out))
+            out.sha = self.vault.commit(change)
         clear_state(self.vault)
         self._clear_failure()
-        out.message = subject
+        out.message = change.head
         return out
 
     def _clear_failure(self) -> None:
@@ -585,14 +587,14 @@ def _plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else words or word + 's'}"
 
 
-def commit_message(state: dict, applied: Applied) -> tuple[str, str]:
-    """The dream commit's subject and body (before the trailers)."""
+def commit_change(state: dict, applied: Applied, trailers: dict[str, str]) -> Change:
+    """The dream's commit: what changed in memory (the subject), why (the body)."""
     span = f"archive {state['cursor'] + 1}..{state['through']}"
     if applied.changed:
-        subject = (f"dream: +{_plural(applied.added, 'fact')}, {applied.updated} updated, "
+        subject = (f"+{_plural(applied.added, 'fact')}, {applied.updated} updated, "
                    f"{applied.removed} removed ({span})")
     else:
-        subject = f"dream: no changes ({span})"
+        subject = f"no changes ({span})"
     lines = applied.describe()
     if not applied.changed:
         found = len(state.get("findings") or [])
@@ -603,7 +605,7 @@ def commit_message(state: dict, applied: Applied) -> tuple[str, str]:
         lines.append(f"Set aside (heartbeat/dream sessions): "
                      f"{', '.join(str(i) for i in state['skipped'])}")
     lines.extend(applied.notes)
-    return subject, "\n".join(lines) + "\n"
+    return Change("dream", subject, body="\n".join(lines), trailers=trailers)
 
 
 def tokens_text(usage: dict[str, dict]) -> str:

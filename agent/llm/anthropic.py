@@ -100,6 +100,9 @@ def describe_error(e: BaseException) -> str:
         kind = err.get("type") or type(e).__name__
         msg = err.get("message") or str(e)
         status = f"HTTP {e.status_code}" if e.status_code and e.status_code != 200 else "mid-reply"
+        if e.status_code in (401, 403):
+            return (f"The Anthropic API refused the key ({status}, {kind}): {msg}. "
+                    f"Check ANTHROPIC_API_KEY.")
         return f"The Anthropic API failed ({status}, {kind}): {msg}"
     return f"The Anthropic API failed: {e}"
 

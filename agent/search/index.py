@@ -35,7 +35,7 @@ from agent.search.ranking import RANKING, Ranking, candidates, rerank, within_bu
 from agent.search.snippets import snippet
 from agent.search.text import Stemmer, is_cjk, match_expression, query_terms, tokens
 from agent.stores import sessions
-from agent.vault.repo import GitError
+from agent.vault import history
 
 DB_NAME = "index.sqlite"
 SCHEMA = 3
@@ -300,14 +300,10 @@ def _changes(vault, since: str, head: str | None,
     next refresh (every search starts with one) and is picked up then.
     """
     dirty = [] if clean else vault.dirty_paths()
-    changed = set(dirty)
-    if head and since != head:
-        try:
-            out = vault.git("diff", "--name-only", "-z", "--no-renames", since, head)
-        except GitError:
-            return None     # history rewritten under the index: rebuild
-        changed.update(p for p in out.split("\0") if p)
-    return changed, dirty
+    committed = history.changed_since(vault, since, head)
+    if committed is None:
+        return None     # history rewritten under the index: rebuild
+    return set(dirty).union(committed), dirty
 
 
 def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats:
@@ -404,8 +400,7 @@ def status(vault) -> Status:
             st.exists = False
             return st
         if st.commit and st.head and st.commit != st.head:
-            out = vault.git("rev-list", "--count", f"{st.commit}..{st.head}", check=False).strip()
-            st.commits_behind = int(out) if out.isdigit() else None
+            st.commits_behind = history.count_between(vault, st.commit, st.head)
         else:
             st.commits_behind = 0
         changes = _changes(vault, st.commit, st.head) if st.commit else None

@@ -15,18 +15,18 @@ from typing import Callable
 from agent import schedule as sched
 from agent.stores import cron as cronfile
 from agent.stores.cron import CRON_FILE, CronFile, Job
+from agent.vault.change import Change
 
 
 def text_of(root) -> str | None:
     return cronfile.read_text(root)
 
 
-def change(vault, fn: Callable[[CronFile], str | None],
-           trailers: dict[str, str] | None = None) -> tuple[str | None, str | None]:
-    """Apply `fn` to cron.json as it is under the lock and commit; (subject, sha).
+def change(vault, fn: Callable[[CronFile], Change | None]) -> tuple[Change | None, str | None]:
+    """Apply `fn` to cron.json as it is under the lock and commit; (the change, sha).
 
-    `fn` changes the CronFile in place and returns the commit subject, or None when
-    there is nothing to do (then nothing is written).
+    `fn` changes the CronFile in place and returns what it did as a `Change` (the
+    commit's message), or None when there is nothing to do (then nothing is written).
     """
     # Refuse a broken file before taking the lock: taking it would commit the broken
     # hand edit as the user's, though nothing else happens.
@@ -36,18 +36,14 @@ def change(vault, fn: Callable[[CronFile], str | None],
     with vault.locked():
         before = text_of(vault.root)
         cron = cronfile.loads(before) if before is not None else CronFile()
-        subject = fn(cron)
-        if subject is None:
+        done = fn(cron)
+        if done is None:
             return None, None
         after = cronfile.dumps(cron)
         if after == before:
-            return subject, None
+            return done, None
         vault.write_text(CRON_FILE, after)
-        return subject, vault.commit(subject, trailers=trailers)
-
-
-def add_subject(job: Job) -> str:
-    return f"cron: add {job.label()} ({job.schedule.describe()})"
+        return done, vault.commit(done)
 
 
 def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, cron=None,
@@ -61,7 +57,7 @@ def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, c
                             misfire=misfire, delete_after_run=delete_after_run)
         cf.jobs.append(job)
         made.append(job)
-        return add_subject(job)
+        return Change("cron", f"add {job.label()} ({job.schedule.describe()})")
 
     _, sha = change(vault, fn)
     return made[0], sha
@@ -74,7 +70,7 @@ def remove(vault, ref: str) -> tuple[Job, str | None]:
         job = cf.find(ref)
         cf.remove(job.id)
         gone.append(job)
-        return f"cron: remove {job.label()}"
+        return Change("cron", f"remove {job.label()}")
 
     _, sha = change(vault, fn)
     return gone[0], sha
@@ -97,7 +93,7 @@ def set_enabled(vault, ref: str, enabled: bool, now: datetime) -> tuple[Job, str
                 job.state.next_run = (sched.next_run(job.schedule, now, anchor=due)
                                       if job.schedule.kind != "at" else
                                       (job.schedule.at if job.schedule.at > now else None))
-        return f"cron: {'enable' if enabled else 'disable'} {job.label()}"
+        return Change("cron", f"{'enable' if enabled else 'disable'} {job.label()}")
 
     _, sha = change(vault, fn)
     return out[0], sha

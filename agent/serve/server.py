@@ -39,6 +39,7 @@ from agent.stores import cron as cronfile
 from agent.errors import UserError
 from agent.stores.cron import CRON_FILE, CronFile, CronFileError, Job
 from agent.vault import atomic
+from agent.vault.change import Change
 from agent.vault.repo import Vault
 
 LOCK_FILE = "serve.lock"
@@ -115,35 +116,6 @@ def _read_pid(fd: int) -> int | None:
 # ---- running one job or heartbeat -----------------------------------------------------------
 
 
-class _RecordingVault(Vault):
-    """The vault a job's turn runs on: the turn's commit also carries the job's new state
-    in cron.json, so a run and its record land in one commit. The turn's trailers say
-    how it went (an `Error:` or `Interrupted:` trailer), which is what gets recorded."""
-
-    def __init__(self, root: Path, record: Callable[[Vault, str, str | None], list[str]]):
-        super().__init__(root)
-        self._record = record
-        self.recorded: tuple[str, str | None] | None = None
-
-    def commit(self, message, trailers=None, paths=None, who=None):
-        record, self._record = self._record, None
-        if record is None:
-            return super().commit(message, trailers=trailers, paths=paths, who=who)
-        t = trailers or {}
-        if t.get("Interrupted"):
-            status, error = "interrupted", "stopped before the reply was complete"
-        elif t.get("Error"):
-            status, error = "error", str(t["Error"])
-        else:
-            status, error = "ok", None
-        with self.locked():
-            extra = record(self, status, error)
-            self.recorded = (status, error)
-            if paths is not None:
-                paths = [*paths, *extra]
-            return super().commit(message, trailers=trailers, paths=paths, who=who)
-
-
 def job_text(job: Job, due: datetime | None, now: datetime) -> str:
     """What the model is told when a job runs: its message, then which job is running
     (after it, so the commit subject made from the text starts with the message)."""
@@ -185,7 +157,7 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
 
 
 def _turn(vault: Vault, client, session: str, text: str, now: datetime, *, kind: str,
-          settings=None, on_text=None, discard_reply=None):
+          settings=None, on_text=None, discard_reply=None, on_save=None):
     """run_turn, with failures as (None, message): a failed run is recorded, never fatal."""
     import anthropic
 
@@ -193,7 +165,7 @@ def _turn(vault: Vault, client, session: str, text: str, now: datetime, *, kind:
 
     try:
         return run_turn(vault, client, session, text, now, settings=settings, kind=kind,
-                        on_text=on_text, discard_reply=discard_reply), None
+                        on_text=on_text, discard_reply=discard_reply, on_save=on_save), None
     except UserError as e:
         return None, str(e) or type(e).__name__
     except anthropic.APIError as e:      # the loop records API errors itself; this is a
@@ -208,12 +180,24 @@ def execute_job(vault: Vault, client, job: Job, now: datetime, *, due: datetime 
     the turn was cut short before it was saved, in a commit of its own."""
     problems: list[str] = []
     record = _recorder(job.id, now, due, following, problems)
-    tv = _RecordingVault(vault.root, record)
-    result, failure = _turn(tv, client, job.session, job_text(job, due, now), now,
-                            kind="cron", settings=settings, on_text=on_text)
+    recorded: list[tuple[str, str | None]] = []
+
+    def on_save(error: str | None, interrupted: bool) -> None:
+        # The turn is being saved: its commit carries the run's record too.
+        if interrupted:
+            status, why = "interrupted", "stopped before the reply was complete"
+        elif error:
+            status, why = "error", error
+        else:
+            status, why = "ok", None
+        record(vault, status, why)
+        recorded.append((status, why))
+
+    result, failure = _turn(vault, client, job.session, job_text(job, due, now), now,
+                            kind="cron", settings=settings, on_text=on_text, on_save=on_save)
     sha = getattr(result, "sha", None)
-    if tv.recorded is not None:
-        status, error = tv.recorded
+    if recorded:
+        status, error = recorded[0]
     else:
         if result is not None and result.interrupted:
             status, error = "interrupted", "stopped before the reply was complete"
@@ -229,8 +213,8 @@ def execute_job(vault: Vault, client, job: Job, now: datetime, *, due: datetime 
             if record(vault, status, error):
                 what = {"error": "failed", "interrupted": "was interrupted"}.get(status, "ran")
                 reason = f": {_short(error)}" if error else ""
-                sha = vault.commit(f"cron: {job.label()} {what}{reason}",
-                                   trailers={"Job": job.id}) or sha
+                sha = vault.commit(Change("cron", f"{job.label()} {what}{reason}",
+                                          trailers={"Job": job.id})) or sha
     for p in problems:
         log.warning("cron %s (%s): %s", job.label(), job.id, p)
     return Outcome(status, sha, error, getattr(result, "reply", "") or "")
@@ -423,17 +407,17 @@ class Server:
                 names.append(f"{j.label()} (next run {_local(j.state.next_run)})")
             if not names:
                 return None
-            return ("cron: schedule " + names[0] if len(names) == 1 else
-                    f"cron: schedule {len(names)} jobs edited by hand")
+            return Change("cron", "schedule " + names[0] if len(names) == 1 else
+                          f"schedule {len(names)} jobs edited by hand")
 
         from agent.serve import jobs
         try:
-            subject, sha = jobs.change(self.vault, fn)
+            done, sha = jobs.change(self.vault, fn)
         except CronFileError as e:
             log.error("%s", e)
             return
         if sha:
-            log.info("%s (%s)", subject, sha[:7])
+            log.info("%s (%s)", done.head, sha[:7])
             self.cron = cronfile.read(self.vault.root)
             self._cron_sig = _stat(self.vault.root / CRON_FILE)
 
@@ -491,8 +475,8 @@ class Server:
                     cf.remove(job.id)
                 vault.write_text(CRON_FILE, cronfile.dumps(cf))
                 nxt = "removed" if gone else f"next run {_local(following)}"
-                sha = vault.commit(f"cron: skip {job.label()}, missed at {_local(due)} ({nxt})",
-                                   trailers={"Job": job.id})
+                sha = vault.commit(Change("cron", f"skip {job.label()}, missed at {_local(due)} "
+                                                  f"({nxt})", trailers={"Job": job.id}))
                 log.info("cron %s (%s): missed %s, skipped (misfire: skip); %s (%s)",
                          job.label(), job.id, _local(due), nxt, (sha or "")[:7])
                 return

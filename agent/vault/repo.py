@@ -4,11 +4,13 @@ Everything that changes the vault goes through a `Vault`:
 
     with vault.locked():                      # serialise with other processes
         vault.append_line("memory/2026-11-20.md", "- 14:05 bought milk")
-        vault.commit("note: add 1 line to memory/2026-11-20.md")
+        vault.commit(Change("note", "add 1 line to memory/2026-11-20.md"))
 
 `locked()` first repairs what a crash may have left (a torn JSONL line, files written
 but not committed) and commits uncommitted hand edits on their own, authored by the
-user, so that every agent commit holds only the agent's own changes.
+user, so that every agent commit holds only the agent's own changes. A commit's message
+is made from a `Change` record (agent.vault.change); reading history back is
+agent.vault.history.
 """
 
 from __future__ import annotations
@@ -24,19 +26,18 @@ import stat
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from agent.errors import UserError
 from agent.package import package_data
 from agent.vault import atomic
+from agent.vault.change import Change, Identity, by_hand, recovered
 from agent.vault.offlimits import STATE_DIR, is_off_limits, refusal
 from agent.vault import mergedriver
+
 MARKER = "agent.toml"
 DEFAULT_VAULT = Path("~/.agent/vault")
-AGENT_NAME = "agent"
-AGENT_EMAIL = "agent@localhost"
 
 # Every git call: never run the vault's hooks, never ask for a signing key or an editor,
 # never start a file-system monitor; filter drivers are switched off per vault (_no_filters).
@@ -44,7 +45,6 @@ _GIT_BASE = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false",
              "-c", "core.quotePath=false", "-c", "core.fsmonitor=false")
 # Files the agent itself writes and reads back: never committed, whatever .gitignore says.
 CONTROL_FILES = (".gitignore", ".gitattributes", MARKER, "AGENTS.md")
-
 
 class VaultError(UserError):
     """A problem a user can fix; the message says what and how."""
@@ -64,18 +64,6 @@ class GitError(VaultError):
         self.stderr = stderr
         super().__init__(f"git {' '.join(args)} failed ({returncode}): {stderr.strip()}")
 
-
-@dataclass(frozen=True)
-class Identity:
-    name: str
-    email: str
-
-    def env(self) -> dict[str, str]:
-        return {"GIT_AUTHOR_NAME": self.name, "GIT_AUTHOR_EMAIL": self.email,
-                "GIT_COMMITTER_NAME": self.name, "GIT_COMMITTER_EMAIL": self.email}
-
-
-AGENT = Identity(AGENT_NAME, AGENT_EMAIL)
 
 
 def find_vault_above(start: str | os.PathLike) -> Path | None:
@@ -317,15 +305,14 @@ class Vault:
         if adopting and vault.dirty_paths():
             # The user's own notes go in first, as their commit, so the init commit
             # holds only what the agent added.
-            vault._commit_paths(None, "edit: adopt existing notes as a vault",
-                                vault.user_identity())
+            vault._commit_paths(None, Change("edit", "adopt existing notes as a vault",
+                                             author=vault.user_identity()))
         copied = vault._copy_template()
         vault._ensure_line(".gitignore", f"{STATE_DIR}/")
         for line in _union_lines():
             vault._ensure_line(".gitattributes", line)
-        vault._commit_paths(None, "init: new vault" if not adopting
-                            else f"init: adopt this folder as a vault ({len(copied)} files added)",
-                            vault.agent_identity())
+        vault._commit_paths(None, Change("init", "new vault" if not adopting else
+                                         f"adopt this folder as a vault ({len(copied)} files added)"))
         return vault, "adopted" if adopting else "created"
 
     def _configure_repo(self) -> None:
@@ -484,7 +471,7 @@ class Vault:
         if problem:
             raise UnfinishedGit(problem)
 
-    def _commit_paths(self, paths: list[str] | None, message: str, who: Identity) -> str | None:
+    def _commit_paths(self, paths: list[str] | None, change: Change | str) -> str | None:
         """Stage `paths` (all changes when None) and commit them; None if nothing changed.
 
         Plumbing rather than `git commit`: it stages only the named paths and never
@@ -504,6 +491,7 @@ class Vault:
         head, head_tree = (p.stdout.split() + [None, None])[:2] if p.returncode == 0 else (None, None)
         if tree == head_tree:
             return None
+        message, who = self._message(change)
         sha = self.git("commit-tree", tree, *(["-p", head] if head else []), "-F", "-",
                        env=who.env(), input=message).strip()
         subject = message.splitlines()[0] if message else ""
@@ -527,21 +515,29 @@ class Vault:
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
 
-    def commit(self, message: str, trailers: dict[str, str] | None = None,
-               paths: list[str] | None = None, who: Identity | None = None) -> str | None:
-        """Commit what this process wrote (or `paths`) as the agent: sha, or None if unchanged."""
-        if trailers:
-            message = message.rstrip("\n") + "\n\n" + "\n".join(
-                f"{k}: {v}" for k, v in trailers.items()) + "\n"
+    def _message(self, change: Change | str) -> tuple[str, Identity]:
+        if isinstance(change, str):
+            return change, self.agent_identity()
+        return change.message(), change.author or self.agent_identity()
+
+    def commit(self, change: Change | str, paths: list[str] | None = None) -> str | None:
+        """Commit what this process wrote (or `paths`): the sha, or None if nothing changed.
+
+        `change` says what changed (its author is the agent unless it names one); a
+        plain string is taken as the whole message, by the agent (for tests and scripts).
+        """
         targets = list(paths) if paths is not None else list(self._touched)
-        sha = self._commit_paths(targets, message, who or self.agent_identity())
+        sha = self._commit_paths(targets, change)
         self._touched = [] if paths is None else [p for p in self._touched if p not in targets]
         if not self._touched:
             self._clear_pending()
         return sha
 
-    def revert(self, sha: str, message: str) -> str | None:
-        """Revert commit `sha` as a new agent commit; GitError if it would conflict."""
+    def revert(self, sha: str, change: Change) -> str | None:
+        """Revert commit `sha` as a new commit; GitError if it would conflict.
+
+        Used by agent.vault.history.undo, which says what `change` is.
+        """
         self.check_committable()
         # An undo must not settle a clash by keeping both versions (that is for syncs
         # between machines): a fact the person changed since makes the revert refuse.
@@ -551,8 +547,9 @@ class Vault:
             _run(["revert", "--abort"], cwd=self.root)
             _run(["reset", "--merge"], cwd=self.root)
             raise GitError(["revert", sha], p.returncode, p.stderr + p.stdout)
+        message, who = self._message(change)
         p = _run(["commit", "-q", "--no-verify", "-F", "-"], cwd=self.root,
-                 env={**os.environ, **self.agent_identity().env()}, input=message)
+                 env={**os.environ, **who.env()}, input=message)
         if p.returncode:
             _run(["revert", "--abort"], cwd=self.root)
             if "nothing to commit" in p.stdout + p.stderr:
@@ -641,11 +638,10 @@ class Vault:
             dirty = self.dirty_paths()
         leftovers = [p for p in dirty if p in pending]
         if leftovers:
-            self._commit_paths(leftovers, _sentence(
-                "recover", leftovers, "left by an interrupted command"), self.agent_identity())
+            self._commit_paths(leftovers, recovered(leftovers))
         edits = [p for p in dirty if p not in pending and not self._too_big(p)]
         if edits:
-            self._commit_paths(edits, _sentence("edit", edits, "by hand"), self.user_identity())
+            self._commit_paths(edits, by_hand(edits, self.user_identity()))
         self._clear_pending()
 
     def _too_big(self, rel: str) -> bool:
@@ -815,16 +811,6 @@ def _is_state(rel: str) -> bool:
 
 def _union_lines() -> list[str]:
     return list(mergedriver.ATTRIBUTES)
-
-
-def _sentence(prefix: str, paths: list[str], tail: str) -> str:
-    """`edit: MEMORY.md by hand`, `edit: 4 files by hand` (+ the list in the body)."""
-    if len(paths) <= 2:
-        subject = f"{prefix}: {', '.join(paths)} {tail}"
-    else:
-        subject = f"{prefix}: {len(paths)} files {tail}"
-    body = "" if len(paths) <= 2 else "\n\n" + "\n".join(f"- {p}" for p in paths)
-    return subject + body + "\n"
 
 
 def now() -> datetime:

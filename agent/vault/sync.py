@@ -29,6 +29,7 @@ from pathlib import Path
 
 from agent.stores import merge
 from agent.vault import atomic
+from agent.vault.change import Change
 from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError
 
 MAX_ATTEMPTS = 4
@@ -189,13 +190,11 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult) -> None:
         return
     tree, kept = _merge_tree(vault, ours, theirs)
     result.kept_both.extend(kept)
-    body = ""
-    if kept:
-        body = "\n\nKept both versions of:\n" + "\n".join(f"- {p}" for p in kept)
-    message = (f"sync: merge from {remote}{body}\n\n"
-               f"Remote: {remote}/{branch}\nMerged: {theirs}\n")
+    body = "Kept both versions of:\n" + "\n".join(f"- {p}" for p in kept) if kept else ""
+    change = Change("sync", f"merge from {remote}", body=body,
+                    trailers={"Remote": f"{remote}/{branch}", "Merged": theirs})
     sha = vault.git("commit-tree", tree, "-p", ours, "-p", theirs, "-F", "-",
-                    env=vault.agent_identity().env(), input=message).strip()
+                    env=vault.agent_identity().env(), input=change.message()).strip()
     vault.checkout_commit(sha, f"sync: merge from {remote}")
     result.merge_commit = sha
 
@@ -364,10 +363,11 @@ def ensure_setup(vault: Vault) -> str | None:
         kept = [line for line in lines if line not in old_rules]
         kept += missing
         vault.write_text(".gitattributes", "\n".join(kept) + "\n")
-        return vault.commit("sync: merge rules for the vault's files in .gitattributes\n\n"
-                            "Transcripts and daily notes keep both machines' lines, facts "
-                            "changed on two machines are kept both ways for the dream to "
-                            "settle, cron.json merges job by job.")
+        return vault.commit(Change(
+            "sync", "merge rules for the vault's files in .gitattributes",
+            body="Transcripts and daily notes keep both machines' lines, facts changed on "
+                 "two machines are kept both ways for the dream to settle, cron.json "
+                 "merges job by job."))
 
 
 def clone(url: str, path: Path) -> Vault:

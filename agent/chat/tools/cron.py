@@ -22,12 +22,7 @@ def _load(text: str | None) -> cronfile.CronFile:
 
 def _text(vault) -> str | None:
     """cron.json as this turn sees it (with its staged changes)."""
-    if hasattr(vault, "current"):
-        return vault.current(CRON_FILE)
-    try:
-        return vault.read_text(CRON_FILE)
-    except FileNotFoundError:
-        return None
+    return vault.current(CRON_FILE)
 
 
 def _when(t) -> str:

@@ -53,8 +53,7 @@ def _read(rel: str, errors: str = "strict") -> str:
     if full.is_dir():
         raise ToolError(f"{rel} is a folder; use list_dir to see what it holds.")
     try:
-        text = (vault.current(rel, errors=errors) if hasattr(vault, "current")
-                else vault.read_text(rel, errors=errors))
+        text = vault.current(rel, errors=errors)
     except UserError as e:
         raise ToolError(str(e)) from None
     except FileNotFoundError:
@@ -95,7 +94,7 @@ def write_file(path: str, content: str) -> str:
     vault = current_context().vault
     if (vault.root / rel).is_dir():
         raise ToolError(f"{rel} is a folder; give a file path.")
-    existed = vault.exists(rel) if hasattr(vault, "exists") else (vault.root / rel).exists()
+    existed = vault.exists(rel)
     if content and not content.endswith("\n"):
         content += "\n"
     vault.write_text(rel, content)

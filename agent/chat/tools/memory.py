@@ -34,7 +34,7 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
         vault.append_line(rel, line, header=memory.daily_header(ctx.now.date()))
         return f"Noted in {rel}: {line}"
     rel = memory.MEMORY if target == "memory" else memory.USER
-    before = vault.current(rel) if hasattr(vault, "current") else None
+    before = vault.current(rel)
     vault.update(rel, lambda old: memory.add_fact(old, one, section, TITLES[rel]))
     if before is not None and memory.find_fact(before, one) is not None:
         return f"{rel} already has: - {one}"
@@ -43,8 +43,7 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
 
 
 def _real_vault():
-    v = current_context().vault
-    return getattr(v, "vault", v)
+    return current_context().vault.vault
 
 
 def format_hit(hit) -> str:

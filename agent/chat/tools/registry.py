@@ -31,7 +31,7 @@ functions with `@tool`. `load_all()` imports every module of the package (with
   any other exception is also sent back as an error result (and logged with its
   traceback to `.agent/logs/tools.log`), and the turn goes on.
 - Several calls of one reply run at once, each in its own thread.
-- Files: during a turn `ctx.vault` is a `StagedVault` (agent/staged.py). Use its vault
+- Files: `ctx.vault` is the turn's `StagedVault` (agent/vault/staged.py). Use its vault
   methods as usual (`read_text`, `write_text`, `append_line(s)`, `delete`, `with
   locked():`, `commit()`): writes are staged and applied under the real vault lock when
   the turn is saved, in the turn's one commit (`commit()` is a no-op there). For a
@@ -58,6 +58,7 @@ from datetime import datetime
 from typing import Any, Callable, Literal
 
 from agent.errors import UserError
+from agent.vault.staged import StagedVault
 
 
 class ToolError(UserError):
@@ -71,7 +72,7 @@ class ToolInputError(ToolError):
 @dataclass
 class ToolContext:
     """What a tool call may use besides its arguments."""
-    vault: Any                       # agent.vault.staged.StagedVault during a turn
+    vault: StagedVault               # the turn's staged view of the vault
     session: str
     now: datetime
     settings: Any = None

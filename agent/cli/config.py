@@ -1,0 +1,163 @@
+"""`agent config check|get|set|list`: the settings of agent.toml, by the one schema of
+agent.config. `set` changes one line with tomlkit, so the file's comments and layout
+stay as the person wrote them, and commits it."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from agent import config as cfg
+from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
+from agent.errors import UserError
+
+
+def _show(value) -> str:
+    """A value as `config get` prints it: strings bare, the rest as TOML."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in value) + "]"
+    return str(value)
+
+
+def _toml(value) -> str:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (str, list)) else str(value)
+
+
+def _effective(data: dict, k: cfg.Key):
+    """(value, set in the file?) of a setting."""
+    table = data.get(k.section)
+    if isinstance(table, dict) and k.name in table:
+        return table[k.name], True
+    if k.key == "dream.model":
+        model = (data.get("model") or {}).get("name") if isinstance(data.get("model"), dict) else None
+        return model or cfg.DEFAULT_MODEL, False
+    return k.default, False
+
+
+@click.group(cls=AgentGroup)
+@vault_option
+def config():
+    """Check, show and change the settings of agent.toml (keeping its comments)."""
+
+
+@config.command("check")
+@vault_option
+def config_check():
+    """Validate agent.toml: every key known, every value of the right type and range."""
+    vault = get_vault()
+    path = cfg.path_of(vault.root)
+    data, text = cfg.read_data(vault.root)
+    if text is None:
+        click.echo(f"{path}: none; the defaults apply (agent config list shows them).")
+        return
+    found = cfg.problems(data)
+    schedule = (data.get("dream") or {}).get("schedule") if isinstance(data.get("dream"), dict) else None
+    if isinstance(schedule, str) and schedule.strip():
+        from agent import schedule as sched
+        try:
+            sched.check_cron(schedule)
+        except UserError as e:
+            found.append(f"dream.schedule: {e}")
+    for p in found:
+        click.echo(f"{path}: {p}", err=True)
+    if found:
+        raise SystemExit(1)
+    n = sum(len(t) for t in data.values() if isinstance(t, dict))
+    click.echo(f"{path}: ok ({n} setting{'s' * (n != 1)}, the rest default)")
+
+
+@config.command("list")
+@vault_option
+def config_list():
+    """Every setting, its value and whether it is the default."""
+    vault = get_vault()
+    data, _ = cfg.read_data(vault.root)
+    width = max(len(k.key) for k in cfg.SCHEMA)
+    for k in cfg.SCHEMA:
+        value, is_set = _effective(data, k)
+        shown = _toml(value) if value is not None else "(built-in)"
+        click.echo(f"{k.key:<{width}}  {shown}{'' if is_set else '  (default)'}")
+
+
+@config.command("get")
+@click.argument("key")
+@vault_option
+def config_get(key):
+    """Print one setting's value (the default when agent.toml does not set it)."""
+    k = cfg.find_key(key)
+    vault = get_vault()
+    data, _ = cfg.read_data(vault.root)
+    bad = [p for p in cfg.problems(data) if p.startswith((f"{key} ", f"[{k.section}]"))]
+    if bad:
+        raise cfg.SettingsError(f"{cfg.path_of(vault.root)}: {bad[0]}")
+    value, _ = _effective(data, k)
+    if value is None:
+        raise UserError(f"{key} is not set; the built-in default applies.")
+    click.echo(_show(value))
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+@vault_option
+def config_set(key, value):
+    """Set one setting: agent config set chat.window_tokens 32000 (one commit)."""
+    import tomlkit
+    import tomllib
+
+    k = cfg.find_key(key)
+    new = cfg.parse_value(k, value)
+    wrong = cfg.check_value(k, new)
+    if wrong:
+        raise cfg.SettingsError(f"{key} {wrong}")
+    vault = get_vault()
+    path = cfg.path_of(vault.root)
+    _identity_despite_problems(vault)
+    with vault.locked():
+        report_recovery(vault)
+        before, text = cfg.read_data(vault.root)
+        doc = tomlkit.parse(text or "")
+        table = doc.get(k.section)
+        if table is None:
+            doc[k.section] = tomlkit.table()
+            table = doc[k.section]
+        elif not isinstance(table, dict):
+            raise cfg.SettingsError(f"{path}: [{k.section}] is not a table; fix it by hand "
+                                    f"(agent edit agent.toml)")
+        if table.get(k.name) == new and text is not None:
+            click.echo(f"{key} is already {_toml(new)}; nothing changed.")
+            return
+        table[k.name] = new
+        out = tomlkit.dumps(doc)
+        worse = set(cfg.problems(tomllib.loads(out))) - set(cfg.problems(before))
+        if worse:
+            raise cfg.SettingsError(f"{path}: {sorted(worse)[0]}")
+        vault.write_text(cfg.FILE, out)
+        sha = vault.commit(f"config: set {key} = {_toml(new)}")
+    after_change(vault)
+    click.echo(f"{key} = {_toml(new)}  ({(sha or '')[:7]})")
+
+
+def _identity_despite_problems(vault) -> None:
+    """The lock reads the agent's identity from agent.toml and refuses a broken file; to
+    let `config set` repair one, take the identity from what of it is sound."""
+    try:
+        vault.agent_identity()
+    except cfg.SettingsError:
+        from agent.vault.repo import AGENT, Identity
+        try:
+            data, _ = cfg.read_data(vault.root)
+        except cfg.SettingsError:
+            raise
+        ident = data.get("identity") if isinstance(data.get("identity"), dict) else {}
+        name, email = ident.get("name", AGENT.name), ident.get("email", AGENT.email)
+        if cfg.check_value(cfg.KEYS["identity.name"], name) or cfg.check_value(
+                cfg.KEYS["identity.email"], email):
+            name, email = AGENT.name, AGENT.email
+        vault._agent = Identity(name, email)
+
+
+COMMANDS = [config]

@@ -1,0 +1,220 @@
+"""`agent doctor`: one screen saying what works and what to do about what does not.
+
+Each check gives ok, warn or fail with one line, and for what is not ok one line on
+how to fix it. Exit status 0 only when every check is ok.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+
+import click
+
+from agent.cli.common import get_vault, vault_option
+
+MIN_GIT = (2, 31)
+
+
+@dataclass
+class Check:
+    name: str
+    status: str          # "ok", "warn" or "fail"
+    detail: str
+    fix: str = ""
+
+
+def _git() -> Check:
+    try:
+        out = subprocess.run(["git", "--version"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Check("git", "fail", f"git does not run ({e})", "install git 2.31 or newer")
+    m = re.search(r"(\d+)\.(\d+)", out)
+    version = tuple(int(x) for x in m.groups()) if m else (0, 0)
+    if version < MIN_GIT:
+        return Check("git", "fail", f"{out}: too old", "install git 2.31 or newer")
+    return Check("git", "ok", out)
+
+
+def _sandbox() -> Check:
+    try:
+        from agent import sandbox          # the `exec` tool's sandbox, where it exists
+    except ImportError:
+        sandbox = None
+    if sandbox is not None and hasattr(sandbox, "sandbox_status"):
+        st = sandbox.sandbox_status()
+        return Check("sandbox", "ok" if st.ok else "warn", st.message,
+                     "" if st.ok else "the agent works without it, but runs no shell commands")
+    path = shutil.which("bwrap")
+    if path is None:
+        return Check("sandbox", "warn", "bwrap (bubblewrap) not found",
+                     "install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap) to "
+                     "let the agent run commands in a sandbox")
+    try:
+        v = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Check("sandbox", "warn", f"bwrap at {path} does not run ({e})",
+                     "reinstall bubblewrap")
+    return Check("sandbox", "ok", f"{v.stdout.strip() or 'bwrap'} at {path}")
+
+
+def _settings(vault) -> tuple[Check, object]:
+    from agent import config as cfg
+
+    path = cfg.path_of(vault.root)
+    try:
+        data, text = cfg.read_data(vault.root)
+    except cfg.SettingsError as e:
+        return Check("agent.toml", "fail", str(e), "fix the file (agent edit agent.toml)"), None
+    found = cfg.problems(data)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        return Check("agent.toml", "fail", f"{found[0]}{more}",
+                     "agent config check lists them; agent config set KEY VALUE fixes one"), None
+    settings = cfg.from_data(data, str(path))
+    try:
+        from agent import schedule as sched
+        sched.check_cron(settings.dream_schedule)
+    except Exception as e:      # noqa: BLE001 - shown to the person, not raised
+        return Check("agent.toml", "fail", f"dream.schedule: {e}",
+                     "agent config set dream.schedule '0 3 * * *'"), settings
+    return Check("agent.toml", "ok", "valid" if text is not None else "none; defaults apply"), settings
+
+
+def _api(settings) -> list[Check]:
+    """The key present and accepted (one authenticated call listing the models), and
+    the models of agent.toml known to the API."""
+    key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
+    if not key:
+        return [Check("API key", "fail", "ANTHROPIC_API_KEY is not set",
+                      "export ANTHROPIC_API_KEY=sk-ant-... (from console.anthropic.com)")]
+    import anthropic
+
+    client = anthropic.Anthropic(api_key=key, max_retries=0, timeout=15)
+    where = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
+    try:
+        known = {m.id for m in client.models.list(limit=1000)}
+    except anthropic.AuthenticationError:
+        return [Check("API key", "fail", "ANTHROPIC_API_KEY was refused (HTTP 401)",
+                      "check ANTHROPIC_API_KEY: a current key from console.anthropic.com")]
+    except anthropic.PermissionDeniedError:
+        return [Check("API key", "fail", "ANTHROPIC_API_KEY may not use the API (HTTP 403)",
+                      "check the key's workspace and permissions")]
+    except anthropic.APIConnectionError as e:
+        return [Check("API key", "fail", f"could not reach {where}: {e.__cause__ or e}",
+                      "check the network (and ANTHROPIC_BASE_URL if set)")]
+    except anthropic.APIStatusError as e:
+        return [Check("API key", "warn", f"{where} answered HTTP {e.status_code}",
+                      "try again later")]
+    out = [Check("API key", "ok", f"set and accepted by {where}")]
+    if settings is None:
+        return out
+    wanted = [settings.model, *settings.fallback_models, settings.dream_model]
+    wanted = [m for i, m in enumerate(wanted) if m not in wanted[:i]]
+    unknown = [m for m in wanted if m not in known]
+    if unknown:
+        out.append(Check("models", "fail", f"unknown to the API: {', '.join(unknown)}",
+                         "agent config set model.name NAME (with a model the API lists)"))
+    else:
+        out.append(Check("models", "ok", ", ".join(wanted)))
+    return out
+
+
+def _index(vault) -> Check:
+    """Bring the index up to date (as any search would) and say what it holds."""
+    from agent.search import index
+
+    try:
+        index.refresh(vault)
+        st = index.status(vault)
+    except Exception as e:      # noqa: BLE001 - a damaged index is reported, not raised
+        return Check("index", "fail", f"{index.db_path(vault)} is unusable ({e})",
+                     "agent index rebuild")
+    docs = sum(st.documents.values())
+    if st.problems:
+        return Check("index", "warn", f"{docs} documents; skipped: {st.problems[0]}",
+                     "fix the file named")
+    return Check("index", "ok", f"{docs} documents, up to date")
+
+
+def _fsck(vault) -> Check:
+    p = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"], cwd=vault.root,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        first = (p.stderr.strip() or p.stdout.strip()).splitlines()[:1] or ["no message"]
+        return Check("git fsck", "fail", first[0],
+                     "the repository is damaged: restore it from a clone or backup")
+    return Check("git fsck", "ok", "the repository is sound")
+
+
+def _cron(vault) -> Check:
+    from agent.stores import cron
+    from agent.errors import UserError
+
+    try:
+        cf = cron.read(vault.root)
+    except UserError as e:
+        return Check("cron.json", "fail", str(e), "fix it by hand (agent edit cron.json)")
+    n = len(cf.jobs)
+    return Check("cron.json", "ok", f"{n} job{'s' * (n != 1)}")
+
+
+def _heartbeats(vault) -> Check:
+    from agent.stores import heartbeat
+
+    beats, problems = heartbeat.load_all(vault.root)
+    if problems:
+        return Check("heartbeats", "fail", problems[0], "fix the file named")
+    n = len(beats)
+    return Check("heartbeats", "ok", f"{n} parsed ({sum(b.enabled for b in beats)} enabled)")
+
+
+def _skills(vault) -> Check:
+    from agent.stores import skills
+
+    found = skills.discover(vault.root)
+    broken = [s for s in found if s.problem]
+    if broken:
+        return Check("skills", "fail", broken[0].problem, "fix the file named")
+    return Check("skills", "ok", f"{len(found)} ({', '.join(s.name for s in found)})")
+
+
+def run_checks(vault) -> list[Check]:
+    settings_check, settings = _settings(vault)
+    checks = [*_api(settings), settings_check, _git(), _sandbox(), _fsck(vault), _index(vault),
+              _cron(vault), _heartbeats(vault), _skills(vault)]
+    return checks
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="The checks as a JSON array, for scripts.")
+@vault_option
+def doctor(as_json):
+    """Check the API key, models, git, the sandbox, the index and the vault's files."""
+    vault = get_vault()
+    checks = run_checks(vault)
+    bad = [c for c in checks if c.status != "ok"]
+    if as_json:
+        click.echo(json.dumps({"vault": str(vault.root), "ok": not bad,
+                               "checks": [asdict(c) for c in checks]}, indent=2))
+    else:
+        click.echo(f"vault {vault.root}")
+        width = max(len(c.name) for c in checks)
+        marks = {"ok": click.style("ok  ", fg="green"), "warn": click.style("warn", fg="yellow"),
+                 "fail": click.style("FAIL", fg="red", bold=True)}
+        for c in checks:
+            click.echo(f"{marks[c.status]}  {c.name:<{width}}  {c.detail}")
+            if c.fix:
+                click.echo(f"      {'':<{width}}  -> {c.fix}")
+        click.echo("All is well." if not bad else
+                   f"{len(bad)} problem{'s' * (len(bad) != 1)}.")
+    if bad:
+        raise SystemExit(1)
+
+
+COMMANDS = [doctor]

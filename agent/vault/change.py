@@ -1,0 +1,95 @@
+"""A change to the vault as its commit tells it: the one place commit messages are made.
+
+Every change the product commits is a `Change`, a typed record that becomes the commit
+message in exactly one place (`Change.message`), and the vault commits it:
+
+    vault.commit(Change("chat", "plan the Kyoto trip", scope="cli/default",
+                        trailers={"Session": "cli/default", "Turn": "3"}))
+
+        chat(cli/default): plan the Kyoto trip
+
+        Session: cli/default
+        Turn: 3
+
+Reading commits back (trailers, undo, what changed since) is agent.vault.history; this
+module is apart from it because the vault (agent.vault.repo) needs the record to commit
+and history needs the vault to read, so one module would make the two import each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+# Trailer keys other parts read back.
+SESSION = "Session"
+REVERTS = "Reverts"
+
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who made a change: the name and email its commit carries as author and committer."""
+    name: str
+    email: str
+
+    def env(self) -> dict[str, str]:
+        return {"GIT_AUTHOR_NAME": self.name, "GIT_AUTHOR_EMAIL": self.email,
+                "GIT_COMMITTER_NAME": self.name, "GIT_COMMITTER_EMAIL": self.email}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change to the vault, as its commit will tell it.
+
+    kind:     what sort of change: chat, note, archive, dream, cron, undo, edit, ...
+    subject:  the sentence after `kind(scope): `, saying what changed
+    scope:    what it is about, when that is one thing (a session key): `chat(cli/work)`
+    body:     paragraphs after the subject (e.g. the dream's report), or ""
+    trailers: `Key: value` lines at the end, in order (Session, Turn, Reverts, ...)
+    author:   who made it; None is the agent (the vault's agent identity)
+    """
+
+    kind: str
+    subject: str
+    scope: str | None = None
+    body: str = ""
+    trailers: Mapping[str, str] = field(default_factory=dict)
+    author: Identity | None = None
+
+    @property
+    def head(self) -> str:
+        """The subject line: `kind(scope): subject` or `kind: subject`."""
+        scope = f"({self.scope})" if self.scope else ""
+        return f"{self.kind}{scope}: {self.subject}"
+
+    def message(self) -> str:
+        """The commit message: the subject line, the body, then the trailers.
+
+        A message with a body or trailers ends with a newline; a bare subject line
+        does not (as the vault has always written them).
+        """
+        text = self.head
+        body = self.body.rstrip("\n")
+        if body:
+            text += "\n\n" + body
+        if self.trailers:
+            text += "\n\n" + "\n".join(f"{k}: {v}" for k, v in self.trailers.items())
+        return text + "\n" if body or self.trailers else text
+
+
+def by_hand(paths: list[str], author: Identity) -> Change:
+    """Hand edits found uncommitted: `edit: MEMORY.md by hand`, `edit: 4 files by hand`."""
+    return _files_change("edit", paths, "by hand", author)
+
+
+def recovered(paths: list[str]) -> Change:
+    """Files an interrupted command wrote but did not commit."""
+    return _files_change("recover", paths, "left by an interrupted command", None)
+
+
+def _files_change(kind: str, paths: list[str], tail: str, author) -> Change:
+    if len(paths) <= 2:
+        return Change(kind, f"{', '.join(paths)} {tail}", author=author)
+    return Change(kind, f"{len(paths)} files {tail}", author=author,
+                  body="\n".join(f"- {p}" for p in paths))
