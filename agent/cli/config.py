@@ -8,6 +8,8 @@ import json
 
 import click
 
+from agent.vault.change import Change
+
 from agent import config as cfg
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.errors import UserError
@@ -136,7 +138,7 @@ def config_set(key, value):
         if worse:
             raise cfg.SettingsError(f"{path}: {sorted(worse)[0]}")
         vault.write_text(cfg.FILE, out)
-        sha = vault.commit(f"config: set {key} = {_toml(new)}")
+        sha = vault.commit(Change("config", f"set {key} = {_toml(new)}"))
     after_change(vault)
     click.echo(f"{key} = {_toml(new)}  ({(sha or '')[:7]})")
 
@@ -147,16 +149,18 @@ def _identity_despite_problems(vault) -> None:
     try:
         vault.agent_identity()
     except cfg.SettingsError:
-        from agent.vault.repo import AGENT, Identity
+        from agent.vault.change import Identity
+        default = cfg.Settings()
         try:
             data, _ = cfg.read_data(vault.root)
         except cfg.SettingsError:
             raise
         ident = data.get("identity") if isinstance(data.get("identity"), dict) else {}
-        name, email = ident.get("name", AGENT.name), ident.get("email", AGENT.email)
+        name = ident.get("name", default.agent_name)
+        email = ident.get("email", default.agent_email)
         if cfg.check_value(cfg.KEYS["identity.name"], name) or cfg.check_value(
                 cfg.KEYS["identity.email"], email):
-            name, email = AGENT.name, AGENT.email
+            name, email = default.agent_name, default.agent_email
         vault._agent = Identity(name, email)
 
 
