@@ -11,6 +11,7 @@ import click
 from agent import config as cfg
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.errors import UserError
+from agent.vault.change import Change
 
 
 def _show(value) -> str:
@@ -136,7 +137,7 @@ def config_set(key, value):
         if worse:
             raise cfg.SettingsError(f"{path}: {sorted(worse)[0]}")
         vault.write_text(cfg.FILE, out)
-        sha = vault.commit(f"config: set {key} = {_toml(new)}")
+        sha = vault.commit(Change("config", f"set {key} = {_toml(new)}"))
     after_change(vault)
     click.echo(f"{key} = {_toml(new)}  ({(sha or '')[:7]})")
 
@@ -147,7 +148,7 @@ def _identity_despite_problems(vault) -> None:
     try:
         vault.agent_identity()
     except cfg.SettingsError:
-        from agent.vault.repo import AGENT, Identity
+        from agent.vault.change import AGENT, Identity
         try:
             data, _ = cfg.read_data(vault.root)
         except cfg.SettingsError:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import click
 
 from agent.cli.common import get_vault, vault_option
+from agent.vault.repo import git_version
 
 MIN_GIT = (2, 31)
 
@@ -30,8 +31,7 @@ class Check:
 
 def _git() -> Check:
     try:
-        out = subprocess.run(["git", "--version"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
+        out = git_version()
     except (OSError, subprocess.TimeoutExpired) as e:
         return Check("git", "fail", f"git does not run ({e})", "install git 2.31 or newer")
     m = re.search(r"(\d+)\.(\d+)", out)
@@ -143,11 +143,9 @@ def _index(vault) -> Check:
 
 
 def _fsck(vault) -> Check:
-    p = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"], cwd=vault.root,
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        first = (p.stderr.strip() or p.stdout.strip()).splitlines()[:1] or ["no message"]
-        return Check("git fsck", "fail", first[0],
+    problem = vault.fsck()
+    if problem:
+        return Check("git fsck", "fail", problem,
                      "the repository is damaged: restore it from a clone or backup")
     return Check("git fsck", "ok", "the repository is sound")
 
