@@ -116,7 +116,7 @@ def config_set(key, value):
         raise cfg.SettingsError(f"{key} {wrong}")
     vault = get_vault()
     path = cfg.path_of(vault.root)
-    _identity_despite_problems(vault)
+    identity_despite_problems(vault)
     with vault.locked():
         report_recovery(vault)
         before, text = cfg.read_data(vault.root)
@@ -142,7 +142,7 @@ def config_set(key, value):
     click.echo(f"{key} = {_toml(new)}  ({(sha or '')[:7]})")
 
 
-def _identity_despite_problems(vault) -> None:
+def identity_despite_problems(vault) -> None:
     """The lock reads the agent's identity from agent.toml and refuses a broken file; to
     let `config set` repair one, take the identity from what of it is sound."""
     try:
