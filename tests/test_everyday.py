@@ -260,6 +260,17 @@ def test_doctor_names_each_problem_and_fails(fake_anthropic, vault, run):
     assert {c["name"]: c["status"] for c in data["checks"]}["git fsck"] == "ok"
 
 
+def test_doctor_finds_a_damaged_repository(fake_anthropic, vault, run):
+    sha = vault.git("rev-parse", "HEAD:USER.md").strip()
+    obj = vault.root / ".git" / "objects" / sha[:2] / sha[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(b"garbage")
+    r = run("doctor")
+    assert r.exit_code == 1
+    line = next(l for l in r.output.splitlines() if "git fsck" in l)
+    assert line.startswith("FAIL") and sha[:2] in r.output
+
+
 def test_doctor_unknown_model_and_missing_key(fake_anthropic, vault, run, monkeypatch):
     assert run("config", "set", "model.name", "claude-nonesuch-9").exit_code == 0
     r = run("doctor")

@@ -148,16 +148,15 @@ def identity_despite_problems(vault) -> None:
     try:
         vault.agent_identity()
     except cfg.SettingsError:
-        from agent.vault.change import AGENT, Identity
-        try:
-            data, _ = cfg.read_data(vault.root)
-        except cfg.SettingsError:
-            raise
+        from agent.vault.change import Identity
+
+        data, _ = cfg.read_data(vault.root)       # a syntax error is still refused
+        name_key, email_key = cfg.KEYS["identity.name"], cfg.KEYS["identity.email"]
         ident = data.get("identity") if isinstance(data.get("identity"), dict) else {}
-        name, email = ident.get("name", AGENT.name), ident.get("email", AGENT.email)
-        if cfg.check_value(cfg.KEYS["identity.name"], name) or cfg.check_value(
-                cfg.KEYS["identity.email"], email):
-            name, email = AGENT.name, AGENT.email
+        name = ident.get("name", name_key.default)
+        email = ident.get("email", email_key.default)
+        if cfg.check_value(name_key, name) or cfg.check_value(email_key, email):
+            name, email = name_key.default, email_key.default
         vault._agent = Identity(name, email)
 
 

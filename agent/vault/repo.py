@@ -431,7 +431,9 @@ class Vault:
         p = _run(["fsck", "--no-progress", "--no-dangling"], cwd=self.root)
         if p.returncode == 0:
             return None
-        return ((p.stderr.strip() or p.stdout.strip()).splitlines()[:1] or ["no message"])[0]
+        lines = (p.stderr.strip() + "\n" + p.stdout.strip()).strip().splitlines()
+        named = [l for l in lines if any(w in l for w in ("corrupt", "missing", "broken"))]
+        return (named or lines or ["git fsck failed"])[0].removeprefix("error: ")
 
     def git_passthrough(self, *args: str) -> int:
         """Run git with the terminal attached (for `agent git`, `agent log`)."""
