@@ -11,6 +11,7 @@ from datetime import datetime
 import click
 
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
+from agent.vault.change import Change
 from agent.vault.repo import now as clock_now
 
 
@@ -218,7 +219,7 @@ def _toggle_heartbeat(name: str, enabled: bool) -> None:
             return
         text = hbmod.with_enabled(vault.read_text(hb.path), enabled, hb.path)
         vault.write_text(hb.path, text)
-        sha = vault.commit(f'heartbeat: {word} "{hb.name}"')
+        sha = vault.commit(Change("heartbeat", f'{word} "{hb.name}"'))
     after_change(vault)
     click.echo(f"{word.capitalize()}d heartbeat {hb.name} ({hb.describe()}, active "
                f"{hb.hours()})  ({(sha or '')[:7]})")
@@ -269,7 +270,7 @@ def heartbeat_add(name, message, every, expr, active_hours, tz, disabled):
         hb = hbmod.parse({"name": name, **({"every": every} if every else {"cron": expr}),
                           "enabled": not disabled, "active_hours": active_hours, "tz": tz},
                          message, rel)
-        sha = vault.commit(f'heartbeat: add "{name}" ({hb.describe()})')
+        sha = vault.commit(Change("heartbeat", f'add "{name}" ({hb.describe()})'))
     after_change(vault)
     state = "disabled" if disabled else f"active {hb.hours()}"
     click.echo(f"Added heartbeat {name} ({hb.describe()}, {state}): {rel}  ({(sha or '')[:7]})")
