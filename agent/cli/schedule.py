@@ -137,12 +137,12 @@ def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
     from agent.stores import cron as cronfile
     from agent.serve import server as serve
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
 
     vault = get_vault()
     job = cronfile.read(vault.root).find(job_id)
-    client = make_client()
-    outcome = serve.run_job_now(vault, client, job.id, clock_now(),
+    provider = make_provider()
+    outcome = serve.run_job_now(vault, provider, job.id, clock_now(),
                                 on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")
@@ -283,7 +283,7 @@ def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
     from agent.stores import heartbeat as hbmod
     from agent.serve import server as serve
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
 
     vault = get_vault()
     beats, problems = hbmod.load_all(vault.root)
@@ -294,8 +294,8 @@ def heartbeat_run(name):
             raise click.ClickException(broken[0])
         known = ", ".join(b.name for b in beats) or "none"
         raise click.ClickException(f"No heartbeat {name!r} in heartbeat/; heartbeats: {known}")
-    client = make_client()
-    outcome = serve.run_heartbeat_now(vault, client, hb, clock_now(),
+    provider = make_provider()
+    outcome = serve.run_heartbeat_now(vault, provider, hb, clock_now(),
                                       on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")

@@ -28,6 +28,7 @@ from agent.dream import prompts
 from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, apply_ops
 from agent.errors import UserError
+from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
 from agent.vault.change import Change
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
@@ -167,23 +168,23 @@ def _dream_setting(settings: Settings, key: str, default: int) -> int:
 
 # ---- running --------------------------------------------------------------------------
 
-def run_dream(vault, client, now: datetime, *, wait: bool = True, sync: bool = False,
+def run_dream(vault, provider: Provider, now: datetime, *, wait: bool = True, sync: bool = False,
               dry_run: bool = False, max_entries: int | None = None, allow_shrink: bool = False,
               progress=None, poll_interval: float = 5.0) -> DreamOutcome:
     """Consolidate the archive entries after the cursor into MEMORY.md and USER.md.
 
-    `client` is an `anthropic.Anthropic` client, or a function making one (called only
-    when a model is needed). wait=False submits, or checks the batch in flight once and
+    `provider` is called only when a model is needed (make it with
+    `make_provider(lazy=True)` so that runs needing none need no key). wait=False submits, or checks the batch in flight once and
     moves it on (analyst ended -> submit the editor; editor ended -> apply and commit),
     and returns. dry_run computes the edits and commits nothing; the finished result
     stays in flight, so the next run applies it without calling the model again.
     """
-    return _Run(vault, client, now, wait=wait, sync=sync, dry_run=dry_run,
+    return _Run(vault, provider, now, wait=wait, sync=sync, dry_run=dry_run,
                 max_entries=max_entries, allow_shrink=allow_shrink, progress=progress,
                 poll_interval=poll_interval).go()
 
 
-def cancel_dream(vault, client) -> DreamOutcome:
+def cancel_dream(vault, provider: Provider) -> DreamOutcome:
     """Cancel the dream in flight: its batch is canceled, memory and cursor stay as they are."""
     try:
         state = load_state(vault)
@@ -196,12 +197,10 @@ def cancel_dream(vault, client) -> DreamOutcome:
     batch = (state.get(phase) or {}).get("batch") if phase in PHASES else None
     note = ""
     if batch:
-        import anthropic
-        c = client() if callable(client) and not hasattr(client, "messages") else client
         try:
-            c.messages.batches.cancel(batch)
+            provider.batch_cancel(batch)
             note = f" Canceled batch {batch}."
-        except anthropic.NotFoundError:
+        except NotFound:
             note = f" Batch {batch} is gone already."
     clear_state(vault)
     return DreamOutcome("canceled", f"Canceled the dream over archive {state['cursor'] + 1}.."
@@ -211,10 +210,10 @@ def cancel_dream(vault, client) -> DreamOutcome:
 
 
 class _Run:
-    def __init__(self, vault, client, now, *, wait, sync, dry_run, max_entries, allow_shrink,
+    def __init__(self, vault, provider: Provider, now, *, wait, sync, dry_run, max_entries, allow_shrink,
                  progress, poll_interval):
         self.vault = vault
-        self._client = client
+        self.provider = provider
         self.now = now
         self.wait = wait
         self.sync = sync
@@ -228,12 +227,6 @@ class _Run:
         self._t0 = time.monotonic()
 
     # -- helpers
-
-    @property
-    def client(self):
-        if callable(self._client) and not hasattr(self._client, "messages"):
-            self._client = self._client()
-        return self._client
 
     def clock(self) -> datetime:
         """`now` moved on by the time this run has taken (for elapsed times)."""
@@ -347,15 +340,14 @@ class _Run:
     def submit(self, state: dict, phase: str, requests: list[dict]) -> dict | DreamOutcome:
         """Send a phase's requests: a batch (state saved at once), or plain calls."""
         if state["mode"] == "batch" and not self.sync:
-            import anthropic
             try:
-                batch = self.client.messages.batches.create(requests=requests)
-            except anthropic.NotFoundError:
+                batch = self.provider.batch_create(requests)
+            except NotFound:
                 self.say("This endpoint has no Message Batches; using plain Messages calls "
                          "(full price).")
                 state["mode"] = "sync"
-            except anthropic.APIError as e:
-                return self.not_sent(state, phase, _api_problem(e))
+            except ProviderError as e:
+                return self.not_sent(state, phase, e.problem())
             else:
                 state[phase] = {"batch": batch.id, "requests": [r["custom_id"] for r in requests],
                                 "submitted": self.clock().isoformat()}
@@ -369,61 +361,60 @@ class _Run:
         state["phase"] = phase
         self.say(f"Sending the {phase} request{'s' * (len(requests) != 1)} "
                  f"({len(requests)}) as plain Messages calls.")
-        results = self.call_sync(requests)
-        unsent = [f"{cid}: {r['unsent']}" for cid, r in results.items() if "unsent" in r]
+        results, unsent = self.call_sync(requests)
         if unsent:
-            return self.not_sent(state, phase, "; ".join(unsent))
+            return self.not_sent(state, phase, "; ".join(f"{cid}: {problem}"
+                                                         for cid, problem in unsent.items()))
         failure = self.take_results(state, phase, results)
         if failure:
             return self.fail(state, failure)
         return state
 
-    def call_sync(self, requests: list[dict]) -> dict:
-        import anthropic
-
+    def call_sync(self, requests: list[dict]) -> tuple[dict[str, BatchResult], dict[str, str]]:
+        """The requests as plain calls, at once: (custom_id -> result, custom_id -> why
+        the API refused it). A refused call did nothing, so the step can be retried."""
         def one(req):
+            params = dict(req["params"])
             try:
-                return req["custom_id"], {"type": "succeeded",
-                                          "message": self.client.messages.create(**req["params"])}
-            except anthropic.APIError as e:
-                return req["custom_id"], {"type": "errored", "unsent": _api_problem(e)}
+                return req["custom_id"], self.provider.create(params.pop("model"), **params)
+            except ProviderError as e:
+                return req["custom_id"], e.problem()
 
-        _ = self.client  # made here once, not by each thread
         if len(requests) == 1:
-            return dict([one(requests[0])])
-        with ThreadPoolExecutor(max_workers=min(SYNC_WORKERS, len(requests))) as pool:
-            return dict(pool.map(one, requests))
+            answers = [one(requests[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(SYNC_WORKERS, len(requests))) as pool:
+                answers = list(pool.map(one, requests))
+        results = {cid: BatchResult("succeeded", message=a) for cid, a in answers
+                   if not isinstance(a, str)}
+        return results, {cid: a for cid, a in answers if isinstance(a, str)}
 
     def collect(self, state: dict, phase: str) -> dict | None | DreamOutcome:
         """The results of the phase's batch once it ended (polling while `wait`), else None."""
-        import anthropic
         info = state[phase]
         batch_id = info["batch"]
         submitted = datetime.fromisoformat(info["submitted"])
         while True:
             try:
-                batch = self.client.messages.batches.retrieve(batch_id)
-            except anthropic.NotFoundError:
+                batch = self.provider.batch_retrieve(batch_id)
+            except NotFound:
                 return self.fail(state, f"the {phase} batch {batch_id} is not known to the API "
                                         f"(deleted, or made with another key)")
-            except anthropic.APIError as e:
-                return self.unreachable(state, phase, _api_problem(e))
-            counts = batch.request_counts
+            except ProviderError as e:
+                return self.unreachable(state, phase, e.problem())
             elapsed = str(self.clock() - submitted).split(".")[0]
-            self.say(f"{phase} batch {batch_id}: {batch.processing_status}; "
-                     f"{counts.succeeded} succeeded, {counts.processing} processing, "
-                     f"{counts.errored} errored, {counts.expired} expired, "
-                     f"{counts.canceled} canceled [{elapsed} elapsed]")
-            if batch.processing_status == "ended":
+            self.say(f"{phase} batch {batch_id}: {batch.describe().replace(':', ';', 1)} "
+                     f"[{elapsed} elapsed]")
+            if batch.ended:
                 break
             if not self.wait:
                 return None
             time.sleep(self.poll_interval)
             self.waited += self.poll_interval
         try:
-            return {r.custom_id: r.result for r in self.client.messages.batches.results(batch_id)}
-        except anthropic.APIError as e:
-            return self.unreachable(state, phase, _api_problem(e))
+            return self.provider.batch_results(batch_id)
+        except ProviderError as e:
+            return self.unreachable(state, phase, e.problem())
 
     def unreachable(self, state: dict, phase: str, problem: str) -> DreamOutcome:
         """The batch could not be checked this time; it stays saved for the next run."""
@@ -434,27 +425,24 @@ class _Run:
         raise DreamError(f"Could not check the {phase} batch {batch_id} ({problem}). It is "
                          f"saved: run `agent dream` again to pick it up.")
 
-    def take_results(self, state: dict, phase: str, results: dict) -> str | None:
+    def take_results(self, state: dict, phase: str,
+                     results: dict[str, BatchResult]) -> str | None:
         """Record a phase's parsed results in the state (saved), or say what went wrong."""
-        from agent.llm.anthropic import usage_dict
         schema = prompts.ANALYST_SCHEMA if phase == "analyst" else prompts.EDITOR_SCHEMA
-        usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-                 "cache_creation_input_tokens": 0}
+        usage = zero_usage()
         parsed, problems = [], []
         for cid in state[phase]["requests"]:
             result = results.get(cid)
-            kind = prompts._get(result, "type") if result is not None else "missing"
-            if kind != "succeeded":
+            kind = result.type if result is not None else "missing"
+            if kind != "succeeded" or result.message is None:
                 detail = {"missing": "no result came back", "expired": "expired before it ran "
                           "(a batch has 24 hours)", "canceled": "was canceled"}.get(kind)
                 if detail is None:
-                    err = prompts._get(result, "error")
-                    detail = f"errored: {err if isinstance(err, str) else _error_text(err)}"
+                    detail = f"errored: {result.error}"
                 problems.append(f"{cid} {detail}")
                 continue
-            message = prompts._get(result, "message")
-            for k, v in usage_dict(prompts._get(message, "usage")).items():
-                usage[k] += v
+            message = result.message
+            add_usage(usage, message.usage)
             try:
                 parsed.append(prompts.parse_reply(message, schema))
             except prompts.ReplyError as e:
@@ -566,21 +554,6 @@ class _Run:
     def _clear_failure(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.vault.state / LAST_FAILURE).unlink()
-
-
-def _api_problem(e) -> str:
-    """An SDK error in a sentence: the status and the API's own message when it sent one."""
-    status = getattr(e, "status_code", None)
-    if status is None:
-        return f"cannot reach the API ({e})"
-    return f"{status} {_error_text(getattr(e, 'body', None)) if getattr(e, 'body', None) else e}"
-
-
-def _error_text(err) -> str:
-    """`type: message` of an API error body (a dict or an SDK object)."""
-    inner = prompts._get(err, "error", err)
-    kind, msg = prompts._get(inner, "type"), prompts._get(inner, "message")
-    return f"{kind}: {msg}" if kind or msg else str(err)
 
 
 def _plural(n: int, word: str, words: str | None = None) -> str:
