@@ -246,7 +246,7 @@ def measure_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict:
 def measure_parallel_tools(vault: Vault, server: FakeAnthropic) -> dict:
     """A turn whose reply calls two 0.4 s tools: its wall time shows they overlap."""
     from agent.chat.tools.registry import REGISTRY, tool
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
 
     @tool
     def slow_probe(label: str) -> str:
@@ -262,7 +262,7 @@ def measure_parallel_tools(vault: Vault, server: FakeAnthropic) -> dict:
         server.add(reply(tool_use("slow_probe", {"label": "a"}),
                          tool_use("slow_probe", {"label": "b"})), reply("ok"))
         start = time.perf_counter()
-        result = loop.run_turn(vault, make_client(max_retries=0), "cli/tools", "go",
+        result = loop.run_turn(vault, make_provider(max_retries=0), "cli/tools", "go",
                                datetime.now().astimezone())
         took = time.perf_counter() - start
     finally:
