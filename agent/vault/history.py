@@ -24,8 +24,10 @@ from agent.errors import UserError
 from agent.vault.change import REVERTS, SESSION, Change
 from agent.vault.repo import GitError, Vault
 
-# How far back `undo` looks for the change to revert.
+# How far back `undo` looks for the change to revert; it reads the newest few first, as
+# the change it reverts is nearly always among them.
 UNDO_DEPTH = 1000
+UNDO_FIRST = 50
 
 _FIELD, _RECORD = "\x1f", "\x1e"
 
@@ -210,7 +212,11 @@ def undo(vault: Vault, ref: str | None = None, session: str | None = None) -> Un
             if target.kind == "init":
                 raise NothingToUndo(f"{target.short} is the vault's init commit; it cannot be undone.")
         else:
-            target = undoable(recent(vault), agent_email, session)
+            # Newest first, a revert comes before what it reverts: a change found among
+            # the first commits is the one a longer read would find.
+            target = undoable(recent(vault, UNDO_FIRST), agent_email, session)
+            if target is None:
+                target = undoable(recent(vault, UNDO_DEPTH), agent_email, session)
             if target is None:
                 raise NothingToUndo(f"Nothing to undo in {session}." if session else
                                     "Nothing to undo: no agent commit since the vault was made.")
