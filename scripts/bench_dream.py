@@ -74,7 +74,7 @@ def fake_model(params: dict):
 
 def bench(n: int, chunk_tokens: int | None) -> dict:
     from agent.dream import run_dream
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
     from agent.vault.repo import now
 
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as server:
@@ -87,9 +87,9 @@ def bench(n: int, chunk_tokens: int | None) -> dict:
         server.batch_polls = 1
         os.environ["ANTHROPIC_BASE_URL"] = server.url
         os.environ["ANTHROPIC_API_KEY"] = "bench"
-        client = make_client()
+        provider = make_provider()
         t0, c0 = time.perf_counter(), time.thread_time()
-        out = run_dream(vault, client, now(), poll_interval=0.01)
+        out = run_dream(vault, provider, now(), poll_interval=0.01)
         total, cpu = time.perf_counter() - t0, time.thread_time() - c0
         assert out.kind == "committed", out.message
         creates = server.calls("/v1/messages/batches")

@@ -12,7 +12,7 @@ times, median of `--runs`:
   one `git log -p`), against GitPython (`iter_commits(paths=...)` + `Commit.diff`);
 - importing GitPython at all (a command pays it before it reads anything).
 
-GitPython is not a dependency of the product; install it to run this comparison.
+GitPython is not a dependency of the product: `pip install -e '.[bench]'` to run this.
 
     python scripts/bench_history.py [--messages 100000] [--commits 2000] [--runs 7]
 """
@@ -82,14 +82,14 @@ def timed(fn, runs: int) -> tuple[float, object]:
     return statistics.median(times), out
 
 
-def undo_search_git(vault):
-    c = history.undoable(history.recent(vault), vault.agent_identity().email)
+def undo_search_git(vault, limit):
+    c = history.undoable(history.recent(vault, limit), vault.agent_identity().email)
     return c.sha
 
 
-def undo_search_gitpython(repo, email):
+def undo_search_gitpython(repo, email, limit):
     commits = []
-    for c in repo.iter_commits("HEAD", max_count=history.UNDO_DEPTH):
+    for c in repo.iter_commits("HEAD", max_count=limit):
         trailers = {}
         for line in c.message.rstrip("\n").rsplit("\n\n", 1)[-1].splitlines():
             key, sep, value = line.partition(": ")
@@ -140,10 +140,15 @@ def main():
               f"{time.perf_counter() - t:.1f}s", file=sys.stderr)
         email = vault.agent_identity().email
         rows = []
-        a, sha_a = timed(lambda: undo_search_git(vault), args.runs)
-        b, sha_b = timed(lambda: undo_search_gitpython(git.Repo(vault.root), email), args.runs)
+        a, sha_a = timed(lambda: undo_search_git(vault, history.UNDO_DEPTH), args.runs)
+        b, sha_b = timed(lambda: undo_search_gitpython(git.Repo(vault.root), email,
+                                                       history.UNDO_DEPTH), args.runs)
         assert sha_a == sha_b, (sha_a, sha_b)
         rows.append(("undo: find the last agent commit (1,000 read)", a, b))
+        a, _ = timed(lambda: undo_search_git(vault, history.UNDO_FIRST), args.runs)
+        b, _ = timed(lambda: undo_search_gitpython(git.Repo(vault.root), email,
+                                                   history.UNDO_FIRST), args.runs)
+        rows.append((f"undo: the same, {history.UNDO_FIRST} read (found there)", a, b))
         a, _ = timed(lambda: log_git(vault), args.runs)
         b, _ = timed(lambda: log_gitpython(git.Repo(vault.root)), args.runs)
         rows.append(("agent log -n 20 MEMORY.md USER.md (diffs)", a, b))

@@ -192,15 +192,12 @@ class Timer:
 
 
 def measure_turns(vault: Vault, server: FakeAnthropic, turns: int, warmup: int = 3) -> dict:
-    from agent.llm import anthropic as llm
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
 
-    client = make_client(max_retries=0)
+    provider = make_provider(max_retries=0)
     model, build_t, persist_t = Timer(), Timer(), Timer()
-    original = (llm.stream_message, context.build, loop.persist)
-    loop_stream = model.wrap(llm.stream_message)
-    # run_turn imports stream_message inside, from agent.llm.anthropic: time it there.
-    llm.stream_message = loop_stream
+    original = (context.build, loop.persist)
+    provider.stream = model.wrap(provider.stream)     # the model call, timed on this provider
     context.build = build_t.wrap(context.build)
     loop.persist = persist_t.wrap(loop.persist)
     words = Words(3)
@@ -212,13 +209,13 @@ def measure_turns(vault: Vault, server: FakeAnthropic, turns: int, warmup: int =
             question = words.question()
             now = datetime.now().astimezone()
             start = time.perf_counter()
-            result = loop.run_turn(vault, client, CHAT, question, now)
+            result = loop.run_turn(vault, provider, CHAT, question, now)
             total = time.perf_counter() - start
             assert result.sha and result.error is None, result.error
             if i >= warmup:
                 rows.append((total - model.spent, build_t.spent, persist_t.spent, model.spent))
     finally:
-        llm.stream_message, context.build, loop.persist = original
+        context.build, loop.persist = original
     over = [r[0] * 1000 for r in rows]
     return {"overhead_median_ms": statistics.median(over), "overhead_p95_ms": pct(over, 95),
             "prompt_median_ms": statistics.median(r[1] * 1000 for r in rows),
@@ -249,7 +246,7 @@ def measure_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict:
 def measure_parallel_tools(vault: Vault, server: FakeAnthropic) -> dict:
     """A turn whose reply calls two 0.4 s tools: its wall time shows they overlap."""
     from agent.chat.tools.registry import REGISTRY, tool
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
 
     @tool
     def slow_probe(label: str) -> str:
@@ -265,7 +262,7 @@ def measure_parallel_tools(vault: Vault, server: FakeAnthropic) -> dict:
         server.add(reply(tool_use("slow_probe", {"label": "a"}),
                          tool_use("slow_probe", {"label": "b"})), reply("ok"))
         start = time.perf_counter()
-        result = loop.run_turn(vault, make_client(max_retries=0), "cli/tools", "go",
+        result = loop.run_turn(vault, make_provider(max_retries=0), "cli/tools", "go",
                                datetime.now().astimezone())
         took = time.perf_counter() - start
     finally:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 from agent.stores import archive
 from agent.stores import sessions
-from agent.llm.anthropic import make_client
+from agent.llm import make_provider
 from agent.chat.turn import run_turn
 from conftest import ROOT, subjects
 from fakeanthropic import error, json_reply, reply, text, tool_use
@@ -173,7 +173,7 @@ def test_tool_calls_of_one_reply_run_concurrently(fake_anthropic, vault, tmp_pat
     try:
         fake_anthropic.add(reply(tool_use("slow_probe", {"label": "a"}),
                                  tool_use("slow_probe", {"label": "b"})), reply("ok"))
-        result = run_turn(vault, make_client(), "cli/default", "go", NOW)
+        result = run_turn(vault, make_provider(), "cli/default", "go", NOW)
     finally:
         REGISTRY.pop("slow_probe", None)
     assert result.error is None
@@ -545,13 +545,13 @@ def test_archive_and_chat_need_a_key_and_refuse_both_options(vault, run):
 def test_discard_reply_leaves_no_trace(fake_anthropic, vault):
     fake_anthropic.add(reply("HEARTBEAT_OK"))
     head = vault.head()
-    res = run_turn(vault, make_client(), "heartbeat/morning", "check", NOW, kind="heartbeat",
+    res = run_turn(vault, make_provider(), "heartbeat/morning", "check", NOW, kind="heartbeat",
                    discard_reply="HEARTBEAT_OK")
     assert res.sha is None and res.reply == "HEARTBEAT_OK"
     assert vault.head() == head and not (vault.root / "sessions/heartbeat").exists()
     # A tool that changed a file makes it a real turn.
     fake_anthropic.add(reply(tool_use("remember", {"text": "Morning summary"})), reply("HEARTBEAT_OK"))
-    res = run_turn(vault, make_client(), "heartbeat/morning", "check", NOW, kind="heartbeat",
+    res = run_turn(vault, make_provider(), "heartbeat/morning", "check", NOW, kind="heartbeat",
                    discard_reply="HEARTBEAT_OK")
     assert res.sha == vault.head() and res.turn == 1
     assert subjects(vault)[0] == "heartbeat(heartbeat/morning): check"
@@ -562,7 +562,7 @@ def test_discard_reply_leaves_no_trace(fake_anthropic, vault):
 def test_run_turn_result_and_on_text(fake_anthropic, vault):
     chunks = []
     fake_anthropic.add(reply("Hello there, friend"))
-    res = run_turn(vault, make_client(), "cron/7", "ping", NOW, kind="cron", on_text=chunks.append)
+    res = run_turn(vault, make_provider(), "cron/7", "ping", NOW, kind="cron", on_text=chunks.append)
     assert "".join(chunks) == "Hello there, friend" and len(chunks) > 1
     assert res.reply == "Hello there, friend" and res.sha == vault.head()
     assert res.session == "cron/7" and res.turn == 1 and res.error is None

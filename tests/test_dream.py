@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from agent.dream import dream_status, run_dream
-from agent.llm.anthropic import make_client
+from agent.llm import make_provider
 from conftest import agent_proc, subjects
 from dreamkit import ANALYST_SCHEMA, EDITOR_SCHEMA, T0, finding, op, write_entries
 from fakeanthropic import error, json_reply, reply
@@ -240,19 +240,19 @@ def test_run_dream_without_waiting_is_what_serve_calls(seeded, fake_anthropic):
     vault, server = seeded, fake_anthropic
     server.batch_polls = 10 ** 9
     script_kyoto(server)
-    client = make_client()
+    provider = make_provider()
     kinds = []
-    kinds.append(run_dream(vault, client, T0, wait=False).kind)
-    kinds.append(run_dream(vault, client, T0, wait=False).kind)
+    kinds.append(run_dream(vault, provider, T0, wait=False).kind)
+    kinds.append(run_dream(vault, provider, T0, wait=False).kind)
     assert dream_status(vault)["in_flight"]["phase"] == "analyst"
     server.batch_polls = 0
-    kinds.append(run_dream(vault, client, T0, wait=False).kind)
-    out = run_dream(vault, client, T0, wait=False)
+    kinds.append(run_dream(vault, provider, T0, wait=False).kind)
+    out = run_dream(vault, provider, T0, wait=False)
     kinds.append(out.kind)
     assert kinds == ["submitted", "waiting", "submitted", "committed"]
     assert out.sha == vault.head() and out.report.added == 1 and out.report.updated == 1
     assert out.usage["analyst"]["cache_creation_input_tokens"] > 0
-    assert run_dream(vault, client, T0, wait=False).kind == "nothing"
+    assert run_dream(vault, provider, T0, wait=False).kind == "nothing"
 
 
 # ---- outcomes that change nothing ----------------------------------------------------------

@@ -232,3 +232,66 @@ def test_estimated_cost_uses_family_prices_and_batch_discount():
     # 3 + 6 (1h write) + 0.3 (read) + 1.5 (output) = 10.8, half in a batch.
     assert estimate("claude-sonnet-4-5", usage, batch=False) == pytest.approx(10.8)
     assert estimate("claude-sonnet-4-5", usage, batch=True) == pytest.approx(5.4)
+
+
+# ---- the record of a dream in flight (.agent/dream.json) --------------------------------
+
+
+def _old_record(**over) -> dict:
+    """A record as the versions before the typed state wrote it."""
+    usage = {"input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 0,
+             "cache_creation_input_tokens": 50}
+    record = {
+        "version": 1, "phase": "editor_done", "started": "2026-11-20T15:00:00+00:00",
+        "today": "2026-11-20", "model": "claude-sonnet-4-5", "max_tokens": 8000,
+        "cursor": 0, "through": 3, "entries": [1, 2, 3], "skipped": [],
+        "memory_text": "# Memory\n", "user_text": "# User\n", "mode": "batch",
+        "usage": {"analyst": usage, "editor": usage},
+        "analyst": {"batch": "msgbatch_a", "requests": ["analyst-1-3"],
+                    "submitted": "2026-11-20T15:00:01+00:00"},
+        "editor": {"batch": "msgbatch_e", "requests": ["editor-1-3"],
+                   "submitted": "2026-11-20T15:05:00+00:00"},
+        "findings": [finding("Flying to Kyoto on 2026-12-03")],
+        "ops": [op("add", section="Facts", new="- Flying to Kyoto on 2026-12-03")]}
+    record.update(over)
+    return record
+
+
+def test_run_state_reads_and_writes_the_old_layout():
+    from agent.dream.state import RunState
+    old = _old_record()
+    state = RunState.from_json(old)
+    assert state.phase == "editor_done" and state.editor.batch == "msgbatch_e"
+    assert state.batch_ids() == ["msgbatch_a", "msgbatch_e"] and state.span == "archive 1..3"
+    assert state.to_json() == old
+
+
+def test_a_dream_left_in_flight_by_an_earlier_version_is_applied(vault, run):
+    write_entries(vault, ["Kyoto trip planned", "b", "c"])
+    vault.state.mkdir(exist_ok=True)
+    (vault.state / "dream.json").write_text(json.dumps(_old_record(), indent=1))
+    result = run("dream")           # no API key: nothing is left to ask the model
+    assert result.exit_code == 0, result.output
+    assert "Committed" in result.output and "+1 fact" in result.output
+    assert "- Flying to Kyoto on 2026-12-03" in (vault.root / "MEMORY.md").read_text()
+    assert (vault.root / ".dream_cursor").read_text() == "3\n"
+    assert not (vault.state / "dream.json").exists()
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"cursor": "0"}, 'cursor should be a whole number, not "0"'),
+    ({"phase": "editor", "editor": None}, "phase editor without its requests"),
+    ({"version": 7}, "version 7"),
+    ({"findings": None, "phase": "analyst_done"}, "analyst_done without findings"),
+])
+def test_a_record_this_version_cannot_read_is_named_with_the_fix(vault, run, bad, why):
+    vault.state.mkdir(exist_ok=True)
+    path = vault.state / "dream.json"
+    path.write_text(json.dumps(_old_record(**bad)))
+    head = vault.head()
+    result = run("dream")
+    assert result.exit_code == 1
+    assert result.output.strip() == (f"Error: {path} is not a dream record this version understands "
+                                     f"({why}): run `agent dream --cancel` to discard it.")
+    assert vault.head() == head and path.exists()
+    assert "Discarded" in run("dream", "--cancel").output and not path.exists()

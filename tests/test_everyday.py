@@ -72,7 +72,7 @@ def test_help_shows_each_commands_whole_description():
     flat = " ".join(listing.split())
     assert ("Scheduled jobs (cron.json): a message the agent runs at a time, every interval, "
             "or on a cron expression.") in flat
-    for name in ("sessions", "doctor", "config"):
+    for name in ("sessions", "doctor", "config", "edit", "skills"):
         assert f"\n  {name} " in listing, name
 
 
@@ -260,6 +260,17 @@ def test_doctor_names_each_problem_and_fails(fake_anthropic, vault, run):
     assert {c["name"]: c["status"] for c in data["checks"]}["git fsck"] == "ok"
 
 
+def test_doctor_finds_a_damaged_repository(fake_anthropic, vault, run):
+    sha = vault.git("rev-parse", "HEAD:USER.md").strip()
+    obj = vault.root / ".git" / "objects" / sha[:2] / sha[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(b"garbage")
+    r = run("doctor")
+    assert r.exit_code == 1
+    line = next(l for l in r.output.splitlines() if "git fsck" in l)
+    assert line.startswith("FAIL") and sha[:2] in r.output
+
+
 def test_doctor_unknown_model_and_missing_key(fake_anthropic, vault, run, monkeypatch):
     assert run("config", "set", "model.name", "claude-nonesuch-9").exit_code == 0
     r = run("doctor")
@@ -268,3 +279,163 @@ def test_doctor_unknown_model_and_missing_key(fake_anthropic, vault, run, monkey
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     r = run("doctor")
     assert r.exit_code == 1 and "ANTHROPIC_API_KEY is not set" in r.output
+
+
+# ---- edit ---------------------------------------------------------------------------------
+
+
+def editor(tmp_path, script: str) -> str:
+    """An $EDITOR command running `script` (python) on the file it is given."""
+    path = tmp_path / "editor.py"
+    path.write_text("import sys\np = sys.argv[1]\n" + script)
+    return f"{sys.executable} {path}"
+
+
+def test_edit_commits_the_change_as_the_persons(vault, tmp_path):
+    ed = editor(tmp_path, "open(p, 'a').write('- likes green tea\\n')\n")
+    p = agent_proc("edit", vault=vault.root, env={"EDITOR": ed, "VISUAL": ""})
+    assert p.returncode == 0, p.stderr
+    assert "Committed your edit:" in p.stdout and "edit: MEMORY.md by hand" in p.stdout
+    assert (vault.root / "MEMORY.md").read_text().endswith("- likes green tea\n")
+    assert vault.git("log", "-1", "--format=%an|%s").strip() == "Test User|edit: MEMORY.md by hand"
+    assert vault.dirty_paths() == []
+
+
+def test_edit_a_file_relative_to_the_current_folder_and_nothing_changed(vault, tmp_path):
+    ed = editor(tmp_path, "open(p, 'a').write('x\\n')\n")
+    (vault.root / "memory" / "2026-11-20.md").write_text("# 2026-11-20\n")
+    vault.git("add", "-A")
+    vault.git("commit", "-qm", "a day")
+    p = agent_proc("edit", "2026-11-20.md", cwd=vault.root / "memory", env={"VISUAL": ed})
+    assert p.returncode == 0, p.stderr
+    assert vault.git("log", "-1", "--format=%s").strip() == "edit: memory/2026-11-20.md by hand"
+    head = vault.head()
+    p = agent_proc("edit", "USER.md", vault=vault.root, env={"VISUAL": editor(tmp_path, "pass\n")})
+    assert p.returncode == 0 and "USER.md unchanged; nothing committed." in p.stdout
+    assert vault.head() == head
+
+
+def test_edit_of_agent_toml_left_broken_is_named_and_not_committed(vault, tmp_path):
+    ed = editor(tmp_path, "t = open(p).read().replace('window_tokens = 24000', 'window_tokens = \"lots\"')\n"
+                          "open(p, 'w').write(t)\n")
+    head = vault.head()
+    p = agent_proc("edit", "agent.toml", vault=vault.root, env={"VISUAL": ed})
+    assert p.returncode == 1
+    assert "chat.window_tokens must be a whole number, not 'lots'" in p.stderr
+    assert "Traceback" not in p.stderr and vault.head() == head
+    assert vault.dirty_paths() == ["agent.toml"]     # the person's edit is kept
+    # And `agent edit agent.toml` is how it is repaired.
+    fix = editor(tmp_path, "t = open(p).read().replace('\"lots\"', '30000')\nopen(p, 'w').write(t)\n")
+    p = agent_proc("edit", "agent.toml", vault=vault.root, env={"VISUAL": fix})
+    assert p.returncode == 0, p.stderr
+    assert "window_tokens = 30000" in vault.git("show", "HEAD:agent.toml")
+
+
+def test_edit_refuses_the_agents_own_state(vault, run):
+    r = run("edit", ".git/config")
+    assert r.exit_code == 1 and "not edited by hand" in r.output
+
+
+# ---- heartbeats and skills ----------------------------------------------------------------
+
+
+def test_heartbeat_enable_disable_changes_one_line_and_commits(vault, run):
+    path = vault.root / "heartbeat" / "morning.md"
+    before = path.read_text()
+    r = run("heartbeat", "enable", "morning")
+    assert r.exit_code == 0, r.output
+    assert path.read_text() == before.replace("enabled: false", "enabled: true")
+    assert subjects(vault)[0] == 'heartbeat: enable "morning"'
+    assert "already enabled" in run("heartbeat", "enable", "morning").output
+    assert run("heartbeat", "disable", "morning").exit_code == 0
+    assert path.read_text() == before
+    assert subjects(vault)[0] == 'heartbeat: disable "morning"'
+    r = run("heartbeat", "enable", "mornin")
+    assert r.exit_code == 1 and "Did you mean morning?" in r.output
+
+
+def test_heartbeat_add_writes_a_file_the_list_shows(vault, run):
+    r = run("heartbeat", "add", "inbox", "--every", "2h", "--active-hours", "08:00-20:00",
+            "-m", "Look at the inbox note")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0] == 'heartbeat: add "inbox" (every 2h)'
+    text = (vault.root / "heartbeat" / "inbox.md").read_text()
+    assert "every: 2h" in text and text.rstrip().endswith("Look at the inbox note")
+    listing = run("heartbeat", "list").output
+    assert any(l.startswith("inbox") and "08:00-20:00" in l and " yes " in l
+               for l in listing.splitlines())
+    head = vault.head()
+    r = run("heartbeat", "add", "inbox", "--every", "1h", "-m", "again")
+    assert r.exit_code == 1 and "exists already" in r.output
+    r = run("heartbeat", "add", "bad", "--every", "often", "-m", "x")
+    assert r.exit_code == 1 and "'often' is not a duration" in r.output
+    assert vault.head() == head and not (vault.root / "heartbeat" / "bad.md").exists()
+
+
+def test_skills_list_and_show(vault, run):
+    d = vault.root / "skills" / "groceries"
+    d.mkdir(parents=True)
+    (d / "SKILL.md").write_text("---\nname: groceries\ndescription: Keep the shopping list\n"
+                                "requires:\n  env: [NO_SUCH_VAR_X]\n---\nAdd items to list.md.\n")
+    r = run("skills", "list")
+    assert r.exit_code == 0
+    rows = r.output.splitlines()
+    assert rows[0].split() == ["NAME", "FROM", "USABLE", "DESCRIPTION"]
+    assert any(l.startswith("groceries") and "vault" in l and "needs $NO_SUCH_VAR_X" in l
+               for l in rows)
+    assert any(l.startswith("memory") and "built-in" in l for l in rows)
+    r = run("skills", "show", "groceries")
+    assert r.exit_code == 0 and "Add items to list.md." in r.stdout
+    r = run("skills", "show", "grocerys")
+    assert r.exit_code == 1 and "Did you mean groceries?" in r.output
+
+
+# ---- the pager ----------------------------------------------------------------------------
+
+
+def run_in_pty(args: list[str], env: dict, cwd=None) -> str:
+    """Run `agent ARGS` with a terminal as stdin and stdout; what it printed."""
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    full = {**os.environ, **env}
+    p = subprocess.Popen([sys.executable, "-m", "agent", *args], stdin=slave, stdout=slave,
+                         stderr=slave, env=full, cwd=cwd, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait(timeout=60)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_log_pages_and_colours_on_a_terminal_only(vault, run, tmp_path):
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n- likes tea\n")
+    run("note", "commit the edit")
+    paged = tmp_path / "paged.txt"
+    pager = f"{sys.executable} -c \"import sys; open('{paged}', 'w').write(sys.stdin.read())\""
+    run_in_pty(["--vault", str(vault.root), "log"], {"PAGER": pager})
+    text = paged.read_text()
+    assert "+- likes tea" in text.replace("\x1b[32m", "").replace("\x1b[m", "")
+    assert "\x1b[" in text                       # coloured
+    paged.unlink()
+    out = run_in_pty(["--vault", str(vault.root), "log", "--no-pager"], {"PAGER": pager})
+    assert not paged.exists() and "likes tea" in out
+    # Not a terminal: no pager, no colour.
+    p = agent_proc("log", vault=vault.root, env={"PAGER": pager})
+    assert not paged.exists() and "+- likes tea" in p.stdout and "\x1b[" not in p.stdout
+
+
+def test_shell_completion_as_the_readme_sets_it_up():
+    p = agent_proc(env={"_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": "agent sess",
+                        "COMP_CWORD": "1"})
+    assert p.returncode == 0 and p.stdout.split() == ["plain,sessions"]
+    p = agent_proc(env={"_AGENT_COMPLETE": "zsh_source"})
+    assert "compdef" in p.stdout

@@ -21,7 +21,7 @@ from fakeanthropic import error, json_reply, reply
 
 from agent.serve import jobs
 from agent import schedule as sched
-from agent.llm.anthropic import make_client
+from agent.llm import make_provider
 from agent.serve.server import Server
 from conftest import subjects
 from dreamkit import finding, op, write_entries
@@ -40,7 +40,7 @@ class Clock:
 
 def server_at(vault, t, *, compact=True) -> tuple[Server, Clock]:
     clock = Clock(t)
-    s = Server(vault, make_client(), clock=clock, tick=1)
+    s = Server(vault, make_provider(), clock=clock, tick=1)
     if not compact:
         s.settings.idle_compact_minutes = 0
     s.watching_since = t
@@ -133,7 +133,7 @@ def test_a_machine_asleep_past_a_due_time_counts_as_missed(vault, fake_anthropic
     start = time.monotonic()
     offset = {"t": timedelta(0)}
     clock = lambda: T0 + timedelta(seconds=time.monotonic() - start) + offset["t"]
-    s = Server(vault, make_client(), clock=clock, tick=0.1)
+    s = Server(vault, make_provider(), clock=clock, tick=0.1)
     s.watching_since = clock()
     s.reload(clock(), first=True)
     threading.Timer(0.5, lambda: offset.update(t=timedelta(hours=3))).start()

@@ -24,11 +24,12 @@ import json
 import logging
 from datetime import datetime
 
-from agent.stores import archive
 from agent.chat import prompt as context
-from agent.stores import sessions
+from agent.chat.subjects import shorten, tokens_trailer
 from agent.config import load_settings
 from agent.errors import UserError
+from agent.llm import Provider, ProviderError, models_for
+from agent.stores import archive, sessions
 from agent.vault.change import Change
 
 log = logging.getLogger("agent.chat.compact")
@@ -124,22 +125,18 @@ def transcript(messages: list[dict]) -> str:
     return "\n\n".join(out)
 
 
-def summarise(client, models: list[str], session: str, part: list[dict], max_tokens: int):
+def summarise(provider: Provider, models: list[str], session: str, part: list[dict],
+              max_tokens: int):
     """(topic, summary, importance, model used, usage) for `part`; CompactError on failure."""
-    import anthropic
-
-    from agent.llm.anthropic import create_message, describe_error, usage_dict
-
     body = f"Session: {session}\n\n<conversation>\n{transcript(part)}\n</conversation>"
     try:
-        msg, used = create_message(
-            client, models, max_tokens=max_tokens, system=SYSTEM,
+        msg = provider.create(
+            models, max_tokens=max_tokens, system=SYSTEM,
             messages=[{"role": "user", "content": body}],
             output_config={"format": {"type": "json_schema", "schema": SCHEMA}})
-    except anthropic.APIError as e:
-        raise CompactError(f"Could not summarise {session} for the archive: "
-                           f"{describe_error(e)}") from None
-    text = "".join(getattr(b, "text", "") for b in msg.content if getattr(b, "type", "") == "text")
+    except ProviderError as e:
+        raise CompactError(f"Could not summarise {session} for the archive: {e}") from None
+    text = msg.text
     try:
         data = json.loads(text)
     except ValueError:
@@ -158,7 +155,7 @@ def summarise(client, models: list[str], session: str, part: list[dict], max_tok
     if importance > 1:      # a model answering on a 1-5 or 1-10 scale
         importance = importance / (5 if importance <= 5 else 10)
     importance = round(min(max(importance, 0.0), 1.0), 2)
-    return " ".join(topic.split()), summary.strip(), importance, used, usage_dict(msg.usage)
+    return " ".join(topic.split()), summary.strip(), importance, msg.model, msg.usage
 
 
 def _source(part: list[dict], files: list[str]):
@@ -174,13 +171,12 @@ def _source(part: list[dict], files: list[str]):
     return ranges[0] if len(ranges) == 1 else ranges
 
 
-def compact_session(vault, client, session: str, now: datetime, *, force: bool = False,
+def compact_session(vault, provider: Provider, session: str, now: datetime, *, force: bool = False,
                     settings=None) -> int | None:
     """Compact the window's oldest part (with force, the whole window) into an archive
     entry; returns its id, None when there is nothing to compact; CompactError when the
     summary could not be made (nothing changed)."""
     from agent.search import index
-    from agent.chat.turn import models_for, shorten, tokens_trailer
 
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)
@@ -192,7 +188,7 @@ def compact_session(vault, client, session: str, now: datetime, *, force: bool =
     if not part:
         return None
     topic, summary, importance, used, usage = summarise(
-        client, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS)
+        provider, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS)
 
     with vault.locked():
         # Another process may have compacted this window meanwhile.

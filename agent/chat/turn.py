@@ -1,6 +1,6 @@
 """One turn of a conversation: prompt, tool loop, one commit.
 
-    result = run_turn(vault, client, "cli/default", "plan the Kyoto trip", now())
+    result = run_turn(vault, provider, "cli/default", "plan the Kyoto trip", now())
 
 1. The prompt is built (agent.chat.prompt) from the vault's files and the session window.
 2. The model is called with the tools; the tool calls of one reply run at once (one
@@ -32,16 +32,18 @@ from datetime import datetime
 from typing import Callable
 
 from agent.chat import prompt as context
+from agent.chat.compact import CompactError, compact_session
+from agent.chat.subjects import shorten, tokens_trailer
+from agent.chat.tools import registry
+from agent.config import load_settings
+from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
 from agent.stores import sessions
-from agent.config import Settings, load_settings
 from agent.vault.change import Change
 from agent.vault.staged import StagedVault
-from agent.chat.tools import registry
 
 log = logging.getLogger("agent.chat.turn")
 
 MAX_PARALLEL_TOOLS = 8
-SUBJECT_CHARS = 60
 
 
 @dataclass
@@ -59,56 +61,8 @@ class TurnResult:
     notes: list[str] = field(default_factory=list)   # things the user should hear of
 
 
-def _zero_usage() -> dict:
-    return {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-            "cache_creation_input_tokens": 0}
-
-
-def shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
-    """The first line of `text`, spaces folded, cut at a word to about `limit` characters."""
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    one = " ".join(first.split())
-    if len(one) <= limit:
-        return one or "(empty message)"
-    cut = one[:limit].rsplit(" ", 1)[0]
-    if len(cut) < limit // 2:
-        cut = one[:limit]
-    return cut.rstrip(" ,.;:") + "..."
-
-
-def tokens_trailer(u: dict) -> str:
-    return (f"{u['input_tokens']} in, {u['output_tokens']} out, "
-            f"{u['cache_read_input_tokens']} cache read, "
-            f"{u['cache_creation_input_tokens']} cache write")
-
-
-def models_for(model: str | None, settings: Settings) -> list[str]:
-    """The model to use, then the fallbacks from agent.toml, without repeats."""
-    out = []
-    for m in [model or settings.model, *settings.fallback_models]:
-        if m and m not in out:
-            out.append(m)
-    return out
-
-
-def _block(b) -> dict:
-    """An SDK content block as the plain dict we store and send back."""
-    d = b.model_dump(mode="json", exclude_none=True) if hasattr(b, "model_dump") else dict(b)
-    if d.get("type") == "text":
-        return {"type": "text", "text": d.get("text", "")}
-    if d.get("type") == "tool_use":
-        return {"type": "tool_use", "id": d["id"], "name": d["name"], "input": d.get("input", {})}
-    return d
-
-
 def _text_of(blocks: list[dict]) -> str:
     return sessions.message_text(blocks, sep="")
-
-
-def _add_usage(total: dict, usage) -> None:
-    from agent.llm.anthropic import usage_dict
-    for k, v in usage_dict(usage).items():
-        total[k] = total.get(k, 0) + v
 
 
 # ---- tools ----------------------------------------------------------------------------
@@ -205,7 +159,7 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
 # ---- the turn -------------------------------------------------------------------------
 
 
-def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=None,
+def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, *, settings=None,
              model: str | None = None, kind: str = "chat", on_text=None,
              discard_reply: str | None = None, on_tool=None,
              on_save: Callable[[str | None, bool], None] | None = None) -> TurnResult:
@@ -222,19 +176,16 @@ def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=
     sessions.check_key(session)
     models = models_for(model, settings)
     prompt = context.build(vault, session, text, now)
-    # The SDK is imported after the prompt is built: `agent chat` starts importing it in
-    # the background (agent.llm.preload), so the two overlap.
-    import anthropic
-
-    from agent.llm.anthropic import describe_error, stream_message
+    # The provider imports the SDK at its first call, after the prompt is built: `agent
+    # chat` starts importing it in the background (agent.llm.preload), so the two overlap.
     turn = prompt.last_turn + 1
     staged = StagedVault(vault)
-    ctx = registry.ToolContext(staged, session, now, settings, 0, client)
+    ctx = registry.ToolContext(staged, session, now, settings, 0, provider)
     tools = registry.definitions()
     messages = prompt.messages
     window_end = len(messages) - 2 if len(messages) > 1 else -1
 
-    usage = _zero_usage()
+    usage = zero_usage()
     new: list[dict] = []          # the turn's messages after the user's: (role, content)
     streamed: list[str] = []      # text of the call in progress
     shown = {"any": False, "newline": True}
@@ -257,12 +208,12 @@ def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=
             context.strip_marks(messages, window_end)
             context.mark_last(messages)
             streamed.clear()
-            msg, used = stream_message(client, models[models.index(used):], on_text=sink,
-                                       max_tokens=settings.max_tokens, system=prompt.system,
-                                       messages=messages, tools=tools)
-            _add_usage(usage, msg.usage)
-            blocks = [_block(b) for b in msg.content]
-            blocks = [b for b in blocks if not (b.get("type") == "text" and not b["text"])]
+            msg = provider.stream(models[models.index(used):], on_text=sink,
+                                  max_tokens=settings.max_tokens, system=prompt.system,
+                                  messages=messages, tools=tools)
+            used = msg.model
+            add_usage(usage, msg.usage)
+            blocks = [b for b in msg.content if not (b.get("type") == "text" and not b.get("text"))]
             streamed.clear()
             if blocks:
                 # Separate lists: cache breakpoints go on the request, never the transcript.
@@ -282,8 +233,8 @@ def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=
     except KeyboardInterrupt:
         interrupted = True
         reply = "".join(streamed)
-    except anthropic.APIError as e:
-        error = describe_error(e)
+    except ProviderError as e:
+        error = str(e)
         log.warning("turn %s of %s: %s", turn, session, error)
 
     if (discard_reply is not None and error is None and not interrupted
@@ -322,9 +273,8 @@ def run_turn(vault, client, session: str, text: str, now: datetime, *, settings=
 
     window = prompt.window + lines
     if not interrupted and context.estimate_tokens(window) > settings.window_tokens:
-        from agent.chat.compact import CompactError, compact_session
         try:
-            result.compacted = compact_session(vault, client, session, now, settings=settings)
+            result.compacted = compact_session(vault, provider, session, now, settings=settings)
         except CompactError as e:
             result.notes.append(f"{e} (The conversation is kept; compaction is tried again "
                                 f"after the next turn.)")

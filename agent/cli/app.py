@@ -14,7 +14,7 @@ import click
 from agent.stores import archive
 from agent.stores import memory
 from agent.stores import merge
-from agent.cli.common import (AgentGroup, after_change, get_vault, report_recovery,
+from agent.cli.common import (AgentGroup, after_change, get_vault, page, report_recovery,
                                    vault_option, vault_path)
 from agent.errors import UserError
 from agent.vault import history, safe
@@ -139,14 +139,98 @@ def status():
 @click.option("-n", "--max-count", type=int, help="Show at most N commits.")
 @click.option("--since", help="Only commits after this date (e.g. 2026-11-01, '2 weeks ago').")
 @click.option("--oneline", is_flag=True, help="One line per commit, no diffs.")
+@click.option("--no-pager", is_flag=True, help="Print straight to the terminal, not through less.")
 @vault_option
-def log(paths, max_count, since, oneline):
-    """Show how memory files changed, newest first (default MEMORY.md and USER.md)."""
+def log(paths, max_count, since, oneline, no_pager):
+    """Show how memory files changed, newest first (default MEMORY.md and USER.md).
+
+    On a terminal the diffs are coloured and paged through $PAGER (default less, with
+    LESS=FRX as git does: it quits when the output fits on one screen).
+    """
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
+    tty = sys.stdout.isatty()
     out = history.file_log(vault, targets, max_count=max_count, since=since, oneline=oneline,
-                           color=sys.stdout.isatty())
-    click.echo(out.rstrip("\n") if out else "No changes to " + ", ".join(targets) + " yet.")
+                           color=tty)
+    text = out.rstrip("\n") if out else "No changes to " + ", ".join(targets) + " yet."
+    page(text, use_pager=tty and not no_pager and bool(out))
+
+
+@cli.command()
+@click.argument("file", required=False)
+@vault_option
+def edit(file):
+    """Open $VISUAL or $EDITOR on MEMORY.md (or FILE) and commit the change as yours.
+
+    FILE is a path in the vault (relative to the current folder when that is inside
+    the vault, else to the vault's top). agent.toml and cron.json are checked when the
+    editor exits; a broken one is left uncommitted, with the problem named.
+    """
+    import os
+
+    vault = get_vault()
+    rel = _edit_target(vault, file)
+    if rel.split("/")[0] in (".git", ".agent"):
+        raise UserError(f"{rel} is the agent's or git's own state; it is not edited by hand.")
+    path = vault.root / rel
+    if path.is_dir():
+        raise UserError(f"{rel} is a folder; give a file in it.")
+    from agent.cli.config import identity_despite_problems
+
+    identity_despite_problems(vault)     # so that a broken agent.toml can be repaired here
+    with vault.locked():                 # earlier hand edits go in first, on their own
+        report_recovery(vault)
+    before = path.read_bytes() if path.exists() else None
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    try:
+        click.edit(filename=str(path), editor=editor, require_save=False)
+    except click.ClickException as e:
+        raise UserError(f"The editor failed ({e.message}); set $VISUAL or $EDITOR. "
+                        f"{rel} is as the editor left it.") from None
+    after = path.read_bytes() if path.exists() else None
+    if after == before:
+        click.echo(f"{rel} unchanged; nothing committed.")
+        return
+    problem = _edit_problem(vault, rel)
+    if problem:
+        raise UserError(f"{problem}. Your edit is kept but not committed: run agent edit {rel} "
+                        f"again to fix it.")
+    with vault.locked():                 # commits the change as the person's hand edit
+        report_recovery(vault)
+    after_change(vault)
+    line = history.file_log(vault, [rel], max_count=1, oneline=True).strip()
+    click.echo(f"Committed your edit: {line}")
+
+
+def _edit_target(vault: Vault, file: str | None) -> str:
+    if not file:
+        return memory.MEMORY
+    p = Path(file).expanduser()
+    here = Path.cwd() / p if not p.is_absolute() else p
+    try:
+        here.absolute().relative_to(vault.root)
+        return vault.rel(here.absolute())
+    except ValueError:
+        return vault.rel(p)
+
+
+def _edit_problem(vault: Vault, rel: str) -> str | None:
+    """What is wrong with a control file after a hand edit, or None."""
+    if rel == "agent.toml":
+        from agent import config as cfg
+        try:
+            data, _ = cfg.read_data(vault.root)
+        except cfg.SettingsError as e:
+            return str(e)
+        found = cfg.problems(data)
+        return f"{rel}: {found[0]}" if found else None
+    if rel == "cron.json":
+        from agent.stores import cron
+        try:
+            cron.read(vault.root)
+        except UserError as e:
+            return str(e)
+    return None
 
 
 @cli.command()
@@ -197,8 +281,8 @@ def import_cmd(file):
 # ---- the other command families -------------------------------------------------------
 
 def _register():
-    from agent.cli import chat, config, doctor, dream, schedule, search, sync
-    for module in (search, chat, dream, schedule, config, doctor, sync):
+    from agent.cli import chat, config, doctor, dream, schedule, search, skills, sync
+    for module in (search, chat, dream, schedule, config, doctor, skills, sync):
         for command in module.COMMANDS:
             cli.add_command(command)
 

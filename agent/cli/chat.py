@@ -58,26 +58,13 @@ class _Printer:
         self.any, self.newline = False, True
 
 
-class _Lazy:
-    """A client made at its first use, so the REPL's prompt appears before the SDK is
-    loaded (it loads in the background meanwhile)."""
-
-    def __init__(self, make):
-        self._make, self._client = make, None
-
-    def __getattr__(self, name):
-        if self._client is None:
-            self._client = self._make()
-        return getattr(self._client, name)
-
-
-def _turn(vault, client, session: str, text: str, model: str | None):
+def _turn(vault, provider, session: str, text: str, model: str | None):
     from agent.chat.turn import run_turn
     from agent.vault.repo import now
 
     printer = _Printer()
     try:
-        result = run_turn(vault, client, session, text, now(), model=model,
+        result = run_turn(vault, provider, session, text, now(), model=model,
                           on_text=printer.text, on_tool=printer.tool)
     finally:
         printer.end()
@@ -146,7 +133,7 @@ def unknown_session(vault, key: str) -> str:
 @vault_option
 def chat(message, session, continue_, new, model):
     """Talk with the agent (a conversation, or one message with -m)."""
-    from agent.llm import anthropic as llm
+    from agent.llm import make_provider
     from agent.llm.preload import preload
 
     preload()     # the SDK loads while the vault is read, the prompt built, the person types
@@ -179,9 +166,11 @@ def chat(message, session, continue_, new, model):
         raise click.UsageError('Nothing to send: give the message, as in agent chat -m "hello"')
     _remember_session(vault, session)
     if message is not None:
-        llm.check_key()
+        # The key is checked now; the SDK client is made at the first model call, so the
+        # prompt is built while the SDK loads in the background.
+        provider = make_provider()
         try:
-            result = _turn(vault, _Lazy(llm.make_client), session, message, model)
+            result = _turn(vault, provider, session, message, model)
         except KeyboardInterrupt:         # before the turn started: nothing was sent or saved
             click.echo("[cancelled]", err=True)
             sys.exit(130)
@@ -190,8 +179,7 @@ def chat(message, session, continue_, new, model):
         if result.error:
             sys.exit(1)
         return
-    llm.check_key()
-    _repl(vault, _Lazy(llm.make_client), session, model)
+    _repl(vault, make_provider(), session, model)
 
 
 # ---- the conversation in the terminal ---------------------------------------------------
@@ -219,7 +207,7 @@ def _readline(vault):
     return save
 
 
-def _repl(vault, client, session: str, model: str | None) -> None:
+def _repl(vault, provider, session: str, model: str | None) -> None:
     from agent.config import load_settings
 
     save_history = _readline(vault)
@@ -238,10 +226,10 @@ def _repl(vault, client, session: str, model: str | None) -> None:
                 continue
             try:
                 if text.startswith("/"):
-                    if _slash(vault, client, session, text) == "quit":
+                    if _slash(vault, provider, session, text) == "quit":
                         return
                     continue
-                _turn(vault, client, session, line, model)
+                _turn(vault, provider, session, line, model)
             except KeyboardInterrupt:
                 # Outside the model call (which saves what it had): nothing was changed.
                 click.echo(click.style("[cancelled]", dim=True), err=True)
@@ -249,7 +237,7 @@ def _repl(vault, client, session: str, model: str | None) -> None:
         save_history()
 
 
-def _slash(vault, client, session: str, text: str) -> str | None:
+def _slash(vault, provider, session: str, text: str) -> str | None:
     word = text.split()[0].lower()
     if word in ("/quit", "/exit", "/q"):
         return "quit"
@@ -262,7 +250,7 @@ def _slash(vault, client, session: str, text: str) -> str | None:
             click.echo(click.style(f"--- {name}", bold=True))
             click.echo(body.rstrip("\n"))
     elif word == "/new":
-        _new(vault, client, session)
+        _new(vault, provider, session)
     elif word == "/undo":
         click.echo(undo_last_turn(vault, session))
     else:
@@ -270,12 +258,12 @@ def _slash(vault, client, session: str, text: str) -> str | None:
     return None
 
 
-def _new(vault, client, session: str) -> None:
+def _new(vault, provider, session: str) -> None:
     from agent.chat.compact import CompactError, compact_session
     from agent.vault.repo import now
 
     try:
-        entry = compact_session(vault, client, session, now(), force=True)
+        entry = compact_session(vault, provider, session, now(), force=True)
     except CompactError as e:
         click.echo(f"{e} The conversation goes on as it was.", err=True)
         return
@@ -341,14 +329,14 @@ def archive_cmd(session, all_):
 
     preload()
     from agent.chat.compact import CompactError, compact_session
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
     from agent.vault.repo import now
 
-    client = make_client()
+    provider = make_provider()
     failed, done = 0, []
     for key in keys:
         try:
-            entry = compact_session(vault, client, key, now(), force=True)
+            entry = compact_session(vault, provider, key, now(), force=True)
         except CompactError as e:
             failed += 1
             click.echo(str(e), err=True)

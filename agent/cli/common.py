@@ -102,3 +102,36 @@ def after_change(vault: Vault) -> None:
     from agent.search import index
     name_vault(vault)
     index.refresh(vault, after_commit=True)
+
+
+def page(text: str, use_pager: bool = True) -> None:
+    """Print `text`, through $PAGER (default less) when asked and stdout is a terminal;
+    like git, LESS defaults to FRX (quit if one screen, keep colours, leave no blank
+    screen), and an empty PAGER or `cat` means no pager."""
+    import os
+    import subprocess
+    import sys
+
+    pager = os.environ.get("AGENT_PAGER", os.environ.get("PAGER", "less")).strip()
+    if not use_pager or not sys.stdout.isatty() or pager in ("", "cat"):
+        click.echo(text)
+        return
+    env = dict(os.environ)
+    env.setdefault("LESS", "FRX")
+    env.setdefault("LV", "-c")
+    try:
+        proc = subprocess.Popen(pager, shell=True, stdin=subprocess.PIPE, env=env)
+    except OSError:
+        click.echo(text)
+        return
+    try:
+        proc.stdin.write((text + "\n").encode("utf-8", "replace"))
+        proc.stdin.close()
+    except BrokenPipeError:          # the person quit the pager early
+        pass
+    while True:
+        try:
+            proc.wait()
+            break
+        except KeyboardInterrupt:    # as git: Ctrl-C is the pager's to handle
+            continue

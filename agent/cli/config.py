@@ -13,6 +13,7 @@ from agent.vault.change import Change
 from agent import config as cfg
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.errors import UserError
+from agent.vault.change import Change
 
 
 def _show(value) -> str:
@@ -117,7 +118,7 @@ def config_set(key, value):
         raise cfg.SettingsError(f"{key} {wrong}")
     vault = get_vault()
     path = cfg.path_of(vault.root)
-    _identity_despite_problems(vault)
+    identity_despite_problems(vault)
     with vault.locked():
         report_recovery(vault)
         before, text = cfg.read_data(vault.root)
@@ -143,24 +144,21 @@ def config_set(key, value):
     click.echo(f"{key} = {_toml(new)}  ({(sha or '')[:7]})")
 
 
-def _identity_despite_problems(vault) -> None:
+def identity_despite_problems(vault) -> None:
     """The lock reads the agent's identity from agent.toml and refuses a broken file; to
     let `config set` repair one, take the identity from what of it is sound."""
     try:
         vault.agent_identity()
     except cfg.SettingsError:
         from agent.vault.change import Identity
-        default = cfg.Settings()
-        try:
-            data, _ = cfg.read_data(vault.root)
-        except cfg.SettingsError:
-            raise
+
+        data, _ = cfg.read_data(vault.root)       # a syntax error is still refused
+        name_key, email_key = cfg.KEYS["identity.name"], cfg.KEYS["identity.email"]
         ident = data.get("identity") if isinstance(data.get("identity"), dict) else {}
-        name = ident.get("name", default.agent_name)
-        email = ident.get("email", default.agent_email)
-        if cfg.check_value(cfg.KEYS["identity.name"], name) or cfg.check_value(
-                cfg.KEYS["identity.email"], email):
-            name, email = default.agent_name, default.agent_email
+        name = ident.get("name", name_key.default)
+        email = ident.get("email", email_key.default)
+        if cfg.check_value(name_key, name) or cfg.check_value(email_key, email):
+            name, email = name_key.default, email_key.default
         vault._agent = Identity(name, email)
 
 

@@ -93,23 +93,23 @@ def _api(settings) -> list[Check]:
     if not key:
         return [Check("API key", "fail", "ANTHROPIC_API_KEY is not set",
                       "export ANTHROPIC_API_KEY=sk-ant-... (from console.anthropic.com)")]
-    import anthropic
+    from agent.llm import ProviderError, make_provider
 
-    client = anthropic.Anthropic(api_key=key, max_retries=0, timeout=15)
+    provider = make_provider(max_retries=0, timeout=15)
     where = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
     try:
-        known = {m.id for m in client.models.list(limit=1000)}
-    except anthropic.AuthenticationError:
-        return [Check("API key", "fail", "ANTHROPIC_API_KEY was refused (HTTP 401)",
-                      "check ANTHROPIC_API_KEY: a current key from console.anthropic.com")]
-    except anthropic.PermissionDeniedError:
-        return [Check("API key", "fail", "ANTHROPIC_API_KEY may not use the API (HTTP 403)",
-                      "check the key's workspace and permissions")]
-    except anthropic.APIConnectionError as e:
-        return [Check("API key", "fail", f"could not reach {where}: {e.__cause__ or e}",
-                      "check the network (and ANTHROPIC_BASE_URL if set)")]
-    except anthropic.APIStatusError as e:
-        return [Check("API key", "warn", f"{where} answered HTTP {e.status_code}",
+        known = set(provider.list_models())
+    except ProviderError as e:
+        if e.status == 401:
+            return [Check("API key", "fail", "ANTHROPIC_API_KEY was refused (HTTP 401)",
+                          "check ANTHROPIC_API_KEY: a current key from console.anthropic.com")]
+        if e.status == 403:
+            return [Check("API key", "fail", "ANTHROPIC_API_KEY may not use the API (HTTP 403)",
+                          "check the key's workspace and permissions")]
+        if e.status is None:
+            return [Check("API key", "fail", f"could not reach {where}: {e.detail or e}",
+                          "check the network (and ANTHROPIC_BASE_URL if set)")]
+        return [Check("API key", "warn", f"{where} answered HTTP {e.status}",
                       "try again later")]
     out = [Check("API key", "ok", f"set and accepted by {where}")]
     if settings is None:

@@ -34,11 +34,6 @@ class _Progress:
             self.open = False
 
 
-def _client_factory():
-    from agent.llm.anthropic import make_client
-    return make_client()
-
-
 def _print_status(vault) -> None:
     from agent.dream import dream_status
     st = dream_status(vault)
@@ -69,21 +64,19 @@ def _print_status(vault) -> None:
 
 
 def _print_live(batch_id: str) -> None:
+    from agent.llm import ProviderError, make_provider
     from agent.llm.anthropic import NoApiKey
     try:
-        client = _client_factory()
+        provider = make_provider()
     except NoApiKey:
         click.echo("              (set ANTHROPIC_API_KEY to see the batch's live status)")
         return
-    import anthropic
     try:
-        b = client.messages.batches.retrieve(batch_id)
-    except anthropic.APIError as e:
+        batch = provider.batch_retrieve(batch_id)
+    except ProviderError as e:
         click.echo(f"              live status unavailable: {e}")
         return
-    c = b.request_counts
-    click.echo(f"              {b.processing_status}: {c.succeeded} succeeded, {c.processing} "
-               f"processing, {c.errored} errored, {c.expired} expired, {c.canceled} canceled")
+    click.echo(f"              {batch.describe()}")
 
 
 def _print_report(out) -> None:
@@ -128,6 +121,7 @@ def _print_cost(out) -> None:
 def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, poll_interval):
     """Consolidate new archive entries into MEMORY.md and USER.md, and commit."""
     from agent import dream as dreaming
+    from agent.llm import make_provider
     from agent.vault.repo import now
 
     vault = get_vault()
@@ -135,17 +129,17 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
         _print_status(vault)
         return
     if cancel:
-        out = dreaming.cancel_dream(vault, _client_factory)
+        out = dreaming.cancel_dream(vault, make_provider(lazy=True))
         click.echo(out.message)
         return
     st = dreaming.dream_status(vault)
     if st["in_flight"] is None and st["waiting"] == 0:
-        # Said before any client is made: nothing to do needs no key and calls no model.
+        # Said before any provider is made: nothing to do needs no key and calls no model.
         click.echo(f"Nothing to dream: no archive entries after the cursor ({st['cursor']}).")
         return
     progress = _Progress()
     try:
-        out = dreaming.run_dream(vault, _client_factory, now(), wait=not no_wait, sync=sync,
+        out = dreaming.run_dream(vault, make_provider(lazy=True), now(), wait=not no_wait, sync=sync,
                                  dry_run=dry_run, max_entries=max_entries,
                                  allow_shrink=allow_shrink, progress=progress,
                                  poll_interval=poll_interval)

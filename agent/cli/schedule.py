@@ -11,6 +11,7 @@ from datetime import datetime
 import click
 
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
+from agent.vault.change import Change
 from agent.vault.repo import now as clock_now
 
 
@@ -136,12 +137,12 @@ def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
     from agent.stores import cron as cronfile
     from agent.serve import server as serve
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
 
     vault = get_vault()
     job = cronfile.read(vault.root).find(job_id)
-    client = make_client()
-    outcome = serve.run_job_now(vault, client, job.id, clock_now(),
+    provider = make_provider()
+    outcome = serve.run_job_now(vault, provider, job.id, clock_now(),
                                 on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")
@@ -188,6 +189,93 @@ def heartbeat_list():
         click.echo(f"skipped {p}", err=True)
 
 
+def _find_heartbeat(vault, name: str):
+    from agent.errors import did_you_mean
+    from agent.stores import heartbeat as hbmod
+
+    beats, problems = hbmod.load_all(vault.root)
+    hb = next((b for b in beats if b.name == name), None)
+    if hb is None:
+        broken = [p for p in problems if p.startswith(f"{hbmod.FOLDER}/{name}.md")]
+        if broken:
+            raise click.ClickException(broken[0])
+        known = ", ".join(b.name for b in beats) or "none"
+        raise click.ClickException(f"No heartbeat {name!r} in heartbeat/."
+                                   f"{did_you_mean(name, [b.name for b in beats])} "
+                                   f"Heartbeats: {known}")
+    return hb
+
+
+def _toggle_heartbeat(name: str, enabled: bool) -> None:
+    from agent.stores import heartbeat as hbmod
+
+    vault = get_vault()
+    with vault.locked():
+        report_recovery(vault)
+        hb = _find_heartbeat(vault, name)
+        word = "enable" if enabled else "disable"
+        if hb.enabled == enabled:
+            click.echo(f"Heartbeat {hb.name} is already {word}d.")
+            return
+        text = hbmod.with_enabled(vault.read_text(hb.path), enabled, hb.path)
+        vault.write_text(hb.path, text)
+        sha = vault.commit(Change("heartbeat", f'{word} "{hb.name}"'))
+    after_change(vault)
+    click.echo(f"{word.capitalize()}d heartbeat {hb.name} ({hb.describe()}, active "
+               f"{hb.hours()})  ({(sha or '')[:7]})")
+
+
+@heartbeat.command("enable")
+@click.argument("name")
+@vault_option
+def heartbeat_enable(name):
+    """Enable a heartbeat (sets enabled: true in its file, nothing else changed)."""
+    _toggle_heartbeat(name, True)
+
+
+@heartbeat.command("disable")
+@click.argument("name")
+@vault_option
+def heartbeat_disable(name):
+    """Disable a heartbeat without removing its file."""
+    _toggle_heartbeat(name, False)
+
+
+@heartbeat.command("add")
+@click.argument("name")
+@click.option("--message", "-m", required=True, help="The prompt the agent runs each time.")
+@click.option("--every", metavar="DURATION", help="Every interval: 30m, 2h, 1d.")
+@click.option("--cron", "expr", metavar="EXPR", help='A cron expression, e.g. "0 8 * * *".')
+@click.option("--active-hours", metavar="HH:MM-HH:MM", help="Only between these times (e.g. 08:00-22:00).")
+@click.option("--tz", metavar="ZONE", help="Time zone (e.g. Europe/Paris; default local).")
+@click.option("--disabled", is_flag=True, help="Add it disabled (enable it later).")
+@vault_option
+def heartbeat_add(name, message, every, expr, active_hours, tz, disabled):
+    """Add a heartbeat: agent heartbeat add inbox --every 2h -m "check my inbox note"."""
+    from agent.stores import heartbeat as hbmod
+
+    if (every is None) == (expr is None):
+        raise click.UsageError("Give exactly one of --every DURATION or --cron EXPR.")
+    vault = get_vault()
+    rel = f"{hbmod.FOLDER}/{name}.md"
+    with vault.locked():
+        report_recovery(vault)
+        text = hbmod.new_file(name, message, every=every, cron=expr, active_hours=active_hours,
+                              tz=tz, enabled=not disabled)
+        beats, _ = hbmod.load_all(vault.root)
+        if (vault.root / rel).exists() or any(b.name == name for b in beats):
+            raise click.ClickException(f"A heartbeat named {name!r} exists already ({rel}); "
+                                       f"choose another name or edit it: agent edit {rel}")
+        vault.write_text(rel, text)
+        hb = hbmod.parse({"name": name, **({"every": every} if every else {"cron": expr}),
+                          "enabled": not disabled, "active_hours": active_hours, "tz": tz},
+                         message, rel)
+        sha = vault.commit(Change("heartbeat", f'add "{name}" ({hb.describe()})'))
+    after_change(vault)
+    state = "disabled" if disabled else f"active {hb.hours()}"
+    click.echo(f"Added heartbeat {name} ({hb.describe()}, {state}): {rel}  ({(sha or '')[:7]})")
+
+
 @heartbeat.command("run")
 @click.argument("name")
 @vault_option
@@ -195,7 +283,7 @@ def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
     from agent.stores import heartbeat as hbmod
     from agent.serve import server as serve
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
 
     vault = get_vault()
     beats, problems = hbmod.load_all(vault.root)
@@ -206,8 +294,8 @@ def heartbeat_run(name):
             raise click.ClickException(broken[0])
         known = ", ".join(b.name for b in beats) or "none"
         raise click.ClickException(f"No heartbeat {name!r} in heartbeat/; heartbeats: {known}")
-    client = make_client()
-    outcome = serve.run_heartbeat_now(vault, client, hb, clock_now(),
+    provider = make_provider()
+    outcome = serve.run_heartbeat_now(vault, provider, hb, clock_now(),
                                       on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")

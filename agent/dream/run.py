@@ -2,9 +2,9 @@
 editor (as Message Batches, or plain calls), and the edits are committed with the
 advanced cursor in one commit.
 
-A run is a small state machine saved in `.agent/dream.json` before every wait, so an
-interrupted dream (Ctrl-C, kill -9, a reboot) picks up the same batch instead of paying
-for another:
+A run is a small state machine (agent.dream.state.RunState) saved in `.agent/dream.json`
+before every wait, so an interrupted dream (Ctrl-C, kill -9, a reboot) picks up the same
+batch instead of paying for another:
 
     analyst --ended--> analyst_done --editor submitted--> editor --ended--> editor_done --> commit
 
@@ -27,20 +27,16 @@ from agent.config import Settings, SettingsError, load_settings
 from agent.dream import prompts
 from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, apply_ops
-from agent.errors import UserError
-from agent.vault.change import Change
+from agent.dream import state as runstate
+from agent.dream.state import PHASES, DreamError, RunState, Step
+from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
+from agent.vault.change import Change
 
-STATE = "dream.json"          # the dream in flight, under .agent/
 LAST_FAILURE = "dream-failure.json"
 LOCK = "dream.lock"
-PHASES = ("analyst", "editor")
 SYNC_WORKERS = 4
-
-
-class DreamError(UserError):
-    pass
 
 
 @dataclass
@@ -71,34 +67,9 @@ class DreamOutcome:
 
 # ---- local state ----------------------------------------------------------------------
 
-def _state_path(vault):
-    return vault.state / STATE
-
-
-def load_state(vault) -> dict | None:
-    """The dream in flight, or None."""
-    path = _state_path(vault)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except ValueError:
-        raise DreamError(f"{path} is not valid JSON (the record of a dream in flight): "
-                         f"run `agent dream --cancel` to discard it.") from None
-    if not isinstance(data, dict) or data.get("phase") not in (
-            "analyst", "analyst_done", "editor", "editor_done"):
-        raise DreamError(f"{path} is not a dream record this version understands: "
-                         f"run `agent dream --cancel` to discard it.")
-    return data
-
-
-def save_state(vault, state: dict) -> None:
-    atomic.write_json(_state_path(vault), state)
-
-
-def clear_state(vault) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        _state_path(vault).unlink()
+load_state = runstate.load
+save_state = runstate.save
+clear_state = runstate.clear
 
 
 @contextlib.contextmanager
@@ -136,13 +107,13 @@ def dream_status(vault) -> dict:
     else:
         flight = None
         if state is not None:
-            flight = {"phase": state["phase"], "mode": state.get("mode"),
-                      "first": state["cursor"] + 1, "through": state["through"],
-                      "entries": len(state.get("entries", [])), "started": state.get("started"),
-                      "model": state.get("model"), "batches": _batch_ids(state),
-                      "batch": (state.get(state["phase"]) or {}).get("batch"),
-                      "requests": len((state.get(state["phase"]) or {}).get("requests", [])),
-                      "previewed": bool(state.get("previewed"))}
+            step = state.current
+            flight = {"phase": state.phase, "mode": state.mode, "first": state.first,
+                      "through": state.through, "entries": len(state.entries),
+                      "started": state.started, "model": state.model,
+                      "batches": state.batch_ids(), "batch": step.batch if step else None,
+                      "requests": len(step.requests) if step else 0,
+                      "previewed": state.previewed}
     try:
         failure = json.loads((vault.state / LAST_FAILURE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
@@ -150,10 +121,6 @@ def dream_status(vault) -> dict:
     return {"cursor": cursor, "newest": ids[-1] if ids else 0,
             "waiting": sum(1 for i in ids if i > cursor), "in_flight": flight,
             "last_failure": failure}
-
-
-def _batch_ids(state: dict) -> list[str]:
-    return [state[p]["batch"] for p in PHASES if (state.get(p) or {}).get("batch")]
 
 
 # ---- settings -------------------------------------------------------------------------
@@ -167,23 +134,23 @@ def _dream_setting(settings: Settings, key: str, default: int) -> int:
 
 # ---- running --------------------------------------------------------------------------
 
-def run_dream(vault, client, now: datetime, *, wait: bool = True, sync: bool = False,
+def run_dream(vault, provider: Provider, now: datetime, *, wait: bool = True, sync: bool = False,
               dry_run: bool = False, max_entries: int | None = None, allow_shrink: bool = False,
               progress=None, poll_interval: float = 5.0) -> DreamOutcome:
     """Consolidate the archive entries after the cursor into MEMORY.md and USER.md.
 
-    `client` is an `anthropic.Anthropic` client, or a function making one (called only
-    when a model is needed). wait=False submits, or checks the batch in flight once and
-    moves it on (analyst ended -> submit the editor; editor ended -> apply and commit),
+    `provider` is called only when a model is needed (made with `make_provider(lazy=True)`,
+    runs that need none need no key). wait=False submits, or checks the batch in flight
+    once and moves it on (analyst ended -> submit the editor; editor ended -> apply and commit),
     and returns. dry_run computes the edits and commits nothing; the finished result
     stays in flight, so the next run applies it without calling the model again.
     """
-    return _Run(vault, client, now, wait=wait, sync=sync, dry_run=dry_run,
+    return _Run(vault, provider, now, wait=wait, sync=sync, dry_run=dry_run,
                 max_entries=max_entries, allow_shrink=allow_shrink, progress=progress,
                 poll_interval=poll_interval).go()
 
 
-def cancel_dream(vault, client) -> DreamOutcome:
+def cancel_dream(vault, provider: Provider) -> DreamOutcome:
     """Cancel the dream in flight: its batch is canceled, memory and cursor stay as they are."""
     try:
         state = load_state(vault)
@@ -192,29 +159,26 @@ def cancel_dream(vault, client) -> DreamOutcome:
         return DreamOutcome("canceled", "Discarded an unreadable record of a dream in flight.")
     if state is None:
         return DreamOutcome("nothing", "No dream in flight.")
-    phase = state["phase"]
-    batch = (state.get(phase) or {}).get("batch") if phase in PHASES else None
+    phase = state.phase
+    batch = state.current.batch if state.current else None
     note = ""
     if batch:
-        import anthropic
-        c = client() if callable(client) and not hasattr(client, "messages") else client
         try:
-            c.messages.batches.cancel(batch)
+            provider.batch_cancel(batch)
             note = f" Canceled batch {batch}."
-        except anthropic.NotFoundError:
+        except NotFound:
             note = f" Batch {batch} is gone already."
     clear_state(vault)
-    return DreamOutcome("canceled", f"Canceled the dream over archive {state['cursor'] + 1}.."
-                        f"{state['through']} ({phase}).{note} Memory and cursor are unchanged.",
-                        cursor=state["cursor"], through=state["through"],
-                        batches=_batch_ids(state))
+    return DreamOutcome("canceled", f"Canceled the dream over {state.span} ({phase}).{note} "
+                        f"Memory and cursor are unchanged.", cursor=state.cursor,
+                        through=state.through, batches=state.batch_ids())
 
 
 class _Run:
-    def __init__(self, vault, client, now, *, wait, sync, dry_run, max_entries, allow_shrink,
-                 progress, poll_interval):
+    def __init__(self, vault, provider: Provider, now, *, wait, sync, dry_run, max_entries,
+                 allow_shrink, progress, poll_interval):
         self.vault = vault
-        self._client = client
+        self.provider = provider
         self.now = now
         self.wait = wait
         self.sync = sync
@@ -229,24 +193,19 @@ class _Run:
 
     # -- helpers
 
-    @property
-    def client(self):
-        if callable(self._client) and not hasattr(self._client, "messages"):
-            self._client = self._client()
-        return self._client
-
     def clock(self) -> datetime:
         """`now` moved on by the time this run has taken (for elapsed times)."""
         return self.now + timedelta(seconds=time.monotonic() - self._t0)
 
-    def outcome(self, kind: str, message: str, state: dict | None = None, **kw) -> DreamOutcome:
+    def outcome(self, kind: str, message: str, state: RunState | None = None,
+                **kw) -> DreamOutcome:
         out = DreamOutcome(kind, message, waited=self.waited, **kw)
         if state is not None:
-            out.cursor, out.through = state["cursor"], state["through"]
-            out.model, out.mode = state.get("model"), state.get("mode")
-            out.batches = _batch_ids(state)
-            out.usage = {p: u for p, u in (state.get("usage") or {}).items()}
-            costs = [estimate(out.model or "", u, batch=(state.get(p) or {}).get("batch") is not None)
+            out.cursor, out.through = state.cursor, state.through
+            out.model, out.mode = state.model, state.mode
+            out.batches = state.batch_ids()
+            out.usage = dict(state.usage)
+            costs = [estimate(out.model or "", u, batch=bool((step := state.step(p)) and step.batch))
                      for p, u in out.usage.items()]
             out.cost = None if any(c is None for c in costs) or not costs else sum(costs)
         return out
@@ -263,11 +222,11 @@ class _Run:
                 state = self.start()
                 if isinstance(state, DreamOutcome):
                     return state
-                if not self.wait and state["phase"] == "analyst":
+                if not self.wait and state.phase == "analyst":
                     return self.submitted(state, "analyst")
             return self.advance(state)
 
-    def start(self) -> dict | DreamOutcome:
+    def start(self) -> RunState | DreamOutcome:
         root = self.vault.root
         cursor = archive.read_cursor(root)
         sel = prompts.select(root, cursor, self.max_entries)
@@ -281,29 +240,27 @@ class _Run:
         rendered = [(e.id, prompts.render_entry(e, cache, raw_tokens)) for e in sel.entries]
         chunks = prompts.chunk(rendered, self.settings.dream_chunk_tokens)
         texts = self.read_memory()
-        state = {
-            "version": 1, "phase": "analyst", "started": self.now.isoformat(),
-            "today": prompts.today_of(self.now), "model": self.settings.dream_model,
-            "max_tokens": _dream_setting(self.settings, "max_tokens", prompts.MAX_TOKENS),
-            "cursor": sel.cursor, "through": sel.through,
-            "entries": [e.id for e in sel.entries], "skipped": [e.id for e in sel.skipped],
-            # The prefix both phases share, kept so the editor sends the same bytes.
-            "memory_text": texts[MEMORY], "user_text": texts[USER],
-            "mode": "sync" if self.sync else "batch", "usage": {},
-        }
+        state = RunState(
+            phase="analyst", cursor=sel.cursor, through=sel.through,
+            model=self.settings.dream_model, started=self.now.isoformat(),
+            today=prompts.today_of(self.now),
+            max_tokens=_dream_setting(self.settings, "max_tokens", prompts.MAX_TOKENS),
+            entries=[e.id for e in sel.entries], skipped=[e.id for e in sel.skipped],
+            memory_text=texts[MEMORY], user_text=texts[USER],
+            mode="sync" if self.sync else "batch")
         memory = self.memory_prompt(state)
         requests = [{"custom_id": c.custom_id,
-                     "params": prompts.analyst_params(state["model"], memory, c, state["today"],
-                                                      state["max_tokens"])} for c in chunks]
+                     "params": prompts.analyst_params(state.model, memory, c, state.today,
+                                                      state.max_tokens)} for c in chunks]
         skipped = f", {len(sel.skipped)} from heartbeat/dream sessions set aside" if sel.skipped else ""
         self.say(f"Dreaming over archive {sel.first}..{sel.through}: "
                  f"{_plural(len(sel.entries), 'entry', 'entries')} in "
                  f"{_plural(len(requests), 'analyst request')}{skipped}.")
         return self.submit(state, "analyst", requests)
 
-    def advance(self, state: dict) -> DreamOutcome:
+    def advance(self, state: RunState) -> DreamOutcome:
         while True:
-            phase = state["phase"]
+            phase = state.phase
             if phase in PHASES:
                 collected = self.collect(state, phase)
                 if isinstance(collected, DreamOutcome):
@@ -314,27 +271,27 @@ class _Run:
                 if failure:
                     return self.fail(state, failure)
             elif phase == "analyst_done":
-                if not state["findings"]:
-                    state.update(phase="editor_done", ops=[])
+                if not state.findings:
+                    state.phase, state.ops = "editor_done", []
                     save_state(self.vault, state)
                     continue
                 memory = self.memory_prompt(state)
-                first, last = state["entries"][0], state["entries"][-1]
+                first, last = state.entries[0], state.entries[-1]
                 params = prompts.editor_params(
-                    state["model"], memory, state["findings"], first, last, state["today"],
-                    self.settings.memory_max_lines, len(state["memory_text"].splitlines()),
-                    state["max_tokens"])
+                    state.model, memory, state.findings, first, last, state.today,
+                    self.settings.memory_max_lines, len(state.memory_text.splitlines()),
+                    state.max_tokens)
                 state = self.submit(state, "editor", [{"custom_id": f"editor-{first}-{last}",
                                                        "params": params}])
                 if isinstance(state, DreamOutcome):
                     return state
-                if state["phase"] == "editor" and not self.wait:
+                if state.phase == "editor" and not self.wait:
                     return self.submitted(state, "editor")
             elif phase == "editor_done":
                 return self.apply(state)
 
-    def memory_prompt(self, state: dict) -> str:
-        return prompts.memory_block(state["memory_text"], state["user_text"])
+    def memory_prompt(self, state: RunState) -> str:
+        return prompts.memory_block(state.memory_text, state.user_text)
 
     def read_memory(self) -> dict[str, str]:
         """MEMORY.md and USER.md as the dream edits them: read strictly (a bad byte is
@@ -344,177 +301,173 @@ class _Run:
 
     # -- submitting and collecting
 
-    def submit(self, state: dict, phase: str, requests: list[dict]) -> dict | DreamOutcome:
+    def submit(self, state: RunState, phase: str,
+               requests: list[dict]) -> RunState | DreamOutcome:
         """Send a phase's requests: a batch (state saved at once), or plain calls."""
-        if state["mode"] == "batch" and not self.sync:
-            import anthropic
+        ids = [r["custom_id"] for r in requests]
+        if state.mode == "batch" and not self.sync:
             try:
-                batch = self.client.messages.batches.create(requests=requests)
-            except anthropic.NotFoundError:
+                batch = self.provider.batch_create(requests)
+            except NotFound:
                 self.say("This endpoint has no Message Batches; using plain Messages calls "
                          "(full price).")
-                state["mode"] = "sync"
-            except anthropic.APIError as e:
-                return self.not_sent(state, phase, _api_problem(e))
+                state.mode = "sync"
+            except ProviderError as e:
+                return self.not_sent(state, phase, e.problem())
             else:
-                state[phase] = {"batch": batch.id, "requests": [r["custom_id"] for r in requests],
-                                "submitted": self.clock().isoformat()}
-                state["phase"] = phase
+                state.set_step(phase, Step(ids, batch.id, self.clock().isoformat()))
+                state.phase = phase
                 save_state(self.vault, state)
                 self.say(f"Submitted the {phase} batch {batch.id} ({len(requests)} "
                          f"request{'s' * (len(requests) != 1)}).")
                 return state
-        state["mode"] = "sync"
-        state[phase] = {"requests": [r["custom_id"] for r in requests]}
-        state["phase"] = phase
+        state.mode = "sync"
+        state.set_step(phase, Step(ids))
+        state.phase = phase
         self.say(f"Sending the {phase} request{'s' * (len(requests) != 1)} "
                  f"({len(requests)}) as plain Messages calls.")
-        results = self.call_sync(requests)
-        unsent = [f"{cid}: {r['unsent']}" for cid, r in results.items() if "unsent" in r]
+        results, unsent = self.call_sync(requests)
         if unsent:
-            return self.not_sent(state, phase, "; ".join(unsent))
+            return self.not_sent(state, phase, "; ".join(f"{cid}: {problem}"
+                                                         for cid, problem in unsent.items()))
         failure = self.take_results(state, phase, results)
         if failure:
             return self.fail(state, failure)
         return state
 
-    def call_sync(self, requests: list[dict]) -> dict:
-        import anthropic
-
+    def call_sync(self, requests: list[dict]) -> tuple[dict[str, BatchResult], dict[str, str]]:
+        """The requests as plain calls, at once: (custom_id -> result, custom_id -> why
+        the API refused it). A refused call did nothing, so the step can be retried."""
         def one(req):
+            params = dict(req["params"])
             try:
-                return req["custom_id"], {"type": "succeeded",
-                                          "message": self.client.messages.create(**req["params"])}
-            except anthropic.APIError as e:
-                return req["custom_id"], {"type": "errored", "unsent": _api_problem(e)}
+                return req["custom_id"], self.provider.create(params.pop("model"), **params)
+            except ProviderError as e:
+                return req["custom_id"], e.problem()
 
-        _ = self.client  # made here once, not by each thread
         if len(requests) == 1:
-            return dict([one(requests[0])])
-        with ThreadPoolExecutor(max_workers=min(SYNC_WORKERS, len(requests))) as pool:
-            return dict(pool.map(one, requests))
+            answers = [one(requests[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(SYNC_WORKERS, len(requests))) as pool:
+                answers = list(pool.map(one, requests))
+        results = {cid: BatchResult("succeeded", message=a) for cid, a in answers
+                   if not isinstance(a, str)}
+        return results, {cid: a for cid, a in answers if isinstance(a, str)}
 
-    def collect(self, state: dict, phase: str) -> dict | None | DreamOutcome:
+    def collect(self, state: RunState,
+                phase: str) -> dict[str, BatchResult] | None | DreamOutcome:
         """The results of the phase's batch once it ended (polling while `wait`), else None."""
-        import anthropic
-        info = state[phase]
-        batch_id = info["batch"]
-        submitted = datetime.fromisoformat(info["submitted"])
+        step = state.step(phase)
+        batch_id = step.batch
+        submitted = datetime.fromisoformat(step.submitted) if step.submitted else self.now
         while True:
             try:
-                batch = self.client.messages.batches.retrieve(batch_id)
-            except anthropic.NotFoundError:
+                batch = self.provider.batch_retrieve(batch_id)
+            except NotFound:
                 return self.fail(state, f"the {phase} batch {batch_id} is not known to the API "
                                         f"(deleted, or made with another key)")
-            except anthropic.APIError as e:
-                return self.unreachable(state, phase, _api_problem(e))
-            counts = batch.request_counts
+            except ProviderError as e:
+                return self.unreachable(state, phase, e.problem())
             elapsed = str(self.clock() - submitted).split(".")[0]
-            self.say(f"{phase} batch {batch_id}: {batch.processing_status}; "
-                     f"{counts.succeeded} succeeded, {counts.processing} processing, "
-                     f"{counts.errored} errored, {counts.expired} expired, "
-                     f"{counts.canceled} canceled [{elapsed} elapsed]")
-            if batch.processing_status == "ended":
+            self.say(f"{phase} batch {batch_id}: {batch.describe().replace(':', ';', 1)} "
+                     f"[{elapsed} elapsed]")
+            if batch.ended:
                 break
             if not self.wait:
                 return None
             time.sleep(self.poll_interval)
             self.waited += self.poll_interval
         try:
-            return {r.custom_id: r.result for r in self.client.messages.batches.results(batch_id)}
-        except anthropic.APIError as e:
-            return self.unreachable(state, phase, _api_problem(e))
+            return self.provider.batch_results(batch_id)
+        except ProviderError as e:
+            return self.unreachable(state, phase, e.problem())
 
-    def unreachable(self, state: dict, phase: str, problem: str) -> DreamOutcome:
+    def unreachable(self, state: RunState, phase: str, problem: str) -> DreamOutcome:
         """The batch could not be checked this time; it stays saved for the next run."""
-        batch_id = state[phase]["batch"]
+        batch_id = state.step(phase).batch
         if not self.wait:
             return self.outcome("waiting", f"Could not check the {phase} batch {batch_id} "
                                 f"({problem}); it is saved and will be checked again.", state)
         raise DreamError(f"Could not check the {phase} batch {batch_id} ({problem}). It is "
                          f"saved: run `agent dream` again to pick it up.")
 
-    def take_results(self, state: dict, phase: str, results: dict) -> str | None:
+    def take_results(self, state: RunState, phase: str,
+                     results: dict[str, BatchResult]) -> str | None:
         """Record a phase's parsed results in the state (saved), or say what went wrong."""
-        from agent.llm.anthropic import usage_dict
         schema = prompts.ANALYST_SCHEMA if phase == "analyst" else prompts.EDITOR_SCHEMA
-        usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-                 "cache_creation_input_tokens": 0}
+        usage = zero_usage()
         parsed, problems = [], []
-        for cid in state[phase]["requests"]:
+        for cid in state.step(phase).requests:
             result = results.get(cid)
-            kind = prompts._get(result, "type") if result is not None else "missing"
-            if kind != "succeeded":
+            kind = result.type if result is not None else "missing"
+            if kind != "succeeded" or result.message is None:
                 detail = {"missing": "no result came back", "expired": "expired before it ran "
                           "(a batch has 24 hours)", "canceled": "was canceled"}.get(kind)
                 if detail is None:
-                    err = prompts._get(result, "error")
-                    detail = f"errored: {err if isinstance(err, str) else _error_text(err)}"
+                    detail = f"errored: {result.error}"
                 problems.append(f"{cid} {detail}")
                 continue
-            message = prompts._get(result, "message")
-            for k, v in usage_dict(prompts._get(message, "usage")).items():
-                usage[k] += v
+            message = result.message
+            add_usage(usage, message.usage)
             try:
                 parsed.append(prompts.parse_reply(message, schema))
             except prompts.ReplyError as e:
                 problems.append(f"{cid}: {e}")
-        state["usage"][phase] = usage
+        state.usage[phase] = usage
         if problems:
             return "; ".join(problems)
         if phase == "analyst":
-            state["findings"] = prompts.clean_findings(
-                [f for obj in parsed for f in obj["findings"]])
-            state["phase"] = "analyst_done"
+            state.findings = prompts.clean_findings([f for obj in parsed for f in obj["findings"]])
+            state.phase = "analyst_done"
         else:
-            state["ops"] = parsed[0]["ops"]
-            state["phase"] = "editor_done"
+            state.ops = parsed[0]["ops"]
+            state.phase = "editor_done"
         save_state(self.vault, state)
         return None
 
     # -- outcomes
 
-    def submitted(self, state: dict, phase: str) -> DreamOutcome:
-        batch = state[phase]["batch"]
-        return self.outcome("submitted", f"Submitted the {phase} batch {batch} for archive "
-                            f"{state['cursor'] + 1}..{state['through']}; the next `agent dream` "
-                            f"(or `agent serve`) picks it up.", state)
+    def submitted(self, state: RunState, phase: str) -> DreamOutcome:
+        batch = state.step(phase).batch
+        return self.outcome("submitted", f"Submitted the {phase} batch {batch} for "
+                            f"{state.span}; the next `agent dream` (or `agent serve`) picks "
+                            f"it up.", state)
 
-    def waiting(self, state: dict, phase: str) -> DreamOutcome:
-        return self.outcome("waiting", f"The {phase} batch {state[phase]['batch']} for archive "
-                            f"{state['cursor'] + 1}..{state['through']} is still running.", state)
+    def waiting(self, state: RunState, phase: str) -> DreamOutcome:
+        return self.outcome("waiting", f"The {phase} batch {state.step(phase).batch} for "
+                            f"{state.span} is still running.", state)
 
-    def not_sent(self, state: dict, phase: str, problem: str) -> DreamOutcome:
+    def not_sent(self, state: RunState, phase: str, problem: str) -> DreamOutcome:
         """Nothing was accepted by the API: what is saved stays (the analyst's findings,
         if any), so the next run retries just this step."""
-        atomic.write_json(self.vault.state / LAST_FAILURE,
-                    {"at": self.clock().isoformat(), "cursor": state["cursor"],
-                     "through": state["through"], "batches": _batch_ids(state),
-                     "message": f"could not send the {phase} requests: {problem}"})
-        return self.outcome("failed", f"Could not send the {phase} request(s) for archive "
-                            f"{state['cursor'] + 1}..{state['through']}: {problem}. Memory and "
-                            f"cursor are unchanged; the next `agent dream` tries again.", state)
+        self._record_failure(state, f"could not send the {phase} requests: {problem}")
+        return self.outcome("failed", f"Could not send the {phase} request(s) for "
+                            f"{state.span}: {problem}. Memory and cursor are unchanged; the "
+                            f"next `agent dream` tries again.", state)
 
-    def fail(self, state: dict, why: str) -> DreamOutcome:
+    def fail(self, state: RunState, why: str) -> DreamOutcome:
         """A finished batch's results are final, so the record goes: the next run starts over."""
-        out = self.outcome("failed", f"The dream over archive {state['cursor'] + 1}.."
-                           f"{state['through']} failed: {why}. Memory and cursor are unchanged; "
-                           f"the next `agent dream` starts over from archive "
-                           f"{state['cursor'] + 1}.", state)
+        out = self.outcome("failed", f"The dream over {state.span} failed: {why}. Memory and "
+                           f"cursor are unchanged; the next `agent dream` starts over from "
+                           f"archive {state.first}.", state)
         clear_state(self.vault)
-        atomic.write_json(self.vault.state / LAST_FAILURE,
-                    {"at": self.clock().isoformat(), "cursor": state["cursor"],
-                     "through": state["through"], "batches": out.batches, "message": why})
+        self._record_failure(state, why)
         return out
+
+    def _record_failure(self, state: RunState, message: str) -> None:
+        atomic.write_json(self.vault.state / LAST_FAILURE,
+                          {"at": self.clock().isoformat(), "cursor": state.cursor,
+                           "through": state.through, "batches": state.batch_ids(),
+                           "message": message})
 
     def skip_only(self, sel) -> DreamOutcome:
         """Only heartbeat/dream entries wait: the cursor moves past them, no model call."""
-        state = {"cursor": sel.cursor, "through": sel.through, "usage": {}}
+        span = {"cursor": sel.cursor, "through": sel.through}
         why = (f"The {len(sel.skipped)} entr{'ies' if len(sel.skipped) != 1 else 'y'} after the "
                f"cursor come from heartbeat or dream sessions, which are not dream input.")
         if self.dry_run:
             return self.outcome("dry_run", f"{why} A run would move the cursor to "
-                                f"{sel.through}; nothing else.", state)
+                                f"{sel.through}; nothing else.", **span)
         with self.vault.locked():
             if archive.read_cursor(self.vault.root) != sel.cursor:
                 return self.outcome("nothing", "The cursor moved meanwhile; nothing to do.")
@@ -523,18 +476,18 @@ class _Run:
                                            body=why,
                                            trailers={"Cursor": f"{sel.cursor} -> {sel.through}"}))
         self._clear_failure()
-        return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", state,
-                            sha=sha)
+        return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", sha=sha,
+                            **span)
 
-    def apply(self, state: dict) -> DreamOutcome:
-        ops = state.get("ops") or []
-        first, through, cursor = state["cursor"] + 1, state["through"], state["cursor"]
+    def apply(self, state: RunState) -> DreamOutcome:
+        ops = state.ops or []
+        first, through, cursor = state.first, state.through, state.cursor
         max_lines = self.settings.memory_max_lines
         if self.dry_run:
             # Read without the lock: taking it would commit pending hand edits.
             applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
                                 max_lines=max_lines)
-            state["previewed"] = True
+            state.previewed = True
             save_state(self.vault, state)
             return self.outcome("dry_run", f"Dry run over archive {first}..{through}: nothing "
                                 f"was changed. `agent dream` applies this result, `agent dream "
@@ -568,28 +521,13 @@ class _Run:
             (self.vault.state / LAST_FAILURE).unlink()
 
 
-def _api_problem(e) -> str:
-    """An SDK error in a sentence: the status and the API's own message when it sent one."""
-    status = getattr(e, "status_code", None)
-    if status is None:
-        return f"cannot reach the API ({e})"
-    return f"{status} {_error_text(getattr(e, 'body', None)) if getattr(e, 'body', None) else e}"
-
-
-def _error_text(err) -> str:
-    """`type: message` of an API error body (a dict or an SDK object)."""
-    inner = prompts._get(err, "error", err)
-    kind, msg = prompts._get(inner, "type"), prompts._get(inner, "message")
-    return f"{kind}: {msg}" if kind or msg else str(err)
-
-
 def _plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else words or word + 's'}"
 
 
-def commit_change(state: dict, applied: Applied, trailers: dict[str, str]) -> Change:
+def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -> Change:
     """The dream's commit: what changed in memory (the subject), why (the body)."""
-    span = f"archive {state['cursor'] + 1}..{state['through']}"
+    span = state.span
     if applied.changed:
         subject = (f"+{_plural(applied.added, 'fact')}, {applied.updated} updated, "
                    f"{applied.removed} removed ({span})")
@@ -597,13 +535,13 @@ def commit_change(state: dict, applied: Applied, trailers: dict[str, str]) -> Ch
         subject = f"no changes ({span})"
     lines = applied.describe()
     if not applied.changed:
-        found = len(state.get("findings") or [])
+        found = len(state.findings or [])
         lines.insert(0, f"Nothing to change in memory ({_plural(found, 'finding')}, "
-                        f"{_plural(len(state.get('ops') or []), 'operation')}); the cursor moves "
-                        f"to {state['through']}.")
-    if state.get("skipped"):
+                        f"{_plural(len(state.ops or []), 'operation')}); the cursor moves "
+                        f"to {state.through}.")
+    if state.skipped:
         lines.append(f"Set aside (heartbeat/dream sessions): "
-                     f"{', '.join(str(i) for i in state['skipped'])}")
+                     f"{', '.join(str(i) for i in state.skipped)}")
     lines.extend(applied.notes)
     return Change("dream", subject, body="\n".join(lines), trailers=trailers)
 
@@ -616,10 +554,10 @@ def tokens_text(usage: dict[str, dict]) -> str:
                      for phase, u in usage.items())
 
 
-def trailers(state: dict, out: DreamOutcome) -> dict[str, str]:
-    t = {"Cursor": f"{state['cursor']} -> {state['through']}",
+def trailers(state: RunState, out: DreamOutcome) -> dict[str, str]:
+    t = {"Cursor": f"{state.cursor} -> {state.through}",
          "Batch": ", ".join(out.batches) if out.batches else "none (plain Messages calls)",
-         "Model": state.get("model", "")}
+         "Model": state.model}
     if out.usage:
         t["Tokens"] = tokens_text(out.usage)
     return t

@@ -1,0 +1,23 @@
+"""The one seam to a language model.
+
+`Provider` (base.py) is what the rest of the agent calls; `make_provider()` makes the real
+one (anthropic.py, the only module importing the SDK, which it does at the first call);
+`ScriptedProvider` (scripted.py) answers from a queue in unit tests.
+"""
+
+from __future__ import annotations
+
+from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
+                            add_usage, models_for, usage_dict, zero_usage)
+
+__all__ = ["Batch", "BatchResult", "Message", "NotFound", "Provider", "ProviderError",
+           "add_usage", "make_provider", "models_for", "usage_dict", "zero_usage"]
+
+
+def make_provider(*, max_retries: int = 2, timeout: float | None = None,
+                  lazy: bool = False) -> Provider:
+    """The provider for this environment: Anthropic, keyed by ANTHROPIC_API_KEY (NoApiKey
+    now when it is unset, or at the first model call with lazy=True)."""
+    from agent.llm.anthropic import AnthropicProvider
+
+    return AnthropicProvider(max_retries=max_retries, timeout=timeout, lazy=lazy)

@@ -1,15 +1,22 @@
-"""The Anthropic client the agent uses, made from the environment, and its usage figures.
+"""The Anthropic provider: the only module that imports the `anthropic` SDK.
 
-`anthropic` is imported inside make_client only: commands that need no model must not
-pay for importing the SDK.
+The SDK is imported, and its client made, at the first model call: commands that need
+no model do not pay for importing it, and `agent chat` builds its prompt while the SDK
+loads in the background (agent.llm.preload). ANTHROPIC_BASE_URL is honoured by the SDK itself.
+SDK objects and errors never leave this module: replies become `Message`s, batches
+`Batch`es, errors `ProviderError`s.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserError
+from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
+                            usage_dict, with_fallbacks)
 
 if TYPE_CHECKING:
     import anthropic
@@ -24,20 +31,24 @@ class NoApiKey(UserError):
         super().__init__(message)
 
 
+def _api_key() -> str:
+    key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
+    if not key:
+        raise NoApiKey()
+    return key
+
+
 def check_key() -> None:
     """NoApiKey now if ANTHROPIC_API_KEY is unset (without loading the SDK)."""
-    if not os.environ.get("ANTHROPIC_API_KEY", "").strip():
-        raise NoApiKey()
+    _api_key()
 
 
 def make_client(*, max_retries: int = 2, timeout: float | None = None) -> "anthropic.Anthropic":
     """An `anthropic.Anthropic` client for ANTHROPIC_API_KEY (NoApiKey when unset).
 
-    ANTHROPIC_BASE_URL is honoured by the SDK itself. timeout=None keeps the SDK's
-    default timeouts (passing None to the SDK would mean no timeout at all)."""
-    key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
-    if not key:
-        raise NoApiKey()
+    timeout=None keeps the SDK's default timeouts (passing None to the SDK would mean no
+    timeout at all)."""
+    key = _api_key()
     import anthropic
 
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": max_retries}
@@ -46,18 +57,7 @@ def make_client(*, max_retries: int = 2, timeout: float | None = None) -> "anthr
     return anthropic.Anthropic(**kwargs)
 
 
-_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def usage_dict(usage: Any) -> dict[str, int]:
-    """The four token counts of an SDK Usage (or a dict, or None), 0 where absent."""
-    if usage is None:
-        return {f: 0 for f in _USAGE_FIELDS}
-    get = usage.get if isinstance(usage, dict) else (lambda f: getattr(usage, f, None))
-    return {f: int(get(f) or 0) for f in _USAGE_FIELDS}
-
-
-# ---- calls with fallback models (added by the chat issue) ------------------------------
+# ---- errors ---------------------------------------------------------------------------
 
 # Errors after which the next model of `[model] fallbacks` is tried: the model is
 # overloaded, unknown here, or its service unavailable.
@@ -65,28 +65,23 @@ _FALLBACK_STATUS = {404, 503, 529}
 _FALLBACK_TYPES = {"overloaded_error", "not_found_error"}
 
 
-def error_type(e: BaseException) -> str | None:
-    """The API's error type (`overloaded_error`, ...) of an SDK error, if it has one."""
-    body = getattr(e, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict) and isinstance(err.get("type"), str):
-            return err["type"]
-        if isinstance(body.get("type"), str) and body.get("type") != "error":
-            return body["type"]
-    return None
+def _error_body(body: Any) -> tuple[str | None, str | None]:
+    """(type, message) of an API error body: `{"type": "error", "error": {...}}`, or the
+    inner `{"type", "message"}`, as a dict or an SDK object."""
+    def get(obj, name):
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    if body is None:
+        return None, None
+    inner = get(body, "error")
+    if inner is None or isinstance(inner, str):
+        inner = body
+    kind, msg = get(inner, "type"), get(inner, "message")
+    if kind == "error":
+        kind = None
+    return (kind if isinstance(kind, str) else None), (msg if isinstance(msg, str) else None)
 
 
-def wants_fallback(e: BaseException) -> bool:
-    """Whether another model may succeed where this error came from."""
-    import anthropic
-
-    if not isinstance(e, anthropic.APIStatusError):
-        return False
-    return e.status_code in _FALLBACK_STATUS or error_type(e) in _FALLBACK_TYPES
-
-
-def describe_error(e: BaseException) -> str:
+def _describe(e: "anthropic.APIError", kind: str | None, msg: str | None) -> str:
     """One plain line for an SDK error: what failed and the API's own words."""
     import anthropic
 
@@ -95,11 +90,8 @@ def describe_error(e: BaseException) -> str:
     if isinstance(e, anthropic.APIConnectionError):
         return f"Could not reach the Anthropic API: {e.__cause__ or e}"
     if isinstance(e, anthropic.APIStatusError):
-        body = e.body if isinstance(e.body, dict) else {}
-        err = body.get("error") if isinstance(body.get("error"), dict) else {}
-        kind = err.get("type") or type(e).__name__
-        msg = err.get("message") or str(e)
         status = f"HTTP {e.status_code}" if e.status_code and e.status_code != 200 else "mid-reply"
+        kind, msg = kind or type(e).__name__, msg or str(e)
         if e.status_code in (401, 403):
             return (f"The Anthropic API refused the key ({status}, {kind}): {msg}. "
                     f"Check ANTHROPIC_API_KEY.")
@@ -107,33 +99,136 @@ def describe_error(e: BaseException) -> str:
     return f"The Anthropic API failed: {e}"
 
 
-def _fallbacks(models, call):
-    """call(model) for each model in turn while the error says another may work."""
-    models = [m for i, m in enumerate(models) if m and m not in models[:i]]
-    for i, model in enumerate(models):
+def translate(e: "anthropic.APIError") -> ProviderError:
+    """The ProviderError (NotFound for 404) for an SDK error."""
+    import anthropic
+
+    status = getattr(e, "status_code", None) if isinstance(e, anthropic.APIStatusError) else None
+    kind, msg = _error_body(getattr(e, "body", None))
+    fallback = status in _FALLBACK_STATUS or kind in _FALLBACK_TYPES
+    cls = NotFound if isinstance(e, anthropic.NotFoundError) else ProviderError
+    if status is None:                       # not reached: what stood in the way
+        detail = str(e.__cause__ or e) if isinstance(e, anthropic.APIConnectionError) else str(e)
+    else:
+        detail = msg or (None if kind else str(e))
+    return cls(_describe(e, kind, msg), status=status, kind=kind, detail=detail,
+               fallback=fallback)
+
+
+# ---- conversions ----------------------------------------------------------------------
+
+
+def _block(b: Any) -> dict:
+    """An SDK content block as the plain dict we store and send back."""
+    d = b.model_dump(mode="json", exclude_none=True) if hasattr(b, "model_dump") else dict(b)
+    if d.get("type") == "text":
+        return {"type": "text", "text": d.get("text", "")}
+    if d.get("type") == "tool_use":
+        return {"type": "tool_use", "id": d["id"], "name": d["name"], "input": d.get("input", {})}
+    return d
+
+
+def _message(m: Any, model: str = "") -> Message:
+    return Message(content=[_block(b) for b in m.content or []], usage=usage_dict(m.usage),
+                   model=model or getattr(m, "model", None) or "",
+                   stop_reason=getattr(m, "stop_reason", None))
+
+
+def _batch(b: Any) -> Batch:
+    c = b.request_counts
+    return Batch(b.id, b.processing_status,
+                 {k: int(getattr(c, k, 0) or 0)
+                  for k in ("processing", "succeeded", "errored", "canceled", "expired")})
+
+
+def _result(r: Any) -> BatchResult:
+    kind = getattr(r, "type", None) or "missing"
+    if kind == "succeeded":
+        return BatchResult(kind, message=_message(r.message))
+    if kind == "errored":
+        t, msg = _error_body(getattr(r, "error", None))
+        text = f"{t}: {msg}" if t or msg else str(getattr(r, "error", ""))
+        return BatchResult(kind, error=text)
+    return BatchResult(kind)
+
+
+# ---- the provider ---------------------------------------------------------------------
+
+
+class AnthropicProvider(Provider):
+    """The Messages and Message Batches APIs through the `anthropic` SDK.
+
+    The key is read now, or (lazy=True) at the first call: then a command that may need
+    no model (a dream with nothing to send) runs without one."""
+
+    name = "anthropic"
+
+    def __init__(self, *, max_retries: int = 2, timeout: float | None = None,
+                 lazy: bool = False) -> None:
+        self._max_retries = max_retries
+        self._timeout = timeout
+        self._client: "anthropic.Anthropic | None" = None
+        self._lock = threading.Lock()
+        if not lazy:
+            _api_key()
+
+    @property
+    def client(self) -> "anthropic.Anthropic":
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = make_client(max_retries=self._max_retries,
+                                               timeout=self._timeout)
+        return self._client
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        import anthropic
+
         try:
-            return call(model), model
-        except Exception as e:
-            if i + 1 < len(models) and wants_fallback(e):
-                continue
-            raise
+            return fn()
+        except anthropic.APIError as e:
+            raise translate(e) from e
 
+    def stream(self, models: str | Sequence[str], *,
+               on_text: Callable[[str], None] | None = None, **params) -> Message:
+        client = self.client
 
-def stream_message(client, models: list[str], *, on_text=None, **params):
-    """Stream one message, trying `models` in order: (final Message, model used).
+        def one(model: str) -> Message:
+            def go():
+                with client.messages.stream(model=model, **params) as stream:
+                    for event in stream:
+                        if on_text is not None and event.type == "text":
+                            on_text(event.text)
+                    return _message(stream.get_final_message(), model)
+            return self._call(go)
+        return with_fallbacks(models, one)
 
-    `on_text(chunk)` gets the text as it arrives. A KeyboardInterrupt stops the stream
-    and propagates (the caller keeps what on_text saw).
-    """
-    def call(model):
-        with client.messages.stream(model=model, **params) as stream:
-            for event in stream:
-                if on_text is not None and event.type == "text":
-                    on_text(event.text)
-            return stream.get_final_message()
-    return _fallbacks(models, call)
+    def create(self, models: str | Sequence[str], **params) -> Message:
+        client = self.client
+        return with_fallbacks(models, lambda model: self._call(
+            lambda: _message(client.messages.create(model=model, **params), model)))
 
+    def count_tokens(self, model: str, **params) -> int:
+        client = self.client
+        return self._call(lambda: client.messages.count_tokens(model=model, **params)).input_tokens
 
-def create_message(client, models: list[str], **params):
-    """One message without streaming, trying `models` in order: (Message, model used)."""
-    return _fallbacks(models, lambda model: client.messages.create(model=model, **params))
+    def list_models(self) -> list[str]:
+        client = self.client
+        return self._call(lambda: [m.id for m in client.models.list(limit=1000)])
+
+    def batch_create(self, requests: list[dict]) -> Batch:
+        client = self.client
+        return _batch(self._call(lambda: client.messages.batches.create(requests=requests)))
+
+    def batch_retrieve(self, batch_id: str) -> Batch:
+        client = self.client
+        return _batch(self._call(lambda: client.messages.batches.retrieve(batch_id)))
+
+    def batch_results(self, batch_id: str) -> dict[str, BatchResult]:
+        client = self.client
+        return self._call(lambda: {r.custom_id: _result(r.result)
+                                   for r in client.messages.batches.results(batch_id)})
+
+    def batch_cancel(self, batch_id: str) -> Batch:
+        client = self.client
+        return _batch(self._call(lambda: client.messages.batches.cancel(batch_id)))

@@ -37,6 +37,7 @@ from agent.stores import heartbeat as hbmod
 from agent import schedule as sched
 from agent.stores import cron as cronfile
 from agent.errors import UserError
+from agent.llm import Provider, ProviderError, make_provider
 from agent.stores.cron import CRON_FILE, CronFile, CronFileError, Job
 from agent.vault import atomic
 from agent.vault.change import Change
@@ -156,25 +157,23 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
     return record
 
 
-def _turn(vault: Vault, client, session: str, text: str, now: datetime, *, kind: str,
+def _turn(vault: Vault, provider: Provider, session: str, text: str, now: datetime, *, kind: str,
           settings=None, on_text=None, discard_reply=None, on_save=None):
     """run_turn, with failures as (None, message): a failed run is recorded, never fatal."""
-    import anthropic
-
     from agent.chat.turn import run_turn
 
     try:
-        return run_turn(vault, client, session, text, now, settings=settings, kind=kind,
+        return run_turn(vault, provider, session, text, now, settings=settings, kind=kind,
                         on_text=on_text, discard_reply=discard_reply, on_save=on_save), None
     except UserError as e:
         return None, str(e) or type(e).__name__
-    except anthropic.APIError as e:      # the loop records API errors itself; this is a
+    except ProviderError as e:           # the loop records API errors itself; this is a
         return None, f"{type(e).__name__}: {e}"   # failure outside its model calls
     except KeyboardInterrupt:
         return None, "interrupted"
 
 
-def execute_job(vault: Vault, client, job: Job, now: datetime, *, due: datetime | None,
+def execute_job(vault: Vault, provider: Provider, job: Job, now: datetime, *, due: datetime | None,
                 following: datetime | None, settings=None, on_text=None) -> Outcome:
     """Run `job`'s turn and record the run in cron.json: in the turn's commit, or, when
     the turn was cut short before it was saved, in a commit of its own."""
@@ -193,7 +192,7 @@ def execute_job(vault: Vault, client, job: Job, now: datetime, *, due: datetime 
         record(vault, status, why)
         recorded.append((status, why))
 
-    result, failure = _turn(vault, client, job.session, job_text(job, due, now), now,
+    result, failure = _turn(vault, provider, job.session, job_text(job, due, now), now,
                             kind="cron", settings=settings, on_text=on_text, on_save=on_save)
     sha = getattr(result, "sha", None)
     if recorded:
@@ -220,20 +219,20 @@ def execute_job(vault: Vault, client, job: Job, now: datetime, *, due: datetime 
     return Outcome(status, sha, error, getattr(result, "reply", "") or "")
 
 
-def run_job_now(vault: Vault, client, job_id: str, now: datetime, *, on_text=None) -> Outcome:
+def run_job_now(vault: Vault, provider: Provider, job_id: str, now: datetime, *, on_text=None) -> Outcome:
     """`agent cron run`: run a job at once; its next run stays as it was."""
     from agent.config import load_settings
 
     with vault.locked():
         job = cronfile.read(vault.root).find(job_id)
-    return execute_job(vault, client, job, now, due=None, following=None,
+    return execute_job(vault, provider, job, now, due=None, following=None,
                        settings=load_settings(vault.root), on_text=on_text)
 
 
-def execute_heartbeat(vault: Vault, client, hb: hbmod.Heartbeat, now: datetime, *,
+def execute_heartbeat(vault: Vault, provider: Provider, hb: hbmod.Heartbeat, now: datetime, *,
                       settings=None, on_text=None) -> Outcome:
     """Run a heartbeat's prompt; a reply of HEARTBEAT_OK with no change leaves no trace."""
-    result, failure = _turn(vault, client, hb.session, hb.message(), now, kind="heartbeat",
+    result, failure = _turn(vault, provider, hb.session, hb.message(), now, kind="heartbeat",
                             settings=settings, on_text=on_text, discard_reply=hbmod.OK)
     if result is None:
         return Outcome("interrupted" if failure == "interrupted" else "error", None, failure)
@@ -260,13 +259,13 @@ def record_heartbeat(vault: Vault, hb: hbmod.Heartbeat, now: datetime, outcome: 
         atomic.write_json(vault.state / hbmod.STATE_FILE, state)
 
 
-def run_heartbeat_now(vault: Vault, client, hb: hbmod.Heartbeat, now: datetime, *,
+def run_heartbeat_now(vault: Vault, provider: Provider, hb: hbmod.Heartbeat, now: datetime, *,
                       on_text=None) -> Outcome:
     """`agent heartbeat run`: run one heartbeat at once; it counts as its run, so serve
     runs it next one interval (or its next cron time) from now."""
     from agent.config import load_settings
 
-    outcome = execute_heartbeat(vault, client, hb, now, settings=load_settings(vault.root),
+    outcome = execute_heartbeat(vault, provider, hb, now, settings=load_settings(vault.root),
                                 on_text=on_text)
     record_heartbeat(vault, hb, now, outcome)
     return outcome
@@ -291,12 +290,12 @@ def _stat(path: Path):
 class Server:
     """The scheduler: `step(now)` does the work due at `now`; `run()` loops until stopped."""
 
-    def __init__(self, vault: Vault, client, *, clock: Callable[[], datetime],
+    def __init__(self, vault: Vault, provider: Provider, *, clock: Callable[[], datetime],
                  tick: float = 5.0, settings=None):
         from agent.config import load_settings
 
         self.vault = vault
-        self.client = client
+        self.provider = provider
         self.clock = clock
         self.tick = tick
         self.settings = settings or load_settings(vault.root)
@@ -488,7 +487,7 @@ class Server:
                  if missed else "")
         self.busy = True
         try:
-            outcome = execute_job(vault, self.client, job, now, due=due, following=following,
+            outcome = execute_job(vault, self.provider, job, now, due=due, following=following,
                                   settings=self.settings)
         finally:
             self.busy = False
@@ -521,7 +520,7 @@ class Server:
             log.info("heartbeat %s: running", hb.name)
             self.busy = True
             try:
-                outcome = execute_heartbeat(self.vault, self.client, hb, t, settings=self.settings)
+                outcome = execute_heartbeat(self.vault, self.provider, hb, t, settings=self.settings)
             finally:
                 self.busy = False
             self.runs += 1
@@ -586,8 +585,8 @@ class Server:
                  else f"{waiting} archive entries wait; submitting")
         self.busy = True
         try:
-            outcome = run_dream(self.vault, self.client, now, wait=False)
-        except (UserError, _api_error()) as e:
+            outcome = run_dream(self.vault, self.provider, now, wait=False)
+        except (UserError, ProviderError) as e:
             log.error("dream: %s", e)
             outcome = None
         finally:
@@ -627,9 +626,9 @@ class Server:
             from agent.chat.compact import compact_session
             self.busy = True
             try:
-                archived = compact_session(self.vault, self.client, key, now, force=True,
+                archived = compact_session(self.vault, self.provider, key, now, force=True,
                                            settings=self.settings)
-            except (UserError, _api_error()) as e:
+            except (UserError, ProviderError) as e:
                 log.error("compact %s: %s", key, e)
                 continue
             finally:
@@ -718,11 +717,6 @@ class Server:
         raise KeyboardInterrupt
 
 
-def _api_error() -> type:
-    import anthropic
-    return anthropic.APIError
-
-
 def _describe(outcome) -> str:
     for attr in ("message", "kind"):
         value = getattr(outcome, attr, None)
@@ -765,9 +759,7 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
     handlers = _setup_logging(vault)
     try:
         clock = clock or vault_now
-        from agent.llm.anthropic import make_client
-        client = make_client()
-        server = Server(vault, client, clock=clock, tick=tick)
+        server = Server(vault, make_provider(), clock=clock, tick=tick)
         start = clock()
         server.watching_since = start
         server.reload(start, first=True)     # a corrupt cron.json refuses here

@@ -122,6 +122,45 @@ def parse(meta: dict, body: str, rel: str) -> Heartbeat:
                      active_hours=active, tz=tz)
 
 
+def with_enabled(text: str, enabled: bool, rel: str) -> str:
+    """The text of a heartbeat file with `enabled:` set, every other byte as it was."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip("\r\n") != "---":
+        raise HeartbeatError(f"{rel}: no frontmatter (a first line ---)")
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == "---"), None)
+    if end is None:
+        raise HeartbeatError(f"{rel}: the frontmatter has no closing ---")
+    value = "true" if enabled else "false"
+    for i in range(1, end):
+        if re.match(r"^enabled\s*:", lines[i]):
+            newline = lines[i][len(lines[i].rstrip("\r\n")):] or "\n"
+            lines[i] = f"enabled: {value}{newline}"
+            return "".join(lines)
+    lines.insert(end, f"enabled: {value}\n")
+    return "".join(lines)
+
+
+def new_file(name: str, prompt: str, *, every: str | None = None, cron: str | None = None,
+             active_hours: str | None = None, tz: str | None = None,
+             enabled: bool = True) -> str:
+    """The text of a new heartbeat file (checked by `parse`, so a bad one is refused)."""
+    from agent.stores.frontmatter_io import dump
+
+    meta: dict = {"name": name}
+    if every is not None:
+        meta["every"] = every
+    if cron is not None:
+        meta["cron"] = cron
+    meta["enabled"] = enabled
+    if active_hours:
+        meta["active_hours"] = active_hours
+    if tz:
+        meta["tz"] = tz
+    text = dump(meta, prompt)
+    parse(meta, prompt, f"{FOLDER}/{name}.md")
+    return text
+
+
 def load_all(root: Path) -> tuple[list[Heartbeat], list[str]]:
     """Every heartbeat of the vault, by name, and the problems of those that cannot be read
     (each `file: problem`); a broken file never stops the others."""

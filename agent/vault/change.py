@@ -38,6 +38,9 @@ class Identity:
                 "GIT_COMMITTER_NAME": self.name, "GIT_COMMITTER_EMAIL": self.email}
 
 
+AGENT = Identity("agent", "agent@localhost")   # the agent, when agent.toml names no other
+
+
 @dataclass(frozen=True)
 class Change:
     """One change to the vault, as its commit will tell it.

@@ -136,6 +136,12 @@ def _run(args, cwd, env=None, input=None) -> subprocess.CompletedProcess:
                           input=input, capture_output=True, text=True, errors="surrogateescape")
 
 
+def git_version() -> str:
+    """What `git --version` says (`git version 2.43.0`); OSError when git does not run."""
+    return subprocess.run(["git", "--version"], capture_output=True, text=True,
+                          timeout=10).stdout.strip()
+
+
 def _git_toplevel(path: Path) -> Path | None:
     p = _run(["rev-parse", "--show-toplevel"], cwd=path)
     return Path(p.stdout.strip()) if p.returncode == 0 else None
@@ -432,6 +438,15 @@ class Vault:
         if check and p.returncode:
             raise GitError(list(args), p.returncode, p.stderr)
         return p.stdout
+
+    def fsck(self) -> str | None:
+        """The first problem `git fsck` finds in the repository, None when it is sound."""
+        p = _run(["fsck", "--no-progress", "--no-dangling"], cwd=self.root)
+        if p.returncode == 0:
+            return None
+        lines = (p.stderr.strip() + "\n" + p.stdout.strip()).strip().splitlines()
+        named = [l for l in lines if any(w in l for w in ("corrupt", "missing", "broken"))]
+        return (named or lines or ["git fsck failed"])[0].removeprefix("error: ")
 
     def git_passthrough(self, *args: str) -> int:
         """Run git with the terminal attached (for `agent git`, `agent log`)."""

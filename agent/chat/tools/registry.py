@@ -24,7 +24,7 @@ functions with `@tool`. `load_all()` imports every module of the package (with
   description from the docstring's `Args:` section; the tool's description from the
   docstring's text before it. The decorator returns the function unchanged, so it can
   be called and tested directly (with `use_context(...)`).
-- Per-call context (vault, session, now, settings, depth, client) comes from
+- Per-call context (vault, session, now, settings, depth, provider) comes from
   `current_context()`, a `ContextVar`, never from the signature.
 - Return a string (other values are sent as JSON). Raise `ToolError` (or any
   `agent.errors.UserError`) with a message for the model when the call cannot be done;
@@ -77,7 +77,7 @@ class ToolContext:
     now: datetime
     settings: Any = None
     depth: int = 0
-    client: Any = None
+    provider: Any = None             # agent.llm.Provider: the model, for tools that call one
 
 
 @dataclass

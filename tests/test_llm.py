@@ -1,0 +1,214 @@
+"""The model seam (agent/llm): the Anthropic provider against the fake API (real SDK, real
+HTTP on 127.0.0.1), the scripted provider, and unit tests of the turn and compaction that
+use the scripted one, where an HTTP round trip adds nothing."""
+
+from __future__ import annotations
+
+import ast
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from agent.chat.compact import CompactError, compact_session
+from agent.chat.turn import run_turn
+from agent.llm import Message, NotFound, ProviderError, make_provider
+from agent.llm.anthropic import NoApiKey
+from agent.llm.scripted import ScriptedProvider, failure, json_reply, reply, tool_use
+from agent.stores import archive, sessions
+from conftest import ROOT, subjects
+from fakeanthropic import error
+from fakeanthropic import reply as fake_reply
+from fakeanthropic import tool_use as fake_tool_use
+
+NOW = datetime(2026, 11, 20, 14, 5, tzinfo=timezone(timedelta(hours=1)))
+HI = [{"role": "user", "content": "hi"}]
+
+
+# ---- the Anthropic provider -----------------------------------------------------------
+
+
+def test_stream_gives_text_as_it_comes_and_a_plain_message(fake_anthropic):
+    fake_anthropic.add(fake_reply("Hello there, friend", fake_tool_use("list_dir", {}, id="t1")))
+    chunks = []
+    msg = make_provider().stream(["claude-a"], on_text=chunks.append, max_tokens=50, messages=HI)
+    assert "".join(chunks) == "Hello there, friend"
+    assert msg.content == [{"type": "text", "text": "Hello there, friend"},
+                           {"type": "tool_use", "id": "t1", "name": "list_dir", "input": {}}]
+    assert msg.model == "claude-a" and msg.stop_reason == "tool_use"
+    assert msg.usage["output_tokens"] > 0 and msg.tool_calls[0]["name"] == "list_dir"
+    assert fake_anthropic.last.body["stream"] is True
+
+
+def test_fallback_chain_moves_on_for_overload_and_stops_for_other_errors(fake_anthropic):
+    fake_anthropic.add(error(529, "overloaded_error", "Overloaded"), fake_reply("from b"))
+    msg = make_provider(max_retries=0).create(["claude-a", "claude-b"], max_tokens=5, messages=HI)
+    assert msg.text == "from b" and msg.model == "claude-b"
+    assert [c.body["model"] for c in fake_anthropic.calls()] == ["claude-a", "claude-b"]
+
+    fake_anthropic.add(error(400, "invalid_request_error", "prompt is too long"))
+    with pytest.raises(ProviderError) as e:
+        make_provider(max_retries=0).create(["claude-a", "claude-b"], max_tokens=5, messages=HI)
+    assert str(e.value) == ("The Anthropic API failed (HTTP 400, invalid_request_error): "
+                            "prompt is too long")
+    assert e.value.problem() == "400 invalid_request_error: prompt is too long"
+    assert [c.body["model"] for c in fake_anthropic.calls()][2:] == ["claude-a"]
+
+
+def test_structured_output_and_count_tokens(fake_anthropic):
+    from fakeanthropic import json_reply as fake_json
+    fake_anthropic.add(fake_json({"topic": "x"}))
+    schema = {"type": "object", "properties": {"topic": {"type": "string"}}}
+    p = make_provider()
+    msg = p.create("claude-a", max_tokens=50, messages=HI,
+                   output_config={"format": {"type": "json_schema", "schema": schema}})
+    assert msg.text == '{"topic": "x"}'
+    assert fake_anthropic.last.body["output_config"]["format"]["schema"] == schema
+    assert p.count_tokens("claude-a", messages=HI) > 0
+    assert fake_anthropic.calls("/v1/messages/count_tokens")[0].body["model"] == "claude-a"
+
+
+def test_batches_as_plain_records(fake_anthropic):
+    from fakeanthropic import json_reply as fake_json
+    fake_anthropic.add(fake_json({"n": 1}))
+    fake_anthropic.batch_result("b-", error(529, "overloaded_error", "Overloaded"))
+    p = make_provider()
+    req = {"model": "claude-a", "max_tokens": 10, "messages": HI}
+    batch = p.batch_create([{"custom_id": "a-1", "params": req}, {"custom_id": "b-1", "params": req}])
+    assert batch.status in ("in_progress", "ended") and batch.id.startswith("msgbatch")
+    while not (batch := p.batch_retrieve(batch.id)).ended:
+        pass
+    assert batch.counts["succeeded"] == 1 and batch.counts["errored"] == 1
+    results = p.batch_results(batch.id)
+    assert results["a-1"].type == "succeeded" and results["a-1"].message.text == '{"n": 1}'
+    assert results["b-1"].type == "errored" and results["b-1"].error == "overloaded_error: Overloaded"
+    with pytest.raises(NotFound):
+        p.batch_retrieve("msgbatch_nope")
+
+
+def test_no_key_now_or_at_the_first_call(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(NoApiKey):
+        make_provider()
+    lazy = make_provider(lazy=True)           # made without a key ...
+    with pytest.raises(NoApiKey):             # ... which is asked for when a model is called
+        lazy.create("claude-a", max_tokens=5, messages=HI)
+
+
+# ---- the scripted provider ------------------------------------------------------------
+
+
+def test_scripted_provider_answers_in_order_and_records_requests():
+    p = ScriptedProvider("one", reply("two", usage={"input_tokens": 3, "output_tokens": 1}),
+                         failure(529, "overloaded_error"), json_reply({"ok": True}))
+    heard = []
+    assert p.stream("m1", on_text=heard.append, messages=HI).text == "one" and heard == ["one"]
+    assert p.create(["m1"], messages=HI).usage["input_tokens"] == 3
+    msg = p.create(["m1", "m2"], messages=HI)            # m1 overloaded: m2 answers
+    assert msg.model == "m2" and msg.text == '{"ok": true}'
+    assert [(r.kind, r.model) for r in p.requests] == [
+        ("stream", "m1"), ("create", "m1"), ("create", "m1"), ("create", "m2")]
+    with pytest.raises(AssertionError, match="no reply left"):
+        p.create("m1", messages=HI)
+
+
+# ---- the turn and compaction, on the scripted provider --------------------------------
+
+
+def test_turn_tool_loop_sends_results_back_and_commits_once(vault):
+    p = ScriptedProvider(
+        reply("Let me look.", tool_use("remember", {"text": "Likes green tea"}, id="t1")),
+        reply("Noted: green tea."))
+    chunks = []
+    result = run_turn(vault, p, "cli/default", "I like green tea", NOW, on_text=chunks.append)
+
+    assert result.reply == "Noted: green tea." and result.error is None
+    assert "".join(chunks) == "Let me look.\n\nNoted: green tea."
+    assert len(p.requests) == 2
+    sent = p.requests[1].params["messages"]
+    assert sent[-2]["content"][-1] == {"type": "tool_use", "id": "t1", "name": "remember",
+                                       "input": {"text": "Likes green tea"}}
+    (res,) = sent[-1]["content"]
+    assert res["type"] == "tool_result" and res["tool_use_id"] == "t1" and not res.get("is_error")
+    assert subjects(vault)[0] == "chat(cli/default): I like green tea"
+    assert result.sha == vault.head()
+    assert "Likes green tea" in (vault.root / "memory/2026-11-20.md").read_text()
+    roles = [m["role"] for m in sessions.Session(vault.root, "cli/default").lines()]
+    assert roles == ["user", "assistant", "user", "assistant"]
+    assert result.usage["input_tokens"] == 20 and result.usage["output_tokens"] == 10
+
+
+def test_turn_falls_back_and_keeps_the_model_for_the_rest_of_the_turn(vault):
+    p = ScriptedProvider(failure(529, "overloaded_error"), reply(tool_use("list_dir", {})),
+                         reply("done"))
+    result = run_turn(vault, p, "cli/default", "look", NOW, model="claude-a")
+    assert [r.model for r in p.requests][:2] == ["claude-a", vault_fallback(vault)]
+    assert p.requests[2].model == vault_fallback(vault) and result.model == vault_fallback(vault)
+
+
+def vault_fallback(vault) -> str:
+    from agent.config import load_settings
+    return load_settings(vault.root).fallback_models[0]
+
+
+def test_turn_records_a_provider_error_with_the_message(vault):
+    p = ScriptedProvider(failure(400, "invalid_request_error", "prompt is too long"))
+    result = run_turn(vault, p, "cli/default", "hello", NOW)
+    assert result.error == ("The Anthropic API failed (HTTP 400, invalid_request_error): "
+                            "prompt is too long")
+    (line,) = sessions.Session(vault.root, "cli/default").lines()
+    assert line["content"] == "hello" and line["error"] == result.error
+
+
+def test_compaction_summary_becomes_an_archive_entry(vault):
+    p = ScriptedProvider(reply("Sure."), json_reply(
+        {"topic": "Green tea", "summary": "The user likes green tea.", "importance": 0.7}))
+    run_turn(vault, p, "cli/default", "I like green tea", NOW)
+    entry = compact_session(vault, p, "cli/default", NOW, force=True)
+
+    assert entry == 1 and subjects(vault)[0] == "archive(cli/default): Green tea"
+    req = p.requests[-1]
+    assert req.kind == "create" and req.params["output_config"]["format"]["type"] == "json_schema"
+    assert "I like green tea" in req.params["messages"][0]["content"]
+    text = archive.entry_path(1, NOW)
+    assert "The user likes green tea." in (vault.root / text).read_text()
+
+
+def test_compaction_failure_changes_nothing(vault):
+    p = ScriptedProvider(reply("Sure."), json_reply({"summary": "no topic"}))
+    run_turn(vault, p, "cli/default", "hi", NOW)
+    head = vault.head()
+    with pytest.raises(CompactError, match="lacks a topic"):
+        compact_session(vault, p, "cli/default", NOW, force=True)
+    assert vault.head() == head
+
+
+# ---- the rule: only agent/llm talks to the SDK ----------------------------------------
+
+
+def test_only_agent_llm_imports_the_sdk_or_calls_client_messages():
+    offenders = []
+    for path in sorted((ROOT / "agent").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("agent/llm/"):
+            continue
+        source = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "anthropic"
+                                                    for a in node.names):
+                offenders.append(f"{rel}:{node.lineno} imports anthropic")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "anthropic":
+                offenders.append(f"{rel}:{node.lineno} imports from anthropic")
+            elif isinstance(node, ast.ImportFrom) and node.module == "agent.llm.anthropic" and any(
+                    a.name == "make_client" for a in node.names):
+                offenders.append(f"{rel}:{node.lineno} makes an SDK client")
+            elif (isinstance(node, ast.Attribute) and node.attr == "messages"
+                  and isinstance(node.value, (ast.Name, ast.Attribute))
+                  and (getattr(node.value, "id", None) or getattr(node.value, "attr", "")).endswith("client")):
+                offenders.append(f"{rel}:{node.lineno} calls client.messages")
+    assert offenders == []
+
+
+def test_message_text_joins_text_blocks_only():
+    m = Message([{"type": "text", "text": "a"}, {"type": "tool_use", "id": "1", "name": "x",
+                                                 "input": {}}, {"type": "text", "text": "b"}])
+    assert m.text == "ab" and len(m.tool_calls) == 1
