@@ -8,8 +8,6 @@ import json
 
 import click
 
-from agent.vault.change import Change
-
 from agent import config as cfg
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.errors import UserError

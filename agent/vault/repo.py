@@ -452,13 +452,6 @@ class Vault:
         """Run git with the terminal attached (for `agent git`, `agent log`)."""
         return subprocess.call(["git", *_GIT_BASE, *_no_filters(self.root), *args], cwd=self.root)
 
-    def fsck(self) -> str | None:
-        """The first problem `git fsck` finds in the repository, or None if it is sound."""
-        p = _run(["fsck", "--no-progress", "--no-dangling"], cwd=self.root)
-        if p.returncode == 0:
-            return None
-        return ((p.stderr.strip() or p.stdout.strip()).splitlines() or ["no message"])[0]
-
     def head(self) -> str | None:
         p = _run(["rev-parse", "--verify", "-q", "HEAD"], cwd=self.root)
         return p.stdout.strip() or None
@@ -833,12 +826,6 @@ def _is_state(rel: str) -> bool:
 
 def _union_lines() -> list[str]:
     return list(mergedriver.ATTRIBUTES)
-
-
-def git_version() -> str:
-    """`git version 2.39.5`; OSError when git does not run."""
-    return subprocess.run(["git", "--version"], capture_output=True, text=True,
-                          timeout=10).stdout.strip()
 
 
 def now() -> datetime:
