@@ -181,7 +181,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     turn = prompt.last_turn + 1
     staged = StagedVault(vault)
     ctx = registry.ToolContext(staged, session, now, settings, 0, provider)
-    tools = registry.definitions()
+    tools = registry.definitions(settings=settings)
     messages = prompt.messages
     window_end = len(messages) - 2 if len(messages) > 1 else -1
 
@@ -239,6 +239,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
 
     if (discard_reply is not None and error is None and not interrupted
             and reply.strip() == discard_reply and not staged.changed()):
+        staged.release_claims()
         return TurnResult(reply, None, session, turn, usage, used)
 
     lines = [_line(turn, 0, now, "user", text)]

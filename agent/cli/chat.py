@@ -214,6 +214,10 @@ def _repl(vault, provider, session: str, model: str | None) -> None:
     settings = load_settings(vault.root)
     click.echo(click.style(f"agent chat - session {session}, model {model or settings.model}. "
                            f"/help for commands, Ctrl-D to leave.", dim=True))
+    from agent.sandbox import startup_note
+    note = startup_note(settings)
+    if note:
+        click.echo(click.style(note, dim=True), err=True)
     try:
         while True:
             try:

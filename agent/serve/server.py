@@ -770,6 +770,10 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
         log.info("agent serve on %s (pid %d): %d cron jobs, %d heartbeats (%d enabled), "
                  "dream at %r, tick %gs", vault.root, os.getpid(), jobs_n, len(server.beats),
                  sum(b.enabled for b in server.beats), server.settings.dream_schedule, tick)
+        from agent.sandbox import startup_note
+        note = startup_note(server.settings)
+        if note:
+            log.warning("%s", note)
         previous = {s: signal.signal(s, server.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             code = server.run(once=once)
