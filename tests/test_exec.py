@@ -10,6 +10,7 @@ symlink in workspace/ pointing out of the vault.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -47,6 +48,18 @@ def sh(vault):
             return exec_(command, timeout)
     _sh.staged = staged
     return _sh
+
+
+def set_key(vault, table: str, key: str, value: str) -> None:
+    """Set `key = value` in [table] of the vault's agent.toml (the template has the table)."""
+    toml = vault.root / "agent.toml"
+    text = toml.read_text()
+    start = text.index(f"[{table}]\n")
+    end = text.find("\n[", start + 1)
+    end = len(text) if end < 0 else end
+    section = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text[start:end])
+    assert f"{key} = {value}" in section
+    toml.write_text(text[:start] + section + text[end:])
 
 
 def status(answer: str) -> str:
@@ -144,8 +157,7 @@ def test_no_network_unless_allowed(sh, vault):
     assert "127.0.0.1 FAILED" in out and "1.1.1.1 FAILED" in out, out
     assert "CONNECTED" not in out and host.hits == 0
     # The same probe reaches the host once [exec] network = true (the test can tell).
-    toml = vault.root / "agent.toml"
-    toml.write_text(toml.read_text() + "\n[exec]\nnetwork = true\n")
+    set_key(vault, "exec", "network", "true")
     staged = StagedVault(vault)
     with use_context(ToolContext(staged, "cli/default", NOW, load_settings(vault.root))):
         out = exec_(PROBE.format(port=host.port).replace(" 1.1.1.1", ""))
@@ -269,8 +281,7 @@ def test_what_a_command_writes_in_workspace_is_in_the_turns_commit(fake_anthropi
 
 
 def test_exec_is_not_offered_when_turned_off(fake_anthropic, vault, run):
-    toml = vault.root / "agent.toml"
-    toml.write_text(toml.read_text() + "\n[exec]\nenabled = false\n")
+    set_key(vault, "exec", "enabled", "false")
     fake_anthropic.add(reply(tool_use("exec", {"command": "touch made"})), reply("ok"))
     assert run("chat", "-m", "try").exit_code == 0
     names = {t["name"] for t in fake_anthropic.calls()[0].body["tools"]}
@@ -297,8 +308,7 @@ def test_without_bwrap_exec_is_not_offered_and_nothing_runs(fake_anthropic, vaul
 
 
 def test_settings_of_the_wrong_type_name_the_file(fake_anthropic, vault, run):
-    toml = vault.root / "agent.toml"
-    toml.write_text(toml.read_text() + "\n[exec]\nnetwork = \"yes\"\n")
+    set_key(vault, "exec", "network", '"yes"')
     r = run("chat", "-m", "hi")
     assert r.exit_code != 0
     assert "agent.toml" in r.output and "[exec] network must be true or false" in r.output
