@@ -311,4 +311,4 @@ def test_settings_of_the_wrong_type_name_the_file(fake_anthropic, vault, run):
     set_key(vault, "exec", "network", '"yes"')
     r = run("chat", "-m", "hi")
     assert r.exit_code != 0
-    assert "agent.toml" in r.output and "[exec] network must be true or false" in r.output
+    assert "agent.toml" in r.output and "exec.network must be true or false" in r.output
