@@ -309,7 +309,21 @@ def full_prefix(messages: list[dict] | None) -> list[dict]:
         msgs.pop()
         while msgs and msgs[-1]["role"] == "assistant":
             msgs.pop()
+    if msgs:
+        last = msgs[-1]["content"]
+        msgs[-1]["content"] = ([{"type": "text", "text": last}] if isinstance(last, str)
+                               else list(last)) + [{"type": "text", "text": FULL_NOTE}]
     return msgs
+
+
+FULL_NOTE = ("(The conversation above is your parent agent's. You are a sub-agent; your task "
+             "follows.)")
+
+
+def summary_prefix(summary: str) -> list[dict]:
+    return [{"role": "user", "content": [{"type": "text", "text": (
+        f"Context from the conversation that started you (a summary):\n{summary}\n\n"
+        f"You are a sub-agent; your task follows.")}]}]
 
 
 def _only_tool_results(m: dict) -> bool:

@@ -170,10 +170,8 @@ def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
     if prefix[-1]["role"] == "user" and messages and messages[0]["role"] == "user":
         def blocks(c):
             return [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
-        joined = {"role": "user", "content": blocks(prefix[-1]["content"]) + [
-            {"type": "text", "text": "(The conversation above is your parent agent's. You "
-                                     "are a sub-agent; your task follows.)"}]
-            + blocks(messages[0]["content"])}
+        joined = {"role": "user", "content": blocks(prefix[-1]["content"])
+                  + blocks(messages[0]["content"])}
         return prefix[:-1] + [joined] + messages[1:]
     return prefix + messages
 

@@ -49,8 +49,7 @@ def spawn_agent(prompt: str, context: Literal["none", "summary", "full"] = "none
     elif context == "summary":
         summary = subagents.summarize(_provider(ctx), ctx.messages, settings)
         if summary:
-            prompt = (f"Context from the conversation that started you (a summary):\n{summary}"
-                      f"\n\nYour task:\n{prompt}")
+            prefix = subagents.summary_prefix(summary)
     run = subagents.start(ctx.vault.vault if hasattr(ctx.vault, "vault") else ctx.vault,
                           ctx.provider, settings, prompt=prompt, parent_ctx=ctx, context=context,
                           readonly=readonly or ctx.readonly, background=background,
