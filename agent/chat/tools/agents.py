@@ -50,7 +50,7 @@ def spawn_agent(prompt: str, context: Literal["none", "summary", "full"] = "none
         summary = subagents.summarize(_provider(ctx), ctx.messages, settings)
         if summary:
             prefix = subagents.summary_prefix(summary)
-    run = subagents.start(ctx.vault.vault if hasattr(ctx.vault, "vault") else ctx.vault,
+    run = subagents.start(ctx.vault.vault,        # the real vault: the run stages its own writes
                           ctx.provider, settings, prompt=prompt, parent_ctx=ctx, context=context,
                           readonly=readonly or ctx.readonly, background=background,
                           timeout=timeout, prefix=prefix, now=ctx.now)
@@ -88,7 +88,7 @@ def agent_output(run_id: str) -> str:
     run = subagents.RUNS.get(run_id.strip())
     if run is not None:
         return run.answer()
-    vault = ctx.vault.vault if hasattr(ctx.vault, "vault") else ctx.vault
+    vault = ctx.vault.vault
     info = subagents.find_run(vault, run_id.strip())
     if info is None:
         raise ToolError(f"There is no sub-agent run {run_id!r}; `agent agents` lists them.")

@@ -44,9 +44,8 @@ def exec_(command: str, timeout: float | None = None) -> str:
     if not command.strip():
         raise ToolError("command is empty; give a shell command line, e.g. ls -la.")
     writable = not ctx.readonly
-    claim = getattr(ctx.vault, "claim", None)
-    if writable and claim is not None:
-        claim(sandbox.WORKSPACE)
+    if writable:
+        ctx.vault.claim(sandbox.WORKSPACE)
     cancel = getattr(ctx.cancel, "event", ctx.cancel)
     spec = sandbox.SandboxSpec(ctx.vault.root, command, timeout=limit,
                                network=bool(settings and settings.exec_network),
