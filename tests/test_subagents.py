@@ -178,10 +178,10 @@ def test_a_slow_sub_agent_moves_to_the_background_and_commits_on_its_own(fake_an
     fake_anthropic.default_reply = script
     from agent.chat import subagents
     from agent.chat.turn import run_turn
-    from agent.llm.anthropic import make_client
+    from agent.llm import make_provider
     from agent.vault.repo import now
 
-    client = make_client()
+    client = make_provider()
     first = run_turn(vault, client, "cli/default", "PARENT start it", now())
     [rid] = [r.id for r in subagents.running_here()]
     answer = result_of(script.seen["PARENT"][1])["content"]
