@@ -25,7 +25,7 @@ class SettingsError(UserError):
 class Key:
     """One setting: `section.name` in agent.toml, its type, default and bounds."""
     key: str                     # "chat.window_tokens"
-    kind: type                   # int, str or list (of strings)
+    kind: type                   # int, str, bool or list (of strings)
     default: object
     help: str
     attr: str | None = None      # the Settings field it fills (None: read elsewhere from raw)
@@ -65,6 +65,24 @@ SCHEMA: tuple[Key, ...] = (
     Key("dream.max_tokens", int, None, "the most tokens a dream reply may have", min=1),
     Key("serve.idle_compact_minutes", int, 120,
         "archive a conversation idle this long (0: never)", "idle_compact_minutes", min=0),
+    Key("exec.enabled", bool, True, "offer the sandboxed `exec` tool (needs bwrap)",
+        "exec_enabled"),
+    Key("exec.network", bool, False, "commands run by `exec` may reach the network",
+        "exec_network"),
+    Key("exec.timeout", int, 60, "a command's default time limit in seconds", "exec_timeout",
+        min=1),
+    Key("exec.max_timeout", int, 600, "the longest time limit a command may ask for, seconds",
+        "exec_max_timeout", min=1),
+    Key("web.enabled", bool, True, "offer the `web_fetch` tool", "web_enabled"),
+    Key("web.allow_private", bool, False,
+        "`web_fetch` may reach loopback and private addresses", "web_allow_private"),
+    Key("web.timeout", int, 20, "seconds one fetch may take, redirects included", "web_timeout",
+        min=1),
+    Key("web.max_bytes", int, 5_000_000, "the most of a page that is downloaded",
+        "web_max_bytes", min=1),
+    Key("agents.max_depth", int, 3, "how deep sub-agents may nest", "agents_max_depth", min=0),
+    Key("agents.max_running", int, 20, "sub-agents running at once at most",
+        "agents_max_running", min=1),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})
@@ -84,16 +102,30 @@ class Settings:
     dream_schedule: str = "0 3 * * *"
     dream_chunk_tokens: int = 60000
     idle_compact_minutes: int = 120
+    exec_enabled: bool = True
+    exec_network: bool = False
+    exec_timeout: int = 60
+    exec_max_timeout: int = 600
+    web_enabled: bool = True
+    web_allow_private: bool = False
+    web_timeout: int = 20
+    web_max_bytes: int = 5_000_000
+    agents_max_depth: int = 3
+    agents_max_running: int = 20
     raw: dict = field(default_factory=dict)
 
 
 def _type_name(kind: type) -> str:
-    return {int: "a whole number", str: "a string", list: "a list of strings"}[kind]
+    return {int: "a whole number", str: "a string", list: "a list of strings",
+            bool: "true or false"}[kind]
 
 
 def check_value(k: Key, value) -> str | None:
     """What is wrong with `value` for the setting `k`, or None."""
-    if k.kind is int:
+    if k.kind is bool:
+        if not isinstance(value, bool):
+            return f"must be true or false, not {value!r}"
+    elif k.kind is int:
         if not isinstance(value, int) or isinstance(value, bool):
             return f"must be a whole number, not {value!r}"
         if k.min is not None and value < k.min:
@@ -192,6 +224,13 @@ def load_settings(root: Path) -> Settings:
 
 def parse_value(k: Key, text: str):
     """A value typed on the command line for setting `k` (TOML syntax also accepted)."""
+    if k.kind is bool:
+        low = text.strip().lower()
+        if low in ("true", "yes", "on", "1"):
+            return True
+        if low in ("false", "no", "off", "0"):
+            return False
+        raise SettingsError(f"{k.key} must be true or false, not {text!r}")
     if k.kind is int:
         try:
             return int(text.replace("_", ""))

@@ -20,6 +20,7 @@ message and the partial reply, marked `"interrupted": true`.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import secrets
 import signal
@@ -156,13 +157,35 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
     return sha
 
 
+def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
+    """`prefix` (a parent's window, ending with a user message) then `messages`, the two
+    user messages where they meet joined into one (the API wants roles to alternate)."""
+    if not prefix:
+        return messages
+    prefix = json.loads(json.dumps(prefix))          # a copy, without cache marks
+    for m in prefix:
+        if isinstance(m.get("content"), list):
+            for b in m["content"]:
+                b.pop("cache_control", None)
+    if prefix[-1]["role"] == "user" and messages and messages[0]["role"] == "user":
+        def blocks(c):
+            return [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
+        joined = {"role": "user", "content": blocks(prefix[-1]["content"])
+                  + blocks(messages[0]["content"])}
+        return prefix[:-1] + [joined] + messages[1:]
+    return prefix + messages
+
+
 # ---- the turn -------------------------------------------------------------------------
 
 
 def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, *, settings=None,
              model: str | None = None, kind: str = "chat", on_text=None,
              discard_reply: str | None = None, on_tool=None,
-             on_save: Callable[[str | None, bool], None] | None = None) -> TurnResult:
+             on_save: Callable[[str | None, bool], None] | None = None, cancel=None,
+             depth: int = 0, readonly: bool = False, prefix_messages: list[dict] | None = None,
+             scope: str | None = None, extra_trailers: dict | None = None,
+             line_extra: dict | None = None) -> TurnResult:
     """Answer `text` in `session`, using tools, and save the turn as one commit.
 
     `on_text(chunk)` receives the reply as it streams; `on_tool(name, input)` hears of
@@ -171,7 +194,16 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     interrupted)` runs under the vault lock as the turn is saved, with how the turn
     went (`error` in one line, as its Error trailer says it, or None): what it writes
     through the vault lands in the turn's commit (`agent serve` records a job's run so).
+
+    Sub-agents (agent.chat.subagents) run turns too: `cancel` stops the turn and every
+    run it started (Ctrl-C sets it as well); `depth`, `readonly` and `prefix_messages`
+    (the parent's window, for context=full) shape what the turn sees; `scope` (default
+    the session), `extra_trailers` and `line_extra` (on the first transcript line) what
+    it saves.
     """
+    from agent.chat import subagents
+
+    cancel = cancel if cancel is not None else subagents.new_turn_cancel()
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)
     models = models_for(model, settings)
@@ -180,10 +212,12 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     # chat` starts importing it in the background (agent.llm.preload), so the two overlap.
     turn = prompt.last_turn + 1
     staged = StagedVault(vault)
-    ctx = registry.ToolContext(staged, session, now, settings, 0, provider)
-    tools = registry.definitions()
-    messages = prompt.messages
+    messages = _with_prefix(prefix_messages, prompt.messages)
     window_end = len(messages) - 2 if len(messages) > 1 else -1
+    ctx = registry.ToolContext(staged, session, now, settings, depth, provider, cancel=cancel,
+                               readonly=readonly, messages=messages,
+                               parent=f"{session} turn {turn}")
+    tools = registry.definitions(settings=settings, readonly=readonly)
 
     usage = zero_usage()
     new: list[dict] = []          # the turn's messages after the user's: (role, content)
@@ -195,6 +229,8 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     used = models[0]
 
     def sink(chunk: str) -> None:
+        if cancel.is_set():
+            raise subagents.Cancelled()
         streamed.append(chunk)
         if on_text is not None and chunk:
             if shown["any"] and not streamed[:-1] and not shown["newline"]:
@@ -205,12 +241,14 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
 
     try:
         for _ in range(max(1, settings.max_iterations)):
+            cancel.check()
             context.strip_marks(messages, window_end)
             context.mark_last(messages)
             streamed.clear()
-            msg = provider.stream(models[models.index(used):], on_text=sink,
-                                  max_tokens=settings.max_tokens, system=prompt.system,
-                                  messages=messages, tools=tools)
+            msg = subagents.cancellable(
+                cancel, provider.stream, models[models.index(used):], on_text=sink,
+                max_tokens=settings.max_tokens, system=prompt.system, messages=messages,
+                tools=tools)
             used = msg.model
             add_usage(usage, msg.usage)
             blocks = [b for b in msg.content if not (b.get("type") == "text" and not b.get("text"))]
@@ -233,12 +271,16 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     except KeyboardInterrupt:
         interrupted = True
         reply = "".join(streamed)
+        # Every sub-agent this turn started stops too, and saves what it did.
+        cancel.set()
+        subagents.settle(ctx.runs)
     except ProviderError as e:
         error = str(e)
         log.warning("turn %s of %s: %s", turn, session, error)
 
     if (discard_reply is not None and error is None and not interrupted
-            and reply.strip() == discard_reply and not staged.changed()):
+            and reply.strip() == discard_reply and not staged.changed() and not ctx.runs):
+        staged.release_claims()
         return TurnResult(reply, None, session, turn, usage, used)
 
     lines = [_line(turn, 0, now, "user", text)]
@@ -256,6 +298,8 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             lines[-1]["interrupted"] = True
     if error and not interrupted:
         lines[0]["error"] = error
+    if line_extra:
+        lines[0].update(line_extra)
 
     trailers = {"Session": session, "Turn": str(turn), "Model": used,
                 "Tokens": tokens_trailer(usage)}
@@ -264,8 +308,11 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         trailers["Interrupted"] = "yes"
     if error_line:
         trailers["Error"] = error_line
+    if ctx.runs:
+        trailers["Runs"] = ", ".join(ctx.runs)
+    trailers.update(extra_trailers or {})
     sha = persist(vault, staged, session, now, lines,
-                  Change(kind, shorten(text), scope=session, trailers=trailers),
+                  Change(kind, shorten(text), scope=scope or session, trailers=trailers),
                   before_commit=(lambda: on_save(error_line, interrupted)) if on_save else None)
     result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)

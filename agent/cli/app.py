@@ -281,8 +281,8 @@ def import_cmd(file):
 # ---- the other command families -------------------------------------------------------
 
 def _register():
-    from agent.cli import chat, config, doctor, dream, schedule, search, skills, sync
-    for module in (search, chat, dream, schedule, config, doctor, skills, sync):
+    from agent.cli import agents, chat, config, doctor, dream, schedule, search, skills, sync
+    for module in (search, chat, dream, schedule, config, doctor, skills, agents, sync):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -174,12 +174,33 @@ def chat(message, session, continue_, new, model):
         except KeyboardInterrupt:         # before the turn started: nothing was sent or saved
             click.echo("[cancelled]", err=True)
             sys.exit(130)
+        wait_for_runs()
         if result.interrupted:
             sys.exit(130)
         if result.error:
             sys.exit(1)
         return
     _repl(vault, make_provider(), session, model)
+
+
+def wait_for_runs() -> None:
+    """Before leaving: let sub-agents still running in the background end (and commit);
+    Ctrl-C stops them, and they save what they did, marked interrupted."""
+    from agent.chat import subagents
+
+    running = subagents.running_here()
+    if not running:
+        return
+    click.echo(click.style(f"[waiting for {len(running)} sub-agent"
+                           f"{'s' * (len(running) != 1)} still running in the background: "
+                           f"{', '.join(r.id for r in running)}; Ctrl-C stops them]", dim=True),
+               err=True)
+    try:
+        subagents.wait_background()
+    except KeyboardInterrupt:
+        subagents.cancel_all()
+        subagents.settle([r.id for r in running])
+        click.echo(click.style("[sub-agents stopped; what they did is saved]", dim=True), err=True)
 
 
 # ---- the conversation in the terminal ---------------------------------------------------
@@ -214,6 +235,10 @@ def _repl(vault, provider, session: str, model: str | None) -> None:
     settings = load_settings(vault.root)
     click.echo(click.style(f"agent chat - session {session}, model {model or settings.model}. "
                            f"/help for commands, Ctrl-D to leave.", dim=True))
+    from agent.sandbox import startup_note
+    note = startup_note(settings)
+    if note:
+        click.echo(click.style(note, dim=True), err=True)
     try:
         while True:
             try:
@@ -235,6 +260,7 @@ def _repl(vault, provider, session: str, model: str | None) -> None:
                 click.echo(click.style("[cancelled]", dim=True), err=True)
     finally:
         save_history()
+        wait_for_runs()
 
 
 def _slash(vault, provider, session: str, text: str) -> str | None:

@@ -18,12 +18,16 @@ def _show(value) -> str:
     """A value as `config get` prints it: strings bare, the rest as TOML."""
     if isinstance(value, str):
         return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, list):
         return "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in value) + "]"
     return str(value)
 
 
 def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (str, list)) else str(value)
 
 

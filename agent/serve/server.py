@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable
 
+from agent.chat import subagents
 from agent.stores import heartbeat as hbmod
 from agent import schedule as sched
 from agent.stores import cron as cronfile
@@ -686,6 +687,12 @@ class Server:
 
     def on_signal(self, signum, frame) -> None:
         name = signal.Signals(signum).name
+        running = subagents.running_here()
+        if running:
+            # Sub-agents stop at once and save what they did (the turn that started one
+            # then gets its answer at once).
+            log.info("%s: stopping %d sub-agent%s", name, len(running), "s" * (len(running) != 1))
+            subagents.cancel_all()
         if self.stopping and self.busy:
             log.info("%s again: interrupting the running turn", name)
             self._interrupt()
@@ -766,6 +773,10 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
         if lock.previous and lock.previous != os.getpid():
             log.info("took over the serve lock of pid %d, which is no longer running",
                      lock.previous)
+        from agent.sandbox import startup_note
+        note = startup_note(server.settings)      # before "agent serve on": tests wait for it
+        if note:
+            log.warning("%s", note)
         jobs_n = len(server.cron.jobs) if server.cron else 0
         log.info("agent serve on %s (pid %d): %d cron jobs, %d heartbeats (%d enabled), "
                  "dream at %r, tick %gs", vault.root, os.getpid(), jobs_n, len(server.beats),
@@ -777,6 +788,8 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
             for s, h in previous.items():
                 signal.signal(s, h)
             signal.alarm(0)
+        subagents.cancel_all()
+        subagents.settle([r.id for r in subagents.running_here()])
         log.info("agent serve stopped (%d runs)", server.runs)
         return code
     finally:

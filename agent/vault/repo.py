@@ -20,6 +20,7 @@ import fcntl
 import getpass
 import json
 import os
+import secrets
 import shutil
 import socket
 import stat
@@ -651,6 +652,12 @@ class Vault:
         self.recovered.extend(torn)
         if torn:
             dirty = self.dirty_paths()
+        live, dead = self._claims()
+
+        def under(p, prefixes):
+            return any(p == x or p.startswith(x + "/") for x in prefixes)
+        dirty = [p for p in dirty if not under(p, live)]
+        pending |= {p for p in dirty if under(p, dead)}
         leftovers = [p for p in dirty if p in pending]
         if leftovers:
             self._commit_paths(leftovers, recovered(leftovers))
@@ -743,6 +750,54 @@ class Vault:
                 os.fsync(f.fileno())
             moved.append(f"{rel} -> {dest.relative_to(self.root)}")
         return moved
+
+    # ---- claims: files a running sandboxed command writes --------------------------
+
+    def claim(self, prefix: str) -> Path:
+        """Mark `prefix/` as being written by a command this process runs (call locked).
+
+        Until the claim is released, no process's repair treats changes under it as hand
+        edits: they belong to the turn that ran the command and go in its commit
+        (`include`). A claim whose process died is dropped and its changes recovered as
+        the agent's.
+        """
+        folder = self.state / "claims"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.json"
+        path.write_text(json.dumps({"pid": os.getpid(), "prefix": prefix.strip("/")}))
+        return path
+
+    def release(self, claim: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            claim.unlink()
+
+    def _claims(self) -> tuple[list[str], list[str]]:
+        """(prefixes claimed by live processes, prefixes whose claimant died); dead ones removed."""
+        live, dead = [], []
+        for path in (self.state / "claims").glob("*.json"):
+            try:
+                data = json.loads(path.read_text())
+                pid, prefix = int(data["pid"]), str(data["prefix"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            try:
+                os.kill(pid, 0)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+            except PermissionError:
+                alive = True
+            if alive:
+                live.append(prefix)
+            else:
+                dead.append(prefix)
+                self.release(path)
+        return live, dead
+
+    def include(self, paths: list[str]) -> None:
+        """Count `paths` (changed on disk by a command this turn ran) as this process's writes."""
+        for rel in paths:
+            self._note_pending(self.rel(rel))
 
     def _pending_file(self) -> Path:
         return self.state / "pending.json"

@@ -47,6 +47,7 @@ class StagedVault:
         self._ops: list[_Op] = []
         self._lock = threading.RLock()
         self.problems: list[str] = []       # staged changes that could not be applied
+        self._claims: dict = {}              # prefix -> claim file (see Vault.claim)
 
     def __getattr__(self, name):
         # Everything that does not write (git, head, show, path, identities) is the vault's.
@@ -100,6 +101,24 @@ class StagedVault:
     def exists(self, rel: str) -> bool:
         return self.current(rel) is not None
 
+    def claim(self, prefix: str) -> None:
+        """Before a sandboxed command writes under `prefix/` directly on disk.
+
+        Hand edits already there are committed first (as the user's); from now until the
+        turn is saved, changes under `prefix/` are this turn's and go in its commit.
+        """
+        with self._lock:
+            if prefix in self._claims:
+                return
+            with self.vault.locked():
+                self._claims[prefix] = self.vault.claim(prefix)
+
+    def _claimed_changes(self) -> list[str]:
+        if not self._claims:
+            return []
+        prefixes = tuple(p.strip("/") + "/" for p in self._claims)
+        return [p for p in self.vault.dirty_paths() if p.startswith(prefixes)]
+
     def staged_paths(self) -> list[str]:
         with self._lock:
             seen = []
@@ -109,8 +128,9 @@ class StagedVault:
             return seen
 
     def changed(self) -> list[str]:
-        """The files whose text this turn's changes would alter."""
-        return [rel for rel in self.staged_paths() if self.current(rel) != self._disk(rel)]
+        """The files whose text this turn's changes would alter (or its commands altered)."""
+        return ([rel for rel in self.staged_paths() if self.current(rel) != self._disk(rel)]
+                + self._claimed_changes())
 
     # ---- staging writes --------------------------------------------------------------
 
@@ -187,4 +207,21 @@ class StagedVault:
             else:
                 self.vault.write_text(rel, text)
             written.append(rel)
+        with self._lock:
+            claims, self._claims = self._claims, {}
+        if claims:
+            prefixes = tuple(p.strip("/") + "/" for p in claims)
+            changed = [p for p in self.vault.dirty_paths() if p.startswith(prefixes)]
+            self.vault.include(changed)
+            written.extend(changed)
+            for claim in claims.values():
+                # Safe before the commit: we hold the vault lock until it is made.
+                self.vault.release(claim)
         return written
+
+    def release_claims(self) -> None:
+        """Give up the claims without committing (the turn was dropped)."""
+        with self._lock:
+            claims, self._claims = self._claims, {}
+        for claim in claims.values():
+            self.vault.release(claim)

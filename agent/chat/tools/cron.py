@@ -29,7 +29,7 @@ def _when(t) -> str:
     return t.astimezone().strftime("%Y-%m-%d %H:%M %Z") if t else "none"
 
 
-@tool
+@tool(writes=True)
 def cron_add(name: str, message: str, at: str | None = None, every: str | None = None,
              cron: str | None = None, tz: str | None = None, session: str | None = None,
              misfire: Literal["run_once", "skip"] = "run_once") -> str:
@@ -84,7 +84,7 @@ def cron_list() -> str:
     return "\n".join(lines)
 
 
-@tool
+@tool(writes=True)
 def cron_remove(id: str) -> str:
     """Remove a scheduled job.
 

@@ -80,7 +80,7 @@ def read_file(path: str) -> str:
     return text
 
 
-@tool
+@tool(writes=True)
 def write_file(path: str, content: str) -> str:
     """Create a file of the vault or replace its whole content.
 
@@ -114,7 +114,7 @@ def replace_once(text: str | None, old: str, new: str, rel: str) -> str:
     return text.replace(old, new, 1)
 
 
-@tool
+@tool(writes=True)
 def edit_file(path: str, old: str, new: str) -> str:
     """Replace one exact passage of a vault file, leaving the rest of it as it is.
 

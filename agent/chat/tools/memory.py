@@ -11,7 +11,7 @@ from agent.chat.tools.registry import ToolError, current_context, tool
 TITLES = {memory.MEMORY: "# Memory", memory.USER: "# User"}
 
 
-@tool
+@tool(writes=True)
 def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
              section: str | None = None) -> str:
     """Keep something in memory, saved with this turn.

@@ -78,6 +78,11 @@ class ToolContext:
     settings: Any = None
     depth: int = 0
     provider: Any = None             # agent.llm.Provider: the model, for tools that call one
+    cancel: Any = None               # agent.chat.subagents.Cancel: set when the turn is stopped
+    readonly: bool = False           # a read-only sub-agent: no writing tools
+    messages: list | None = None     # the conversation so far (for spawn_agent context=full)
+    runs: list = field(default_factory=list)   # sub-agent run ids this turn started
+    parent: str | None = None        # "session turn N" of the turn running these tools
 
 
 @dataclass
@@ -87,6 +92,12 @@ class Tool:
     description: str
     schema: dict                     # the JSON schema of the input
     params: dict = field(default_factory=dict)   # name -> (type hint, has default)
+    writes: bool = False             # changes the vault: not offered to read-only sub-agents
+    # available(settings) -> None when the tool can be offered, else why not (one line)
+    available: Callable | None = None
+
+    def unavailable(self, settings) -> str | None:
+        return self.available(settings) if self.available is not None else None
 
     def definition(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.schema}
@@ -116,10 +127,17 @@ def use_context(ctx: ToolContext):
 # ---- the decorator ------------------------------------------------------------------
 
 
-def tool(fn: Callable | None = None, *, name: str | None = None):
-    """Register `fn` as a tool (usable bare, `@tool`, or as `@tool(name=...)`)."""
+def tool(fn: Callable | None = None, *, name: str | None = None, writes: bool = False,
+         available: Callable | None = None):
+    """Register `fn` as a tool (usable bare, `@tool`, or as `@tool(name=...)`).
+
+    `writes=True` marks a tool that changes the vault (kept from read-only sub-agents);
+    `available(settings)` returns None when the tool may be offered, else the reason it
+    is not (bwrap missing, turned off in agent.toml).
+    """
     def register(f: Callable) -> Callable:
         t = _build(f, name or f.__name__)
+        t.writes, t.available = writes, available
         if t.name in REGISTRY and REGISTRY[t.name].fn is not f:
             existing = REGISTRY[t.name].fn
             raise ValueError(f"tool {t.name!r} is defined twice: {existing.__module__} "
@@ -325,11 +343,20 @@ def load_all() -> dict[str, Tool]:
     return REGISTRY
 
 
-def definitions(names: list[str] | None = None) -> list[dict]:
+def offered(settings=None, *, readonly: bool = False) -> list[str]:
+    """The names of the tools to offer: available with these settings, sorted."""
+    tools = load_all()
+    return [n for n in sorted(tools)
+            if not (readonly and tools[n].writes) and tools[n].unavailable(settings) is None]
+
+
+def definitions(names: list[str] | None = None, *, settings=None,
+                readonly: bool = False) -> list[dict]:
     """The tool definitions for the API, sorted by name so the prompt prefix is stable."""
     tools = load_all()
+    allowed = set(offered(settings, readonly=readonly))
     picked = sorted(tools) if names is None else [n for n in names if n in tools]
-    return [tools[n].definition() for n in picked]
+    return [tools[n].definition() for n in picked if n in allowed]
 
 
 def result_text(value) -> str:
@@ -350,6 +377,13 @@ def call(name: str, data, log=None) -> tuple[str, bool]:
     t = tools.get(name)
     if t is None:
         return f"There is no tool {name!r}; the tools are: {', '.join(sorted(tools))}.", True
+    ctx = _context.get(None)
+    if ctx is not None:
+        why = t.unavailable(ctx.settings)
+        if why:
+            return f"{name} is not available: {why}", True
+        if ctx.readonly and t.writes:
+            return f"{name} changes the vault and this sub-agent is read-only.", True
     try:
         kwargs = check_input(t, data)
         return result_text(t.fn(**kwargs)), False

@@ -1,0 +1,80 @@
+"""`agent agents`: the sub-agent runs of the vault (agent/chat/subagents.py)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from agent.cli.common import get_vault, vault_option
+from agent.errors import UserError
+
+
+@click.group("agents", invoke_without_command=True)
+@vault_option
+@click.pass_context
+def agents(ctx):
+    """List sub-agent runs (running, done, failed, interrupted) and their parent turns."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from agent.chat import subagents
+
+    vault = get_vault()
+    runs = subagents.list_runs(vault)
+    if not runs:
+        click.echo("No sub-agent runs yet.")
+        return
+    for r in runs:
+        prompt = " ".join(r.prompt.split())
+        if len(prompt) > 60:
+            prompt = prompt[:57] + "..."
+        click.echo(f"{r.id}  {r.status:<11}  depth {r.depth}  from {r.parent or '?'}  {prompt}")
+
+
+@agents.command("show")
+@click.argument("run_id", metavar="RUN")
+@vault_option
+def show(run_id):
+    """Print one run: its record, its prompt, what it did and its reply."""
+    from agent.chat import subagents
+
+    vault = get_vault()
+    info = subagents.find_run(vault, run_id.strip())
+    if info is None:
+        known = [r.id for r in subagents.list_runs(vault)[:5]]
+        hint = f" Recent runs: {', '.join(known)}." if known else ""
+        raise UserError(f"No sub-agent run {run_id} in {vault.root}.{hint}")
+    click.echo(f"run:     {info.id}")
+    click.echo(f"status:  {info.status}")
+    click.echo(f"parent:  {info.parent or '?'}")
+    click.echo(f"depth:   {info.depth}")
+    click.echo(f"started: {info.started}")
+    click.echo(f"session: agent/{info.id}")
+    if info.error:
+        click.echo(f"error:   {info.error}")
+    click.echo("")
+    if not info.lines:
+        click.echo(f"prompt:\n{info.prompt}")
+        return
+    for m in info.lines:
+        content = m.get("content")
+        if isinstance(content, str):
+            click.echo(f"[{m.get('role')}] {content}")
+            continue
+        for b in content or []:
+            kind = b.get("type")
+            if kind == "text":
+                click.echo(f"[{m.get('role')}] {b.get('text', '')}")
+            elif kind == "tool_use":
+                click.echo(f"[tool call] {b.get('name')} {json.dumps(b.get('input'), ensure_ascii=False)}")
+            elif kind == "tool_result":
+                body = b.get("content")
+                body = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+                if len(body) > 500:
+                    body = body[:500] + " [...]"
+                click.echo(f"[tool result{' (error)' if b.get('is_error') else ''}] {body}")
+        if m.get("interrupted"):
+            click.echo("[interrupted]")
+
+
+COMMANDS = [agents]
