@@ -766,7 +766,7 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
     handlers = _setup_logging(vault)
     try:
         clock = clock or vault_now
-        server = Server(vault, make_provider(), clock=clock, tick=tick)
+        server = Server(vault, make_provider(eager=True), clock=clock, tick=tick)
         start = clock()
         server.watching_since = start
         server.reload(start, first=True)     # a corrupt cron.json refuses here
