@@ -212,3 +212,36 @@ def test_message_text_joins_text_blocks_only():
     m = Message([{"type": "text", "text": "a"}, {"type": "tool_use", "id": "1", "name": "x",
                                                  "input": {}}, {"type": "text", "text": "b"}])
     assert m.text == "ab" and len(m.tool_calls) == 1
+
+
+# ---- the dream, on the scripted provider ----------------------------------------------
+
+
+def test_dream_batches_on_the_scripted_provider(vault):
+    from agent.dream import run_dream
+    from dreamkit import T0, finding, op, write_entries
+
+    write_entries(vault, ["Booked flights to Kyoto for 2026-12-03", "b"])
+    p = ScriptedProvider(json_reply({"findings": [finding("Flying to Kyoto on 2026-12-03")]}),
+                         json_reply({"ops": [op("add", section="Facts",
+                                                new="- Flying to Kyoto on 2026-12-03")]}))
+    out = run_dream(vault, p, T0, poll_interval=0)
+
+    assert out.kind == "committed", out.message
+    assert [(r.kind, r.custom_id) for r in p.requests] == [("batch", "analyst-1-2"),
+                                                           ("batch", "editor-1-2")]
+    assert out.batches == list(p.batches) and len(out.batches) == 2
+    assert "- Flying to Kyoto on 2026-12-03" in (vault.root / "MEMORY.md").read_text()
+    assert subjects(vault)[0] == "dream: +1 fact, 0 updated, 0 removed (archive 1..2)"
+
+
+def test_dream_sync_call_refused_keeps_nothing_sent(vault):
+    from agent.dream import run_dream
+    from dreamkit import T0, write_entries
+
+    write_entries(vault, ["a", "b"])
+    head = vault.head()
+    p = ScriptedProvider(failure(400, "invalid_request_error", "prompt is too long"))
+    out = run_dream(vault, p, T0, sync=True)
+    assert out.kind == "failed" and "400 invalid_request_error: prompt is too long" in out.message
+    assert vault.head() == head and p.requests[0].kind == "create"

@@ -22,7 +22,7 @@ from fakeanthropic import error, json_reply, reply
 from agent.serve import jobs
 from agent import schedule as sched
 from agent.llm import make_provider
-from agent.serve.server import Server
+from agent.serve.scheduler import Server
 from conftest import subjects
 from dreamkit import finding, op, write_entries
 
@@ -311,7 +311,7 @@ def test_broken_heartbeat_is_reported_and_skipped_while_others_run(vault, fake_a
     heartbeat_file(vault, "night", "every: 1h\nactive_hours: 22:00-06:00\n")
     fake_anthropic.add(reply("HEARTBEAT_OK"))
     s, clock = server_at(vault, T0)
-    assert any("heartbeat/broken.md" in p for p in s._hb_problems)
+    assert any("heartbeat/broken.md" in p for p in s.heartbeats.problems)
     s.step(T0)
     assert len(fake_anthropic.calls()) == 1             # good ran; night is outside its hours
     assert "Check the notes" in json.dumps(fake_anthropic.calls()[0].body["messages"])

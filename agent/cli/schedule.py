@@ -136,14 +136,14 @@ def cron_disable(job_id):
 def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
     from agent.stores import cron as cronfile
-    from agent.serve import server as serve
+    from agent.serve import cron as serve_cron
     from agent.llm import make_provider
 
     vault = get_vault()
     job = cronfile.read(vault.root).find(job_id)
     provider = make_provider()
-    outcome = serve.run_job_now(vault, provider, job.id, clock_now(),
-                                on_text=lambda s: click.echo(s, nl=False))
+    outcome = serve_cron.run_job_now(vault, provider, job.id, clock_now(),
+                                     on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")
     if outcome.status != "ok":
@@ -282,7 +282,7 @@ def heartbeat_add(name, message, every, expr, active_hours, tz, disabled):
 def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
     from agent.stores import heartbeat as hbmod
-    from agent.serve import server as serve
+    from agent.serve import heartbeats as serve_heartbeats
     from agent.llm import make_provider
 
     vault = get_vault()
@@ -295,8 +295,8 @@ def heartbeat_run(name):
         known = ", ".join(b.name for b in beats) or "none"
         raise click.ClickException(f"No heartbeat {name!r} in heartbeat/; heartbeats: {known}")
     provider = make_provider()
-    outcome = serve.run_heartbeat_now(vault, provider, hb, clock_now(),
-                                      on_text=lambda s: click.echo(s, nl=False))
+    outcome = serve_heartbeats.run_heartbeat_now(vault, provider, hb, clock_now(),
+                                                 on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")
     if outcome.status == "quiet":

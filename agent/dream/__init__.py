@@ -5,10 +5,12 @@ Message Batches with prompt caching, and committed together with the new cursor.
 - `prompts`: what is sent (entries, chunks, the shared cached prefix, the schemas) and
   the checks on what comes back;
 - `ops`: the editor's operations applied to the memory files (pure);
-- `run`: the batch protocol, its resumable state, and the commit;
+- `run`: the batch protocol and the commit;
+- `state`: the typed record of a dream in flight (`.agent/dream.json`), which makes a
+  run resumable;
 - `cost`: estimated prices.
 
-Nothing here imports the Anthropic SDK at import time.
+The model is reached through an `agent.llm.Provider` only.
 """
 
 from agent.dream.run import (DreamError, DreamOutcome, cancel_dream, dream_status, load_state,

@@ -15,9 +15,12 @@ __all__ = ["Batch", "BatchResult", "Message", "NotFound", "Provider", "ProviderE
 
 
 def make_provider(*, max_retries: int = 2, timeout: float | None = None,
-                  lazy: bool = False) -> Provider:
+                  lazy: bool = False, eager: bool = False) -> Provider:
     """The provider for this environment: Anthropic, keyed by ANTHROPIC_API_KEY (NoApiKey
-    now when it is unset, or at the first model call with lazy=True)."""
+    now when it is unset, or at the first model call with lazy=True).
+
+    The SDK is loaded at the first model call; eager=True loads it now (a long-running
+    process such as `agent serve` pays for it at start, not in its first job)."""
     from agent.llm.anthropic import AnthropicProvider
 
-    return AnthropicProvider(max_retries=max_retries, timeout=timeout, lazy=lazy)
+    return AnthropicProvider(max_retries=max_retries, timeout=timeout, lazy=lazy, eager=eager)

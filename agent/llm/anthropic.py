@@ -159,17 +159,20 @@ class AnthropicProvider(Provider):
     """The Messages and Message Batches APIs through the `anthropic` SDK.
 
     The key is read now, or (lazy=True) at the first call: then a command that may need
-    no model (a dream with nothing to send) runs without one."""
+    no model (a dream with nothing to send) runs without one. The SDK is imported and the
+    client made at the first call, or now with eager=True."""
 
     name = "anthropic"
 
     def __init__(self, *, max_retries: int = 2, timeout: float | None = None,
-                 lazy: bool = False) -> None:
+                 lazy: bool = False, eager: bool = False) -> None:
         self._max_retries = max_retries
         self._timeout = timeout
         self._client: "anthropic.Anthropic | None" = None
         self._lock = threading.Lock()
-        if not lazy:
+        if eager:
+            _ = self.client
+        elif not lazy:
             _api_key()
 
     @property

@@ -1,0 +1,253 @@
+"""Cron jobs in serve: running one job, and the part of the scheduler that runs the due
+ones.
+
+A job runs once per due time. Just before running it, serve re-reads cron.json under
+the vault lock and checks the job is still enabled and still due at that time (a
+command, a chat's cron tool or a hand edit may have changed it). The job's new state
+(next run, last run, status) is written to cron.json in the same commit as the turn's
+transcript (through run_turn's on_save), so a run is recorded exactly when its turn is; a run cut short before its
+turn was saved never happened and is due again after a restart. (Changing cron.json
+outside a run is agent/serve/jobs.py.)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from agent import schedule as sched
+from agent.config import load_settings
+from agent.llm import Provider
+from agent.serve import jobs
+from agent.serve.turns import Outcome, local, log, log_outcome, run_turn, short
+from agent.serve.watch import Watch, stat
+from agent.stores import cron as cronfile
+from agent.stores.cron import CRON_FILE, CronFile, CronFileError, Job
+from agent.vault.change import Change
+from agent.vault.repo import Vault
+
+
+def job_text(job: Job, due: datetime | None, now: datetime) -> str:
+    """What the model is told when a job runs: its message, then which job is running
+    (after it, so the commit subject made from the text starts with the message)."""
+    when = (due or now).astimezone(sched.zone(job.schedule.tz))
+    how = f"due {when:%a %Y-%m-%d %H:%M %Z}" if due else "run by hand"
+    return (f"{job.message}\n\n(Scheduled job \"{job.name}\", {job.schedule.describe()}, "
+            f"{how}: this message was scheduled earlier and is running now; do what it asks.)")
+
+
+def _recorder(job_id: str, now: datetime, due: datetime | None, following: datetime | None,
+              problems: list[str]):
+    """A function writing a run's result into cron.json as it is (call under the lock)."""
+    def record(vault: Vault, status: str, error: str | None) -> list[str]:
+        try:
+            before = cronfile.read_text(vault.root)
+            if before is None:
+                return []
+            cf = cronfile.loads(before)
+        except CronFileError as e:
+            problems.append(f"the run's state was not recorded: {e}")
+            return []
+        job = cf.get(job_id)
+        if job is None:                       # removed while it ran
+            return []
+        if due is not None and job.state.next_run == due:
+            job.state.next_run = following    # else someone rescheduled it meanwhile
+        job.state.last_run = now
+        job.state.last_status = status
+        job.state.last_error = error
+        if (status == "ok" and due is not None and job.delete_after_run
+                and job.state.next_run is None):
+            cf.remove(job_id)
+        after = cronfile.dumps(cf)
+        if after == before:
+            return []
+        vault.write_text(CRON_FILE, after)
+        return [CRON_FILE]
+    return record
+
+
+def execute_job(vault: Vault, provider: Provider, job: Job, now: datetime, *, due: datetime | None,
+                following: datetime | None, settings=None, on_text=None) -> Outcome:
+    """Run `job`'s turn and record the run in cron.json: in the turn's commit, or, when
+    the turn was cut short before it was saved, in a commit of its own."""
+    problems: list[str] = []
+    record = _recorder(job.id, now, due, following, problems)
+    recorded: list[tuple[str, str | None]] = []
+
+    def on_save(error: str | None, interrupted: bool) -> None:
+        # The turn is being saved: its commit carries the run's record too.
+        if interrupted:
+            status, why = "interrupted", "stopped before the reply was complete"
+        elif error:
+            status, why = "error", error
+        else:
+            status, why = "ok", None
+        record(vault, status, why)
+        recorded.append((status, why))
+
+    result, failure = run_turn(vault, provider, job.session, job_text(job, due, now), now,
+                               kind="cron", settings=settings, on_text=on_text, on_save=on_save)
+    sha = getattr(result, "sha", None)
+    if recorded:
+        status, error = recorded[0]
+    else:
+        if result is not None and result.interrupted:
+            status, error = "interrupted", "stopped before the reply was complete"
+        elif result is not None and result.error:
+            status, error = "error", str(result.error)
+        elif failure == "interrupted":
+            status, error = "interrupted", "stopped before the turn was saved"
+        elif failure:
+            status, error = "error", failure
+        else:
+            status, error = "ok", None
+        with vault.locked():
+            if record(vault, status, error):
+                what = {"error": "failed", "interrupted": "was interrupted"}.get(status, "ran")
+                reason = f": {short(error)}" if error else ""
+                sha = vault.commit(Change("cron", f"{job.label()} {what}{reason}",
+                                          trailers={"Job": job.id})) or sha
+    for p in problems:
+        log.warning("cron %s (%s): %s", job.label(), job.id, p)
+    return Outcome(status, sha, error, getattr(result, "reply", "") or "")
+
+
+def run_job_now(vault: Vault, provider: Provider, job_id: str, now: datetime, *,
+                on_text=None) -> Outcome:
+    """`agent cron run`: run a job at once; its next run stays as it was."""
+    with vault.locked():
+        job = cronfile.read(vault.root).find(job_id)
+    return execute_job(vault, provider, job, now, due=None, following=None,
+                       settings=load_settings(vault.root), on_text=on_text)
+
+
+class CronJobs:
+    """The scheduler's cron part: cron.json as last read, and its due jobs run."""
+
+    def __init__(self, server):
+        self.server = server
+        self.vault: Vault = server.vault
+        self.cron: CronFile | None = None
+        self.problem: str | None = None
+        self.watch = Watch(lambda: stat(self.vault.root / CRON_FILE))
+
+    def reload(self, now: datetime, *, first: bool = False, quiet: bool = False) -> None:
+        """Re-read cron.json when it changed on disk."""
+        if not self.watch.changed():
+            return
+        previous = self.cron
+        try:
+            cf = cronfile.read(self.vault.root)
+        except CronFileError as e:
+            if first:
+                raise
+            if str(e) != self.problem:
+                log.error("%s; cron jobs wait until it is fixed", e)
+            self.problem, self.cron = str(e), None
+        else:
+            if self.problem:
+                log.info("cron.json is readable again")
+            self.problem = None
+            self.cron = cf
+            if not first and not quiet:
+                log.info("cron.json changed: %d jobs (%d enabled)", len(cf.jobs),
+                         sum(j.enabled for j in cf.jobs))
+            self._schedule_new(previous, now)
+
+    def _schedule_new(self, previous: CronFile | None, now: datetime) -> None:
+        """Give a due time to jobs that have none (added by hand) or whose schedule was
+        changed by hand, leaving their state as the edit left it otherwise."""
+        before = {j.id: j for j in previous.jobs} if previous else {}
+        need = []
+        for j in self.cron.jobs:
+            old = before.get(j.id)
+            if not j.enabled:
+                continue
+            if j.state.next_run is None and j.state.last_run is None and \
+                    j.state.last_status is None:          # never scheduled: added by hand
+                need.append(j.id)
+            elif old is not None and old.schedule != j.schedule and \
+                    old.state.next_run == j.state.next_run:
+                need.append(j.id)
+        if not need:
+            return
+        names = []
+
+        def fn(cf: CronFile):
+            for job_id in need:
+                j = cf.get(job_id)
+                if j is None:
+                    continue
+                j.state.next_run = sched.first_run(j.schedule, now)
+                names.append(f"{j.label()} (next run {local(j.state.next_run)})")
+            if not names:
+                return None
+            return Change("cron", "schedule " + names[0] if len(names) == 1 else
+                          f"schedule {len(names)} jobs edited by hand")
+
+        try:
+            done, sha = jobs.change(self.vault, fn)
+        except CronFileError as e:
+            log.error("%s", e)
+            return
+        if sha:
+            log.info("%s (%s)", done.head, sha[:7])
+            self.cron = cronfile.read(self.vault.root)
+            self.watch.mark()
+
+    def run(self, now: datetime) -> None:
+        """Run every job due at `now`, oldest due time first."""
+        if self.cron is None:
+            return
+        due = sorted((j for j in self.cron.jobs if j.enabled and j.state.next_run is not None
+                      and j.state.next_run <= now), key=lambda j: j.state.next_run)
+        for job in due:
+            if self.server.stopping:
+                return
+            self._run_due(job.id, job.state.next_run, self.server.clock_or(now))
+
+    def _run_due(self, job_id: str, due: datetime, now: datetime) -> None:
+        server, vault = self.server, self.vault
+        with vault.locked():
+            try:
+                cf = cronfile.read(vault.root)
+            except CronFileError as e:
+                log.error("%s", e)
+                return
+            job = cf.get(job_id)
+            if job is None or not job.enabled or job.state.next_run != due:
+                return          # changed by a command or a hand edit since we looked
+            missed = sched.is_missed(due, server.watching_since or now)
+            run, following = sched.settle(job.schedule, due, job.misfire, now, missed)
+            if not run:
+                job.state.next_run = following
+                job.state.last_status = "skipped"
+                job.state.last_error = f"missed {local(due)} while agent serve was not running"
+                gone = following is None and job.delete_after_run
+                if gone:
+                    cf.remove(job.id)
+                vault.write_text(CRON_FILE, cronfile.dumps(cf))
+                nxt = "removed" if gone else f"next run {local(following)}"
+                sha = vault.commit(Change("cron", f"skip {job.label()}, missed at {local(due)} "
+                                                  f"({nxt})", trailers={"Job": job.id}))
+                log.info("cron %s (%s): missed %s, skipped (misfire: skip); %s (%s)",
+                         job.label(), job.id, local(due), nxt, (sha or "")[:7])
+                return
+        if server.stopping:         # a signal came while we checked: nothing was written
+            return
+        late = (now - due).total_seconds()
+        log.info("cron %s (%s): running, due %s, started %.3fs late%s", job.label(), job.id,
+                 local(due), late, " (missed while serve was not running: run once)"
+                 if missed else "")
+        with server.working():
+            outcome = execute_job(vault, server.provider, job, now, due=due, following=following,
+                                  settings=server.settings)
+        server.runs += 1
+        log_outcome(f"cron {job.label()} ({job.id})", outcome)
+        self.reload(server.clock_or(now), quiet=True)     # our own write of cron.json
+
+    def wake_times(self, now: datetime) -> list[datetime]:
+        if self.cron is None:
+            return []
+        return [j.state.next_run for j in self.cron.jobs
+                if j.enabled and j.state.next_run is not None]
