@@ -90,10 +90,11 @@ def status():
     ids = archive.entry_ids(root)
     newest = ids[-1][0] if ids else 0
     try:
-        cursor = archive.read_cursor(root)
+        done = archive.read_consolidated(root)
     except UserError as e:
         warnings.append(str(e))
-        cursor = 0
+        done = archive.Consolidated()
+    cursor = done.high
 
     texts = {}
     for name in (memory.MEMORY, memory.USER):
@@ -122,7 +123,7 @@ def status():
         if clashes:
             click.echo(f"            {name}: {clashes} sync conflict{'s' * (clashes != 1)} "
                        f"(both versions kept; the next dream settles them, or edit the file)")
-    waiting = sum(1 for i, _ in ids if i > cursor)
+    waiting = sum(1 for i, _ in ids if i not in done)
     click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
     tracking = syncing.ahead_behind(vault)
     if tracking:

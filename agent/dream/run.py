@@ -98,7 +98,8 @@ def dream_status(vault) -> dict:
     """Where the dream stands: cursor, newest archive id, entries waiting, what is in
     flight (or None) and the last failure (or None). Reads local files only."""
     root = vault.root
-    cursor = archive.read_cursor(root)
+    done = archive.read_consolidated(root)
+    cursor = done.high
     ids = [i for i, _ in archive.entry_ids(root)]
     try:
         state = load_state(vault)
@@ -119,7 +120,7 @@ def dream_status(vault) -> dict:
     except (FileNotFoundError, ValueError):
         failure = None
     return {"cursor": cursor, "newest": ids[-1] if ids else 0,
-            "waiting": sum(1 for i in ids if i > cursor), "in_flight": flight,
+            "waiting": sum(1 for i in ids if i not in done), "in_flight": flight,
             "last_failure": failure}
 
 
@@ -228,8 +229,9 @@ class _Run:
 
     def start(self) -> RunState | DreamOutcome:
         root = self.vault.root
-        cursor = archive.read_cursor(root)
-        sel = prompts.select(root, cursor, self.max_entries)
+        done = archive.read_consolidated(root)
+        sel = prompts.select(root, done, self.max_entries)
+        cursor = sel.cursor
         if sel.empty:
             return self.outcome("nothing", f"Nothing to dream: no archive entries after the "
                                 f"cursor ({cursor}).", cursor=cursor, through=cursor)
@@ -469,9 +471,10 @@ class _Run:
             return self.outcome("dry_run", f"{why} A run would move the cursor to "
                                 f"{sel.through}; nothing else.", **span)
         with self.vault.locked():
-            if archive.read_cursor(self.vault.root) != sel.cursor:
+            done = archive.read_consolidated(self.vault.root)
+            if all(i in done for i in sel.ids):
                 return self.outcome("nothing", "The cursor moved meanwhile; nothing to do.")
-            self.vault.write_text(archive.CURSOR, f"{sel.through}\n")
+            self.vault.write_text(archive.CURSOR, done.add(sel.ids).render())
             sha = self.vault.commit(Change("dream", f"no changes (archive {sel.first}..{sel.through})",
                                            body=why,
                                            trailers={"Cursor": f"{sel.cursor} -> {sel.through}"}))
@@ -481,7 +484,7 @@ class _Run:
 
     def apply(self, state: RunState) -> DreamOutcome:
         ops = state.ops or []
-        first, through, cursor = state.first, state.through, state.cursor
+        first, through = state.first, state.through
         max_lines = self.settings.memory_max_lines
         if self.dry_run:
             # Read without the lock: taking it would commit pending hand edits.
@@ -494,19 +497,20 @@ class _Run:
                                 f"--cancel` discards it.", state, report=applied,
                                 diff=applied.diff())
         with self.vault.locked():
-            now_cursor = archive.read_cursor(self.vault.root)
-            if now_cursor == through and cursor != through:
+            # Another dream (here, or on another machine and brought in by a sync) may
+            # have consolidated entries meanwhile: the ops still apply against the files
+            # as they are now (an op whose line changed is skipped), and the record is a
+            # set, so only a run whose entries are all consolidated already is moot.
+            done = archive.read_consolidated(self.vault.root)
+            if state.ids and all(i in done for i in state.ids):
                 clear_state(self.vault)
                 return self.outcome("nothing", f"The dream over archive {first}..{through} was "
                                     f"committed already.", state)
-            if now_cursor != cursor:
-                return self.fail(state, f"the cursor moved from {cursor} to {now_cursor} while "
-                                 f"the dream was in flight, so its result no longer fits")
             applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
                                 max_lines=max_lines)
             for name in applied.changed:
                 self.vault.write_text(name, applied.texts[name])
-            self.vault.write_text(archive.CURSOR, f"{through}\n")
+            self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
             out = self.outcome("committed" if applied.changed else "no_changes", "", state,
                                report=applied)
             change = commit_change(state, applied, trailers(state, out))
