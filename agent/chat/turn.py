@@ -96,7 +96,10 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None) -> 
             on_tool(call["name"], call.get("input"))
     if len(calls) == 1:
         return [one(calls[0])]
-    pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, len(calls)),
+    # A spawn_agent call mostly waits for its run: each gets a worker of its own, so the
+    # sub-agents of one reply all run at once.
+    spawns = sum(c.get("name") == "spawn_agent" for c in calls)
+    pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS + spawns, len(calls)),
                               thread_name_prefix="tool")
     try:
         futures = [pool.submit(copy_context().run, one, c) for c in calls]
