@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Callable
 
 from agent.chat import prompt as context
+from agent.chat.cancel import Cancelled, cancellable, new_turn_cancel
 from agent.chat.compact import CompactError, compact_session
 from agent.chat.subjects import shorten, tokens_trailer
 from agent.chat.tools import registry
@@ -204,9 +205,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     the session), `extra_trailers` and `line_extra` (on the first transcript line) what
     it saves.
     """
-    from agent.chat import subagents
-
-    cancel = cancel if cancel is not None else subagents.new_turn_cancel()
+    cancel = cancel if cancel is not None else new_turn_cancel()
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)
     models = models_for(model, settings)
@@ -233,7 +232,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
 
     def sink(chunk: str) -> None:
         if cancel.is_set():
-            raise subagents.Cancelled()
+            raise Cancelled()
         streamed.append(chunk)
         if on_text is not None and chunk:
             if shown["any"] and not streamed[:-1] and not shown["newline"]:
@@ -248,7 +247,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             context.strip_marks(messages, window_end)
             context.mark_last(messages)
             streamed.clear()
-            msg = subagents.cancellable(
+            msg = cancellable(
                 cancel, provider.stream, models[models.index(used):], on_text=sink,
                 max_tokens=settings.max_tokens, system=prompt.system, messages=messages,
                 tools=tools)
@@ -276,7 +275,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         reply = "".join(streamed)
         # Every sub-agent this turn started stops too, and saves what it did.
         cancel.set()
-        subagents.settle(ctx.runs)
+        cancel.settle()
     except ProviderError as e:
         error = str(e)
         log.warning("turn %s of %s: %s", turn, session, error)
