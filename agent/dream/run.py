@@ -290,6 +290,27 @@ class _Run:
             elif phase == "editor_done":
                 return self.apply(state)
 
+    def guard_input(self, state: RunState, texts: dict[str, str]) -> dict:
+        """What the dream's guard needs (see apply_ops): the lines of each memory file a
+        person wrote (git blame: any author but the agent), and the text of the run's
+        archive entries, the only evidence that may quote such a line."""
+        agent_email = self.vault.agent_identity().email
+        hand: dict[str, set[str]] = {}
+        for name in FILES:
+            lines = texts.get(name, "").splitlines()
+            authors = self.vault.line_authors(name) if lines else []
+            if authors is None or len(authors) != len(lines):
+                hand[name] = set(lines)          # unknown: every line counts as the person's
+            else:
+                hand[name] = {line for line, who in zip(lines, authors) if who != agent_email}
+        wanted = set(state.entries or [])
+        cache = prompts.SessionCache(self.vault.root)
+        evidence = []
+        for entry in archive.entries_after(self.vault.root, state.cursor):
+            if entry.id in wanted:
+                evidence.append(prompts.render_entry(entry, cache))
+        return {"hand": hand, "evidence": "\n".join(evidence)}
+
     def memory_prompt(self, state: RunState) -> str:
         return prompts.memory_block(state.memory_text, state.user_text)
 
@@ -485,8 +506,9 @@ class _Run:
         max_lines = self.settings.memory_max_lines
         if self.dry_run:
             # Read without the lock: taking it would commit pending hand edits.
-            applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines)
+            texts = self.read_memory()
+            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
+                                max_lines=max_lines, **self.guard_input(state, texts))
             state.previewed = True
             save_state(self.vault, state)
             return self.outcome("dry_run", f"Dry run over archive {first}..{through}: nothing "
@@ -502,8 +524,9 @@ class _Run:
             if now_cursor != cursor:
                 return self.fail(state, f"the cursor moved from {cursor} to {now_cursor} while "
                                  f"the dream was in flight, so its result no longer fits")
-            applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines)
+            texts = self.read_memory()
+            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
+                                max_lines=max_lines, **self.guard_input(state, texts))
             for name in applied.changed:
                 self.vault.write_text(name, applied.texts[name])
             self.vault.write_text(archive.CURSOR, f"{through}\n")

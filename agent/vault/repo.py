@@ -478,6 +478,15 @@ class Vault:
             paths.extend(p for p in listed.split("\0") if p and not _is_state(p))
         return paths
 
+    def line_authors(self, rel: str) -> list[str] | None:
+        """The author email of each line of `rel` as it is in the work tree (git blame;
+        a line not committed yet reads `not.committed.yet`), or None when git cannot say."""
+        p = _run(["blame", "--line-porcelain", "--", rel], cwd=self.root)
+        if p.returncode:
+            return None
+        return [line[len("author-mail "):].strip().strip("<>")
+                for line in p.stdout.splitlines() if line.startswith("author-mail ")]
+
     def check_committable(self) -> None:
         """UnfinishedGit when the repository is mid-merge, mid-rebase, detached, ...
 
