@@ -399,6 +399,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-k", default="", help="only the cases whose name contains this")
     ap.add_argument("-v", action="store_true", help="print every command's last line")
+    ap.add_argument("-j", type=int, default=2, help="cases run at once (default 2)")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="agent-fuzz-"))
     home = base / "home"
@@ -421,12 +422,16 @@ def main() -> int:
     cases = [c for c in cases if args.k in c[0]]
     started = time.monotonic()
     found, commands = [], 0
-    for name, setups, cmds in cases:
-        problems, ran = run_case(name, setups, cmds, template, base, env, args.v)
-        commands += ran
-        for kind, text in problems:
-            print(f"{kind.upper():9} {text}")
-        found += problems
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, args.j)) as pool:
+        futures = [pool.submit(run_case, name, setups, cmds, template, base, env, args.v)
+                   for name, setups, cmds in cases]
+        for f in futures:
+            problems, ran = f.result()
+            commands += ran
+            for kind, text in problems:
+                print(f"{kind.upper():9} {text}", flush=True)
+            found += problems
     server.stop()
     shutil.rmtree(base, ignore_errors=True)
     tracebacks = sum(1 for k, _ in found if k == "traceback")
