@@ -20,6 +20,7 @@ message and the partial reply, marked `"interrupted": true`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import secrets
@@ -149,11 +150,16 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
 
     with _hold_sigint():
         with vault.locked():
-            if staged is not None:
-                staged.apply()
+            change = _renumber(vault, session, lines, change)
+            # The commit this will be, journalled first: a kill before it lands leaves a
+            # `recover` commit that tells the turn (and undo takes back); the transcript
+            # goes in before the memory files, so a fact never lands without it.
+            vault.intend(change)
             if lines:
                 vault.append_lines(sessions.month_file(session, now),
                                    [sessions.dumps(line) for line in lines])
+            if staged is not None:
+                staged.apply()
             if before_commit is not None:
                 before_commit()
             sha = vault.commit(change)
@@ -178,6 +184,27 @@ def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
                   + blocks(messages[0]["content"])}
         return prefix[:-1] + [joined] + messages[1:]
     return prefix + messages
+
+
+def _renumber(vault, session: str, lines: list[dict], change: Change) -> Change:
+    """Give the turn the next free number as the session is now, under the lock.
+
+    The number was taken when the prompt was built, before the model call; a concurrent
+    turn on the same session may have saved that number meanwhile.
+    """
+    if not lines or not isinstance(lines[0].get("turn"), int):
+        return change
+    last = sessions.Session(vault.root, session).last_turn()
+    if last < lines[0]["turn"]:
+        return change
+    turn = last + 1
+    for line in lines:
+        line["turn"] = turn
+        if isinstance(line.get("id"), str) and "." in line["id"]:
+            line["id"] = f"{turn}.{line['id'].split('.', 1)[1]}"
+    if "Turn" in change.trailers:
+        change = dataclasses.replace(change, trailers={**change.trailers, "Turn": str(turn)})
+    return change
 
 
 # ---- the turn -------------------------------------------------------------------------
@@ -316,6 +343,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     sha = persist(vault, staged, session, now, lines,
                   Change(kind, shorten(text), scope=scope or session, trailers=trailers),
                   before_commit=(lambda: on_save(error_line, interrupted)) if on_save else None)
+    turn = lines[0]["turn"] if lines else turn
     result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)

@@ -20,7 +20,7 @@ from pathlib import Path
 from agent.errors import UserError
 
 SESSIONS = "sessions"
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")     # fullmatch: no newline
 ROLES = ("user", "assistant", "system")
 
 
@@ -31,11 +31,11 @@ class SessionError(UserError):
 
 def check_key(key: str) -> str:
     """A session key `channel/chat` (e.g. `cli/default`), or SessionError."""
-    parts = key.split("/")
-    if len(parts) != 2 or not all(_SEGMENT.match(p) and p not in (".", "..") for p in parts):
+    parts = key.split("/") if isinstance(key, str) else []
+    if len(parts) != 2 or not all(_SEGMENT.fullmatch(p) and p not in (".", "..") for p in parts):
         raise SessionError(
-            f"session {key!r} is not of the form CHANNEL/CHAT (letters, digits, . _ - @ +), "
-            f"for example cli/default")
+            f"session {str(key)[:120]!r} is not of the form CHANNEL/CHAT (letters, digits, "
+            f". _ - @ +; at most 100 characters each), for example cli/default")
     return key
 
 

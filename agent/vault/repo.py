@@ -16,6 +16,7 @@ agent.vault.history.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import getpass
 import json
@@ -265,7 +266,8 @@ class Vault:
         self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
         self._agent: Identity | None = None
         self.git_dir = git_dir_of(self.root)
-        self.too_big: list[str] = []    # hand-added files left uncommitted for their size
+        self.too_big: list[str] = []
+        self._intent: Change | None = None     # the agent change being written (intend)    # hand-added files left uncommitted for their size
 
     # ---- opening -------------------------------------------------------------------
 
@@ -669,7 +671,13 @@ class Vault:
         pending |= {p for p in dirty if under(p, dead)}
         leftovers = [p for p in dirty if p in pending]
         if leftovers:
-            self._commit_paths(leftovers, recovered(leftovers))
+            intended = self._intended()
+            if intended is not None:
+                # The interrupted change itself, as it would have been committed, marked.
+                self._commit_paths(leftovers, dataclasses.replace(intended, trailers={
+                    **intended.trailers, "Recovered": "interrupted before its commit"}))
+            else:
+                self._commit_paths(leftovers, recovered(leftovers))
         edits = [p for p in dirty if p not in pending and not self._too_big(p)]
         if edits:
             self._commit_paths(edits, by_hand(edits, self.user_identity()))
@@ -811,11 +819,45 @@ class Vault:
     def _pending_file(self) -> Path:
         return self.state / "pending.json"
 
-    def _read_pending(self) -> set[str]:
+    def _read_journal(self) -> dict:
         try:
-            return set(json.loads(self._pending_file().read_text()))
-        except (FileNotFoundError, ValueError):
-            return set()
+            data = json.loads(self._pending_file().read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return {}
+        if isinstance(data, list):                  # the journal's first form: paths only
+            data = {"paths": data}
+        return data if isinstance(data, dict) else {}
+
+    def _read_pending(self) -> set[str]:
+        paths = self._read_journal().get("paths")
+        return {p for p in paths if isinstance(p, str)} if isinstance(paths, list) else set()
+
+    def _intended(self) -> Change | None:
+        """The change an interrupted command was making (see intend), or None."""
+        c = self._read_journal().get("change")
+        if not isinstance(c, dict) or not isinstance(c.get("kind"), str) \
+                or not isinstance(c.get("subject"), str):
+            return None
+        trailers = c.get("trailers") if isinstance(c.get("trailers"), dict) else {}
+        return Change(c["kind"], c["subject"], scope=c.get("scope") if isinstance(
+            c.get("scope"), str) else None, body=str(c.get("body") or ""),
+            trailers={str(k): str(v) for k, v in trailers.items()})
+
+    def intend(self, change: Change) -> None:
+        """Journal the agent change about to be written, so that a kill before its commit
+        is recovered as that change (its kind, scope and trailers, which undo reads)."""
+        self._intent = change
+        self._write_journal()
+
+    def _write_journal(self) -> None:
+        self.state.mkdir(exist_ok=True)
+        data: dict = {"paths": self._touched}
+        change = getattr(self, "_intent", None)
+        if change is not None and change.author is None:
+            data["change"] = {"kind": change.kind, "subject": change.subject,
+                              "scope": change.scope, "body": change.body,
+                              "trailers": dict(change.trailers)}
+        atomic.write_text(self._pending_file(), json.dumps(data))
 
     def _note_pending(self, rel: str) -> None:
         """Journal a path before writing it, so a crash's leftovers are known as ours."""
@@ -823,9 +865,10 @@ class Vault:
             return
         self._touched.append(rel)
         self.state.mkdir(exist_ok=True)
-        atomic.write_text(self._pending_file(), json.dumps(self._touched))
+        self._write_journal()
 
     def _clear_pending(self) -> None:
+        self._intent = None
         with contextlib.suppress(FileNotFoundError):
             self._pending_file().unlink()
 

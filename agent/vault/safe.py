@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 from agent.errors import UserError
 
