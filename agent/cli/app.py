@@ -69,6 +69,7 @@ def note(text):
     vault = get_vault()
     t = now()
     rel = memory.daily_path(t.date())
+    vault.check_writable(rel)
     with vault.locked():
         report_recovery(vault)
         vault.append_line(rel, memory.note_line(body, t), header=memory.daily_header(t.date()))

@@ -874,6 +874,19 @@ class Vault:
 
     # ---- writes --------------------------------------------------------------------
 
+    def check_writable(self, rel: str) -> str:
+        """The vault path the agent would write for `rel`, or VaultError saying why not
+        (outside the vault, .git/ or .agent/, not a regular file). A command checks its
+        target this way before taking the lock, so a refusal commits nothing."""
+        rel = self.rel(rel)
+        if is_off_limits(rel):
+            raise VaultError(refusal(rel))
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            if not stat.S_ISREG(os.stat(self.root / rel).st_mode):
+                raise VaultError(f"{rel} is not a regular file (a FIFO, device or folder); "
+                                 f"the agent does not write to it.")
+        return rel
+
     def _writable(self, rel: str) -> Path:
         rel = self.rel(rel)
         if is_off_limits(rel):
