@@ -15,8 +15,7 @@ from agent.stores import archive
 from agent.stores import memory
 from agent.stores import merge
 from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
-                              report_recovery,
-                                   vault_option, vault_path)
+                              report_recovery, vault_option, vault_path)
 from agent.errors import UserError
 from agent.vault import history, safe
 from agent.vault import sync as syncing
