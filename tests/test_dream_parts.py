@@ -196,14 +196,18 @@ def test_a_quote_with_the_prompts_line_number_still_matches():
     assert a.removed == 1 and "Likes Postgres" not in a.texts["MEMORY.md"]
 
 
-def test_deleting_more_than_a_quarter_of_a_files_facts_is_refused():
+def test_rewriting_more_than_a_quarter_of_a_files_facts_is_refused():
     one = [op("delete", "USER.md", old="- Has a cat")]
     two = one + [op("delete", "USER.md", old="- Prefers tea")]
     assert apply(one).removed == 1                              # 1 of 4: a quarter is allowed
-    a = apply(two + [op("update", "USER.md", old="- Runs on Sundays", new="- Runs on Saturdays")])
-    assert [r.status for r in a.results] == ["refused", "refused", "applied"]
-    assert a.texts["USER.md"] == USER.replace("Sundays", "Saturdays")
+    a = apply(two)
+    assert [r.status for r in a.results] == ["refused", "refused"]
     assert any("2 of 4 facts would be deleted" in n for n in a.notes)
+    # Updates count with deletions: a run cannot rewrite memory any more than empty it.
+    a = apply(one + [op("update", "USER.md", old="- Runs on Sundays", new="- Runs on Saturdays")])
+    assert [r.status for r in a.results] == ["refused", "refused"]
+    assert a.texts["USER.md"] == USER
+    assert any("2 of 4 facts would be updated or deleted" in n for n in a.notes)
     assert apply(two, allow_shrink=True).removed == 2
 
 

@@ -30,84 +30,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from agent.chat.cancel import ROOT, Cancel, Cancelled, cancellable  # noqa: F401 (used by tools)
+
 AGENT_CHANNEL = "agent"
 RUNS_DIR = "runs"
-SETTLE_SECONDS = 3.0       # how long an interrupted turn waits for its runs to save
-
-
-class Cancelled(KeyboardInterrupt):
-    """The turn was cancelled (Ctrl-C, SIGTERM, /stop): handled where Ctrl-C is."""
-
-
-class Cancel:
-    """A cancellation flag with children: set() sets the whole subtree."""
-
-    def __init__(self, parent: "Cancel | None" = None):
-        self.event = threading.Event()
-        self._children: list[Cancel] = []
-        self._lock = threading.Lock()
-        if parent is not None:
-            parent._adopt(self)
-
-    def _adopt(self, child: "Cancel") -> None:
-        with self._lock:
-            self._children.append(child)
-            now_set = self.event.is_set()
-        if now_set:
-            child.set()
-
-    def child(self) -> "Cancel":
-        return Cancel(self)
-
-    def set(self) -> None:
-        self.event.set()
-        with self._lock:
-            children = list(self._children)
-        for c in children:
-            c.set()
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
-
-    def check(self) -> None:
-        if self.event.is_set():
-            raise Cancelled()
-
-
-ROOT = Cancel()
-
-
-def new_turn_cancel() -> Cancel:
-    return ROOT.child()
-
-
-def cancellable(cancel: Cancel, fn, *args, **kwargs):
-    """fn(*args, **kwargs), but returning at once (raising Cancelled) when `cancel` is set.
-
-    Off the main thread (a sub-agent), the call runs in a helper thread and is abandoned
-    on cancel (a blocked HTTP read cannot be interrupted; its answer is dropped). On the
-    main thread it runs as it is: Ctrl-C interrupts it there.
-    """
-    if threading.current_thread() is threading.main_thread():
-        cancel.check()
-        return fn(*args, **kwargs)
-    cancel.check()
-    box: dict = {}
-    done = threading.Event()
-
-    def work():
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as e:          # handed to the caller below
-            box["error"] = e
-        finally:
-            done.set()
-    threading.Thread(target=work, daemon=True, name="model-call").start()
-    while not done.wait(0.02):
-        cancel.check()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 class CancellableProvider:
@@ -230,7 +156,7 @@ def start(vault, provider, settings, *, prompt: str, parent_ctx, context: str, r
                        parent_ctx.depth + 1, context, readonly, background, timeout,
                        now.isoformat(timespec="seconds"))
     parent_cancel = parent_ctx.cancel if isinstance(parent_ctx.cancel, Cancel) else ROOT
-    run = Run(record, prompt, parent_cancel.child(), background=background)
+    run = Run(record, prompt, parent_cancel.child(track=True), background=background)
     with _runs_lock:
         RUNS[run.id] = run
     _write_marker(vault, run)
@@ -259,12 +185,13 @@ def start(vault, provider, settings, *, prompt: str, parent_ctx, context: str, r
             except OSError:
                 pass
             run.done.set()
+            run.cancel.finished.set()
     run.thread = threading.Thread(target=work, name=f"agent-{run.id}", daemon=True)
     run.thread.start()
     return run
 
 
-def settle(run_ids: list[str], timeout: float = SETTLE_SECONDS) -> list[str]:
+def settle(run_ids: list[str], timeout: float = 3.0) -> list[str]:
     """Wait (bounded) until the runs named have saved; the ids still running after it."""
     deadline = time.monotonic() + timeout
     left = []

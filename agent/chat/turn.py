@@ -20,6 +20,7 @@ message and the partial reply, marked `"interrupted": true`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import secrets
@@ -33,6 +34,7 @@ from datetime import datetime
 from typing import Callable
 
 from agent.chat import prompt as context
+from agent.chat.cancel import Cancelled, cancellable, new_turn_cancel
 from agent.chat.compact import CompactError, compact_session
 from agent.chat.subjects import shorten, tokens_trailer
 from agent.chat.tools import registry
@@ -96,7 +98,10 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None) -> 
             on_tool(call["name"], call.get("input"))
     if len(calls) == 1:
         return [one(calls[0])]
-    pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, len(calls)),
+    # A spawn_agent call mostly waits for its run: each gets a worker of its own, so the
+    # sub-agents of one reply all run at once.
+    spawns = sum(c.get("name") == "spawn_agent" for c in calls)
+    pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS + spawns, len(calls)),
                               thread_name_prefix="tool")
     try:
         futures = [pool.submit(copy_context().run, one, c) for c in calls]
@@ -145,11 +150,16 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
 
     with _hold_sigint():
         with vault.locked():
-            if staged is not None:
-                staged.apply()
+            change = _renumber(vault, session, lines, change)
+            # The commit this will be, journalled first: a kill before it lands leaves a
+            # `recover` commit that tells the turn (and undo takes back); the transcript
+            # goes in before the memory files, so a fact never lands without it.
+            vault.intend(change)
             if lines:
                 vault.append_lines(sessions.month_file(session, now),
                                    [sessions.dumps(line) for line in lines])
+            if staged is not None:
+                staged.apply()
             if before_commit is not None:
                 before_commit()
             sha = vault.commit(change)
@@ -174,6 +184,27 @@ def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
                   + blocks(messages[0]["content"])}
         return prefix[:-1] + [joined] + messages[1:]
     return prefix + messages
+
+
+def _renumber(vault, session: str, lines: list[dict], change: Change) -> Change:
+    """Give the turn the next free number as the session is now, under the lock.
+
+    The number was taken when the prompt was built, before the model call; a concurrent
+    turn on the same session may have saved that number meanwhile.
+    """
+    if not lines or not isinstance(lines[0].get("turn"), int):
+        return change
+    last = sessions.Session(vault.root, session).last_turn()
+    if last < lines[0]["turn"]:
+        return change
+    turn = last + 1
+    for line in lines:
+        line["turn"] = turn
+        if isinstance(line.get("id"), str) and "." in line["id"]:
+            line["id"] = f"{turn}.{line['id'].split('.', 1)[1]}"
+    if "Turn" in change.trailers:
+        change = dataclasses.replace(change, trailers={**change.trailers, "Turn": str(turn)})
+    return change
 
 
 # ---- the turn -------------------------------------------------------------------------
@@ -201,9 +232,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     the session), `extra_trailers` and `line_extra` (on the first transcript line) what
     it saves.
     """
-    from agent.chat import subagents
-
-    cancel = cancel if cancel is not None else subagents.new_turn_cancel()
+    cancel = cancel if cancel is not None else new_turn_cancel()
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)
     models = models_for(model, settings)
@@ -230,7 +259,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
 
     def sink(chunk: str) -> None:
         if cancel.is_set():
-            raise subagents.Cancelled()
+            raise Cancelled()
         streamed.append(chunk)
         if on_text is not None and chunk:
             if shown["any"] and not streamed[:-1] and not shown["newline"]:
@@ -245,7 +274,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             context.strip_marks(messages, window_end)
             context.mark_last(messages)
             streamed.clear()
-            msg = subagents.cancellable(
+            msg = cancellable(
                 cancel, provider.stream, models[models.index(used):], on_text=sink,
                 max_tokens=settings.max_tokens, system=prompt.system, messages=messages,
                 tools=tools)
@@ -273,7 +302,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         reply = "".join(streamed)
         # Every sub-agent this turn started stops too, and saves what it did.
         cancel.set()
-        subagents.settle(ctx.runs)
+        cancel.settle()
     except ProviderError as e:
         error = str(e)
         log.warning("turn %s of %s: %s", turn, session, error)
@@ -314,6 +343,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     sha = persist(vault, staged, session, now, lines,
                   Change(kind, shorten(text), scope=scope or session, trailers=trailers),
                   before_commit=(lambda: on_save(error_line, interrupted)) if on_save else None)
+    turn = lines[0]["turn"] if lines else turn
     result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)

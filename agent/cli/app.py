@@ -14,8 +14,8 @@ import click
 from agent.stores import archive
 from agent.stores import memory
 from agent.stores import merge
-from agent.cli.common import (AgentGroup, after_change, get_vault, page, report_recovery,
-                                   vault_option, vault_path)
+from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
+                              report_recovery, vault_option, vault_path)
 from agent.errors import UserError
 from agent.vault import history, safe
 from agent.vault import sync as syncing
@@ -62,12 +62,13 @@ def note(text):
     """Append a timestamped bullet to today's daily note."""
     body = " ".join(text)
     if not body and not sys.stdin.isatty():
-        body = sys.stdin.read()
+        body = read_stdin("note")
     if not body.strip():
         raise click.ClickException('Nothing to note: give the text, as in agent note "call the dentist"')
     vault = get_vault()
     t = now()
     rel = memory.daily_path(t.date())
+    vault.check_writable(rel)
     with vault.locked():
         report_recovery(vault)
         vault.append_line(rel, memory.note_line(body, t), header=memory.daily_header(t.date()))
@@ -153,6 +154,8 @@ def log(paths, max_count, since, oneline, no_pager):
     tty = sys.stdout.isatty()
     out = history.file_log(vault, targets, max_count=max_count, since=since, oneline=oneline,
                            color=tty)
+    # Bytes a person's editor wrote that are not UTF-8 show as U+FFFD, never a crash.
+    out = out.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     text = out.rstrip("\n") if out else "No changes to " + ", ".join(targets) + " yet."
     page(text, use_pager=tty and not no_pager and bool(out))
 

@@ -12,7 +12,8 @@ import click
 
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
-from agent.cli.common import after_change, get_vault, name_vault, report_recovery, vault_option
+from agent.cli.common import (after_change, get_vault, name_vault, read_stdin,
+                               report_recovery, vault_option)
 from agent.vault import history
 
 DEFAULT_SESSION = "cli/default"
@@ -151,7 +152,7 @@ def chat(message, session, continue_, new, model):
     else:
         sessions.check_key(session)
     if message is None and not sys.stdin.isatty():
-        message = sys.stdin.read()
+        message = read_stdin("message")
     if session != DEFAULT_SESSION and not new and not session_exists(vault, session):
         close = did_you_mean(session, sessions.list_sessions(vault.root))
         if message is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -85,6 +86,20 @@ def name_vault(vault: Vault) -> None:
     if ctx.meta.get("agent.vault.source") in ("env", "default"):
         ctx.meta["agent.vault.named"] = True
         click.echo(click.style(f"(vault {short_path(vault.root)})", dim=True), err=True)
+
+
+def read_stdin(what: str) -> str:
+    """Text piped on stdin, as UTF-8; a one-line error naming the bad byte otherwise."""
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UserError(f"The {what} piped on stdin is not UTF-8 text (byte 0x{data[e.start]:02x} "
+                        f"on line {line}); convert it, e.g. with iconv -f latin1 -t utf-8. "
+                        f"Nothing was changed.") from None
 
 
 def report_recovery(vault: Vault) -> None:

@@ -77,6 +77,8 @@ def cron_list():
 
     vault = get_vault()
     cf = cronfile.read(vault.root)
+    for problem in cf.problems:
+        click.echo(f"Skipped: {problem}", err=True)
     if not cf.jobs:
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
         return

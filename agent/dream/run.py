@@ -292,6 +292,27 @@ class _Run:
             elif phase == "editor_done":
                 return self.apply(state)
 
+    def guard_input(self, state: RunState, texts: dict[str, str]) -> dict:
+        """What the dream's guard needs (see apply_ops): the lines of each memory file a
+        person wrote (git blame: any author but the agent), and the text of the run's
+        archive entries, the only evidence that may quote such a line."""
+        agent_email = self.vault.agent_identity().email
+        hand: dict[str, set[str]] = {}
+        for name in FILES:
+            lines = texts.get(name, "").splitlines()
+            authors = self.vault.line_authors(name) if lines else []
+            if authors is None or len(authors) != len(lines):
+                hand[name] = set(lines)          # unknown: every line counts as the person's
+            else:
+                hand[name] = {line for line, who in zip(lines, authors) if who != agent_email}
+        wanted = set(state.entries or [])
+        cache = prompts.SessionCache(self.vault.root)
+        evidence = []
+        for entry in archive.entries_after(self.vault.root, state.cursor):
+            if entry.id in wanted:
+                evidence.append(prompts.render_entry(entry, cache))
+        return {"hand": hand, "evidence": "\n".join(evidence)}
+
     def memory_prompt(self, state: RunState) -> str:
         return prompts.memory_block(state.memory_text, state.user_text)
 
@@ -488,8 +509,9 @@ class _Run:
         max_lines = self.settings.memory_max_lines
         if self.dry_run:
             # Read without the lock: taking it would commit pending hand edits.
-            applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines)
+            texts = self.read_memory()
+            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
+                                max_lines=max_lines, **self.guard_input(state, texts))
             state.previewed = True
             save_state(self.vault, state)
             return self.outcome("dry_run", f"Dry run over archive {first}..{through}: nothing "
@@ -506,8 +528,9 @@ class _Run:
                 clear_state(self.vault)
                 return self.outcome("nothing", f"The dream over archive {first}..{through} was "
                                     f"committed already.", state)
-            applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines)
+            texts = self.read_memory()
+            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
+                                max_lines=max_lines, **self.guard_input(state, texts))
             for name in applied.changed:
                 self.vault.write_text(name, applied.texts[name])
             self.vault.write_text(archive.CURSOR, done.add(state.ids).render())

@@ -129,6 +129,7 @@ class CronJobs:
         self.vault: Vault = server.vault
         self.cron: CronFile | None = None
         self.problem: str | None = None
+        self.skipped: list[str] = []      # bad jobs of cron.json, reported once each
         self.watch = Watch(lambda: stat(self.vault.root / CRON_FILE))
 
     def reload(self, now: datetime, *, first: bool = False, quiet: bool = False) -> None:
@@ -148,6 +149,10 @@ class CronJobs:
             if self.problem:
                 log.info("cron.json is readable again")
             self.problem = None
+            for p in cf.problems:
+                if p not in self.skipped:
+                    log.error("cron job skipped: %s", p)
+            self.skipped = cf.problems
             self.cron = cf
             if not first and not quiet:
                 log.info("cron.json changed: %d jobs (%d enabled)", len(cf.jobs),

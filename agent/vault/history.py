@@ -118,7 +118,7 @@ def head_line(vault: Vault) -> str | None:
 def file_log(vault: Vault, paths: list[str], *, max_count: int | None = None,
              since: str | None = None, oneline: bool = False, color: bool = False) -> str:
     """How `paths` changed, newest first: each commit's line and its diff (or one line)."""
-    args = ["log", "--no-renames"]
+    args = ["log", "--no-renames", "--no-ext-diff", "--no-textconv"]
     args += ["--oneline"] if oneline else ["-p", "--format=commit %h  %ad  %an%n%n    %s%n",
                                             "--date=format:%Y-%m-%d %H:%M"]
     if max_count:
