@@ -165,11 +165,13 @@ def test_compaction_summary_becomes_an_archive_entry(vault):
     run_turn(vault, p, "cli/default", "I like green tea", NOW)
     entry = compact_session(vault, p, "cli/default", NOW, force=True)
 
-    assert entry == 1 and subjects(vault)[0] == "archive(cli/default): Green tea"
+    # The id is the entry's time and four random digits (unique across machines).
+    assert str(entry).startswith(NOW.strftime("%Y%m%d%H%M%S")) and len(str(entry)) == 18
+    assert subjects(vault)[0] == "archive(cli/default): Green tea"
     req = p.requests[-1]
     assert req.kind == "create" and req.params["output_config"]["format"]["type"] == "json_schema"
     assert "I like green tea" in req.params["messages"][0]["content"]
-    text = archive.entry_path(1, NOW)
+    text = archive.entry_path(entry, NOW)
     assert "The user likes green tea." in (vault.root / text).read_text()
 
 

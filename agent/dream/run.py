@@ -308,9 +308,9 @@ class _Run:
         wanted = set(state.entries or [])
         cache = prompts.SessionCache(self.vault.root)
         evidence = []
-        for entry in archive.entries_after(self.vault.root, state.cursor):
-            if entry.id in wanted:
-                evidence.append(prompts.render_entry(entry, cache))
+        for entry_id, rel in archive.entry_ids(self.vault.root):
+            if entry_id in wanted:
+                evidence.append(prompts.render_entry(archive.load(self.vault.root, rel), cache))
         return {"hand": hand, "evidence": "\n".join(evidence)}
 
     def memory_prompt(self, state: RunState) -> str:
