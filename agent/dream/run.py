@@ -24,10 +24,10 @@ from datetime import datetime, timedelta
 
 from agent.stores import archive
 from agent.config import Settings, SettingsError, load_settings
-from agent.dream import prompts
+import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, apply_ops
-from agent.dream import state as runstate
+import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
 from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
 from agent.stores.memory import MEMORY, USER
