@@ -176,6 +176,12 @@ class VaultTools:
                      "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5,
                                "description": "How many commits at most (1 to 50)."}},
                   "required": ["path"], "additionalProperties": False}, self.history),
+            Spec("why", "Where a line of MEMORY.md or USER.md came from: the commit that "
+                 "wrote it (a hand edit, a chat turn's remember, a dream, a sync merge) and "
+                 "its source (the conversation, the archive entries), with earlier versions.",
+                 {"type": "object", "properties": {
+                     "text": _text("Words of the fact to explain.", MAX_QUERY)},
+                  "required": ["text"], "additionalProperties": False}, self.why),
         ]
         self.specs = {s.name: s for s in specs}
 
