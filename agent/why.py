@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from agent.errors import UserError
-from agent.stores import archive, ledger, memory
+from agent.stores import archive, ledger, memory, sessions
 from agent.vault import lineage
 
 FILES = (memory.MEMORY, memory.USER)
@@ -216,16 +216,6 @@ def _short(text: str, limit: int = SHORT) -> str:
     return one if len(one) <= limit else one[:limit - 3].rstrip() + "..."
 
 
-def _text_of(content) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return " ".join(parts)
-
-
 def _turn_source(vault, c, text: str) -> dict:
     session, turn = c.trailers.get("Session", ""), c.trailers.get("Turn", "")
     source = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
@@ -303,19 +293,20 @@ def _entry(vault, entry_id: int) -> dict:
     out = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
     cache = prompts.SessionCache(vault.root)
-    for src in prompts._sources(e.meta):
-        got = cache.lines(str(src.get("file", "")))
+    for file, first, through in archive.source_ranges(e.meta.get("source")):
+        got = cache.lines(str(file or ""))
         if isinstance(got, str):
             continue
         lines, position = got
-        start = position.get(str(src.get("from", "")), 0)
-        end = position.get(str(src.get("through", "")), len(lines) - 1)
+        start = position.get(str(first), 0)
+        end = position.get(str(through), len(lines) - 1)
         for obj in lines[start:end + 1]:
             if "role" not in obj:
                 continue
-            out["messages"].append({"file": src.get("file"), "id": obj.get("id"),
+            out["messages"].append({"file": file, "id": obj.get("id"),
                                     "ts": obj.get("ts"), "role": obj.get("role"),
-                                    "text": _short(_text_of(obj.get("content", "")), 160)})
+                                    "text": _short(sessions.message_text(
+                                        obj.get("content", ""), sep=" "), 160)})
     return out
 
 

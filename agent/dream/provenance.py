@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from agent.dream.ops import normalise
+from agent.stores.memory import normalise
 
 _IDS = re.compile(r"archive[\s:#]*(\d+)", re.I)
 

@@ -295,7 +295,7 @@ class VaultTools:
         return result + (f" ({sha[:7]})" if sha else "")
 
     def remember(self, text: str, target: str, section: str | None, client: str | None) -> str:
-        from agent.chat.tools.memory import TITLES, add_fact
+        from agent.chat.tools.memory import TITLES
         one = " ".join(text.split())
         if target == "daily":
             return self._note(one, client, "remember")
@@ -305,7 +305,7 @@ class VaultTools:
         def write():
             path = self.vault.root / rel
             old = path.read_text(encoding="utf-8") if path.exists() else None
-            new = add_fact(old, one, section, TITLES[rel])
+            new = memory.add_fact(old, one, section, TITLES[rel])
             if new == (old or ""):
                 return f"{rel} already has: - {one}"
             self.vault.write_text(rel, new)
