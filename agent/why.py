@@ -11,7 +11,7 @@ step per version of the line:
   it covers; for a hand edit, the person; for a sync merge, the clone's commit merged;
 - then the version before it, if that commit changed a line rather than added one.
 
-Git walking is `agent.vault.lineage`; this module tells the story.
+Git walking is in `agent.vault.history`; this module tells the story.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from agent.errors import UserError
 from agent.stores import archive, ledger, memory, sessions
-from agent.vault import lineage
+from agent.vault import history as lineage
 
 FILES = (memory.MEMORY, memory.USER)
 MAX_STEPS = 12

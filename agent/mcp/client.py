@@ -59,56 +59,81 @@ class ServerConfig:
         return [n for n in dict.fromkeys(names) if n not in os.environ]
 
 
+class _Bad(Exception):
+    pass
+
+
+def _server(name: str, t) -> ServerConfig:
+    """One `[mcp.servers.<name>]` table as a ServerConfig; _Bad says what is wrong."""
+    at = f"[mcp.servers.{name}]"
+    if not _NAME.match(name):
+        raise _Bad(f"{at}: a server's name is letters, digits, - and _ (at most 40), as it "
+                   f"prefixes its tools' names")
+    if not isinstance(t, dict):
+        raise _Bad(f"{at} must be a table")
+    unknown = sorted(set(t) - {"command", "args", "url", "env", "headers", "enabled",
+                               "startup_timeout", "call_timeout"})
+    if unknown:
+        raise _Bad(f"{at}: unknown setting {', '.join(unknown)}")
+    command, url = t.get("command"), t.get("url")
+    if (command is None) == (url is None):
+        raise _Bad(f"{at}: give either command (and args) for a stdio server or url for a "
+                   f"streamable HTTP one")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise _Bad(f"{at}: command must be a non-empty string")
+    if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
+        raise _Bad(f"{at}: url must be an http:// or https:// address")
+    args = t.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise _Bad(f"{at}: args must be a list of strings")
+    env = t.get("env", [])
+    if isinstance(env, dict):
+        raise _Bad(f"{at}: env lists the names of environment variables to pass through "
+                   f"(env = [\"{next(iter(env), 'TOKEN')}\"]); their values never go in the vault")
+    if not isinstance(env, list) or not all(isinstance(e, str) and e for e in env):
+        raise _Bad(f"{at}: env must be a list of environment variable names")
+    headers = t.get("headers", {})
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise _Bad(f"{at}: headers must be a table of strings")
+    enabled = t.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise _Bad(f"{at}: enabled must be true or false")
+    timeouts = {}
+    for key, default in (("startup_timeout", STARTUP_TIMEOUT), ("call_timeout", CALL_TIMEOUT)):
+        value = t.get(key, default)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise _Bad(f"{at}: {key} must be a number of seconds")
+        timeouts[key] = float(value)
+    return ServerConfig(name, command, tuple(args), url, tuple(env),
+                        tuple(sorted(headers.items())), enabled, **timeouts)
+
+
+def problems(section) -> list[str]:
+    """What is wrong with agent.toml's `[mcp]` section (for agent.config's check)."""
+    if not isinstance(section, dict):
+        return ["[mcp] must be a table"]
+    out = [f"unknown setting mcp.{k} (servers go in [mcp.servers.NAME])"
+           for k in section if k != "servers"]
+    servers = section.get("servers", {})
+    if not isinstance(servers, dict):
+        return out + ["[mcp.servers] must be a table of servers"]
+    for name, t in servers.items():
+        try:
+            _server(name, t)
+        except _Bad as e:
+            out.append(str(e))
+    return out
+
+
 def load_configs(raw: dict, where: str = "agent.toml") -> list[ServerConfig]:
     """The `[mcp.servers.<name>]` tables of agent.toml (SettingsError names a wrong one)."""
-    servers = ((raw or {}).get("mcp") or {}).get("servers") or {}
-    if not isinstance(servers, dict):
-        raise SettingsError(f"{where}: [mcp.servers] must be a table of servers")
-    out = []
-    for name, t in servers.items():
-        at = f"{where}: [mcp.servers.{name}]"
-        if not _NAME.match(name):
-            raise SettingsError(f"{at}: a server's name is letters, digits, - and _ "
-                                f"(at most 40), as it prefixes its tools' names")
-        if not isinstance(t, dict):
-            raise SettingsError(f"{at} must be a table")
-        unknown = sorted(set(t) - {"command", "args", "url", "env", "headers", "enabled",
-                                   "startup_timeout", "call_timeout"})
-        if unknown:
-            raise SettingsError(f"{at}: unknown setting {', '.join(unknown)}")
-        command, url = t.get("command"), t.get("url")
-        if (command is None) == (url is None):
-            raise SettingsError(f"{at}: give either command (and args) for a stdio server "
-                                f"or url for a streamable HTTP one")
-        if command is not None and (not isinstance(command, str) or not command.strip()):
-            raise SettingsError(f"{at}: command must be a non-empty string")
-        if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
-            raise SettingsError(f"{at}: url must be an http:// or https:// address")
-        args = t.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise SettingsError(f"{at}: args must be a list of strings")
-        env = t.get("env", [])
-        if isinstance(env, dict):
-            raise SettingsError(f"{at}: env lists the names of environment variables to pass "
-                                f"through (env = [\"{next(iter(env), 'TOKEN')}\"]); their values "
-                                f"never go in the vault")
-        if not isinstance(env, list) or not all(isinstance(e, str) and e for e in env):
-            raise SettingsError(f"{at}: env must be a list of environment variable names")
-        headers = t.get("headers", {})
-        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-            raise SettingsError(f"{at}: headers must be a table of strings")
-        enabled = t.get("enabled", True)
-        if not isinstance(enabled, bool):
-            raise SettingsError(f"{at}: enabled must be true or false")
-        timeouts = {}
-        for key, default in (("startup_timeout", STARTUP_TIMEOUT), ("call_timeout", CALL_TIMEOUT)):
-            value = t.get(key, default)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise SettingsError(f"{at}: {key} must be a number of seconds")
-            timeouts[key] = float(value)
-        out.append(ServerConfig(name, command, tuple(args), url, tuple(env),
-                                tuple(sorted(headers.items())), enabled, **timeouts))
-    return out
+    section = (raw or {}).get("mcp")
+    if section is None:
+        return []
+    bad = problems(section)
+    if bad:
+        raise SettingsError(f"{where}: {bad[0]}")
+    return [_server(name, t) for name, t in (section.get("servers") or {}).items()]
 
 
 def tool_name(server: str, tool: str) -> str:

@@ -17,6 +17,7 @@ from typing import Callable
 
 from agent.errors import UserError
 from agent.stores import memory
+from agent.vault.change import Change
 
 MAX_TEXT = 4000          # remember, note: one fact or note, not a document
 MAX_QUERY = 1000         # search, why
@@ -232,17 +233,10 @@ class VaultTools:
         return _cap("\n\n".join(parts))
 
     def _facts_since(self, since: datetime) -> list[str]:
-        out = self.vault.git("log", f"--since={since.isoformat()}", "--no-renames", "--reverse",
-                             "-p", "-U0", "--format=\x1e%ad %s", "--date=format:%Y-%m-%d %H:%M",
-                             "--", memory.MEMORY, memory.USER)
-        facts, when, rel = [], "", ""
-        for line in out.splitlines():
-            if line.startswith("\x1e"):
-                when = line[1:17]
-            elif line.startswith("+++ b/"):
-                rel = line[6:]
-            elif line.startswith("+") and not line.startswith("+++") and memory.FACT.match(line[1:]):
-                facts.append(f"{line[1:].strip()}  ({rel}, {when})")
+        from agent.vault import history
+        facts = [f"{line.strip()}  ({rel}, {when})" for when, rel, line in
+                 history.added_lines(self.vault, [memory.MEMORY, memory.USER], since.isoformat())
+                 if memory.FACT.match(line)]
         # A fact added then changed again: show each line once, at its last change.
         seen, unique = set(), []
         for f in reversed(facts):
@@ -254,9 +248,8 @@ class VaultTools:
 
     def history(self, path: str, limit: int) -> str:
         rel = self._vault_path(path)
-        out = self.vault.git("log", "-n", str(limit), "--no-renames", "-p",
-                             "--format=commit %h  %ad  %an%n%n    %s%n",
-                             "--date=format:%Y-%m-%d %H:%M", "--", rel)
+        from agent.vault import history
+        out = history.file_log(self.vault, [rel], max_count=limit)
         if not out.strip():
             if not (self.vault.root / rel).exists():
                 raise BadInput(f"history: there is no file {rel} in the vault, now or in "
@@ -265,13 +258,13 @@ class VaultTools:
         return _cap(out)
 
     def _vault_path(self, path: str) -> str:
-        from agent.vault.repo import STATE_DIR, VaultError
+        from agent.vault.offlimits import is_off_limits
+        from agent.vault.repo import VaultError
         try:
             rel = self.vault.rel(path)
         except VaultError:
             raise BadInput(f"history: {path} is outside the vault") from None
-        if rel in (".", "") or rel == ".git" or rel.startswith((".git/", f"{STATE_DIR}/")) \
-                or rel == STATE_DIR:
+        if rel in (".", "") or is_off_limits(rel):
             raise BadInput(f"history: {path} is not a file of the vault")
         return rel
 
@@ -287,9 +280,9 @@ class VaultTools:
         scope = _client_scope(client)
         with self.vault.locked():
             result = write()
-            sha = self.vault.commit(f"mcp({scope}): {what}: {_shorten(text)}",
-                                    trailers={"Client": client or "unknown", "Tool": tool,
-                                              "File": rel})
+            sha = self.vault.commit(Change("mcp", f"{what}: {_shorten(text)}", scope=scope,
+                                           trailers={"Client": client or "unknown",
+                                                     "Tool": tool, "File": rel}))
         if sha:
             index.refresh(self.vault, after_commit=True)
         return result + (f" ({sha[:7]})" if sha else "")
