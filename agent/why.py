@@ -126,6 +126,7 @@ def explain(vault, text: str) -> Story:
 
 def walk(vault, rel: str, line: int, text: str) -> list[Step]:
     agent_email = vault.agent_identity().email
+    lineage.ensure_path_filters(vault)
     steps: list[Step] = []
     rev = None                       # the work tree first: an uncommitted hand edit shows
     for _ in range(MAX_STEPS):

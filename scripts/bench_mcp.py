@@ -152,6 +152,14 @@ def why_times(vault, text: str, runs: int) -> tuple[list[float], str]:
     return times, out
 
 
+def filters(vault) -> bool:
+    graph = vault.git_dir / "objects" / "info" / "commit-graph"
+    try:
+        return b"BIDX" in graph.read_bytes()[:200]
+    except OSError:
+        return False
+
+
 def wall(cmd: list[str], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
@@ -186,6 +194,14 @@ def main():
 
         start = anyio.run(start_times, vault, args.runs)
         search, remember = anyio.run(round_trips, vault, args.runs)
+        # The first `agent why` finds no changed-path filters in the commit-graph and
+        # starts writing them in the background; the figures after are the steady state.
+        why_cold, _ = why_times(vault, "climbing gear locker", 1)
+        t = time.perf_counter()
+        while not filters(vault) and time.perf_counter() - t < 600:
+            time.sleep(0.5)
+        print(f"changed-path filters written in the background in "
+              f"{time.perf_counter() - t:.0f}s", file=sys.stderr)
         why_old, story = why_times(vault, "climbing gear locker", max(5, args.runs // 2))
         why_new, _ = why_times(vault, "quarterly review Bernd", max(5, args.runs // 2))
         assert "remember in a chat turn" in story, story
@@ -200,6 +216,7 @@ def main():
         print(line("agent mcp start to ready", start, "< 400 ms"))
         print(line("search round trip", search, "< 50 ms median"))
         print(line("remember round trip (a commit)", remember))
+        print(line(f"agent why, {args.commits} commits old, first", why_cold))
         print(line(f"agent why, fact {args.commits} commits old", why_old, "< 300 ms"))
         print(line("agent why, recent fact", why_new, "< 300 ms"))
         print(json.dumps({"messages": args.messages, "commits": int(count),
@@ -207,6 +224,7 @@ def main():
                           "search_ms": [round(statistics.median(search), 1), round(pct(search, .95), 1)],
                           "remember_ms": [round(statistics.median(remember), 1),
                                           round(pct(remember, .95), 1)],
+                          "why_first_ms": round(why_cold[0], 1),
                           "why_old_ms": [round(statistics.median(why_old), 1), round(pct(why_old, .95), 1)],
                           "why_recent_ms": [round(statistics.median(why_new), 1),
                                             round(pct(why_new, .95), 1)],

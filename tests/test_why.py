@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 from agent.vault.repo import Vault
 from conftest import subjects
@@ -159,3 +160,20 @@ def test_a_line_that_matches_nothing_says_so_with_the_closest(vault, run):
 def test_help(run):
     r = run("why", "--help")
     assert r.exit_code == 0 and "--json" in r.output
+
+
+def test_why_leaves_changed_path_filters_for_the_next_walks(vault, run):
+    """Blame on a long history is several times faster with the commit-graph's changed-path
+    filters; the first `agent why` has git write them in the background."""
+    run("note", "something")
+    assert run("why", "nothing matches this at all").exit_code == 1   # no walk: no graph yet
+    path = vault.root / "MEMORY.md"
+    path.write_text(path.read_text() + "- The cat is called Miso\n")
+    run("note", "commits the hand edit")
+    assert run("why", "cat Miso").exit_code == 0
+    graph = vault.root / ".git" / "objects" / "info" / "commit-graph"
+    for _ in range(600):
+        if graph.exists() and b"BIDX" in graph.read_bytes()[:200]:
+            break
+        time.sleep(0.05)
+    assert b"BIDX" in graph.read_bytes()[:200]
