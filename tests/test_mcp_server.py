@@ -108,8 +108,14 @@ def test_search_recent_history_and_resources_read_the_vault(vault, run):
         h = await c.call_tool("history", {"path": "USER.md", "limit": 2})
         m = await c.read_resource("agent://USER.md")
         t = await c.read_resource("agent://today")
-        return text_of(s), text_of(r), text_of(h), m.contents[0].text, t.contents[0].text
-    search, recent, history, user, today = drive(vault, steps)
+        w = await c.call_tool("why", {"text": "Alice birthday"})
+        nothing = await c.call_tool("why", {"text": "submarine periscope"})
+        return (text_of(s), text_of(r), text_of(h), m.contents[0].text, t.contents[0].text,
+                text_of(w), nothing)
+    search, recent, history, user, today, why, nothing = drive(vault, steps)
+    assert why.startswith("USER.md:") and "- Alice's birthday is on 2027-03-14" in why
+    assert "remember from the MCP client Claude Code (tool remember)." in why
+    assert nothing.is_error and "No line of MEMORY.md or USER.md matches" in text_of(nothing)
     assert "ryokan" in search and "memory/" in search
     assert "booked the ryokan in Kyoto" in recent
     assert "- Alice's birthday is on 2027-03-14  (USER.md," in recent

@@ -151,9 +151,12 @@ def test_a_fact_remembered_over_mcp_names_the_client(vault):
 
 
 def test_a_line_that_matches_nothing_says_so_with_the_closest(vault, run):
-    r = why(run, "submarine", "periscope")
+    path = vault.root / "USER.md"
+    path.write_text(path.read_text() + "- Has a yellow submarine poster\n")
+    r = why(run, "submarine", "sonar", "depth")
     assert r.exit_code == 1
-    assert "No line of MEMORY.md or USER.md matches 'submarine periscope'" in r.output
+    assert "No line of MEMORY.md or USER.md matches 'submarine sonar depth'" in r.output
+    assert "Closest: USER.md:" in r.output and "- Has a yellow submarine poster" in r.output
     assert "Traceback" not in r.output
 
 
