@@ -155,7 +155,7 @@ def problems(data: dict) -> list[str]:
     for section, table in data.items():
         if section == "mcp":
             # MCP servers are named tables of their own; agent.mcp.client checks them.
-            from agent.mcp.client import problems as mcp_problems
+            from agent.mcp.settings import problems as mcp_problems
             out.extend(mcp_problems(table))
             continue
         if section not in SECTIONS:

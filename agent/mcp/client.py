@@ -30,99 +30,9 @@ import threading
 from dataclasses import dataclass, field
 
 from agent.config import SettingsError
+from agent.mcp.settings import VAR, ServerConfig, problems, read_server
 
-STARTUP_TIMEOUT = 20.0
-CALL_TIMEOUT = 120.0
 MAX_RESULT = 100_000          # characters of one tool result given to the model
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    url: str | None = None
-    env: tuple[str, ...] = ()
-    headers: tuple[tuple[str, str], ...] = ()
-    enabled: bool = True
-    startup_timeout: float = STARTUP_TIMEOUT
-    call_timeout: float = CALL_TIMEOUT
-
-    @property
-    def where(self) -> str:
-        return self.url if self.url else " ".join([self.command or "", *self.args]).strip()
-
-    def missing_env(self) -> list[str]:
-        names = list(self.env) + [v for _, value in self.headers for v in _VAR.findall(value)]
-        return [n for n in dict.fromkeys(names) if n not in os.environ]
-
-
-class _Bad(Exception):
-    pass
-
-
-def _server(name: str, t) -> ServerConfig:
-    """One `[mcp.servers.<name>]` table as a ServerConfig; _Bad says what is wrong."""
-    at = f"[mcp.servers.{name}]"
-    if not _NAME.match(name):
-        raise _Bad(f"{at}: a server's name is letters, digits, - and _ (at most 40), as it "
-                   f"prefixes its tools' names")
-    if not isinstance(t, dict):
-        raise _Bad(f"{at} must be a table")
-    unknown = sorted(set(t) - {"command", "args", "url", "env", "headers", "enabled",
-                               "startup_timeout", "call_timeout"})
-    if unknown:
-        raise _Bad(f"{at}: unknown setting {', '.join(unknown)}")
-    command, url = t.get("command"), t.get("url")
-    if (command is None) == (url is None):
-        raise _Bad(f"{at}: give either command (and args) for a stdio server or url for a "
-                   f"streamable HTTP one")
-    if command is not None and (not isinstance(command, str) or not command.strip()):
-        raise _Bad(f"{at}: command must be a non-empty string")
-    if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
-        raise _Bad(f"{at}: url must be an http:// or https:// address")
-    args = t.get("args", [])
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise _Bad(f"{at}: args must be a list of strings")
-    env = t.get("env", [])
-    if isinstance(env, dict):
-        raise _Bad(f"{at}: env lists the names of environment variables to pass through "
-                   f"(env = [\"{next(iter(env), 'TOKEN')}\"]); their values never go in the vault")
-    if not isinstance(env, list) or not all(isinstance(e, str) and e for e in env):
-        raise _Bad(f"{at}: env must be a list of environment variable names")
-    headers = t.get("headers", {})
-    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-        raise _Bad(f"{at}: headers must be a table of strings")
-    enabled = t.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise _Bad(f"{at}: enabled must be true or false")
-    timeouts = {}
-    for key, default in (("startup_timeout", STARTUP_TIMEOUT), ("call_timeout", CALL_TIMEOUT)):
-        value = t.get(key, default)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise _Bad(f"{at}: {key} must be a number of seconds")
-        timeouts[key] = float(value)
-    return ServerConfig(name, command, tuple(args), url, tuple(env),
-                        tuple(sorted(headers.items())), enabled, **timeouts)
-
-
-def problems(section) -> list[str]:
-    """What is wrong with agent.toml's `[mcp]` section (for agent.config's check)."""
-    if not isinstance(section, dict):
-        return ["[mcp] must be a table"]
-    out = [f"unknown setting mcp.{k} (servers go in [mcp.servers.NAME])"
-           for k in section if k != "servers"]
-    servers = section.get("servers", {})
-    if not isinstance(servers, dict):
-        return out + ["[mcp.servers] must be a table of servers"]
-    for name, t in servers.items():
-        try:
-            _server(name, t)
-        except _Bad as e:
-            out.append(str(e))
-    return out
 
 
 def load_configs(raw: dict, where: str = "agent.toml") -> list[ServerConfig]:
@@ -133,7 +43,7 @@ def load_configs(raw: dict, where: str = "agent.toml") -> list[ServerConfig]:
     bad = problems(section)
     if bad:
         raise SettingsError(f"{where}: {bad[0]}")
-    return [_server(name, t) for name, t in (section.get("servers") or {}).items()]
+    return [read_server(name, t) for name, t in (section.get("servers") or {}).items()]
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -211,7 +121,7 @@ class Hub:
         if c.url:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
-            headers = {k: _VAR.sub(lambda m: os.environ.get(m.group(1), ""), v)
+            headers = {k: VAR.sub(lambda m: os.environ.get(m.group(1), ""), v)
                        for k, v in c.headers}
             return streamable_http_client(c.url, http_client=create_mcp_http_client(headers))
         from mcp.client.stdio import StdioServerParameters, stdio_client
