@@ -117,7 +117,15 @@ def test_two_phases_end_to_end(seeded, run, fake_anthropic):
     assert subjects(vault)[0] == "dream: +1 fact, 1 updated, 0 removed (archive 1..3)"
     assert vault.git("log", "-1", "--format=%an <%ae>").strip() == "agent <agent@localhost>"
     assert sorted(vault.git("show", "--name-only", "--format=", "HEAD").split()) == [
-        ".dream_cursor", "MEMORY.md", "USER.md"]
+        ".dream_cursor", ".dream_ledger.jsonl", "MEMORY.md", "USER.md"]
+    # The ledger says which findings and archive entries produced each edit.
+    ledger = [json.loads(line) for line in read(vault, ".dream_ledger.jsonl").splitlines()]
+    assert [(r["run"], r["op"], r["file"], r["line"], r["archive"], r["exact"]) for r in ledger] == [
+        ("1..3", "add", "MEMORY.md", "- Flying to Kyoto on 2026-12-03", [1], True),
+        ("1..3", "update", "USER.md", "- Lives in Lisbon (since 2026-11-13)", [2], True)]
+    assert ledger[0]["findings"][0]["statement"] == "Flying to Kyoto on 2026-12-03"
+    assert ledger[1]["old"] == "- Lives in Berlin"
+    assert "dream_ledger" not in vault.git("log", "-p", "--", "MEMORY.md")
     t = trailers(vault)
     assert t["Cursor"] == "0 -> 3"
     assert t["Batch"] == ", ".join(server.batches)

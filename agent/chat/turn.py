@@ -81,13 +81,20 @@ def _tool_logger(vault):
     return log_exception
 
 
-def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None) -> list[dict]:
-    """tool_result blocks for the tool_use blocks `calls`, run at once, in their order."""
+def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
+              mcp=None) -> list[dict]:
+    """tool_result blocks for the tool_use blocks `calls`, run at once, in their order.
+
+    `mcp` (an agent.mcp.client.Hub) answers the calls of its servers' tools.
+    """
     logger = _tool_logger(ctx.vault)
 
     def one(call: dict) -> dict:
-        with registry.use_context(ctx):
-            text, is_error = registry.call(call["name"], call.get("input"), log=logger)
+        if mcp is not None and mcp.owns(call["name"]):
+            text, is_error = mcp.call(call["name"], call.get("input"))
+        else:
+            with registry.use_context(ctx):
+                text, is_error = registry.call(call["name"], call.get("input"), log=logger)
         block = {"type": "tool_result", "tool_use_id": call["id"], "content": text}
         if is_error:
             block["is_error"] = True
@@ -109,6 +116,18 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None) -> 
     finally:
         # On Ctrl-C do not wait for tools still running; their staged writes are dropped.
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _mcp_servers(vault, settings):
+    """The MCP servers of agent.toml, started (once per process), and one line for each
+    that failed; (None, []) when there are none (the SDK is not even imported)."""
+    if not (settings.raw.get("mcp") or {}).get("servers"):
+        return None, []
+    from agent.mcp.client import hub_for
+    hub = hub_for(vault.root, settings.raw)
+    if hub is None:
+        return None, []
+    return hub, hub.start()
 
 
 # ---- persisting -----------------------------------------------------------------------
@@ -247,6 +266,10 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
                                readonly=readonly, messages=messages,
                                parent=f"{session} turn {turn}")
     tools = registry.definitions(settings=settings, readonly=readonly)
+    # MCP servers' tools may change anything outside the vault: not for a read-only run.
+    mcp, mcp_notes = (None, []) if readonly else _mcp_servers(vault, settings)
+    if mcp is not None:
+        tools = tools + mcp.definitions()
 
     usage = zero_usage()
     new: list[dict] = []          # the turn's messages after the user's: (role, content)
@@ -290,7 +313,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             if not calls:
                 reply = _text_of(blocks)
                 break
-            results = run_tools(calls, ctx, on_tool=on_tool)
+            results = run_tools(calls, ctx, on_tool=on_tool, mcp=mcp)
             messages.append({"role": "user", "content": list(results)})
             new.append({"role": "user", "content": results})
         else:
@@ -347,6 +370,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)
+    result.notes.extend(mcp_notes + (mcp.problems() if mcp is not None else []))
 
     window = prompt.window + lines
     if not interrupted and context.estimate_tokens(window) > settings.window_tokens:

@@ -285,8 +285,9 @@ def import_cmd(file):
 # ---- the other command families -------------------------------------------------------
 
 def _register():
-    from agent.cli import agents, chat, config, doctor, dream, schedule, search, skills, sync
-    for module in (search, chat, dream, schedule, config, doctor, skills, agents, sync):
+    from agent.cli import (agents, chat, config, doctor, dream, mcp, schedule, search, skills,
+                           sync, why)
+    for module in (search, chat, dream, schedule, config, doctor, skills, agents, sync, mcp, why):
         for command in module.COMMANDS:
             cli.add_command(command)
 

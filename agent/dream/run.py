@@ -22,14 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from agent.stores import archive
+from agent.stores import archive, ledger
 from agent.config import Settings, SettingsError, load_settings
-from agent.dream import prompts
+import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, apply_ops
-from agent.dream import state as runstate
+import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
 from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
+from agent.dream.provenance import records
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
 from agent.vault.change import Change
@@ -533,6 +534,10 @@ class _Run:
                                 max_lines=max_lines, **self.guard_input(state, texts))
             for name in applied.changed:
                 self.vault.write_text(name, applied.texts[name])
+            if applied.changed:
+                # Which findings and archive entries produced each edit, for `agent why`.
+                self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in records(
+                    state, applied, self.clock().isoformat(timespec="seconds"))])
             self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
             out = self.outcome("committed" if applied.changed else "no_changes", "", state,
                                report=applied)

@@ -542,6 +542,13 @@ class Vault:
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
 
+    def git_background(self, *args: str) -> None:
+        """Start a git command that maintains derived data (gc, commit-graph) and do not
+        wait for it; its output is dropped."""
+        subprocess.Popen(["git", *_GIT_BASE, *args], cwd=self.root, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+
     def _message(self, change: Change | str) -> tuple[str, Identity]:
         if isinstance(change, str):
             return change, self.agent_identity()
