@@ -356,6 +356,8 @@ def test_ctrl_c_during_a_reply_keeps_the_partial_reply(fake_anthropic, vault):
     assert partial["content"].startswith("word0 word1") and partial["content"] != words
     assert subjects(vault)[0] == "chat(cli/default): tell me a long story"
     assert trailers(vault)["Interrupted"] == "yes"
+    # What the partial stream reported (its input tokens), not 0.
+    assert not trailers(vault)["Tokens"].startswith("0 in"), trailers(vault)["Tokens"]
     assert vault.dirty_paths() == []
     # The next turn shows the model its partial reply, marked as interrupted.
     fake_anthropic.add(reply("Sorry, go on?"))

@@ -320,9 +320,11 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             reply = _text_of(new[-2]["content"]) if len(new) >= 2 else ""
             error = (f"Stopped: the turn reached its limit of {settings.max_iterations} model "
                      f"calls (chat.max_iterations in agent.toml).")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
         reply = "".join(streamed)
+        if getattr(e, "partial_usage", None) is not None:
+            add_usage(usage, e.partial_usage)
         # Every sub-agent this turn started stops too, and saves what it did.
         cancel.set()
         cancel.settle()

@@ -272,6 +272,9 @@ def import_cmd(file):
     """Import a transcript (JSONL: session, role, content, ts, optional id)."""
     from agent.chat.importer import import_file
     vault = get_vault()
+    if not file.read_bytes().decode("utf-8-sig", errors="replace").strip():
+        click.echo(f"Nothing to import: {file.name} is empty.")
+        return
     added, keys, sha = import_file(vault, file)
     report_recovery(vault)
     if not added:

@@ -12,8 +12,8 @@ import click
 
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
-from agent.cli.common import (after_change, get_vault, name_vault, read_stdin,
-                               report_recovery, vault_option)
+from agent.cli.common import (after_change, get_vault, name_vault, quiet_logs, read_stdin,
+                              report_recovery, vault_option)
 from agent.vault import history
 
 DEFAULT_SESSION = "cli/default"
@@ -61,6 +61,8 @@ class _Printer:
 
 def _turn(vault, provider, session: str, text: str, model: str | None):
     from agent.chat.turn import run_turn
+
+    quiet_logs()
     from agent.vault.repo import now
 
     printer = _Printer()
@@ -355,6 +357,7 @@ def archive_cmd(session, all_):
     from agent.llm.preload import preload
 
     preload()
+    quiet_logs()
     from agent.chat.compact import CompactError, compact_session
     from agent.llm import make_provider
     from agent.vault.repo import now

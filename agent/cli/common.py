@@ -150,3 +150,12 @@ def page(text: str, use_pager: bool = True) -> None:
             break
         except KeyboardInterrupt:    # as git: Ctrl-C is the pager's to handle
             continue
+
+
+def quiet_logs() -> None:
+    """Our modules' log lines are for `agent serve`'s log; a command in the terminal
+    reports what matters itself (once), so Python's last-resort printing of warnings
+    to stderr is turned off for them."""
+    import logging
+
+    logging.getLogger("agent").addHandler(logging.NullHandler())

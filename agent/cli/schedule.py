@@ -10,7 +10,8 @@ from datetime import datetime
 
 import click
 
-from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
+                              vault_option)
 from agent.vault.change import Change
 from agent.vault.repo import now as clock_now
 
@@ -143,6 +144,7 @@ def cron_run(job_id):
 
     vault = get_vault()
     job = cronfile.read(vault.root).find(job_id)
+    quiet_logs()
     provider = make_provider()
     outcome = serve_cron.run_job_now(vault, provider, job.id, clock_now(),
                                      on_text=lambda s: click.echo(s, nl=False))
@@ -296,6 +298,7 @@ def heartbeat_run(name):
             raise click.ClickException(broken[0])
         known = ", ".join(b.name for b in beats) or "none"
         raise click.ClickException(f"No heartbeat {name!r} in heartbeat/; heartbeats: {known}")
+    quiet_logs()
     provider = make_provider()
     outcome = serve_heartbeats.run_heartbeat_now(vault, provider, hb, clock_now(),
                                                  on_text=lambda s: click.echo(s, nl=False))

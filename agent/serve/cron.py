@@ -140,8 +140,7 @@ class CronJobs:
         try:
             cf = cronfile.read(self.vault.root)
         except CronFileError as e:
-            if first:
-                raise
+            # Reported, and the rest (heartbeats, the dream) goes on without the jobs.
             if str(e) != self.problem:
                 log.error("%s; cron jobs wait until it is fixed", e)
             self.problem, self.cron = str(e), None

@@ -147,6 +147,10 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
                             f"when it runs")
     if misfire not in MISFIRE:
         raise ScheduleError(f"misfire must be run_once or skip, not {misfire!r}")
+    same = next((j for j in cron.jobs if j.name == name), None)
+    if same is not None:
+        raise ScheduleError(f'a cron job is already named "{name}" ({same.id}); choose another '
+                            f"name, or remove that one first")
     if job_id is None or cron.get(job_id) is not None:
         job_id = cron.new_id()
     key = session or f"cron/{job_id}"

@@ -323,6 +323,8 @@ def parse_import(path: Path) -> list[dict]:
     records, problems = [], []
     seen_ids: dict[tuple[str, str], int] = {}
     data = safe.read_given(path, SESSION_BYTES)
+    if data.startswith(b"\xef\xbb\xbf"):      # a UTF-8 byte-order mark is fine
+        data = data[3:]
     for n, raw in enumerate(data.split(b"\n"), 1):
         if not raw.strip():
             continue

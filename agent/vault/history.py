@@ -211,6 +211,38 @@ def undoable(commits: list[Commit], agent_email: str, session: str | None = None
     return None
 
 
+def _nothing_left(commits: list[Commit], agent_email: str, session: str | None) -> str:
+    """Why there is nothing to undo, truthfully: nothing was done, or all was undone."""
+    mine = [c for c in commits if c.email == agent_email
+            and (session is None or c.trailer(SESSION) == session)]
+    made = [c for c in mine if c.kind not in _NEVER]
+    undos = [c for c in mine if c.kind == "undo"]
+    if session:
+        if made and undos:
+            return (f"Nothing to undo in {session}: every turn of it has been undone "
+                    f"(the last by {undos[0].short}).")
+        return f"Nothing to undo in {session}: it has no turn the agent could undo."
+    if made and undos:
+        return (f"Nothing to undo: every agent change since the vault was made has been "
+                f"undone (the last by {undos[0].short}).")
+    return "Nothing to undo: the agent has changed nothing since the vault was made."
+
+
+def conflict_paths(git_output: str) -> list[str]:
+    """The files named by git's CONFLICT lines (content, modify/delete, add/add, ...)."""
+    import re
+
+    paths: list[str] = []
+    for line in git_output.splitlines():
+        if "CONFLICT" not in line:
+            continue
+        m = (re.search(r"Merge conflict in (.+?)\s*$", line)
+             or re.search(r"CONFLICT \([^)]*\): (.+?) (?:deleted|modified|added|renamed) in ", line))
+        if m and m.group(1) not in paths:
+            paths.append(m.group(1))
+    return paths
+
+
 def undo(vault: Vault, ref: str | None = None, session: str | None = None) -> Undone:
     """Revert an agent change with a new commit `undo: revert "<subject>"`.
 
@@ -236,10 +268,10 @@ def undo(vault: Vault, ref: str | None = None, session: str | None = None) -> Un
             # the first commits is the one a longer read would find.
             target = undoable(recent(vault, UNDO_FIRST), agent_email, session)
             if target is None:
-                target = undoable(recent(vault, UNDO_DEPTH), agent_email, session)
-            if target is None:
-                raise NothingToUndo(f"Nothing to undo in {session}." if session else
-                                    "Nothing to undo: no agent commit since the vault was made.")
+                commits = recent(vault, UNDO_DEPTH)
+                target = undoable(commits, agent_email, session)
+                if target is None:
+                    raise NothingToUndo(_nothing_left(commits, agent_email, session))
         short = target.subject if len(target.subject) <= 60 else target.subject[:57] + "..."
         trailers = {REVERTS: target.sha}
         if session:
@@ -247,8 +279,7 @@ def undo(vault: Vault, ref: str | None = None, session: str | None = None) -> Un
         try:
             sha = vault.revert(target.sha, Change("undo", f'revert "{short}"', trailers=trailers))
         except GitError as e:
-            conflicts = [line.split(" in ")[-1] for line in str(e).splitlines() if "CONFLICT" in line]
-            raise UndoConflict(target, conflicts) from None
+            raise UndoConflict(target, conflict_paths(str(e))) from None
     return Undone(target, sha)
 
 

@@ -316,12 +316,18 @@ class Vault:
             # holds only what the agent added.
             vault._commit_paths(None, Change("edit", "adopt existing notes as a vault",
                                              author=vault.user_identity()))
-        copied = vault._copy_template()
+        existed = {n for n in (".gitignore", ".gitattributes") if (root / n).exists()}
+        vault._copy_template()
         vault._ensure_line(".gitignore", f"{STATE_DIR}/")
         for line in _union_lines():
             vault._ensure_line(".gitattributes", line)
+        committed = vault.dirty_paths()           # what the init commit holds
+        added = [p for p in committed if p not in existed]
+        changed = [p for p in committed if p in existed]
+        what = f"{len(added)} file{'s' * (len(added) != 1)} added" + (
+            f", {' and '.join(changed)} changed" if changed else "")
         vault._commit_paths(None, Change("init", "new vault" if not adopting else
-                                         f"adopt this folder as a vault ({len(copied)} files added)"))
+                                         f"adopt this folder as a vault ({what})"))
         return vault, "adopted" if adopting else "created"
 
     def _configure_repo(self) -> None:
