@@ -13,6 +13,7 @@ import click
 
 from agent.stores import archive
 from agent.stores import memory
+from agent.stores import sessions
 from agent.stores import merge
 from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
                               report_recovery, vault_option, vault_path)
@@ -272,7 +273,8 @@ def import_cmd(file):
     """Import a transcript (JSONL: session, role, content, ts, optional id)."""
     from agent.chat.importer import import_file
     vault = get_vault()
-    if not file.read_bytes().decode("utf-8-sig", errors="replace").strip():
+    # Read through the store's bounded, regular-files-only reader (never /dev/zero).
+    if not sessions.parse_import(file):
         click.echo(f"Nothing to import: {file.name} is empty.")
         return
     added, keys, sha = import_file(vault, file)
