@@ -77,7 +77,9 @@ def link(rel, target):
     def setup(v: Path, out: Path):
         p = v / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        if p.exists() or p.is_symlink():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        elif p.exists() or p.is_symlink():
             p.unlink()
         os.symlink(target.replace("{OUT}", str(out)), p)
     return setup
