@@ -262,3 +262,22 @@ def test_a_kill_before_the_turns_commit_is_recovered_as_the_turn(vault, run):
     r = run("undo", "HEAD~1")
     assert r.exit_code == 0, r.output
     assert "Remembered just before the kill" not in (vault.root / "MEMORY.md").read_text()
+
+
+def test_a_session_line_nested_too_deeply_is_skipped_by_search_and_status(vault, run):
+    d = vault.root / "sessions" / "cli" / "default"
+    d.mkdir(parents=True)
+    (d / "2026-11.jsonl").write_text("[" * 100000 + "]" * 100000 + "\n")
+    for args in (("status",), ("search", "anything"), ("note", "still works")):
+        r = run(*args)
+        assert "Traceback" not in r.output and not isinstance(r.exception, RecursionError), args
+
+
+def test_a_file_named_like_the_state_folder_is_named_not_a_traceback(vault, run):
+    import shutil
+    shutil.rmtree(vault.root / ".agent", ignore_errors=True)
+    (vault.root / ".agent").write_text("not a folder\n")
+    head = vault.head()
+    r = run("note", "x")
+    assert r.exit_code == 1 and ".agent should be the agent's folder" in r.output
+    assert vault.head() == head

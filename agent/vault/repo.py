@@ -283,6 +283,11 @@ class Vault:
         if not (root / MARKER).is_file() or not (root / ".git").exists():
             raise NotAVault(f"{root} is not a vault (no {MARKER} or no git repository): "
                             f"run `agent init {root}` to make it one.")
+        state = root / STATE_DIR
+        if state.is_symlink() or (state.exists() and not state.is_dir()):
+            raise VaultError(f"{state} should be the agent's folder of derived state, but it "
+                             f"is {'a link' if state.is_symlink() else 'a file'}: move it away "
+                             f"(it is rebuilt on its own).")
         return cls(root)
 
     @classmethod
