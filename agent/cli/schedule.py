@@ -290,14 +290,7 @@ def heartbeat_run(name):
     from agent.llm import make_provider
 
     vault = get_vault()
-    beats, problems = hbmod.load_all(vault.root)
-    hb = next((b for b in beats if b.name == name), None)
-    if hb is None:
-        broken = [p for p in problems if p.startswith(f"{hbmod.FOLDER}/{name}.md")]
-        if broken:
-            raise click.ClickException(broken[0])
-        known = ", ".join(b.name for b in beats) or "none"
-        raise click.ClickException(f"No heartbeat {name!r} in heartbeat/; heartbeats: {known}")
+    hb = _find_heartbeat(vault, name)
     quiet_logs()
     provider = make_provider()
     outcome = serve_heartbeats.run_heartbeat_now(vault, provider, hb, clock_now(),

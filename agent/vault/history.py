@@ -61,10 +61,7 @@ class Commit:
     @property
     def scope(self) -> str | None:
         """`cli/default` of `chat(cli/default): hello`, None when there is none."""
-        head = self.subject.split(": ", 1)[0]
-        if "(" in head and head.endswith(")"):
-            return head[head.index("(") + 1:-1]
-        return None
+        return _scope(self.subject)
 
     def trailer(self, key: str) -> str | None:
         """The value of trailer `key` (the last one, when it repeats), or None."""
@@ -325,10 +322,7 @@ class CommitRecord:
 
     @property
     def scope(self) -> str | None:
-        head = self.subject.split(": ", 1)[0]
-        if "(" in head and head.endswith(")"):
-            return head[head.index("(") + 1:-1]
-        return None
+        return _scope(self.subject)
 
 
 def blame_line(vault, rel: str, line: int, rev: str | None = None) -> Blame | None:
@@ -453,3 +447,11 @@ def _is_ancestor(vault, a: str, b: str) -> bool:
 def show_file(vault, rev: str, rel: str) -> str | None:
     out = vault.git("show", f"{rev}:{rel}", check=False)
     return out if out else None
+
+
+def _scope(subject: str) -> str | None:
+    """`cli/default` of `chat(cli/default): hello`, None when there is none."""
+    head = subject.split(": ", 1)[0]
+    if "(" in head and head.endswith(")"):
+        return head[head.index("(") + 1:-1]
+    return None

@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.stores import archive, merge
-from agent.vault import atomic
+from agent.vault import atomic, mergedriver
 from agent.vault.change import Change
 from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError
 
@@ -200,7 +200,6 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult) -> None:
 
 
 def _driver_args() -> list[str]:
-    from agent.vault import mergedriver
     args = []
     for key, value in mergedriver.git_config():
         args += ["-c", f"{key}={value}"]
@@ -351,7 +350,6 @@ def ensure_setup(vault: Vault) -> str | None:
     """Merge drivers in .git/config, the vault's merge rules in .gitattributes, and the
     dream's record as a mergeable set: an older vault is converted in one commit that
     says so."""
-    from agent.vault import mergedriver
     vault.configure_merge_drivers()
     path = vault.root / ".gitattributes"
     text = path.read_text(encoding="utf-8") if path.exists() else ""
