@@ -31,6 +31,7 @@ class Key:
     attr: str | None = None      # the Settings field it fills (None: read elsewhere from raw)
     min: int | None = None
     no_chars: str = ""           # characters a string may not hold
+    duration: bool = False       # a string that is a duration (90s, 5m, 2h, 1d)
 
     @property
     def section(self) -> str:
@@ -83,6 +84,10 @@ SCHEMA: tuple[Key, ...] = (
     Key("agents.max_depth", int, 3, "how deep sub-agents may nest", "agents_max_depth", min=0),
     Key("agents.max_running", int, 20, "sub-agents running at once at most",
         "agents_max_running", min=1),
+    Key("sync.every", str, None, "how often `agent serve` syncs with the remote (a duration "
+        "such as 5m; unset: serve does not sync)", "sync_every", duration=True),
+    Key("sync.remote", str, None, "the remote `agent serve` syncs with (default: the "
+        "branch's upstream, else origin)", "sync_remote", no_chars=" \n\0"),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})
@@ -112,6 +117,8 @@ class Settings:
     web_max_bytes: int = 5_000_000
     agents_max_depth: int = 3
     agents_max_running: int = 20
+    sync_every: str | None = None     # serve's sync interval (a duration), None: no sync
+    sync_remote: str | None = None
     raw: dict = field(default_factory=dict)
 
 
@@ -138,6 +145,12 @@ def check_value(k: Key, value) -> str | None:
         bad = [c for c in k.no_chars if c in value]
         if bad:
             return f"must not hold {', '.join(repr(c) for c in bad)}"
+        if k.duration:
+            from agent.schedule import ScheduleError, parse_duration
+            try:
+                parse_duration(value)
+            except ScheduleError as e:
+                return f"must be a duration such as \"5m\" or \"1h\" ({e})"
     elif k.kind is list:
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             return f"must be a list of strings, as in [\"a\", \"b\"], not {value!r}"

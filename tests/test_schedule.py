@@ -276,7 +276,8 @@ def test_cron_add_list_enable_disable_remove_each_one_commit(vault, run):
 
     out = run("cron", "list").output
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "SCHEDULE", "NEXT", "RUN", "LAST"]
+    assert lines[0].split() == ["ID", "NAME", "SCHEDULE", "HOST", "NEXT", "RUN", "LAST"]
+    assert daily["host"] == vault.host() and vault.host() in lines[1]   # this machine's
     assert daily["id"] in lines[1] and "0 9 * * * Europe/Paris" in lines[1] and "never ran" in lines[1]
     assert water["id"] in lines[2] and "every 1h30m" in lines[2]
 

@@ -165,9 +165,10 @@ def test_hand_added_and_hand_edited_jobs_are_picked_up(vault, fake_anthropic):
     clock.t = T0 + timedelta(seconds=10)
     s.step(clock.t)
     log = subjects(vault)
-    assert log[1] == "edit: cron.json by hand"
+    assert log[2] == "edit: cron.json by hand"
+    assert log[1] == f'cron: run "tea" on {vault.host()}'      # it names no machine: this one
     assert log[0] == 'cron: schedule "tea" (next run 2026-11-20 10:01)'
-    assert vault.git("log", "-1", "--format=%an", "HEAD~1").strip() == "Test User"
+    assert vault.git("log", "-1", "--format=%an", "HEAD~2").strip() == "Test User"
     fake_anthropic.add(reply("Tea time."))
     clock.t = T0 + timedelta(seconds=71)
     s.step(clock.t)

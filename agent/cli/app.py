@@ -133,6 +133,8 @@ def status():
         last = syncing.last_sync(vault)
         when = f", last sync {last['at'][:16].replace('T', ' ')}" if last else ", never synced"
         click.echo(f"sync:       {ahead} ahead, {behind} behind {ref}{when}")
+        click.echo(f"host:       {vault.host()} (this machine: it runs the cron jobs and "
+                   f"heartbeats marked with it)")
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)
 

@@ -56,14 +56,17 @@ def cron():
               show_default=True, help="When a run was missed while agent serve was not running.")
 @click.option("--delete-after-run/--keep-after-run", default=None,
               help="Remove the job once it ran (default: yes for --at, no otherwise).")
+@click.option("--host", metavar="NAME", help="The machine that runs it, for a vault synced "
+              "between machines (default: this one; `agent status` shows its name).")
 @vault_option
-def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run):
+def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run, host):
     """Add a job: agent cron add daily --message "plan my day" --cron "0 9 * * *"."""
     from agent.serve import jobs
 
     vault = get_vault()
     job, sha = jobs.add(vault, name, message, clock_now(), at=at, every=every, cron=expr, tz=tz,
-                        session=session, misfire=misfire, delete_after_run=delete_after_run)
+                        session=session, misfire=misfire, delete_after_run=delete_after_run,
+                        host=host)
     report_recovery(vault)
     after_change(vault)
     click.echo(f"Added {job.label()} ({job.id}): {job.schedule.describe()}, next run "
@@ -84,11 +87,31 @@ def cron_list():
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
         return
     rows = []
+    here = vault.host()
     for j in cf.jobs:
         nxt = _when(j.state.next_run) if j.enabled else "disabled"
-        rows.append([j.id, j.name, j.schedule.describe(), nxt,
+        host = j.host or f"{here} (to be claimed)"
+        rows.append([j.id, j.name, j.schedule.describe(), host, nxt,
                      _status(j.state.last_status, j.state.last_error)])
-    click.echo(_table(rows, ["ID", "NAME", "SCHEDULE", "NEXT RUN", "LAST"]))
+    click.echo(_table(rows, ["ID", "NAME", "SCHEDULE", "HOST", "NEXT RUN", "LAST"]))
+
+
+@cron.command("move")
+@click.argument("job_id", metavar="ID")
+@click.argument("host", metavar="HOST")
+@vault_option
+def cron_move(job_id, host):
+    """Give a job to another machine (by its `agent.host` name): only that one runs it."""
+    from agent.serve import jobs
+
+    vault = get_vault()
+    job, sha = jobs.move(vault, job_id, host)
+    if sha is None:
+        click.echo(f"{job.label()} ({job.id}) already runs on {host}.")
+        return
+    after_change(vault)
+    tail = "" if host == vault.host() else "; it stops running here once both machines sync"
+    click.echo(f"Moved {job.label()} ({job.id}) to {host}{tail}  ({sha[:7]})")
 
 
 @cron.command("remove")
@@ -222,6 +245,8 @@ def _toggle_heartbeat(name: str, enabled: bool) -> None:
             click.echo(f"Heartbeat {hb.name} is already {word}d.")
             return
         text = hbmod.with_enabled(vault.read_text(hb.path), enabled, hb.path)
+        if enabled and hb.host is None:     # it runs on this machine only
+            text = hbmod.with_field(text, "host", vault.host(), hb.path)
         vault.write_text(hb.path, text)
         sha = vault.commit(Change("heartbeat", f'{word} "{hb.name}"'))
     after_change(vault)
@@ -265,7 +290,7 @@ def heartbeat_add(name, message, every, expr, active_hours, tz, disabled):
     with vault.locked():
         report_recovery(vault)
         text = hbmod.new_file(name, message, every=every, cron=expr, active_hours=active_hours,
-                              tz=tz, enabled=not disabled)
+                              tz=tz, enabled=not disabled, host=vault.host())
         beats, _ = hbmod.load_all(vault.root)
         if (vault.root / rel).exists() or any(b.name == name for b in beats):
             raise click.ClickException(f"A heartbeat named {name!r} exists already ({rel}); "

@@ -34,14 +34,16 @@ def sync_cmd(remote, no_push, as_json):
 @click.command("clone")
 @click.argument("url")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-def clone_cmd(url, path):
+@click.option("--host", metavar="NAME", help="This machine's name, which its cron jobs and "
+              "heartbeats are marked with (default: the hostname).")
+def clone_cmd(url, path, host):
     """Make a vault on this machine from a remote (a path, ssh or https URL)."""
     if path is None:
         name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
         path = Path(name or "vault")
-    vault = syncing.clone(url, path)
+    vault = syncing.clone(url, path, host=host)
     after_change(vault)
-    click.echo(f"Cloned {url} into {vault.root}")
+    click.echo(f"Cloned {url} into {vault.root} (this machine: {vault.host()})")
     click.echo(f"Use it with --vault {vault.root} or `export AGENT_VAULT={vault.root}`; "
                f"`agent sync` keeps it in step.")
 

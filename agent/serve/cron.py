@@ -8,6 +8,10 @@ command, a chat's cron tool or a hand edit may have changed it). The job's new s
 transcript (through run_turn's on_save), so a run is recorded exactly when its turn is; a run cut short before its
 turn was saved never happened and is due again after a restart. (Changing cron.json
 outside a run is agent/serve/jobs.py.)
+
+A job runs on one machine only: the one its `host` names (`agent.host` in the vault's
+git config). Serve leaves other machines' jobs alone, and gives itself the jobs that
+name no machine (one commit), so after a sync every machine agrees on whose they are.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from datetime import datetime
 
 from agent import schedule as sched
 from agent.config import load_settings
+from agent.errors import UserError
 from agent.llm import Provider
 from agent.serve import jobs
 from agent.serve.turns import Outcome, local, log, log_outcome, run_turn, short
 from agent.serve.watch import Watch, stat
 from agent.stores import cron as cronfile
 from agent.stores.cron import CRON_FILE, CronFile, CronFileError, Job
+from agent.vault import sync as syncing
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
@@ -49,6 +55,9 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
             return []
         job = cf.get(job_id)
         if job is None:                       # removed while it ran
+            return []
+        if not job.runs_on(vault.host()):
+            # Another machine's job (run here by hand): its state is that machine's.
             return []
         if due is not None and job.state.next_run == due:
             job.state.next_run = following    # else someone rescheduled it meanwhile
@@ -130,6 +139,7 @@ class CronJobs:
         self.cron: CronFile | None = None
         self.problem: str | None = None
         self.skipped: list[str] = []      # bad jobs of cron.json, reported once each
+        self.elsewhere: int | None = None  # jobs of other machines, as last reported
         self.watch = Watch(lambda: stat(self.vault.root / CRON_FILE))
 
     def reload(self, now: datetime, *, first: bool = False, quiet: bool = False) -> None:
@@ -156,16 +166,40 @@ class CronJobs:
             if not first and not quiet:
                 log.info("cron.json changed: %d jobs (%d enabled)", len(cf.jobs),
                          sum(j.enabled for j in cf.jobs))
+            self._claim()
             self._schedule_new(previous, now)
+
+    def _claim(self) -> None:
+        """Jobs that name no machine become this machine's (one commit); jobs of other
+        machines are left to them (said once, and again when their number changes)."""
+        here = self.vault.host()
+        if any(j.host is None for j in self.cron.jobs):
+            try:
+                claimed, sha = syncing.claim_jobs(self.vault)
+            except UserError as e:
+                log.error("cron: could not give the jobs without a machine to %s: %s", here, e)
+                return
+            if sha:
+                log.info("cron: %d job%s without a machine now run%s on %s (%s)", len(claimed),
+                         "s" * (len(claimed) != 1), "" if len(claimed) != 1 else "s", here,
+                         sha[:7])
+                self.cron = cronfile.read(self.vault.root)
+                self.watch.mark()
+        elsewhere = sum(1 for j in self.cron.jobs if not j.runs_on(here))
+        if elsewhere != self.elsewhere and (elsewhere or self.elsewhere):
+            log.info("cron: %d job%s belong%s to other machines; %s runs the rest", elsewhere,
+                     "s" * (elsewhere != 1), "s" * (elsewhere == 1), here)
+        self.elsewhere = elsewhere
 
     def _schedule_new(self, previous: CronFile | None, now: datetime) -> None:
         """Give a due time to jobs that have none (added by hand) or whose schedule was
         changed by hand, leaving their state as the edit left it otherwise."""
         before = {j.id: j for j in previous.jobs} if previous else {}
         need = []
+        here = self.vault.host()
         for j in self.cron.jobs:
             old = before.get(j.id)
-            if not j.enabled:
+            if not j.enabled or not j.runs_on(here):   # another machine schedules its own
                 continue
             if j.state.next_run is None and j.state.last_run is None and \
                     j.state.last_status is None:          # never scheduled: added by hand
@@ -203,8 +237,10 @@ class CronJobs:
         """Run every job due at `now`, oldest due time first."""
         if self.cron is None:
             return
+        here = self.vault.host()
         due = sorted((j for j in self.cron.jobs if j.enabled and j.state.next_run is not None
-                      and j.state.next_run <= now), key=lambda j: j.state.next_run)
+                      and j.state.next_run <= now and j.runs_on(here)),
+                     key=lambda j: j.state.next_run)
         for job in due:
             if self.server.stopping:
                 return
@@ -219,8 +255,9 @@ class CronJobs:
                 log.error("%s", e)
                 return
             job = cf.get(job_id)
-            if job is None or not job.enabled or job.state.next_run != due:
-                return          # changed by a command or a hand edit since we looked
+            if job is None or not job.enabled or job.state.next_run != due \
+                    or not job.runs_on(vault.host()):
+                return          # changed by a command, a hand edit or a sync since we looked
             missed = sched.is_missed(due, server.watching_since or now)
             run, following = sched.settle(job.schedule, due, job.misfire, now, missed)
             if not run:
@@ -253,5 +290,6 @@ class CronJobs:
     def wake_times(self, now: datetime) -> list[datetime]:
         if self.cron is None:
             return []
+        here = self.vault.host()
         return [j.state.next_run for j in self.cron.jobs
-                if j.enabled and j.state.next_run is not None]
+                if j.enabled and j.state.next_run is not None and j.runs_on(here)]

@@ -97,6 +97,8 @@ class Dream:
             outcome = None
         if outcome is not None:
             log.info("dream: %s", _describe(outcome))
+            if getattr(outcome, "kind", None) in ("committed", "no_changes"):
+                self.server.sync.soon(now)      # the other machines get it at once
         after = dream_status(self.vault)
         self.inflight = bool(after.get("in_flight") or after.get("inflight")
                              or after.get("in-flight"))

@@ -12,11 +12,13 @@ from datetime import datetime
 
 from agent import schedule as sched
 from agent.config import load_settings
+from agent.errors import UserError
 from agent.llm import Provider
 from agent.serve.turns import Outcome, log, log_outcome, run_turn
 from agent.serve.watch import Watch
 from agent.stores import heartbeat as hbmod
 from agent.vault import atomic
+from agent.vault.change import Change
 from agent.vault.repo import Vault
 
 
@@ -86,6 +88,40 @@ class Heartbeats:
         if not first and shown(beats) != shown(self.beats):
             log.info("heartbeat/ changed: %s", ", ".join(shown(beats)) or "none")
         self.beats = beats
+        self._claim()
+
+    def _claim(self) -> None:
+        """In a vault with a remote (synced between machines), enabled heartbeats that
+        name no machine become this machine's (one commit); those of other machines are
+        left to them. A vault on one machine only gets no such commit."""
+        here = self.vault.host()
+        if not any(hb.enabled and hb.host is None for hb in self.beats):
+            return
+        if not self.vault.git("remote", check=False).strip():
+            return
+        names = []
+        try:
+            with self.vault.locked():
+                beats, _ = hbmod.load_all(self.vault.root)
+                for hb in beats:
+                    if hb.enabled and hb.host is None:
+                        text = hbmod.with_field(self.vault.read_text(hb.path), "host", here,
+                                                hb.path)
+                        self.vault.write_text(hb.path, text)
+                        names.append(hb.name)
+                sha = self.vault.commit(Change(
+                    "heartbeat", f"run {', '.join(names)} on {here}",
+                    body="Enabled heartbeats that named no machine run on this one only "
+                         "from now on (their `host:` line says which).")) if names else None
+        except UserError as e:
+            log.error("heartbeat: could not give %s to %s: %s", ", ".join(names) or "them",
+                      here, e)
+            return
+        if sha:
+            log.info("heartbeat: %s now run%s on %s (%s)", ", ".join(names),
+                     "s" if len(names) == 1 else "", here, sha[:7])
+        self.beats, _ = hbmod.load_all(self.vault.root)
+        self.watch.mark()
 
     def run(self, now: datetime) -> None:
         """Run every heartbeat due at `now` (inside its active hours)."""
@@ -95,8 +131,9 @@ class Heartbeats:
         state = hbmod.read_state(self.vault.state)
         before = json.dumps(state, sort_keys=True)
         due = []
+        here = self.vault.host()
         for hb in self.beats:
-            if not hb.enabled:
+            if not hb.enabled or not hb.runs_on(here):
                 continue
             e = hbmod.entry(state, hb, now)
             if hbmod.is_due(hb, hbmod.due_time(e), now):
@@ -119,8 +156,9 @@ class Heartbeats:
 
     def wake_times(self, now: datetime) -> list[datetime]:
         times = []
+        here = self.vault.host()
         for hb in self.beats:
-            if hb.enabled and isinstance(self.state.get(hb.name), dict):
+            if hb.enabled and hb.runs_on(here) and isinstance(self.state.get(hb.name), dict):
                 due = hbmod.due_time(self.state[hb.name])
                 if due is not None:
                     times.append(max(due, hbmod.next_active(hb, max(due, now))))

@@ -16,6 +16,7 @@ from agent import schedule as sched
 from agent.stores import cron as cronfile
 from agent.stores.cron import CRON_FILE, CronFile, Job
 from agent.vault.change import Change
+from agent.vault.repo import check_host
 
 
 def text_of(root) -> str | None:
@@ -47,14 +48,17 @@ def change(vault, fn: Callable[[CronFile], Change | None]) -> tuple[Change | Non
 
 
 def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, cron=None,
-        tz=None, session=None, misfire="run_once", delete_after_run=None) -> tuple[Job, str | None]:
-    """Add a job (validated before the file is touched); the job and the commit's sha."""
+        tz=None, session=None, misfire="run_once", delete_after_run=None,
+        host: str | None = None) -> tuple[Job, str | None]:
+    """Add a job (validated before the file is touched) that runs on `host` (default:
+    this machine); the job and the commit's sha."""
     schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=now)
+    host = check_host(host) if host else vault.host()
     made: list[Job] = []
 
     def fn(cf: CronFile):
         job = cronfile.new_job(cf, name, message, schedule, now, session=session,
-                            misfire=misfire, delete_after_run=delete_after_run)
+                            misfire=misfire, delete_after_run=delete_after_run, host=host)
         cf.jobs.append(job)
         made.append(job)
         return Change("cron", f"add {job.label()} ({job.schedule.describe()})")
@@ -97,3 +101,23 @@ def set_enabled(vault, ref: str, enabled: bool, now: datetime) -> tuple[Job, str
 
     _, sha = change(vault, fn)
     return out[0], sha
+
+
+def move(vault, ref: str, host: str) -> tuple[Job, str | None]:
+    """Give a job to the machine named `host`: from the next sync on, only it runs it."""
+    host = check_host(host)
+    out: list[Job] = []
+
+    def fn(cf: CronFile):
+        job = cf.find(ref)
+        out.append(job)
+        if job.host == host:
+            return None
+        was = job.host
+        job.host = host
+        return Change("cron", f"move {job.label()} to {host}" + (f" (from {was})" if was else ""),
+                      trailers={"Job": job.id})
+
+    _, sha = change(vault, fn)
+    return out[0], sha
+

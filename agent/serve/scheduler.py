@@ -2,8 +2,8 @@
 loop sleeps until the next due time (at most `tick` seconds), and signals stop it.
 
 The work is in parts, each with `run(now)` and `wake_times(now)`: cron jobs
-(cron.py), heartbeats (heartbeats.py), the dream (dream.py) and the compaction of idle
-sessions (compaction.py). Hand edits of cron.json, heartbeat/ and agent.toml are
+(cron.py), heartbeats (heartbeats.py), the dream (dream.py), the compaction of idle
+sessions (compaction.py) and the sync with the vault's remote (sync.py). Hand edits of cron.json, heartbeat/ and agent.toml are
 noticed by their signatures (watch.py) at the start of every pass.
 
 Time comes from a clock function, so tests drive `step` with the times they choose.
@@ -24,6 +24,7 @@ from agent.serve.compaction import Compaction
 from agent.serve.cron import CronJobs
 from agent.serve.dream import Dream
 from agent.serve.heartbeats import Heartbeats
+from agent.serve.sync import Sync
 from agent.serve.turns import log
 from agent.serve.watch import Watch, stat
 from agent.vault.repo import Vault
@@ -55,6 +56,7 @@ class Server:
         self.heartbeats = Heartbeats(self)
         self.dream = Dream(self)
         self.compaction = Compaction(self)
+        self.sync = Sync(self)
 
     @contextlib.contextmanager
     def working(self):
@@ -93,6 +95,7 @@ class Server:
         if self.watching_since is None:
             self.watching_since = now
         self.reload(now)
+        self.sync.run(now)          # first: jobs that came in are seen by this pass
         self.cron.run(now)
         if not self.stopping:
             self.heartbeats.run(self.clock_or(now))
@@ -103,8 +106,8 @@ class Server:
         return self._next_wake(now)
 
     def _next_wake(self, now: datetime) -> datetime | None:
-        times = [t for part in (self.cron, self.heartbeats, self.dream, self.compaction)
-                 for t in part.wake_times(now)]
+        times = [t for part in (self.cron, self.heartbeats, self.dream, self.compaction,
+                                self.sync) for t in part.wake_times(now)]
         future = [t for t in times if t > now]
         return min(future) if future else None
 

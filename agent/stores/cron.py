@@ -8,9 +8,14 @@ schedule arithmetic is agent/schedule.py.
     {"id": "3f9a1c2e", "name": "daily", "enabled": true,
      "schedule": {"kind": "cron", "at": null, "every_seconds": null,
                   "expr": "0 9 * * *", "tz": "Europe/Paris"},
-     "message": "...", "session": "cron/3f9a1c2e", "delete_after_run": false,
-     "misfire": "run_once",
+     "message": "...", "session": "cron/3f9a1c2e", "host": "laptop",
+     "delete_after_run": false, "misfire": "run_once",
      "state": {"next_run": "...", "last_run": null, "last_status": null, "last_error": null}}
+
+`host` names the one machine that runs the job (the vault's `agent.host`, see
+agent/vault/repo.py): a vault synced between machines never runs a job twice. A job
+without one is given this machine's name the first time `agent serve` or `agent sync`
+sees it.
 
 It is written with `json.dumps(indent=2)` and its keys in this order, so a rewrite changes
 only the lines whose values changed; keys a person added to a job are kept.
@@ -35,8 +40,9 @@ CRON_FILE = "cron.json"
 VERSION = 1
 MISFIRE = ("run_once", "skip")
 
-_JOB_KEYS = ("id", "name", "enabled", "schedule", "message", "session",
+_JOB_KEYS = ("id", "name", "enabled", "schedule", "message", "session", "host",
              "delete_after_run", "misfire", "state")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 
 
@@ -76,14 +82,23 @@ class Job:
     misfire: str = "run_once"
     state: State = field(default_factory=State)
     extra: dict = field(default_factory=dict)   # keys a person added; kept as they are
+    host: str | None = None                     # the machine that runs it (None: not yet said)
 
     def to_json(self) -> dict:
         out = {"id": self.id, "name": self.name, "enabled": self.enabled,
                "schedule": self.schedule.to_json(), "message": self.message,
-               "session": self.session, "delete_after_run": self.delete_after_run,
-               "misfire": self.misfire, "state": self.state.to_json()}
+               "session": self.session}
+        if self.host is not None:
+            out["host"] = self.host
+        out.update({"delete_after_run": self.delete_after_run, "misfire": self.misfire,
+                    "state": self.state.to_json()})
         out.update(self.extra)
         return out
+
+    def runs_on(self, host: str) -> bool:
+        """Whether the machine named `host` runs this job (a job without a host is
+        about to be given this machine's name)."""
+        return self.host is None or self.host == host
 
     def label(self) -> str:
         return f'"{self.name}"'
@@ -137,7 +152,8 @@ class CronFile:
 
 def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: datetime, *,
             session: str | None = None, misfire: str = "run_once",
-            delete_after_run: bool | None = None, job_id: str | None = None) -> Job:
+            delete_after_run: bool | None = None, job_id: str | None = None,
+            host: str | None = None) -> Job:
     """A validated job with its first due time; not yet in `cron`."""
     name = str(name).strip()
     if not name:
@@ -162,7 +178,15 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
         delete_after_run = schedule.kind == "at"   # a one-off is done once it ran
     return Job(id=job_id, name=name, schedule=schedule, message=str(message), session=key,
                delete_after_run=bool(delete_after_run), misfire=misfire,
-               state=State(next_run=first_run(schedule, now)))
+               state=State(next_run=first_run(schedule, now)), host=host)
+
+
+def claim(cron: CronFile, host: str) -> list[Job]:
+    """Give `host` every job that names no machine; the jobs it was given."""
+    claimed = [j for j in cron.jobs if j.host is None]
+    for job in claimed:
+        job.host = host
+    return claimed
 
 
 def loads(text: str, rel: str = CRON_FILE) -> CronFile:
@@ -232,6 +256,10 @@ def _job(raw, where: str) -> Job:
     misfire = want("misfire", str, "run_once")
     if misfire not in MISFIRE:
         raise CronFileError(f"{where}: misfire must be run_once or skip, not {misfire!r}")
+    host = want("host", str, None)
+    if host is not None and not _HOST.match(host):
+        raise CronFileError(f"{where}: host must be a machine name (letters, digits, . _ -), "
+                            f"got {host!r}")
     session = want("session", str, f"cron/{job_id}")
     try:
         check_key(session)
@@ -280,7 +308,7 @@ def _job(raw, where: str) -> Job:
     extra = {k: v for k, v in raw.items() if k not in _JOB_KEYS}
     return Job(id=job_id, name=name, schedule=schedule, message=message, session=session,
                enabled=enabled, delete_after_run=delete_after_run, misfire=misfire,
-               state=state, extra=extra)
+               state=state, extra=extra, host=host)
 
 
 def _tuple(types) -> tuple:

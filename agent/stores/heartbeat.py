@@ -1,8 +1,10 @@
 """Heartbeats: `heartbeat/<name>.md`, a prompt the agent runs every interval.
 
 Frontmatter: `name`, `every` (`30m`, `2h`) or `cron` (`"0 8 * * *"`), `enabled`,
-optional `active_hours` (`08:00-22:00`, may wrap past midnight) and `tz`; the body is
-the prompt. A reply of exactly HEARTBEAT_OK with no other change leaves no trace.
+optional `active_hours` (`08:00-22:00`, may wrap past midnight), `tz` and `host` (the
+one machine that runs it, for a vault synced between machines: `agent.host` in the
+vault's git config; an enabled heartbeat without one is given the name of the machine
+whose `agent serve` first sees it, or that enables or adds it); the body is the prompt. A reply of exactly HEARTBEAT_OK with no other change leaves no trace.
 
 When each heartbeat last ran and is next due lives in `.agent/heartbeat-state.json`:
 derived, git-ignored state. Keeping it in the vault would make a commit of every quiet
@@ -27,6 +29,7 @@ FOLDER = "heartbeat"
 OK = "HEARTBEAT_OK"
 STATE_FILE = "heartbeat-state.json"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 
 
@@ -43,6 +46,10 @@ class Heartbeat:
     enabled: bool = True
     active_hours: tuple[time, time] | None = None
     tz: str | None = None
+    host: str | None = None                     # the machine that runs it (None: not yet said)
+
+    def runs_on(self, host: str) -> bool:
+        return self.host is None or self.host == host
 
     @property
     def session(self) -> str:
@@ -114,35 +121,44 @@ def parse(meta: dict, body: str, rel: str) -> Heartbeat:
             schedule = sched.Schedule("cron", expr=sched.check_cron(cron), tz=tz)
     except sched.ScheduleError as e:
         raise HeartbeatError(f"{rel}: {e}") from None
+    host = meta.get("host")
+    if host is not None and (not isinstance(host, str) or not _HOST.match(host)):
+        raise HeartbeatError(f"{rel}: host must be a machine name (letters, digits, . _ -), "
+                             f"got {host!r}")
     hours = meta.get("active_hours")
     active = parse_hours(hours, rel) if hours not in (None, "") else None
     if not body.strip():
         raise HeartbeatError(f"{rel}: the body (the prompt) is empty")
     return Heartbeat(name=name, path=rel, schedule=schedule, prompt=body, enabled=enabled,
-                     active_hours=active, tz=tz)
+                     active_hours=active, tz=tz, host=host)
 
 
 def with_enabled(text: str, enabled: bool, rel: str) -> str:
     """The text of a heartbeat file with `enabled:` set, every other byte as it was."""
+    return with_field(text, "enabled", "true" if enabled else "false", rel)
+
+
+def with_field(text: str, key: str, value: str, rel: str) -> str:
+    """The text of a heartbeat file with the frontmatter line `key: value` set (added
+    before the closing --- when missing), every other byte as it was."""
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].rstrip("\r\n") != "---":
         raise HeartbeatError(f"{rel}: no frontmatter (a first line ---)")
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == "---"), None)
     if end is None:
         raise HeartbeatError(f"{rel}: the frontmatter has no closing ---")
-    value = "true" if enabled else "false"
     for i in range(1, end):
-        if re.match(r"^enabled\s*:", lines[i]):
+        if re.match(rf"^{re.escape(key)}\s*:", lines[i]):
             newline = lines[i][len(lines[i].rstrip("\r\n")):] or "\n"
-            lines[i] = f"enabled: {value}{newline}"
+            lines[i] = f"{key}: {value}{newline}"
             return "".join(lines)
-    lines.insert(end, f"enabled: {value}\n")
+    lines.insert(end, f"{key}: {value}\n")
     return "".join(lines)
 
 
 def new_file(name: str, prompt: str, *, every: str | None = None, cron: str | None = None,
              active_hours: str | None = None, tz: str | None = None,
-             enabled: bool = True) -> str:
+             enabled: bool = True, host: str | None = None) -> str:
     """The text of a new heartbeat file (checked by `parse`, so a bad one is refused)."""
     from agent.stores.frontmatter_io import dump
 
@@ -156,6 +172,8 @@ def new_file(name: str, prompt: str, *, every: str | None = None, cron: str | No
         meta["active_hours"] = active_hours
     if tz:
         meta["tz"] = tz
+    if host:
+        meta["host"] = host
     text = dump(meta, prompt)
     parse(meta, prompt, f"{FOLDER}/{name}.md")
     return text

@@ -12,7 +12,9 @@ Every rule keeps every line either side wrote and never writes git's conflict ma
   both sides appears once; where one stretch of lines was changed differently on each
   side, both versions are kept between two comment lines (`CONFLICT_START` ...
   `CONFLICT_END`) that a person sees in the file and the dream is told to resolve.
-- `cron.json`: merged job by job (see `merge_cron`).
+- `cron.json`: merged job by job (see `merge_cron`); a job names the one machine that
+  runs it (`host`), so two machines never both run it and its state (last run)
+  changes on that machine only.
 - A set file (`.dream_cursor`): the union of both sides' lines, sorted.
 """
 
@@ -191,8 +193,13 @@ def _merge_job(b: dict | None, o: dict, t: dict) -> dict:
         winner = t
     elif b is not None and definition(b) == dt:
         winner = o
-    else:
+    elif _stamp(t, "updated") != _stamp(o, "updated"):
         winner = t if _stamp(t, "updated") > _stamp(o, "updated") else o
+    else:
+        # No way to tell which is newer (two machines that each gave a job without a
+        # host to themselves): the same choice on every machine, so they agree at once
+        # on the one machine that runs it.
+        winner = min(o, t, key=lambda j: json.dumps(definition(j), sort_keys=True, default=str))
     job = dict(winner)
     # State: the side that ran the job last knows best.
     so, st = o.get("state") or {}, t.get("state") or {}

@@ -21,6 +21,7 @@ import fcntl
 import getpass
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -267,6 +268,7 @@ class Vault:
         self._agent: Identity | None = None
         self.git_dir = git_dir_of(self.root)
         self.too_big: list[str] = []
+        self._host: str | None = None
         self._intent: Change | None = None     # the agent change being written (intend)    # hand-added files left uncommitted for their size
 
     # ---- opening -------------------------------------------------------------------
@@ -341,6 +343,7 @@ class Vault:
         self.git("config", "core.splitIndex", "true")
         self._exclude_state()
         self.configure_merge_drivers()
+        self.host()
 
     def _exclude_state(self) -> None:
         """`.agent/` in the repository's own exclude file (which no sync or edit of
@@ -423,6 +426,25 @@ class Vault:
             s = load_settings(self.root)
             self._agent = Identity(s.agent_name, s.agent_email)
         return self._agent
+
+    def host(self) -> str:
+        """This machine's name for the vault (`git config agent.host` in the vault's own,
+        unversioned config): the cron jobs and heartbeats marked with it run here.
+        Set from the hostname the first time it is asked for."""
+        if self._host is None:
+            name = self.git("config", "--local", HOST_KEY, check=False).strip()
+            if not name:
+                name = default_host()
+                # Saved so that renaming the computer later does not orphan its jobs.
+                self.git("config", "--local", HOST_KEY, name, check=False)
+            self._host = name
+        return self._host
+
+    def set_host(self, name: str) -> str:
+        name = check_host(name)
+        self.git("config", "--local", HOST_KEY, name)
+        self._host = name
+        return name
 
     def user_identity(self) -> Identity:
         """The user's git identity, or a fallback named after the login when none is set."""
@@ -964,6 +986,26 @@ def _is_state(rel: str) -> bool:
 
 def _union_lines() -> list[str]:
     return list(mergedriver.ATTRIBUTES)
+
+
+HOST_KEY = "agent.host"
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def check_host(name: str) -> str:
+    """A machine name as jobs and heartbeats store it; VaultError says what is allowed."""
+    name = str(name).strip()
+    if not _HOST.match(name):
+        raise VaultError(f"{name!r} is not a machine name: use letters, digits, '.', '_' "
+                         f"and '-' (as in laptop or home-server)")
+    return name
+
+
+def default_host() -> str:
+    """The hostname's first label, as a machine name ("machine" if it has none)."""
+    label = (socket.gethostname() or "").split(".")[0]
+    label = re.sub(r"[^A-Za-z0-9._-]", "-", label).strip("-._")[:63]
+    return label or "machine"
 
 
 def now() -> datetime:

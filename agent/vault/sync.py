@@ -28,9 +28,10 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.stores import archive, merge
+from agent.stores import cron as cronfile
 from agent.vault import atomic, mergedriver
 from agent.vault.change import Change
-from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError
+from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError, check_host
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -52,6 +53,7 @@ class SyncResult:
     kept_both: list[str] = field(default_factory=list)
     merge_commit: str | None = None
     head: str | None = None
+    claimed: list[str] = field(default_factory=list)   # jobs given to this machine
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""
@@ -71,7 +73,8 @@ class SyncResult:
         return {"remote": self.remote, "branch": self.branch, "in": self.commits_in,
                 "out": self.commits_out, "pushed": self.pushed,
                 "facts_added": self.facts_added, "facts_removed": self.facts_removed,
-                "kept_both": self.kept_both, "merge": self.merge_commit, "head": self.head}
+                "kept_both": self.kept_both, "merge": self.merge_commit, "head": self.head,
+                "claimed": self.claimed}
 
 
 # ---- which remote -----------------------------------------------------------------
@@ -126,6 +129,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         _fetch(vault, remote, branch)
         with vault.locked():
             _merge(vault, remote, branch, result)
+            result.claimed += claim_jobs(vault)[0]
             ours = vault.head()
             theirs = _remote_head(vault, remote, branch)
         result.commits_out = _count(vault, theirs, ours)
@@ -320,6 +324,41 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
     return added, removed
 
 
+# ---- which machine runs a job -------------------------------------------------------
+
+
+def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
+    """Give this machine (`vault.host()`) every cron job that names none, in one commit:
+    (the jobs' ids, the sha). Called by a sync (after its merge, so the claim goes out
+    with the push) and by `agent serve`; a job names its machine from then on, and
+    every other machine leaves it alone. A cron.json that does not parse is left alone
+    (serve and `agent cron list` name its problem)."""
+    try:
+        text = cronfile.read_text(vault.root)
+        if text is None or all(j.host for j in cronfile.loads(text).jobs):
+            return [], None
+    except cronfile.CronFileError:
+        return [], None
+    here = vault.host()
+    with vault.locked():
+        try:
+            text = cronfile.read_text(vault.root)
+            cf = cronfile.loads(text or "")
+        except cronfile.CronFileError:
+            return [], None
+        claimed = cronfile.claim(cf, here)
+        if not claimed:
+            return [], None
+        vault.write_text(cronfile.CRON_FILE, cronfile.dumps(cf))
+        what = claimed[0].label() if len(claimed) == 1 else f"{len(claimed)} jobs"
+        sha = vault.commit(Change(
+            "cron", f"run {what} on {here}",
+            body="Jobs that named no machine run on this one only from now on (`agent cron "
+                 "move JOB HOST` gives one to another machine):\n"
+                 + "\n".join(f"- {j.label()} ({j.id})" for j in claimed)))
+    return [j.id for j in claimed], sha
+
+
 # ---- state and setup ---------------------------------------------------------------
 
 
@@ -351,6 +390,7 @@ def ensure_setup(vault: Vault) -> str | None:
     dream's record as a mergeable set: an older vault is converted in one commit that
     says so."""
     vault.configure_merge_drivers()
+    vault.host()
     path = vault.root / ".gitattributes"
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     lines = text.splitlines()
@@ -378,8 +418,10 @@ def ensure_setup(vault: Vault) -> str | None:
                                    body="\n\n".join(done)))
 
 
-def clone(url: str, path: Path) -> Vault:
-    """A vault cloned from `url` into `path`, set up as `agent init` sets one up."""
+def clone(url: str, path: Path, host: str | None = None) -> Vault:
+    """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
+    names this machine (default: its hostname)."""
+    host = check_host(host) if host else None
     path = Path(path).expanduser().absolute()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
@@ -392,6 +434,8 @@ def clone(url: str, path: Path) -> Vault:
         raise SyncError(f"{url} is not a vault (it has no agent.toml); the clone is at "
                         f"{path}: run `agent init {path}` to make it one.")
     vault = Vault.open(path)
+    if host:
+        vault.set_host(host)
     vault._configure_repo()
     vault.state.mkdir(exist_ok=True)
     return vault

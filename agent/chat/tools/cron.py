@@ -54,7 +54,8 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
     def add(text: str | None) -> str:
         cf = _load(text)
         job = cronfile.new_job(cf, name, message, schedule, ctx.now, session=session,
-                            misfire=misfire, job_id=made[0].id if made else None)
+                            misfire=misfire, job_id=made[0].id if made else None,
+                            host=ctx.vault.host())
         if not made:
             made.append(job)
         cf.jobs.append(job)
