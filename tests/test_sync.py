@@ -324,3 +324,223 @@ def test_archive_entries_from_both_machines_are_each_consolidated_once(tmp_path,
         assert "(0 waiting)" in agent(v.root, "status").output
         no_markers(v)
     assert (vault.root / ".dream_cursor").read_text() == (b.root / ".dream_cursor").read_text()
+
+
+# ---- one machine per job, and agent serve syncing on its own ---------------------------
+
+from datetime import datetime, timedelta, timezone  # noqa: E402
+
+from fakeanthropic import reply  # noqa: E402
+
+from agent.llm import make_provider  # noqa: E402
+from agent.serve.scheduler import Server  # noqa: E402
+
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
+
+
+class Clock:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def serve(vault, t) -> tuple[Server, Clock]:
+    """`agent serve` in process, at the time the test sets (idle compaction off)."""
+    clock = Clock(t)
+    s = Server(vault, make_provider(), clock=clock, tick=1)
+    s.settings.idle_compact_minutes = 0
+    s.watching_since = t
+    s.reload(t, first=True)
+    return s, clock
+
+
+def jobs_of(vault) -> list[dict]:
+    return json.loads((vault.root / "cron.json").read_text())["jobs"]
+
+
+def set_every(vault, every="5m"):
+    with (vault.root / "agent.toml").open("a") as f:
+        f.write(f'\n[sync]\nevery = "{every}"\n')
+    agent(vault.root, "note", "sync on its own")
+
+
+def test_clone_names_the_machine_and_status_and_cron_list_show_it(tmp_path, vault, remote):
+    vault.set_host("server")
+    result = CliRunner().invoke(cli, ["clone", str(remote), str(tmp_path / "b"), "--host",
+                                      "laptop"], catch_exceptions=False)
+    assert "(this machine: laptop)" in result.output
+    b = Vault.open(tmp_path / "b")
+    assert b.git("config", "agent.host").strip() == "laptop"
+    assert "host:       laptop" in agent(b.root, "status").output
+    agent(b.root, "cron", "add", "water", "--every", "1h", "-m", "water the plants")
+    agent(b.root, "cron", "add", "backup", "--every", "1d", "-m", "back up", "--host", "server")
+    rows = agent(b.root, "cron", "list").output.splitlines()
+    assert rows[0].split()[3] == "HOST"
+    assert rows[1].split()[1:4] == ["water", "every", "1h"] and " laptop " in rows[1]
+    assert " server " in rows[2]
+    out = agent(b.root, "cron", "move", "water", "server").output
+    assert out.startswith('Moved "water"') and "once both machines sync" in out
+    assert subjects(b)[0] == 'cron: move "water" to server (from laptop)'
+    assert [j["host"] for j in jobs_of(b)] == ["server", "server"]
+    bad = agent(b.root, "cron", "move", "water", "no such/host", ok=False)
+    assert bad.exit_code == 1 and "not a machine name" in bad.output
+
+
+def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
+        tmp_path, vault, remote, fake_anthropic):
+    # A job written by hand (no host) reaches both machines before either runs serve.
+    (vault.root / "cron.json").write_text(json.dumps({"version": 1, "jobs": [
+        {"id": "tea", "name": "tea", "message": "make tea",
+         "schedule": {"kind": "every", "every_seconds": 3600}}]}, indent=2))
+    agent(vault.root, "note", "a job by hand")
+    vault.git("push", "-q", "origin", "main")       # as a plain `git push` would
+    b = clone(tmp_path, remote, "b")
+    vault.set_host("server")
+    agent(vault.root, "sync", "--no-push")          # sync claims it: one commit, not pushed
+    assert subjects(vault)[0] == 'cron: run "tea" on server'
+    assert jobs_of(vault)[0]["host"] == "server"
+    b.set_host("laptop")
+    s_b, _ = serve(b, T0)                          # b's serve claims it too
+    assert 'cron: run "tea" on laptop' in subjects(b)[:2]
+    # Once synced, both machines agree on one host (the same rule on both sides).
+    agent(vault.root, "sync")
+    agent(b.root, "sync")
+    agent(vault.root, "sync")
+    assert vault.head() == b.head()
+    hosts = {jobs_of(v)[0]["host"] for v in (vault, b)}
+    assert len(hosts) == 1
+    owner = hosts.pop()
+    # Due on both machines: only the owner runs it.
+    fake_anthropic.add(reply("Tea is ready."))
+    servers = {"server": serve(vault, T0)[0], "laptop": serve(b, T0)[0]}
+    due = T0 + timedelta(hours=2)
+    for s in servers.values():
+        s.clock.t = due
+        s.step(due)
+    assert len(fake_anthropic.calls()) == 1
+    runner = vault if owner == "server" else b
+    other = b if runner is vault else vault
+    assert jobs_of(runner)[0]["state"]["last_status"] == "ok"
+    assert jobs_of(other)[0]["state"]["last_status"] is None   # state changes on its host only
+    # After a sync the other machine has the run's state and still does not run it.
+    agent(runner.root, "sync")
+    agent(other.root, "sync")
+    assert jobs_of(other)[0]["state"] == jobs_of(runner)[0]["state"]
+    later = due + timedelta(hours=2)
+    s = servers["server" if other is vault else "laptop"]
+    s.clock.t = later
+    s.step(later)
+    assert len(fake_anthropic.calls()) == 1
+    no_markers(vault)
+
+
+def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remote,
+                                                          fake_anthropic, caplog):
+    vault.set_host("server")
+    set_every(vault, "5m")
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    b.set_host("laptop")
+    agent(b.root, "cron", "add", "stretch", "--every", "3m", "-m", "remind me to stretch",
+          "--host", "server")
+    agent(b.root, "note", "written on the laptop")
+    agent(b.root, "sync")
+    t0 = datetime.now(timezone.utc)        # `agent cron add` took the real time too
+    s, clock = serve(vault, t0)
+    caplog.set_level("INFO", logger="agent.serve")
+    s.step(t0)                                     # the first pass syncs
+    assert "sync: every 5m" in caplog.text
+    assert "written on the laptop" in "".join(p.read_text() for p in (vault.root / "memory").glob("*.md"))
+    assert [j.name for j in s.cron.cron.jobs] == ["stretch"]     # serve re-read cron.json
+    assert "written on the [laptop]" in agent(vault.root, "search", "laptop").output
+    # The job that came in runs here, on its due time.
+    fake_anthropic.add(reply("Stretch now."))
+    job_due = datetime.fromisoformat(jobs_of(vault)[0]["state"]["next_run"])
+    assert t0 < job_due < t0 + timedelta(minutes=4)
+    clock.t = job_due + timedelta(seconds=1)
+    s.step(clock.t)
+    assert len(fake_anthropic.calls()) == 1
+    # A change made here goes out at the next interval, not before.
+    agent(vault.root, "note", "written on the server")
+    pushed = subprocess.run(["git", "--git-dir", str(remote), "rev-parse", "main"],
+                            capture_output=True, text=True).stdout.strip()
+    clock.t = t0 + timedelta(minutes=4)
+    s.step(clock.t)
+    assert subprocess.run(["git", "--git-dir", str(remote), "rev-parse", "main"],
+                          capture_output=True, text=True).stdout.strip() == pushed
+    clock.t = t0 + timedelta(minutes=5, seconds=1)
+    s.step(clock.t)
+    assert subprocess.run(["git", "--git-dir", str(remote), "rev-parse", "main"],
+                          capture_output=True, text=True).stdout.strip() == vault.head()
+    agent(b.root, "sync")
+    assert "written on the server" in "".join(p.read_text() for p in (b.root / "memory").glob("*.md"))
+    # After a dream that committed, serve syncs at once.
+    s.sync.soon(clock.t)
+    agent(vault.root, "note", "after a dream")
+    s.step(clock.t)
+    assert subprocess.run(["git", "--git-dir", str(remote), "rev-parse", "main"],
+                          capture_output=True, text=True).stdout.strip() == vault.head()
+
+
+def test_a_failing_sync_in_serve_is_one_line_and_retried_with_backoff(tmp_path, vault, caplog,
+                                                                     fake_anthropic):
+    set_every(vault, "1m")
+    vault.git("remote", "add", "origin", str(tmp_path / "nowhere.git"))
+    s, clock = serve(vault, T0)
+    caplog.set_level("INFO", logger="agent.serve")
+
+    def failures():
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("sync: Could not")]
+
+    tried_at = []
+    t = T0
+    while t <= T0 + timedelta(minutes=8):
+        before = len(failures())
+        clock.t = t
+        s.step(t)
+        if len(failures()) > before:
+            tried_at.append(int((t - T0).total_seconds() // 60))
+        t += timedelta(minutes=1)
+    # 1 minute after the first failure, then 2, then 4: never fatal, one line each.
+    assert tried_at == [0, 1, 3, 7]
+    assert all("\n" not in line and "next try" in line for line in failures())
+    assert "failure 4 in a row" in failures()[-1]
+    # The remote comes back: the next try works, and says so.
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(tmp_path / "nowhere.git")],
+                   check=True)
+    clock.t = T0 + timedelta(minutes=20)
+    s.step(clock.t)
+    assert "sync: working again after 4 failures" in caplog.text
+    assert subprocess.run(["git", "--git-dir", str(tmp_path / "nowhere.git"), "rev-parse", "main"],
+                          capture_output=True, text=True).stdout.strip() == vault.head()
+
+
+def test_sync_every_must_be_a_duration(vault):
+    with (vault.root / "agent.toml").open("a") as f:
+        f.write('\n[sync]\nevery = "often"\n')
+    result = agent(vault.root, "config", "check", ok=False)
+    assert result.exit_code == 1 and "sync.every must be a duration" in result.output
+    assert agent(vault.root, "config", "set", "sync.every", "10m").exit_code == 0
+
+
+def test_an_enabled_heartbeat_runs_on_one_machine_of_a_synced_vault(tmp_path, vault, remote,
+                                                                   fake_anthropic):
+    (vault.root / "heartbeat" / "water.md").write_text(
+        "---\nname: water\nevery: 1h\n---\nRemind me to drink water.\n")
+    agent(vault.root, "note", "a heartbeat by hand")
+    vault.set_host("server")
+    fake_anthropic.add(reply("Drink water."))
+    s, _ = serve(vault, T0)
+    assert subjects(vault)[0] == "heartbeat: run water on server"
+    assert "host: server\n" in (vault.root / "heartbeat" / "water.md").read_text()
+    s.step(T0)
+    assert len(fake_anthropic.calls()) == 1
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    b.set_host("laptop")
+    s_b, _ = serve(b, T0)
+    s_b.step(T0 + timedelta(hours=3))
+    assert len(fake_anthropic.calls()) == 1            # the laptop leaves it to the server
+    assert agent(b.root, "heartbeat", "enable", "water").exit_code == 0
