@@ -544,3 +544,68 @@ def test_an_enabled_heartbeat_runs_on_one_machine_of_a_synced_vault(tmp_path, va
     s_b.step(T0 + timedelta(hours=3))
     assert len(fake_anthropic.calls()) == 1            # the laptop leaves it to the server
     assert agent(b.root, "heartbeat", "enable", "water").exit_code == 0
+
+
+# ---- the dream settles sync-conflict blocks ------------------------------------------------
+
+
+def conflicted(tmp_path, vault, remote) -> Vault:
+    """MEMORY.md with one sync-conflict block, made by two machines and a real sync."""
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Lives in Berlin\n- Likes tea\n")
+    agent(vault.root, "note", "facts")
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Lives in Paris\n- Likes tea\n")
+    (b.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Lives in Lisbon since 2026-11-01\n- Likes tea\n")
+    agent(vault.root, "note", "a")
+    agent(b.root, "note", "b")
+    agent(b.root, "sync")
+    agent(vault.root, "sync")
+    assert (vault.root / "MEMORY.md").read_text().count("<!-- sync conflict") == 1
+    return b
+
+
+def test_a_dream_settles_a_sync_conflict_block_and_commits_it(tmp_path, vault, remote,
+                                                              fake_anthropic):
+    from fakeanthropic import json_reply
+
+    from dreamkit import op
+    b = conflicted(tmp_path, vault, remote)
+    before = (vault.root / "MEMORY.md").read_text()
+    fake_anthropic.add(json_reply({"ops": [
+        op("update", old="- Lives in Lisbon since 2026-11-01", new="- Lives in Lisbon since 2026-11-01",
+           reason="the more recent and more specific version")]}))
+    out = agent(vault.root, "dream", "--poll-interval", "0.01").output
+    # No archive entry waited: only the editor ran, told what the block is.
+    editor = fake_anthropic.calls("/v1/messages/batches")[0].body["requests"][0]
+    assert editor["custom_id"] == "editor-conflicts"
+    prompt = json.dumps(editor["params"]["messages"])
+    assert "1 sync-conflict block" in prompt and "settle every sync-conflict block" in prompt
+    text = (vault.root / "MEMORY.md").read_text()
+    assert text == "# Memory\n\n## Facts\n\n- Lives in Lisbon since 2026-11-01\n- Likes tea\n"
+    assert "sync conflict" not in text and before != text
+    assert subjects(vault)[0] == "dream: settle 1 sync conflict in memory"
+    assert "Settled a sync conflict in MEMORY.md: kept - Lives in Lisbon" in out
+    assert "MEMORY.md: 1 sync conflict" not in agent(vault.root, "status").output
+    # The settled file travels like any change: the other machine gets it, no new block.
+    agent(vault.root, "sync")
+    agent(b.root, "sync")
+    assert (b.root / "MEMORY.md").read_text() == text
+    no_markers(b)
+
+
+def test_a_dream_with_entries_and_no_findings_still_settles_the_conflicts(tmp_path, vault, remote,
+                                                                          fake_anthropic):
+    from fakeanthropic import json_reply
+
+    from dreamkit import op, write_entries
+    conflicted(tmp_path, vault, remote)
+    with vault.locked():
+        write_entries(vault, ["Talked about the weather."])
+    fake_anthropic.add(json_reply({"findings": []}), json_reply({"ops": [
+        op("delete", old="- Lives in Paris", reason="neither version is sure")]}))
+    agent(vault.root, "dream", "--poll-interval", "0.01")
+    text = (vault.root / "MEMORY.md").read_text()
+    assert text == "# Memory\n\n## Facts\n\n- Likes tea\n"        # the whole block went
+    assert subjects(vault)[0].startswith("dream: +0 facts, 0 updated, 0 removed, 1 sync conflict settled")
+

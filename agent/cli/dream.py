@@ -40,6 +40,9 @@ def _print_status(vault) -> None:
     click.echo(f"cursor:       {st['cursor']}")
     click.echo(f"archive:      newest {st['newest']}, {st['waiting']} "
                f"entr{'ies' if st['waiting'] != 1 else 'y'} waiting")
+    if st.get("conflicts"):
+        click.echo(f"conflicts:    {st['conflicts']} sync-conflict block"
+                   f"{'s' * (st['conflicts'] != 1)} in memory, for the next dream to settle")
     flight = st["in_flight"]
     if flight is None:
         click.echo("in flight:    none")
@@ -133,7 +136,7 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
         click.echo(out.message)
         return
     st = dreaming.dream_status(vault)
-    if st["in_flight"] is None and st["waiting"] == 0:
+    if st["in_flight"] is None and st["waiting"] == 0 and not st.get("conflicts"):
         # Said before any provider is made: nothing to do needs no key and calls no model.
         click.echo(f"Nothing to dream: no archive entries after the cursor ({st['cursor']}).")
         return

@@ -5,6 +5,13 @@ Pure functions over text. An operation quotes the exact line it replaces; when t
 line is not in the file exactly once (the user edited it meanwhile, or the model
 misquoted it) the operation is skipped and reported, so a hand edit always wins.
 Lines no operation touches keep their bytes.
+
+A sync-conflict block (a fact changed differently on two machines, kept both ways
+between `<!-- sync conflict: ... -->` and `<!-- end of sync conflict -->`: see
+agent/stores/merge.py) is settled by an update or a delete quoting any line inside it:
+the whole block, both comment lines included, becomes the update's new line (or lines),
+or goes. Settling a block is what the dream is asked to do, so the guards against
+rewriting memory do not count it.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from agent.stores.memory import FACT, HEADING, MEMORY, USER, normalise
+from agent.stores.merge import CONFLICT_END, CONFLICT_RE
 
 FILES = (MEMORY, USER)
 SHRINK_LIMIT = 0.25            # a run may rewrite (update or delete) at most this share of a
@@ -33,6 +41,7 @@ class OpResult:
     reason: str
     status: str = "applied"     # "applied", "skipped" (did not fit the file) or "refused" (a guard)
     why: str = ""               # for skipped and refused operations: the explanation
+    settled: bool = False       # it settled a sync-conflict block
 
 
 @dataclass
@@ -44,7 +53,13 @@ class Applied:
     notes: list[str] = field(default_factory=list)
 
     def count(self, op: str) -> int:
-        return sum(1 for r in self.results if r.op == op and r.status == "applied")
+        return sum(1 for r in self.results if r.op == op and r.status == "applied"
+                   and not r.settled)
+
+    @property
+    def settled(self) -> int:
+        """Sync-conflict blocks settled."""
+        return sum(1 for r in self.results if r.settled and r.status == "applied")
 
     @property
     def added(self) -> int:
@@ -69,7 +84,10 @@ class Applied:
         for r in self.results:
             if r.status != "applied":
                 continue
-            if r.op == "add":
+            if r.settled:
+                lines.append(f"Settled a sync conflict in {r.file}: "
+                             + (f"kept {r.new}" if r.op == "update" else "dropped every version"))
+            elif r.op == "add":
                 where = f" ({r.section})" if r.section else ""
                 lines.append(f"Added to {r.file}{where}: {r.new}")
             elif r.op == "update":
@@ -151,6 +169,35 @@ class _Doc:
             # Trailing spaces are invisible in the prompt; compare without them.
             hits = [i for i, line in enumerate(self.lines) if line.rstrip() == want.rstrip()]
         return hits
+
+    def block_of(self, i: int) -> tuple[int, int] | None:
+        """(first, last) line of the sync-conflict block holding line i, or None."""
+        start = None
+        for j in range(i, -1, -1):
+            line = self.lines[j].strip()
+            if CONFLICT_RE.match(line):
+                start = j
+                break
+            if line == CONFLICT_END and j != i:
+                return None
+        if start is None:
+            return None
+        for k in range(max(i, start + 1), len(self.lines)):
+            line = self.lines[k].strip()
+            if line == CONFLICT_END:
+                return start, k
+            if CONFLICT_RE.match(line):
+                return None
+        return None
+
+    def settle(self, block: tuple[int, int], lines: list[str]) -> None:
+        """The block's lines replaced by `lines` (none: the block goes)."""
+        a, b = block
+        for line in self.lines[a:b + 1]:
+            self._count(line, -1)
+        self.lines[a:b + 1] = lines
+        for line in lines:
+            self._count(line, +1)
 
     def _terminate(self, i: int) -> None:
         if i >= 0 and not self.lines[i].endswith("\n"):
@@ -267,6 +314,17 @@ def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str],
             continue
         i = hits[0]
         current = doc.lines[i]
+        block = doc.block_of(i)
+        if block is not None:
+            if r.op == "update" and not r.new.strip():
+                r.status, r.why = "skipped", "an update needs the new text (use delete to remove)"
+                continue
+            ending = current[len(current.rstrip("\r\n")):] or doc.nl
+            new = [_bullet(x, like=current) + ending for x in r.new.splitlines() if x.strip()]
+            doc.settle(block, new if r.op == "update" else [])
+            r.settled = True
+            r.new = " / ".join(x.rstrip("\r\n") for x in new)
+            continue
         if not FACT.match(current):
             r.status, r.why = "refused", "only fact lines (bullets) are edited by the dream"
             continue
@@ -318,7 +376,7 @@ def apply_ops(texts: dict[str, str], ops: list[dict], *, allow_shrink: bool = Fa
         refuse = set()
         for name in FILES:
             before = sum(1 for line in texts[name].splitlines() if FACT.match(line))
-            changes = [r for r in applied.results if r.file == name
+            changes = [r for r in applied.results if r.file == name and not r.settled
                        and r.op in ("update", "delete") and r.status == "applied"]
             if len(changes) > max(1, before * SHRINK_LIMIT):
                 refuse.add(name)

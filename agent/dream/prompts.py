@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agent.stores import archive
 from agent.stores import sessions
+from agent.stores.merge import has_conflicts
 from agent.stores.memory import MEMORY, USER
 from agent.errors import UserError
 
@@ -314,9 +315,36 @@ def numbered(text: str) -> str:
     return "".join(f"{n}\t{line}\n" for n, line in enumerate(text.splitlines(), 1))
 
 
+CONFLICTS_NOTE = """\
+The files hold {n} sync-conflict block{s}. The person keeps these files on several \
+machines; where one fact was changed differently on two of them, both versions were \
+kept between a line "<!-- sync conflict: ... -->" and a line "<!-- end of sync \
+conflict -->". Each block is one question: which version is true now (or what one \
+line says both rightly). The block's lines are part of the file like any other."""
+
+SETTLE = """
+
+Also settle every sync-conflict block in the files ({n} now): one "update" per block \
+whose "old" is one line of the block, copied exactly (any line between its two comment \
+lines), and whose "new" is the one line that is true now: the version the findings or \
+the archive support, else the more recent or more specific one, or both merged into one \
+line. The whole block, both comment lines included, becomes that line. When no version \
+is true any more, a "delete" quoting one of its lines removes the whole block. Settling \
+a block is not counted against the quarter limit."""
+
+
+def conflicts(*texts: str) -> int:
+    """How many sync-conflict blocks the memory files hold."""
+    return sum(has_conflicts(t) for t in texts)
+
+
 def memory_block(memory_text: str, user_text: str) -> str:
-    """The first user block: the current memory files with line numbers."""
+    """The first user block: the current memory files with line numbers (and, when they
+    hold sync-conflict blocks, what those are)."""
     parts = ["The current memory files, every line prefixed by its number and a tab."]
+    n = conflicts(memory_text, user_text)
+    if n:
+        parts.append(CONFLICTS_NOTE.format(n=n, s="s" * (n != 1)))
     for name, text in ((MEMORY, memory_text), (USER, user_text)):
         body = numbered(text) if text else "(the file is empty or missing)\n"
         parts.append(f'<memory_file name="{name}">\n{body}</memory_file>')
@@ -344,11 +372,15 @@ def analyst_params(model: str, memory: str, c: Chunk, today: str,
 
 def editor_params(model: str, memory: str, findings: list[dict], first: int, last: int,
                   today: str, budget: int, memory_lines: int,
-                  max_tokens: int = MAX_TOKENS) -> dict:
-    """The Messages API parameters of the editor request."""
+                  max_tokens: int = MAX_TOKENS, conflicts: int = 0) -> dict:
+    """The Messages API parameters of the editor request (told to settle the memory
+    files' `conflicts` sync-conflict blocks too, when there are any)."""
     data = "\n".join(data_json(f) for f in findings)
     tail = EDITOR.format(today=today, first=first, last=last, budget=budget,
                          lines=memory_lines, data=data)
+    if conflicts:
+        head, sep, rest = tail.partition("\n\nThe findings, as data")
+        tail = head + SETTLE.format(n=conflicts) + sep + rest
     return _request(model, memory, tail, EDITOR_SCHEMA, max_tokens)
 
 

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from agent.errors import UserError
 from agent.stores import archive, ledger
 from agent.config import Settings, SettingsError, load_settings
 import agent.dream.prompts as prompts
@@ -120,9 +121,16 @@ def dream_status(vault) -> dict:
         failure = json.loads((vault.state / LAST_FAILURE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         failure = None
+    from agent.vault import safe
+    texts = []
+    for name in FILES:
+        try:
+            texts.append(safe.read_text(root, name, errors="replace") or "")
+        except UserError:
+            texts.append("")
     return {"cursor": cursor, "newest": ids[-1] if ids else 0,
             "waiting": sum(1 for i in ids if i not in done), "in_flight": flight,
-            "last_failure": failure}
+            "last_failure": failure, "conflicts": prompts.conflicts(*texts)}
 
 
 # ---- settings -------------------------------------------------------------------------
@@ -234,6 +242,9 @@ class _Run:
         sel = prompts.select(root, done, self.max_entries)
         cursor = sel.cursor
         if sel.empty:
+            texts = self.read_memory()
+            if prompts.conflicts(texts[MEMORY], texts[USER]):
+                return self.settle_only(sel, texts)
             return self.outcome("nothing", f"Nothing to dream: no archive entries after the "
                                 f"cursor ({cursor}).", cursor=cursor, through=cursor)
         if not sel.entries:
@@ -261,6 +272,20 @@ class _Run:
                  f"{_plural(len(requests), 'analyst request')}{skipped}.")
         return self.submit(state, "analyst", requests)
 
+    def settle_only(self, sel, texts: dict[str, str]) -> RunState | DreamOutcome:
+        """No archive entry waits, but the memory files hold sync-conflict blocks: only
+        the editor runs, asked to settle them."""
+        n = prompts.conflicts(texts[MEMORY], texts[USER])
+        state = RunState(
+            phase="analyst_done", cursor=sel.cursor, through=sel.cursor,
+            model=self.settings.dream_model, started=self.now.isoformat(),
+            today=prompts.today_of(self.now),
+            max_tokens=_dream_setting(self.settings, "max_tokens", prompts.MAX_TOKENS),
+            memory_text=texts[MEMORY], user_text=texts[USER], findings=[],
+            mode="sync" if self.sync else "batch")
+        self.say(f"No archive entries wait; settling {_plural(n, 'sync conflict')} in memory.")
+        return state
+
     def advance(self, state: RunState) -> DreamOutcome:
         while True:
             phase = state.phase
@@ -274,18 +299,20 @@ class _Run:
                 if failure:
                     return self.fail(state, failure)
             elif phase == "analyst_done":
-                if not state.findings:
+                clashes = prompts.conflicts(state.memory_text, state.user_text)
+                if not state.findings and not clashes:
                     state.phase, state.ops = "editor_done", []
                     save_state(self.vault, state)
                     continue
                 memory = self.memory_prompt(state)
-                first, last = state.entries[0], state.entries[-1]
+                first, last = (state.entries[0], state.entries[-1]) if state.entries else \
+                    (state.cursor, state.cursor)
                 params = prompts.editor_params(
-                    state.model, memory, state.findings, first, last, state.today,
+                    state.model, memory, state.findings or [], first, last, state.today,
                     self.settings.memory_max_lines, len(state.memory_text.splitlines()),
-                    state.max_tokens)
-                state = self.submit(state, "editor", [{"custom_id": f"editor-{first}-{last}",
-                                                       "params": params}])
+                    state.max_tokens, conflicts=clashes)
+                cid = f"editor-{first}-{last}" if state.entries else "editor-conflicts"
+                state = self.submit(state, "editor", [{"custom_id": cid, "params": params}])
                 if isinstance(state, DreamOutcome):
                     return state
                 if state.phase == "editor" and not self.wait:
@@ -560,9 +587,12 @@ def _plural(n: int, word: str, words: str | None = None) -> str:
 def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -> Change:
     """The dream's commit: what changed in memory (the subject), why (the body)."""
     span = state.span
-    if applied.changed:
+    settled = f", {_plural(applied.settled, 'sync conflict')} settled" if applied.settled else ""
+    if applied.changed and not state.ids:
+        subject = f"settle {_plural(applied.settled, 'sync conflict')} in memory"
+    elif applied.changed:
         subject = (f"+{_plural(applied.added, 'fact')}, {applied.updated} updated, "
-                   f"{applied.removed} removed ({span})")
+                   f"{applied.removed} removed{settled} ({span})")
     else:
         subject = f"no changes ({span})"
     lines = applied.describe()

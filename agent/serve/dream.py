@@ -77,7 +77,8 @@ class Dream:
         inflight = bool(status.get("in_flight") or status.get("inflight")
                         or status.get("in-flight"))
         self.inflight = inflight
-        waiting = int(status.get("waiting") or 0)
+        entries, clashes = int(status.get("waiting") or 0), int(status.get("conflicts") or 0)
+        waiting = entries + clashes
         due = now >= nxt
         if due:
             self.state["dream_next"] = sched.iso(sched.next_run(schedule, now))
@@ -88,7 +89,8 @@ class Dream:
                          local(hbmod.due_time({"next_run": self.state["dream_next"]})))
             return
         log.info("dream: %s", "checking the batch in flight" if inflight
-                 else f"{waiting} archive entries wait; submitting")
+                 else f"{entries} archive entries" + (f" and {clashes} sync conflicts"
+                                                       if clashes else "") + " wait; submitting")
         try:
             with self.server.working():
                 outcome = run_dream(self.vault, self.server.provider, now, wait=False)
