@@ -484,7 +484,9 @@ def test_compaction_writes_an_archive_entry_and_a_marker(fake_anthropic, vault, 
     src = entry.meta["source"]
     lines = session_lines(vault)
     marker = lines[-1]
+    ids = marker.pop("ids")
     assert marker == {"type": "compact", "archive": entry_id, "through": src["through"]}
+    assert ids[0] == src["from"] and ids[-1] == src["through"]      # the messages it covers
     assert src["file"].startswith("sessions/cli/default/") and src["from"] == lines[0]["id"]
     assert subjects(vault)[:2] == ["archive(cli/default): Garden and tomatoes",
                                    "chat(cli/default): question 3 We talked about the garden and the tomatoes at..."]

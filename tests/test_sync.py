@@ -609,3 +609,64 @@ def test_a_dream_with_entries_and_no_findings_still_settles_the_conflicts(tmp_pa
     assert text == "# Memory\n\n## Facts\n\n- Likes tea\n"        # the whole block went
     assert subjects(vault)[0].startswith("dream: +0 facts, 0 updated, 0 removed, 1 sync conflict settled")
 
+
+
+# ---- two machines compacting one conversation before they sync ----------------------------
+
+
+def test_compactions_on_both_machines_lose_no_message_and_dream_each_once(tmp_path, vault, remote,
+                                                                       fake_anthropic):
+    from fakeanthropic import json_reply
+
+    from agent.chat.compact import compact_session
+    from agent.stores import archive, sessions
+
+    when = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)
+
+    def say(v, session, mid, minutes):
+        rel = f"sessions/{session}/2026-11.jsonl"
+        with v.locked():
+            v.append_line(rel, json.dumps({
+                "id": mid, "ts": (when + timedelta(minutes=minutes)).isoformat(),
+                "role": "user" if minutes % 2 == 0 else "assistant",
+                "content": f"message {mid}", "turn": minutes // 2 + 1}))
+            v.commit(f"chat({session}): {mid}")
+
+    def compact(v, session):
+        fake_anthropic.add(json_reply({"topic": f"talk in {session}", "summary": "They talked.",
+                                       "importance": 0.5}))
+        return compact_session(v, make_provider(), session, when + timedelta(hours=1), force=True)
+
+    for session in ("cli/default", "cli/other"):
+        for k in range(4):
+            say(vault, session, f"{session[4:]}{k}", k)
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    # cli/default: each machine says something; only the laptop compacts (its entry does
+    # not cover the server's message, which the merge places before its marker).
+    say(vault, "cli/default", "server-says", 5)
+    say(b, "cli/default", "laptop-says", 6)
+    compact(b, "cli/default")
+    # cli/other: both machines compact the very same window.
+    made = [compact(vault, "cli/other"), compact(b, "cli/other")]
+    assert made[0] != made[1]
+    agent(vault.root, "sync")
+    agent(b.root, "sync")
+    agent(vault.root, "sync")
+    assert vault.head() == b.head()
+    for v in (vault, b):
+        no_markers(v)
+        window = sessions.read_window(v.root, "cli/default").messages
+        assert [m["id"] for m in window] == ["server-says"]      # not lost, not archived
+        assert sessions.read_window(v.root, "cli/other").messages == []
+    # The dream reads the two entries of cli/other once: one is set aside.
+    fake_anthropic.add(json_reply({"findings": []}))
+    out = agent(vault.root, "dream", "--poll-interval", "0.01").output
+    analyst = fake_anthropic.calls("/v1/messages/batches")[0].body["requests"]
+    data = "".join(json.dumps(r["params"]["messages"]) for r in analyst)
+    sent = [i for i, _ in archive.entry_ids(vault.root) if f'\\"id\\": {i},' in data]
+    assert len(sent) == 2 and len(archive.entry_ids(vault.root)) == 3
+    assert set(made) - set(sent) and len(set(made) & set(sent)) == 1
+    done = archive.read_consolidated(vault.root)
+    assert all(i in done for i, _ in archive.entry_ids(vault.root)), out
+    assert "messages other entries cover" in vault.git("log", "-1", "--format=%B")

@@ -4,8 +4,8 @@ When a session's window passes `window_tokens` (agent.toml [chat]), its oldest
 messages, cut just before a user message so no exchange is split, are summarised by
 the model (structured output: topic, summary, importance) into
 `archive/YYYY/MM/<id>.md`, and a marker line
-`{"type": "compact", "archive": <id>, "through": "<last message id>"}` is appended to
-the session; both land in one commit `archive(<session>): <topic>`. The messages stay
+`{"type": "compact", "archive": <id>, "through": "<last message id>", "ids": [...]}`
+(the ids of the messages it covers) is appended to the session; both land in one commit `archive(<session>): <topic>`. The messages stay
 in the session file; the window simply starts after them.
 
 Archive frontmatter written here: `id`, `session`, `created` (ISO 8601), `source`
@@ -200,7 +200,10 @@ def compact_session(vault, provider: Provider, session: str, now: datetime, *, f
                 "source": _source(part, files), "topic": topic, "importance": importance,
                 "tokens": context.estimate_tokens(part)}
         vault.write_text(archive.entry_path(entry_id, now), archive.render(entry_id, meta, summary))
-        marker = {"type": "compact", "archive": entry_id, "through": str(part[-1]["id"])}
+        # The ids it covers: after a sync, lines of another machine may sit among them
+        # (see sessions.read_window).
+        marker = {"type": "compact", "archive": entry_id, "through": str(part[-1]["id"]),
+                  "ids": [str(m["id"]) for m in part if m.get("id") is not None]}
         vault.append_line(sessions.month_file(session, now), sessions.dumps(marker))
         vault.commit(Change("archive", shorten(topic), scope=session,
                             trailers={"Session": session, "Archive": str(entry_id),

@@ -181,12 +181,49 @@ class Selection:
 
 def select(root: Path, done: archive.Consolidated, max_entries: int | None = None) -> Selection:
     """The entries not yet consolidated (at most `max_entries`), heartbeat and dream ones
-    set aside. Set-aside entries are marked consolidated too, so they wait no longer.
+    set aside, and so are entries whose messages other entries cover (see `covered`).
+    Set-aside entries are marked consolidated too, so they wait no longer.
     """
     sel = Selection(done)
-    for entry in archive.pending(root, done, limit=max_entries):
-        (sel.skipped if entry.session.startswith(SKIP_SESSIONS) else sel.entries).append(entry)
+    pending = archive.pending(root, done, limit=max_entries)
+    twice = covered(root, done, pending)
+    for entry in pending:
+        aside = entry.session.startswith(SKIP_SESSIONS) or entry.id in twice
+        (sel.skipped if aside else sel.entries).append(entry)
     return sel
+
+
+def covered(root: Path, done: archive.Consolidated, pending: list[archive.Entry]) -> set[int]:
+    """Pending entries whose messages other entries cover already: two machines that
+    compacted the same conversation before they synced made two entries of the same
+    messages, and only one is dreamed. The compact markers of the entries' session files
+    say which messages each entry covers (`ids`); an entry adding no message to those of
+    the consolidated entries and of the bigger pending ones is set aside. Entries whose
+    markers do not list ids are always dreamed."""
+    cache = SessionCache(root)
+    cover: dict[int, set[str]] = {}
+    for entry in pending:
+        for src in _sources(entry.meta):
+            got = cache.lines(str(src.get("file", "")))
+            if isinstance(got, str):
+                continue
+            for obj in got[0]:
+                ids = obj.get("ids") if obj.get("type") == "compact" else None
+                if isinstance(ids, list) and isinstance(obj.get("archive"), int):
+                    cover.setdefault(obj["archive"], set()).update(str(i) for i in ids)
+    if not cover:
+        return set()
+    seen: set[str] = set()
+    for entry_id, ids in cover.items():
+        if entry_id in done:
+            seen |= ids
+    twice = set()
+    mine = [e for e in pending if e.id in cover]
+    for entry in sorted(mine, key=lambda e: (-len(cover[e.id]), e.id)):
+        if cover[entry.id] <= seen:
+            twice.add(entry.id)
+        seen |= cover[entry.id]
+    return twice
 
 
 def _message_text(content) -> str:

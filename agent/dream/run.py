@@ -515,7 +515,8 @@ class _Run:
         """Only heartbeat/dream entries wait: the cursor moves past them, no model call."""
         span = {"cursor": sel.cursor, "through": sel.through}
         why = (f"The {len(sel.skipped)} entr{'ies' if len(sel.skipped) != 1 else 'y'} after the "
-               f"cursor come from heartbeat or dream sessions, which are not dream input.")
+               f"cursor come from heartbeat or dream sessions, or cover messages other "
+               f"entries cover already: they are not dream input.")
         if self.dry_run:
             return self.outcome("dry_run", f"{why} A run would move the cursor to "
                                 f"{sel.through}; nothing else.", **span)
@@ -602,7 +603,7 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
                         f"{_plural(len(state.ops or []), 'operation')}); the cursor moves "
                         f"to {state.through}.")
     if state.skipped:
-        lines.append(f"Set aside (heartbeat/dream sessions): "
+        lines.append(f"Set aside (heartbeat/dream sessions, or messages other entries cover): "
                      f"{', '.join(str(i) for i in state.skipped)}")
     lines.extend(applied.notes)
     return Change("dream", subject, body="\n".join(lines), trailers=trailers)

@@ -2,8 +2,10 @@
 
 One JSON object per line with at least `id`, `ts` (ISO 8601 with offset), `role`,
 `content` and `turn`. Compaction appends a marker line
-`{"type": "compact", "archive": 42, "through": "<message id>"}`; the active window is
-what follows the last marker. This module knows nothing of git or models: it reads
+`{"type": "compact", "archive": 42, "through": "<message id>", "ids": [...]}` naming
+the messages it archived; the active window is every message no marker covers (a
+marker of before `ids` existed covers everything up to its `through`), so the lines of
+two machines that wrote to one session and compacted it before they synced lose none. This module knows nothing of git or models: it reads
 files and hands back the lines to append.
 """
 
@@ -242,6 +244,8 @@ def read_window(root: Path, key: str) -> Window:
         rel = f.relative_to(root).as_posix()
         for obj in _backward(f, rel, root):
             if obj.get("type") == "compact":
+                if marker is None and _covered_ids(obj) is not None:
+                    return _window_by_ids(root, key, files)
                 if marker is None:
                     marker = obj
                     through = None if obj.get("through") is None else str(obj["through"])
@@ -258,6 +262,63 @@ def read_window(root: Path, key: str) -> Window:
     if marker is not None and not done:
         # `through` is not in the session (a hand edit): the window starts after the marker.
         picked = _after_marker(root, files)
+    picked.reverse()
+    turns = [o["turn"] for _, o in picked if isinstance(o.get("turn"), int)]
+    last_turn = max(turns) if turns else Session(root, key).last_turn()
+    return Window([o for _, o in picked], [r for r, _ in picked], marker, last_turn)
+
+
+def _covered_ids(marker: dict) -> list[str] | None:
+    """The ids of the messages a compact marker covers (None for a marker of before
+    markers listed them)."""
+    ids = marker.get("ids")
+    if isinstance(ids, list) and ids:
+        return [str(i) for i in ids]
+    return None
+
+
+def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
+    """The window when the last marker lists the ids it covers: every message no marker
+    covers. Two machines that wrote to one session and compacted it before they synced
+    leave interleaved lines (agent/stores/merge.py orders them by time), so a marker may
+    follow messages it does not cover: those stay in the window.
+
+    Read from the end back past the first message of every marker seen (where its
+    compacted part began), then to the next marker line: what lies before was the
+    window of an earlier compaction. A marker without ids covers everything up to its
+    `through`, as before."""
+    picked: list[tuple[str, dict]] = []        # newest first
+    covered: set[str] = set()
+    need: set[str] = set()                     # first ids of the markers seen, not yet reached
+    marker: dict | None = None
+    boundary: str | None = None                # an older marker's `through`: all before is covered
+    done = False
+    for f in reversed(files):
+        rel = f.relative_to(root).as_posix()
+        for obj in _backward(f, rel, root):
+            if obj.get("type") == "compact":
+                if marker is not None and not need:
+                    done = True
+                    break
+                ids = _covered_ids(obj)
+                if marker is None:
+                    marker = obj
+                if ids is None:
+                    if boundary is None and obj.get("through") is not None:
+                        boundary = str(obj["through"])
+                    continue
+                covered.update(ids)
+                need.add(ids[0])
+                continue
+            mid = str(obj.get("id"))
+            if boundary is not None and mid == boundary:
+                done = True
+                break
+            need.discard(mid)
+            if mid not in covered:
+                picked.append((rel, obj))
+        if done:
+            break
     picked.reverse()
     turns = [o["turn"] for _, o in picked if isinstance(o.get("turn"), int)]
     last_turn = max(turns) if turns else Session(root, key).last_turn()
