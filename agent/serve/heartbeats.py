@@ -97,7 +97,7 @@ class Heartbeats:
         here = self.vault.host()
         if not any(hb.enabled and hb.host is None for hb in self.beats):
             return
-        if not self.vault.git("remote", check=False).strip():
+        if not self.vault.has_remote():
             return
         names = []
         try:

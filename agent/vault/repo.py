@@ -440,6 +440,10 @@ class Vault:
             self._host = name
         return self._host
 
+    def has_remote(self) -> bool:
+        """Whether the vault has a git remote (it is kept on several machines)."""
+        return bool(self.git("remote", check=False).strip())
+
     def set_host(self, name: str) -> str:
         name = check_host(name)
         self.git("config", "--local", HOST_KEY, name)
