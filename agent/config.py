@@ -83,6 +83,10 @@ SCHEMA: tuple[Key, ...] = (
     Key("agents.max_depth", int, 3, "how deep sub-agents may nest", "agents_max_depth", min=0),
     Key("agents.max_running", int, 20, "sub-agents running at once at most",
         "agents_max_running", min=1),
+    Key("gateway.port", int, None, "`agent serve` answers HTTP on this port (0: any free "
+        "one; unset: no gateway)", "gateway_port", min=0),
+    Key("gateway.host", str, "127.0.0.1", "the address the gateway listens on",
+        "gateway_host"),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})
@@ -112,6 +116,8 @@ class Settings:
     web_max_bytes: int = 5_000_000
     agents_max_depth: int = 3
     agents_max_running: int = 20
+    gateway_port: int | None = None   # None: no HTTP gateway
+    gateway_host: str = "127.0.0.1"
     raw: dict = field(default_factory=dict)
 
 
