@@ -4,6 +4,8 @@ on this machine that can read the vault's `.agent/` talks to the agent over HTTP
     POST /v1/sessions/<channel>/<chat>/messages   {"text": "..."}
         -> {"reply", "commit", "session", "turn", "injected", "error"}
         with `Accept: text/event-stream`: SSE events text, tool_start, tool_done, reply
+    POST /v1/sessions/<channel>/<chat>/stop       -> {"stopped": true|false}
+        stops the session's running turn (it saves what it had, marked interrupted)
     GET  /v1/health  -> {"ok": true, "version", "running", "accepting", "pid"}
 
 Every request carries `Authorization: Bearer <token>`; the token is made fresh at each
@@ -203,15 +205,15 @@ class _Handler(BaseHTTPRequestHandler):
             conv = self.gateway.conversations
             return self._json(200, {"ok": True, "version": version(), "pid": os.getpid(),
                                     "running": conv.running(), "accepting": conv.accepting})
-        if self._session_of(path) is not None:
-            return self._error(405, "send messages with POST")
+        if self._session_of(path) is not None or self._session_of(path, "/stop") is not None:
+            return self._error(405, "use POST")
         self._error(404, f"no such endpoint: GET {path}")
 
-    def _session_of(self, path: str) -> str | None:
-        """The session key of /v1/sessions/<channel>/<chat>/messages (None: not that)."""
-        if not path.startswith(PREFIX) or not path.endswith("/messages"):
+    def _session_of(self, path: str, tail: str = "/messages") -> str | None:
+        """The session key of /v1/sessions/<channel>/<chat><tail> (None: not that)."""
+        if not path.startswith(PREFIX) or not path.endswith(tail):
             return None
-        parts = path[len(PREFIX):-len("/messages")].split("/")
+        parts = path[len(PREFIX):-len(tail)].split("/")
         if len(parts) != 2:
             return None
         return "/".join(unquote(p) for p in parts)
@@ -248,6 +250,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _post(self) -> None:
         path = urlsplit(self.path).path
         session = self._session_of(path)
+        stop = self._session_of(path, "/stop")
+        if stop is not None:
+            return self._json(200, {"stopped": self.gateway.conversations.cancel(stop)})
         if session is None:
             return self._error(404, f"no such endpoint: POST {path} (messages go to "
                                     f"POST {PREFIX}<channel>/<chat>/messages)")

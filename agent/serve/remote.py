@@ -72,14 +72,22 @@ class Remote:
         with self._request("GET", "/v1/health", timeout=timeout) as r:
             return json.loads(r.read().decode())
 
+    def _path(self, session: str, tail: str) -> str:
+        channel, _, chat = session.partition("/")
+        return (f"/v1/sessions/{urllib.request.quote(channel, safe='')}/"
+                f"{urllib.request.quote(chat, safe='')}/{tail}")
+
+    def stop(self, session: str) -> bool:
+        """Stop the session's running turn; False when none was running."""
+        with self._request("POST", self._path(session, "stop"), {}, timeout=10) as r:
+            return bool(json.loads(r.read().decode()).get("stopped"))
+
     def send(self, session: str, text: str, *,
              on_event: Callable[[str, dict], None] | None = None) -> dict:
         """Send `text` to `session`; the answer {"reply", "commit", "session", "turn",
         "injected", "error"}. With `on_event`, the turn streams: each event (text,
         tool_start, tool_done, reply) is given to it as it comes."""
-        channel, _, chat = session.partition("/")
-        path = f"/v1/sessions/{urllib.request.quote(channel, safe='')}/" \
-               f"{urllib.request.quote(chat, safe='')}/messages"
+        path = self._path(session, "messages")
         if on_event is None:
             with self._request("POST", path, {"text": text}) as r:
                 return json.loads(r.read().decode())
