@@ -389,7 +389,17 @@ def test_gateway_streams_the_turn_as_server_sent_events_in_order(vault, gateway,
     assert streamed == "Checking.\n\nNothing about Kyoto yet."
 
 
-def test_a_second_gateway_message_joins_the_running_turn(vault, gateway, fake_anthropic):
+def wait_for_log(caplog, text, timeout=15.0):
+    done = threading.Event()
+    for _ in range(int(timeout / 0.02)):
+        if any(text in r.getMessage() for r in caplog.records):
+            return
+        done.wait(0.02)
+    raise AssertionError(f"no log line {text!r}")
+
+
+def test_a_second_gateway_message_joins_the_running_turn(vault, gateway, fake_anthropic, caplog):
+    caplog.set_level("INFO", logger="agent.serve")
     cue = threading.Event()
     fake_anthropic.add(after(cue, reply(tool_use("memory_search", {"query": "hotel"}))),
                        reply("Booked the flight and the hotel."))
@@ -402,10 +412,7 @@ def test_a_second_gateway_message_joins_the_running_turn(vault, gateway, fake_an
         second=http(gateway, "POST", MSG, {"text": "and the hotel"})))
     second.start()
     # The cue comes once the gateway has handed the message to the running turn.
-    conv = gateway.conversations
-    deadline = threading.Event()
-    while not conv._slots["gateway/phone"].attached and not deadline.wait(0.01):
-        pass
+    wait_for_log(caplog, "chat gateway/phone: a message joined the running turn")
     cue.set()
     t.join(30)
     second.join(30)
@@ -421,3 +428,103 @@ def test_remote_without_a_running_gateway_says_how_to_start_one(vault):
     with pytest.raises(RemoteError) as e:
         Remote.find(vault)
     assert "gateway.port" in str(e.value) and "agent serve" in str(e.value)
+
+
+# ---- agent serve as a process, and agent chat --remote -----------------------------------------
+
+import signal
+
+from conftest import agent_proc
+from test_serve import ServeProc, procs  # noqa: F401  (fixture)
+
+
+def enable_gateway(vault):
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text() + "\n[gateway]\nport = 0\n")
+    vault.git("commit", "-q", "-am", "gateway on")
+
+
+class Client:
+    """The gateway of a running serve, as gateway.json and the token file tell it."""
+
+    def __init__(self, vault):
+        info = json.loads((vault.state / "gateway.json").read_text())
+        self.url, self.port = info["url"], info["port"]
+        self.token = (vault.state / "gateway-token").read_text().strip()
+
+
+def test_chat_remote_sends_through_a_running_serve(vault, run, fake_anthropic, procs):
+    enable_gateway(vault)
+    fake_anthropic.add(reply("Hi from ", "serve."), reply("Second answer."))
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    assert "gateway on http://127.0.0.1:" in serve.output
+    p = agent_proc("chat", "--remote", "-m", "hello there", vault=vault.root, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "Hi from serve."
+    assert subjects(vault)[0] == "chat(cli/default): hello there"
+    p = agent_proc("chat", "--remote", "--session", "cli/other", "--new", "-m", "again",
+                   vault=vault.root, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "Second answer.", p.stderr
+    assert subjects(vault)[0] == "chat(cli/other): again"
+    assert serve.stop() == 0
+    assert not (vault.state / "gateway.json").exists()
+    assert "chat cli/default turn 1: ok" in serve.output
+    # serve gone: --remote says what to do, without a traceback.
+    p = agent_proc("chat", "--remote", "-m", "anyone?", vault=vault.root, timeout=60)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "gateway.port" in p.stderr and "agent serve" in p.stderr
+    assert vault.dirty_paths() == []
+
+
+def test_sigterm_with_a_turn_in_flight_still_answers_the_client_and_commits(
+        vault, run, fake_anthropic, procs):
+    enable_gateway(vault)
+    words = "one two three four five six seven."
+    fake_anthropic.add(reply(words, chunk_delay=0.3, chunk_size=4))
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    gw = Client(vault)
+    answers = {}
+    t = threading.Thread(target=lambda: answers.update(
+        first=http(gw, "POST", "/v1/sessions/gateway/term/messages", {"text": "count"})))
+    t.start()
+    fake_anthropic.wait_for_requests(1)[0].wait_for_text()
+    serve.p.send_signal(signal.SIGTERM)
+    assert serve.stop() == 0
+    t.join(30)
+    status, answer = answers["first"]
+    assert status == 200 and answer["reply"] == words and answer["interrupted"] is False
+    assert answer["commit"] == vault.head()
+    assert subjects(vault)[0] == "chat(gateway/term): count"
+    assert "waiting for the chat turns of gateway/term" in serve.output
+    assert vault.dirty_paths() == [] and len(fake_anthropic.calls()) == 1
+
+
+def test_remote_repl_streams_and_a_line_typed_meanwhile_joins_the_turn(vault, fake_anthropic,
+                                                                       procs):
+    from test_chat import Terminal
+
+    enable_gateway(vault)
+    cue = threading.Event()
+    fake_anthropic.add(after(cue, reply("Looking.", tool_use("memory_search", {"query": "x"}))),
+                       reply("Both done remotely."))
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    term = Terminal(vault, "--remote")
+    term.until(b"> ")
+    term.send("first thing\r")
+    fake_anthropic.wait_for_requests(1)
+    term.send("second thing\r", b"[added to the running turn]")
+    serve.wait_for("chat cli/default: a message joined the running turn: second thing")
+    cue.set()
+    term.until(b"Both done remotely.")
+    term.until(b"> ")
+    term.send("\x04")
+    assert term.exit_status() == 0
+    assert "second thing" in json.dumps(fake_anthropic.calls()[1].body["messages"][-1])
+    assert "Injected: 1" in vault.git("log", "-1", "--format=%B")
+    assert serve.stop() == 0
