@@ -88,6 +88,10 @@ SCHEMA: tuple[Key, ...] = (
         "such as 5m; unset: serve does not sync)", "sync_every", duration=True),
     Key("sync.remote", str, None, "the remote `agent serve` syncs with (default: the "
         "branch's upstream, else origin)", "sync_remote", no_chars=" \n\0"),
+    Key("gateway.port", int, None, "`agent serve` answers HTTP on this port (0: any free "
+        "one; unset: no gateway)", "gateway_port", min=0),
+    Key("gateway.host", str, "127.0.0.1", "the address the gateway listens on",
+        "gateway_host"),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})
@@ -119,6 +123,8 @@ class Settings:
     agents_max_running: int = 20
     sync_every: str | None = None     # serve's sync interval (a duration), None: no sync
     sync_remote: str | None = None
+    gateway_port: int | None = None   # None: no HTTP gateway
+    gateway_host: str = "127.0.0.1"
     raw: dict = field(default_factory=dict)
 
 
