@@ -5,9 +5,14 @@ Builds a vault of N messages (as scripts/bench_vault.py does), pushes it to a ba
 remote on this machine and clones it (machine B). Then, for each round, both machines
 make 50 chat-sized turns (a user and an assistant line appended to the month's session
 file, one commit each, as a turn does) and 5 notes, and sync: A, then B, then A again.
-Afterwards every line written on either machine is looked for on both:
+Before syncing, each machine also compacts the conversation as compaction does (a
+marker covering the older half of its window, with the ids it covers), so the two
+machines' markers interleave. Afterwards every line written on either machine is
+looked for on both:
 
 - lines lost (must be 0), duplicate lines (0), conflict markers (0);
+- the window of the conversation on each machine: messages lost from it (0: every
+  message no marker covers is in it) and archived messages still in it (0);
 - the wall time of each sync (median over rounds) and of a no-op sync.
 
     python scripts/bench_sync.py [--messages 100000] [--rounds 3]
@@ -30,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_vault import build  # noqa: E402
 
-from agent.stores import memory  # noqa: E402
+from agent.stores import memory, sessions  # noqa: E402
 from agent.vault import sync  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
@@ -64,6 +69,22 @@ def notes(vault: Vault, who: str, round_no: int, n: int, when: datetime) -> list
     return written
 
 
+def compact(vault: Vault, who: str, round_no: int, session: str, when: datetime) -> set[str]:
+    """What a compaction leaves in the session: a marker covering the older half of the
+    window, with the ids it covers (the summary itself is not what is measured); the ids."""
+    window = sessions.read_window(vault.root, session).messages
+    part = window[:len(window) // 2]
+    ids = [str(m["id"]) for m in part if m.get("id") is not None]
+    if not ids:
+        return set()
+    marker = {"type": "compact", "archive": int(f"{when:%Y%m%d%H%M%S}") * 10_000 + round_no * 10
+              + (1 if who == "b" else 0), "through": ids[-1], "ids": ids}
+    with vault.locked():
+        vault.append_line(sessions.month_file(session, when), sessions.dumps(marker))
+        vault.commit(f"archive({session}): {who} round {round_no}")
+    return set(ids)
+
+
 def timed_sync(vault: Vault) -> float:
     t = time.perf_counter()
     sync.sync(vault)
@@ -90,6 +111,14 @@ def main() -> None:
         env_home.mkdir()
         t = time.perf_counter()
         a = build(tmp / "a", args.messages)
+        # Its history was compacted long ago (a marker as older vaults wrote them).
+        old = sessions.Session(a.root, "cli/default")
+        if old.files():
+            last = old.last_line()
+            with a.locked():
+                a.append_line(old.files()[-1].relative_to(a.root).as_posix(), sessions.dumps(
+                    {"type": "compact", "archive": 1, "through": str(last["id"])}))
+                a.commit("archive(cli/default): the old history")
         bare = tmp / "remote.git"
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
         a.git("remote", "add", "origin", str(bare))
@@ -100,10 +129,15 @@ def main() -> None:
         written: list[str] = []
         times = {"a (in+out)": [], "b (in+out)": [], "a (in)": []}
         base = datetime(2027, 1, 1, 9, 0, tzinfo=timezone.utc)
+        archived: set[str] = set()
         for r in range(args.rounds):
             when = base + timedelta(days=r)
             written += turns(a, "a", r, args.turns, when)
             written += turns(b, "b", r, args.turns, when)
+            # Both machines compact the conversation before they sync.
+            late = when + timedelta(hours=1)
+            archived |= compact(a, "a", r, "cli/default", late)
+            archived |= compact(b, "b", r, "cli/default", late)
             written += notes(a, "a", r, args.notes, when)
             written += notes(b, "b", r, args.notes, when + timedelta(minutes=1))
             times["a (in+out)"].append(timed_sync(a))
@@ -122,6 +156,18 @@ def main() -> None:
             dup += sum(c - 1 for c in counts.values() if c > 1)
             markers += sum(1 for line in lines if line.startswith(MARKERS))
         same = a.head() == b.head()
+        # The window after all that: every message no compaction covered, on both.
+        ours = {json.loads(w)["id"] for w in written if w.startswith("{")}
+        want = ours - archived
+        windows, reads = [], []
+        for v in (a, b):
+            for _ in range(5):
+                t = time.perf_counter()
+                w = sessions.read_window(v.root, "cli/default").messages
+                reads.append(time.perf_counter() - t)
+            windows.append({str(m["id"]) for m in w if str(m["id"]) in ours})
+        window_lost = len(want - windows[0]) + len(want - windows[1])
+        window_extra = len(windows[0] - want) + len(windows[1] - want)
         print(f"rounds: {args.rounds}, each machine {args.turns} turns and {args.notes} notes a round")
         for name, vals in times.items():
             print(f"sync {name:11s} median {statistics.median(vals) * 1000:7.0f} ms  "
@@ -129,6 +175,9 @@ def main() -> None:
         print(f"no-op sync        median {statistics.median(noop) * 1000:7.0f} ms")
         print(f"lines written {len(written)}, lost {lost}, duplicates {dup}, "
               f"conflict markers {markers}, same HEAD on both: {same}")
+        print(f"window after {2 * args.rounds} compactions on both machines: {len(want)} "
+              f"messages, lost from it {window_lost}, archived yet in it {window_extra}, "
+              f"read in median {statistics.median(reads) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -245,7 +245,8 @@ def _toggle_heartbeat(name: str, enabled: bool) -> None:
             click.echo(f"Heartbeat {hb.name} is already {word}d.")
             return
         text = hbmod.with_enabled(vault.read_text(hb.path), enabled, hb.path)
-        if enabled and hb.host is None:     # it runs on this machine only
+        if enabled and hb.host is None and vault.has_remote():
+            # A vault on several machines: it runs on this one only.
             text = hbmod.with_field(text, "host", vault.host(), hb.path)
         vault.write_text(hb.path, text)
         sha = vault.commit(Change("heartbeat", f'{word} "{hb.name}"'))

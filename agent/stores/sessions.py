@@ -292,6 +292,8 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
     need: set[str] = set()                     # first ids of the markers seen, not yet reached
     marker: dict | None = None
     boundary: str | None = None                # an older marker's `through`: all before is covered
+    tail = True                                # still after the last marker's `through`
+    through: str | None = None
     done = False
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
@@ -303,6 +305,7 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
                 ids = _covered_ids(obj)
                 if marker is None:
                     marker = obj
+                    through = str(obj.get("through"))
                 if ids is None:
                     if boundary is None and obj.get("through") is not None:
                         boundary = str(obj["through"])
@@ -310,10 +313,16 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
                 covered.update(ids)
                 need.add(ids[0])
                 continue
-            mid = str(obj.get("id"))
+            if obj.get("id") is None:
+                if tail:                       # a line without an id goes with the window
+                    picked.append((rel, obj))  # only after the last compaction
+                continue
+            mid = str(obj["id"])
             if boundary is not None and mid == boundary:
                 done = True
                 break
+            if marker is not None and mid == through:
+                tail = False
             need.discard(mid)
             if mid not in covered:
                 picked.append((rel, obj))
