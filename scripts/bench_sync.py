@@ -16,6 +16,20 @@ looked for on both:
 - the wall time of each sync (median over rounds) and of a no-op sync.
 
     python scripts/bench_sync.py [--messages 100000] [--rounds 3]
+
+Measured 2026-11-23 on the shared 2-core test machine (load average 2 to 6 from other
+work, run under `nice -n 10`: medians, and noisy), local bare remote:
+
+    --messages 2000            A in+out 161 ms, B in+out 308 ms, A in 93 ms, no-op 45 ms
+    --messages 100000          A in+out 164 ms, B in+out 407 ms, A in 125 ms, no-op 57 ms
+    --messages 100000 --rounds 5   A 265 ms, B 601 ms, A in 227 ms, no-op 83 ms (load 4-5)
+    every run: 0 lines lost, 0 duplicates, 0 conflict markers, same HEAD on both; the
+    window after both machines compacted: 0 messages lost from it, 0 archived ones in
+    it, read in 12 ms (64 ms in the 5-round run)
+
+A sync's cost follows what changed since the last one, not the vault's size: the merge
+works on trees (`git merge-tree`) and runs a merge driver only for files both machines
+changed.
 """
 
 from __future__ import annotations
