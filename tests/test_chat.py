@@ -599,7 +599,13 @@ class Terminal:
         """Wait for `marker` in the output after what was already waited for."""
         deadline = time.monotonic() + timeout
         while marker not in self.out[self.pos:]:
-            assert time.monotonic() < deadline, self.out.decode(errors="replace")
+            left = deadline - time.monotonic()
+            assert left > 0, self.out.decode(errors="replace")
+            # Wait at most until the deadline: a read alone blocks for ever when the
+            # marker never comes.
+            import select
+            if not select.select([self.fd], [], [], left)[0]:
+                continue
             try:
                 self.out += os.read(self.fd, 4096)
             except OSError:
