@@ -22,6 +22,7 @@ from agent.config import SettingsError, load_settings
 from agent.llm import Provider
 from agent.serve.compaction import Compaction
 from agent.serve.cron import CronJobs
+from agent.serve.delivery import Outbox
 from agent.serve.dream import Dream
 from agent.serve.heartbeats import Heartbeats
 from agent.serve.turns import log
@@ -55,6 +56,7 @@ class Server:
         self.heartbeats = Heartbeats(self)
         self.dream = Dream(self)
         self.compaction = Compaction(self)
+        self.outbox = Outbox(self)          # scheduled replies sent to chats, retried
 
     @contextlib.contextmanager
     def working(self):
@@ -100,10 +102,13 @@ class Server:
             self.dream.run(now)
         if not self.stopping:
             self.compaction.run(now)
+        if not self.stopping:
+            self.outbox.run(self.clock_or(now))
         return self._next_wake(now)
 
     def _next_wake(self, now: datetime) -> datetime | None:
-        times = [t for part in (self.cron, self.heartbeats, self.dream, self.compaction)
+        times = [t for part in (self.cron, self.heartbeats, self.dream, self.compaction,
+                                self.outbox)
                  for t in part.wake_times(now)]
         future = [t for t in times if t > now]
         return min(future) if future else None

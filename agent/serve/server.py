@@ -26,8 +26,10 @@ from typing import Callable
 
 from agent.chat import subagents
 from agent.llm import make_provider
+from agent.channels.telegram import from_environment as channel_from_environment
+from agent.serve._conversations import Conversations
 from agent.serve.lock import ServeLock
-from agent.serve.scheduler import Server
+from agent.serve.scheduler import STOP_GRACE, Server
 from agent.serve.turns import log
 from agent.vault.repo import Vault
 from agent.vault.repo import now as vault_now
@@ -76,8 +78,24 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
                  "dream at %r, tick %gs", vault.root, os.getpid(), jobs_n, len(beats),
                  sum(b.enabled for b in beats), server.settings.dream_schedule, tick)
         previous = {s: signal.signal(s, server.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        router = Conversations(vault, server.provider, clock=clock,
+                               settings_fn=lambda: server.settings)
+        telegram = channel_from_environment(vault, router, server.provider,
+                                            settings=server.settings, clock=clock)
         try:
+            if telegram is not None:
+                telegram.start()
+                server.outbox.senders["telegram"] = telegram
             code = server.run(once=once)
+            # SIGTERM: no new message is taken; turns in flight finish and send replies.
+            if telegram is not None:
+                telegram.stop_polling()
+            if router.running():
+                log.info("waiting for %d conversation turn%s to finish",
+                         len(router.running()), "s" * (len(router.running()) != 1))
+            router.drain(STOP_GRACE)
+            if telegram is not None:
+                telegram.close()
         finally:
             for s, h in previous.items():
                 signal.signal(s, h)
