@@ -290,23 +290,28 @@ class TelegramChannel:
             f.write(json.dumps(entry) + "\n")
 
     async def _converse(self, chat_id: int, session: str, text: str, user) -> None:
-        loop = asyncio.get_running_loop()
-        ticket = await asyncio.to_thread(self.router.submit, session, text,
-                                         source=f"telegram:{user.id}")
-        if getattr(ticket, "injected", False):
-            return                   # the running turn reads it and its reply answers both
-        finished: asyncio.Future = loop.create_future()
+        from agent.errors import UserError
 
-        def wait() -> None:
-            result = ticket.wait()
-            loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(result))
-        threading.Thread(target=wait, name=f"wait {session}", daemon=True).start()
+        loop = asyncio.get_running_loop()
+        try:
+            ticket = self.router.submit(session, text, source=f"telegram:{user.id}")
+        except UserError as e:               # serve is stopping
+            await self.send(chat_id, str(e), markdown=False)
+            return
+        if ticket.injected:
+            # The running turn sees it at its next model call; that turn's reply (sent
+            # by the message that started it) answers both. One that came too late for
+            # it runs as the next turn, and is answered below.
+            await _finished(loop, ticket)
+            if ticket.injected:
+                return
+        finished = _finished(loop, ticket)
         typing = asyncio.create_task(self._typing(chat_id, finished))
         try:
             result = await finished
         finally:
             typing.cancel()
-        await self.send(chat_id, _reply_text(result))
+        await self.send(chat_id, _reply_text(ticket, result))
 
     async def _typing(self, chat_id: int, finished: asyncio.Future) -> None:
         from telegram.error import TelegramError
@@ -421,6 +426,18 @@ class TelegramChannel:
         atomic.write_json(self.vault.state / STATE_FILE, {"offset": self.offset})
 
 
+def _finished(loop, ticket) -> asyncio.Future:
+    """A future of the ticket's result, set from a thread of its own (a turn may run for
+    minutes: no pool thread is held that long)."""
+    fut = loop.create_future()
+
+    def wait() -> None:
+        result = ticket.wait()
+        loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(result))
+    threading.Thread(target=wait, name=f"wait {ticket.session}", daemon=True).start()
+    return fut
+
+
 def _seconds(value) -> float:
     return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
 
@@ -433,14 +450,15 @@ def _why(e, scrub) -> str:
     return f"{type(e).__name__}: {scrub(e)}"
 
 
-def _reply_text(result) -> str:
-    if result is None:
-        return "(agent serve is stopping; your message was not answered)"
-    reply = (getattr(result, "reply", "") or "").strip()
+def _reply_text(ticket, result) -> str:
+    """What the chat is sent for a message: the reply, marked when it was stopped, and
+    the error when the turn failed."""
+    reply = (getattr(ticket, "reply", "") or getattr(result, "reply", "") or "").strip()
     if getattr(result, "interrupted", False):
         reply = (reply + "\n\n[stopped]").strip()
-    if getattr(result, "error", None):
-        reply = (reply + f"\n\n(Error: {result.error})").strip()
+    error = getattr(ticket, "error", None) or getattr(result, "error", None)
+    if error:
+        reply = (reply + f"\n\n(Error: {error})").strip()
     return reply or "(no reply)"
 
 

@@ -27,7 +27,7 @@ from typing import Callable
 from agent.chat import subagents
 from agent.llm import make_provider
 from agent.channels.telegram import from_environment as channel_from_environment
-from agent.serve._conversations import Conversations
+from agent.serve.conversations import Conversations
 from agent.serve.lock import ServeLock
 from agent.serve.scheduler import STOP_GRACE, Server
 from agent.serve.turns import log
@@ -93,7 +93,11 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
             if router.running():
                 log.info("waiting for %d conversation turn%s to finish",
                          len(router.running()), "s" * (len(router.running()) != 1))
-            router.drain(STOP_GRACE)
+            if not router.drain(STOP_GRACE):
+                log.info("turns still running after %ds: interrupting them (each saves "
+                         "what it had)", STOP_GRACE)
+                router.cancel_all()
+                router.drain(10)
             if telegram is not None:
                 telegram.close()
         finally:
