@@ -47,7 +47,8 @@ class Running:
         self.router = Conversations(vault, provider, clock=vault_now,
                                     settings_fn=lambda: self.settings)
         self.channel = TelegramChannel(vault, self.router, provider, token=fake_telegram.token,
-                                       settings=self.settings, clock=vault_now)
+                                       settings=self.settings, clock=vault_now,
+                                       settings_fn=lambda: self.settings)
         self.channel.start()
 
     def stop(self):
@@ -376,3 +377,17 @@ def test_a_token_in_agent_toml_is_refused_without_echoing_it(vault, run):
     result = CliRunner().invoke(cli, ["--vault", str(vault.root), "config", "check"])
     assert result.exit_code != 0
     assert "TELEGRAM_BOT_TOKEN" in result.output and "SECRETSECRET" not in result.output
+
+
+def test_a_stranger_is_told_once_and_an_id_added_while_serving_counts_at_once(
+        vault, tg, fake_telegram, fake_anthropic):
+    for text in ("one", "two", "three"):
+        fake_telegram.message(EVE, text)
+    fake_telegram.wait_for(lambda: len((vault.state / "telegram-refused.log").read_text()
+                                       .splitlines()) == 3 if (vault.state / "telegram-refused.log")
+                           .exists() else False, what="three refusals logged")
+    assert len(fake_telegram.sent(EVE)) == 1            # a flood gets one line
+    tg.settings.telegram_allow_from = [ANA, EVE]         # agent.toml edited, serve reloaded
+    fake_anthropic.add(reply("Welcome, Eve."))
+    fake_telegram.message(EVE, "may I now?")
+    assert fake_telegram.wait_sent(EVE, 2)[1]["text"] == "Welcome, Eve."

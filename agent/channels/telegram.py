@@ -35,10 +35,12 @@ What a person can rely on:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import threading
+import time
 from datetime import datetime, timezone
 
 from agent.vault import atomic
@@ -102,14 +104,17 @@ class TelegramChannel:
     """The Telegram side of `agent serve`: start(), then stop_polling() and close() at
     the end (the router's drain in between lets turns in flight finish and reply)."""
 
-    def __init__(self, vault, router, provider, *, token: str, settings, clock):
+    def __init__(self, vault, router, provider, *, token: str, settings, clock,
+                 settings_fn=None):
         self.vault = vault
         self.router = router
         self.provider = provider
         self.token = token
         self.clock = clock
         self.api_base = settings.telegram_api_base
-        self.allow = set(settings.telegram_allow_from)
+        # allow_from as agent.toml says it now: an id added while serve runs counts at once
+        self.settings_fn = settings_fn or (lambda: settings)
+        self._told: dict[int, float] = {}       # stranger -> when last told (monotonic)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bot = None
         self.connected = threading.Event()
@@ -157,17 +162,23 @@ class TelegramChannel:
         except Exception:
             pass
 
+    @property
+    def allow(self) -> set[int]:
+        return set(self.settings_fn().telegram_allow_from)
+
     def stop_polling(self) -> None:
         """No new messages are taken (SIGTERM); replies of turns in flight still go out."""
         self.stopping = True
         if self.loop is not None and self._poll_task is not None:
-            self.loop.call_soon_threadsafe(self._poll_task.cancel)
+            with contextlib.suppress(RuntimeError):          # the loop has ended
+                self.loop.call_soon_threadsafe(self._poll_task.cancel)
 
     def close(self, timeout: float = 15.0) -> None:
         """After the router drained: send what is left, then end the thread."""
         self.stop_polling()
         if self.loop is not None and self._closed is not None:
-            self.loop.call_soon_threadsafe(self._closed.set)
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._closed.set)
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -280,7 +291,10 @@ class TelegramChannel:
         log.info("telegram: refused a message from user %d%s in chat %d (not in "
                  "[channels.telegram] allow_from)", user.id,
                  f" (@{user.username})" if user.username else "", chat.id)
-        if chat.type == "private":
+        # One line per stranger every 10 minutes: a flood is not answered message by message.
+        last = self._told.get(user.id)
+        if chat.type == "private" and (last is None or time.monotonic() - last > 600):
+            self._told[user.id] = time.monotonic()
             await self.send(chat.id, f"This bot is private. Your Telegram user id is {user.id}: "
                                      f"its owner can allow it.", markdown=False)
 
@@ -462,7 +476,8 @@ def _reply_text(ticket, result) -> str:
     return reply or "(no reply)"
 
 
-def from_environment(vault, router, provider, *, settings, clock) -> TelegramChannel | None:
+def from_environment(vault, router, provider, *, settings, clock,
+                     settings_fn=None) -> TelegramChannel | None:
     """The channel when `[channels.telegram] enabled` and the token is set; else None,
     with one line saying what is missing."""
     if not settings.telegram_enabled:
@@ -473,4 +488,5 @@ def from_environment(vault, router, provider, *, settings, clock) -> TelegramCha
                     "serve's environment (BotFather gives the token) and restart; the rest "
                     "runs without Telegram", TOKEN_ENV)
         return None
-    return TelegramChannel(vault, router, provider, token=token, settings=settings, clock=clock)
+    return TelegramChannel(vault, router, provider, token=token, settings=settings, clock=clock,
+                           settings_fn=settings_fn)
