@@ -383,6 +383,7 @@ def test_a_stranger_is_told_once_and_an_id_added_while_serving_counts_at_once(
         vault, tg, fake_telegram, fake_anthropic):
     for text in ("one", "two", "three"):
         fake_telegram.message(EVE, text)
+    fake_telegram.wait_sent(EVE, 1)
     fake_telegram.wait_for(lambda: len((vault.state / "telegram-refused.log").read_text()
                                        .splitlines()) == 3 if (vault.state / "telegram-refused.log")
                            .exists() else False, what="three refusals logged")
