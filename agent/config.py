@@ -118,6 +118,10 @@ SCHEMA: tuple[Key, ...] = (
     Key("channels.telegram.api_base", str, "https://api.telegram.org",
         "the Bot API's address (requests go to {api_base}/bot{token}/{method})",
         "telegram_api_base", check=_http_url),
+    Key("gateway.port", int, None, "`agent serve` answers HTTP on this port (0: any free "
+        "one; unset: no gateway)", "gateway_port", min=0),
+    Key("gateway.host", str, "127.0.0.1", "the address the gateway listens on",
+        "gateway_host"),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})
@@ -150,6 +154,8 @@ class Settings:
     telegram_enabled: bool = False
     telegram_allow_from: list = field(default_factory=list)
     telegram_api_base: str = "https://api.telegram.org"
+    gateway_port: int | None = None   # None: no HTTP gateway
+    gateway_host: str = "127.0.0.1"
     raw: dict = field(default_factory=dict)
 
 

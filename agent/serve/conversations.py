@@ -143,6 +143,8 @@ class Conversations:
                     slot.attached.append(ticket)
                     with slot.events:
                         slot.listeners.append(ticket)
+                    log.info("chat %s: a message joined the running turn: %s", session,
+                             short(text, 60))
                     return ticket
             if slot is None:
                 slot = self._slots[session] = _Slot(session)

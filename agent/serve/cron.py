@@ -246,7 +246,7 @@ class CronJobs:
         log.info("cron %s (%s): running, due %s, started %.3fs late%s", job.label(), job.id,
                  local(due), late, " (missed while serve was not running: run once)"
                  if missed else "")
-        with server.working():
+        with server.working(job.session):
             outcome = execute_job(vault, server.provider, job, now, due=due, following=following,
                                   settings=server.settings)
         server.runs += 1

@@ -115,7 +115,7 @@ class Heartbeats:
                 return
             t = server.clock_or(now)
             log.info("heartbeat %s: running", hb.name)
-            with server.working():
+            with server.working(hb.session):
                 outcome = execute_heartbeat(self.vault, server.provider, hb, t,
                                             settings=server.settings)
             server.runs += 1
