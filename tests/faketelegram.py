@@ -158,6 +158,10 @@ class _Server(ThreadingHTTPServer):
 def _handler(fake: FakeTelegram):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: without this, Nagle's algorithm holds the
+        # body back until the client's delayed ACK (about 40 ms on Linux), which would be
+        # counted against the channel by scripts/bench_reach.py.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args):
             pass

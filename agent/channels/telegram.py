@@ -120,6 +120,8 @@ class TelegramChannel:
         self.connected = threading.Event()
         self.stopping = False
         self.offset = self._read_offset()
+        self._written = self.offset
+        self._offset_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._poll_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -247,10 +249,11 @@ class TelegramChannel:
             self.connected.set()
             for u in updates:
                 self.offset = max(self.offset or 0, u.update_id + 1)
-            if updates:
-                self._write_offset()
             for u in updates:
                 self._spawn(self._handle(u))
+            if updates:
+                # fsynced in a thread, while the turn runs: the loop never waits on the disk
+                self._spawn(asyncio.to_thread(self._write_offset, self.offset))
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)
@@ -435,9 +438,13 @@ class TelegramChannel:
         off = data.get("offset") if isinstance(data, dict) else None
         return off if isinstance(off, int) and not isinstance(off, bool) else None
 
-    def _write_offset(self) -> None:
-        self.vault.state.mkdir(parents=True, exist_ok=True)
-        atomic.write_json(self.vault.state / STATE_FILE, {"offset": self.offset})
+    def _write_offset(self, offset: int) -> None:
+        with self._offset_lock:              # one writer of the file at a time
+            if offset < (self._written or 0):
+                return
+            self.vault.state.mkdir(parents=True, exist_ok=True)
+            atomic.write_json(self.vault.state / STATE_FILE, {"offset": offset})
+            self._written = offset
 
 
 def _finished(loop, ticket) -> asyncio.Future:
