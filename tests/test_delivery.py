@@ -203,3 +203,33 @@ def serves():
     yield started
     for s in started:
         s.kill()
+
+
+def test_a_one_off_reminder_is_removed_only_once_its_reply_is_delivered(
+        vault, channel, fake_telegram, fake_anthropic):
+    at = (T0 + timedelta(hours=6)).isoformat()
+    job, _ = jobs.add(vault, "call", "remind me to call Anna", T0, at=at, deliver=CHAT)
+    fake_telegram.down = True
+    s, clock = serving(vault, T0, channel)
+    fake_anthropic.add(reply("Call Anna now."))
+    clock.t = T0 + timedelta(hours=6)
+    s.step(clock.t)
+    kept = jobs_json(vault)
+    assert [j["id"] for j in kept] == [job.id]                 # kept: not delivered yet
+    assert kept[0]["state"]["delivery"]["status"] == "retrying"
+    fake_telegram.down = False
+    clock.t += timedelta(minutes=2)
+    s.step(clock.t)
+    assert [m["text"] for m in fake_telegram.sent(ANA)] == ["Call Anna now."]
+    assert jobs_json(vault) == []                              # delivered: now it goes
+
+
+def test_a_heartbeat_delivery_that_fails_is_shown_by_heartbeat_list(vault, fake_anthropic, run):
+    heartbeat_file(vault, "inbox", f"every: 1h\ndeliver: {CHAT}\n")
+    s, clock = serving(vault, T0)                  # no Telegram channel
+    fake_anthropic.add(reply("The inbox has two notes."))
+    s.step(T0)
+    state = json.loads((vault.state / "heartbeat-state.json").read_text())
+    assert state["inbox"]["delivery"]["status"] == "retrying"
+    listed = run("heartbeat", "list").output
+    assert f"inbox: delivery to {CHAT} failing (1 attempt: {NO_CHANNEL}" in listed

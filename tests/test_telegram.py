@@ -41,12 +41,13 @@ def configure(vault, api_base, allow=(ANA,), enabled=True):
 class Running:
     """The channel and its router, in process."""
 
-    def __init__(self, vault, fake_telegram):
+    def __init__(self, vault, fake_telegram, token=None):
         self.settings = load_settings(vault.root)
         provider = make_provider()
         self.router = Conversations(vault, provider, clock=vault_now,
                                     settings_fn=lambda: self.settings)
-        self.channel = TelegramChannel(vault, self.router, provider, token=fake_telegram.token,
+        self.channel = TelegramChannel(vault, self.router, provider,
+                                       token=token or fake_telegram.token,
                                        settings=self.settings, clock=vault_now,
                                        settings_fn=lambda: self.settings)
         self.channel.start()
@@ -392,3 +393,17 @@ def test_a_stranger_is_told_once_and_an_id_added_while_serving_counts_at_once(
     fake_anthropic.add(reply("Welcome, Eve."))
     fake_telegram.message(EVE, "may I now?")
     assert fake_telegram.wait_sent(EVE, 2)[1]["text"] == "Welcome, Eve."
+
+
+def test_a_wrong_token_is_said_once_and_retried(vault, fake_telegram, fake_anthropic, caplog):
+    configure(vault, fake_telegram.url)
+    running = Running(vault, fake_telegram, token="999:a-token-BotFather-revoked")
+    try:
+        fake_telegram.wait_for(lambda: len(fake_telegram.calls("getMe")) >= 2, timeout=30,
+                               what="a second getMe")
+    finally:
+        running.stop()
+    refused = [r.getMessage() for r in caplog.records if "token was refused" in r.getMessage()]
+    assert len(refused) == 1 and "TELEGRAM_BOT_TOKEN" in refused[0]
+    assert "revoked" not in refused[0]
+    assert all(r.status == 401 for r in fake_telegram.calls("getMe"))

@@ -350,11 +350,11 @@ class TelegramChannel:
         if word in ("/help", "/start"):
             await self.send(chat_id, HELP, markdown=False)
         elif word == "/new":
-            said = await asyncio.to_thread(commands.new_conversation, self.vault,
-                                           self.provider, session, self.clock())
+            said = await asyncio.to_thread(self._held, session, commands.new_conversation,
+                                           self.vault, self.provider, session, self.clock())
             await self.send(chat_id, said, markdown=False)
         elif word == "/undo":
-            said = await asyncio.to_thread(self._undo, session)
+            said = await asyncio.to_thread(self._held, session, self._undo, session)
             await self.send(chat_id, said, markdown=False)
         elif word == "/memory":
             shown = "\n\n".join(f"--- {name}\n{body}" for name, body in
@@ -367,6 +367,14 @@ class TelegramChannel:
         else:
             await self.send(chat_id, f"Unknown command {word}; /help lists them.",
                             markdown=False)
+
+    def _held(self, session: str, fn, *args):
+        """`fn(*args)` once the chat's running turn is saved, its next messages waiting."""
+        hold = getattr(self.router, "hold", None)
+        if hold is None:
+            return fn(*args)
+        with hold(session):
+            return fn(*args)
 
     def _undo(self, session: str) -> str:
         from agent.chat import commands

@@ -59,8 +59,8 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
         if status == "ok" and job.deliver:          # sent after the commit (delivery.py)
             job.state.delivery = delivery.pending(job.deliver, now)
         if (status == "ok" and due is not None and job.delete_after_run
-                and job.state.next_run is None):
-            cf.remove(job_id)
+                and job.state.next_run is None and job.state.delivery is None):
+            cf.remove(job_id)       # (one with a reply to deliver goes once it is delivered)
         after = cronfile.dumps(cf)
         if after == before:
             return []

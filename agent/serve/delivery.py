@@ -121,6 +121,9 @@ class Outbox:
             job = cf.get(job_id)
             if job is not None:
                 job.state.delivery = record
+                if (record is None and job.delete_after_run and job.state.next_run is None
+                        and job.state.last_status == "ok"):
+                    cf.remove(job_id)           # a one-off whose reply is now delivered
                 after = cronfile.dumps(cf)
                 if after != before:
                     vault.write_text(CRON_FILE, after)
