@@ -407,3 +407,24 @@ def test_a_wrong_token_is_said_once_and_retried(vault, fake_telegram, fake_anthr
     assert len(refused) == 1 and "TELEGRAM_BOT_TOKEN" in refused[0]
     assert "revoked" not in refused[0]
     assert all(r.status == 401 for r in fake_telegram.calls("getMe"))
+
+
+def test_doctor_checks_the_telegram_channel_when_it_is_enabled(vault, fake_telegram,
+                                                                fake_anthropic, monkeypatch):
+    from click.testing import CliRunner
+    from agent.cli.app import cli
+
+    def doctor():
+        out = CliRunner().invoke(cli, ["--vault", str(vault.root), "doctor", "--json"]).output
+        checks, _ = json.JSONDecoder().raw_decode(out[out.index("["):])
+        return {c["name"]: c for c in checks}
+
+    assert "telegram" not in doctor()                       # not enabled: not checked
+    configure(vault, fake_telegram.url)
+    assert doctor()["telegram"] == {"name": "telegram", "status": "ok",
+                                    "detail": "@agent_test_bot, 1 allowed user", "fix": ""}
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:wrong")
+    bad = doctor()["telegram"]
+    assert bad["status"] == "fail" and "refused" in bad["detail"] and "1:wrong" not in str(bad)
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN")
+    assert "is not set" in doctor()["telegram"]["detail"]

@@ -491,6 +491,43 @@ def _reply_text(ticket, result) -> str:
     return reply or "(no reply)"
 
 
+def check(settings, timeout: float = 10.0) -> tuple[bool, str, str]:
+    """For `agent doctor`: (ok, what, how to fix) of the Telegram channel: the token set
+    and accepted (one getMe), and who may talk to it."""
+    import asyncio as aio
+
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        return (False, f"enabled, but ${TOKEN_ENV} is not set",
+                f"set ${TOKEN_ENV} in agent serve's environment (BotFather gives the token)")
+
+    async def get_me():
+        from telegram import Bot
+        from telegram.request import HTTPXRequest
+
+        request = HTTPXRequest(connect_timeout=timeout, read_timeout=timeout)
+        async with Bot(token, base_url=f"{settings.telegram_api_base}/bot",
+                       request=request) as bot:
+            return bot.bot.username
+
+    from telegram.error import InvalidToken, TelegramError
+    try:
+        name = aio.run(get_me())
+    except InvalidToken:
+        return (False, f"the token in ${TOKEN_ENV} was refused by {settings.telegram_api_base}",
+                "copy the token again from BotFather (/mybots, API Token)")
+    except (TelegramError, OSError) as e:
+        text = str(e).replace(token, "<token>")
+        return (False, f"{settings.telegram_api_base} unreachable ({text})",
+                "check the network (agent serve retries by itself)")
+    n = len(settings.telegram_allow_from)
+    if not n:
+        return (False, f"@{name}, but nobody may talk to it",
+                "add your Telegram user id: agent config set channels.telegram.allow_from ID "
+                "(the bot's answer to a stranger gives the id)")
+    return True, f"@{name}, {n} allowed user{'s' * (n != 1)}", ""
+
+
 def from_environment(vault, router, provider, *, settings, clock,
                      settings_fn=None) -> TelegramChannel | None:
     """The channel when `[channels.telegram] enabled` and the token is set; else None,
