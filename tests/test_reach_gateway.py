@@ -82,6 +82,15 @@ def test_a_message_sent_during_a_tool_call_is_injected_and_answered_in_the_same_
     body = vault.git("log", "-1", "--format=%B")
     assert "Injected: 1" in body
     assert conv.drain(10) and vault.dirty_paths() == []
+    # Search finds it as the person's words in that session.
+    from agent.search import index
+    hits = index.search(vault, "book hotel", limit=5)
+    assert any(h.session == "gateway/phone" and h.speaker == "user"
+               and h.text == "and book the hotel" for h in hits)
+    # Compaction never cuts a turn at a message injected into it.
+    from agent.chat.compact import plan_cut
+    later = [{**m, "turn": 2, "id": f"2.{i}"} for i, m in enumerate(lines)]
+    assert plan_cut(lines + later, budget=1) == len(lines)
 
 
 def test_a_message_sent_while_the_reply_is_written_is_answered_after_it(vault, fake_anthropic):
@@ -528,3 +537,16 @@ def test_remote_repl_streams_and_a_line_typed_meanwhile_joins_the_turn(vault, fa
     assert "second thing" in json.dumps(fake_anthropic.calls()[1].body["messages"][-1])
     assert "Injected: 1" in vault.git("log", "-1", "--format=%B")
     assert serve.stop() == 0
+
+
+def test_a_gateway_port_already_taken_is_one_clear_error(vault, fake_anthropic):
+    from agent.serve.gateway import GatewayError
+
+    conv = router(vault)
+    first = Gateway(vault, conv, port=0).start()
+    try:
+        with pytest.raises(GatewayError) as e:
+            Gateway(vault, conv, port=first.port).start()
+        assert f"127.0.0.1:{first.port}" in str(e.value) and "[gateway] port" in str(e.value)
+    finally:
+        first.close(5)
