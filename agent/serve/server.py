@@ -14,6 +14,10 @@ How it keeps the vault right:
   router (conversations.py) for the whole serve. On SIGINT/SIGTERM it stops accepting,
   the chat turns in flight finish (at most STOP_GRACE seconds, then they are
   interrupted and save what they had) and their answers are sent, then serve exits.
+- With `[channels.telegram] enabled` and $TELEGRAM_BOT_TOKEN set, Telegram
+  (agent/channels/telegram.py) takes messages for the same router, polling in a thread
+  of its own; it stops polling at a signal and sends the replies of the turns in flight
+  before serve exits. Scheduled replies go to their chats through delivery.py.
 
 This module is the command: the lock, the log, the signals, the loop.
 """
