@@ -291,22 +291,25 @@ def _index_path(db, root: Path, rel: str) -> int:
     return _index_text_file(db, root, rel, kind, st, row)
 
 
-def _changes(vault, since: str, head: str | None,
-             clean: bool = False) -> tuple[set[str], list[str]] | None:
+def _changes(vault, since: str, head: str | None, clean: bool = False,
+             dirty: list[str] | None = None) -> tuple[set[str], list[str]] | None:
     """(paths changed since commit `since`, paths dirty now), or None if `since` is gone.
 
     `clean`: the caller has just committed every change it knew of, so the work tree
     is taken as clean without asking git; a file edited meanwhile is still dirty at the
-    next refresh (every search starts with one) and is picked up then.
+    next refresh (every search starts with one) and is picked up then. `dirty`: the
+    caller has just asked git (`agent status`), so it is not asked twice.
     """
-    dirty = [] if clean else vault.dirty_paths()
+    if dirty is None:
+        dirty = [] if clean else vault.dirty_paths()
     committed = history.changed_since(vault, since, head)
     if committed is None:
         return None     # history rewritten under the index: rebuild
     return set(dirty).union(committed), dirty
 
 
-def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats:
+def _update(vault, db, full: bool = False, after_commit: bool = False,
+            dirty: list[str] | None = None) -> _Stats:
     stats = _Stats()
     db.row_factory = sqlite3.Row
     try:
@@ -319,7 +322,8 @@ def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats
     try:
         head = vault.head()
         indexed = _meta(db, "commit")
-        changes = _changes(vault, indexed, head, after_commit) if indexed and not full else None
+        changes = (_changes(vault, indexed, head, after_commit, dirty)
+                   if indexed and not full else None)
         if changes is None:
             full = True
             if db.execute("SELECT 1 FROM files LIMIT 1").fetchone():
@@ -348,13 +352,14 @@ def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats
     return stats
 
 
-def refresh(vault, *, after_commit: bool = False) -> _Stats:
+def refresh(vault, *, after_commit: bool = False, dirty: list[str] | None = None) -> _Stats:
     """Bring the index up to date with the vault's files (cheap when little changed).
 
-    `after_commit=True` right after the caller's own commit saves a `git status`.
+    `after_commit=True` right after the caller's own commit saves a `git status`, and so
+    does `dirty`, the uncommitted paths when the caller has just asked git for them.
     """
     with _open(vault) as db:
-        return _update(vault, db, after_commit=after_commit)
+        return _update(vault, db, after_commit=after_commit, dirty=dirty)
 
 
 def rebuild(vault) -> _Stats:
@@ -452,10 +457,10 @@ def session_summaries(vault) -> list[SessionSummary]:
     return out
 
 
-def message_counts(vault) -> tuple[int, int]:
+def message_counts(vault, dirty: list[str] | None = None) -> tuple[int, int]:
     """(sessions, messages) from the index, brought up to date first: a cost that does
-    not grow with history, unlike reading every transcript."""
-    refresh(vault)
+    not grow with history, unlike reading every transcript. `dirty` as for `refresh`."""
+    refresh(vault, dirty=dirty)
     with _open(vault) as db:
         row = db.execute("SELECT count(DISTINCT session), coalesce(sum(messages), 0) FROM files "
                          "WHERE kind = 'sessions'").fetchone()

@@ -260,6 +260,7 @@ class Vault:
         self.root = Path(root)
         self.state = self.root / STATE_DIR
         self._lock_depth = 0
+        self._checked_under_lock = False
         self._lock_fd: int | None = None
         self._thread_lock = threading.RLock()
         self._touched: list[str] = []
@@ -516,7 +517,9 @@ class Vault:
         re-scans the work tree, so the cost stays flat as the vault grows (with the
         split index, each write touches a small file, not the whole index).
         """
-        self.check_committable()
+        # Under the lock it was checked as the lock was taken (one `git ls-files` fewer).
+        if not (self._lock_depth and self._checked_under_lock):
+            self.check_committable()
         if paths is None:
             self.git("add", "-A", "--", ".", f":(exclude){STATE_DIR}")
         else:
@@ -657,11 +660,13 @@ class Vault:
             try:
                 if self._lock_depth == 1:
                     self.check_committable()
+                    self._checked_under_lock = True
                     self.prepare()
                 yield self
             finally:
                 self._lock_depth -= 1
                 if self._lock_depth == 0:
+                    self._checked_under_lock = False
                     fd, self._lock_fd = self._lock_fd, None
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     os.close(fd)
