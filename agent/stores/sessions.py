@@ -9,7 +9,6 @@ files and hands back the lines to append.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -309,6 +308,7 @@ def list_sessions(root: Path) -> list[str]:
 
 def message_id(session: str, ts: str, role: str, content) -> str:
     """A stable id for an imported message that has none (so re-imports add nothing)."""
+    import hashlib
     h = hashlib.sha1(dumps([session, ts, role, content]).encode()).hexdigest()
     return f"imp-{h[:12]}"
 

@@ -21,9 +21,6 @@ import fcntl
 import getpass
 import json
 import os
-import secrets
-import shutil
-import socket
 import stat
 import subprocess
 import threading
@@ -370,6 +367,7 @@ class Vault:
                 self.git("config", key, value)
 
     def _copy_template(self) -> list[str]:
+        from shutil import copyfile
         copied = []
         template = package_data("vault")
         for src in sorted(template.rglob("*")):
@@ -379,14 +377,14 @@ class Vault:
                 dst.mkdir(parents=True, exist_ok=True)
             elif not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+                copyfile(src, dst)
                 copied.append(str(rel))
         heartbeats = package_data("heartbeat")
         for src in sorted(heartbeats.glob("*.md")):
             dst = self.root / "heartbeat" / src.name
             if not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+                copyfile(src, dst)
                 copied.append(f"heartbeat/{src.name}")
         return copied
 
@@ -432,6 +430,7 @@ class Vault:
         if name and email:
             return Identity(name, email)
         login = getpass.getuser() or "user"
+        import socket
         return Identity(name or login, email or f"{login}@{socket.gethostname() or 'localhost'}")
 
     # ---- git -----------------------------------------------------------------------
@@ -803,6 +802,7 @@ class Vault:
         """
         folder = self.state / "claims"
         folder.mkdir(parents=True, exist_ok=True)
+        import secrets
         path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.json"
         path.write_text(json.dumps({"pid": os.getpid(), "prefix": prefix.strip("/")}))
         return path
