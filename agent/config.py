@@ -7,6 +7,7 @@ and sets by it. A bad file is refused with a one-line error naming the key.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,15 +32,51 @@ class Key:
     attr: str | None = None      # the Settings field it fills (None: read elsewhere from raw)
     min: int | None = None
     no_chars: str = ""           # characters a string may not hold
-    duration: bool = False       # a string that is a duration (90s, 5m, 2h, 1d)
+    check: object = None         # a function value -> problem or None, for what kind can't say
 
     @property
     def section(self) -> str:
-        return self.key.split(".", 1)[0]
+        """The table: `chat`, or `channels.telegram` for a nested one."""
+        return self.key.rsplit(".", 1)[0]
 
     @property
     def name(self) -> str:
-        return self.key.split(".", 1)[1]
+        return self.key.rsplit(".", 1)[1]
+
+
+def _user_ids(value) -> str | None:
+    """Telegram user ids: whole numbers, written bare or in quotes."""
+    if not isinstance(value, list):
+        return f"must be a list of Telegram user ids, as in [123456789], not {value!r}"
+    for v in value:
+        if isinstance(v, bool) or not (isinstance(v, int) or
+                                       (isinstance(v, str) and v.strip().isdigit())):
+            return (f"must be a list of Telegram user ids (whole numbers, as in [123456789]); "
+                    f"{v!r} is not one")
+    return None
+
+
+def user_ids(values) -> list[int]:
+    """allow_from as numbers (checked by _user_ids)."""
+    return [int(str(v).strip()) for v in values]
+
+
+def _http_url(value) -> str | None:
+    if not isinstance(value, str) or not re.match(r"^https?://[^/\s]+", value):
+        return f"must be an http(s) address such as \"https://api.telegram.org\", not {value!r}"
+    return None
+
+
+def _duration(value) -> str | None:
+    """A duration as people write it (90s, 5m, 2h, 1d)."""
+    from agent.schedule import ScheduleError, parse_duration
+    if not isinstance(value, str):
+        return f"must be a duration in quotes, such as \"5m\", not {value!r}"
+    try:
+        parse_duration(value)
+    except ScheduleError as e:
+        return f"must be a duration such as \"5m\" or \"1h\" ({e})"
+    return None
 
 
 SCHEMA: tuple[Key, ...] = (
@@ -84,8 +121,17 @@ SCHEMA: tuple[Key, ...] = (
     Key("agents.max_depth", int, 3, "how deep sub-agents may nest", "agents_max_depth", min=0),
     Key("agents.max_running", int, 20, "sub-agents running at once at most",
         "agents_max_running", min=1),
+    # The bot token is never a setting: it comes from $TELEGRAM_BOT_TOKEN only.
+    Key("channels.telegram.enabled", bool, False,
+        "`agent serve` talks on Telegram (token from $TELEGRAM_BOT_TOKEN)", "telegram_enabled"),
+    Key("channels.telegram.allow_from", list, [],
+        "Telegram user ids allowed to talk to the agent", "telegram_allow_from",
+        check=_user_ids),
+    Key("channels.telegram.api_base", str, "https://api.telegram.org",
+        "the Bot API's address (requests go to {api_base}/bot{token}/{method})",
+        "telegram_api_base", check=_http_url),
     Key("sync.every", str, None, "how often `agent serve` syncs with the remote (a duration "
-        "such as 5m; unset: serve does not sync)", "sync_every", duration=True),
+        "such as 5m; unset: serve does not sync)", "sync_every", check=_duration),
     Key("sync.remote", str, None, "the remote `agent serve` syncs with (default: the "
         "branch's upstream, else origin)", "sync_remote", no_chars=" \n\0"),
     Key("gateway.port", int, None, "`agent serve` answers HTTP on this port (0: any free "
@@ -121,6 +167,9 @@ class Settings:
     web_max_bytes: int = 5_000_000
     agents_max_depth: int = 3
     agents_max_running: int = 20
+    telegram_enabled: bool = False
+    telegram_allow_from: list = field(default_factory=list)
+    telegram_api_base: str = "https://api.telegram.org"
     sync_every: str | None = None     # serve's sync interval (a duration), None: no sync
     sync_remote: str | None = None
     gateway_port: int | None = None   # None: no HTTP gateway
@@ -135,6 +184,8 @@ def _type_name(kind: type) -> str:
 
 def check_value(k: Key, value) -> str | None:
     """What is wrong with `value` for the setting `k`, or None."""
+    if k.check is not None:
+        return k.check(value)
     if k.kind is bool:
         if not isinstance(value, bool):
             return f"must be true or false, not {value!r}"
@@ -151,12 +202,6 @@ def check_value(k: Key, value) -> str | None:
         bad = [c for c in k.no_chars if c in value]
         if bad:
             return f"must not hold {', '.join(repr(c) for c in bad)}"
-        if k.duration:
-            from agent.schedule import ScheduleError, parse_duration
-            try:
-                parse_duration(value)
-            except ScheduleError as e:
-                return f"must be a duration such as \"5m\" or \"1h\" ({e})"
     elif k.kind is list:
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             return f"must be a list of strings, as in [\"a\", \"b\"], not {value!r}"
@@ -168,17 +213,39 @@ def _hint(word: str, choices) -> str:
     return f" (d{close[2:]})" if close else " (agent config list shows the settings)"
 
 
-def problems(data: dict) -> list[str]:
+def table_of(data: dict, section: str):
+    """The table `section` (dotted for a nested one) of parsed data, or None."""
+    table = data
+    for part in section.split("."):
+        table = table.get(part) if isinstance(table, dict) else None
+    return table
+
+
+def _nested(prefix: str) -> list[str]:
+    """The sections under `prefix`: channels -> [channels.telegram]."""
+    return sorted(s for s in SECTIONS if s.startswith(prefix + "."))
+
+
+def problems(data: dict, prefix: str = "") -> list[str]:
     """Every problem of parsed agent.toml data, each naming its key."""
     out = []
     for section, table in data.items():
-        if section == "mcp":
+        if prefix:
+            section = f"{prefix}.{section}"
+        elif section == "mcp":
             # MCP servers are named tables of their own; agent.mcp.client checks them.
             from agent.mcp.settings import problems as mcp_problems
             out.extend(mcp_problems(table))
             continue
+        if section not in SECTIONS and _nested(section):
+            if not isinstance(table, dict):
+                out.append(f"[{section}] must be a table, as in [{_nested(section)[0]}]")
+            else:
+                out.extend(problems(table, section))
+            continue
         if section not in SECTIONS:
-            out.append(f"unknown section [{section}]{_hint(section, SECTIONS)}")
+            where = _nested(prefix) if prefix else SECTIONS
+            out.append(f"unknown section [{section}]{_hint(section, where)}")
             continue
         if not isinstance(table, dict):
             out.append(f"[{section}] must be a table of settings ([{section}] then "
@@ -187,6 +254,11 @@ def problems(data: dict) -> list[str]:
         for name, value in table.items():
             key = f"{section}.{name}"
             k = KEYS.get(key)
+            if k is None and section.startswith("channels.") and "token" in str(name).lower():
+                out.append(f"{key}: a bot token is a secret and is never read from agent.toml "
+                           f"(the vault is no place for secrets); remove the line and set "
+                           f"$TELEGRAM_BOT_TOKEN in agent serve's environment")
+                continue
             if k is None:
                 out.append(f"unknown setting {key}{_hint(key, KEYS)}")
                 continue
@@ -231,9 +303,11 @@ def from_data(data: dict, where: str = FILE) -> Settings:
     for k in SCHEMA:
         if k.attr is None:
             continue
-        value = (data.get(k.section) or {}).get(k.name)
+        value = (table_of(data, k.section) or {}).get(k.name)
         if value is not None:
             setattr(s, k.attr, list(value) if k.kind is list else value)
+    s.telegram_allow_from = user_ids(s.telegram_allow_from)
+    s.telegram_api_base = s.telegram_api_base.rstrip("/")
     if "model" not in (data.get("dream") or {}):
         s.dream_model = s.model
     return s

@@ -14,6 +14,13 @@ the gateway (agent/serve/gateway.py, through agent/serve/conversations.py):
   (target: every time), the time from the POST to that call's request reaching the
   server, and of that the part after the first call ended (tool + the turn's step).
 
+and for Telegram (agent/channels/telegram.py, with the fake Bot API of
+tests/faketelegram.py answering too): turn overhead beyond the model, median and p95 over
+--turns turns: from a message being queued at the fake Bot API to the reply's
+sendMessage reaching it (the long poll waking, the update parsed, the turn run through
+the router, persisted and committed, the reply sent), minus the time the fake Anthropic
+server spent answering the model call. Target: under 60 ms median.
+
     python scripts/bench_reach.py [--turns 50] [--injections 20] [--delay 0.2] [--channel gateway]
 """
 
@@ -167,7 +174,74 @@ def bench_gateway(args) -> None:
             conv.drain(30)
 
 
-CHANNELS = {"gateway": bench_gateway}
+# ---- Telegram ---------------------------------------------------------------------------
+
+
+def bench_telegram(args) -> None:
+    from faketelegram import FakeTelegram
+
+    from agent.channels.telegram import TelegramChannel
+
+    with tempfile.TemporaryDirectory() as d, FakeAnthropic() as fake, FakeTelegram() as tg:
+        os.environ.update(ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY="bench-key")
+        vault = fresh_vault(Path(d))
+        (vault.root / "agent.toml").write_text(
+            f'[channels.telegram]\nenabled = true\nallow_from = [42]\napi_base = "{tg.url}"\n')
+        settings = load_settings(vault.root)
+        provider = make_provider()
+        conv = Conversations(vault, provider, clock=vault_now, settings_fn=lambda: settings)
+        # When the channel hands a message to the router, and when the router answers it:
+        # the channel's own time is before the one and after the other.
+        handed, answered = [], []
+        submit = conv.submit
+
+        def timed_submit(*a, **kw):
+            handed.append(time.monotonic())
+            ticket = submit(*a, **kw)
+            threading.Thread(target=lambda: (ticket.wait(), answered.append(time.monotonic())),
+                             daemon=True).start()
+            return ticket
+        conv.submit = timed_submit
+        channel = TelegramChannel(vault, conv, provider, token=tg.token, settings=settings,
+                                  clock=vault_now)
+        clock = ModelClock()
+        fake.default_reply = reply("Noted, thank you; that is all for now.")
+        channel.start()
+        try:
+            if not channel.connected.wait(30):
+                raise SystemExit("the channel did not connect to the fake Bot API")
+            out, own = [], []
+            for i in range(args.turns + 1):           # the first one warms up
+                before = len(clock.spent)
+                queued = time.monotonic()
+                tg.message(42, f"message {i}")
+                tg.wait_sent(42, i + 1, timeout=60)
+                arrived = [r for r in tg.calls("sendMessage") if r.status == 200][i].at
+                if i:
+                    out.append((arrived - queued) - sum(clock.spent[before:]))
+                    own.append((handed[-1] - queued) + (arrived - answered[-1]))
+            conv.submit = submit
+            # The same turns through the router alone, for comparison.
+            router = []
+            for i in range(args.turns):
+                before = len(clock.spent)
+                t = time.perf_counter()
+                conv.submit("bench/router", f"message {i}").wait()
+                router.append(time.perf_counter() - t - sum(clock.spent[before:]))
+            print(f"telegram turn overhead beyond the model ({args.turns} turns; target: "
+                  f"median < 60 ms):")
+            print(f"  update queued -> sendMessage  {ms(out)}")
+            print(f"  of which the channel's own    {ms(own)}")
+            print(f"    (queued -> handed to the router, answered -> sendMessage at the fake)")
+            print(f"  router only (submit+wait)     {ms(router)}")
+        finally:
+            clock.restore()
+            channel.stop_polling()
+            conv.drain(30)
+            channel.close()
+
+
+CHANNELS = {"gateway": bench_gateway, "telegram": bench_telegram}
 
 
 def main() -> None:

@@ -14,7 +14,6 @@ from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
 from agent.cli.common import (after_change, get_vault, name_vault, quiet_logs, read_stdin,
                               report_recovery, vault_option)
-from agent.vault import history
 
 DEFAULT_SESSION = "cli/default"
 HISTORY_FILE = "chat_history"
@@ -470,11 +469,10 @@ def _slash(vault, provider, session: str, text: str) -> str | None:
     if word in ("/help", "/?"):
         click.echo(HELP)
     elif word == "/memory":
-        for name in ("MEMORY.md", "USER.md"):
-            path = vault.root / name
-            body = path.read_text(encoding="utf-8") if path.exists() else "(missing)\n"
+        from agent.chat.commands import memory_files
+        for name, body in memory_files(vault):
             click.echo(click.style(f"--- {name}", bold=True))
-            click.echo(body.rstrip("\n"))
+            click.echo(body)
     elif word == "/new":
         _new(vault, provider, session)
     elif word == "/undo":
@@ -485,47 +483,30 @@ def _slash(vault, provider, session: str, text: str) -> str | None:
 
 
 def _new(vault, provider, session: str) -> None:
-    from agent.chat.compact import CompactError, compact_session
+    from agent.chat.commands import new_conversation
     from agent.vault.repo import now
 
-    try:
-        entry = compact_session(vault, provider, session, now(), force=True)
-    except CompactError as e:
-        click.echo(f"{e} The conversation goes on as it was.", err=True)
-        return
+    said = new_conversation(vault, provider, session, now())
     report_recovery(vault)
-    if entry is None:
-        click.echo("Nothing to archive; this is already a fresh conversation.")
-    else:
-        click.echo(f"Archived as entry {entry} ({_topic(vault, entry)}). "
-                   f"A fresh conversation starts.")
+    click.echo(said, err=said.endswith("goes on as it was."))
 
 
 def _topic(vault, entry_id: int) -> str:
-    from agent.stores import archive
-
-    found = next(iter(sorted(vault.root.glob(f"{archive.ARCHIVE}/*/*/{entry_id}.md"))), None)
-    if found is None:
-        return ""
-    return archive.load(vault.root, found.relative_to(vault.root).as_posix()).topic
+    from agent.chat.commands import topic
+    return topic(vault, entry_id)
 
 
 def undo_last_turn(vault, session: str) -> str:
     """Revert the newest turn commit of `session` not yet undone; says what happened."""
+    from agent.chat.commands import undo_last_turn as undo
+
     try:
-        done = history.undo(vault, session=session)
-    except history.NothingToUndo as e:
-        return str(e)
-    except history.UndoConflict as e:
-        return (f"Cannot undo {e.commit.short} ({e.commit.subject}): later changes touch the "
-                f"same lines. Nothing was changed.")
+        said, changed = undo(vault, session)
     finally:
         report_recovery(vault)
-    after_change(vault)
-    c = done.commit
-    if done.sha is None:
-        return f"Nothing to undo: {c.short} ({c.subject}) changes nothing any more."
-    return f"Undid {c.short} ({c.subject}) in {done.sha[:7]}."
+    if changed:
+        after_change(vault)
+    return said
 
 
 # ---- agent archive ------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def change(vault, fn: Callable[[CronFile], Change | None]) -> tuple[Change | Non
 
 def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, cron=None,
         tz=None, session=None, misfire="run_once", delete_after_run=None,
-        host: str | None = None) -> tuple[Job, str | None]:
+        deliver=None, host: str | None = None) -> tuple[Job, str | None]:
     """Add a job (validated before the file is touched) that runs on `host` (default:
     this machine); the job and the commit's sha."""
     schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=now)
@@ -58,7 +58,8 @@ def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, c
 
     def fn(cf: CronFile):
         job = cronfile.new_job(cf, name, message, schedule, now, session=session,
-                            misfire=misfire, delete_after_run=delete_after_run, host=host)
+                            misfire=misfire, delete_after_run=delete_after_run, deliver=deliver,
+                            host=host)
         cf.jobs.append(job)
         made.append(job)
         return Change("cron", f"add {job.label()} ({job.schedule.describe()})")

@@ -26,6 +26,7 @@ from agent.llm import Provider
 from agent.serve.compaction import Compaction
 from agent.serve.conversations import Conversations
 from agent.serve.cron import CronJobs
+from agent.serve.delivery import Outbox
 from agent.serve.dream import Dream
 from agent.serve.heartbeats import Heartbeats
 from agent.serve.sync import Sync
@@ -61,6 +62,7 @@ class Server:
         self.dream = Dream(self)
         self.compaction = Compaction(self)
         self.sync = Sync(self)
+        self.outbox = Outbox(self)          # scheduled replies sent to chats, retried
         self.conversations = Conversations(vault, provider, clock=clock,
                                            settings_fn=lambda: self.settings)
 
@@ -112,11 +114,14 @@ class Server:
             self.dream.run(now)
         if not self.stopping:
             self.compaction.run(now)
+        if not self.stopping:
+            self.outbox.run(self.clock_or(now))
         return self._next_wake(now)
 
     def _next_wake(self, now: datetime) -> datetime | None:
         times = [t for part in (self.cron, self.heartbeats, self.dream, self.compaction,
-                                self.sync) for t in part.wake_times(now)]
+                                self.outbox, self.sync)
+                 for t in part.wake_times(now)]
         future = [t for t in times if t > now]
         return min(future) if future else None
 

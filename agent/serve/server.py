@@ -14,6 +14,10 @@ How it keeps the vault right:
   router (conversations.py) for the whole serve. On SIGINT/SIGTERM it stops accepting,
   the chat turns in flight finish (at most STOP_GRACE seconds, then they are
   interrupted and save what they had) and their answers are sent, then serve exits.
+- With `[channels.telegram] enabled` and $TELEGRAM_BOT_TOKEN set, Telegram
+  (agent/channels/telegram.py) takes messages for the same router, polling in a thread
+  of its own; it stops polling at a signal and sends the replies of the turns in flight
+  before serve exits. Scheduled replies go to their chats through delivery.py.
 
 This module is the command: the lock, the log, the signals, the loop.
 """
@@ -30,6 +34,7 @@ from typing import Callable
 
 from agent.chat import subagents
 from agent.llm import make_provider
+from agent.channels.telegram import from_environment as channel_from_environment
 from agent.serve.lock import ServeLock
 from agent.serve.scheduler import STOP_GRACE, Server
 from agent.serve.turns import log
@@ -86,11 +91,17 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
                  "dream at %r, tick %gs", vault.root, os.getpid(), jobs_n, len(beats),
                  sum(b.enabled for b in beats), server.settings.dream_schedule, tick)
         previous = {s: signal.signal(s, server.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        telegram = channel_from_environment(vault, server.conversations, server.provider,
+                                            settings=server.settings, clock=clock,
+                                            settings_fn=lambda: server.settings)
         try:
+            if telegram is not None:
+                telegram.start()
+                server.outbox.senders["telegram"] = telegram
             try:
                 code = server.run(once=once)
             finally:
-                _finish_chats(server, gateway)
+                _finish_chats(server, gateway, telegram)
         finally:
             for s, h in previous.items():
                 signal.signal(s, h)
@@ -107,11 +118,13 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
         lock.release()
 
 
-def _finish_chats(server: Server, gateway) -> None:
+def _finish_chats(server: Server, gateway, telegram=None) -> None:
     """At the end: no new messages; the chat turns in flight finish (bounded) and their
-    answers go out; then the gateway closes."""
+    answers go out; then the gateway and Telegram close."""
     if gateway is not None:
         gateway.stop_accepting()
+    if telegram is not None:
+        telegram.stop_polling()
     conv = server.conversations
     running = conv.running()
     if running:
@@ -123,3 +136,5 @@ def _finish_chats(server: Server, gateway) -> None:
         conv.drain(10)
     if gateway is not None and not gateway.close(5):
         log.warning("gateway: a client did not take its answer within 5s")
+    if telegram is not None:
+        telegram.close()

@@ -18,14 +18,17 @@ number N means "every entry up to N" and is read as such.
 from __future__ import annotations
 
 import os
-import random
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.stores import frontmatter_io
 from agent.errors import UserError
+
+if TYPE_CHECKING:
+    import random
 
 ARCHIVE = "archive"
 CURSOR = ".dream_cursor"
@@ -142,6 +145,7 @@ def newest_id(root: Path) -> int:
 
 def new_id(root: Path, now: datetime, rand: random.Random | None = None) -> int:
     """An id for a new entry: its time and four random digits, above every id here."""
+    import random
     stamp = int(f"{now:%Y%m%d%H%M%S}") * 10_000 + (rand or random).randrange(10_000)
     return max(stamp, newest_id(root) + 1)
 

@@ -1,10 +1,11 @@
 """Heartbeats: `heartbeat/<name>.md`, a prompt the agent runs every interval.
 
 Frontmatter: `name`, `every` (`30m`, `2h`) or `cron` (`"0 8 * * *"`), `enabled`,
-optional `active_hours` (`08:00-22:00`, may wrap past midnight), `tz` and `host` (the
+optional `active_hours` (`08:00-22:00`, may wrap past midnight), `tz`, `deliver`
+(`telegram/<chat id>`: where a reply other than HEARTBEAT_OK is sent) and `host` (the
 one machine that runs it, for a vault synced between machines: `agent.host` in the
-vault's git config; an enabled heartbeat without one is given the name of the machine
-whose `agent serve` first sees it, or that enables or adds it); the body is the prompt. A reply of exactly HEARTBEAT_OK with no other change leaves no trace.
+vault's git config; see agent/serve/heartbeats.py); the body is the prompt. A reply of
+exactly HEARTBEAT_OK with no other change leaves no trace.
 
 When each heartbeat last ran and is next due lives in `.agent/heartbeat-state.json`:
 derived, git-ignored state. Keeping it in the vault would make a commit of every quiet
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from agent import schedule as sched
 from agent.errors import UserError
+from agent.stores.delivery import DeliveryError, check_target
 
 FOLDER = "heartbeat"
 OK = "HEARTBEAT_OK"
@@ -46,6 +48,7 @@ class Heartbeat:
     enabled: bool = True
     active_hours: tuple[time, time] | None = None
     tz: str | None = None
+    deliver: str | None = None                  # where a reply goes: telegram/<chat id>
     host: str | None = None                     # the machine that runs it (None: not yet said)
 
     def runs_on(self, host: str) -> bool:
@@ -129,8 +132,16 @@ def parse(meta: dict, body: str, rel: str) -> Heartbeat:
     active = parse_hours(hours, rel) if hours not in (None, "") else None
     if not body.strip():
         raise HeartbeatError(f"{rel}: the body (the prompt) is empty")
+    deliver = meta.get("deliver")
+    if deliver not in (None, ""):
+        try:
+            deliver = check_target(deliver)
+        except DeliveryError as e:
+            raise HeartbeatError(f"{rel}: {e}") from None
+    else:
+        deliver = None
     return Heartbeat(name=name, path=rel, schedule=schedule, prompt=body, enabled=enabled,
-                     active_hours=active, tz=tz, host=host)
+                     active_hours=active, tz=tz, deliver=deliver, host=host)
 
 
 def with_enabled(text: str, enabled: bool, rel: str) -> str:
@@ -158,7 +169,8 @@ def with_field(text: str, key: str, value: str, rel: str) -> str:
 
 def new_file(name: str, prompt: str, *, every: str | None = None, cron: str | None = None,
              active_hours: str | None = None, tz: str | None = None,
-             enabled: bool = True, host: str | None = None) -> str:
+             enabled: bool = True, deliver: str | None = None,
+             host: str | None = None) -> str:
     """The text of a new heartbeat file (checked by `parse`, so a bad one is refused)."""
     from agent.stores.frontmatter_io import dump
 
@@ -172,6 +184,8 @@ def new_file(name: str, prompt: str, *, every: str | None = None, cron: str | No
         meta["active_hours"] = active_hours
     if tz:
         meta["tz"] = tz
+    if deliver:
+        meta["deliver"] = deliver
     if host:
         meta["host"] = host
     text = dump(meta, prompt)

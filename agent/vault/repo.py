@@ -22,9 +22,6 @@ import getpass
 import json
 import os
 import re
-import secrets
-import shutil
-import socket
 import stat
 import subprocess
 import threading
@@ -373,6 +370,7 @@ class Vault:
                 self.git("config", key, value)
 
     def _copy_template(self) -> list[str]:
+        from shutil import copyfile
         copied = []
         template = package_data("vault")
         for src in sorted(template.rglob("*")):
@@ -382,14 +380,14 @@ class Vault:
                 dst.mkdir(parents=True, exist_ok=True)
             elif not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+                copyfile(src, dst)
                 copied.append(str(rel))
         heartbeats = package_data("heartbeat")
         for src in sorted(heartbeats.glob("*.md")):
             dst = self.root / "heartbeat" / src.name
             if not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+                copyfile(src, dst)
                 copied.append(f"heartbeat/{src.name}")
         return copied
 
@@ -458,6 +456,7 @@ class Vault:
         if name and email:
             return Identity(name, email)
         login = getpass.getuser() or "user"
+        import socket
         return Identity(name or login, email or f"{login}@{socket.gethostname() or 'localhost'}")
 
     # ---- git -----------------------------------------------------------------------
@@ -829,6 +828,7 @@ class Vault:
         """
         folder = self.state / "claims"
         folder.mkdir(parents=True, exist_ok=True)
+        import secrets
         path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.json"
         path.write_text(json.dumps({"pid": os.getpid(), "prefix": prefix.strip("/")}))
         return path
@@ -1012,6 +1012,7 @@ def check_host(name: str) -> str:
 
 def default_host() -> str:
     """The hostname's first label, as a machine name ("machine" if it has none)."""
+    import socket
     label = (socket.gethostname() or "").split(".")[0]
     label = re.sub(r"[^A-Za-z0-9._-]", "-", label).strip("-._")[:63]
     return label or "machine"
