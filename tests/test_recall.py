@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 import pytest
 
+from agent.chat.tools.memory import memory_search
+from agent.chat.tools.registry import ToolContext, use_context
 from agent.search import index
+from agent.vault.staged import StagedVault
 from conftest import agent_proc
 from test_search import write_import
 
@@ -134,3 +137,31 @@ def test_rebuild_says_how_it_searches(talk, run):
     out = run("index", "rebuild").output
     assert "words and meaning" in out
     assert index.search(talk, "コーヒー")[0].message_ids == ["c1"]
+
+
+def test_every_markdown_file_a_person_keeps_is_found_by_heading_and_paragraph(vault, run):
+    with vault.locked():
+        vault.write_text("projects/shed.md", "# Garden shed\n\nBuild it from larch planks.\n\n"
+                                             "## Roof\n- corrugated iron sheets\n")
+        vault.write_text(".gitignore", "private/\n")
+        vault.commit("test: notes of a person")
+    (vault.root / "adopted").mkdir()
+    (vault.root / "adopted" / "recipes.md").write_text("## Soup\nLentils, cumin and lemon.\n")
+    (vault.root / "private").mkdir()
+    (vault.root / "private" / "diary.md").write_text("Larch planks are secret here.\n")
+    (vault.root / "skills" / "x").mkdir(parents=True)
+    (vault.root / "skills" / "x" / "SKILL.md").write_text("Larch planks in a skill.\n")
+    hits = index.search(vault, "larch", mode="words")
+    assert [(h.path, h.line) for h in hits] == [("projects/shed.md", 3)]      # not ignored, not skills
+    assert hits[0].kind == "notes" and hits[0].topic == "Garden shed"
+    roof = index.search(vault, "shed roof", mode="words")[0]                  # by its headings
+    assert (roof.path, roof.line, roof.text) == ("projects/shed.md", 6, "corrugated iron sheets")
+    assert index.search(vault, "cumin", mode="words")[0].path == "adopted/recipes.md"   # untracked
+    out = run("search", "cumin").output
+    assert out.startswith("adopted/recipes.md:2  note") and "[cumin]" in out
+    # A full rebuild finds the same (git ls-files, ignored files left out).
+    run("index", "rebuild")
+    assert [h.path for h in index.search(vault, "larch", mode="words")] == ["projects/shed.md"]
+    # The model's memory_search tool finds them too.
+    with use_context(ToolContext(StagedVault(vault), "cli/default", datetime.now().astimezone())):
+        assert memory_search("cumin").startswith("- adopted/recipes.md:2")

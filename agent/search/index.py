@@ -342,7 +342,9 @@ def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats
                 db.execute("INSERT INTO fts(fts) VALUES ('delete-all')")
                 db.execute("DELETE FROM docs")
                 db.execute("DELETE FROM files")
-            paths = walk(vault.root)
+            listed = vault.git("ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                               "--", "*.md", "*.MD", check=False)
+            paths = walk(vault.root, [p for p in listed.split("\0") if p])
             dirty = vault.dirty_paths()
         else:
             changed, dirty = changes
@@ -667,8 +669,10 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
             sim = similarity.get(c.id)
             close = (sim is not None and sim >= fusion.floor and sim - level >= fusion.margin
                      and fusion_mod.substantial(c.text, fusion.min_words))
+            # A neighbour the word ranking lifted stays context of its hit even when
+            # close in meaning: it is read with that hit.
             why = ("words+meaning" if matched and sim is not None else "words" if matched
-                   else "meaning" if close else "context" if c.id in lifted else None)
+                   else "context" if c.id in lifted else "meaning" if close else None)
             if why is None:
                 continue
             made.append((c, Hit(kind=c.kind, path=c.path, line=c.line, ts=c.ts, speaker=c.speaker,
