@@ -165,3 +165,21 @@ def test_every_markdown_file_a_person_keeps_is_found_by_heading_and_paragraph(va
     # The model's memory_search tool finds them too.
     with use_context(ToolContext(StagedVault(vault), "cli/default", datetime.now().astimezone())):
         assert memory_search("cumin").startswith("- adopted/recipes.md:2")
+
+
+def test_small_talk_runs_no_search_and_adds_no_memories(fake_anthropic, vault, run, tmp_path):
+    from fakeanthropic import reply
+    old = [{"session": "import/old", "role": "user", "id": "o1", "ts": "2025-03-01T10:00:00+00:00",
+            "content": "My dentist is Dr Ramirez on Elm Street"},
+           {"session": "import/old", "role": "user", "id": "o2", "ts": "2025-03-01T10:01:00+00:00",
+            "content": "My dentist is Dr Ramirez on Elm Street!"},          # a near-duplicate
+           {"session": "import/old", "role": "user", "id": "o3", "ts": "2025-03-01T10:02:00+00:00",
+            "content": "Dentist ok"}]                                        # too short to tell
+    run("import", str(write_import(tmp_path, old)))
+    fake_anthropic.add(reply("Dr Ramirez."), reply("You're welcome."), reply("Hello!"))
+    run("chat", "-m", "Who is my dentist?")
+    run("chat", "-m", "thanks!")
+    run("chat", "-m", "ありがとう")
+    ctx = [c.body["messages"][-1]["content"][-2]["text"] for c in fake_anthropic.calls()]
+    assert ctx[0].count("Dr Ramirez on Elm Street") == 1 and "Dentist ok" not in ctx[0]
+    assert "Memories" not in ctx[1] and "Memories" not in ctx[2]

@@ -49,13 +49,8 @@ def parse_day(vault, text: str | None, flag: str) -> date | None:
         return date.fromisoformat(t)
     except ValueError:
         pass
-    out = vault.git("rev-parse", f"--since={t}", check=False).strip()
-    try:
-        stamp = int(out.rpartition("=")[2])
-    except ValueError:
-        stamp = None
-    # git reads words it does not know as "now" (or 1970): only "now"/"today" mean now.
-    if not stamp or (abs(stamp - time.time()) < 5 and t.lower() not in ("now", "today")):
+    stamp = vault.date_stamp(t)
+    if stamp is None:
         raise UserError(f"{flag} {text!r}: not a date git understands; use e.g. "
                         f"2025-03-01, yesterday, '2 weeks ago', 'last monday'.")
     return datetime.fromtimestamp(stamp).date()

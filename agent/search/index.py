@@ -342,9 +342,7 @@ def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats
                 db.execute("INSERT INTO fts(fts) VALUES ('delete-all')")
                 db.execute("DELETE FROM docs")
                 db.execute("DELETE FROM files")
-            listed = vault.git("ls-files", "-z", "--cached", "--others", "--exclude-standard",
-                               "--", "*.md", "*.MD", check=False)
-            paths = walk(vault.root, [p for p in listed.split("\0") if p])
+            paths = walk(vault.root, vault.files("*.md", "*.MD"))
             dirty = vault.dirty_paths()
         else:
             changed, dirty = changes

@@ -457,6 +457,26 @@ class Vault:
         p = _run(["rev-parse", "--verify", "-q", "HEAD"], cwd=self.root)
         return p.stdout.strip() or None
 
+    def files(self, *patterns: str) -> list[str]:
+        """The vault's files (tracked, or untracked and not ignored) matching the
+        pathspec patterns, e.g. "*.md"."""
+        out = self.git("ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                       "--", *patterns, check=False)
+        return [p for p in out.split("\0") if p and not _is_state(p)]
+
+    def date_stamp(self, text: str) -> int | None:
+        """A date as `git log --since` reads it ("2 weeks ago", "yesterday", "2025-03-01"),
+        as a Unix time; None when git does not understand it (it reads unknown words as
+        now, or as 1970)."""
+        out = self.git("rev-parse", f"--since={text}", check=False).strip()
+        try:
+            stamp = int(out.rpartition("=")[2])
+        except ValueError:
+            return None
+        if not stamp or (abs(stamp - time.time()) < 5 and text.strip().lower() not in ("now", "today")):
+            return None
+        return stamp
+
     def dirty_paths(self) -> list[str]:
         """Paths with uncommitted changes (modified, added, deleted, untracked)."""
         # Untracked files in the "normal" mode: it is the mode git's untracked cache
