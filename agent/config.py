@@ -153,6 +153,11 @@ def problems(data: dict) -> list[str]:
     """Every problem of parsed agent.toml data, each naming its key."""
     out = []
     for section, table in data.items():
+        if section == "mcp":
+            # MCP servers are named tables of their own; agent.mcp.client checks them.
+            from agent.mcp.settings import problems as mcp_problems
+            out.extend(mcp_problems(table))
+            continue
         if section not in SECTIONS:
             out.append(f"unknown section [{section}]{_hint(section, SECTIONS)}")
             continue

@@ -23,6 +23,7 @@ KINDS = ("at", "every", "cron")
 MISFIRE_GRACE = timedelta(seconds=60)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_SECONDS = 10 * 366 * 86400     # the longest interval: ten years
 _DURATION = re.compile(r"(\d+)\s*([smhdw])")
 _HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 
@@ -40,10 +41,21 @@ def parse_duration(text: str) -> int:
     if not s or _DURATION.sub("", s):
         raise ScheduleError(f"{text!r} is not a duration: write a number and a unit, "
                             f"as in 90s, 30m, 2h, 1d or 1h30m")
+    if len(s) > 64:
+        raise ScheduleError(f"{str(text)[:40]!r}...: too long to be a duration")
     seconds = sum(int(n) * _UNITS[u] for n, u in _DURATION.findall(s))
     if seconds <= 0:
         raise ScheduleError(f"{text!r}: a duration must be longer than zero")
+    if seconds > MAX_SECONDS:
+        raise ScheduleError(f"{text!r}: longer than ten years; give a shorter interval")
     return seconds
+
+
+def _utc(t: datetime) -> datetime:
+    """`t` as UTC: comparisons and arithmetic between two times of one ZoneInfo zone go
+    by wall clock and ignore `fold` (01:10 EST would compare before 01:30 EDT), so
+    every comparison and sum here is made in UTC."""
+    return t.astimezone(timezone.utc)
 
 
 def format_duration(seconds: int) -> str:
@@ -202,8 +214,8 @@ def check_cron(expr: str) -> str:
             f"cron expression {expr!r} has {len(fields)} field{'s' * (len(fields) != 1)}; "
             f"it needs five: minute hour day-of-month month day-of-week, as in \"0 9 * * *\"")
     try:
-        croniter(e)
-    except (ValueError, KeyError) as err:  # croniter's errors subclass ValueError
+        croniter(e, datetime(2000, 1, 1)).get_next(datetime)
+    except (ValueError, KeyError, OverflowError) as err:  # croniter's errors subclass ValueError
         raise ScheduleError(f"invalid cron expression {expr!r}: {err}") from None
     return e
 
@@ -238,17 +250,22 @@ def next_run(schedule: Schedule, now: datetime, anchor: datetime | None = None) 
     expression's wall-clock times in the schedule's time zone: a time that occurs twice
     in autumn fires once, a time skipped in spring fires once at the end of the gap.
     """
+    shown = now.tzinfo
+    now = _utc(now)
     if schedule.kind == "at":
-        return schedule.at if schedule.at is not None and schedule.at > now else None
+        return schedule.at if schedule.at is not None and _utc(schedule.at) > now else None
     if schedule.kind == "every":
-        step = timedelta(seconds=int(schedule.every_seconds or 0))
-        if step <= timedelta(0):
-            return None
-        base = anchor or now
-        if base > now:
-            return base
-        k = (now - base) // step + 1
-        return base + k * step
+        try:
+            step = timedelta(seconds=int(schedule.every_seconds or 0))
+            if step <= timedelta(0):
+                return None
+            base = _utc(anchor) if anchor is not None else now
+            if base > now:
+                return anchor
+            k = (now - base) // step + 1
+            return (base + k * step).astimezone((anchor or now).tzinfo or shown)
+        except OverflowError:
+            return None          # an interval beyond the calendar: it never fires
     if schedule.kind == "cron":
         return _cron_next(schedule.expr or "", zone(schedule.tz), now)
     raise ScheduleError(f"unknown schedule kind {schedule.kind!r}")
@@ -259,12 +276,16 @@ def _cron_next(expr: str, tz: tzinfo, now: datetime) -> datetime | None:
 
     # Iterate over naive wall-clock times (croniter's own DST handling has varied between
     # versions) and map each onto an instant ourselves.
+    now = _utc(now)
     start = _wall(now, tz)
-    it = croniter(expr, start)
-    for _ in range(2000):
-        candidate = resolve_local(it.get_next(datetime), tz)
-        if candidate > now:
-            return candidate
+    try:
+        it = croniter(expr, start)
+        for _ in range(2000):
+            candidate = resolve_local(it.get_next(datetime), tz)
+            if _utc(candidate) > now:
+                return candidate
+    except (ValueError, KeyError, OverflowError):   # CroniterBadDateError: never fires
+        return None
     return None
 
 
@@ -283,7 +304,7 @@ def settle(schedule: Schedule, due: datetime | None, misfire: str, now: datetime
     However many occurrences passed, the answer is one run at most; a job whose time
     was `missed` (nothing was running then) runs once only if its policy is run_once.
     """
-    if due is None or due > now:
+    if due is None or _utc(due) > _utc(now):
         return False, due
     following = next_run(schedule, now, anchor=due)
     if missed and misfire == "skip":
@@ -293,4 +314,4 @@ def settle(schedule: Schedule, due: datetime | None, misfire: str, now: datetime
 
 def is_missed(due: datetime, watching_since: datetime) -> bool:
     """Whether `due` passed before the scheduler was there to see it."""
-    return due < watching_since - MISFIRE_GRACE
+    return _utc(due) < _utc(watching_since) - MISFIRE_GRACE

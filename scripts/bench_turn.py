@@ -17,7 +17,7 @@ daily note per day, memory files, one commit, the search index built), prints:
 
 Targets: overhead median under 50 ms, growing by at most 1.5x between the sizes.
 
-    python scripts/bench_turn.py [--sizes 1000,100000] [--turns 40] [--starts 5] [--keep DIR]
+    python scripts/bench_turn.py [--sizes 1000,100000] [--turns 40] [--starts 5] [--keep DIR] [--compare DIR]
 """
 
 from __future__ import annotations
@@ -224,23 +224,72 @@ def measure_turns(vault: Vault, server: FakeAnthropic, turns: int, warmup: int =
             "window_messages": len(sessions.read_window(vault.root, CHAT).messages)}
 
 
-def measure_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict:
-    times = []
+def _env(server: FakeAnthropic, code: Path) -> dict:
     env = dict(os.environ, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="bench",
-               PYTHONPATH=str(ROOT))
+               PYTHONPATH=str(code))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)   # as installed: the bytecode is cached
+    return env
+
+
+def _start_once(vault: Vault, server: FakeAnthropic, code: Path) -> float:
+    seen = len(server.calls())
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root),
+                             "chat", "-m", "hello"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=_env(server, code))
+    server.wait_for_requests(seen + 1, path="/v1/messages", timeout=60)
+    took = (time.perf_counter() - start) * 1000
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode:
+        raise SystemExit(f"agent chat failed: {err.decode()}")
+    return took
+
+
+def _prompt_once(vault: Vault, server: FakeAnthropic, code: Path) -> float:
+    """From starting `agent chat` (the REPL, on a terminal) to its "> " prompt."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat"],
+                            stdin=slave, stdout=slave,
+                            stderr=slave, env=_env(server, code), close_fds=True)
+    os.close(slave)
+    seen, took = b"", None
+    while took is None and time.perf_counter() - start < 60:
+        ready, _, _ = select.select([master], [], [], 1)
+        if ready:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+            if b"> " in seen:
+                took = (time.perf_counter() - start) * 1000
+    os.write(master, b"\x04")          # Ctrl-D: leave
+    try:
+        proc.wait(timeout=30)
+    finally:
+        os.close(master)
+    if took is None:
+        raise SystemExit(f"no prompt from agent chat: {seen.decode(errors='replace')}")
+    return took
+
+
+def measure_start(vault: Vault, server: FakeAnthropic, runs: int,
+                  codes: list[Path]) -> dict[Path, dict]:
+    """Per checkout, alternating run by run: `agent chat -m` start to request at the
+    server, and the REPL's start to its prompt."""
+    times = {c: {"request": [], "prompt": []} for c in codes}
+    for code in codes:                       # warm the bytecode caches
+        _start_once(vault, server, code)
     for _ in range(runs):
-        seen = len(server.calls())
-        start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root),
-                                 "chat", "--session", "cli/start", "-m", "hello"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        server.wait_for_requests(seen + 1, path="/v1/messages", timeout=60)
-        times.append((time.perf_counter() - start) * 1000)
-        _, err = proc.communicate(timeout=60)
-        if proc.returncode:
-            raise SystemExit(f"agent chat failed: {err.decode()}")
-    return {"start_to_request_median_ms": statistics.median(times),
-            "start_to_request_best_ms": min(times)}
+        for code in codes:
+            times[code]["request"].append(_start_once(vault, server, code))
+            times[code]["prompt"].append(_prompt_once(vault, server, code))
+    return {c: {"start_to_request_median_ms": statistics.median(t["request"]),
+                "start_to_request_best_ms": min(t["request"]),
+                "repl_prompt_median_ms": statistics.median(t["prompt"])} for c, t in times.items()}
 
 
 def measure_parallel_tools(vault: Vault, server: FakeAnthropic) -> dict:
@@ -277,6 +326,8 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=40)
     ap.add_argument("--starts", type=int, default=5)
     ap.add_argument("--keep", type=Path, help="build the vaults here and keep them")
+    ap.add_argument("--compare", type=Path, metavar="DIR",
+                    help="also time `agent chat` of the checkout at DIR, on the same vault")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_turn_"))
@@ -300,7 +351,12 @@ def main() -> None:
                 row = {"messages": size, "build_s": round(built, 1), "index_s": round(indexed, 1)}
                 row.update(measure_turns(vault, server, args.turns))
                 if size == sizes[0]:
-                    row.update(measure_start(vault, server, args.starts))
+                    here = ROOT
+                    codes = [here] + ([args.compare.resolve()] if args.compare else [])
+                    starts = measure_start(vault, server, args.starts, codes)
+                    row.update(starts[here])
+                    if args.compare:
+                        row["compare"] = {"code": str(codes[1]), **starts[codes[1]]}
                     row.update(measure_parallel_tools(vault, server))
                 results.append(row)
                 print(f"{size:>7} messages (vault built in {built:.1f} s, indexed in {indexed:.1f} s, "
@@ -309,10 +365,12 @@ def main() -> None:
                       f"p95 {row['overhead_p95_ms']:.1f} ms  (prompt {row['prompt_median_ms']:.1f}, "
                       f"persist+commit+index {row['persist_median_ms']:.1f}; model calls "
                       f"{row['model_median_ms']:.1f} ms excluded)")
-                if "start_to_request_median_ms" in row:
-                    print(f"        `agent chat -m` start to request at the server: median "
-                          f"{row['start_to_request_median_ms']:.0f} ms, best "
-                          f"{row['start_to_request_best_ms']:.0f} ms")
+                for r, label in ((row, ""), (row.get("compare"), " (compare)")):
+                    if r and "start_to_request_median_ms" in r:
+                        print(f"        `agent chat -m` start to request at the server{label}: "
+                              f"median {r['start_to_request_median_ms']:.0f} ms, best "
+                              f"{r['start_to_request_best_ms']:.0f} ms; REPL prompt after "
+                              f"{r['repl_prompt_median_ms']:.0f} ms")
                 if "two_tools_s" in row:
                     print(f"        two 0.4 s tools in one reply: {row['two_tools_s']:.2f} s "
                           f"(concurrent when under 0.75 s)")

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from agent.stores import archive
 from agent.dream import dream_status, run_dream
 from agent.llm import make_provider
 from conftest import agent_proc, subjects
@@ -37,6 +38,11 @@ USER = """\
 - Lives in Berlin
 - Prefers tea to coffee
 """
+
+
+def consolidated(vault):
+    """The archive entries `.dream_cursor` records as consolidated, as id ranges."""
+    return archive.read_consolidated(vault.root).ranges
 
 
 @pytest.fixture
@@ -105,13 +111,21 @@ def test_two_phases_end_to_end(seeded, run, fake_anthropic):
     assert read(vault, "MEMORY.md") == MEMORY + "\n## Travel\n\n- Flying to Kyoto on 2026-12-03\n"
     assert read(vault, "USER.md") == USER.replace("- Lives in Berlin",
                                                   "- Lives in Lisbon (since 2026-11-13)")
-    assert read(vault, ".dream_cursor") == "3\n"
+    assert consolidated(vault) == ((1, 3),)
     # One agent commit holding the edits and the cursor, with its trailers.
     assert vault.git("rev-parse", "HEAD~1").strip() == before
     assert subjects(vault)[0] == "dream: +1 fact, 1 updated, 0 removed (archive 1..3)"
     assert vault.git("log", "-1", "--format=%an <%ae>").strip() == "agent <agent@localhost>"
     assert sorted(vault.git("show", "--name-only", "--format=", "HEAD").split()) == [
-        ".dream_cursor", "MEMORY.md", "USER.md"]
+        ".dream_cursor", ".dream_ledger.jsonl", "MEMORY.md", "USER.md"]
+    # The ledger says which findings and archive entries produced each edit.
+    ledger = [json.loads(line) for line in read(vault, ".dream_ledger.jsonl").splitlines()]
+    assert [(r["run"], r["op"], r["file"], r["line"], r["archive"], r["exact"]) for r in ledger] == [
+        ("1..3", "add", "MEMORY.md", "- Flying to Kyoto on 2026-12-03", [1], True),
+        ("1..3", "update", "USER.md", "- Lives in Lisbon (since 2026-11-13)", [2], True)]
+    assert ledger[0]["findings"][0]["statement"] == "Flying to Kyoto on 2026-12-03"
+    assert ledger[1]["old"] == "- Lives in Berlin"
+    assert "dream_ledger" not in vault.git("log", "-p", "--", "MEMORY.md")
     t = trailers(vault)
     assert t["Cursor"] == "0 -> 3"
     assert t["Batch"] == ", ".join(server.batches)
@@ -190,7 +204,7 @@ def test_resume_after_kill_9_while_polling_makes_no_second_batch(seeded, fake_an
     assert done.returncode == 0, done.stderr
     assert custom_ids(server) == [["analyst-1-3"], ["editor-1-3"]]   # no second analyst batch
     assert trailers(vault)["Batch"].startswith(saved + ", ")
-    assert read(vault, ".dream_cursor") == "3\n"
+    assert consolidated(vault) == ((1, 3),)
     assert "- Flying to Kyoto on 2026-12-03" in read(vault, "MEMORY.md")
 
 
@@ -358,12 +372,18 @@ def test_no_op_run_advances_the_cursor_in_a_commit_that_says_so(seeded, run, fak
     assert trailers(vault)["Cursor"] == "0 -> 3"
     assert "Nothing to change in memory (0 findings" in head_message(vault)
     assert vault.git("show", "--name-only", "--format=", "HEAD").split() == [".dream_cursor"]
-    assert read(vault, ".dream_cursor") == "3\n"
+    assert consolidated(vault) == ((1, 3),)
     assert read(vault, "MEMORY.md") == MEMORY
 
 
 def test_shrink_guard_refuses_mass_deletion_unless_allowed(seeded, run, fake_anthropic):
     vault, server = seeded, fake_anthropic
+    # The facts as the agent's own (a person's lines have their own guard, see
+    # test_hardening_dream): this test is about how many facts one run may remove.
+    (vault.root / "MEMORY.md").write_text("")
+    vault.git("commit", "-qam", "emptied")
+    (vault.root / "MEMORY.md").write_text(MEMORY)
+    vault.git("commit", "-qam", "the agent's facts", env=vault.agent_identity().env())
     deletes = [op("delete", old="- Dentist appointment on 2026-11-25", reason="past"),
                op("delete", old="- The team uses Postgres 16", reason="stale")]
     server.add(json_reply({"findings": [finding("stale", kind="stale")]}),
@@ -434,7 +454,7 @@ def test_reverting_a_dream_commit_restores_memory_and_cursor(seeded, run, fake_a
     vault, server = seeded, fake_anthropic
     script_kyoto(server)
     assert run("dream", *FAST).exit_code == 0
-    assert read(vault, ".dream_cursor") == "3\n"
+    assert consolidated(vault) == ((1, 3),)
 
     if how == "agent undo":
         assert run("undo").exit_code == 0
@@ -498,7 +518,7 @@ def test_falls_back_to_plain_calls_when_batches_are_not_supported(seeded, run, f
     assert "no Message Batches; using plain Messages calls" in result.output
     assert [r.status for r in server.calls("/v1/messages/batches")] == [404]
     assert len(server.calls("/v1/messages")) == 2
-    assert read(vault, ".dream_cursor") == "3\n"
+    assert consolidated(vault) == ((1, 3),)
 
 
 # ---- nothing to do, set-aside sessions, bounds, cancel --------------------------------------
@@ -528,14 +548,14 @@ def test_heartbeat_and_dream_sessions_are_not_input(vault, run, fake_anthropic):
     assert custom_ids(server) == [["analyst-2-2"]]
     data = batch_creates(server)[0]["requests"][0]["params"]["messages"][0]["content"][1]["text"]
     assert "Miso" in data and "heartbeat said OK" not in data and "a dream transcript" not in data
-    assert read(vault, ".dream_cursor") == "3\n"               # the cursor passes them
+    assert consolidated(vault) == ((1, 3),)               # the cursor passes them
 
     write_entries(vault, [{"summary": "heartbeat again", "session": "heartbeat/morning"}])
     only = run("dream")
     assert only.exit_code == 0
     assert len(batch_creates(server)) == 1                     # no model for set-aside entries
     assert subjects(vault)[0] == "dream: no changes (archive 4..4)"
-    assert read(vault, ".dream_cursor") == "4\n"
+    assert consolidated(vault) == ((1, 4),)
 
 
 def test_max_entries_bounds_one_run(seeded, run, fake_anthropic):
@@ -544,7 +564,7 @@ def test_max_entries_bounds_one_run(seeded, run, fake_anthropic):
     result = run("dream", *FAST, "--max-entries", "2")
     assert result.exit_code == 0, result.output
     assert custom_ids(server) == [["analyst-1-2"]]
-    assert read(vault, ".dream_cursor") == "2\n"
+    assert consolidated(vault) == ((1, 2),)
     assert dream_status(vault)["waiting"] == 1
 
 

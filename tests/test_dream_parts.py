@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from agent.stores import archive
 from agent.dream import prompts
 from agent.dream.cost import estimate, prices
 from agent.dream.ops import apply_ops
@@ -19,12 +20,12 @@ from dreamkit import ANALYST_SCHEMA, EDITOR_SCHEMA, finding, op, write_entries
 def test_select_sets_aside_heartbeat_and_dream_sessions_but_covers_them(vault):
     write_entries(vault, ["a", {"summary": "hb", "session": "heartbeat/morning"}, "b",
                           {"summary": "d", "session": "dream/nightly"}])
-    sel = prompts.select(vault.root, 0)
+    sel = prompts.select(vault.root, archive.Consolidated.parse('0'))
     assert [e.id for e in sel.entries] == [1, 3]
     assert [e.id for e in sel.skipped] == [2, 4]
     assert (sel.first, sel.through) == (1, 4)
-    assert prompts.select(vault.root, 4).empty
-    bounded = prompts.select(vault.root, 1, max_entries=2)
+    assert prompts.select(vault.root, archive.Consolidated.parse('4')).empty
+    bounded = prompts.select(vault.root, archive.Consolidated.parse('1'), max_entries=2)
     assert [e.id for e in bounded.entries] == [3] and bounded.through == 3
 
 
@@ -40,7 +41,7 @@ def test_chunks_respect_the_token_budget_and_keep_order():
 
 def test_raw_messages_stay_within_their_budget(vault):
     write_entries(vault, [{"summary": "s", "message": "w" * 1000}], messages_per_entry=6)
-    entry = prompts.select(vault.root, 0).entries[0]
+    entry = prompts.select(vault.root, archive.Consolidated.parse('0')).entries[0]
     cache = prompts.SessionCache(vault.root)
     obj = json.loads(prompts.render_entry(entry, cache, raw_tokens=500))
     assert sum(len(m["text"]) for m in obj["messages"]) <= 500 * 4 + 10
@@ -58,7 +59,7 @@ def test_an_entry_spanning_two_month_files_gets_both_ranges(vault):
             "source": [{"file": nov, "from": "b", "through": "c"},
                        {"file": dec, "from": "d", "through": "d"}]}
     vault.write_text("archive/2026/12/1.md", archive.render(1, meta, "s"))
-    entry = prompts.select(vault.root, 0).entries[0]
+    entry = prompts.select(vault.root, archive.Consolidated.parse('0')).entries[0]
     obj = json.loads(prompts.render_entry(entry, prompts.SessionCache(vault.root)))
     assert [m["text"] for m in obj["messages"]] == ["b text", "c text", "d text"]
 
@@ -66,7 +67,7 @@ def test_an_entry_spanning_two_month_files_gets_both_ranges(vault):
 def test_a_missing_session_file_does_not_stop_the_dream(vault):
     write_entries(vault, ["s"])
     (vault.root / "sessions/cli/default/2026-11.jsonl").unlink()
-    entry = prompts.select(vault.root, 0).entries[0]
+    entry = prompts.select(vault.root, archive.Consolidated.parse('0')).entries[0]
     obj = json.loads(prompts.render_entry(entry, prompts.SessionCache(vault.root)))
     assert obj["messages"] == [] and "is missing" in obj["messages_unavailable"]
     assert obj["summary"] == "s"
@@ -195,14 +196,18 @@ def test_a_quote_with_the_prompts_line_number_still_matches():
     assert a.removed == 1 and "Likes Postgres" not in a.texts["MEMORY.md"]
 
 
-def test_deleting_more_than_a_quarter_of_a_files_facts_is_refused():
+def test_rewriting_more_than_a_quarter_of_a_files_facts_is_refused():
     one = [op("delete", "USER.md", old="- Has a cat")]
     two = one + [op("delete", "USER.md", old="- Prefers tea")]
     assert apply(one).removed == 1                              # 1 of 4: a quarter is allowed
-    a = apply(two + [op("update", "USER.md", old="- Runs on Sundays", new="- Runs on Saturdays")])
-    assert [r.status for r in a.results] == ["refused", "refused", "applied"]
-    assert a.texts["USER.md"] == USER.replace("Sundays", "Saturdays")
+    a = apply(two)
+    assert [r.status for r in a.results] == ["refused", "refused"]
     assert any("2 of 4 facts would be deleted" in n for n in a.notes)
+    # Updates count with deletions: a run cannot rewrite memory any more than empty it.
+    a = apply(one + [op("update", "USER.md", old="- Runs on Sundays", new="- Runs on Saturdays")])
+    assert [r.status for r in a.results] == ["refused", "refused"]
+    assert a.texts["USER.md"] == USER
+    assert any("2 of 4 facts would be updated or deleted" in n for n in a.notes)
     assert apply(two, allow_shrink=True).removed == 2
 
 
@@ -274,7 +279,7 @@ def test_a_dream_left_in_flight_by_an_earlier_version_is_applied(vault, run):
     assert result.exit_code == 0, result.output
     assert "Committed" in result.output and "+1 fact" in result.output
     assert "- Flying to Kyoto on 2026-12-03" in (vault.root / "MEMORY.md").read_text()
-    assert (vault.root / ".dream_cursor").read_text() == "3\n"
+    assert archive.read_consolidated(vault.root).ranges == ((1, 3),)
     assert not (vault.state / "dream.json").exists()
 
 

@@ -439,3 +439,102 @@ def test_shell_completion_as_the_readme_sets_it_up():
     assert p.returncode == 0 and p.stdout.split() == ["plain,sessions"]
     p = agent_proc(env={"_AGENT_COMPLETE": "zsh_source"})
     assert "compdef" in p.stdout
+
+
+# ---- messages -----------------------------------------------------------------------------
+
+
+def test_undo_says_truthfully_when_everything_was_undone(vault, run):
+    r = run("undo")
+    assert r.exit_code == 1
+    assert "Nothing to undo: the agent has changed nothing since the vault was made." in r.output
+    run("note", "one")
+    assert run("undo").exit_code == 0
+    undo_sha = vault.head()[:7]
+    r = run("undo")
+    assert r.exit_code == 1
+    assert (f"Nothing to undo: every agent change since the vault was made has been undone "
+            f"(the last by {undo_sha}).") in r.output
+
+
+def test_undo_conflict_names_a_deleted_file(vault, run):
+    (vault.root / "notes.md").write_text("a\n")
+    run("note", "commit the file")                     # notes.md committed as a hand edit
+    with vault.locked():
+        vault.write_text("notes.md", "a\nb\n")
+        agent_sha = vault.commit("remember: add b to notes.md")
+    (vault.root / "notes.md").unlink()
+    run("note", "deleted by hand")
+    r = run("undo", agent_sha)
+    assert r.exit_code == 1
+    assert "conflicts with later changes in notes.md." in r.output
+    assert "tree" not in r.output
+
+
+def test_api_errors_are_printed_once_and_401_names_the_key(fake_anthropic, vault):
+    fake_anthropic.api_keys = {"the-right-key"}
+    p = agent_proc("chat", "-m", "hello", vault=vault.root,
+                   env={"ANTHROPIC_BASE_URL": fake_anthropic.url, "ANTHROPIC_API_KEY": "wrong"})
+    assert p.returncode == 1
+    assert p.stderr.count("refused the key") == 1, p.stderr
+    assert "Check ANTHROPIC_API_KEY" in p.stderr and "turn 1 of" not in p.stderr
+
+
+def test_import_accepts_a_byte_order_mark_and_names_an_empty_file(vault, run, tmp_path):
+    f = tmp_path / "bom.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + json.dumps({"session": "telegram/me", "role": "user",
+                                                 "content": "hi", "ts": "2024-03-01T10:00:00+09:00",
+                                                 "id": "t1"}).encode() + b"\n")
+    r = run("import", str(f))
+    assert r.exit_code == 0 and "Imported 1 message into 1 session" in r.output
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    r = run("import", str(empty))
+    assert r.exit_code == 0 and "Nothing to import: empty.jsonl is empty." in r.output
+
+
+def test_init_counts_what_the_commit_adds(tmp_path, run):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.md").write_text("- milk\n")
+    r = run("init", str(notes))
+    assert r.exit_code == 0, r.output
+    v = Vault.open(notes)
+    subject = v.git("log", "-1", "--format=%s").strip()
+    added = v.git("show", "--name-status", "--format=", "HEAD").splitlines()
+    n = sum(1 for l in added if l.startswith("A"))
+    assert subject == f"init: adopt this folder as a vault ({n} files added)"
+
+
+def test_cron_add_refuses_a_second_job_of_the_same_name(vault, run):
+    assert run("cron", "add", "daily", "-m", "plan", "--every", "1h").exit_code == 0
+    head = vault.head()
+    r = run("cron", "add", "daily", "-m", "again", "--every", "2h")
+    assert r.exit_code == 1 and 'a cron job is already named "daily"' in r.output
+    assert vault.head() == head
+    assert run("cron", "remove", "daily").exit_code == 0
+
+
+def test_ctrl_c_during_archive_says_what_was_kept(fake_anthropic, vault, run):
+    import signal
+    import subprocess
+    from fakeanthropic import json_reply
+    fake_anthropic.add(reply("hi"), reply("there"))
+    run("chat", "-m", "hello")
+    run("chat", "--session", "cli/b", "--new", "-m", "hello b")
+    fake_anthropic.add(json_reply({"topic": "Greeting", "summary": "They said hello.",
+                                   "importance": 0.2}),
+                       json_reply({"topic": "B", "summary": "b", "importance": 0.2}, delay=30))
+    env = {**os.environ, "ANTHROPIC_BASE_URL": fake_anthropic.url, "ANTHROPIC_API_KEY": "test-key"}
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "archive",
+                             "--all"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    fake_anthropic.wait_for_requests(4, path="/v1/messages", timeout=60)
+    head = vault.head()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "cli/b: archive entry" in out and "cli/default: archive" not in out
+    assert "[interrupted: cli/b archived; cli/default is unchanged]" in err
+    assert "Aborted" not in err and "Traceback" not in err
+    assert vault.head() == head

@@ -268,3 +268,15 @@ def test_fsmonitor_and_filter_drivers_never_run_for_agent_git_calls(vault, run, 
     assert not ran.exists()
     assert subjects(vault)[:2] == ["note: add 1 line to " + r.output.split(":")[0],
                                    "edit: .gitattributes, MEMORY.md by hand"]
+
+
+def test_note_to_a_daily_note_linking_out_changes_nothing(vault, run, secret_file):
+    from datetime import datetime
+    rel = f"memory/{datetime.now().astimezone():%Y-%m-%d}.md"
+    (vault.root / "memory").mkdir(exist_ok=True)
+    os.symlink(secret_file, vault.root / rel)
+    head = vault.head()
+    r = run("note", "x")
+    assert r.exit_code == 1 and "outside the vault" in r.output
+    assert vault.head() == head
+    assert secret_file.read_text().startswith("ANTHROPIC_API_KEY")

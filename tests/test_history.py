@@ -84,7 +84,7 @@ def test_undo_of_a_session_takes_its_newest_turn_not_yet_undone(vault):
     try:
         history.undo(vault, session="cli/a")
     except history.NothingToUndo as e:
-        assert str(e) == "Nothing to undo in cli/a."
+        assert str(e).startswith("Nothing to undo in cli/a: every turn of it has been undone")
     else:
         raise AssertionError("a second undo found something")
 

@@ -4,7 +4,6 @@ use the scripted one, where an HTTP round trip adds nothing."""
 
 from __future__ import annotations
 
-import ast
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -15,7 +14,7 @@ from agent.llm import Message, NotFound, ProviderError, make_provider
 from agent.llm.anthropic import NoApiKey
 from agent.llm.scripted import ScriptedProvider, failure, json_reply, reply, tool_use
 from agent.stores import archive, sessions
-from conftest import ROOT, subjects
+from conftest import subjects
 from fakeanthropic import error
 from fakeanthropic import reply as fake_reply
 from fakeanthropic import tool_use as fake_tool_use
@@ -165,11 +164,13 @@ def test_compaction_summary_becomes_an_archive_entry(vault):
     run_turn(vault, p, "cli/default", "I like green tea", NOW)
     entry = compact_session(vault, p, "cli/default", NOW, force=True)
 
-    assert entry == 1 and subjects(vault)[0] == "archive(cli/default): Green tea"
+    # The id is the entry's time and four random digits (unique across machines).
+    assert str(entry).startswith(NOW.strftime("%Y%m%d%H%M%S")) and len(str(entry)) == 18
+    assert subjects(vault)[0] == "archive(cli/default): Green tea"
     req = p.requests[-1]
     assert req.kind == "create" and req.params["output_config"]["format"]["type"] == "json_schema"
     assert "I like green tea" in req.params["messages"][0]["content"]
-    text = archive.entry_path(1, NOW)
+    text = archive.entry_path(entry, NOW)
     assert "The user likes green tea." in (vault.root / text).read_text()
 
 
@@ -180,32 +181,6 @@ def test_compaction_failure_changes_nothing(vault):
     with pytest.raises(CompactError, match="lacks a topic"):
         compact_session(vault, p, "cli/default", NOW, force=True)
     assert vault.head() == head
-
-
-# ---- the rule: only agent/llm talks to the SDK ----------------------------------------
-
-
-def test_only_agent_llm_imports_the_sdk_or_calls_client_messages():
-    offenders = []
-    for path in sorted((ROOT / "agent").rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith("agent/llm/"):
-            continue
-        source = path.read_text(encoding="utf-8")
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "anthropic"
-                                                    for a in node.names):
-                offenders.append(f"{rel}:{node.lineno} imports anthropic")
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "anthropic":
-                offenders.append(f"{rel}:{node.lineno} imports from anthropic")
-            elif isinstance(node, ast.ImportFrom) and node.module == "agent.llm.anthropic" and any(
-                    a.name == "make_client" for a in node.names):
-                offenders.append(f"{rel}:{node.lineno} makes an SDK client")
-            elif (isinstance(node, ast.Attribute) and node.attr == "messages"
-                  and isinstance(node.value, (ast.Name, ast.Attribute))
-                  and (getattr(node.value, "id", None) or getattr(node.value, "attr", "")).endswith("client")):
-                offenders.append(f"{rel}:{node.lineno} calls client.messages")
-    assert offenders == []
 
 
 def test_message_text_joins_text_blocks_only():

@@ -253,9 +253,11 @@ def test_corrupt_cron_json_names_line_and_column():
      "misfire must be run_once or skip"),
 ])
 def test_hand_edited_job_problems_name_the_job(job, problem):
-    with pytest.raises(cronfile.CronFileError, match=problem) as e:
-        cronfile.loads(_file(job))
-    assert str(e.value).startswith("cron.json: job 1")
+    # One bad job is reported and skipped, and written back as it was.
+    cf = cronfile.loads(_file(job))
+    assert cf.jobs == [] and len(cf.problems) == 1
+    assert problem in cf.problems[0] and cf.problems[0].startswith("cron.json: job 1")
+    assert json.loads(cronfile.dumps(cf))["jobs"] == [job]
 
 
 # ---- agent cron ----------------------------------------------------------------------------------

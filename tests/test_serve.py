@@ -493,15 +493,35 @@ def test_a_second_serve_exits_at_once_and_a_killed_ones_lock_is_taken_over(vault
     assert third.stop(signal.SIGINT) == 0
 
 
-def test_corrupt_cron_json_stops_serve_before_it_starts(vault, fake_anthropic):
+def test_corrupt_cron_json_is_reported_and_heartbeats_still_run(vault, fake_anthropic):
     path = vault.root / "cron.json"
     path.write_text('{"version": 1,\n "jobs": [\n  {"id": "x",}\n ]\n}\n')
     before = path.read_bytes()
-    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "serve"],
-                       capture_output=True, text=True, timeout=30)
-    assert p.returncode == 1
-    assert "cron.json:3:14: not valid JSON" in p.stderr and "Traceback" not in p.stderr
+    heartbeat_file(vault, "notes", "every: 1h\n")
+    fake_anthropic.default_reply = reply("Noted the notes.")
+    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "serve",
+                        "--once"], capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert "cron.json:3:14: not valid JSON" in out and "Traceback" not in out
+    assert "heartbeat notes: ok" in out
+    assert any(s.startswith("heartbeat(heartbeat/notes): ") for s in subjects(vault))
     assert path.read_bytes() == before
+
+
+def test_a_dream_schedule_changed_while_serve_was_stopped_wins(vault, fake_anthropic):
+    s, clock = server_at(vault, datetime(2026, 11, 20, 10, 0).astimezone())
+    s.reload(clock())
+    s.dream.run(clock())
+    saved = s.dream.state["dream_next"]
+    assert saved.startswith("2026-11-21T03:00")
+    # Stopped; agent.toml's schedule changed; started again.
+    set_toml = (vault.root / "agent.toml")
+    set_toml.write_text(set_toml.read_text().replace('schedule = "0 3 * * *"',
+                                                     'schedule = "30 11 * * *"'))
+    s2, clock2 = server_at(vault, datetime(2026, 11, 20, 10, 5).astimezone())
+    s2.reload(clock2(), first=True)
+    s2.dream.run(clock2())
+    assert s2.dream.state["dream_next"].startswith("2026-11-20T11:30")
 
 
 def _slow_job(vault, run, fake_anthropic, text):

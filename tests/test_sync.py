@@ -11,15 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from agent.cli.app import cli
 from agent.vault.repo import Vault
-from conftest import agent_proc, subjects
+from conftest import subjects
 
 MARKERS = ("<<<<<<<", ">>>>>>>", "=======\n")
 
@@ -227,7 +225,7 @@ def test_an_older_vault_converts_its_merge_rules_in_one_commit(tmp_path, vault, 
     attrs.write_text("sessions/**/*.jsonl merge=union\nmemory/*.md merge=union\n*.png binary\n")
     agent(vault.root, "note", "x")
     agent(vault.root, "sync")
-    assert "sync: merge rules for the vault's files in .gitattributes" in subjects(vault)
+    assert "sync: set up this vault for syncing between machines" in subjects(vault)
     text = attrs.read_text()
     assert "merge=union" not in text and "*.png binary" in text
     assert "MEMORY.md merge=agent-facts" in text
@@ -285,3 +283,44 @@ def test_kill_9_at_random_instants_of_a_sync_loses_nothing(tmp_path, vault, remo
         assert len(list((v.root / "memory").glob("2026-10-*.md"))) == 20
         no_markers(v)
     assert vault.head() == b.head()
+
+
+def test_archive_entries_from_both_machines_are_each_consolidated_once(tmp_path, vault, remote):
+    from datetime import datetime, timezone
+
+    from agent.stores import archive
+    # An older vault: entries 1..3 and the old single-number cursor.
+    for i in (1, 2, 3):
+        (vault.root / f"archive/2026/10/{i}.md").parent.mkdir(parents=True, exist_ok=True)
+        (vault.root / f"archive/2026/10/{i}.md").write_text(f"---\nid: {i}\nsession: cli/default\n---\nold {i}\n")
+    (vault.root / ".dream_cursor").write_text("3\n")
+    agent(vault.root, "note", "old entries")
+    agent(vault.root, "sync")
+    assert "sync: set up this vault for syncing between machines" in subjects(vault)
+    assert archive.read_consolidated(vault.root).ranges == ((1, 3),)
+    b = clone(tmp_path, remote, "b")
+    # Both machines compact in the same second: the ids still differ.
+    when = datetime(2026, 11, 23, 14, 5, 22, tzinfo=timezone.utc)
+    made = {}
+    for v, who in ((vault, "a"), (b, "b")):
+        eid = archive.new_id(v.root, when)
+        with v.locked():
+            v.write_text(archive.entry_path(eid, when),
+                         archive.render(eid, {"session": "cli/default"}, f"from {who}"))
+            v.commit(f"archive(cli/default): {who}")
+        made[who] = eid
+    assert made["a"] != made["b"] and min(made.values()) > 3
+    # Each machine's dream consolidates its own entry (the record the dream writes).
+    for v, who in ((vault, "a"), (b, "b")):
+        with v.locked():
+            v.write_text(archive.CURSOR, archive.read_consolidated(v.root).add([made[who]]).render())
+            v.commit(f"dream: no changes ({who})")
+    agent(vault.root, "sync")
+    agent(b.root, "sync")
+    agent(vault.root, "sync")
+    for v in (vault, b):
+        done = archive.read_consolidated(v.root)
+        assert all(i in done for i, _ in archive.entry_ids(v.root))   # none waits, none twice
+        assert "(0 waiting)" in agent(v.root, "status").output
+        no_markers(v)
+    assert (vault.root / ".dream_cursor").read_text() == (b.root / ".dream_cursor").read_text()

@@ -195,7 +195,7 @@ def compact_session(vault, provider: Provider, session: str, now: datetime, *, f
         now_window = sessions.read_window(vault.root, session).messages
         if not now_window or now_window[0].get("id") != part[0].get("id"):
             return None
-        entry_id = archive.newest_id(vault.root) + 1
+        entry_id = archive.new_id(vault.root, now)
         meta = {"session": session, "created": now.isoformat(timespec="seconds"),
                 "source": _source(part, files), "topic": topic, "importance": importance,
                 "tokens": context.estimate_tokens(part)}

@@ -20,6 +20,7 @@ message and the partial reply, marked `"interrupted": true`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import secrets
@@ -80,13 +81,20 @@ def _tool_logger(vault):
     return log_exception
 
 
-def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None) -> list[dict]:
-    """tool_result blocks for the tool_use blocks `calls`, run at once, in their order."""
+def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
+              mcp=None) -> list[dict]:
+    """tool_result blocks for the tool_use blocks `calls`, run at once, in their order.
+
+    `mcp` (an agent.mcp.client.Hub) answers the calls of its servers' tools.
+    """
     logger = _tool_logger(ctx.vault)
 
     def one(call: dict) -> dict:
-        with registry.use_context(ctx):
-            text, is_error = registry.call(call["name"], call.get("input"), log=logger)
+        if mcp is not None and mcp.owns(call["name"]):
+            text, is_error = mcp.call(call["name"], call.get("input"))
+        else:
+            with registry.use_context(ctx):
+                text, is_error = registry.call(call["name"], call.get("input"), log=logger)
         block = {"type": "tool_result", "tool_use_id": call["id"], "content": text}
         if is_error:
             block["is_error"] = True
@@ -108,6 +116,18 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None) -> 
     finally:
         # On Ctrl-C do not wait for tools still running; their staged writes are dropped.
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _mcp_servers(vault, settings):
+    """The MCP servers of agent.toml, started (once per process), and one line for each
+    that failed; (None, []) when there are none (the SDK is not even imported)."""
+    if not (settings.raw.get("mcp") or {}).get("servers"):
+        return None, []
+    from agent.mcp.client import hub_for
+    hub = hub_for(vault.root, settings.raw)
+    if hub is None:
+        return None, []
+    return hub, hub.start()
 
 
 # ---- persisting -----------------------------------------------------------------------
@@ -149,11 +169,16 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
 
     with _hold_sigint():
         with vault.locked():
-            if staged is not None:
-                staged.apply()
+            change = _renumber(vault, session, lines, change)
+            # The commit this will be, journalled first: a kill before it lands leaves a
+            # `recover` commit that tells the turn (and undo takes back); the transcript
+            # goes in before the memory files, so a fact never lands without it.
+            vault.intend(change)
             if lines:
                 vault.append_lines(sessions.month_file(session, now),
                                    [sessions.dumps(line) for line in lines])
+            if staged is not None:
+                staged.apply()
             if before_commit is not None:
                 before_commit()
             sha = vault.commit(change)
@@ -178,6 +203,27 @@ def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
                   + blocks(messages[0]["content"])}
         return prefix[:-1] + [joined] + messages[1:]
     return prefix + messages
+
+
+def _renumber(vault, session: str, lines: list[dict], change: Change) -> Change:
+    """Give the turn the next free number as the session is now, under the lock.
+
+    The number was taken when the prompt was built, before the model call; a concurrent
+    turn on the same session may have saved that number meanwhile.
+    """
+    if not lines or not isinstance(lines[0].get("turn"), int):
+        return change
+    last = sessions.Session(vault.root, session).last_turn()
+    if last < lines[0]["turn"]:
+        return change
+    turn = last + 1
+    for line in lines:
+        line["turn"] = turn
+        if isinstance(line.get("id"), str) and "." in line["id"]:
+            line["id"] = f"{turn}.{line['id'].split('.', 1)[1]}"
+    if "Turn" in change.trailers:
+        change = dataclasses.replace(change, trailers={**change.trailers, "Turn": str(turn)})
+    return change
 
 
 # ---- the turn -------------------------------------------------------------------------
@@ -220,6 +266,10 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
                                readonly=readonly, messages=messages,
                                parent=f"{session} turn {turn}")
     tools = registry.definitions(settings=settings, readonly=readonly)
+    # MCP servers' tools may change anything outside the vault: not for a read-only run.
+    mcp, mcp_notes = (None, []) if readonly else _mcp_servers(vault, settings)
+    if mcp is not None:
+        tools = tools + mcp.definitions()
 
     usage = zero_usage()
     new: list[dict] = []          # the turn's messages after the user's: (role, content)
@@ -263,16 +313,18 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             if not calls:
                 reply = _text_of(blocks)
                 break
-            results = run_tools(calls, ctx, on_tool=on_tool)
+            results = run_tools(calls, ctx, on_tool=on_tool, mcp=mcp)
             messages.append({"role": "user", "content": list(results)})
             new.append({"role": "user", "content": results})
         else:
             reply = _text_of(new[-2]["content"]) if len(new) >= 2 else ""
             error = (f"Stopped: the turn reached its limit of {settings.max_iterations} model "
                      f"calls (chat.max_iterations in agent.toml).")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
         reply = "".join(streamed)
+        if getattr(e, "partial_usage", None) is not None:
+            add_usage(usage, e.partial_usage)
         # Every sub-agent this turn started stops too, and saves what it did.
         cancel.set()
         cancel.settle()
@@ -316,9 +368,11 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     sha = persist(vault, staged, session, now, lines,
                   Change(kind, shorten(text), scope=scope or session, trailers=trailers),
                   before_commit=(lambda: on_save(error_line, interrupted)) if on_save else None)
+    turn = lines[0]["turn"] if lines else turn
     result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)
+    result.notes.extend(mcp_notes + (mcp.problems() if mcp is not None else []))
 
     window = prompt.window + lines
     if not interrupted and context.estimate_tokens(window) > settings.window_tokens:

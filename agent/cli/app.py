@@ -13,9 +13,10 @@ import click
 
 from agent.stores import archive
 from agent.stores import memory
+from agent.stores import sessions
 from agent.stores import merge
-from agent.cli.common import (AgentGroup, after_change, get_vault, page, report_recovery,
-                                   vault_option, vault_path)
+from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
+                              report_recovery, vault_option, vault_path)
 from agent.errors import UserError
 from agent.vault import history, safe
 from agent.vault import sync as syncing
@@ -62,12 +63,13 @@ def note(text):
     """Append a timestamped bullet to today's daily note."""
     body = " ".join(text)
     if not body and not sys.stdin.isatty():
-        body = sys.stdin.read()
+        body = read_stdin("note")
     if not body.strip():
         raise click.ClickException('Nothing to note: give the text, as in agent note "call the dentist"')
     vault = get_vault()
     t = now()
     rel = memory.daily_path(t.date())
+    vault.check_writable(rel)
     with vault.locked():
         report_recovery(vault)
         vault.append_line(rel, memory.note_line(body, t), header=memory.daily_header(t.date()))
@@ -90,10 +92,11 @@ def status():
     ids = archive.entry_ids(root)
     newest = ids[-1][0] if ids else 0
     try:
-        cursor = archive.read_cursor(root)
+        done = archive.read_consolidated(root)
     except UserError as e:
         warnings.append(str(e))
-        cursor = 0
+        done = archive.Consolidated()
+    cursor = done.high
 
     texts = {}
     for name in (memory.MEMORY, memory.USER):
@@ -122,7 +125,7 @@ def status():
         if clashes:
             click.echo(f"            {name}: {clashes} sync conflict{'s' * (clashes != 1)} "
                        f"(both versions kept; the next dream settles them, or edit the file)")
-    waiting = sum(1 for i, _ in ids if i > cursor)
+    waiting = sum(1 for i, _ in ids if i not in done)
     click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
     tracking = syncing.ahead_behind(vault)
     if tracking:
@@ -152,6 +155,8 @@ def log(paths, max_count, since, oneline, no_pager):
     tty = sys.stdout.isatty()
     out = history.file_log(vault, targets, max_count=max_count, since=since, oneline=oneline,
                            color=tty)
+    # Bytes a person's editor wrote that are not UTF-8 show as U+FFFD, never a crash.
+    out = out.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     text = out.rstrip("\n") if out else "No changes to " + ", ".join(targets) + " yet."
     page(text, use_pager=tty and not no_pager and bool(out))
 
@@ -268,6 +273,10 @@ def import_cmd(file):
     """Import a transcript (JSONL: session, role, content, ts, optional id)."""
     from agent.chat.importer import import_file
     vault = get_vault()
+    # Read through the store's bounded, regular-files-only reader (never /dev/zero).
+    if not sessions.parse_import(file):
+        click.echo(f"Nothing to import: {file.name} is empty.")
+        return
     added, keys, sha = import_file(vault, file)
     report_recovery(vault)
     if not added:
@@ -281,8 +290,9 @@ def import_cmd(file):
 # ---- the other command families -------------------------------------------------------
 
 def _register():
-    from agent.cli import agents, chat, config, doctor, dream, schedule, search, skills, sync
-    for module in (search, chat, dream, schedule, config, doctor, skills, agents, sync):
+    from agent.cli import (agents, chat, config, doctor, dream, mcp, schedule, search, skills,
+                           sync, why)
+    for module in (search, chat, dream, schedule, config, doctor, skills, agents, sync, mcp, why):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -12,7 +12,8 @@ import click
 
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
-from agent.cli.common import after_change, get_vault, name_vault, report_recovery, vault_option
+from agent.cli.common import (after_change, get_vault, name_vault, quiet_logs, read_stdin,
+                              report_recovery, vault_option)
 from agent.vault import history
 
 DEFAULT_SESSION = "cli/default"
@@ -60,6 +61,8 @@ class _Printer:
 
 def _turn(vault, provider, session: str, text: str, model: str | None):
     from agent.chat.turn import run_turn
+
+    quiet_logs()
     from agent.vault.repo import now
 
     printer = _Printer()
@@ -151,7 +154,7 @@ def chat(message, session, continue_, new, model):
     else:
         sessions.check_key(session)
     if message is None and not sys.stdin.isatty():
-        message = sys.stdin.read()
+        message = read_stdin("message")
     if session != DEFAULT_SESSION and not new and not session_exists(vault, session):
         close = did_you_mean(session, sessions.list_sessions(vault.root))
         if message is not None:
@@ -354,6 +357,7 @@ def archive_cmd(session, all_):
     from agent.llm.preload import preload
 
     preload()
+    quiet_logs()
     from agent.chat.compact import CompactError, compact_session
     from agent.llm import make_provider
     from agent.vault.repo import now

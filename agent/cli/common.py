@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -87,6 +88,20 @@ def name_vault(vault: Vault) -> None:
         click.echo(click.style(f"(vault {short_path(vault.root)})", dim=True), err=True)
 
 
+def read_stdin(what: str) -> str:
+    """Text piped on stdin, as UTF-8; a one-line error naming the bad byte otherwise."""
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise UserError(f"The {what} piped on stdin is not UTF-8 text (byte 0x{data[e.start]:02x} "
+                        f"on line {line}); convert it, e.g. with iconv -f latin1 -t utf-8. "
+                        f"Nothing was changed.") from None
+
+
 def report_recovery(vault: Vault) -> None:
     for line in vault.recovered:
         click.echo(f"Recovered: {line}", err=True)
@@ -135,3 +150,12 @@ def page(text: str, use_pager: bool = True) -> None:
             break
         except KeyboardInterrupt:    # as git: Ctrl-C is the pager's to handle
             continue
+
+
+def quiet_logs() -> None:
+    """Our modules' log lines are for `agent serve`'s log; a command in the terminal
+    reports what matters itself (once), so Python's last-resort printing of warnings
+    to stderr is turned off for them."""
+    import logging
+
+    logging.getLogger("agent").addHandler(logging.NullHandler())

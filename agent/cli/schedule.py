@@ -10,7 +10,8 @@ from datetime import datetime
 
 import click
 
-from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
+                              vault_option)
 from agent.vault.change import Change
 from agent.vault.repo import now as clock_now
 
@@ -77,6 +78,8 @@ def cron_list():
 
     vault = get_vault()
     cf = cronfile.read(vault.root)
+    for problem in cf.problems:
+        click.echo(f"Skipped: {problem}", err=True)
     if not cf.jobs:
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
         return
@@ -141,6 +144,7 @@ def cron_run(job_id):
 
     vault = get_vault()
     job = cronfile.read(vault.root).find(job_id)
+    quiet_logs()
     provider = make_provider()
     outcome = serve_cron.run_job_now(vault, provider, job.id, clock_now(),
                                      on_text=lambda s: click.echo(s, nl=False))
@@ -286,14 +290,8 @@ def heartbeat_run(name):
     from agent.llm import make_provider
 
     vault = get_vault()
-    beats, problems = hbmod.load_all(vault.root)
-    hb = next((b for b in beats if b.name == name), None)
-    if hb is None:
-        broken = [p for p in problems if p.startswith(f"{hbmod.FOLDER}/{name}.md")]
-        if broken:
-            raise click.ClickException(broken[0])
-        known = ", ".join(b.name for b in beats) or "none"
-        raise click.ClickException(f"No heartbeat {name!r} in heartbeat/; heartbeats: {known}")
+    hb = _find_heartbeat(vault, name)
+    quiet_logs()
     provider = make_provider()
     outcome = serve_heartbeats.run_heartbeat_now(vault, provider, hb, clock_now(),
                                                  on_text=lambda s: click.echo(s, nl=False))

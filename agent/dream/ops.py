@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from agent.stores.memory import FACT, HEADING, MEMORY, USER, normalise
 
 FILES = (MEMORY, USER)
-SHRINK_LIMIT = 0.25            # a run may delete at most this share of a file's facts
+SHRINK_LIMIT = 0.25            # a run may rewrite (update or delete) at most this share of a
+                               # file's facts (and always at least one)
 _MARKER = re.compile(r"^(\s*[-*+]\s+)")
 _NUMBERED = re.compile(r"^\s*\d+\t")  # a quoted line that kept the prompt's "12<TAB>" prefix
 
@@ -198,7 +199,36 @@ def _bullet(new: str, like: str | None = None) -> str:
     return (m.group(1) if m else "- ") + text
 
 
-def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str]) -> Applied:
+_WORD = re.compile(r"\w+")
+_COMMON = frozenset("about after also been before from have into just more most much only "
+                    "over same some such than that their them then there these they this "
+                    "very what when where which while will with would your".split())
+
+
+def _words(line: str) -> set[str]:
+    words = {w for w in _WORD.findall(normalise(line))
+             if (w.isdigit() or len(w) >= 4) and w not in _COMMON}
+    return words or set(_WORD.findall(normalise(line)))
+
+
+def _quoted(line: str, text: str, evidence: frozenset[str]) -> bool:
+    """Whether the evidence (the words of the run's archive entries) quotes a fact line
+    of `text`: at least half of the words that set the line apart from the file's other
+    facts (numbers, words of four letters or more) occur in it. So "moved from Berlin
+    to Lisbon" quotes "- Lives in Berlin", while "forget everything" quotes nothing and
+    an entry about fact 3 does not quote fact 7."""
+    mine = _words(line)
+    others: set[str] = set()
+    for other in text.splitlines():
+        if FACT.match(other) and other.rstrip("\r\n") != line.rstrip("\r\n"):
+            others |= _words(other)
+    words = (mine - others) or mine
+    return bool(words) and 2 * len(words & evidence) >= len(words)
+
+
+def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str],
+           hand: dict[str, set[str]] | None = None,
+           evidence: frozenset[str] = frozenset()) -> Applied:
     docs = {name: _Doc(texts.get(name, "")) for name in FILES}
     results = []
     for raw in ops:
@@ -240,12 +270,18 @@ def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str]) -> 
         if not FACT.match(current):
             r.status, r.why = "refused", "only fact lines (bullets) are edited by the dream"
             continue
+        if hand and current.rstrip("\r\n") in hand.get(r.file, set()) \
+                and not _quoted(current, texts.get(r.file, ""), evidence):
+            r.status = "refused"
+            r.why = ("a line a person wrote by hand, which the archive entries do not quote; "
+                     "the dream leaves it to them")
+            continue
+        if r.file in refuse_deletes:
+            r.status = "refused"
+            r.why = (f"updating or deleting more than a quarter of {r.file}'s facts in one "
+                     f"run needs --allow-shrink")
+            continue
         if r.op == "delete":
-            if r.file in refuse_deletes:
-                r.status = "refused"
-                r.why = (f"deleting more than a quarter of {r.file}'s facts in one run needs "
-                         f"--allow-shrink")
-                continue
             doc.replace(i, None)
             continue
         if not r.new.strip():
@@ -262,29 +298,38 @@ def _apply(texts: dict[str, str], ops: list[dict], refuse_deletes: set[str]) -> 
 
 
 def apply_ops(texts: dict[str, str], ops: list[dict], *, allow_shrink: bool = False,
-              max_lines: int = 200) -> Applied:
+              max_lines: int = 200, hand: dict[str, set[str]] | None = None,
+              evidence: str = "") -> Applied:
     """The memory files after the editor's operations, and a report on each of them.
 
     `texts` maps MEMORY.md and USER.md to their current text ("" when missing).
-    Deletions of more than a quarter of a file's facts are refused for that file unless
-    `allow_shrink`; everything else in the run still applies.
+    The guard against a run that would empty or rewrite memory (a hostile archive entry
+    crafted to look like instructions, a confused model): updates and deletions count
+    together, and more than a quarter of a file's facts (at least one is always allowed)
+    are all refused for that file unless `allow_shrink`; a line a person wrote by hand
+    (`hand`: the lines of each file not written by the agent) is rewritten only when
+    the `evidence` (the archive entries' text) quotes it. Everything else still applies.
     """
     texts = {name: texts.get(name, "") for name in FILES}
-    applied = _apply(texts, ops, set())
+    words = frozenset(_WORD.findall(evidence.casefold()))
+    applied = _apply(texts, ops, set(), hand, words)
     notes = []
     if not allow_shrink:
         refuse = set()
         for name in FILES:
             before = sum(1 for line in texts[name].splitlines() if FACT.match(line))
-            deletes = sum(1 for r in applied.results
-                          if r.file == name and r.op == "delete" and r.status == "applied")
-            if deletes > before * SHRINK_LIMIT:
+            changes = [r for r in applied.results if r.file == name
+                       and r.op in ("update", "delete") and r.status == "applied"]
+            if len(changes) > max(1, before * SHRINK_LIMIT):
                 refuse.add(name)
-                notes.append(f"{name}: {deletes} of {before} facts would be deleted, more than a "
-                             f"quarter; those deletions were refused (--allow-shrink allows them)")
+                deletes = sum(1 for r in changes if r.op == "delete")
+                what = (f"{deletes} of {before} facts would be deleted" if deletes == len(changes)
+                        else f"{len(changes)} of {before} facts would be updated or deleted")
+                notes.append(f"{name}: {what}, more than a quarter; those changes were "
+                             f"refused (--allow-shrink allows them)")
         if refuse:
-            # Again without those deletions: a later operation may quote a line they removed.
-            applied = _apply(texts, ops, refuse)
+            # Again without those changes: a later operation may quote a line they touched.
+            applied = _apply(texts, ops, refuse, hand, words)
     applied.notes.extend(notes)
     lines = len(applied.texts[MEMORY].splitlines())
     if lines > max_lines:

@@ -149,29 +149,41 @@ def data_json(obj) -> str:
 
 @dataclass
 class Selection:
-    """The archive entries one run covers: `cursor` < id <= `through`."""
-    cursor: int
-    through: int
+    """The archive entries one run covers: those not yet consolidated, oldest first.
+
+    `cursor` is the highest id consolidated before the run and `through` the highest
+    id of the run's entries (for messages and the `Cursor:` trailer)."""
+    done: archive.Consolidated
     entries: list[archive.Entry] = field(default_factory=list)   # sent to the analyst
     skipped: list[archive.Entry] = field(default_factory=list)   # heartbeat and dream sessions
 
     @property
+    def ids(self) -> list[int]:
+        return sorted(e.id for e in self.entries + self.skipped)
+
+    @property
+    def cursor(self) -> int:
+        return self.done.high
+
+    @property
     def first(self) -> int:
-        return self.cursor + 1
+        return self.ids[0] if self.ids else self.cursor + 1
+
+    @property
+    def through(self) -> int:
+        return max(self.ids[-1], self.cursor) if self.ids else self.cursor
 
     @property
     def empty(self) -> bool:
-        return self.through <= self.cursor
+        return not self.ids
 
 
-def select(root: Path, cursor: int, max_entries: int | None = None) -> Selection:
-    """The entries after `cursor` (at most `max_entries`), heartbeat and dream ones set aside.
-
-    Set-aside entries still count for the range, so the cursor moves past them.
+def select(root: Path, done: archive.Consolidated, max_entries: int | None = None) -> Selection:
+    """The entries not yet consolidated (at most `max_entries`), heartbeat and dream ones
+    set aside. Set-aside entries are marked consolidated too, so they wait no longer.
     """
-    picked = archive.entries_after(root, cursor, limit=max_entries)
-    sel = Selection(cursor, picked[-1].id if picked else cursor)
-    for entry in picked:
+    sel = Selection(done)
+    for entry in archive.pending(root, done, limit=max_entries):
         (sel.skipped if entry.session.startswith(SKIP_SESSIONS) else sel.entries).append(entry)
     return sel
 

@@ -22,14 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from agent.stores import archive
+from agent.stores import archive, ledger
 from agent.config import Settings, SettingsError, load_settings
-from agent.dream import prompts
+import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, apply_ops
-from agent.dream import state as runstate
+import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
 from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
+from agent.dream.provenance import records
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
 from agent.vault.change import Change
@@ -98,7 +99,8 @@ def dream_status(vault) -> dict:
     """Where the dream stands: cursor, newest archive id, entries waiting, what is in
     flight (or None) and the last failure (or None). Reads local files only."""
     root = vault.root
-    cursor = archive.read_cursor(root)
+    done = archive.read_consolidated(root)
+    cursor = done.high
     ids = [i for i, _ in archive.entry_ids(root)]
     try:
         state = load_state(vault)
@@ -119,7 +121,7 @@ def dream_status(vault) -> dict:
     except (FileNotFoundError, ValueError):
         failure = None
     return {"cursor": cursor, "newest": ids[-1] if ids else 0,
-            "waiting": sum(1 for i in ids if i > cursor), "in_flight": flight,
+            "waiting": sum(1 for i in ids if i not in done), "in_flight": flight,
             "last_failure": failure}
 
 
@@ -228,8 +230,9 @@ class _Run:
 
     def start(self) -> RunState | DreamOutcome:
         root = self.vault.root
-        cursor = archive.read_cursor(root)
-        sel = prompts.select(root, cursor, self.max_entries)
+        done = archive.read_consolidated(root)
+        sel = prompts.select(root, done, self.max_entries)
+        cursor = sel.cursor
         if sel.empty:
             return self.outcome("nothing", f"Nothing to dream: no archive entries after the "
                                 f"cursor ({cursor}).", cursor=cursor, through=cursor)
@@ -289,6 +292,27 @@ class _Run:
                     return self.submitted(state, "editor")
             elif phase == "editor_done":
                 return self.apply(state)
+
+    def guard_input(self, state: RunState, texts: dict[str, str]) -> dict:
+        """What the dream's guard needs (see apply_ops): the lines of each memory file a
+        person wrote (git blame: any author but the agent), and the text of the run's
+        archive entries, the only evidence that may quote such a line."""
+        agent_email = self.vault.agent_identity().email
+        hand: dict[str, set[str]] = {}
+        for name in FILES:
+            lines = texts.get(name, "").splitlines()
+            authors = self.vault.line_authors(name) if lines else []
+            if authors is None or len(authors) != len(lines):
+                hand[name] = set(lines)          # unknown: every line counts as the person's
+            else:
+                hand[name] = {line for line, who in zip(lines, authors) if who != agent_email}
+        wanted = set(state.entries or [])
+        cache = prompts.SessionCache(self.vault.root)
+        evidence = []
+        for entry_id, rel in archive.entry_ids(self.vault.root):
+            if entry_id in wanted:
+                evidence.append(prompts.render_entry(archive.load(self.vault.root, rel), cache))
+        return {"hand": hand, "evidence": "\n".join(evidence)}
 
     def memory_prompt(self, state: RunState) -> str:
         return prompts.memory_block(state.memory_text, state.user_text)
@@ -469,9 +493,10 @@ class _Run:
             return self.outcome("dry_run", f"{why} A run would move the cursor to "
                                 f"{sel.through}; nothing else.", **span)
         with self.vault.locked():
-            if archive.read_cursor(self.vault.root) != sel.cursor:
+            done = archive.read_consolidated(self.vault.root)
+            if all(i in done for i in sel.ids):
                 return self.outcome("nothing", "The cursor moved meanwhile; nothing to do.")
-            self.vault.write_text(archive.CURSOR, f"{sel.through}\n")
+            self.vault.write_text(archive.CURSOR, done.add(sel.ids).render())
             sha = self.vault.commit(Change("dream", f"no changes (archive {sel.first}..{sel.through})",
                                            body=why,
                                            trailers={"Cursor": f"{sel.cursor} -> {sel.through}"}))
@@ -481,12 +506,13 @@ class _Run:
 
     def apply(self, state: RunState) -> DreamOutcome:
         ops = state.ops or []
-        first, through, cursor = state.first, state.through, state.cursor
+        first, through = state.first, state.through
         max_lines = self.settings.memory_max_lines
         if self.dry_run:
             # Read without the lock: taking it would commit pending hand edits.
-            applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines)
+            texts = self.read_memory()
+            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
+                                max_lines=max_lines, **self.guard_input(state, texts))
             state.previewed = True
             save_state(self.vault, state)
             return self.outcome("dry_run", f"Dry run over archive {first}..{through}: nothing "
@@ -494,19 +520,25 @@ class _Run:
                                 f"--cancel` discards it.", state, report=applied,
                                 diff=applied.diff())
         with self.vault.locked():
-            now_cursor = archive.read_cursor(self.vault.root)
-            if now_cursor == through and cursor != through:
+            # Another dream (here, or on another machine and brought in by a sync) may
+            # have consolidated entries meanwhile: the ops still apply against the files
+            # as they are now (an op whose line changed is skipped), and the record is a
+            # set, so only a run whose entries are all consolidated already is moot.
+            done = archive.read_consolidated(self.vault.root)
+            if state.ids and all(i in done for i in state.ids):
                 clear_state(self.vault)
                 return self.outcome("nothing", f"The dream over archive {first}..{through} was "
                                     f"committed already.", state)
-            if now_cursor != cursor:
-                return self.fail(state, f"the cursor moved from {cursor} to {now_cursor} while "
-                                 f"the dream was in flight, so its result no longer fits")
-            applied = apply_ops(self.read_memory(), ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines)
+            texts = self.read_memory()
+            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
+                                max_lines=max_lines, **self.guard_input(state, texts))
             for name in applied.changed:
                 self.vault.write_text(name, applied.texts[name])
-            self.vault.write_text(archive.CURSOR, f"{through}\n")
+            if applied.changed:
+                # Which findings and archive entries produced each edit, for `agent why`.
+                self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in records(
+                    state, applied, self.clock().isoformat(timespec="seconds"))])
+            self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
             out = self.outcome("committed" if applied.changed else "no_changes", "", state,
                                report=applied)
             change = commit_change(state, applied, trailers(state, out))

@@ -81,8 +81,13 @@ class RunState:
     previewed: bool = False               # shown by --dry-run, not yet applied
 
     @property
+    def ids(self) -> list[int]:
+        """Every archive id the run consolidates (sent or set aside)."""
+        return sorted([*self.entries, *self.skipped])
+
+    @property
     def first(self) -> int:
-        return self.cursor + 1
+        return self.ids[0] if self.ids else self.cursor + 1
 
     @property
     def span(self) -> str:

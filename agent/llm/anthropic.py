@@ -199,9 +199,17 @@ class AnthropicProvider(Provider):
         def one(model: str) -> Message:
             def go():
                 with client.messages.stream(model=model, **params) as stream:
-                    for event in stream:
-                        if on_text is not None and event.type == "text":
-                            on_text(event.text)
+                    try:
+                        for event in stream:
+                            if on_text is not None and event.type == "text":
+                                on_text(event.text)
+                    except KeyboardInterrupt as e:
+                        # What the stream reported so far (its input tokens at the start),
+                        # for the interrupted turn's Tokens trailer: `e.partial_usage`.
+                        snapshot = getattr(stream, "current_message_snapshot", None)
+                        if getattr(snapshot, "usage", None) is not None:
+                            e.partial_usage = usage_dict(snapshot.usage)
+                        raise
                     return _message(stream.get_final_message(), model)
             return self._call(go)
         return with_fallbacks(models, one)

@@ -59,7 +59,7 @@ def is_person_note(rel: str) -> bool:
 def message_doc(line_no: int, raw: bytes) -> Doc | None:
     try:
         obj = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):   # a line nested too deeply is no message
         return None
     if not sessions.is_message(obj):
         return None

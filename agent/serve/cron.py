@@ -129,6 +129,7 @@ class CronJobs:
         self.vault: Vault = server.vault
         self.cron: CronFile | None = None
         self.problem: str | None = None
+        self.skipped: list[str] = []      # bad jobs of cron.json, reported once each
         self.watch = Watch(lambda: stat(self.vault.root / CRON_FILE))
 
     def reload(self, now: datetime, *, first: bool = False, quiet: bool = False) -> None:
@@ -139,8 +140,7 @@ class CronJobs:
         try:
             cf = cronfile.read(self.vault.root)
         except CronFileError as e:
-            if first:
-                raise
+            # Reported, and the rest (heartbeats, the dream) goes on without the jobs.
             if str(e) != self.problem:
                 log.error("%s; cron jobs wait until it is fixed", e)
             self.problem, self.cron = str(e), None
@@ -148,6 +148,10 @@ class CronJobs:
             if self.problem:
                 log.info("cron.json is readable again")
             self.problem = None
+            for p in cf.problems:
+                if p not in self.skipped:
+                    log.error("cron job skipped: %s", p)
+            self.skipped = cf.problems
             self.cron = cf
             if not first and not quiet:
                 log.info("cron.json changed: %d jobs (%d enabled)", len(cf.jobs),

@@ -59,6 +59,11 @@ class Dream:
         if schedule is None:
             return
         self.state.pop("dream_problem", None)
+        if self.state.get("dream_schedule") != self.server.settings.dream_schedule:
+            # agent.toml's schedule wins over a next time saved under another one (it may
+            # have been edited while serve was stopped).
+            self.state.pop("dream_next", None)
+            self.state["dream_schedule"] = self.server.settings.dream_schedule
         nxt = hbmod.due_time({"next_run": self.state.get("dream_next")})
         if nxt is None:
             nxt = sched.next_run(schedule, now)

@@ -61,7 +61,7 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
         server = Server(vault, make_provider(eager=True), clock=clock, tick=tick)
         start = clock()
         server.watching_since = start
-        server.reload(start, first=True)     # a corrupt cron.json refuses here
+        server.reload(start, first=True)     # a corrupt cron.json is reported; the rest runs
         if lock.previous and lock.previous != os.getpid():
             log.info("took over the serve lock of pid %d, which is no longer running",
                      lock.previous)

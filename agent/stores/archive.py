@@ -2,11 +2,22 @@
 
 Each entry has frontmatter (`id`, `session`, `created`, `source` — the session file and
 the id range of the messages it covers —, `topic`, `importance`, `tokens`) and a summary
-body. Ids are integers that only grow; `.dream_cursor` holds the last one consolidated.
+body.
+
+Ids are whole numbers that sort by time and are unique across machines: the time the
+entry was made (`YYYYMMDDHHMMSS`) and four random digits, so two machines compacting at
+once never make the same id and a sync never brings in an entry that sorts before the
+ones already there by accident. (Vaults from before used 1, 2, 3...; those stay valid
+and sort first.)
+
+`.dream_cursor` records which entries the dream has consolidated, as a set that two
+machines' records merge into by union (see `Consolidated`); an older vault's single
+number N means "every entry up to N" and is read as such.
 """
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -111,15 +122,82 @@ def newest_id(root: Path) -> int:
     return ids[-1][0] if ids else 0
 
 
+def new_id(root: Path, now: datetime, rand: random.Random | None = None) -> int:
+    """An id for a new entry: its time and four random digits, above every id here."""
+    stamp = int(f"{now:%Y%m%d%H%M%S}") * 10_000 + (rand or random).randrange(10_000)
+    return max(stamp, newest_id(root) + 1)
+
+
+_HEADER = "# Archive entries the dream has consolidated: ids and id ranges, one per line."
+
+
+@dataclass(frozen=True)
+class Consolidated:
+    """Which archive entries the dream has consolidated: ranges of ids, inclusive.
+
+    Written as a set (a header line, then `1-41` and single ids), so the records of two
+    machines merge by union and an entry dreamed on either is dreamed once."""
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    def __contains__(self, entry_id: int) -> bool:
+        return any(a <= entry_id <= b for a, b in self.ranges)
+
+    @property
+    def high(self) -> int:
+        """The highest consolidated id (0 when none): the old cursor's number."""
+        return max((b for _, b in self.ranges), default=0)
+
+    def add(self, ids) -> "Consolidated":
+        return Consolidated(_normalise([*self.ranges, *((i, i) for i in ids)]))
+
+    def union(self, other: "Consolidated") -> "Consolidated":
+        return Consolidated(_normalise([*self.ranges, *other.ranges]))
+
+    def render(self) -> str:
+        lines = [f"{a}" if a == b else f"{a}-{b}" for a, b in self.ranges]
+        return "\n".join([_HEADER, *lines]) + "\n"
+
+    @classmethod
+    def parse(cls, text: str, where: str = CURSOR) -> "Consolidated":
+        """The record in `text`; an old single number N is every entry up to N."""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if not lines:
+            return cls()
+        if len(lines) == 1 and lines[0].isdigit():          # an older vault's cursor
+            n = int(lines[0])
+            return cls(((1, n),) if n > 0 else ())
+        ranges = []
+        for n, line in enumerate(lines, 1):
+            if line.startswith("#"):
+                continue
+            a, dash, b = line.partition("-")
+            if not a.strip().isdigit() or (dash and not b.strip().isdigit()):
+                raise ArchiveError(f"{where}:{n}: expected an archive id or a range like "
+                                   f"1-41, found {line[:40]!r}")
+            lo, hi = int(a), int(b) if dash else int(a)
+            ranges.append((min(lo, hi), max(lo, hi)))
+        return cls(_normalise(ranges))
+
+
+def _normalise(ranges) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return tuple((a, b) for a, b in out)
+
+
 def load(root: Path, rel: str) -> Entry:
     meta, body = frontmatter_io.load(Path(root) / rel, rel, root=root)
     m = _NAME.match(Path(rel).name)
     return Entry(int(m.group(1)) if m else int(meta.get("id", 0)), rel, meta, body.strip())
 
 
-def entries_after(root: Path, cursor: int, limit: int | None = None) -> list[Entry]:
-    """Entries with id > cursor, oldest first (FrontmatterError names a broken one)."""
-    picked = [(i, rel) for i, rel in entry_ids(root) if i > cursor]
+def pending(root: Path, done: "Consolidated", limit: int | None = None) -> list[Entry]:
+    """Entries not yet consolidated, oldest first (FrontmatterError names a broken one)."""
+    picked = [(i, rel) for i, rel in entry_ids(root) if i not in done]
     if limit is not None:
         picked = picked[:limit]
     return [load(root, rel) for _, rel in picked]
@@ -130,19 +208,17 @@ def render(entry_id: int, meta: dict, summary: str) -> str:
                                summary)
 
 
-def read_cursor(root: Path) -> int:
-    """The id of the last entry the dream consolidated (0 when it never ran)."""
+def read_consolidated(root: Path) -> Consolidated:
+    """What `.dream_cursor` says the dream has consolidated (nothing when it never ran)."""
     from agent.vault import safe
 
     try:
-        text = safe.read_text(root, CURSOR, limit=4096)
+        text = safe.read_text(root, CURSOR, limit=4 * 1024 * 1024)
     except UserError as e:
         raise ArchiveError(str(e)) from None
-    text = (text or "").strip()
-    if not text:
-        return 0
-    try:
-        return int(text)
-    except ValueError:
-        raise ArchiveError(f"{CURSOR}: expected an archive id (a whole number), "
-                           f"found {text[:40]!r}") from None
+    return Consolidated.parse(text or "")
+
+
+def read_cursor(root: Path) -> int:
+    """The highest consolidated id (0 when the dream never ran), for display."""
+    return read_consolidated(root).high

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.errors import UserError
-from agent.schedule import (KINDS, Schedule, ScheduleError, check_cron, first_run, iso,
+from agent.schedule import (KINDS, MAX_SECONDS, Schedule, ScheduleError, check_cron, first_run, iso,
                             zone)
 from agent.schedule import parse_iso as _parse_iso
 from agent.stores.sessions import SessionError, check_key
@@ -90,9 +90,22 @@ class Job:
 
 
 @dataclass
+class Broken:
+    """A job of cron.json that cannot be used: reported and skipped, kept as it is."""
+    index: int              # its place in the file's job list (0-based)
+    raw: object             # the JSON as the person wrote it, written back unchanged
+    problem: str            # `cron.json: job 2 (name): why`
+
+
+@dataclass
 class CronFile:
     jobs: list[Job] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
+    broken: list[Broken] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        return [b.problem for b in self.broken]
 
     def find(self, ref: str) -> Job:
         """The job with id `ref` (or, when unambiguous, the name `ref`)."""
@@ -134,6 +147,10 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
                             f"when it runs")
     if misfire not in MISFIRE:
         raise ScheduleError(f"misfire must be run_once or skip, not {misfire!r}")
+    same = next((j for j in cron.jobs if j.name == name), None)
+    if same is not None:
+        raise ScheduleError(f'a cron job is already named "{name}" ({same.id}); choose another '
+                            f"name, or remove that one first")
     if job_id is None or cron.get(job_id) is not None:
         job_id = cron.new_id()
     key = session or f"cron/{job_id}"
@@ -153,7 +170,10 @@ def loads(text: str, rel: str = CRON_FILE) -> CronFile:
     if not text.strip():
         return CronFile()
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise CronFileError(f"{rel}: nested too deeply to be a cron file. It was left as "
+                            f"it is.") from None
     except json.JSONDecodeError as e:
         raise CronFileError(f"{rel}:{e.lineno}:{e.colno}: not valid JSON ({e.msg}); "
                             f"fix the file by hand (`agent git diff {rel}` shows uncommitted "
@@ -167,13 +187,22 @@ def loads(text: str, rel: str = CRON_FILE) -> CronFile:
     out = CronFile(extra={k: v for k, v in data.items() if k not in ("version", "jobs")})
     seen: set[str] = set()
     for n, raw in enumerate(data.get("jobs", []), 1):
-        job = _job(raw, f"{rel}: job {n}")
-        if job.id in seen:
-            raise CronFileError(f"{rel}: job {n}: id {job.id!r} is used twice; "
-                                f"give each job its own id")
+        # One bad job is reported and skipped (kept in the file as it is); the rest run.
+        try:
+            job = _job(raw, f"{rel}: job {n}")
+            if job.id in seen:
+                raise CronFileError(f"{rel}: job {n}: id {job.id!r} is used twice; "
+                                    f"give each job its own id")
+        except CronFileError as e:
+            out.broken.append(Broken(n - 1, raw, str(e)))
+            continue
         seen.add(job.id)
         out.jobs.append(job)
     return out
+
+
+def _no_constant(name: str):
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
 
 
 def _job(raw, where: str) -> Job:
@@ -226,9 +255,11 @@ def _job(raw, where: str) -> Job:
             schedule = Schedule("at", at=at, tz=tz)
         elif kind == "every":
             every = sched.get("every_seconds")
-            if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
+            if (isinstance(every, bool) or not isinstance(every, int) or every <= 0
+                    or every > MAX_SECONDS):
                 raise CronFileError(f"{where}: schedule.every_seconds must be a whole number "
-                                    f"of seconds above zero, got {every!r}")
+                                    f"of seconds above zero and at most ten years, "
+                                    f"got {every!r}")
             schedule = Schedule("every", every_seconds=every, tz=tz)
         else:
             expr = sched.get("expr")
@@ -258,7 +289,10 @@ def _tuple(types) -> tuple:
 
 def dumps(cron: CronFile) -> str:
     """cron.json's text: two-space indents, keys in a fixed order, a final newline."""
-    data = {"version": VERSION, "jobs": [j.to_json() for j in cron.jobs]}
+    jobs: list = [j.to_json() for j in cron.jobs]
+    for b in sorted(cron.broken, key=lambda b: b.index):
+        jobs.insert(min(b.index, len(jobs)), b.raw)
+    data = {"version": VERSION, "jobs": jobs}
     data.update(cron.extra)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 

@@ -56,9 +56,19 @@ def daily_header(day: date) -> str:
     return f"# {day:%Y-%m-%d}\n\n"
 
 
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without terminal escape sequences and control characters (NUL makes git
+    take a note for binary; an escape sequence rewrites the screen of whoever reads it)."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
 def note_line(text: str, when: datetime) -> str:
-    """A daily-note bullet: `- 14:05 text`, the text folded onto one line."""
-    one = " ".join(text.split())
+    """A daily-note bullet: `- 14:05 text`, the text folded onto one line, printable."""
+    one = " ".join(printable(text).split())
     return f"- {when:%H:%M} {one}"
 
 

@@ -22,7 +22,7 @@ import difflib
 import json
 import re
 
-from agent.stores import memory
+from agent.stores import archive, memory
 
 CONFLICT_START = ("<!-- sync conflict: this was changed differently on two machines; "
                   "both versions are kept below. Keep the right one and delete the "
@@ -206,16 +206,14 @@ def _merge_job(b: dict | None, o: dict, t: dict) -> dict:
 # ---- set files --------------------------------------------------------------------
 
 
-def merge_set(base: bytes, ours: bytes, theirs: bytes) -> bytes:
-    """The lines either side has (one removed by one side and kept by the other stays),
-    sorted, each once."""
-    lines = {x.strip() for x in _lines(ours) + _lines(theirs) if x.strip()}
-    return b"".join(x + b"\n" for x in sorted(lines, key=_set_key))
-
-
-def _set_key(x: bytes):
-    s = x.decode("utf-8", "replace")
-    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+def merge_set(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
+    """`.dream_cursor`: the entries either machine consolidated (an old single number
+    on either side included); None if a side does not parse."""
+    try:
+        done = [archive.Consolidated.parse(x.decode("utf-8")) for x in (ours, theirs)]
+    except (archive.ArchiveError, UnicodeDecodeError):
+        return None
+    return done[0].union(done[1]).render().encode("utf-8")
 
 
 # ---- the line-level three-way merge -----------------------------------------------

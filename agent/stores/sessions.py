@@ -20,7 +20,7 @@ from pathlib import Path
 from agent.errors import UserError
 
 SESSIONS = "sessions"
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")     # fullmatch: no newline
 ROLES = ("user", "assistant", "system")
 
 
@@ -31,11 +31,11 @@ class SessionError(UserError):
 
 def check_key(key: str) -> str:
     """A session key `channel/chat` (e.g. `cli/default`), or SessionError."""
-    parts = key.split("/")
-    if len(parts) != 2 or not all(_SEGMENT.match(p) and p not in (".", "..") for p in parts):
+    parts = key.split("/") if isinstance(key, str) else []
+    if len(parts) != 2 or not all(_SEGMENT.fullmatch(p) and p not in (".", "..") for p in parts):
         raise SessionError(
-            f"session {key!r} is not of the form CHANNEL/CHAT (letters, digits, . _ - @ +), "
-            f"for example cli/default")
+            f"session {str(key)[:120]!r} is not of the form CHANNEL/CHAT (letters, digits, "
+            f". _ - @ +; at most 100 characters each), for example cli/default")
     return key
 
 
@@ -318,22 +318,26 @@ def parse_import(path: Path) -> list[dict]:
     Raises SessionError listing every malformed line by number; nothing is returned
     from a file with any.
     """
+    from agent.vault import safe
+
     records, problems = [], []
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise SessionError(f"{path}: not UTF-8 text") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    seen_ids: dict[tuple[str, str], int] = {}
+    data = safe.read_given(path, SESSION_BYTES)
+    if data.startswith(b"\xef\xbb\xbf"):      # a UTF-8 byte-order mark is fine
+        data = data[3:]
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
             continue
         where = f"{path}:{n}"
         try:
-            obj = json.loads(line)
-        except ValueError as e:
-            problems.append(f"{where}: not valid JSON ({e.msg})")
+            obj = parse_line(raw, str(path), n)
+        except SessionError as e:
+            problems.append(str(e).replace("; fix or remove the line", "").replace(
+                "a session line must be a JSON object", "expected a JSON object"))
             continue
-        if not isinstance(obj, dict):
-            problems.append(f"{where}: expected a JSON object")
+        if "type" in obj:
+            problems.append(f"{where}: a line with \"type\" ({str(obj['type'])[:20]!r}) is a "
+                            f"marker the agent writes itself, not a message to import")
             continue
         missing = [k for k in ("session", "role", "content", "ts") if k not in obj]
         if missing:
@@ -358,7 +362,13 @@ def parse_import(path: Path) -> list[dict]:
             msg = str(e)
             problems.append(msg if msg.startswith(str(path)) else f"{where}: {msg}")
             continue
-        rec = {k: v for k, v in obj.items() if k not in ("session",)}
+        if mid is not None:
+            if (key, str(mid)) in seen_ids:
+                problems.append(f"{where}: id {str(mid)!r} is already used by line "
+                                f"{seen_ids[(key, str(mid))]}; give each message its own id")
+                continue
+            seen_ids[(key, str(mid))] = n
+        rec = {k: v for k, v in obj.items() if k not in ("session", "turn")}
         rec["ts"] = ts.isoformat()
         rec["id"] = str(mid) if mid is not None else message_id(key, rec["ts"], obj["role"],
                                                                   obj["content"])

@@ -20,6 +20,7 @@ over 50 (what undo reads first) 19 ms against 32 ms, `agent log -n 20` 20 ms aga
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -60,10 +61,7 @@ class Commit:
     @property
     def scope(self) -> str | None:
         """`cli/default` of `chat(cli/default): hello`, None when there is none."""
-        head = self.subject.split(": ", 1)[0]
-        if "(" in head and head.endswith(")"):
-            return head[head.index("(") + 1:-1]
-        return None
+        return _scope(self.subject)
 
     def trailer(self, key: str) -> str | None:
         """The value of trailer `key` (the last one, when it repeats), or None."""
@@ -118,7 +116,7 @@ def head_line(vault: Vault) -> str | None:
 def file_log(vault: Vault, paths: list[str], *, max_count: int | None = None,
              since: str | None = None, oneline: bool = False, color: bool = False) -> str:
     """How `paths` changed, newest first: each commit's line and its diff (or one line)."""
-    args = ["log", "--no-renames"]
+    args = ["log", "--no-renames", "--no-ext-diff", "--no-textconv"]
     args += ["--oneline"] if oneline else ["-p", "--format=commit %h  %ad  %an%n%n    %s%n",
                                             "--date=format:%Y-%m-%d %H:%M"]
     if max_count:
@@ -128,6 +126,22 @@ def file_log(vault: Vault, paths: list[str], *, max_count: int | None = None,
     if color:
         args += ["--color=always"]
     return vault.git(*args, "--", *paths)
+
+
+def added_lines(vault: Vault, paths: list[str], since: str) -> list[tuple[str, str, str]]:
+    """Lines commits since `since` (a date git understands) added to `paths`, oldest
+    first: (date `YYYY-MM-DD HH:MM`, path, line)."""
+    out = vault.git("log", f"--since={since}", "--no-renames", "--reverse", "-p", "-U0",
+                    f"--format={_RECORD}%ad", "--date=format:%Y-%m-%d %H:%M", "--", *paths)
+    added, when, rel = [], "", ""
+    for row in out.splitlines():
+        if row.startswith(_RECORD):
+            when = row[1:]
+        elif row.startswith("+++ "):
+            rel = row[6:] if row.startswith("+++ b/") else ""
+        elif row.startswith("+") and rel:
+            added.append((when, rel, row[1:]))
+    return added
 
 
 def changed_since(vault: Vault, since: str, head: str | None) -> list[str] | None:
@@ -194,6 +208,38 @@ def undoable(commits: list[Commit], agent_email: str, session: str | None = None
     return None
 
 
+def _nothing_left(commits: list[Commit], agent_email: str, session: str | None) -> str:
+    """Why there is nothing to undo, truthfully: nothing was done, or all was undone."""
+    mine = [c for c in commits if c.email == agent_email
+            and (session is None or c.trailer(SESSION) == session)]
+    made = [c for c in mine if c.kind not in _NEVER]
+    undos = [c for c in mine if c.kind == "undo"]
+    if session:
+        if made and undos:
+            return (f"Nothing to undo in {session}: every turn of it has been undone "
+                    f"(the last by {undos[0].short}).")
+        return f"Nothing to undo in {session}: it has no turn the agent could undo."
+    if made and undos:
+        return (f"Nothing to undo: every agent change since the vault was made has been "
+                f"undone (the last by {undos[0].short}).")
+    return "Nothing to undo: the agent has changed nothing since the vault was made."
+
+
+def conflict_paths(git_output: str) -> list[str]:
+    """The files named by git's CONFLICT lines (content, modify/delete, add/add, ...)."""
+    import re
+
+    paths: list[str] = []
+    for line in git_output.splitlines():
+        if "CONFLICT" not in line:
+            continue
+        m = (re.search(r"Merge conflict in (.+?)\s*$", line)
+             or re.search(r"CONFLICT \([^)]*\): (.+?) (?:deleted|modified|added|renamed) in ", line))
+        if m and m.group(1) not in paths:
+            paths.append(m.group(1))
+    return paths
+
+
 def undo(vault: Vault, ref: str | None = None, session: str | None = None) -> Undone:
     """Revert an agent change with a new commit `undo: revert "<subject>"`.
 
@@ -219,10 +265,10 @@ def undo(vault: Vault, ref: str | None = None, session: str | None = None) -> Un
             # the first commits is the one a longer read would find.
             target = undoable(recent(vault, UNDO_FIRST), agent_email, session)
             if target is None:
-                target = undoable(recent(vault, UNDO_DEPTH), agent_email, session)
-            if target is None:
-                raise NothingToUndo(f"Nothing to undo in {session}." if session else
-                                    "Nothing to undo: no agent commit since the vault was made.")
+                commits = recent(vault, UNDO_DEPTH)
+                target = undoable(commits, agent_email, session)
+                if target is None:
+                    raise NothingToUndo(_nothing_left(commits, agent_email, session))
         short = target.subject if len(target.subject) <= 60 else target.subject[:57] + "..."
         trailers = {REVERTS: target.sha}
         if session:
@@ -230,6 +276,182 @@ def undo(vault: Vault, ref: str | None = None, session: str | None = None) -> Un
         try:
             sha = vault.revert(target.sha, Change("undo", f'revert "{short}"', trailers=trailers))
         except GitError as e:
-            conflicts = [line.split(" in ")[-1] for line in str(e).splitlines() if "CONFLICT" in line]
-            raise UndoConflict(target, conflicts) from None
+            raise UndoConflict(target, conflict_paths(str(e))) from None
     return Undone(target, sha)
+
+
+# ---- provenance: where a line came from (`agent why`) -----------------------------------
+#
+# blame_line: the commit that last wrote line N of a file (of the work tree, or as of a
+# commit); commit_record: a commit's parents, author, date, subject, body, trailers;
+# hunk_at: the lines the hunk that added a line removed (its earlier version);
+# merge_bringing: the merge that brought a commit in from another clone;
+# changed_paths: the files a commit changed. The story is told by agent.why.
+
+UNCOMMITTED = "0" * 40
+
+
+@dataclass
+class Blame:
+    sha: str                 # UNCOMMITTED for a line changed in the work tree
+    path: str                # the file's path in that commit
+    line: int                # the line's number in that commit's version of the file
+    previous: str | None     # the commit before `sha` that touched the file (its parent side)
+    previous_path: str | None
+
+
+@dataclass
+class CommitRecord:
+    sha: str
+    parents: list[str]
+    author: str
+    email: str
+    date: str                # ISO 8601 with offset
+    subject: str
+    body: str
+    trailers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def short(self) -> str:
+        return self.sha[:7]
+
+    @property
+    def kind(self) -> str:
+        """`chat` of `chat(cli/default): hello`."""
+        return self.subject.split(":", 1)[0].split("(", 1)[0].strip()
+
+    @property
+    def scope(self) -> str | None:
+        return _scope(self.subject)
+
+
+def blame_line(vault, rel: str, line: int, rev: str | None = None) -> Blame | None:
+    """Who wrote line `line` (1-based) of `rel`: in the work tree, or as of commit `rev`."""
+    args = ["blame", "--porcelain", "-L", f"{line},{line}"]
+    if rev:
+        args.append(rev)
+    out = vault.git(*args, "--", rel, check=False)
+    first = out.split("\n", 1)[0].split()
+    if len(first) < 3 or not re.fullmatch(r"[0-9a-f]{40}", first[0]):
+        return None
+    sha, orig = first[0], int(first[1])
+    path, previous, previous_path = rel, None, None
+    for row in out.splitlines()[1:]:
+        if row.startswith("\t"):
+            break
+        if row.startswith("filename "):
+            path = row[9:]
+        elif row.startswith("previous "):
+            parts = row.split(" ", 2)
+            previous, previous_path = parts[1], parts[2] if len(parts) > 2 else rel
+    return Blame(sha, path, orig, previous, previous_path)
+
+
+def ensure_path_filters(vault) -> bool:
+    """Whether the commit-graph holds changed-path Bloom filters, which make a
+    path-limited walk like `blame_line` several times faster on a long history (measured
+    in scripts/bench_mcp.py). When it does not, one is written in the background (derived
+    data in .git: git's own gc keeps the filters from then on) and False is returned."""
+    info = vault.git_dir / "objects" / "info"
+    graphs = [info / "commit-graph"]
+    chain = info / "commit-graphs" / "commit-graph-chain"
+    try:
+        tips = chain.read_text().split()
+        graphs += [info / "commit-graphs" / f"graph-{tip}.graph" for tip in tips[-1:]]
+    except OSError:
+        pass
+    for graph in graphs:
+        try:
+            with open(graph, "rb") as f:
+                head = f.read(8 + 12 * 16)        # the header and the chunk table
+        except OSError:
+            continue
+        if b"BIDX" in head:
+            return True
+    if vault.head() is not None:
+        vault.git_background("commit-graph", "write", "--reachable", "--changed-paths")
+    return False
+
+
+def commit_record(vault, sha: str) -> CommitRecord:
+    fmt = _FIELD.join(["%H", "%P", "%an", "%ae", "%aI", "%s", "%b",
+                       "%(trailers:only,unfold)"]) + _RECORD
+    out = vault.git("log", "-1", f"--format={fmt}", sha)
+    parts = out.split(_RECORD)[0].lstrip("\n").split(_FIELD)
+    full, parents, author, email, date, subject, body, trailer_text = parts
+    trailers = {}
+    for row in trailer_text.splitlines():
+        key, sep, value = row.partition(": ")
+        if sep:
+            trailers[key.strip()] = value.strip()
+    return CommitRecord(full, parents.split(), author, email, date, subject, body.strip(),
+                        trailers)
+
+
+def changed_paths(vault, sha: str) -> list[str]:
+    out = vault.git("show", "--no-renames", "--name-only", "--format=", "-z", sha)
+    return [p for p in out.split("\0") if p.strip()]
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def hunk_at(vault, sha: str, parent: str | None, rel: str, new_line: int,
+            parent_rel: str | None = None) -> list[tuple[int, str]]:
+    """The lines (number in `parent`, text) removed by the hunk of commit `sha` that
+    added line `new_line` of `rel`; [] when the hunk only added lines."""
+    if parent is None:
+        return []
+    old = parent_rel or rel
+    out = vault.git("diff", "--no-renames", "-U0", parent, sha, "--", *sorted({old, rel}),
+                    check=False)
+    removed: list[tuple[int, str]] = []
+    inside = False
+    old_no = 0
+    for row in out.splitlines():
+        m = _HUNK.match(row)
+        if m:
+            if inside:
+                break
+            o_start, n_start = int(m.group(1)), int(m.group(3))
+            n_count = int(m.group(4)) if m.group(4) is not None else 1
+            inside = n_start <= new_line < n_start + n_count
+            old_no = o_start
+            removed = []
+            continue
+        if inside and row.startswith("-") and not row.startswith("---"):
+            removed.append((old_no, row[1:]))
+            old_no += 1
+    return removed if inside else []
+
+
+def merge_bringing(vault, sha: str, head: str = "HEAD") -> str | None:
+    """The merge on HEAD's first-parent line that brought commit `sha` in, or None when
+    `sha` is on that line itself (it was made here, not merged from another clone)."""
+    out = vault.git("rev-list", "--first-parent", "--merges", f"{sha}..{head}", check=False)
+    merges = out.split()
+    if not merges:
+        return None
+    # Oldest first: the first merge whose first parent does not have `sha` brought it.
+    for merge in reversed(merges):
+        if not _is_ancestor(vault, sha, f"{merge}^1"):
+            return merge
+    return None
+
+
+def _is_ancestor(vault, a: str, b: str) -> bool:
+    from agent.vault.repo import _run
+    return _run(["merge-base", "--is-ancestor", a, b], cwd=vault.root).returncode == 0
+
+
+def show_file(vault, rev: str, rel: str) -> str | None:
+    out = vault.git("show", f"{rev}:{rel}", check=False)
+    return out if out else None
+
+
+def _scope(subject: str) -> str | None:
+    """`cli/default` of `chat(cli/default): hello`, None when there is none."""
+    head = subject.split(": ", 1)[0]
+    if "(" in head and head.endswith(")"):
+        return head[head.index("(") + 1:-1]
+    return None

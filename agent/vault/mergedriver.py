@@ -31,6 +31,7 @@ ATTRIBUTES = [
     "USER.md merge=agent-facts",
     "cron.json merge=agent-cron",
     ".dream_cursor merge=agent-set",
+    ".dream_ledger.jsonl merge=agent-lines",
 ]
 
 

@@ -16,6 +16,7 @@ agent.vault.history.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import getpass
 import json
@@ -265,7 +266,8 @@ class Vault:
         self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
         self._agent: Identity | None = None
         self.git_dir = git_dir_of(self.root)
-        self.too_big: list[str] = []    # hand-added files left uncommitted for their size
+        self.too_big: list[str] = []
+        self._intent: Change | None = None     # the agent change being written (intend)    # hand-added files left uncommitted for their size
 
     # ---- opening -------------------------------------------------------------------
 
@@ -281,6 +283,11 @@ class Vault:
         if not (root / MARKER).is_file() or not (root / ".git").exists():
             raise NotAVault(f"{root} is not a vault (no {MARKER} or no git repository): "
                             f"run `agent init {root}` to make it one.")
+        state = root / STATE_DIR
+        if state.is_symlink() or (state.exists() and not state.is_dir()):
+            raise VaultError(f"{state} should be the agent's folder of derived state, but it "
+                             f"is {'a link' if state.is_symlink() else 'a file'}: move it away "
+                             f"(it is rebuilt on its own).")
         return cls(root)
 
     @classmethod
@@ -314,12 +321,18 @@ class Vault:
             # holds only what the agent added.
             vault._commit_paths(None, Change("edit", "adopt existing notes as a vault",
                                              author=vault.user_identity()))
-        copied = vault._copy_template()
+        existed = {n for n in (".gitignore", ".gitattributes") if (root / n).exists()}
+        vault._copy_template()
         vault._ensure_line(".gitignore", f"{STATE_DIR}/")
         for line in _union_lines():
             vault._ensure_line(".gitattributes", line)
+        committed = vault.dirty_paths()           # what the init commit holds
+        added = [p for p in committed if p not in existed]
+        changed = [p for p in committed if p in existed]
+        what = f"{len(added)} file{'s' * (len(added) != 1)} added" + (
+            f", {' and '.join(changed)} changed" if changed else "")
         vault._commit_paths(None, Change("init", "new vault" if not adopting else
-                                         f"adopt this folder as a vault ({len(copied)} files added)"))
+                                         f"adopt this folder as a vault ({what})"))
         return vault, "adopted" if adopting else "created"
 
     def _configure_repo(self) -> None:
@@ -498,6 +511,15 @@ class Vault:
             paths.extend(p for p in listed.split("\0") if p and not _is_state(p))
         return paths
 
+    def line_authors(self, rel: str) -> list[str] | None:
+        """The author email of each line of `rel` as it is in the work tree (git blame;
+        a line not committed yet reads `not.committed.yet`), or None when git cannot say."""
+        p = _run(["blame", "--line-porcelain", "--", rel], cwd=self.root)
+        if p.returncode:
+            return None
+        return [line[len("author-mail "):].strip().strip("<>")
+                for line in p.stdout.splitlines() if line.startswith("author-mail ")]
+
     def check_committable(self) -> None:
         """UnfinishedGit when the repository is mid-merge, mid-rebase, detached, ...
 
@@ -550,6 +572,13 @@ class Vault:
             subprocess.Popen(["git", *_GIT_BASE, "gc", "--auto", "--quiet"], cwd=self.root,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def git_background(self, *args: str) -> None:
+        """Start a git command that maintains derived data (gc, commit-graph) and do not
+        wait for it; its output is dropped."""
+        subprocess.Popen(["git", *_GIT_BASE, *args], cwd=self.root, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
 
     def _message(self, change: Change | str) -> tuple[str, Identity]:
         if isinstance(change, str):
@@ -680,7 +709,13 @@ class Vault:
         pending |= {p for p in dirty if under(p, dead)}
         leftovers = [p for p in dirty if p in pending]
         if leftovers:
-            self._commit_paths(leftovers, recovered(leftovers))
+            intended = self._intended()
+            if intended is not None:
+                # The interrupted change itself, as it would have been committed, marked.
+                self._commit_paths(leftovers, dataclasses.replace(intended, trailers={
+                    **intended.trailers, "Recovered": "interrupted before its commit"}))
+            else:
+                self._commit_paths(leftovers, recovered(leftovers))
         edits = [p for p in dirty if p not in pending and not self._too_big(p)]
         if edits:
             self._commit_paths(edits, by_hand(edits, self.user_identity()))
@@ -822,11 +857,45 @@ class Vault:
     def _pending_file(self) -> Path:
         return self.state / "pending.json"
 
-    def _read_pending(self) -> set[str]:
+    def _read_journal(self) -> dict:
         try:
-            return set(json.loads(self._pending_file().read_text()))
-        except (FileNotFoundError, ValueError):
-            return set()
+            data = json.loads(self._pending_file().read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return {}
+        if isinstance(data, list):                  # the journal's first form: paths only
+            data = {"paths": data}
+        return data if isinstance(data, dict) else {}
+
+    def _read_pending(self) -> set[str]:
+        paths = self._read_journal().get("paths")
+        return {p for p in paths if isinstance(p, str)} if isinstance(paths, list) else set()
+
+    def _intended(self) -> Change | None:
+        """The change an interrupted command was making (see intend), or None."""
+        c = self._read_journal().get("change")
+        if not isinstance(c, dict) or not isinstance(c.get("kind"), str) \
+                or not isinstance(c.get("subject"), str):
+            return None
+        trailers = c.get("trailers") if isinstance(c.get("trailers"), dict) else {}
+        return Change(c["kind"], c["subject"], scope=c.get("scope") if isinstance(
+            c.get("scope"), str) else None, body=str(c.get("body") or ""),
+            trailers={str(k): str(v) for k, v in trailers.items()})
+
+    def intend(self, change: Change) -> None:
+        """Journal the agent change about to be written, so that a kill before its commit
+        is recovered as that change (its kind, scope and trailers, which undo reads)."""
+        self._intent = change
+        self._write_journal()
+
+    def _write_journal(self) -> None:
+        self.state.mkdir(exist_ok=True)
+        data: dict = {"paths": self._touched}
+        change = getattr(self, "_intent", None)
+        if change is not None and change.author is None:
+            data["change"] = {"kind": change.kind, "subject": change.subject,
+                              "scope": change.scope, "body": change.body,
+                              "trailers": dict(change.trailers)}
+        atomic.write_text(self._pending_file(), json.dumps(data))
 
     def _note_pending(self, rel: str) -> None:
         """Journal a path before writing it, so a crash's leftovers are known as ours."""
@@ -834,13 +903,27 @@ class Vault:
             return
         self._touched.append(rel)
         self.state.mkdir(exist_ok=True)
-        atomic.write_text(self._pending_file(), json.dumps(self._touched))
+        self._write_journal()
 
     def _clear_pending(self) -> None:
+        self._intent = None
         with contextlib.suppress(FileNotFoundError):
             self._pending_file().unlink()
 
     # ---- writes --------------------------------------------------------------------
+
+    def check_writable(self, rel: str) -> str:
+        """The vault path the agent would write for `rel`, or VaultError saying why not
+        (outside the vault, .git/ or .agent/, not a regular file). A command checks its
+        target this way before taking the lock, so a refusal commits nothing."""
+        rel = self.rel(rel)
+        if is_off_limits(rel):
+            raise VaultError(refusal(rel))
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            if not stat.S_ISREG(os.stat(self.root / rel).st_mode):
+                raise VaultError(f"{rel} is not a regular file (a FIFO, device or folder); "
+                                 f"the agent does not write to it.")
+        return rel
 
     def _writable(self, rel: str) -> Path:
         rel = self.rel(rel)

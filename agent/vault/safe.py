@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 from agent.errors import UserError
 
@@ -129,15 +128,30 @@ def read_text(root, rel: str, *, limit: int | None = MAX_BYTES, errors: str = "s
     return None if data is None else decode(data, rel, errors, warnings)
 
 
-def kind_of(path: Path) -> str | None:
-    """Why a path in the vault is no plain file or folder the agent may use, or None."""
+def read_given(path, limit: int) -> bytes:
+    """A file a person names on the command line (it may be outside the vault): only a
+    regular file within `limit` is read (not /dev/zero, a FIFO or a folder)."""
+    name = str(path)
     try:
-        st = os.lstat(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
-        return None
-    return "a special file"
+        raise UnsafeFile(f"{name}: no such file.") from None
+    except IsADirectoryError:
+        raise UnsafeFile(f"{name} is a folder; give a file.") from None
+    except OSError as e:
+        raise UnsafeFile(f"{name} cannot be read ({e.strerror or e}).") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(f"{name} is not a regular file (a device, FIFO or socket); "
+                             f"give a file.")
+        if st.st_size > limit:
+            raise UnsafeFile(f"{name} is {_size(st.st_size)}, over the {_size(limit)} limit.")
+        os.set_blocking(fd, True)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafeFile(f"{name} is over the {_size(limit)} limit.")
+    return data
 
 
 def _size(n: int) -> str:

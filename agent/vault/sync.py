@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from agent.stores import merge
-from agent.vault import atomic
+from agent.stores import archive, merge
+from agent.vault import atomic, mergedriver
 from agent.vault.change import Change
 from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError
 
@@ -200,7 +200,6 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult) -> None:
 
 
 def _driver_args() -> list[str]:
-    from agent.vault import mergedriver
     args = []
     for key, value in mergedriver.git_config():
         args += ["-c", f"{key}={value}"]
@@ -348,26 +347,35 @@ def ahead_behind(vault: Vault) -> tuple[str, int, int] | None:
 
 
 def ensure_setup(vault: Vault) -> str | None:
-    """Merge drivers in .git/config and the vault's merge rules in .gitattributes;
-    an older vault's rules are converted in one commit that says so."""
-    from agent.vault import mergedriver
+    """Merge drivers in .git/config, the vault's merge rules in .gitattributes, and the
+    dream's record as a mergeable set: an older vault is converted in one commit that
+    says so."""
     vault.configure_merge_drivers()
     path = vault.root / ".gitattributes"
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
     missing = [a for a in mergedriver.ATTRIBUTES if a not in lines]
-    if not missing and not old_rules & set(lines):
+    cursor = vault.root / archive.CURSOR
+    cursor_text = cursor.read_text(encoding="utf-8") if cursor.is_file() else ""
+    old_cursor = bool(cursor_text.strip()) and not cursor_text.lstrip().startswith("#")
+    if not missing and not old_rules & set(lines) and not old_cursor:
         return None
     with vault.locked():
-        kept = [line for line in lines if line not in old_rules]
-        kept += missing
-        vault.write_text(".gitattributes", "\n".join(kept) + "\n")
-        return vault.commit(Change(
-            "sync", "merge rules for the vault's files in .gitattributes",
-            body="Transcripts and daily notes keep both machines' lines, facts changed on "
-                 "two machines are kept both ways for the dream to settle, cron.json "
-                 "merges job by job."))
+        done = []
+        if missing or old_rules & set(lines):
+            kept = [line for line in lines if line not in old_rules] + missing
+            vault.write_text(".gitattributes", "\n".join(kept) + "\n")
+            done.append("Merge rules in .gitattributes: transcripts and daily notes keep both "
+                        "machines' lines, facts changed on two machines are kept both ways "
+                        "for the dream to settle, cron.json merges job by job.")
+        if old_cursor:
+            record = archive.read_consolidated(vault.root)
+            vault.write_text(archive.CURSOR, record.render())
+            done.append(f"{archive.CURSOR} now lists the consolidated archive entries "
+                        f"(1-{record.high}), so two machines' records merge.")
+        return vault.commit(Change("sync", "set up this vault for syncing between machines",
+                                   body="\n\n".join(done)))
 
 
 def clone(url: str, path: Path) -> Vault:

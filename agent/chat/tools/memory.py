@@ -23,7 +23,7 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
         section: For memory and user: the heading to add the fact under (created when
             missing), e.g. "Preferences". Ignored for daily.
     """
-    one = " ".join(text.split())
+    one = " ".join(memory.printable(text).split())
     if not one:
         raise ToolError("Nothing to remember: text is empty.")
     ctx = current_context()

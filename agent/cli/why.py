@@ -1,0 +1,32 @@
+"""`agent why TEXT`: where a line of MEMORY.md or USER.md came from."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from agent.cli.common import get_vault, vault_option
+
+
+@click.command("why")
+@click.argument("text", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="The story as one JSON object, for scripts.")
+@vault_option
+def why_cmd(text, as_json):
+    """Tell where the line of MEMORY.md or USER.md that best matches TEXT came from.
+
+    Newest first: the commit that wrote it (a hand edit, remember in a chat turn or from
+    an MCP client, a dream, a sync merge), its source (the conversation; the archive
+    entries and messages a dream stood on), and earlier versions of the line.
+    """
+    from agent import why
+    vault = get_vault()
+    story = why.explain(vault, " ".join(text))
+    if as_json:
+        click.echo(json.dumps(story.to_json(), ensure_ascii=False, indent=1))
+    else:
+        click.echo(why.render(story), nl=False)
+
+
+COMMANDS = [why_cmd]

@@ -1,0 +1,363 @@
+"""MCP servers as tools of the agent.
+
+    [mcp.servers.github]                 # in agent.toml
+    command = "npx"
+    args = ["-y", "@modelcontextprotocol/server-github"]
+    env = ["GITHUB_TOKEN"]               # names passed through; values never in the vault
+
+    [mcp.servers.docs]
+    url = "https://example.com/mcp"      # streamable HTTP
+    headers = { Authorization = "Bearer ${DOCS_TOKEN}" }   # ${VAR} from the environment
+    enabled = true
+
+Each server's tools are offered to the model as `<name>__<tool>`; their calls and
+results go in the transcript like any tool's. The servers of a vault run in one
+background event loop (a thread) and stay up across the turns of a process (a chat, or
+`agent serve`); they stop when the process ends. A server that fails to start or dies is
+reported once, in one line, and its tools are left out; the turn still runs. A stdio
+server's stderr goes to `.agent/logs/mcp-<name>.log`, not the terminal.
+
+The `mcp` SDK is imported only when a server is configured.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+
+from agent.config import SettingsError
+from agent.mcp.settings import VAR, ServerConfig, problems, read_server
+
+MAX_RESULT = 100_000          # characters of one tool result given to the model
+
+
+def load_configs(raw: dict, where: str = "agent.toml") -> list[ServerConfig]:
+    """The `[mcp.servers.<name>]` tables of agent.toml (SettingsError names a wrong one)."""
+    section = (raw or {}).get("mcp")
+    if section is None:
+        return []
+    bad = problems(section)
+    if bad:
+        raise SettingsError(f"{where}: {bad[0]}")
+    return [read_server(name, t) for name, t in (section.get("servers") or {}).items()]
+
+
+def tool_name(server: str, tool: str) -> str:
+    """`<server>__<tool>`, in the characters and length the API accepts for tool names."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{tool}")[:64]
+
+
+def result_text(result) -> tuple[str, bool]:
+    """An MCP CallToolResult as the text of a tool_result, and whether it is an error."""
+    parts = []
+    for c in result.content or []:
+        kind = getattr(c, "type", "")
+        if kind == "text":
+            parts.append(c.text)
+        elif kind == "resource":
+            res = c.resource
+            parts.append(getattr(res, "text", None) or f"[resource {res.uri}]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {c.uri}]")
+        else:
+            parts.append(f"[{kind} content ({getattr(c, 'mime_type', '') or 'binary'}) "
+                         f"not shown]")
+    if not parts and getattr(result, "structured_content", None) is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts) or "(no output)"
+    if len(text) > MAX_RESULT:
+        text = text[:MAX_RESULT] + f"\n... (cut at {MAX_RESULT} characters)"
+    return text, bool(result.is_error)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception (or an exception group from the SDK's task groups) in one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        text = f"no such command: {exc.filename}"
+    return text[:300]
+
+
+@dataclass
+class _Conn:
+    config: ServerConfig
+    ready: threading.Event = field(default_factory=threading.Event)
+    client: object = None
+    tools: list = field(default_factory=list)        # mcp Tool objects
+    error: str | None = None
+    dead: bool = False
+    stop: object = None                               # an anyio Event, set to stop
+    future: object = None
+
+
+class Hub:
+    """The MCP servers of one vault, connected from a background event loop."""
+
+    def __init__(self, root, configs: list[ServerConfig]):
+        self.root = root
+        self.configs = [c for c in configs if c.enabled]
+        self.conns: dict[str, _Conn] = {}
+        self.reported: set[tuple[str, str]] = set()
+        self._portal = None
+        self._portal_cm = None
+        self._lock = threading.Lock()
+
+    # -- the event loop
+
+    def _ensure_portal(self):
+        if self._portal is None:
+            from anyio.from_thread import start_blocking_portal
+            self._portal_cm = start_blocking_portal()
+            self._portal = self._portal_cm.__enter__()
+        return self._portal
+
+    def _transport(self, c: ServerConfig):
+        if c.url:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+            headers = {k: VAR.sub(lambda m: os.environ.get(m.group(1), ""), v)
+                       for k, v in c.headers}
+            return streamable_http_client(c.url, http_client=create_mcp_http_client(headers))
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        env = {n: os.environ[n] for n in c.env if n in os.environ}
+        logs = self.root / ".agent" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        errlog = open(logs / f"mcp-{c.name}.log", "a", encoding="utf-8")
+        return stdio_client(StdioServerParameters(command=c.command, args=list(c.args), env=env),
+                            errlog=errlog)
+
+    async def _serve(self, conn: _Conn):
+        import anyio
+        from mcp import Client
+        from mcp_types import Implementation
+        conn.stop = anyio.Event()
+        try:
+            async with Client(self._transport(conn.config), mode="legacy",
+                              client_info=Implementation(name="agent", version="0.1")) as client:
+                tools = []
+                cursor = None
+                while True:
+                    page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
+                    tools.extend(page.tools)
+                    cursor = getattr(page, "next_cursor", None)
+                    if not cursor:
+                        break
+                conn.client, conn.tools = client, tools
+                conn.ready.set()
+                await conn.stop.wait()
+        except BaseException as e:  # noqa: BLE001 - reported, never raised into the turn
+            if not conn.ready.is_set():
+                conn.error = conn.error or _one_line(e)
+            else:
+                conn.dead = True
+                conn.error = conn.error or f"stopped: {_one_line(e)}"
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+        finally:
+            conn.dead = True
+            conn.ready.set()
+
+    # -- starting
+
+    def start(self) -> list[str]:
+        """Connect the servers not connected yet (again, if one died): one line per new
+        problem, to tell the person once."""
+        problems = []
+        with self._lock:
+            pending = []
+            for c in self.configs:
+                conn = self.conns.get(c.name)
+                if conn is not None and not conn.dead:
+                    continue
+                if conn is not None and conn.error and not conn.client:
+                    continue            # never started: not retried in this process
+                conn = _Conn(c)
+                self.conns[c.name] = conn
+                portal = self._ensure_portal()
+                conn.future = portal.start_task_soon(self._serve, conn)
+                pending.append(conn)
+            for conn in pending:
+                if not conn.ready.wait(conn.config.startup_timeout):
+                    conn.error = f"did not answer within {conn.config.startup_timeout:g}s"
+                    conn.future.cancel()
+                    conn.dead = True
+            for conn in self.conns.values():
+                if conn.dead and conn.error:
+                    problems.append(self._report(conn))
+        return [p for p in problems if p]
+
+    def _report(self, conn: _Conn) -> str | None:
+        c = conn.config
+        missing = c.missing_env()
+        unset = f" ({', '.join(missing)} not set)" if missing else ""
+        line = (f"MCP server {c.name} ({c.where}) {'did not start' if not conn.client else 'died'}: "
+                f"{conn.error}{unset}; its tools are left out.")
+        key = (c.name, conn.error or "")
+        if key in self.reported:
+            return None
+        self.reported.add(key)
+        return line
+
+    # -- the tools
+
+    def definitions(self) -> list[dict]:
+        out = []
+        for conn in self.conns.values():
+            if conn.dead or not conn.client:
+                continue
+            for t in conn.tools:
+                schema = dict(t.input_schema or {})
+                schema.setdefault("type", "object")
+                desc = f"[{conn.config.name}] {t.description or t.title or t.name}"
+                out.append({"name": tool_name(conn.config.name, t.name), "description": desc,
+                            "input_schema": schema})
+        return sorted(out, key=lambda d: d["name"])
+
+    def _find(self, name: str):
+        for conn in self.conns.values():
+            if conn.dead or not conn.client:
+                continue
+            for t in conn.tools:
+                if tool_name(conn.config.name, t.name) == name:
+                    return conn, t.name
+        return None
+
+    def owns(self, name: str) -> bool:
+        return self._find(name) is not None
+
+    def call(self, name: str, data) -> tuple[str, bool]:
+        """Call tool `name` (`<server>__<tool>`): (result text, is_error)."""
+        found = self._find(name)
+        if found is None:
+            return f"The MCP tool {name} is not available (its server is not running).", True
+        conn, tool = found
+        import anyio
+
+        async def go():
+            with anyio.fail_after(conn.config.call_timeout):
+                return await conn.client.call_tool(tool, data if isinstance(data, dict) else {})
+        try:
+            result = self._portal.call(go)
+        except TimeoutError:
+            return (f"The MCP server {conn.config.name} did not answer {tool} within "
+                    f"{conn.config.call_timeout:g}s.", True)
+        except Exception as e:  # noqa: BLE001
+            from mcp.shared.exceptions import MCPError
+            from mcp_types import CONNECTION_CLOSED
+            if isinstance(e, MCPError) and e.code != CONNECTION_CLOSED:
+                return f"{conn.config.name} refused {tool}: {e.message}", True
+            # The connection broke: the server died mid-call.
+            conn.dead = True
+            conn.error = conn.error or f"stopped during {tool}: {_one_line(e)}"
+            return (f"The MCP server {conn.config.name} stopped during {tool} "
+                    f"({_one_line(e)}).", True)
+        return result_text(result)
+
+    def problems(self) -> list[str]:
+        """New one-line reports about servers that died since the last time."""
+        return [p for p in (self._report(c) for c in self.conns.values()
+                            if c.dead and c.error) if p]
+
+    # -- stopping
+
+    def close(self) -> None:
+        """Stop every server (each gets its stdin closed, then a signal) and the loop."""
+        if self._portal is None:
+            return
+        import time
+        for conn in self.conns.values():
+            if conn.stop is not None:
+                try:
+                    self._portal.call(conn.stop.set)
+                except Exception:  # noqa: BLE001
+                    pass
+        deadline = time.monotonic() + 10
+        for conn in self.conns.values():
+            if conn.future is not None:
+                try:
+                    conn.future.result(timeout=max(0.1, deadline - time.monotonic()))
+                except BaseException:  # noqa: BLE001
+                    pass
+        try:
+            self._portal.call(self._portal.stop, True)
+        except BaseException:  # noqa: BLE001
+            pass
+        try:
+            self._portal_cm.__exit__(None, None, None)
+        except BaseException:  # noqa: BLE001
+            pass
+        self._portal = self._portal_cm = None
+        self.conns = {}
+
+
+_hubs: dict[str, tuple[list[ServerConfig], Hub]] = {}
+
+
+def hub_for(root, raw: dict) -> Hub | None:
+    """The hub of the vault at `root` for agent.toml's settings `raw`, or None when no
+    server is configured and enabled. Kept for the process; made again if the settings
+    changed."""
+    configs = load_configs(raw)
+    if not any(c.enabled for c in configs):
+        return None
+    key = str(root)
+    known = _hubs.get(key)
+    if known is not None and known[0] == configs:
+        return known[1]
+    if known is not None:
+        known[1].close()
+    hub = Hub(root, configs)
+    _hubs[key] = (configs, hub)
+    return hub
+
+
+@atexit.register
+def close_all() -> None:
+    for _, hub in list(_hubs.values()):
+        hub.close()
+    _hubs.clear()
+
+
+def describe_servers(vault, timeout: float | None = None) -> tuple[list[str], bool]:
+    """`agent mcp list`: each configured server, whether it starts, and its tools."""
+    from agent.config import load_settings
+    settings = load_settings(vault.root)
+    configs = load_configs(settings.raw)
+    if not configs:
+        return (["No MCP servers in agent.toml. Add one as:", "",
+                 "  [mcp.servers.NAME]", '  command = "..."      # or url = "https://..."',
+                 '  args = ["..."]', '  env = ["TOKEN_NAME"]  # passed through, never stored'],
+                True)
+    if timeout is not None:
+        configs = [ServerConfig(**{**c.__dict__, "startup_timeout": timeout}) for c in configs]
+    hub = Hub(vault.root, configs)
+    try:
+        hub.start()
+        lines, ok = [], True
+        for c in configs:
+            lines.append(f"{c.name}  ({c.where})")
+            if not c.enabled:
+                lines.append("  disabled (enabled = false)")
+                continue
+            conn = hub.conns.get(c.name)
+            if conn is None or not conn.client:
+                ok = False
+                missing = c.missing_env()
+                unset = f" ({', '.join(missing)} not set)" if missing else ""
+                lines.append(f"  does not start: {conn.error if conn else 'not tried'}{unset}")
+                continue
+            lines.append(f"  starts; {len(conn.tools)} tool{'s' * (len(conn.tools) != 1)}:")
+            for t in conn.tools:
+                desc = " ".join((t.description or "").split())
+                if len(desc) > 70:
+                    desc = desc[:67] + "..."
+                lines.append(f"    {tool_name(c.name, t.name)}  {desc}".rstrip())
+        return lines, ok
+    finally:
+        hub.close()

@@ -1,0 +1,346 @@
+"""What `agent mcp` offers, as plain functions over a vault (no SDK here).
+
+Each tool has a JSON schema (what the client sees) and a function taking the checked
+arguments. Input is checked here, before anything is read or written: a wrong or
+missing argument, a path outside the vault or a huge text raises `BadInput`, which the
+server turns into an MCP error (and nothing changes). Every write is one commit
+`mcp(<client>): ...`, under the vault lock, after any hand edits were committed first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Callable
+
+from agent.errors import UserError
+from agent.stores import memory
+from agent.vault.change import Change
+
+MAX_TEXT = 4000          # remember, note: one fact or note, not a document
+MAX_QUERY = 1000         # search, why
+MAX_OUTPUT = 60000       # characters of a tool's answer (history, recent)
+SUBJECT_CHARS = 60
+
+
+class BadInput(UserError):
+    """An argument the client sent is wrong; the message names it."""
+
+
+@dataclass
+class Spec:
+    name: str
+    description: str
+    schema: dict
+    fn: Callable
+    writes: bool = False
+
+
+def _client_scope(name: str | None) -> str:
+    """A client's name as a commit scope: `Claude Code` -> `claude-code`."""
+    scope = re.sub(r"[^a-z0-9._-]+", "-", (name or "").strip().lower()).strip("-.")
+    return scope[:40] or "client"
+
+
+def _shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
+    one = " ".join(text.split())
+    if len(one) <= limit:
+        return one
+    cut = one[:limit].rsplit(" ", 1)[0]
+    if len(cut) < limit // 2:
+        cut = one[:limit]
+    return cut.rstrip(" ,.;:") + "..."
+
+
+# ---- checking arguments ----------------------------------------------------------------
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def check_args(spec: Spec, args) -> dict:
+    """The arguments with defaults filled in, or BadInput naming what is wrong."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise BadInput(f"{spec.name}: the arguments must be an object, got {_kind(args)}")
+    props = spec.schema["properties"]
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        raise BadInput(f"{spec.name} has no argument {', '.join(unknown)} "
+                       f"(it takes {', '.join(props) or 'none'})")
+    missing = [p for p in spec.schema.get("required", []) if p not in args]
+    if missing:
+        raise BadInput(f"{spec.name} needs {', '.join(missing)}")
+    out = {}
+    for name, schema in props.items():
+        if name not in args:
+            out[name] = schema.get("default")
+            continue
+        value = args[name]
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if value is None:
+            if "null" not in types:
+                raise BadInput(f"{spec.name}: {name} must be {types[0]}, got null")
+            out[name] = None
+            continue
+        if "string" in types:
+            if not isinstance(value, str):
+                raise BadInput(f"{spec.name}: {name} must be a string, got {_kind(value)}")
+            if "maxLength" in schema and len(value) > schema["maxLength"]:
+                raise BadInput(f"{spec.name}: {name} is {len(value)} characters long; "
+                               f"at most {schema['maxLength']} are accepted")
+            if "enum" in schema and value not in schema["enum"]:
+                raise BadInput(f"{spec.name}: {name} must be one of "
+                               f"{', '.join(schema['enum'])}, got {json.dumps(value)[:60]}")
+            if schema.get("minLength") and not value.strip():
+                raise BadInput(f"{spec.name}: {name} is empty")
+        elif "integer" in types:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise BadInput(f"{spec.name}: {name} must be a whole number, got {_kind(value)}")
+            lo, hi = schema.get("minimum"), schema.get("maximum")
+            if (lo is not None and value < lo) or (hi is not None and value > hi):
+                raise BadInput(f"{spec.name}: {name} must be between {lo} and {hi}, got {value}")
+        out[name] = value
+    return out
+
+
+# ---- the tools -------------------------------------------------------------------------
+
+
+def _text(description: str, max_length: int = MAX_TEXT) -> dict:
+    return {"type": "string", "description": description, "minLength": 1,
+            "maxLength": max_length}
+
+
+class VaultTools:
+    """The tools over one vault; `client` names the MCP client for commit messages."""
+
+    def __init__(self, vault, *, read_only: bool = False, clock=None):
+        self.vault = vault
+        self.read_only = read_only
+        self.clock = clock or (lambda: datetime.now().astimezone())
+        specs = [
+            Spec("search", "Search everything the agent remembers: past conversations, "
+                 "MEMORY.md, USER.md, daily notes and the archive. Returns the best hits with "
+                 "their file, line, date and speaker.",
+                 {"type": "object", "properties": {
+                     "query": _text("Key words to look for (names, places, distinctive words).",
+                                    MAX_QUERY),
+                     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
+                               "description": "How many hits at most (1 to 50)."}},
+                  "required": ["query"], "additionalProperties": False}, self.search),
+            Spec("remember", "Keep something in the shared memory, as one commit in the "
+                 "vault's git history. target: 'daily' for today's daily note (passing "
+                 "things), 'memory' for MEMORY.md (lasting facts about the world, projects, "
+                 "plans), 'user' for USER.md (facts about the person).",
+                 {"type": "object", "properties": {
+                     "text": _text("What to keep, as one self-contained sentence with "
+                                   "absolute dates."),
+                     "target": {"type": "string", "enum": ["daily", "memory", "user"],
+                                "default": "daily", "description": "Where it goes."},
+                     "section": {"type": ["string", "null"], "maxLength": 200, "default": None,
+                                 "description": "For memory and user: the heading to add "
+                                                "the fact under (created when missing)."}},
+                  "required": ["text"], "additionalProperties": False},
+                 self.remember, writes=True),
+            Spec("note", "Append a timestamped line to today's daily note (memory/"
+                 "YYYY-MM-DD.md), as one commit.",
+                 {"type": "object", "properties": {"text": _text("The note.")},
+                  "required": ["text"], "additionalProperties": False}, self.note, writes=True),
+            Spec("recent", "What was noted and learned lately: the daily notes of the last "
+                 "days and the facts added to MEMORY.md and USER.md in that time.",
+                 {"type": "object", "properties": {
+                     "days": {"type": "integer", "minimum": 1, "maximum": 90, "default": 3,
+                              "description": "How many days back, today included (1 to 90)."}},
+                  "additionalProperties": False}, self.recent),
+            Spec("history", "How a vault file changed: its commits, newest first, each with "
+                 "author, date, message and diff.",
+                 {"type": "object", "properties": {
+                     "path": {"type": "string", "minLength": 1, "maxLength": 500,
+                              "description": "The file's path in the vault, e.g. MEMORY.md."},
+                     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5,
+                               "description": "How many commits at most (1 to 50)."}},
+                  "required": ["path"], "additionalProperties": False}, self.history),
+            Spec("why", "Where a line of MEMORY.md or USER.md came from: the commit that "
+                 "wrote it (a hand edit, a chat turn's remember, a dream, a sync merge) and "
+                 "its source (the conversation, the archive entries), with earlier versions.",
+                 {"type": "object", "properties": {
+                     "text": _text("Words of the fact to explain.", MAX_QUERY)},
+                  "required": ["text"], "additionalProperties": False}, self.why),
+        ]
+        self.specs = {s.name: s for s in specs}
+
+    def offered(self) -> list[Spec]:
+        return [s for s in self.specs.values() if not (self.read_only and s.writes)]
+
+    def call(self, name: str, args, client: str | None = None) -> str:
+        """Run tool `name`: its text, or BadInput (nothing changed)."""
+        spec = self.specs.get(name)
+        if spec is None:
+            raise BadInput(f"There is no tool {name!r}; the tools are "
+                           f"{', '.join(s.name for s in self.offered())}.")
+        if spec.writes and self.read_only:
+            raise BadInput(f"{name} changes the vault, and this server was started with "
+                           f"--read-only: it only reads.")
+        kwargs = check_args(spec, args)
+        if spec.writes:
+            kwargs["client"] = client
+        return spec.fn(**kwargs)
+
+    # -- reading
+
+    def search(self, query: str, limit: int) -> str:
+        from agent.chat.tools.memory import format_hit
+        from agent.search import index
+        hits = index.search(self.vault, query, limit=limit)
+        if not hits:
+            return f"No matches for {query!r}."
+        return "\n".join(format_hit(h) for h in hits)
+
+    def recent(self, days: int) -> str:
+        now = self.clock()
+        parts = []
+        for back in range(days - 1, -1, -1):
+            day = (now - timedelta(days=back)).date()
+            rel = memory.daily_path(day)
+            path = self.vault.root / rel
+            if path.is_file():
+                parts.append(f"## {rel}\n\n{path.read_text(encoding='utf-8').strip()}")
+        since = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0,
+                                                         microsecond=0)
+        facts = self._facts_since(since)
+        if facts:
+            parts.append(f"## Facts added to MEMORY.md and USER.md since {since:%Y-%m-%d}\n\n"
+                         + "\n".join(facts))
+        if not parts:
+            return f"Nothing noted or learned in the last {days} day{'s' * (days != 1)}."
+        return _cap("\n\n".join(parts))
+
+    def _facts_since(self, since: datetime) -> list[str]:
+        from agent.vault import history
+        facts = [f"{line.strip()}  ({rel}, {when})" for when, rel, line in
+                 history.added_lines(self.vault, [memory.MEMORY, memory.USER], since.isoformat())
+                 if memory.FACT.match(line)]
+        # A fact added then changed again: show each line once, at its last change.
+        seen, unique = set(), []
+        for f in reversed(facts):
+            key = f.rsplit("  (", 1)[0]
+            if key not in seen:
+                seen.add(key)
+                unique.append(f)
+        return list(reversed(unique))
+
+    def history(self, path: str, limit: int) -> str:
+        rel = self._vault_path(path)
+        from agent.vault import history
+        out = history.file_log(self.vault, [rel], max_count=limit)
+        if not out.strip():
+            if not (self.vault.root / rel).exists():
+                raise BadInput(f"history: there is no file {rel} in the vault, now or in "
+                               f"its history")
+            return f"{rel} has no commits yet (it changed by hand since the last commit)."
+        return _cap(out)
+
+    def _vault_path(self, path: str) -> str:
+        from agent.vault.offlimits import is_off_limits
+        from agent.vault.repo import VaultError
+        try:
+            rel = self.vault.rel(path)
+        except VaultError:
+            raise BadInput(f"history: {path} is outside the vault") from None
+        if rel in (".", "") or is_off_limits(rel):
+            raise BadInput(f"history: {path} is not a file of the vault")
+        return rel
+
+    def why(self, text: str) -> str:
+        from agent import why
+        return why.render(why.explain(self.vault, text))
+
+    # -- writing
+
+    def _commit(self, client: str | None, what: str, text: str, rel: str, tool: str,
+                write) -> str:
+        from agent.search import index
+        scope = _client_scope(client)
+        with self.vault.locked():
+            result = write()
+            sha = self.vault.commit(Change("mcp", f"{what}: {_shorten(text)}", scope=scope,
+                                           trailers={"Client": client or "unknown",
+                                                     "Tool": tool, "File": rel}))
+        if sha:
+            index.refresh(self.vault, after_commit=True)
+        return result + (f" ({sha[:7]})" if sha else "")
+
+    def remember(self, text: str, target: str, section: str | None, client: str | None) -> str:
+        from agent.chat.tools.memory import TITLES
+        one = " ".join(text.split())
+        if target == "daily":
+            return self._note(one, client, "remember")
+        rel = memory.MEMORY if target == "memory" else memory.USER
+        section = section.strip() if section and section.strip() else None
+
+        def write():
+            path = self.vault.root / rel
+            old = path.read_text(encoding="utf-8") if path.exists() else None
+            new = memory.add_fact(old, one, section, TITLES[rel])
+            if new == (old or ""):
+                return f"{rel} already has: - {one}"
+            self.vault.write_text(rel, new)
+            where = f" under {section}" if section else ""
+            return f"Added to {rel}{where}: - {one}"
+        return self._commit(client, f"remember in {rel}", one, rel, "remember", write)
+
+    def note(self, text: str, client: str | None) -> str:
+        return self._note(" ".join(text.split()), client, "note")
+
+    def _note(self, one: str, client: str | None, tool: str) -> str:
+        now = self.clock()
+        rel = memory.daily_path(now.date())
+        line = memory.note_line(one, now)
+
+        def write():
+            self.vault.append_line(rel, line, header=memory.daily_header(now.date()))
+            return f"Noted in {rel}: {line}"
+        return self._commit(client, f"{tool} in {rel}", one, rel, tool, write)
+
+    # -- resources
+
+    def resources(self) -> list[tuple[str, str, str]]:
+        """(uri, name, description) of what a client may read."""
+        today = memory.daily_path(self.clock().date())
+        return [("agent://MEMORY.md", memory.MEMORY, "Long-term facts, one per bullet."),
+                ("agent://USER.md", memory.USER, "Facts about the person."),
+                ("agent://today", today, "Today's daily note.")]
+
+    def read(self, uri: str) -> str:
+        m = re.fullmatch(r"agent://(MEMORY\.md|USER\.md|today|memory/(\d{4}-\d{2}-\d{2})\.md)", uri)
+        if not m:
+            raise BadInput(f"No resource {uri}; there are agent://MEMORY.md, agent://USER.md, "
+                           f"agent://today and agent://memory/YYYY-MM-DD.md")
+        rel = m.group(1)
+        if rel == "today":
+            rel = memory.daily_path(self.clock().date())
+        path = self.vault.root / rel
+        return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_OUTPUT:
+        return text
+    return text[:MAX_OUTPUT] + f"\n... (cut at {MAX_OUTPUT} characters)"

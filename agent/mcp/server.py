@@ -1,0 +1,119 @@
+"""`agent mcp`: the vault as memory for any MCP client, over stdio, on the official SDK.
+
+    agent mcp               # search, remember, note, recent, history, why + resources
+    agent mcp --read-only   # the reading tools only
+
+The tools are in `agent.mcp.ops` (plain functions over the vault); this module wires
+them to the SDK's low-level `Server`. Bad input is answered with a JSON-RPC error
+(-32602, invalid params) naming the problem, before anything is read or written. The
+vault work runs in a worker thread, one call at a time, so the event loop keeps
+answering (pings, cancellations) while git runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from agent.errors import UserError
+from agent.mcp.ops import BadInput, VaultTools
+
+NAME = "agent"
+INSTRUCTIONS = """\
+This is the memory of a personal agent: a git repository of plain files. MEMORY.md holds \
+lasting facts, USER.md facts about the person, memory/YYYY-MM-DD.md the daily notes; \
+past conversations are searchable. Use `search` before answering questions about the \
+past, `remember` for what should be kept (one self-contained sentence, absolute dates), \
+`recent` for what happened lately, `why` to find where a fact came from. Every change is \
+a git commit, so nothing is lost and everything can be undone."""
+
+
+def _client_name(ctx) -> str | None:
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    if info is not None and getattr(info, "name", None):
+        return info.name
+    return None
+
+
+def build(vault, *, read_only: bool = False, tools: VaultTools | None = None) -> Server:
+    """The MCP server over `vault`."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        ours = version("agent")
+    except PackageNotFoundError:  # pragma: no cover - a source checkout without metadata
+        ours = "0"
+    tools = tools or VaultTools(vault, read_only=read_only)
+    limiter = anyio.CapacityLimiter(1)
+
+    async def run(fn, *args):
+        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=s.name, description=s.description, input_schema=s.schema,
+                       annotations=types.ToolAnnotations(read_only_hint=not s.writes,
+                                                         destructive_hint=False,
+                                                         idempotent_hint=not s.writes,
+                                                         open_world_hint=False))
+            for s in tools.offered()])
+
+    async def call_tool(ctx, params) -> types.CallToolResult:
+        client = _client_name(ctx)
+        try:
+            text = await run(tools.call, params.name, params.arguments, client)
+        except BadInput as e:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(e)) from None
+        except UserError as e:
+            # The vault refused (a broken agent.toml, a git problem): the client hears why.
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(e))],
+                                        is_error=True)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+    async def list_resources(ctx, params) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=uri, name=name, description=desc, mime_type="text/markdown")
+            for uri, name, desc in tools.resources()])
+
+    async def list_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[
+            types.ResourceTemplate(uri_template="agent://memory/{day}.md", name="daily note",
+                                   description="The daily note of a day (YYYY-MM-DD).",
+                                   mime_type="text/markdown")])
+
+    async def read_resource(ctx, params) -> types.ReadResourceResult:
+        try:
+            text = await run(tools.read, params.uri)
+        except BadInput as e:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(e)) from None
+        return types.ReadResourceResult(contents=[
+            types.TextResourceContents(uri=params.uri, text=text, mime_type="text/markdown")])
+
+    server = Server(NAME, version=ours, title="agent: a vault of plain files in git",
+                    instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool,
+                    on_list_resources=list_resources, on_list_resource_templates=list_templates,
+                    on_read_resource=read_resource)
+    return server
+
+
+def serve(vault, *, read_only: bool = False) -> None:
+    """Serve MCP over this process's stdin and stdout until the client hangs up."""
+    # The SDK logs every request at INFO; a client shows our stderr to the person.
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    server = build(vault, read_only=read_only)
+
+    async def main():
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:  # pragma: no cover - Ctrl-C in a terminal
+        print("", file=sys.stderr)

@@ -1,0 +1,384 @@
+"""`agent why TEXT`: where a line of MEMORY.md or USER.md came from.
+
+The line that best matches TEXT is found, then its story is told newest first, one
+step per version of the line:
+
+- the commit that wrote that version (author, date, kind: a hand edit, `remember` in a
+  chat turn, `remember` from an MCP client, a dream, a sync merge, ...);
+- its source: for a chat turn, the session, the turn and the user's message (and the
+  tool call that wrote it); for a dream, the findings and the archive entries it stood
+  on (from the dream ledger, `.dream_ledger.jsonl`) and, from each entry, the messages
+  it covers; for a hand edit, the person; for a sync merge, the clone's commit merged;
+- then the version before it, if that commit changed a line rather than added one.
+
+Git walking is in `agent.vault.history`; this module tells the story.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+
+from agent.errors import UserError
+from agent.stores import archive, ledger, memory, sessions
+from agent.vault import history as lineage
+
+FILES = (memory.MEMORY, memory.USER)
+MAX_STEPS = 12
+MATCH = 0.5                  # below this, TEXT matches no line
+SHORT = 240                  # characters of a quoted message
+
+
+class NoMatch(UserError):
+    pass
+
+
+@dataclass
+class Candidate:
+    file: str
+    line: int
+    text: str
+    score: float
+
+
+@dataclass
+class Step:
+    sha: str | None          # None: not committed yet
+    kind: str                # "hand edit", "chat turn", "mcp", "dream", "sync merge", ...
+    author: str
+    email: str
+    date: str
+    subject: str
+    file: str
+    line: int
+    text: str                # the line as this step wrote it
+    source: dict = field(default_factory=dict)
+
+
+@dataclass
+class Story:
+    query: str
+    match: Candidate
+    steps: list[Step]
+    closest: list[Candidate] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"query": self.query, "file": self.match.file, "line": self.match.line,
+                "text": self.match.text, "score": round(self.match.score, 3),
+                "steps": [asdict(s) for s in self.steps]}
+
+
+# ---- finding the line -----------------------------------------------------------------
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
+
+
+def score(query: str, line: str) -> float:
+    q = " ".join(_words(query))
+    body = re.sub(r"^\s*[-*+]\s+", "", line)
+    t = " ".join(_words(body))
+    if not q or not t:
+        return 0.0
+    if q in t:
+        return 1.0
+    qw, tw = set(q.split()), set(t.split())
+    recall = len(qw & tw) / len(qw)
+    ratio = difflib.SequenceMatcher(None, q, t, autojunk=False).ratio()
+    return 0.7 * recall + 0.3 * ratio
+
+
+def candidates(vault, query: str) -> list[Candidate]:
+    out = []
+    for rel in FILES:
+        path = vault.root / rel
+        if not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip() or memory.HEADING.match(line):
+                continue
+            out.append(Candidate(rel, n, line, score(query, line)))
+    out.sort(key=lambda c: (-c.score, c.file, c.line))
+    return out
+
+
+# ---- the story ------------------------------------------------------------------------
+
+
+def explain(vault, text: str) -> Story:
+    """The story of the line of MEMORY.md or USER.md that best matches `text`."""
+    query = " ".join(text.split())
+    if not query:
+        raise NoMatch("Nothing to explain: give some words of a line of MEMORY.md or USER.md.")
+    found = candidates(vault, query)
+    if not found or found[0].score < MATCH:
+        closest = "; ".join(f"{c.file}:{c.line} {c.text.strip()}" for c in found[:3]
+                            if c.score > 0)
+        raise NoMatch(f"No line of MEMORY.md or USER.md matches {query!r}."
+                      + (f" Closest: {closest}" if closest else ""))
+    match = found[0]
+    steps = walk(vault, match.file, match.line, match.text)
+    return Story(query, match, steps, found[1:4])
+
+
+def walk(vault, rel: str, line: int, text: str) -> list[Step]:
+    agent_email = vault.agent_identity().email
+    lineage.ensure_path_filters(vault)
+    steps: list[Step] = []
+    rev = None                       # the work tree first: an uncommitted hand edit shows
+    for _ in range(MAX_STEPS):
+        blame = lineage.blame_line(vault, rel, line, rev)
+        if blame is None:
+            break
+        if blame.sha == lineage.UNCOMMITTED:
+            identity = vault.user_identity()
+            steps.append(Step(None, "hand edit", identity.name, identity.email, "", "",
+                              rel, line, text, {"note": "not committed yet; committed as "
+                                                        "the person's edit before the "
+                                                        "agent's next change"}))
+            rev = "HEAD"
+            continue
+        c = lineage.commit_record(vault, blame.sha)
+        if not steps or steps[-1].sha is None:
+            merge = lineage.merge_bringing(vault, c.sha)
+            if merge:
+                steps.append(_merge_step(vault, merge, c, blame.path, blame.line, text))
+        step = _step(vault, c, blame.path, blame.line, text, agent_email)
+        steps.append(step)
+        # The version before: the line this commit's hunk replaced, when it looks like it.
+        parent = blame.previous or (c.parents[0] if c.parents else None)
+        removed = lineage.hunk_at(vault, c.sha, parent, blame.path, blame.line,
+                                  blame.previous_path)
+        old = step.source.get("replaced")
+        prev = None
+        if old:
+            prev = next(((n, t) for n, t in removed if t.strip() == old.strip()), None)
+        if prev is None and removed:
+            best = max(removed, key=lambda r: score(text, r[1]))
+            if score(text, best[1]) >= 0.4 and best[1].strip() != text.strip():
+                prev = best
+        if prev is None or parent is None:
+            break
+        rel, line, text, rev = blame.previous_path or blame.path, prev[0], prev[1], parent
+    return steps
+
+
+def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
+    if len(c.parents) > 1:
+        return "sync merge"
+    k = c.kind
+    if k == "dream":
+        return "dream"
+    if k == "mcp":
+        return "mcp"
+    if k in ("edit",) or c.email != agent_email:
+        return "hand edit"
+    if "Session" in c.trailers and "Turn" in c.trailers:
+        return "chat turn"
+    return {"init": "vault template", "undo": "undo", "recover": "recovered",
+            "import": "import"}.get(k, k or "commit")
+
+
+def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
+    kind = _kind(c, agent_email)
+    step = Step(c.sha, kind, c.author, c.email, c.date, c.subject, rel, line, text)
+    if kind == "chat turn":
+        step.source = _turn_source(vault, c, text)
+    elif kind == "dream":
+        step.source = _dream_source(vault, c, rel, text)
+    elif kind == "mcp":
+        step.source = {"client": c.trailers.get("Client", c.scope or ""),
+                       "tool": c.trailers.get("Tool", "")}
+    elif kind == "hand edit":
+        step.source = {"note": f"written by hand by {c.author}"}
+    elif kind == "sync merge":
+        step.source = {"note": "the merge itself wrote this line (a conflict resolved)",
+                       "parents": c.parents}
+    elif kind == "undo":
+        step.source = {"reverts": c.trailers.get("Reverts", "")}
+    return step
+
+
+def _merge_step(vault, merge: str, original, rel: str, line: int, text: str) -> Step:
+    m = lineage.commit_record(vault, merge)
+    return Step(m.sha, "sync merge", m.author, m.email, m.date, m.subject, rel, line, text,
+                {"merged": original.sha, "note": f"brought in from another clone, where "
+                                                  f"{original.short} wrote it"})
+
+
+# ---- sources --------------------------------------------------------------------------
+
+
+def _short(text: str, limit: int = SHORT) -> str:
+    one = " ".join(str(text).split())
+    return one if len(one) <= limit else one[:limit - 3].rstrip() + "..."
+
+
+def _turn_source(vault, c, text: str) -> dict:
+    session, turn = c.trailers.get("Session", ""), c.trailers.get("Turn", "")
+    source = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
+    files = [p for p in lineage.changed_paths(vault, c.sha)
+             if p.startswith("sessions/") and p.endswith(".jsonl")]
+    if not files:
+        return source
+    rel = files[0]
+    source["file"] = rel
+    needle = f'"turn":{turn}'.encode()
+    lines = []
+    try:
+        with open(vault.root / rel, "rb") as f:
+            for raw in f:
+                if needle not in raw.replace(b" ", b""):
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if str(obj.get("turn")) == str(turn):
+                    lines.append(obj)
+    except FileNotFoundError:
+        return source
+    user = next((m for m in lines if m.get("role") == "user"
+                 and isinstance(m.get("content"), str)), None)
+    if user:
+        source["message"] = {"id": user.get("id"), "ts": user.get("ts"),
+                             "text": _short(user["content"])}
+    body = re.sub(r"^\s*[-*+]\s+", "", text).strip()
+    for m in lines:
+        content = m.get("content")
+        for block in content if isinstance(content, list) else []:
+            if (isinstance(block, dict) and block.get("type") == "tool_use"
+                    and block.get("name") == "remember"):
+                said = " ".join(str((block.get("input") or {}).get("text", "")).split())
+                if said and (said == body or score(said, body) >= 0.6):
+                    source["tool_call"] = {"name": "remember", "input": block.get("input")}
+    return source
+
+
+def _dream_source(vault, c, rel: str, text: str) -> dict:
+    run = None
+    m = re.search(r"\(archive (\d+\.\.\d+)\)", c.subject)
+    if m:
+        run = m.group(1)
+    rec = ledger.for_line(vault.root, run, rel, text)
+    source: dict = {"run": run}
+    if rec is None:
+        cursor = c.trailers.get("Cursor", "")
+        cm = re.match(r"(\d+)\s*->\s*(\d+)", cursor)
+        ids = list(range(int(cm.group(1)) + 1, int(cm.group(2)) + 1)) if cm else []
+        source.update({"exact": False, "archive_ids": ids,
+                       "note": "no ledger record: the entries of the whole run"})
+    else:
+        ids = [int(i) for i in rec.get("archive", []) if str(i).isdigit()]
+        source.update({"exact": bool(rec.get("exact")), "archive_ids": ids,
+                       "op": rec.get("op"), "reason": rec.get("reason", ""),
+                       "replaced": rec.get("old") or None,
+                       "findings": rec.get("findings", [])})
+    source["archive"] = [_entry(vault, i) for i in ids[:10]]
+    return source
+
+
+def _entry(vault, entry_id: int) -> dict:
+    from agent.dream import prompts
+    paths = dict(archive.entry_ids(vault.root))
+    rel = paths.get(entry_id)
+    if rel is None:
+        return {"id": entry_id, "missing": True}
+    try:
+        e = archive.load(vault.root, rel)
+    except UserError as err:
+        return {"id": entry_id, "path": rel, "problem": str(err)}
+    out = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
+           "topic": e.topic, "summary": _short(e.summary), "messages": []}
+    cache = prompts.SessionCache(vault.root)
+    for file, first, through in archive.source_ranges(e.meta.get("source")):
+        got = cache.lines(str(file or ""))
+        if isinstance(got, str):
+            continue
+        lines, position = got
+        start = position.get(str(first), 0)
+        end = position.get(str(through), len(lines) - 1)
+        for obj in lines[start:end + 1]:
+            if "role" not in obj:
+                continue
+            out["messages"].append({"file": file, "id": obj.get("id"),
+                                    "ts": obj.get("ts"), "role": obj.get("role"),
+                                    "text": _short(sessions.message_text(
+                                        obj.get("content", ""), sep=" "), 160)})
+    return out
+
+
+# ---- telling it -----------------------------------------------------------------------
+
+
+def _date(iso: str) -> str:
+    return iso[:16].replace("T", " ") if iso else ""
+
+
+def render(story: Story) -> str:
+    m = story.match
+    out = [f"{m.file}:{m.line}  {m.text.strip()}", ""]
+    for n, s in enumerate(story.steps):
+        label = "Written" if n == 0 else "Before that"
+        if s.sha is None:
+            out.append(f"{label}: not committed yet, a hand edit in the work tree "
+                       f"(it is committed as {s.author}'s edit before the agent's next change).")
+            out.append("")
+            continue
+        head = f"{label}: {s.sha[:7]} {_date(s.date)} by {s.author} <{s.email}>"
+        out.append(head)
+        out.append(f"  {s.subject}")
+        if n > 0 or s.text.strip() != m.text.strip():
+            out.append(f"  the line then: {s.text.strip()}")
+        out.extend("  " + line for line in _describe(s))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _describe(s: Step) -> list[str]:
+    src = s.source
+    if s.kind == "hand edit":
+        return [f"a hand edit: {s.author} wrote it."]
+    if s.kind == "chat turn":
+        lines = [f"remember in a chat turn: session {src.get('session')}, turn {src.get('turn')}"
+                 + (f" ({src['file']})" if src.get("file") else "")]
+        msg = src.get("message")
+        if msg:
+            lines.append(f"the user said ({_date(msg.get('ts') or '')}, {msg.get('id')}): "
+                         f"{msg['text']}")
+        call = src.get("tool_call")
+        if call:
+            lines.append(f"the agent called remember({json.dumps(call['input'], ensure_ascii=False)})")
+        return lines
+    if s.kind == "mcp":
+        return [f"remember from the MCP client {src.get('client')} (tool {src.get('tool')})."]
+    if s.kind == "dream":
+        ids = ", ".join(str(i) for i in src.get("archive_ids", []))
+        lines = [f"a dream over archive {src.get('run')}: from archive "
+                 f"entr{'y' if len(src.get('archive_ids', [])) == 1 else 'ies'} {ids}"
+                 + ("" if src.get("exact") else " (the whole run; no finer record)")]
+        if src.get("reason"):
+            lines.append(f"why: {src['reason']}")
+        for f in src.get("findings", []):
+            lines.append(f"finding ({f.get('kind')}): {f.get('statement')} "
+                         f"[{', '.join(f.get('evidence') or [])}]")
+        for e in src.get("archive", []):
+            if e.get("missing"):
+                lines.append(f"archive {e['id']}: not in the vault any more")
+                continue
+            lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}, "
+                         f"{_date(str(e.get('created') or ''))}): {e.get('topic')}")
+            for msg in e.get("messages", [])[:6]:
+                lines.append(f"  {msg['file']} {msg['id']} {_date(msg.get('ts') or '')} "
+                             f"{msg['role']}: {msg['text']}")
+            if len(e.get("messages", [])) > 6:
+                lines.append(f"  ... {len(e['messages']) - 6} more messages")
+        return lines
+    if s.kind == "sync merge":
+        return [f"a sync merge: {src.get('note')}."]
+    if s.kind == "undo":
+        return [f"an undo (reverts {src.get('reverts')})."]
+    return [f"{s.kind}."]

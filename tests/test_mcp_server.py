@@ -1,0 +1,195 @@
+"""`agent mcp` driven by the SDK's own stdio client, as Claude Code would drive it: the
+real process, real git; assertions on what the client gets, the files and `git log`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import asynccontextmanager
+from datetime import datetime
+
+import anyio
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+from mcp_types import Implementation
+
+from conftest import subjects
+
+
+@asynccontextmanager
+async def connect(vault, *args, name="Claude Code", mode="legacy"):
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "agent", "--vault", str(vault.root), "mcp", *args],
+                                   env=dict(os.environ))
+    async with Client(params, client_info=Implementation(name=name, version="9.9"),
+                      mode=mode) as client:
+        yield client
+
+
+def text_of(result) -> str:
+    return "".join(c.text for c in result.content if c.type == "text")
+
+
+def drive(vault, steps, *args, **kw):
+    """Run `steps(client)` against a fresh `agent mcp`; its return value."""
+    out = {}
+
+    async def main():
+        async with connect(vault, *args, **kw) as client:
+            out["value"] = await steps(client)
+    anyio.run(main)
+    return out.get("value")
+
+
+def test_tools_and_resources_are_listed(vault):
+    async def steps(c):
+        tools = await c.list_tools()
+        resources = await c.list_resources()
+        return ({t.name: t for t in tools.tools}, [r.uri for r in resources.resources],
+                c.server_info)
+    tools, uris, info = drive(vault, steps)
+    assert set(tools) == {"search", "remember", "note", "recent", "history", "why"}
+    assert tools["remember"].input_schema["required"] == ["text"]
+    assert tools["remember"].annotations.read_only_hint is False
+    assert tools["search"].annotations.read_only_hint is True
+    assert uris == ["agent://MEMORY.md", "agent://USER.md", "agent://today"]
+    assert info.name == "agent"
+
+
+def test_remember_and_note_are_one_commit_each_named_after_the_client(vault):
+    async def steps(c):
+        a = await c.call_tool("remember", {"text": "Prefers  window seats on trains",
+                                            "target": "user", "section": "Travel"})
+        b = await c.call_tool("remember", {"text": "The Kyoto trip is on 2027-04-03",
+                                            "target": "memory"})
+        n = await c.call_tool("note", {"text": "called the dentist"})
+        d = await c.call_tool("remember", {"text": "bought a new kettle"})
+        return [text_of(r) for r in (a, b, n, d)], [r.is_error for r in (a, b, n, d)]
+    texts, errors = drive(vault, steps)
+    assert errors == [False] * 4
+    assert texts[0].startswith("Added to USER.md under Travel: - Prefers window seats on trains")
+    today = f"memory/{datetime.now():%Y-%m-%d}.md"
+    assert subjects(vault)[:4] == [
+        f"mcp(claude-code): remember in {today}: bought a new kettle",
+        f"mcp(claude-code): note in {today}: called the dentist",
+        "mcp(claude-code): remember in MEMORY.md: The Kyoto trip is on 2027-04-03",
+        "mcp(claude-code): remember in USER.md: Prefers window seats on trains"]
+    user = (vault.root / "USER.md").read_text()
+    assert "## Travel\n\n- Prefers window seats on trains\n" in user
+    assert "- The Kyoto trip is on 2027-04-03" in (vault.root / "MEMORY.md").read_text()
+    note = (vault.root / today).read_text()
+    assert "called the dentist" in note and "bought a new kettle" in note
+    trailers = vault.git("log", "-1", "--format=%(trailers:only,unfold)", "HEAD~3")
+    assert "Client: Claude Code" in trailers and "Tool: remember" in trailers
+    assert vault.git("log", "-1", "--format=%an").strip() == "agent"
+    assert vault.dirty_paths() == []
+
+
+def test_a_hand_edit_is_committed_first_as_the_users(vault):
+    path = vault.root / "MEMORY.md"
+    path.write_text(path.read_text() + "- Written by hand\n")
+
+    async def steps(c):
+        return await c.call_tool("remember", {"text": "From the client", "target": "memory"})
+    drive(vault, steps)
+    assert subjects(vault)[:2] == ["mcp(claude-code): remember in MEMORY.md: From the client",
+                                   "edit: MEMORY.md by hand"]
+    assert vault.git("log", "-1", "--format=%an", "HEAD~1").strip() == "Test User"
+
+
+def test_search_recent_history_and_resources_read_the_vault(vault, run):
+    run("note", "booked the ryokan in Kyoto")
+
+    async def steps(c):
+        await c.call_tool("remember", {"text": "Alice's birthday is on 2027-03-14",
+                                       "target": "user"})
+        s = await c.call_tool("search", {"query": "ryokan", "limit": 5})
+        r = await c.call_tool("recent", {"days": 2})
+        h = await c.call_tool("history", {"path": "USER.md", "limit": 2})
+        m = await c.read_resource("agent://USER.md")
+        t = await c.read_resource("agent://today")
+        w = await c.call_tool("why", {"text": "Alice birthday"})
+        nothing = await c.call_tool("why", {"text": "submarine periscope"})
+        return (text_of(s), text_of(r), text_of(h), m.contents[0].text, t.contents[0].text,
+                text_of(w), nothing)
+    search, recent, history, user, today, why, nothing = drive(vault, steps)
+    assert why.startswith("USER.md:") and "- Alice's birthday is on 2027-03-14" in why
+    assert "remember from the MCP client Claude Code (tool remember)." in why
+    assert nothing.is_error and "No line of MEMORY.md or USER.md matches" in text_of(nothing)
+    assert "ryokan" in search and "memory/" in search
+    assert "booked the ryokan in Kyoto" in recent
+    assert "- Alice's birthday is on 2027-03-14  (USER.md," in recent
+    assert "mcp(claude-code): remember in USER.md" in history
+    assert "+- Alice's birthday is on 2027-03-14" in history
+    assert user == (vault.root / "USER.md").read_text()
+    assert "booked the ryokan" in today
+
+
+def test_read_only_offers_reading_tools_and_refuses_writes(vault):
+    before = vault.head()
+
+    async def steps(c):
+        names = {t.name for t in (await c.list_tools()).tools}
+        with pytest.raises(MCPError) as e:
+            await c.call_tool("remember", {"text": "nope"})
+        return names, e.value
+    names, err = drive(vault, steps, "--read-only")
+    assert names == {"search", "recent", "history", "why"}
+    assert "--read-only" in err.message
+    assert vault.head() == before
+
+
+BAD_INPUT = [
+    ("remember", {}, "remember needs text"),
+    ("remember", {"text": 42}, "text must be a string"),
+    ("remember", {"text": "x", "target": "diary"}, "target must be one of daily, memory, user"),
+    ("remember", {"text": "x" * 100_000}, "100000 characters long"),
+    ("remember", {"text": "   "}, "text is empty"),
+    ("remember", {"text": "x", "section": 3}, "section must be a string"),
+    ("note", {"text": "x", "when": "now"}, "note has no argument when"),
+    ("search", {"query": "kyoto", "limit": "ten"}, "limit must be a whole number"),
+    ("search", {}, "search needs query"),
+    ("recent", {"days": 1000}, "days must be between 1 and 90"),
+    ("history", {"path": "../../etc/passwd"}, "outside the vault"),
+    ("history", {"path": "/etc/passwd"}, "outside the vault"),
+    ("history", {"path": ".git/config"}, "not a file of the vault"),
+    ("history", {"path": "nothing-here.md"}, "no file nothing-here.md"),
+    ("forget", {"text": "x"}, "There is no tool 'forget'"),
+]
+
+
+def test_bad_input_is_an_mcp_error_and_changes_nothing(vault):
+    before = vault.head()
+
+    async def steps(c):
+        errors = []
+        for tool, args, _ in BAD_INPUT:
+            with pytest.raises(MCPError) as e:
+                await c.call_tool(tool, args)
+            errors.append(e.value)
+        return errors
+    for (tool, args, says), err in zip(BAD_INPUT, drive(vault, steps)):
+        assert says in err.message, (tool, args)
+        assert err.code == -32602
+    assert vault.head() == before and vault.dirty_paths() == []
+
+
+def test_an_unknown_resource_is_an_mcp_error(vault):
+    async def steps(c):
+        with pytest.raises(MCPError) as e:
+            await c.read_resource("agent://../secrets")
+        return e.value
+    assert "No resource agent://../secrets" in drive(vault, steps).message
+
+
+def test_the_modern_protocol_works_too(vault):
+    async def steps(c):
+        r = await c.call_tool("note", {"text": "from a 2026 client"})
+        return text_of(r)
+    assert "from a 2026 client" in drive(vault, steps, mode="auto", name="Other Client")
+    assert subjects(vault)[0].startswith("mcp(other-client): note in memory/")
+
+
+def test_help(run):
+    r = run("mcp", "--help")
+    assert r.exit_code == 0 and "--read-only" in r.output and "list" in r.output

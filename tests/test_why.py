@@ -1,0 +1,182 @@
+"""`agent why`: the story of a line of MEMORY.md or USER.md, against real vaults built by
+the real commands (chat through the fake API, dream, hand edits, a merge of two clones)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from agent.vault.repo import Vault
+from conftest import subjects
+from dreamkit import finding, op, write_entries
+from fakeanthropic import json_reply, reply, tool_use
+
+
+def why(run, *args):
+    r = run("why", *args)
+    return r
+
+
+def remember_turn(server, text, target="user", answer="Noted."):
+    server.add(reply(tool_use("remember", {"text": text, "target": target})), reply(answer))
+
+
+def test_a_fact_remembered_in_a_chat_turn(fake_anthropic, vault, run):
+    remember_turn(fake_anthropic, "Alice prefers green tea")
+    assert run("chat", "-m", "Remember that I prefer green tea, please").exit_code == 0
+    sha = vault.head()
+
+    r = why(run, "green", "tea")
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert out.startswith("USER.md:")
+    assert "- Alice prefers green tea" in out.splitlines()[0]
+    assert f"Written: {sha[:7]}" in out and "by agent <agent@localhost>" in out
+    assert "chat(cli/default): Remember that I prefer green tea, please" in out
+    assert "remember in a chat turn: session cli/default, turn 1" in out
+    assert "the user said" in out and "Remember that I prefer green tea, please" in out
+    assert 'the agent called remember({"text": "Alice prefers green tea"' in out
+
+    story = json.loads(why(run, "--json", "prefers green tea").output)
+    assert story["file"] == "USER.md" and story["text"] == "- Alice prefers green tea"
+    step = story["steps"][0]
+    assert step["sha"] == sha and step["kind"] == "chat turn"
+    assert step["source"]["session"] == "cli/default" and step["source"]["turn"] == 1
+    assert step["source"]["message"]["text"] == "Remember that I prefer green tea, please"
+    assert step["source"]["file"].startswith("sessions/cli/default/")
+
+
+def test_a_hand_edit_and_its_earlier_version(vault, run):
+    path = vault.root / "MEMORY.md"
+    path.write_text(path.read_text() + "- The boat is moored in Kiel\n")
+    run("note", "first")                          # commits the hand edit first
+    path.write_text(path.read_text().replace("in Kiel", "in Lübeck since May"))
+    r = why(run, "boat moored")
+    assert r.exit_code == 0, r.output
+    # Not committed yet, then the committed version before it.
+    assert "not committed yet, a hand edit in the work tree" in r.output
+    run("note", "second")
+    story = json.loads(why(run, "--json", "boat moored").output)
+    kinds = [(s["kind"], s["author"], s["text"]) for s in story["steps"]]
+    assert kinds == [("hand edit", "Test User", "- The boat is moored in Lübeck since May"),
+                     ("hand edit", "Test User", "- The boat is moored in Kiel")]
+    assert [s["subject"] for s in story["steps"]] == ["edit: MEMORY.md by hand"] * 2
+    out = why(run, "boat").output
+    assert "a hand edit: Test User wrote it." in out
+    assert "Before that:" in out and "the line then: - The boat is moored in Kiel" in out
+
+
+def test_a_fact_from_a_dream_and_its_update(vault, run, fake_anthropic):
+    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
+                          "Talked about the weather."])
+    fake_anthropic.add(json_reply({"findings": [
+        finding("Flying to Kyoto on 2026-12-03", evidence=["archive:1"], date="2026-12-03")]}))
+    fake_anthropic.add(json_reply({"ops": [
+        op("add", section="Travel", new="- Flying to Kyoto on 2026-12-03",
+           reason="archive:1: flights booked")]}))
+    assert run("dream", "--sync").exit_code == 0
+    first = vault.head()
+    write_entries(vault, [{"summary": "The Kyoto flight moved to 5 December.",
+                           "message": "The airline moved my Kyoto flight to December 5th"}])
+    fake_anthropic.add(json_reply({"findings": [
+        finding("The Kyoto flight is now on 2026-12-05", kind="update", evidence=["archive:3"],
+                date="2026-12-05")]}))
+    fake_anthropic.add(json_reply({"ops": [
+        op("update", old="- Flying to Kyoto on 2026-12-03", new="- Flying to Kyoto on 2026-12-05",
+           reason="archive:3: the airline moved it")]}))
+    assert run("dream", "--sync").exit_code == 0
+    second = vault.head()
+    assert subjects(vault)[0] == "dream: +0 facts, 1 updated, 0 removed (archive 3..3)"
+
+    story = json.loads(why(run, "--json", "Kyoto").output)
+    assert story["text"] == "- Flying to Kyoto on 2026-12-05"
+    newest, older = story["steps"]
+    assert (newest["sha"], newest["kind"]) == (second, "dream")
+    src = newest["source"]
+    assert src["run"] == "3..3" and src["archive_ids"] == [3] and src["exact"] is True
+    assert src["findings"][0]["statement"] == "The Kyoto flight is now on 2026-12-05"
+    entry = src["archive"][0]
+    assert entry["id"] == 3 and entry["path"].startswith("archive/")
+    assert entry["messages"][0]["text"] == "The airline moved my Kyoto flight to December 5th"
+    assert entry["messages"][0]["id"] == "e3m0"
+    assert (older["sha"], older["kind"], older["text"]) == (
+        first, "dream", "- Flying to Kyoto on 2026-12-03")
+    assert older["source"]["archive_ids"] == [1]
+
+    out = why(run, "Kyoto").output
+    assert "a dream over archive 3..3: from archive entry 3" in out
+    assert "why: archive:3: the airline moved it" in out
+    assert "finding (update): The Kyoto flight is now on 2026-12-05 [archive:3]" in out
+    assert "e3m0" in out and "The airline moved my Kyoto flight to December 5th" in out
+    assert "Before that:" in out and "a dream over archive 1..2: from archive entry 1" in out
+    # The memory file's own history stays readable: facts only.
+    log = vault.git("log", "-p", "--format=%s", "--", "MEMORY.md")
+    assert "ledger" not in log and '"findings"' not in log
+
+
+def test_a_fact_that_came_through_a_sync_merge(tmp_path, fake_anthropic, vault, run):
+    other = tmp_path / "laptop"
+    subprocess.run(["git", "clone", "-q", str(vault.root), str(other)], check=True)
+    # On the laptop: a chat turn remembers something.
+    remember_turn(fake_anthropic, "Alice's bike is a blue Brompton")
+    r = run("chat", "-m", "my bike is a blue Brompton, remember that", vault_path=other)
+    assert r.exit_code == 0, r.output
+    laptop_commit = Vault(other).head()
+    # Here: something else happens meanwhile, then the laptop's work is merged.
+    run("note", "bought bread")
+    vault.git("pull", "-q", "--no-rebase", "--no-edit", str(other), "main")
+    merge = vault.head()
+    assert len(vault.git("log", "-1", "--format=%P").split()) == 2
+
+    story = json.loads(why(run, "--json", "blue Brompton").output)
+    assert [(s["kind"], s["sha"]) for s in story["steps"]] == [
+        ("sync merge", merge), ("chat turn", laptop_commit)]
+    assert story["steps"][0]["source"]["merged"] == laptop_commit
+    assert story["steps"][1]["source"]["message"]["text"] == \
+        "my bike is a blue Brompton, remember that"
+    out = why(run, "Brompton").output
+    assert "a sync merge: brought in from another clone" in out
+    assert "remember in a chat turn" in out
+
+
+def test_a_fact_remembered_over_mcp_names_the_client(vault):
+    from agent.mcp.ops import VaultTools
+    VaultTools(vault).call("remember", {"text": "Standup moved to 9:30", "target": "memory"},
+                           client="Claude Code")
+    from agent import why as why_mod
+    story = why_mod.explain(vault, "standup")
+    assert story.steps[0].kind == "mcp"
+    assert "remember from the MCP client Claude Code (tool remember)." in why_mod.render(story)
+
+
+def test_a_line_that_matches_nothing_says_so_with_the_closest(vault, run):
+    path = vault.root / "USER.md"
+    path.write_text(path.read_text() + "- Has a yellow submarine poster\n")
+    r = why(run, "submarine", "sonar", "depth")
+    assert r.exit_code == 1
+    assert "No line of MEMORY.md or USER.md matches 'submarine sonar depth'" in r.output
+    assert "Closest: USER.md:" in r.output and "- Has a yellow submarine poster" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_help(run):
+    r = run("why", "--help")
+    assert r.exit_code == 0 and "--json" in r.output
+
+
+def test_why_leaves_changed_path_filters_for_the_next_walks(vault, run):
+    """Blame on a long history is several times faster with the commit-graph's changed-path
+    filters; the first `agent why` has git write them in the background."""
+    run("note", "something")
+    assert run("why", "nothing matches this at all").exit_code == 1   # no walk: no graph yet
+    path = vault.root / "MEMORY.md"
+    path.write_text(path.read_text() + "- The cat is called Miso\n")
+    run("note", "commits the hand edit")
+    assert run("why", "cat Miso").exit_code == 0
+    graph = vault.root / ".git" / "objects" / "info" / "commit-graph"
+    for _ in range(600):
+        if graph.exists() and b"BIDX" in graph.read_bytes()[:200]:
+            break
+        time.sleep(0.05)
+    assert b"BIDX" in graph.read_bytes()[:200]
