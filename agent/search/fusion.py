@@ -20,10 +20,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Fusion:
+    # "rrf": the word ranking (re-ranked) and the dense ranking fused by rank.
+    # "pool": dense similarity is one more feature of the re-ranking: the dense
+    # neighbours join the BM25 candidates, and every candidate's base score is its
+    # scaled BM25 plus `dense` times its scaled similarity, before neighbours, speaker,
+    # dates and day act on it.
+    method: str = "rrf"
     k: float = 60.0           # RRF's constant: larger flattens the head of each ranking
     words: float = 1.0        # weight of the word ranking (BM25 + re-ranking)
     dense: float = 0.0        # weight of the dense ranking (see above: 1.0 measured worse)
     depth: int = 100          # how many dense neighbours enter the fusion
+    extend: bool = True       # pool: dense neighbours without query words join the pool
     # A result with none of the query's words is shown only when this close in meaning
     # (cosine: multilingual-e5 puts unrelated texts near 0.78)...
     floor: float = 0.80
@@ -54,3 +61,16 @@ def fuse(word_ids: list[int], dense_ids: list[int], fusion: Fusion = FUSION) -> 
     for rank, i in enumerate(dense_ids, 1):
         scores[i] = scores.get(i, 0.0) + fusion.dense / (fusion.k + rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], -kv[0]))
+
+
+def meaning(near: list[tuple[int, float]], level: float, fusion: Fusion = FUSION) -> dict[int, float]:
+    """What the dense ranking adds to a candidate's base score in the "pool" method:
+    its similarity above the vault's average (what "unrelated" is for this query),
+    scaled so the closest document gets `fusion.dense` (cosines of unrelated and
+    related texts differ by a few hundredths, so raw cosines would say nothing)."""
+    if not near or fusion.dense <= 0:
+        return {}
+    best = near[0][1] - level
+    if best <= 0:
+        return {}
+    return {i: fusion.dense * (s - level) / best for i, s in near if s > level}

