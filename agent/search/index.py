@@ -642,6 +642,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                 cands = rerank(db, cands, query, terms, ranking, since, until)
         by_id = {c.id: c for c in cands}
         lifted = set(by_id)         # what the word ranking brought (hits and their neighbours)
+        beside: set[int] = set()    # neighbours of any candidate (pool: of dense ones too)
         similarity: dict[int, float] = {}
         level = 0.0
         if used != "words":
@@ -658,8 +659,10 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                 dense_only = [rows[i] for i, _ in near if i not in by_id] if fusion.extend else []
                 cands = rerank(db, cands + dense_only, query, terms, ranking, since, until,
                                meaning=fusion_mod.meaning(near, level, fusion))
-                dense_ids = {c.id for c in dense_only}
-                lifted = {c.id for c in cands} - dense_ids
+                # What the word ranking lifted: its candidates and their neighbours (a
+                # dense candidate next to a word hit is read with that hit).
+                lifted |= {c.id for c in cands if c.near_words}
+                beside = {c.id for c in cands if c.passed > 0}
                 by_id = {c.id: c for c in cands}
             else:
                 for i, _ in near:
@@ -691,7 +694,8 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
             # A neighbour the word ranking lifted stays context of its hit even when
             # close in meaning: it is read with that hit.
             why = ("words+meaning" if matched and sim is not None else "words" if matched
-                   else "context" if c.id in lifted else "meaning" if close else None)
+                   else "context" if c.id in lifted else "meaning" if close
+                   else "context" if c.id in beside else None)
             if why is None:
                 continue
             made.append((c, Hit(kind=c.kind, path=c.path, line=c.line, ts=c.ts, speaker=c.speaker,

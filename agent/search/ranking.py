@@ -111,6 +111,7 @@ class Candidate:
     bm25: float = 0.0
     score: float = 0.0
     passed: float = 0.0
+    near_words: bool = False       # next to a candidate that holds query words (BM25 found it)
 
     @property
     def day(self) -> str | None:
@@ -253,6 +254,7 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
             if c.kind == "sessions":
                 by_file.setdefault(c.file, []).append(c)
         passed: dict[int, float] = {}
+        near_words: set[int] = set()
         after = since.isoformat() if since is not None else None
         before = (until + timedelta(days=1)).isoformat() if until is not None else None
         for f, docs in _around(db, cands, ranking.reach).items():
@@ -264,6 +266,8 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
                     for j in (i - step, i + step):
                         if 0 <= j < len(docs):
                             n = docs[j]
+                            if c.bm25 > 0:
+                                near_words.add(n.id)
                             if share > passed.get(n.id, 0.0):
                                 passed[n.id] = share
                             if n.id not in by_id and (after is None or (n.ts or "") >= after) \
@@ -271,7 +275,9 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
                                 by_id[n.id] = n
                                 cands.append(n)
         for c in cands:
-            c.score += passed.get(c.id, 0.0)
+            c.passed = passed.get(c.id, 0.0)
+            c.near_words = c.id in near_words
+            c.score += c.passed
 
     if ranking.speaker:
         cache: dict = {}
