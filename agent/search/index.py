@@ -681,6 +681,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         qstems = {stems(t) for t in terms if not is_cjk(t)}
         cjk = [t for t in terms if is_cjk(t)]
         made: list[tuple[Candidate, Hit]] = []
+        own = 0                     # of them, hits of their own (not context)
         for c in cands:
             if c.msg is not None and c.msg in exclude_ids:
                 continue
@@ -700,9 +701,10 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                 continue
             made.append((c, Hit(kind=c.kind, path=c.path, line=c.line, ts=c.ts, speaker=c.speaker,
                                 session=c.session, message_ids=ids, text=c.text,
-                                snippet=snippet(c.text, qstems, cjk, stems), score=c.score,
+                                snippet="", score=c.score,
                                 topic=c.topic, why=why, matched=matched, similarity=sim)))
-            if len(made) >= 4 * limit + 20 and sum(h.why != "context" for _, h in made) >= limit:
+            own += why != "context"
+            if len(made) >= 4 * limit + 20 and own >= limit:
                 break
         hits: list[Hit] = []
         shown: dict[int, list[tuple[Candidate, Hit]]] = {}     # file -> hits shown
@@ -720,4 +722,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                 anchor = min(near_hits, key=lambda x: x[0])[1]
                 anchor.context.append(hit)
                 anchor.context.sort(key=lambda h: h.line or 0)
+        for hit in hits:            # snippets only for what is shown
+            for h in (hit, *hit.context):
+                h.snippet = snippet(h.text, qstems, cjk, stems)
         return hits
