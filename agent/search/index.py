@@ -635,9 +635,15 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         n = max(ranking.candidates, limit * 3) + len(exclude_ids)
         cands: list[Candidate] = []
         pool = used == "hybrid" and fusion.method == "pool"
+        # Which documents hold query words, when BM25 listed every one (fewer than it
+        # was asked for, no term left out): the others need no word matching.
+        holding: set[int] | None = None
         if terms and used != "dense":
-            expr = match_expression(within_budget(db, terms))
+            kept = within_budget(db, terms)
+            expr = match_expression(kept)
             cands = candidates(db, expr, n, since, kinds, until)
+            if len(cands) < n and kept == terms:
+                holding = {c.id for c in cands}
             if not pool:
                 cands = rerank(db, cands, query, terms, ranking, since, until)
         by_id = {c.id: c for c in cands}
@@ -686,7 +692,8 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
             ids = [c.msg] if c.msg else (_covered_ids(db, c.covers) if c.kind == "archive" else [])
             if c.kind == "archive" and exclude_ids and ids and set(ids) <= exclude_ids:
                 continue
-            matched = _matched(f"{c.text}\n{c.topic}" if c.topic else c.text, qstems, cjk, stems)
+            matched = (_matched(f"{c.text}\n{c.topic}" if c.topic else c.text, qstems, cjk, stems)
+                       if holding is None or c.id in holding else [])
             sim = similarity.get(c.id)
             close = (sim is not None and sim >= fusion.floor and sim - level >= fusion.margin
                      and fusion_mod.substantial(c.text, fusion.min_words))
