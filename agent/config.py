@@ -7,6 +7,7 @@ and sets by it. A bad file is refused with a one-line error naming the key.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,14 +32,39 @@ class Key:
     attr: str | None = None      # the Settings field it fills (None: read elsewhere from raw)
     min: int | None = None
     no_chars: str = ""           # characters a string may not hold
+    check: object = None         # a function value -> problem or None, for what kind can't say
 
     @property
     def section(self) -> str:
-        return self.key.split(".", 1)[0]
+        """The table: `chat`, or `channels.telegram` for a nested one."""
+        return self.key.rsplit(".", 1)[0]
 
     @property
     def name(self) -> str:
-        return self.key.split(".", 1)[1]
+        return self.key.rsplit(".", 1)[1]
+
+
+def _user_ids(value) -> str | None:
+    """Telegram user ids: whole numbers, written bare or in quotes."""
+    if not isinstance(value, list):
+        return f"must be a list of Telegram user ids, as in [123456789], not {value!r}"
+    for v in value:
+        if isinstance(v, bool) or not (isinstance(v, int) or
+                                       (isinstance(v, str) and v.strip().isdigit())):
+            return (f"must be a list of Telegram user ids (whole numbers, as in [123456789]); "
+                    f"{v!r} is not one")
+    return None
+
+
+def user_ids(values) -> list[int]:
+    """allow_from as numbers (checked by _user_ids)."""
+    return [int(str(v).strip()) for v in values]
+
+
+def _http_url(value) -> str | None:
+    if not isinstance(value, str) or not re.match(r"^https?://[^/\s]+", value):
+        return f"must be an http(s) address such as \"https://api.telegram.org\", not {value!r}"
+    return None
 
 
 SCHEMA: tuple[Key, ...] = (
@@ -83,6 +109,19 @@ SCHEMA: tuple[Key, ...] = (
     Key("agents.max_depth", int, 3, "how deep sub-agents may nest", "agents_max_depth", min=0),
     Key("agents.max_running", int, 20, "sub-agents running at once at most",
         "agents_max_running", min=1),
+    # The bot token is never a setting: it comes from $TELEGRAM_BOT_TOKEN only.
+    Key("channels.telegram.enabled", bool, False,
+        "`agent serve` talks on Telegram (token from $TELEGRAM_BOT_TOKEN)", "telegram_enabled"),
+    Key("channels.telegram.allow_from", list, [],
+        "Telegram user ids allowed to talk to the agent", "telegram_allow_from",
+        check=_user_ids),
+    Key("channels.telegram.api_base", str, "https://api.telegram.org",
+        "the Bot API's address (requests go to {api_base}/bot{token}/{method})",
+        "telegram_api_base", check=_http_url),
+    Key("gateway.port", int, None, "`agent serve` answers HTTP on this port (0: any free "
+        "one; unset: no gateway)", "gateway_port", min=0),
+    Key("gateway.host", str, "127.0.0.1", "the address the gateway listens on",
+        "gateway_host"),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})
@@ -112,6 +151,11 @@ class Settings:
     web_max_bytes: int = 5_000_000
     agents_max_depth: int = 3
     agents_max_running: int = 20
+    telegram_enabled: bool = False
+    telegram_allow_from: list = field(default_factory=list)
+    telegram_api_base: str = "https://api.telegram.org"
+    gateway_port: int | None = None   # None: no HTTP gateway
+    gateway_host: str = "127.0.0.1"
     raw: dict = field(default_factory=dict)
 
 
@@ -122,6 +166,8 @@ def _type_name(kind: type) -> str:
 
 def check_value(k: Key, value) -> str | None:
     """What is wrong with `value` for the setting `k`, or None."""
+    if k.check is not None:
+        return k.check(value)
     if k.kind is bool:
         if not isinstance(value, bool):
             return f"must be true or false, not {value!r}"
@@ -149,17 +195,39 @@ def _hint(word: str, choices) -> str:
     return f" (d{close[2:]})" if close else " (agent config list shows the settings)"
 
 
-def problems(data: dict) -> list[str]:
+def table_of(data: dict, section: str):
+    """The table `section` (dotted for a nested one) of parsed data, or None."""
+    table = data
+    for part in section.split("."):
+        table = table.get(part) if isinstance(table, dict) else None
+    return table
+
+
+def _nested(prefix: str) -> list[str]:
+    """The sections under `prefix`: channels -> [channels.telegram]."""
+    return sorted(s for s in SECTIONS if s.startswith(prefix + "."))
+
+
+def problems(data: dict, prefix: str = "") -> list[str]:
     """Every problem of parsed agent.toml data, each naming its key."""
     out = []
     for section, table in data.items():
-        if section == "mcp":
+        if prefix:
+            section = f"{prefix}.{section}"
+        elif section == "mcp":
             # MCP servers are named tables of their own; agent.mcp.client checks them.
             from agent.mcp.settings import problems as mcp_problems
             out.extend(mcp_problems(table))
             continue
+        if section not in SECTIONS and _nested(section):
+            if not isinstance(table, dict):
+                out.append(f"[{section}] must be a table, as in [{_nested(section)[0]}]")
+            else:
+                out.extend(problems(table, section))
+            continue
         if section not in SECTIONS:
-            out.append(f"unknown section [{section}]{_hint(section, SECTIONS)}")
+            where = _nested(prefix) if prefix else SECTIONS
+            out.append(f"unknown section [{section}]{_hint(section, where)}")
             continue
         if not isinstance(table, dict):
             out.append(f"[{section}] must be a table of settings ([{section}] then "
@@ -168,6 +236,11 @@ def problems(data: dict) -> list[str]:
         for name, value in table.items():
             key = f"{section}.{name}"
             k = KEYS.get(key)
+            if k is None and section.startswith("channels.") and "token" in str(name).lower():
+                out.append(f"{key}: a bot token is a secret and is never read from agent.toml "
+                           f"(the vault is no place for secrets); remove the line and set "
+                           f"$TELEGRAM_BOT_TOKEN in agent serve's environment")
+                continue
             if k is None:
                 out.append(f"unknown setting {key}{_hint(key, KEYS)}")
                 continue
@@ -212,9 +285,11 @@ def from_data(data: dict, where: str = FILE) -> Settings:
     for k in SCHEMA:
         if k.attr is None:
             continue
-        value = (data.get(k.section) or {}).get(k.name)
+        value = (table_of(data, k.section) or {}).get(k.name)
         if value is not None:
             setattr(s, k.attr, list(value) if k.kind is list else value)
+    s.telegram_allow_from = user_ids(s.telegram_allow_from)
+    s.telegram_api_base = s.telegram_api_base.rstrip("/")
     if "model" not in (data.get("dream") or {}):
         s.dream_model = s.model
     return s

@@ -81,6 +81,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="agent-sched-") as tmp:
         vault = build_vault(conv, Path(tmp))
         index.refresh(vault)
+        index.vectors_now(vault)
         result = {}
         for name, on in (("before", False), ("after", True)):
             tokens, found, asked = run(vault, turns, on)

@@ -261,7 +261,7 @@ def turn_refresh(vault, tag: str, turns: int = 5) -> tuple[float, float]:
         index.refresh(vault, after_commit=True)
         times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        index.refresh(vault)        # what the next search starts with
+        index.vectors_now(vault)    # what the next search starts with
         catch_up.append(time.perf_counter() - t0)
     return (round(statistics.median(times) * 1000, 1), round(statistics.median(catch_up) * 1000, 1))
 

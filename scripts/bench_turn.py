@@ -292,6 +292,43 @@ def measure_start(vault: Vault, server: FakeAnthropic, runs: int,
                 "repl_prompt_median_ms": statistics.median(t["prompt"])} for c, t in times.items()}
 
 
+def measure_remote_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict:
+    """`agent chat --remote -m` start to request at the server, through a running `agent
+    serve` whose gateway is on: the SDK is already imported in serve, so the client
+    process only reads the vault's gateway files and posts the message."""
+    env = _env(server, ROOT)
+    base = [sys.executable, "-m", "agent", "--vault", str(vault.root)]
+    subprocess.run(base + ["config", "set", "gateway.port", "0"], env=env, check=True,
+                   capture_output=True)
+    info = vault.root / ".agent" / "gateway.json"
+    serve = subprocess.Popen(base + ["serve"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists():
+            if time.monotonic() > deadline or serve.poll() is not None:
+                raise SystemExit("agent serve did not start its gateway")
+            time.sleep(0.05)
+        times = []
+        for i in range(runs + 1):
+            seen = len(server.calls())
+            start = time.perf_counter()
+            proc = subprocess.Popen(base + ["chat", "--remote", "-m", f"hello {i}"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            server.wait_for_requests(seen + 1, path="/v1/messages", timeout=60)
+            took = (time.perf_counter() - start) * 1000
+            _, err = proc.communicate(timeout=60)
+            if proc.returncode:
+                raise SystemExit(f"agent chat --remote failed: {err.decode()}")
+            if i:                      # the first run warms the bytecode caches
+                times.append(took)
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
+    return {"remote_start_to_request_median_ms": statistics.median(times),
+            "remote_start_to_request_best_ms": min(times)}
+
+
 def measure_parallel_tools(vault: Vault, server: FakeAnthropic) -> dict:
     """A turn whose reply calls two 0.4 s tools: its wall time shows they overlap."""
     from agent.chat.tools.registry import REGISTRY, tool
@@ -357,6 +394,7 @@ def main() -> None:
                     row.update(starts[here])
                     if args.compare:
                         row["compare"] = {"code": str(codes[1]), **starts[codes[1]]}
+                    row.update(measure_remote_start(vault, server, args.starts))
                     row.update(measure_parallel_tools(vault, server))
                 results.append(row)
                 print(f"{size:>7} messages (vault built in {built:.1f} s, indexed in {indexed:.1f} s, "
@@ -371,6 +409,10 @@ def main() -> None:
                               f"median {r['start_to_request_median_ms']:.0f} ms, best "
                               f"{r['start_to_request_best_ms']:.0f} ms; REPL prompt after "
                               f"{r['repl_prompt_median_ms']:.0f} ms")
+                if "remote_start_to_request_median_ms" in row:
+                    print(f"        `agent chat --remote -m` (through a running serve) start to "
+                          f"request: median {row['remote_start_to_request_median_ms']:.0f} ms, "
+                          f"best {row['remote_start_to_request_best_ms']:.0f} ms")
                 if "two_tools_s" in row:
                     print(f"        two 0.4 s tools in one reply: {row['two_tools_s']:.2f} s "
                           f"(concurrent when under 0.75 s)")

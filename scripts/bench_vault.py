@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,17 +88,24 @@ def agent_cmd(code: Path, vault: Vault, *args: str) -> tuple[list[str], dict]:
 
 def processes(vault: Vault, runs: int, codes: list[Path]) -> dict[Path, dict[str, float]]:
     """Median wall time of `agent note`, `agent status` and `agent --help` per checkout,
-    alternating between checkouts run by run."""
-    times: dict[Path, dict[str, list[float]]] = {c: {"note": [], "status": [], "help": []}
-                                                 for c in codes}
+    alternating between checkouts run by run; and (keys ending in `_cpu`) the median CPU
+    time of the process and the git commands it ran, which a busy machine inflates far
+    less than wall time."""
+    what_args = (("note", ("note", "process note {i}")), ("status", ("status",)),
+                 ("help", ("--help",)))
+    times: dict[Path, dict[str, list[float]]] = {
+        c: {k: [] for w, _ in what_args for k in (w, w + "_cpu")} for c in codes}
     for i in range(max(5, runs // 4)):
         for code in codes:
-            for what, args in (("note", ("note", f"process note {i}")), ("status", ("status",)),
-                               ("help", ("--help",))):
-                cmd, env = agent_cmd(code, vault, *args)
+            for what, args in what_args:
+                cmd, env = agent_cmd(code, vault, *(a.format(i=i) for a in args))
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t = time.perf_counter()
                 subprocess.run(cmd, env=env, check=True, capture_output=True)
                 times[code][what].append((time.perf_counter() - t) * 1000)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                times[code][what + "_cpu"].append(
+                    (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
     return {c: {k: statistics.median(v) for k, v in t.items()} for c, t in times.items()}
 
 
@@ -141,24 +149,28 @@ def main():
                          procs))
             print(f"built {n} messages ({files} files) in {build_s:.1f}s", file=sys.stderr)
     print(f"{'messages':>9} {'files':>6} {'change median':>14} {'change p95':>11} "
-          f"{'agent note':>11} {'status':>9} {'--help':>9}")
+          f"{'agent note':>11} {'status':>9} {'--help':>9}   (CPU: note, status, --help)")
     for n, files, _, med, p95, procs in rows:
         for code in codes:
             p = procs[code]
             label = "" if code == here else f"  ({code})"
             print(f"{n:>9} {files:>6} {med:>11.1f} ms {p95:>8.1f} ms {p['note']:>8.1f} ms "
-                  f"{p['status']:>6.1f} ms {p['help']:>6.1f} ms{label}")
+                  f"{p['status']:>6.1f} ms {p['help']:>6.1f} ms   ({p['note_cpu']:.0f}, "
+                  f"{p['status_cpu']:.0f}, {p['help_cpu']:.0f} ms){label}")
     growth = rows[-1][3] / rows[0][3]
     print(f"growth of the median change from {rows[0][0]} to {rows[-1][0]} messages: {growth:.2f}x")
     for code in codes:
         status = [r[5][code]["status"] for r in rows]
+        cpu = [r[5][code]["status_cpu"] for r in rows]
         print(f"growth of `agent status` from {rows[0][0]} to {rows[-1][0]} messages: "
-              f"{status[-1] / status[0]:.2f}x" + ("" if code == here else f"  ({code})"))
+              f"{status[-1] / status[0]:.2f}x wall, {cpu[-1] / cpu[0]:.2f}x CPU"
+              + ("" if code == here else f"  ({code})"))
+    procs_keys = ("note", "status", "help", "note_cpu", "status_cpu", "help_cpu")
     print(json.dumps({"sizes": sizes, "change_median_ms": [round(r[3], 1) for r in rows],
                       "change_p95_ms": [round(r[4], 1) for r in rows],
                       "growth": round(growth, 2),
                       "processes_median_ms": {str(c): {k: [round(r[5][c][k], 1) for r in rows]
-                                                       for k in ("note", "status", "help")}
+                                                       for k in procs_keys}
                                               for c in codes}}))
 
 

@@ -220,6 +220,7 @@ def main(argv=None) -> int:
                 d.mkdir(exist_ok=True)
                 vaults[ci] = build_vault(conv, d)
             index.refresh(vaults[ci])
+            index.vectors_now(vaults[ci])
             known = {t["dia_id"] for k, v in conv["conversation"].items()
                      if re.fullmatch(r"session_\d+", k) for t in v}
             questions[ci] = []

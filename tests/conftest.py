@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from agent.cli.app import cli
 from agent.vault.repo import Vault
 from fakeanthropic import fake_anthropic  # noqa: F401  (fixture: the fake Anthropic API)
+from faketelegram import fake_telegram  # noqa: F401  (fixture: the fake Telegram Bot API)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +31,8 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
-                "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+                "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+                "TELEGRAM_BOT_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -584,13 +584,13 @@ def test_run_turn_result_and_on_text(fake_anthropic, vault):
 class Terminal:
     """`agent chat` on a pseudo-terminal, as a person runs it."""
 
-    def __init__(self, vault):
+    def __init__(self, vault, *args):
         import pty
         env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="dumb")
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.execvpe(sys.executable, [sys.executable, "-m", "agent", "--vault",
-                                        str(vault.root), "chat"], env)
+                                        str(vault.root), "chat", *args], env)
         self.out, self.pos = b"", 0
 
     def until(self, marker: bytes, timeout: float = 15) -> None:
@@ -663,6 +663,35 @@ def test_repl_ctrl_c_stops_a_reply_and_the_conversation_goes_on(fake_anthropic, 
     assert term.exit_status() == 0
     assert subjects(vault)[0] == "chat(cli/default): and briefly?"
     assert vault.dirty_paths() == []
+
+
+def test_repl_a_line_typed_during_a_reply_joins_the_running_turn(fake_anthropic, vault):
+    cue = threading.Event()
+
+    def looking(_request):                 # answered once the test has typed its line
+        assert cue.wait(15)
+        return reply("Looking.", tool_use("memory_search", {"query": "tea"}))
+    fake_anthropic.add(looking, reply("Green tea; and yes, oolong too."))
+    term = Terminal(vault)
+    term.until(b"> ")
+    term.send("what tea do I like?\r")
+    fake_anthropic.wait_for_requests(1)
+    term.send("and oolong?\r", b"[added to the running turn]")
+    cue.set()
+    term.until(b"oolong too.")
+    term.until(b"> ")
+    # The model's very next call saw it, after the tool result; one turn, one commit.
+    last = fake_anthropic.calls()[1].body["messages"][-1]
+    assert [b["type"] for b in last["content"]] == ["tool_result", "text"]
+    assert last["content"][1]["text"] == "and oolong?"
+    lines = session_lines(vault)
+    assert [(m["role"], m.get("injected")) for m in lines] == [
+        ("user", None), ("assistant", None), ("user", None), ("user", True), ("assistant", None)]
+    assert subjects(vault)[0] == "chat(cli/default): what tea do I like?"
+    assert trailers(vault)["Injected"] == "1"
+    term.send("\x04")
+    assert term.exit_status() == 0
+    assert len(fake_anthropic.calls()) == 2 and vault.dirty_paths() == []
 
 
 # ---- start-up -----------------------------------------------------------------------------------

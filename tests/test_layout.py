@@ -7,6 +7,7 @@
 - only agent/vault runs git: no `git` command run by subprocess, no `.git(...)` call,
   no GitPython import elsewhere;
 - nothing imports the CLI layer (agent.cli) but agent/__main__.py;
+- only agent/channels/telegram.py uses the Telegram library (python-telegram-bot);
 - the stores (file formats) import nothing from the layers above them.
 """
 
@@ -25,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 # out of the vault, no FIFO, size limits), which every store's read goes through; it
 # runs no git and knows no Vault.
 ABOVE_STORES = ("agent.vault", "agent.llm", "agent.chat", "agent.dream", "agent.serve",
-                "agent.search", "agent.cli")
+                "agent.search", "agent.cli", "agent.channels")
 STORES_MAY_USE = ("agent.vault.safe",)
 
 
@@ -179,6 +180,17 @@ def test_nothing_imports_the_cli_but_main():
         problems += [f"{where(path, node)}: imports {m}" for m, node in imports(name)
                      if m == "agent.cli" or m.startswith("agent.cli.")]
     assert not problems, "\n".join(problems)
+
+
+def test_only_the_telegram_channel_uses_the_telegram_library():
+    problems = []
+    for name, (path, _) in modules().items():
+        if name == "agent.channels.telegram":
+            continue
+        problems += [f"{where(path, node)}: imports {m}" for m, node in imports(name)
+                     if m == "telegram" or m.startswith("telegram.")]
+    assert not problems, "\n".join(problems)
+    assert any(m.startswith("telegram") for m, _ in imports("agent.channels.telegram"))
 
 
 @pytest.mark.parametrize("store", sorted(n for n in modules() if n.startswith("agent.stores.")))

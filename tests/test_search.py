@@ -47,6 +47,7 @@ def filled(vault, run, tmp_path):
         vault.commit("test: a fact and an archive entry")
     r = run("note", "bought", "oat", "milk", "and", "saffron")
     assert r.exit_code == 0, r.output
+    index.refresh(vault)     # as any search or turn does first (`note` leaves it to them)
     return vault
 
 

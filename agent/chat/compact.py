@@ -73,7 +73,8 @@ class CompactError(UserError):
 
 
 def _turn_start(msg: dict) -> bool:
-    if msg.get("role") != "user":
+    # A message injected mid-turn (agent.chat.inbox) belongs to the turn it joined.
+    if msg.get("role") != "user" or msg.get("injected"):
         return False
     c = msg.get("content")
     if isinstance(c, str):

@@ -132,9 +132,11 @@ def to_messages(window: list[dict]) -> list[dict]:
 
     Consecutive messages of one role are merged (a failed turn leaves a user message
     without a reply); a tool_use without a result (an interrupted turn) gets an error
-    result; results without their tool_use, and leading assistant messages, are dropped.
+    result; results without their tool_use, and leading assistant messages, are dropped
+    (but for one a scheduled job delivered to the chat: kept, after a note saying so).
     """
     msgs: list[dict] = []
+    sent_first = False        # the window starts with a message a schedule sent to the chat
     for line in window:
         role = line.get("role")
         if role not in ("user", "assistant", "system"):
@@ -143,10 +145,18 @@ def to_messages(window: list[dict]) -> list[dict]:
         blocks = _blocks(line)
         if not blocks:
             continue
+        if not msgs:
+            sent_first = role == "assistant" and bool(line.get("source"))
         if msgs and msgs[-1]["role"] == role:
             msgs[-1]["content"].extend(blocks)
         else:
             msgs.append({"role": role, "content": blocks})
+    if sent_first:
+        # A delivered message (agent.serve.delivery) opens the chat: kept, so the
+        # person's answer to it has its context, after a note (the API starts with user).
+        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": (
+            "(system note) No message before this: the assistant's next message was sent "
+            "to this chat by a scheduled job.")}]})
     while msgs and msgs[0]["role"] != "user":
         msgs.pop(0)
     out: list[dict] = []

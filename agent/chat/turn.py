@@ -62,10 +62,20 @@ class TurnResult:
     interrupted: bool = False
     compacted: int | None = None          # the archive entry made after this turn, if any
     notes: list[str] = field(default_factory=list)   # things the user should hear of
+    # Each reply that ended a model call without tool calls, in order (`reply` joins
+    # them); more than one when a message injected mid-turn (`inbox`) was answered too.
+    replies: list[str] = field(default_factory=list)
+    # The messages injected into the turn, in order, each with how many of `replies`
+    # came before the model saw it.
+    injected: list[tuple[str, int]] = field(default_factory=list)
 
 
 def _text_of(blocks: list[dict]) -> str:
     return sessions.message_text(blocks, sep="")
+
+
+def _joined(replies: list[str]) -> str:
+    return "\n\n".join(r for r in replies if r)
 
 
 # ---- tools ----------------------------------------------------------------------------
@@ -82,10 +92,11 @@ def _tool_logger(vault):
 
 
 def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
-              mcp=None) -> list[dict]:
+              mcp=None, on_tool_done=None) -> list[dict]:
     """tool_result blocks for the tool_use blocks `calls`, run at once, in their order.
 
-    `mcp` (an agent.mcp.client.Hub) answers the calls of its servers' tools.
+    `mcp` (an agent.mcp.client.Hub) answers the calls of its servers' tools;
+    `on_tool_done(name, is_error)` hears of each call as it ends (from its thread).
     """
     logger = _tool_logger(ctx.vault)
 
@@ -98,6 +109,8 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
         block = {"type": "tool_result", "tool_use_id": call["id"], "content": text}
         if is_error:
             block["is_error"] = True
+        if on_tool_done is not None:
+            on_tool_done(call["name"], bool(is_error))
         return block
 
     for call in calls:
@@ -235,7 +248,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
              on_save: Callable[[str | None, bool], None] | None = None, cancel=None,
              depth: int = 0, readonly: bool = False, prefix_messages: list[dict] | None = None,
              scope: str | None = None, extra_trailers: dict | None = None,
-             line_extra: dict | None = None) -> TurnResult:
+             line_extra: dict | None = None, inbox=None, on_tool_done=None) -> TurnResult:
     """Answer `text` in `session`, using tools, and save the turn as one commit.
 
     `on_text(chunk)` receives the reply as it streams; `on_tool(name, input)` hears of
@@ -250,6 +263,14 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     (the parent's window, for context=full) shape what the turn sees; `scope` (default
     the session), `extra_trailers` and `line_extra` (on the first transcript line) what
     it saves.
+
+    `inbox` (agent.chat.inbox.Inbox) brings messages sent while the turn runs: before
+    each model call the waiting ones join the conversation (after the tool results, or
+    after a reply, which is then kept and the loop goes on), so each is answered in this
+    turn; they are saved as user lines marked `"injected": true` where the model saw
+    them, and the commit says `Injected: N`. What arrives after the last model call is
+    the caller's (`inbox.close()`), to run as the next turn. `on_tool_done(name,
+    is_error)` hears of each tool call as it ends.
     """
     cancel = cancel if cancel is not None else new_turn_cancel()
     settings = settings or load_settings(vault.root)
@@ -276,9 +297,23 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     streamed: list[str] = []      # text of the call in progress
     shown = {"any": False, "newline": True}
     reply = ""
+    replies: list[str] = []       # replies that ended a call without tool calls
+    injected: list[tuple[str, int]] = []
     error = None
     interrupted = False
     used = models[0]
+    calls_allowed = max(1, settings.max_iterations)
+
+    def inject(target: dict) -> None:
+        """The messages waiting in the inbox, added to `target` (the user message about
+        to be sent) and to the transcript."""
+        for said, source in inbox.drain_with_sources():
+            target["content"].append({"type": "text", "text": said})
+            extra = {"injected": True}
+            if source:
+                extra["source"] = source
+            new.append({"role": "user", "content": said, "extra": extra})
+            injected.append((said, len(replies)))
 
     def sink(chunk: str) -> None:
         if cancel.is_set():
@@ -292,8 +327,17 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             shown["newline"] = chunk.endswith("\n")
 
     try:
-        for _ in range(max(1, settings.max_iterations)):
+        for call_no in range(calls_allowed):
             cancel.check()
+            if inbox is not None and messages and messages[-1]["role"] == "user":
+                if isinstance(messages[-1]["content"], str):
+                    messages[-1]["content"] = [{"type": "text",
+                                                "text": messages[-1]["content"]}]
+                inject(messages[-1])
+                if not messages[-1]["content"]:       # nothing came after all
+                    messages.pop()
+                    reply = _joined(replies)
+                    break
             context.strip_marks(messages, window_end)
             context.mark_last(messages)
             streamed.clear()
@@ -311,18 +355,26 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
                 new.append({"role": "assistant", "content": blocks})
             calls = [b for b in blocks if b.get("type") == "tool_use"]
             if not calls:
-                reply = _text_of(blocks)
+                replies.append(_text_of(blocks))
+                if inbox is not None and call_no + 1 < calls_allowed and inbox.waiting():
+                    # Messages came while the model wrote this reply: it is kept, and
+                    # they are answered by the next call (injected at the loop's top).
+                    if messages[-1]["role"] != "user":
+                        messages.append({"role": "user", "content": []})
+                    continue
+                reply = _joined(replies)
                 break
-            results = run_tools(calls, ctx, on_tool=on_tool, mcp=mcp)
+            results = run_tools(calls, ctx, on_tool=on_tool, mcp=mcp, on_tool_done=on_tool_done)
             messages.append({"role": "user", "content": list(results)})
             new.append({"role": "user", "content": results})
         else:
-            reply = _text_of(new[-2]["content"]) if len(new) >= 2 else ""
+            last = next((m for m in reversed(new) if m["role"] == "assistant"), None)
+            reply = _joined(replies + [_text_of(last["content"]) if last else ""])
             error = (f"Stopped: the turn reached its limit of {settings.max_iterations} model "
                      f"calls (chat.max_iterations in agent.toml).")
     except KeyboardInterrupt as e:
         interrupted = True
-        reply = "".join(streamed)
+        reply = _joined(replies + ["".join(streamed)])
         if getattr(e, "partial_usage", None) is not None:
             add_usage(usage, e.partial_usage)
         # Every sub-agent this turn started stops too, and saves what it did.
@@ -330,10 +382,12 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         cancel.settle()
     except ProviderError as e:
         error = str(e)
+        reply = _joined(replies)
         log.warning("turn %s of %s: %s", turn, session, error)
 
     if (discard_reply is not None and error is None and not interrupted
-            and reply.strip() == discard_reply and not staged.changed() and not ctx.runs):
+            and reply.strip() == discard_reply and not staged.changed() and not ctx.runs
+            and not injected):
         staged.release_claims()
         return TurnResult(reply, None, session, turn, usage, used)
 
@@ -342,7 +396,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         content = m["content"]
         if m["role"] == "assistant" and len(content) == 1 and content[0]["type"] == "text":
             content = content[0]["text"]
-        extra = {"model": used} if m["role"] == "assistant" else {}
+        extra = {"model": used} if m["role"] == "assistant" else m.get("extra", {})
         lines.append(_line(turn, n, now, m["role"], content, **extra))
     if interrupted:
         if reply:
@@ -364,12 +418,15 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         trailers["Error"] = error_line
     if ctx.runs:
         trailers["Runs"] = ", ".join(ctx.runs)
+    if injected:
+        trailers["Injected"] = str(len(injected))
     trailers.update(extra_trailers or {})
     sha = persist(vault, staged, session, now, lines,
                   Change(kind, shorten(text), scope=scope or session, trailers=trailers),
                   before_commit=(lambda: on_save(error_line, interrupted)) if on_save else None)
     turn = lines[0]["turn"] if lines else turn
-    result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted)
+    result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted,
+                        replies=replies, injected=injected)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)
     result.notes.extend(mcp_notes + (mcp.problems() if mcp is not None else []))

@@ -74,7 +74,7 @@ def note(text):
         report_recovery(vault)
         vault.append_line(rel, memory.note_line(body, t), header=memory.daily_header(t.date()))
         sha = vault.commit(Change("note", f"add 1 line to {rel}"))
-    after_change(vault)
+    after_change(vault, index=False)
     click.echo(f"{rel}: {memory.note_line(body, t)}  ({sha[:7]})")
 
 
@@ -87,7 +87,7 @@ def status():
     head = history.head_line(vault) or "(no commits)"
     dirty = vault.dirty_paths()
     from agent.search import index
-    n_sessions, messages = index.message_counts(vault)
+    n_sessions, messages = index.message_counts(vault, dirty)
     warnings: list[str] = []
     ids = archive.entry_ids(root)
     newest = ids[-1][0] if ids else 0

@@ -14,7 +14,6 @@ from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
 from agent.cli.common import (after_change, get_vault, name_vault, quiet_logs, read_stdin,
                               report_recovery, vault_option)
-from agent.vault import history
 
 DEFAULT_SESSION = "cli/default"
 HISTORY_FILE = "chat_history"
@@ -26,7 +25,9 @@ HELP = """\
 /memory  show MEMORY.md and USER.md
 /help    this list
 /quit    leave (also Ctrl-D, or Ctrl-C at the prompt)
-Ctrl-C while a reply is being written stops it; what was said is kept."""
+Ctrl-C while a reply is being written stops it; what was said is kept.
+A line typed while a reply is being written joins the running turn: the agent sees it
+at its next step and answers it in the same reply."""
 
 
 class _Printer:
@@ -59,7 +60,8 @@ class _Printer:
         self.any, self.newline = False, True
 
 
-def _turn(vault, provider, session: str, text: str, model: str | None):
+def _turn(vault, provider, session: str, text: str, model: str | None, *, inbox=None,
+          cancel=None):
     from agent.chat.turn import run_turn
 
     quiet_logs()
@@ -68,7 +70,8 @@ def _turn(vault, provider, session: str, text: str, model: str | None):
     printer = _Printer()
     try:
         result = run_turn(vault, provider, session, text, now(), model=model,
-                          on_text=printer.text, on_tool=printer.tool)
+                          on_text=printer.text, on_tool=printer.tool, inbox=inbox,
+                          cancel=cancel)
     finally:
         printer.end()
     report_recovery(vault)
@@ -133,17 +136,29 @@ def unknown_session(vault, key: str) -> str:
 @click.option("--new", "new", is_flag=True,
               help="Start the --session conversation if it does not exist yet, without asking.")
 @click.option("--model", metavar="NAME", help="The model (default: [model] name in agent.toml).")
+@click.option("--remote", is_flag=True,
+              help="Talk through the gateway of this vault's running agent serve "
+                   "([gateway] port in agent.toml).")
 @vault_option
-def chat(message, session, continue_, new, model):
+def chat(message, session, continue_, new, model, remote):
     """Talk with the agent (a conversation, or one message with -m)."""
     from agent.llm import make_provider
     from agent.llm.preload import preload
 
-    preload()     # the SDK loads while the vault is read, the prompt built, the person types
     if continue_ and session:
         raise click.UsageError("Give --session KEY or --continue, not both.")
+    if remote and model:
+        raise click.UsageError("--model is not for --remote: agent serve answers with its "
+                               "[model] name from agent.toml.")
+    if not remote:
+        preload()   # the SDK loads while the vault is read, the prompt built, the person types
     vault = get_vault()
-    vault.check_committable()       # before a model call whose turn could not be saved
+    client = None
+    if remote:
+        from agent.serve.remote import Remote
+        client = Remote.find(vault)
+    else:
+        vault.check_committable()   # before a model call whose turn could not be saved
     if continue_:
         session = last_session(vault)
         if session is None:
@@ -168,6 +183,16 @@ def chat(message, session, continue_, new, model):
     if message is not None and not message.strip():
         raise click.UsageError('Nothing to send: give the message, as in agent chat -m "hello"')
     _remember_session(vault, session)
+    if client is not None:
+        if message is not None:
+            answer = _remote_turn(client, session, message)
+            if answer.get("interrupted"):
+                sys.exit(130)
+            if answer.get("error"):
+                sys.exit(1)
+            return
+        _repl(vault, make_provider(lazy=True), session, None, remote=client)
+        return
     if message is not None:
         # The key is checked now; the SDK client is made at the first model call, so the
         # prompt is built while the SDK loads in the background.
@@ -231,12 +256,14 @@ def _readline(vault):
     return save
 
 
-def _repl(vault, provider, session: str, model: str | None) -> None:
+def _repl(vault, provider, session: str, model: str | None, *, remote=None) -> None:
     from agent.config import load_settings
 
     save_history = _readline(vault)
     settings = load_settings(vault.root)
-    click.echo(click.style(f"agent chat - session {session}, model {model or settings.model}. "
+    where = f"through agent serve at {remote.url}" if remote else \
+        f"model {model or settings.model}"
+    click.echo(click.style(f"agent chat - session {session}, {where}. "
                            f"/help for commands, Ctrl-D to leave.", dim=True))
     from agent.sandbox import startup_note
     note = startup_note(settings)
@@ -257,13 +284,182 @@ def _repl(vault, provider, session: str, model: str | None) -> None:
                     if _slash(vault, provider, session, text) == "quit":
                         return
                     continue
-                _turn(vault, provider, session, line, model)
+                if remote is not None:
+                    _remote_turns(remote, session, line)
+                else:
+                    _local_turns(vault, provider, session, line, model)
             except KeyboardInterrupt:
                 # Outside the model call (which saves what it had): nothing was changed.
                 click.echo(click.style("[cancelled]", dim=True), err=True)
     finally:
         save_history()
         wait_for_runs()
+
+
+# ---- typing while a reply is written: injection --------------------------------------------
+
+
+def _note(text: str) -> None:
+    click.echo(click.style(text, dim=True), err=True)
+
+
+def _add_history(line: str) -> None:
+    try:
+        import readline
+        readline.add_history(line)
+    except ImportError:
+        pass
+
+
+def _while_reading(work, on_line, on_interrupt):
+    """work() in a worker thread while this (the main) thread reads the lines typed
+    meanwhile, each given to on_line(line); Ctrl-C calls on_interrupt() (once) and the
+    work is waited for. work's result, or its exception, raised here."""
+    import os
+    import select
+    import threading
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = work()
+        except BaseException as e:             # raised again in the main thread
+            box["error"] = e
+
+    worker = threading.Thread(target=target, daemon=True, name="chat-turn")
+    worker.start()
+    fd = sys.stdin.fileno()
+    buf, reading, stopped = b"", True, False
+    while worker.is_alive():
+        try:
+            if not reading:
+                worker.join(0.1)
+                continue
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if not ready:
+                continue
+            data = os.read(fd, 4096)
+            if not data:                       # Ctrl-D: nothing more to read
+                reading = False
+                continue
+            buf += data
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                on_line(raw.decode("utf-8", errors="replace").rstrip("\r"))
+        except KeyboardInterrupt:
+            if not stopped:
+                stopped = True
+                on_interrupt()
+        except (OSError, ValueError):          # stdin is no terminal after all
+            reading = False
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _typed(inbox, late: list[str]):
+    """What a line typed during a turn does: joins the turn (or the next one)."""
+    def on_line(line: str) -> None:
+        text = line.strip()
+        if not text:
+            return
+        if text.startswith("/"):
+            _note(f"[{text.split()[0]} waits for the prompt: Ctrl-C stops the reply]")
+            return
+        _add_history(line)
+        if inbox.put(line):
+            _note("[added to the running turn]")
+        else:
+            late.append(line)
+            _note("[sent as the next message]")
+    return on_line
+
+
+def _local_turns(vault, provider, session: str, text: str, model: str | None) -> None:
+    """A turn run in a worker thread: lines typed meanwhile join it (agent.chat.inbox);
+    those too late for it run right after, as the next turn."""
+    from agent.chat.cancel import new_turn_cancel
+    from agent.chat.inbox import Inbox
+
+    pending = [text]
+    while pending:
+        inbox, late = Inbox(), []
+        for more in pending[1:]:               # seen by the next turn's first model call
+            inbox.put(more)
+        cancel = new_turn_cancel()
+        first = pending[0]
+        _while_reading(lambda: _turn(vault, provider, session, first, model, inbox=inbox,
+                                     cancel=cancel),
+                       _typed(inbox, late), cancel.set)
+        pending = inbox.close() + late
+
+
+# ---- --remote: through the gateway of agent serve ---------------------------------------------
+
+
+def _remote_turn(remote, session: str, text: str, *, printer=None) -> dict:
+    """Send one message through the gateway, streaming the reply; the answer."""
+    printer = printer or _Printer()
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind == "text":
+            printer.text(data.get("text", ""))
+        elif kind == "tool_start":
+            printer.tool(data.get("name", "?"), data.get("input"))
+    try:
+        answer = remote.send(session, text, on_event=on_event)
+    finally:
+        printer.end()
+    _remote_report(answer)
+    return answer
+
+
+def _remote_report(answer: dict) -> None:
+    if answer.get("interrupted"):
+        _note("[interrupted: your message and the partial reply are saved]")
+    if answer.get("error"):
+        click.echo(f"Error: {answer['error']}", err=True)
+        if answer.get("commit"):
+            click.echo(f"Your message is saved ({answer['commit'][:7]}).", err=True)
+
+
+def _remote_turns(remote, session: str, text: str) -> None:
+    """A remote turn; lines typed meanwhile are sent too: serve injects them into the
+    running turn (or runs them next, and their reply is shown when it comes)."""
+    import threading
+
+    sent: list[threading.Thread] = []
+
+    def send_more(line: str) -> None:
+        def go():
+            try:
+                answer = remote.send(session, line)
+            except UserError as e:
+                click.echo(f"Error: {e}", err=True)
+                return
+            if not answer.get("injected"):       # its own turn: its reply was not streamed
+                if answer.get("reply"):
+                    click.echo(answer["reply"])
+                _remote_report(answer)
+        t = threading.Thread(target=go, daemon=True)
+        t.start()
+        sent.append(t)
+
+    class _Joined:                              # the inbox of a turn that runs in serve
+        def put(self, line: str) -> bool:
+            send_more(line)
+            return True
+
+    def stop():
+        try:
+            remote.stop(session)
+        except UserError as e:
+            click.echo(f"Error: {e}", err=True)
+
+    _while_reading(lambda: _remote_turn(remote, session, text), _typed(_Joined(), []), stop)
+    for t in sent:
+        t.join()
 
 
 def _slash(vault, provider, session: str, text: str) -> str | None:
@@ -273,11 +469,10 @@ def _slash(vault, provider, session: str, text: str) -> str | None:
     if word in ("/help", "/?"):
         click.echo(HELP)
     elif word == "/memory":
-        for name in ("MEMORY.md", "USER.md"):
-            path = vault.root / name
-            body = path.read_text(encoding="utf-8") if path.exists() else "(missing)\n"
+        from agent.chat.commands import memory_files
+        for name, body in memory_files(vault):
             click.echo(click.style(f"--- {name}", bold=True))
-            click.echo(body.rstrip("\n"))
+            click.echo(body)
     elif word == "/new":
         _new(vault, provider, session)
     elif word == "/undo":
@@ -288,47 +483,30 @@ def _slash(vault, provider, session: str, text: str) -> str | None:
 
 
 def _new(vault, provider, session: str) -> None:
-    from agent.chat.compact import CompactError, compact_session
+    from agent.chat.commands import new_conversation
     from agent.vault.repo import now
 
-    try:
-        entry = compact_session(vault, provider, session, now(), force=True)
-    except CompactError as e:
-        click.echo(f"{e} The conversation goes on as it was.", err=True)
-        return
+    said = new_conversation(vault, provider, session, now())
     report_recovery(vault)
-    if entry is None:
-        click.echo("Nothing to archive; this is already a fresh conversation.")
-    else:
-        click.echo(f"Archived as entry {entry} ({_topic(vault, entry)}). "
-                   f"A fresh conversation starts.")
+    click.echo(said, err=said.endswith("goes on as it was."))
 
 
 def _topic(vault, entry_id: int) -> str:
-    from agent.stores import archive
-
-    found = next(iter(sorted(vault.root.glob(f"{archive.ARCHIVE}/*/*/{entry_id}.md"))), None)
-    if found is None:
-        return ""
-    return archive.load(vault.root, found.relative_to(vault.root).as_posix()).topic
+    from agent.chat.commands import topic
+    return topic(vault, entry_id)
 
 
 def undo_last_turn(vault, session: str) -> str:
     """Revert the newest turn commit of `session` not yet undone; says what happened."""
+    from agent.chat.commands import undo_last_turn as undo
+
     try:
-        done = history.undo(vault, session=session)
-    except history.NothingToUndo as e:
-        return str(e)
-    except history.UndoConflict as e:
-        return (f"Cannot undo {e.commit.short} ({e.commit.subject}): later changes touch the "
-                f"same lines. Nothing was changed.")
+        said, changed = undo(vault, session)
     finally:
         report_recovery(vault)
-    after_change(vault)
-    c = done.commit
-    if done.sha is None:
-        return f"Nothing to undo: {c.short} ({c.subject}) changes nothing any more."
-    return f"Undid {c.short} ({c.subject}) in {done.sha[:7]}."
+    if changed:
+        after_change(vault)
+    return said
 
 
 # ---- agent archive ------------------------------------------------------------------------

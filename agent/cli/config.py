@@ -33,7 +33,7 @@ def _toml(value) -> str:
 
 def _effective(data: dict, k: cfg.Key):
     """(value, set in the file?) of a setting."""
-    table = data.get(k.section)
+    table = cfg.table_of(data, k.section)
     if isinstance(table, dict) and k.name in table:
         return table[k.name], True
     if k.key == "dream.model":
@@ -125,11 +125,15 @@ def config_set(key, value):
         report_recovery(vault)
         before, text = cfg.read_data(vault.root)
         doc = tomlkit.parse(text or "")
-        table = doc.get(k.section)
-        if table is None:
-            doc[k.section] = tomlkit.table()
-            table = doc[k.section]
-        elif not isinstance(table, dict):
+        table = doc
+        for n, part in enumerate(k.section.split(".")):
+            if not isinstance(table, dict):
+                break
+            if table.get(part) is None:
+                # [channels.telegram] alone, not an empty [channels] above it
+                table[part] = tomlkit.table(is_super_table=n < k.section.count("."))
+            table = table[part]
+        if not isinstance(table, dict):
             raise cfg.SettingsError(f"{path}: [{k.section}] is not a table; fix it by hand "
                                     f"(agent edit agent.toml)")
         if table.get(k.name) == new and text is not None:

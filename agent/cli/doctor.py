@@ -182,10 +182,20 @@ def _skills(vault) -> Check:
     return Check("skills", "ok", f"{len(found)} ({', '.join(s.name for s in found)})")
 
 
+def _telegram(settings) -> list[Check]:
+    """Only when [channels.telegram] is enabled: the token accepted, who may talk."""
+    if settings is None or not getattr(settings, "telegram_enabled", False):
+        return []
+    from agent.channels.telegram import check
+
+    ok, detail, fix = check(settings)
+    return [Check("telegram", "ok" if ok else "fail", detail, fix)]
+
+
 def run_checks(vault) -> list[Check]:
     settings_check, settings = _settings(vault)
     checks = [*_api(settings), settings_check, _git(), _sandbox(), _fsck(vault), _index(vault),
-              _cron(vault), _heartbeats(vault), _skills(vault)]
+              _cron(vault), _heartbeats(vault), _skills(vault), *_telegram(settings)]
     return checks
 
 

@@ -56,18 +56,22 @@ def cron():
               show_default=True, help="When a run was missed while agent serve was not running.")
 @click.option("--delete-after-run/--keep-after-run", default=None,
               help="Remove the job once it ran (default: yes for --at, no otherwise).")
+@click.option("--deliver", metavar="TARGET",
+              help="Send the reply to a chat: telegram/<chat id> (agent serve delivers it).")
 @vault_option
-def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run):
+def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run, deliver):
     """Add a job: agent cron add daily --message "plan my day" --cron "0 9 * * *"."""
     from agent.serve import jobs
 
     vault = get_vault()
     job, sha = jobs.add(vault, name, message, clock_now(), at=at, every=every, cron=expr, tz=tz,
-                        session=session, misfire=misfire, delete_after_run=delete_after_run)
+                        session=session, misfire=misfire, delete_after_run=delete_after_run,
+                        deliver=deliver)
     report_recovery(vault)
     after_change(vault)
+    to = f", delivered to {job.deliver}" if job.deliver else ""
     click.echo(f"Added {job.label()} ({job.id}): {job.schedule.describe()}, next run "
-               f"{_when(job.state.next_run)}  ({(sha or '')[:7]})")
+               f"{_when(job.state.next_run)}{to}  ({(sha or '')[:7]})")
 
 
 @cron.command("list")
@@ -83,12 +87,18 @@ def cron_list():
     if not cf.jobs:
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
         return
+    from agent.stores import delivery
+
     rows = []
     for j in cf.jobs:
         nxt = _when(j.state.next_run) if j.enabled else "disabled"
         rows.append([j.id, j.name, j.schedule.describe(), nxt,
                      _status(j.state.last_status, j.state.last_error)])
     click.echo(_table(rows, ["ID", "NAME", "SCHEDULE", "NEXT RUN", "LAST"]))
+    for j in cf.jobs:          # a reply not delivered (yet) is never silent
+        line = delivery.describe(j.state.delivery, _when)
+        if line:
+            click.echo(f"{j.id}  {j.name}: {line}")
 
 
 @cron.command("remove")
@@ -189,6 +199,12 @@ def heartbeat_list():
             rows.append([hb.name, hb.describe(), hb.hours(), "yes" if hb.enabled else "no",
                          nxt, last])
         click.echo(_table(rows, ["NAME", "SCHEDULE", "ACTIVE", "ENABLED", "NEXT RUN", "LAST"]))
+        from agent.stores import delivery
+        for hb in beats:
+            e = state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}
+            line = delivery.describe(e.get("delivery"), _when)
+            if line:
+                click.echo(f"{hb.name}: {line}")
     for p in problems:
         click.echo(f"skipped {p}", err=True)
 
@@ -253,8 +269,10 @@ def heartbeat_disable(name):
 @click.option("--active-hours", metavar="HH:MM-HH:MM", help="Only between these times (e.g. 08:00-22:00).")
 @click.option("--tz", metavar="ZONE", help="Time zone (e.g. Europe/Paris; default local).")
 @click.option("--disabled", is_flag=True, help="Add it disabled (enable it later).")
+@click.option("--deliver", metavar="TARGET",
+              help="Send a reply (not HEARTBEAT_OK) to a chat: telegram/<chat id>.")
 @vault_option
-def heartbeat_add(name, message, every, expr, active_hours, tz, disabled):
+def heartbeat_add(name, message, every, expr, active_hours, tz, disabled, deliver):
     """Add a heartbeat: agent heartbeat add inbox --every 2h -m "check my inbox note"."""
     from agent.stores import heartbeat as hbmod
 
@@ -265,14 +283,15 @@ def heartbeat_add(name, message, every, expr, active_hours, tz, disabled):
     with vault.locked():
         report_recovery(vault)
         text = hbmod.new_file(name, message, every=every, cron=expr, active_hours=active_hours,
-                              tz=tz, enabled=not disabled)
+                              tz=tz, enabled=not disabled, deliver=deliver)
         beats, _ = hbmod.load_all(vault.root)
         if (vault.root / rel).exists() or any(b.name == name for b in beats):
             raise click.ClickException(f"A heartbeat named {name!r} exists already ({rel}); "
                                        f"choose another name or edit it: agent edit {rel}")
         vault.write_text(rel, text)
         hb = hbmod.parse({"name": name, **({"every": every} if every else {"cron": expr}),
-                          "enabled": not disabled, "active_hours": active_hours, "tz": tz},
+                          "enabled": not disabled, "active_hours": active_hours, "tz": tz,
+                          "deliver": deliver},
                          message, rel)
         sha = vault.commit(Change("heartbeat", f'add "{name}" ({hb.describe()})'))
     after_change(vault)

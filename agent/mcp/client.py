@@ -297,6 +297,7 @@ class Hub:
 
 
 _hubs: dict[str, tuple[list[ServerConfig], Hub]] = {}
+_hubs_lock = threading.Lock()      # turns of several sessions start at once in serve
 
 
 def hub_for(root, raw: dict) -> Hub | None:
@@ -307,14 +308,15 @@ def hub_for(root, raw: dict) -> Hub | None:
     if not any(c.enabled for c in configs):
         return None
     key = str(root)
-    known = _hubs.get(key)
-    if known is not None and known[0] == configs:
-        return known[1]
-    if known is not None:
-        known[1].close()
-    hub = Hub(root, configs)
-    _hubs[key] = (configs, hub)
-    return hub
+    with _hubs_lock:
+        known = _hubs.get(key)
+        if known is not None and known[0] == configs:
+            return known[1]
+        if known is not None:
+            known[1].close()
+        hub = Hub(root, configs)
+        _hubs[key] = (configs, hub)
+        return hub
 
 
 @atexit.register

@@ -307,22 +307,25 @@ def _index_path(db, root: Path, rel: str) -> int:
     return _index_text_file(db, root, rel, kind, st, row)
 
 
-def _changes(vault, since: str, head: str | None,
-             clean: bool = False) -> tuple[set[str], list[str]] | None:
+def _changes(vault, since: str, head: str | None, clean: bool = False,
+             dirty: list[str] | None = None) -> tuple[set[str], list[str]] | None:
     """(paths changed since commit `since`, paths dirty now), or None if `since` is gone.
 
     `clean`: the caller has just committed every change it knew of, so the work tree
     is taken as clean without asking git; a file edited meanwhile is still dirty at the
-    next refresh (every search starts with one) and is picked up then.
+    next refresh (every search starts with one) and is picked up then. `dirty`: the
+    caller has just asked git (`agent status`), so it is not asked twice.
     """
-    dirty = [] if clean else vault.dirty_paths()
+    if dirty is None:
+        dirty = [] if clean else vault.dirty_paths()
     committed = history.changed_since(vault, since, head)
     if committed is None:
         return None     # history rewritten under the index: rebuild
     return set(dirty).union(committed), dirty
 
 
-def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats:
+def _update(vault, db, full: bool = False, after_commit: bool = False,
+            dirty: list[str] | None = None) -> _Stats:
     stats = _Stats()
     db.row_factory = sqlite3.Row
     try:
@@ -335,7 +338,8 @@ def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats
     try:
         head = vault.head()
         indexed = _meta(db, "commit")
-        changes = _changes(vault, indexed, head, after_commit) if indexed and not full else None
+        changes = (_changes(vault, indexed, head, after_commit, dirty)
+                   if indexed and not full else None)
         if changes is None:
             full = True
             if db.execute("SELECT 1 FROM files LIMIT 1").fetchone():
@@ -364,20 +368,25 @@ def _update(vault, db, full: bool = False, after_commit: bool = False) -> _Stats
     return stats
 
 
-def refresh(vault, *, after_commit: bool = False) -> _Stats:
+def refresh(vault, *, after_commit: bool = False, dirty: list[str] | None = None) -> _Stats:
     """Bring the index up to date with the vault's files (cheap when little changed).
 
-    `after_commit=True` right after the caller's own commit saves a `git status`, and
-    leaves the new documents' vectors queued (the index's triggers queue them) for the
-    next search to make: a turn then ends without running the embedding model (about
-    two model calls, 80 ms each on a loaded two-core machine), and the next search
-    starts with them.
+    `after_commit=True` right after the caller's own commit saves a `git status`, and so
+    does `dirty`, the uncommitted paths when the caller has just asked git for them.
+    Words only: the new documents' vectors stay queued (the index's triggers queue
+    them) for the next search to make (or `vectors`), so a turn ends, and `agent
+    status` counts, without running the embedding model (two model calls for a turn,
+    40-80 ms each on a busy two-core machine).
     """
     with _open(vault) as db:
-        stats = _update(vault, db, after_commit=after_commit)
-        if not after_commit:
-            _dense(db)
-        return stats
+        return _update(vault, db, after_commit=after_commit, dirty=dirty)
+
+
+def vectors_now(vault) -> Dense:
+    """Make the queued vectors now, as the next search would (the embedding model, or
+    why search runs on words alone)."""
+    with _open(vault) as db:
+        return _dense(db)
 
 
 def rebuild(vault) -> _Stats:
@@ -498,10 +507,10 @@ def session_summaries(vault) -> list[SessionSummary]:
     return out
 
 
-def message_counts(vault) -> tuple[int, int]:
+def message_counts(vault, dirty: list[str] | None = None) -> tuple[int, int]:
     """(sessions, messages) from the index, brought up to date first: a cost that does
-    not grow with history, unlike reading every transcript."""
-    refresh(vault)
+    not grow with history, unlike reading every transcript. `dirty` as for `refresh`."""
+    refresh(vault, dirty=dirty)
     with _open(vault) as db:
         row = db.execute("SELECT count(DISTINCT session), coalesce(sum(messages), 0) FROM files "
                          "WHERE kind = 'sessions'").fetchone()

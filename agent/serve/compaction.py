@@ -46,7 +46,7 @@ class Compaction:
             self.tried[key] = marker
             from agent.chat.compact import compact_session
             try:
-                with server.working():
+                with server.working(key):
                     archived = compact_session(self.vault, server.provider, key, now,
                                                force=True, settings=server.settings)
             except (UserError, ProviderError) as e:

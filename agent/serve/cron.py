@@ -21,6 +21,7 @@ from agent.serve import jobs
 from agent.serve.turns import Outcome, local, log, log_outcome, run_turn, short
 from agent.serve.watch import Watch, stat
 from agent.stores import cron as cronfile
+from agent.stores import delivery
 from agent.stores.cron import CRON_FILE, CronFile, CronFileError, Job
 from agent.vault.change import Change
 from agent.vault.repo import Vault
@@ -55,9 +56,11 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
         job.state.last_run = now
         job.state.last_status = status
         job.state.last_error = error
+        if status == "ok" and job.deliver:          # sent after the commit (delivery.py)
+            job.state.delivery = delivery.pending(job.deliver, now)
         if (status == "ok" and due is not None and job.delete_after_run
-                and job.state.next_run is None):
-            cf.remove(job_id)
+                and job.state.next_run is None and job.state.delivery is None):
+            cf.remove(job_id)       # (one with a reply to deliver goes once it is delivered)
         after = cronfile.dumps(cf)
         if after == before:
             return []
@@ -243,12 +246,14 @@ class CronJobs:
         log.info("cron %s (%s): running, due %s, started %.3fs late%s", job.label(), job.id,
                  local(due), late, " (missed while serve was not running: run once)"
                  if missed else "")
-        with server.working():
+        with server.working(job.session):
             outcome = execute_job(vault, server.provider, job, now, due=due, following=following,
                                   settings=server.settings)
         server.runs += 1
         log_outcome(f"cron {job.label()} ({job.id})", outcome)
         self.reload(server.clock_or(now), quiet=True)     # our own write of cron.json
+        if outcome.status == "ok" and job.deliver:
+            server.outbox.deliver_job(job.id, server.clock_or(now), text=outcome.reply)
 
     def wake_times(self, now: datetime) -> list[datetime]:
         if self.cron is None:

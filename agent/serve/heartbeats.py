@@ -13,6 +13,7 @@ from datetime import datetime
 from agent import schedule as sched
 from agent.config import load_settings
 from agent.llm import Provider
+from agent.serve.delivery import pending_for
 from agent.serve.turns import Outcome, log, log_outcome, run_turn
 from agent.serve.watch import Watch
 from agent.stores import heartbeat as hbmod
@@ -45,6 +46,10 @@ def record_heartbeat(vault: Vault, hb: hbmod.Heartbeat, now: datetime, outcome: 
         e["last_run"] = sched.iso(now)
         e["last_status"] = outcome.status
         e["last_error"] = outcome.error
+        if hb.deliver:
+            record = pending_for(hb.deliver, now, outcome.status, outcome.reply)
+            if record is not None:
+                e["delivery"] = record
         if advance:
             e["next_run"] = sched.iso(hbmod.after_run(hb, now))
         atomic.write_json(vault.state / hbmod.STATE_FILE, state)
@@ -110,12 +115,14 @@ class Heartbeats:
                 return
             t = server.clock_or(now)
             log.info("heartbeat %s: running", hb.name)
-            with server.working():
+            with server.working(hb.session):
                 outcome = execute_heartbeat(self.vault, server.provider, hb, t,
                                             settings=server.settings)
             server.runs += 1
             record_heartbeat(self.vault, hb, t, outcome)
             log_outcome(f"heartbeat {hb.name}", outcome)
+            if hb.deliver and outcome.status == "ok":
+                server.outbox.deliver_heartbeat(hb.name, server.clock_or(t))
 
     def wake_times(self, now: datetime) -> list[datetime]:
         times = []

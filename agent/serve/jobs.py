@@ -47,14 +47,15 @@ def change(vault, fn: Callable[[CronFile], Change | None]) -> tuple[Change | Non
 
 
 def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, cron=None,
-        tz=None, session=None, misfire="run_once", delete_after_run=None) -> tuple[Job, str | None]:
+        tz=None, session=None, misfire="run_once", delete_after_run=None,
+        deliver=None) -> tuple[Job, str | None]:
     """Add a job (validated before the file is touched); the job and the commit's sha."""
     schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=now)
     made: list[Job] = []
 
     def fn(cf: CronFile):
         job = cronfile.new_job(cf, name, message, schedule, now, session=session,
-                            misfire=misfire, delete_after_run=delete_after_run)
+                            misfire=misfire, delete_after_run=delete_after_run, deliver=deliver)
         cf.jobs.append(job)
         made.append(job)
         return Change("cron", f"add {job.label()} ({job.schedule.describe()})")

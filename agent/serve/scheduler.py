@@ -3,7 +3,9 @@ loop sleeps until the next due time (at most `tick` seconds), and signals stop i
 
 The work is in parts, each with `run(now)` and `wake_times(now)`: cron jobs
 (cron.py), heartbeats (heartbeats.py), the dream (dream.py) and the compaction of idle
-sessions (compaction.py). Hand edits of cron.json, heartbeat/ and agent.toml are
+sessions (compaction.py). Messages of the channels (the gateway, ...) run through
+`conversations` (conversations.py), in threads of their own; a scheduled turn holds
+its session there, so one session never has two turns at once. Hand edits of cron.json, heartbeat/ and agent.toml are
 noticed by their signatures (watch.py) at the start of every pass.
 
 Time comes from a clock function, so tests drive `step` with the times they choose.
@@ -21,7 +23,9 @@ from agent.chat import subagents
 from agent.config import SettingsError, load_settings
 from agent.llm import Provider
 from agent.serve.compaction import Compaction
+from agent.serve.conversations import Conversations
 from agent.serve.cron import CronJobs
+from agent.serve.delivery import Outbox
 from agent.serve.dream import Dream
 from agent.serve.heartbeats import Heartbeats
 from agent.serve.turns import log
@@ -55,15 +59,21 @@ class Server:
         self.heartbeats = Heartbeats(self)
         self.dream = Dream(self)
         self.compaction = Compaction(self)
+        self.outbox = Outbox(self)          # scheduled replies sent to chats, retried
+        self.conversations = Conversations(vault, provider, clock=clock,
+                                           settings_fn=lambda: self.settings)
 
     @contextlib.contextmanager
-    def working(self):
-        """Around a turn, a dream or a compaction: a signal then waits for it to finish."""
-        self.busy = True
-        try:
-            yield
-        finally:
-            self.busy = False
+    def working(self, session: str | None = None):
+        """Around a turn, a dream or a compaction: a signal then waits for it to finish.
+        With `session`, a chat turn of that session running in `conversations` ends
+        first, and its next messages wait for this."""
+        with self.conversations.hold(session) if session else contextlib.nullcontext():
+            self.busy = True
+            try:
+                yield
+            finally:
+                self.busy = False
 
     def clock_or(self, fallback: datetime) -> datetime:
         """The clock, never earlier than `fallback` (tests pass fixed times to step)."""
@@ -100,10 +110,13 @@ class Server:
             self.dream.run(now)
         if not self.stopping:
             self.compaction.run(now)
+        if not self.stopping:
+            self.outbox.run(self.clock_or(now))
         return self._next_wake(now)
 
     def _next_wake(self, now: datetime) -> datetime | None:
-        times = [t for part in (self.cron, self.heartbeats, self.dream, self.compaction)
+        times = [t for part in (self.cron, self.heartbeats, self.dream, self.compaction,
+                                self.outbox)
                  for t in part.wake_times(now)]
         future = [t for t in times if t > now]
         return min(future) if future else None
@@ -140,10 +153,16 @@ class Server:
             # then gets its answer at once).
             log.info("%s: stopping %d sub-agent%s", name, len(running), "s" * (len(running) != 1))
             subagents.cancel_all()
-        if self.stopping and self.busy:
-            log.info("%s again: interrupting the running turn", name)
-            self._interrupt()
-            return
+        if self.stopping:
+            chats = self.conversations.cancel_all()
+            if chats:
+                log.info("%s again: interrupting the chat turns of %s", name, ", ".join(chats))
+            if self.busy:
+                log.info("%s again: interrupting the running turn", name)
+                self._interrupt()
+                return
+            if chats:
+                return
         self.stopping = True
         self.wake.set()
         if self.busy:

@@ -10,6 +10,14 @@ How it keeps the vault right:
   and by a `cron` command or a chat at the same moment is never lost (jobs.py).
 - The scheduler (scheduler.py) does one pass of due work at a time, sleeps until the
   next due time, notices hand edits, and stops on a signal after the running turn.
+- With `[gateway] port` set, the HTTP gateway (gateway.py) takes messages for the
+  router (conversations.py) for the whole serve. On SIGINT/SIGTERM it stops accepting,
+  the chat turns in flight finish (at most STOP_GRACE seconds, then they are
+  interrupted and save what they had) and their answers are sent, then serve exits.
+- With `[channels.telegram] enabled` and $TELEGRAM_BOT_TOKEN set, Telegram
+  (agent/channels/telegram.py) takes messages for the same router, polling in a thread
+  of its own; it stops polling at a signal and sends the replies of the turns in flight
+  before serve exits. Scheduled replies go to their chats through delivery.py.
 
 This module is the command: the lock, the log, the signals, the loop.
 """
@@ -26,8 +34,9 @@ from typing import Callable
 
 from agent.chat import subagents
 from agent.llm import make_provider
+from agent.channels.telegram import from_environment as channel_from_environment
 from agent.serve.lock import ServeLock
-from agent.serve.scheduler import Server
+from agent.serve.scheduler import STOP_GRACE, Server
 from agent.serve.turns import log
 from agent.vault.repo import Vault
 from agent.vault.repo import now as vault_now
@@ -69,6 +78,12 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
         note = startup_note(server.settings)      # before "agent serve on": tests wait for it
         if note:
             log.warning("%s", note)
+        gateway = None
+        if server.settings.gateway_port is not None and not once:
+            from agent.serve.gateway import TOKEN_FILE, Gateway
+            gateway = Gateway(vault, server.conversations, host=server.settings.gateway_host,
+                              port=server.settings.gateway_port).start()
+            log.info("gateway on %s (the token is in .agent/%s)", gateway.url, TOKEN_FILE)
         cron = server.cron.cron
         jobs_n = len(cron.jobs) if cron else 0
         beats = server.heartbeats.beats
@@ -76,18 +91,50 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
                  "dream at %r, tick %gs", vault.root, os.getpid(), jobs_n, len(beats),
                  sum(b.enabled for b in beats), server.settings.dream_schedule, tick)
         previous = {s: signal.signal(s, server.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        telegram = channel_from_environment(vault, server.conversations, server.provider,
+                                            settings=server.settings, clock=clock,
+                                            settings_fn=lambda: server.settings)
         try:
-            code = server.run(once=once)
+            if telegram is not None:
+                telegram.start()
+                server.outbox.senders["telegram"] = telegram
+            try:
+                code = server.run(once=once)
+            finally:
+                _finish_chats(server, gateway, telegram)
         finally:
             for s, h in previous.items():
                 signal.signal(s, h)
             signal.alarm(0)
         subagents.cancel_all()
         subagents.settle([r.id for r in subagents.running_here()])
-        log.info("agent serve stopped (%d runs)", server.runs)
+        log.info("agent serve stopped (%d runs, %d chat turns)", server.runs,
+                 server.conversations.turns)
         return code
     finally:
         for h in handlers:
             log.removeHandler(h)
             h.close()
         lock.release()
+
+
+def _finish_chats(server: Server, gateway, telegram=None) -> None:
+    """At the end: no new messages; the chat turns in flight finish (bounded) and their
+    answers go out; then the gateway and Telegram close."""
+    if gateway is not None:
+        gateway.stop_accepting()
+    if telegram is not None:
+        telegram.stop_polling()
+    conv = server.conversations
+    running = conv.running()
+    if running:
+        log.info("waiting for the chat turns of %s (at most %ds; send the signal again to "
+                 "interrupt them now)", ", ".join(running), STOP_GRACE)
+    if not conv.drain(STOP_GRACE):
+        log.info("the chat turns took over %ds: interrupting them", STOP_GRACE)
+        conv.cancel_all()
+        conv.drain(10)
+    if gateway is not None and not gateway.close(5):
+        log.warning("gateway: a client did not take its answer within 5s")
+    if telegram is not None:
+        telegram.close()

@@ -8,7 +8,8 @@ schedule arithmetic is agent/schedule.py.
     {"id": "3f9a1c2e", "name": "daily", "enabled": true,
      "schedule": {"kind": "cron", "at": null, "every_seconds": null,
                   "expr": "0 9 * * *", "tz": "Europe/Paris"},
-     "message": "...", "session": "cron/3f9a1c2e", "delete_after_run": false,
+     "message": "...", "session": "cron/3f9a1c2e", "deliver": "telegram/123" (optional),
+     "delete_after_run": false,
      "misfire": "run_once",
      "state": {"next_run": "...", "last_run": null, "last_status": null, "last_error": null}}
 
@@ -29,13 +30,14 @@ from agent.errors import UserError
 from agent.schedule import (KINDS, MAX_SECONDS, Schedule, ScheduleError, check_cron, first_run, iso,
                             zone)
 from agent.schedule import parse_iso as _parse_iso
+from agent.stores.delivery import DeliveryError, check_target
 from agent.stores.sessions import SessionError, check_key
 
 CRON_FILE = "cron.json"
 VERSION = 1
 MISFIRE = ("run_once", "skip")
 
-_JOB_KEYS = ("id", "name", "enabled", "schedule", "message", "session",
+_JOB_KEYS = ("id", "name", "enabled", "schedule", "message", "session", "deliver",
              "delete_after_run", "misfire", "state")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 
@@ -58,10 +60,14 @@ class State:
     last_run: datetime | None = None
     last_status: str | None = None
     last_error: str | None = None
+    delivery: dict | None = None     # a reply still to deliver (agent.stores.delivery)
 
     def to_json(self) -> dict:
-        return {"next_run": iso(self.next_run), "last_run": iso(self.last_run),
-                "last_status": self.last_status, "last_error": self.last_error}
+        out = {"next_run": iso(self.next_run), "last_run": iso(self.last_run),
+               "last_status": self.last_status, "last_error": self.last_error}
+        if self.delivery is not None:
+            out["delivery"] = self.delivery
+        return out
 
 
 @dataclass
@@ -76,12 +82,16 @@ class Job:
     misfire: str = "run_once"
     state: State = field(default_factory=State)
     extra: dict = field(default_factory=dict)   # keys a person added; kept as they are
+    deliver: str | None = None                  # where its reply is sent: telegram/<chat>
 
     def to_json(self) -> dict:
         out = {"id": self.id, "name": self.name, "enabled": self.enabled,
                "schedule": self.schedule.to_json(), "message": self.message,
-               "session": self.session, "delete_after_run": self.delete_after_run,
-               "misfire": self.misfire, "state": self.state.to_json()}
+               "session": self.session}
+        if self.deliver is not None:            # written only when set: older files keep
+            out["deliver"] = self.deliver       # their bytes
+        out.update({"delete_after_run": self.delete_after_run, "misfire": self.misfire,
+                    "state": self.state.to_json()})
         out.update(self.extra)
         return out
 
@@ -137,7 +147,8 @@ class CronFile:
 
 def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: datetime, *,
             session: str | None = None, misfire: str = "run_once",
-            delete_after_run: bool | None = None, job_id: str | None = None) -> Job:
+            delete_after_run: bool | None = None, job_id: str | None = None,
+            deliver: str | None = None) -> Job:
     """A validated job with its first due time; not yet in `cron`."""
     name = str(name).strip()
     if not name:
@@ -158,11 +169,16 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
         check_key(key)
     except SessionError as e:
         raise ScheduleError(str(e)) from None
+    if deliver is not None:
+        try:
+            deliver = check_target(deliver)
+        except DeliveryError as e:
+            raise ScheduleError(str(e)) from None
     if delete_after_run is None:
         delete_after_run = schedule.kind == "at"   # a one-off is done once it ran
     return Job(id=job_id, name=name, schedule=schedule, message=str(message), session=key,
                delete_after_run=bool(delete_after_run), misfire=misfire,
-               state=State(next_run=first_run(schedule, now)))
+               state=State(next_run=first_run(schedule, now)), deliver=deliver)
 
 
 def loads(text: str, rel: str = CRON_FILE) -> CronFile:
@@ -238,6 +254,13 @@ def _job(raw, where: str) -> Job:
     except SessionError as e:
         raise CronFileError(f"{where}: {e}") from None
 
+    deliver = want("deliver", str)
+    if deliver is not None:
+        try:
+            deliver = check_target(deliver)
+        except DeliveryError as e:
+            raise CronFileError(f"{where}: {e}") from None
+
     sched = want("schedule", dict, required=True)
     kind = sched.get("kind")
     if kind not in KINDS:
@@ -274,13 +297,17 @@ def _job(raw, where: str) -> Job:
     if status is not None and not isinstance(status, str):
         raise CronFileError(f"{where}: state.last_status must be a string or null")
     error = st.get("last_error")
+    delivery = st.get("delivery")
+    if delivery is not None and not isinstance(delivery, dict):
+        raise CronFileError(f"{where}: state.delivery must be an object or null")
     state = State(next_run=parse_iso(st.get("next_run"), f"{where}: state.next_run"),
                   last_run=parse_iso(st.get("last_run"), f"{where}: state.last_run"),
-                  last_status=status, last_error=None if error is None else str(error))
+                  last_status=status, last_error=None if error is None else str(error),
+                  delivery=delivery)
     extra = {k: v for k, v in raw.items() if k not in _JOB_KEYS}
     return Job(id=job_id, name=name, schedule=schedule, message=message, session=session,
                enabled=enabled, delete_after_run=delete_after_run, misfire=misfire,
-               state=state, extra=extra)
+               state=state, extra=extra, deliver=deliver)
 
 
 def _tuple(types) -> tuple:

@@ -1,7 +1,8 @@
 """Heartbeats: `heartbeat/<name>.md`, a prompt the agent runs every interval.
 
 Frontmatter: `name`, `every` (`30m`, `2h`) or `cron` (`"0 8 * * *"`), `enabled`,
-optional `active_hours` (`08:00-22:00`, may wrap past midnight) and `tz`; the body is
+optional `active_hours` (`08:00-22:00`, may wrap past midnight), `tz` and `deliver`
+(`telegram/<chat id>`: where a reply other than HEARTBEAT_OK is sent); the body is
 the prompt. A reply of exactly HEARTBEAT_OK with no other change leaves no trace.
 
 When each heartbeat last ran and is next due lives in `.agent/heartbeat-state.json`:
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from agent import schedule as sched
 from agent.errors import UserError
+from agent.stores.delivery import DeliveryError, check_target
 
 FOLDER = "heartbeat"
 OK = "HEARTBEAT_OK"
@@ -43,6 +45,7 @@ class Heartbeat:
     enabled: bool = True
     active_hours: tuple[time, time] | None = None
     tz: str | None = None
+    deliver: str | None = None                  # where a reply goes: telegram/<chat id>
 
     @property
     def session(self) -> str:
@@ -118,8 +121,16 @@ def parse(meta: dict, body: str, rel: str) -> Heartbeat:
     active = parse_hours(hours, rel) if hours not in (None, "") else None
     if not body.strip():
         raise HeartbeatError(f"{rel}: the body (the prompt) is empty")
+    deliver = meta.get("deliver")
+    if deliver not in (None, ""):
+        try:
+            deliver = check_target(deliver)
+        except DeliveryError as e:
+            raise HeartbeatError(f"{rel}: {e}") from None
+    else:
+        deliver = None
     return Heartbeat(name=name, path=rel, schedule=schedule, prompt=body, enabled=enabled,
-                     active_hours=active, tz=tz)
+                     active_hours=active, tz=tz, deliver=deliver)
 
 
 def with_enabled(text: str, enabled: bool, rel: str) -> str:
@@ -142,7 +153,7 @@ def with_enabled(text: str, enabled: bool, rel: str) -> str:
 
 def new_file(name: str, prompt: str, *, every: str | None = None, cron: str | None = None,
              active_hours: str | None = None, tz: str | None = None,
-             enabled: bool = True) -> str:
+             enabled: bool = True, deliver: str | None = None) -> str:
     """The text of a new heartbeat file (checked by `parse`, so a bad one is refused)."""
     from agent.stores.frontmatter_io import dump
 
@@ -156,6 +167,8 @@ def new_file(name: str, prompt: str, *, every: str | None = None, cron: str | No
         meta["active_hours"] = active_hours
     if tz:
         meta["tz"] = tz
+    if deliver:
+        meta["deliver"] = deliver
     text = dump(meta, prompt)
     parse(meta, prompt, f"{FOLDER}/{name}.md")
     return text

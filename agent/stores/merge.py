@@ -18,7 +18,6 @@ Every rule keeps every line either side wrote and never writes git's conflict ma
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 
@@ -223,6 +222,7 @@ def _merge3(base: list[bytes], ours: list[bytes], theirs: list[bytes], on_clash)
     """A diff3 merge over lines; `on_clash(base_lines, ours_lines, theirs_lines)`
     settles a stretch changed differently on both sides."""
     def changes(side):
+        import difflib
         sm = difflib.SequenceMatcher(None, base, side, autojunk=False)
         return [(i1, i2, side[j1:j2]) for tag, i1, i2, j1, j2 in sm.get_opcodes()
                 if tag != "equal"]

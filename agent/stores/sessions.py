@@ -9,7 +9,6 @@ files and hands back the lines to append.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from agent.errors import UserError
 
 SESSIONS = "sessions"
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")     # fullmatch: no newline
+_GROUP = re.compile(r"-[0-9]{1,99}")     # a chat may be a negative number (a Telegram group)
 ROLES = ("user", "assistant", "system")
 
 
@@ -32,7 +32,8 @@ class SessionError(UserError):
 def check_key(key: str) -> str:
     """A session key `channel/chat` (e.g. `cli/default`), or SessionError."""
     parts = key.split("/") if isinstance(key, str) else []
-    if len(parts) != 2 or not all(_SEGMENT.fullmatch(p) and p not in (".", "..") for p in parts):
+    if len(parts) != 2 or not _SEGMENT.fullmatch(parts[0]) or not (
+            _SEGMENT.fullmatch(parts[1]) or _GROUP.fullmatch(parts[1])):
         raise SessionError(
             f"session {str(key)[:120]!r} is not of the form CHANNEL/CHAT (letters, digits, "
             f". _ - @ +; at most 100 characters each), for example cli/default")
@@ -307,6 +308,7 @@ def list_sessions(root: Path) -> list[str]:
 
 def message_id(session: str, ts: str, role: str, content) -> str:
     """A stable id for an imported message that has none (so re-imports add nothing)."""
+    import hashlib
     h = hashlib.sha1(dumps([session, ts, role, content]).encode()).hexdigest()
     return f"imp-{h[:12]}"
 

@@ -20,12 +20,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_text(path: Path, text: str, *, sync_dir: bool = False) -> None:
-    """Replace `path` with `text` (bytes as given: no newline translation)."""
+def write_text(path: Path, text: str, *, sync_dir: bool = False, mode: int | None = None) -> None:
+    """Replace `path` with `text` (bytes as given: no newline translation); `mode` sets
+    the file's permissions before a byte is written (0o600 for a secret)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
+    if mode is not None:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        os.fchmod(fd, mode)
+        opened = os.fdopen(fd, "w", encoding="utf-8", newline="")
+    else:
+        opened = open(tmp, "w", encoding="utf-8", newline="")
+    with opened as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

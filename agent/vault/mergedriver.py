@@ -11,7 +11,6 @@ versions (never git's conflict markers).
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -37,6 +36,7 @@ ATTRIBUTES = [
 
 def git_config() -> list[tuple[str, str]]:
     """The `merge.<driver>.*` settings that make git run these drivers."""
+    import shlex
     exe = shlex.quote(sys.executable)
     out = []
     for name, what in DRIVERS.items():

@@ -21,9 +21,6 @@ import fcntl
 import getpass
 import json
 import os
-import secrets
-import shutil
-import socket
 import stat
 import subprocess
 import threading
@@ -260,6 +257,7 @@ class Vault:
         self.root = Path(root)
         self.state = self.root / STATE_DIR
         self._lock_depth = 0
+        self._checked_under_lock = False
         self._lock_fd: int | None = None
         self._thread_lock = threading.RLock()
         self._touched: list[str] = []
@@ -369,6 +367,7 @@ class Vault:
                 self.git("config", key, value)
 
     def _copy_template(self) -> list[str]:
+        from shutil import copyfile
         copied = []
         template = package_data("vault")
         for src in sorted(template.rglob("*")):
@@ -378,14 +377,14 @@ class Vault:
                 dst.mkdir(parents=True, exist_ok=True)
             elif not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+                copyfile(src, dst)
                 copied.append(str(rel))
         heartbeats = package_data("heartbeat")
         for src in sorted(heartbeats.glob("*.md")):
             dst = self.root / "heartbeat" / src.name
             if not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+                copyfile(src, dst)
                 copied.append(f"heartbeat/{src.name}")
         return copied
 
@@ -431,6 +430,7 @@ class Vault:
         if name and email:
             return Identity(name, email)
         login = getpass.getuser() or "user"
+        import socket
         return Identity(name or login, email or f"{login}@{socket.gethostname() or 'localhost'}")
 
     # ---- git -----------------------------------------------------------------------
@@ -536,7 +536,9 @@ class Vault:
         re-scans the work tree, so the cost stays flat as the vault grows (with the
         split index, each write touches a small file, not the whole index).
         """
-        self.check_committable()
+        # Under the lock it was checked as the lock was taken (one `git ls-files` fewer).
+        if not (self._lock_depth and self._checked_under_lock):
+            self.check_committable()
         if paths is None:
             self.git("add", "-A", "--", ".", f":(exclude){STATE_DIR}")
         else:
@@ -677,11 +679,13 @@ class Vault:
             try:
                 if self._lock_depth == 1:
                     self.check_committable()
+                    self._checked_under_lock = True
                     self.prepare()
                 yield self
             finally:
                 self._lock_depth -= 1
                 if self._lock_depth == 0:
+                    self._checked_under_lock = False
                     fd, self._lock_fd = self._lock_fd, None
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     os.close(fd)
@@ -818,6 +822,7 @@ class Vault:
         """
         folder = self.state / "claims"
         folder.mkdir(parents=True, exist_ok=True)
+        import secrets
         path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.json"
         path.write_text(json.dumps({"pid": os.getpid(), "prefix": prefix.strip("/")}))
         return path

@@ -32,7 +32,7 @@ def _when(t) -> str:
 @tool(writes=True)
 def cron_add(name: str, message: str, at: str | None = None, every: str | None = None,
              cron: str | None = None, tz: str | None = None, session: str | None = None,
-             misfire: Literal["run_once", "skip"] = "run_once") -> str:
+             misfire: Literal["run_once", "skip"] = "run_once", deliver: str | None = None) -> str:
     """Schedule a job: at a time, every interval, or on a cron expression, the agent is
     sent `message` in its own session. Give exactly one of at, every or cron. Use it for
     reminders ("remind me at 15:00 to call Anna") and recurring tasks.
@@ -46,6 +46,8 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
         tz: IANA time zone of at/cron, such as Europe/Paris (default: local time).
         session: Session key to run in (default cron/<id>).
         misfire: If the time passes while the agent is not running: run_once or skip.
+        deliver: Where the job's reply is sent, such as telegram/123456789 (the chat id of
+            a telegram/<chat id> session); leave it out to only record the reply.
     """
     ctx = current_context()
     schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=ctx.now)
@@ -54,7 +56,8 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
     def add(text: str | None) -> str:
         cf = _load(text)
         job = cronfile.new_job(cf, name, message, schedule, ctx.now, session=session,
-                            misfire=misfire, job_id=made[0].id if made else None)
+                            misfire=misfire, job_id=made[0].id if made else None,
+                            deliver=deliver)
         if not made:
             made.append(job)
         cf.jobs.append(job)
@@ -63,7 +66,8 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
     ctx.vault.update(CRON_FILE, add)
     job = made[0]
     return (f"Added job \"{job.name}\" (id {job.id}): {job.schedule.describe()}, next run "
-            f"{_when(job.state.next_run)}, session {job.session}.")
+            f"{_when(job.state.next_run)}, session {job.session}"
+            + (f", reply delivered to {job.deliver}." if job.deliver else "."))
 
 
 @tool

@@ -1,0 +1,206 @@
+"""Delivery of scheduled output: a cron job's or heartbeat's reply sent to the chat its
+`deliver` names, the serve part that retries what failed.
+
+After a run whose job has `deliver`, its record (agent.stores.delivery) says a delivery
+is pending: for a cron job in cron.json (in the turn's own commit), for a heartbeat in
+`.agent/heartbeat-state.json`. The reply is sent at once; when that works, the message
+is appended to the chat's transcript (`telegram/<chat id>`, an assistant line with
+`source` saying which job sent it, so an answer in the chat has its context) and the
+record removed, in one commit. When it fails (Telegram down, 403 because the person
+blocked the bot, serve without Telegram) the record says so and when the next try is;
+pending records survive a restart, and `agent cron list` / `agent heartbeat list` show
+them. A reply of HEARTBEAT_OK is never delivered.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+
+from agent.serve.turns import local, log, short
+from agent.stores import cron as cronfile
+from agent.stores import delivery, sessions
+from agent.stores import heartbeat as hbmod
+from agent.stores.cron import CRON_FILE, CronFileError
+from agent.vault import atomic
+from agent.vault.change import Change
+
+NO_CHANNEL = ("agent serve has no Telegram channel: set [channels.telegram] enabled = true "
+              "in agent.toml and $TELEGRAM_BOT_TOKEN in serve's environment")
+
+
+class Outbox:
+    """The scheduler's delivery part: `senders` by channel name (set by serve), each with
+    `deliver(chat_id, text)` raising an exception that says why it failed."""
+
+    def __init__(self, server):
+        self.server = server
+        self.vault = server.vault
+        self.senders: dict[str, object] = {}
+
+    # -- the scheduler's part --
+
+    def run(self, now: datetime) -> None:
+        cron = self.server.cron.cron
+        for job in list(cron.jobs) if cron else []:
+            if self.server.stopping:
+                return
+            if delivery.due(job.state.delivery, now):
+                self.deliver_job(job.id, now)
+        state = hbmod.read_state(self.vault.state)
+        for name, e in state.items():
+            if self.server.stopping:
+                return
+            if isinstance(e, dict) and delivery.due(e.get("delivery"), now):
+                self.deliver_heartbeat(name, now)
+
+    def wake_times(self, now: datetime) -> list[datetime]:
+        records = []
+        cron = self.server.cron.cron
+        records += [j.state.delivery for j in cron.jobs] if cron else []
+        records += [e.get("delivery") for e in hbmod.read_state(self.vault.state).values()
+                    if isinstance(e, dict)]
+        return [delivery.next_try(r) or now for r in records
+                if isinstance(r, dict) and r.get("status") in delivery.WAITING]
+
+    # -- one delivery --
+
+    def _send(self, target: str, text: str) -> str | None:
+        """None when sent, else why not."""
+        channel, chat = delivery.split_target(target)
+        sender = self.senders.get(channel)
+        if sender is None:
+            return NO_CHANNEL
+        try:
+            sender.deliver(chat, text)
+        except Exception as e:            # each channel says why in its message
+            return str(e) or type(e).__name__
+        return None
+
+    def deliver_job(self, job_id: str, now: datetime, text: str | None = None) -> None:
+        vault = self.vault
+        try:
+            job = cronfile.read(vault.root).get(job_id)
+        except CronFileError as e:
+            log.error("%s", e)
+            return
+        record = job.state.delivery if job is not None else None
+        if not delivery.due(record, now):
+            return
+        text = text or record.get("text") or _last_reply(vault.root, job.session)
+        target = record["target"]
+        what = f"cron {job.label()} ({job.id})"
+        if not text or text.strip() == hbmod.OK:
+            self._update_job(job_id, None, None)     # nothing to say: nothing sent
+            return
+        error = self._send(target, text)
+        if error is None:
+            sha = self._update_job(job_id, None, self._line(target, text, f"cron/{job.id}", now),
+                                   Change("deliver", short(text, 60), scope=target,
+                                          trailers={"Job": job.id, "From": job.session}))
+            log.info("%s: delivered to %s (%s)", what, target, (sha or "")[:7])
+            return
+        after = delivery.failed_attempt(dict(record, text=text), now, error)
+        sha = self._update_job(job_id, after, None, Change(
+            "cron", f"{job.label()}: delivery to {target} failed"
+            f"{'' if after['status'] == 'failed' else ', retried later'}: {short(error, 80)}",
+            trailers={"Job": job.id}))
+        self._log_failure(what, target, after, error, sha)
+
+    def _update_job(self, job_id: str, record: dict | None, line: dict | None,
+                    change: Change | None = None) -> str | None:
+        """Set the job's delivery record (and append the transcript line), one commit."""
+        vault = self.vault
+        with vault.locked():
+            try:
+                before = cronfile.read_text(vault.root)
+                cf = cronfile.loads(before or "")
+            except CronFileError as e:
+                log.error("%s", e)
+                return None
+            job = cf.get(job_id)
+            if job is not None:
+                job.state.delivery = record
+                if (record is None and job.delete_after_run and job.state.next_run is None
+                        and job.state.last_status == "ok"):
+                    cf.remove(job_id)           # a one-off whose reply is now delivered
+                after = cronfile.dumps(cf)
+                if after != before:
+                    vault.write_text(CRON_FILE, after)
+            if line is not None:
+                target = change.scope
+                vault.append_lines(sessions.month_file(target, _ts(line)),
+                                   [sessions.dumps(line)])
+            sha = vault.commit(change or Change("cron", f"delivery of {job_id} settled"))
+        self._refresh(line)
+        self.server.cron.reload(self.server.clock(), quiet=True)
+        return sha
+
+    def deliver_heartbeat(self, name: str, now: datetime) -> None:
+        vault = self.vault
+        state = hbmod.read_state(vault.state)
+        record = (state.get(name) or {}).get("delivery")
+        if not delivery.due(record, now):
+            return
+        text, target = record.get("text") or "", record["target"]
+        error = None if not text.strip() or text.strip() == hbmod.OK else self._send(target, text)
+        sha = None
+        with vault.locked():
+            state = hbmod.read_state(vault.state)
+            e = state.get(name)
+            if isinstance(e, dict):
+                e["delivery"] = None if error is None else \
+                    delivery.failed_attempt(record, now, error)
+                atomic.write_json(vault.state / hbmod.STATE_FILE, state)
+            if error is None and text.strip() and text.strip() != hbmod.OK:
+                line = self._line(target, text, f"heartbeat/{name}", now)
+                vault.append_lines(sessions.month_file(target, now), [sessions.dumps(line)])
+                sha = vault.commit(Change("deliver", short(text, 60), scope=target,
+                                          trailers={"Heartbeat": name}))
+        if error is None:
+            if sha:
+                self._refresh(True)
+                log.info("heartbeat %s: delivered to %s (%s)", name, target, sha[:7])
+            return
+        self._log_failure(f"heartbeat {name}", target, state[name]["delivery"], error, None)
+
+    # -- helpers --
+
+    @staticmethod
+    def _line(target: str, text: str, source: str, now: datetime) -> dict:
+        return {"id": f"d-{secrets.token_hex(4)}", "ts": now.isoformat(timespec="seconds"),
+                "role": "assistant", "content": text, "source": source}
+
+    def _refresh(self, changed) -> None:
+        if changed:
+            from agent.search import index
+            index.refresh(self.vault, after_commit=True)
+
+    def _log_failure(self, what, target, record, error, sha) -> None:
+        if record["status"] == "failed":
+            log.error("%s: delivery to %s failed %d times, given up: %s%s", what, target,
+                      record["attempts"], error, f" ({sha[:7]})" if sha else "")
+        else:
+            log.warning("%s: delivery to %s failed (%s); next try %s", what, target, error,
+                        local(delivery.next_try(record)))
+
+
+def pending_for(target: str | None, now: datetime, status: str, text: str | None = None):
+    """The record a run leaves: pending when it went well and has somewhere to go."""
+    if target is None or status != "ok":
+        return None
+    if text is not None and (not text.strip() or text.strip() == hbmod.OK):
+        return None
+    return delivery.pending(target, now, text)
+
+
+def _ts(line: dict) -> datetime:
+    return datetime.fromisoformat(line["ts"])
+
+
+def _last_reply(root, session: str) -> str | None:
+    """The reply of a job's last turn (for a record left pending by a restart)."""
+    last = sessions.Session(root, session).last_line()
+    if isinstance(last, dict) and last.get("role") == "assistant":
+        return sessions.message_text(last.get("content"), sep="")
+    return None

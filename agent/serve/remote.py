@@ -1,0 +1,112 @@
+"""A client of the gateway of a vault's running `agent serve` (`agent chat --remote`):
+it finds the address in `.agent/gateway.json` and the token in `.agent/gateway-token`,
+and sends a message, streaming the turn's events (SSE) as they come.
+
+The standard library's urllib only: nothing to install, and nothing of the SDK loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Callable
+
+from agent.errors import UserError
+from agent.vault import atomic
+
+INFO_FILE = "gateway.json"           # in .agent/: the gateway's address (gateway.py writes it)
+TOKEN_FILE = "gateway-token"         # in .agent/: its bearer token, mode 0600
+
+
+class RemoteError(UserError):
+    """The gateway cannot be reached, or refused the message."""
+
+
+def _not_running(vault, why: str) -> RemoteError:
+    return RemoteError(f"No agent serve with a gateway is running for {vault.root} ({why}). "
+                       f"Set a port in agent.toml (agent config set gateway.port 0, or "
+                       f"[gateway] port = 8765) and run agent serve, then try again.")
+
+
+class Remote:
+    """The gateway of one vault's serve."""
+
+    def __init__(self, url: str, token: str):
+        self.url = url.rstrip("/")
+        self.token = token
+
+    @classmethod
+    def find(cls, vault) -> "Remote":
+        info = atomic.read_json(vault.state / INFO_FILE)
+        if not isinstance(info, dict) or not isinstance(info.get("url"), str):
+            raise _not_running(vault, f"no {vault.state / INFO_FILE}")
+        try:
+            token = (vault.state / TOKEN_FILE).read_text(encoding="utf-8").strip()
+        except OSError:
+            raise _not_running(vault, f"no {vault.state / TOKEN_FILE}") from None
+        return cls(info["url"], token)
+
+    def _request(self, method: str, path: str, body: dict | None = None, *,
+                 stream: bool = False, timeout: float | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        req.add_header("Accept", "text/event-stream" if stream else "application/json")
+        try:
+            return urllib.request.urlopen(req, timeout=timeout)
+        except urllib.error.HTTPError as e:
+            try:
+                message = json.loads(e.read().decode()).get("error") or e.reason
+            except (ValueError, AttributeError, OSError):
+                message = e.reason
+            raise RemoteError(f"The gateway at {self.url} answered {e.code}: {message}") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise RemoteError(f"Cannot reach the gateway at {self.url} ({reason}): is agent "
+                              f"serve running? Start it with agent serve.") from None
+
+    def health(self, timeout: float = 5.0) -> dict:
+        with self._request("GET", "/v1/health", timeout=timeout) as r:
+            return json.loads(r.read().decode())
+
+    def _path(self, session: str, tail: str) -> str:
+        channel, _, chat = session.partition("/")
+        return (f"/v1/sessions/{urllib.request.quote(channel, safe='')}/"
+                f"{urllib.request.quote(chat, safe='')}/{tail}")
+
+    def stop(self, session: str) -> bool:
+        """Stop the session's running turn; False when none was running."""
+        with self._request("POST", self._path(session, "stop"), {}, timeout=10) as r:
+            return bool(json.loads(r.read().decode()).get("stopped"))
+
+    def send(self, session: str, text: str, *,
+             on_event: Callable[[str, dict], None] | None = None) -> dict:
+        """Send `text` to `session`; the answer {"reply", "commit", "session", "turn",
+        "injected", "error"}. With `on_event`, the turn streams: each event (text,
+        tool_start, tool_done, reply) is given to it as it comes."""
+        path = self._path(session, "messages")
+        if on_event is None:
+            with self._request("POST", path, {"text": text}) as r:
+                return json.loads(r.read().decode())
+        final: dict | None = None
+        with self._request("POST", path, {"text": text}, stream=True) as r:
+            kind, data = None, []
+            for raw in r:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif not line and kind is not None:
+                    event = json.loads("\n".join(data)) if data else {}
+                    on_event(kind, event)
+                    if kind == "reply":
+                        final = event
+                    kind, data = None, []
+        if final is None:
+            raise RemoteError(f"The gateway at {self.url} closed the stream before the reply "
+                              f"(did agent serve stop?).")
+        return final
