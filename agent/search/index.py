@@ -318,7 +318,11 @@ def _changes(vault, since: str, head: str | None, clean: bool = False,
     """
     if dirty is None:
         dirty = [] if clean else vault.dirty_paths()
-    committed = history.changed_since(vault, since, head)
+    last = vault.last_commit if clean else None
+    if last is not None and last[0] == since and last[1] == head:
+        committed = last[2]        # the caller's own commit, on top of the indexed one
+    else:
+        committed = history.changed_since(vault, since, head)
     if committed is None:
         return None     # history rewritten under the index: rebuild
     return set(dirty).union(committed), dirty
@@ -336,7 +340,10 @@ def _update(vault, db, full: bool = False, after_commit: bool = False,
         raise SearchError(f"The search index {db_path(vault)} is busy (another process is "
                           f"rebuilding it); try again in a moment.") from None
     try:
-        head = vault.head()
+        last = vault.last_commit if after_commit else None
+        # Right after the caller's commit, HEAD is that commit (or a later one, which
+        # the next refresh catches up with from here).
+        head = last[1] if last is not None else vault.head()
         indexed = _meta(db, "commit")
         changes = (_changes(vault, indexed, head, after_commit, dirty)
                    if indexed and not full else None)
