@@ -12,10 +12,25 @@ MEMORY.md facts and daily notes, then one commit), and prints for each:
 - in the 100,000-message vault (or the middle size given), the time for a search to
   pick up one hand-edited file (an uncommitted edit, then the same edit committed).
 
-Target: p95 under 50 ms at 100,000 messages.
+- a chat turn's upkeep: two messages appended and committed, then the refresh a turn
+  runs after its commit (with the model on, their vectors stay queued: the next search
+  makes them, and that catch-up is printed too), and the process's peak memory.
+
+Targets at 100,000 messages: word search p95 under 50 ms, hybrid p95 under 60 ms, a
+turn's upkeep under 30 ms. Run each size in its own process for a peak memory that is
+that size's alone (it only grows within a process).
+
+With --dense (the embed extra installed), for each size also: hybrid query median/p95
+(query embedding and numpy search included), the index size with vectors, the cost of
+one chat turn's refresh (two messages appended, embedded and indexed), the process's
+peak memory, and the model's throughput on a sample of the vault's messages, from which
+the full embedding time is reckoned. The vectors of the bulk are random unit vectors
+written straight into the index (the same storage and search path; running the model
+over 100,000 messages takes about half an hour on two idle cores, 1,000,000 five hours),
+so their figures are for cost, not quality (that is scripts/eval_retrieval.py).
 
     python scripts/bench_search.py [--sizes 10000,100000,1000000] [--queries 40]
-                                   [--keep DIR]
+                                   [--keep DIR] [--dense]
 """
 
 from __future__ import annotations
@@ -25,6 +40,7 @@ import bisect
 import json
 import os
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -175,12 +191,94 @@ def pickup(vault) -> dict:
     return out
 
 
+def dense_part(vault, n: int, nq: int) -> dict:
+    """Hybrid figures at this size (see the module's docstring)."""
+    import numpy as np
+    from agent.search import embed, vectors
+
+    os.environ["AGENT_EMBED"] = "on"
+    emb = embed.load()
+    db = index._connect(index.db_path(vault))
+    try:
+        vectors.ensure(db, emb.name)
+        ids = [r[0] for r in db.execute("SELECT id FROM docs ORDER BY id")]
+        sample = [r[0] for r in db.execute("SELECT text FROM docs ORDER BY random() LIMIT 128")]
+        t0 = time.perf_counter()
+        emb.passages(sample)
+        per_doc = (time.perf_counter() - t0) / max(1, len(sample))
+        rng = np.random.default_rng(n)
+        t0 = time.perf_counter()
+        db.execute("BEGIN")
+        for i in range(0, len(ids), 20000):
+            chunk = ids[i:i + 20000]
+            m = rng.standard_normal((len(chunk), emb.dim)).astype(np.float32)
+            m /= np.linalg.norm(m, axis=1, keepdims=True)
+            db.executemany("INSERT OR REPLACE INTO vec(id, h, v) VALUES (?, ?, ?)",
+                           ((d, d, m[j].astype(np.float16).tobytes()) for j, d in enumerate(chunk)))
+        db.execute("DELETE FROM vec_pending")
+        db.execute("COMMIT")
+        stored = time.perf_counter() - t0
+    finally:
+        db.close()
+    out = {"model_ms_per_doc": round(per_doc * 1000, 1),
+           "embed_all_min": round(per_doc * len(ids) / 60, 1),
+           "store_vectors_s": round(stored, 1), "index_mb": round(size_of(vault) / 1e6, 1)}
+    t0 = time.perf_counter()
+    index.search(vault, "warm up the matrix", limit=10)
+    out["first_search_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    for kind in KINDS:
+        qs = queries(kind, nq, seed=n + 1)
+        times = []
+        for q in qs:
+            t0 = time.perf_counter()
+            index.search(vault, q, limit=10, mode="hybrid")
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        out[kind] = {"median_ms": round(statistics.median(times) * 1000, 1),
+                     "p95_ms": round(times[int(0.95 * (len(times) - 1))] * 1000, 1)}
+    out["turn_refresh_ms"], out["next_search_catch_up_ms"] = turn_refresh(vault, f"hybrid-{n}")
+    out["peak_rss_mb"] = peak_rss_mb()
+    os.environ["AGENT_EMBED"] = "off"
+    return out
+
+
+def turn_refresh(vault, tag: str, turns: int = 5) -> tuple[float, float]:
+    """Median cost of one chat turn's index upkeep: two messages appended to the newest
+    session file and committed, then the refresh a turn runs after its commit (words;
+    vectors stay queued), then what the next search adds to make the two queued
+    vectors (0 on words alone)."""
+    session = sorted((vault.root / "sessions").rglob("*.jsonl"))[-1]
+    env = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"}
+    times, catch_up = [], []
+    for t in range(turns):
+        with open(session, "a", encoding="utf-8") as f:
+            for role in ("user", "assistant"):
+                f.write(json.dumps({"id": f"turn-{tag}-{t}-{role}", "ts": "2030-01-01T00:00:00+00:00",
+                                    "role": role, "content": Words(t).sentence(), "turn": 90000 + t}) + "\n")
+        vault.git("commit", "-q", "-am", f"chat(bench): turn {t}", env=env)
+        t0 = time.perf_counter()
+        index.refresh(vault, after_commit=True)
+        times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        index.vectors_now(vault)    # what the next search starts with
+        catch_up.append(time.perf_counter() - t0)
+    return (round(statistics.median(times) * 1000, 1), round(statistics.median(catch_up) * 1000, 1))
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far (it only grows: words first, then hybrid)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--queries", type=int, default=40, help="queries per kind (default 40)")
     ap.add_argument("--keep", type=Path, help="build the vaults under DIR and keep them")
+    ap.add_argument("--dense", action="store_true", help="also measure hybrid search (embed extra)")
     args = ap.parse_args(argv)
+    os.environ["AGENT_EMBED"] = "off"        # words; dense_part turns the model on
     sizes = [int(s) for s in args.sizes.split(",")]
     pick_size = sorted(sizes)[len(sizes) // 2] if len(sizes) > 1 else sizes[0]
     pick_size = 100000 if 100000 in sizes else pick_size
@@ -210,6 +308,10 @@ def main(argv=None) -> int:
         print(f"{n:>9} {made:>8.1f} {built:>8.1f} {row['index_mb']:>9.1f}   "
               + " ".join(f"{row[k]['median_ms']:>8.1f}/{row[k]['p95_ms']:<8.1f}" for k in KINDS),
               flush=True)
+        row["turn_refresh_ms"], _ = turn_refresh(vault, f"words-{n}")
+        row["peak_rss_mb"] = peak_rss_mb()
+        print(f"{'':>9} words at {n}: a turn's refresh {row['turn_refresh_ms']} ms; "
+              f"peak RSS {row['peak_rss_mb']:.0f} MB", flush=True)
         if n == pick_size:
             row["pickup"] = {k: round(v, 1) for k, v in pickup(vault).items()}
             p = row["pickup"]
@@ -217,6 +319,14 @@ def main(argv=None) -> int:
                   f"{p['edit_uncommitted_ms']:.1f} ms, appended session line "
                   f"{p['session_append_ms']:.1f} ms, after it is committed "
                   f"{p['search_after_commit_ms']:.1f} ms (each a whole search)", flush=True)
+        if args.dense:
+            row["hybrid"] = d = dense_part(vault, n, args.queries)
+            print(f"{'':>9} hybrid at {n}: index {d['index_mb']} MB with vectors, "
+                  + " ".join(f"{k} {d[k]['median_ms']}/{d[k]['p95_ms']} ms" for k in KINDS)
+                  + f"; a turn's refresh {d['turn_refresh_ms']} ms, its vectors at the next search "
+                  f"{d['next_search_catch_up_ms']} ms; model {d['model_ms_per_doc']} "
+                  f"ms/message (all: {d['embed_all_min']} min); peak RSS {d['peak_rss_mb']:.0f} MB",
+                  flush=True)
         results.append(row)
     print(json.dumps({"sizes": results}))
     return 0

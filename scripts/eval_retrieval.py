@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
-from agent.search import index  # noqa: E402
+from agent.search import fusion as fusion_mod, index  # noqa: E402
 from agent.chat.importer import import_file  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
@@ -107,7 +107,17 @@ def score(ids: list[str], ev: list[str], k: int) -> tuple[float, float, float]:
     return float(bool(got)), float(len(got) == len(ev)), len(got) / len(ev)
 
 
-def run(data, ks, ranking, vaults, questions) -> tuple[dict, list[float]]:
+def flat_ids(hits) -> list[str]:
+    """Message ids in the order a person reads them: a hit, then the context under it."""
+    out = []
+    for h in hits:
+        out.extend(h.message_ids)
+        for c in h.context:
+            out.extend(c.message_ids)
+    return out
+
+
+def run(data, ks, ranking, vaults, questions, mode="auto", fusion=None) -> tuple[dict, list[float]]:
     """Per category and overall: {k: (any, all, rec)} sums and counts; query times."""
     kmax = max(ks)
     sums: dict = {}
@@ -115,9 +125,10 @@ def run(data, ks, ranking, vaults, questions) -> tuple[dict, list[float]]:
     for ci, vault in vaults.items():
         for q, ev in questions[ci]:
             t0 = time.perf_counter()
-            hits = index.search(vault, q["question"], limit=kmax, ranking=ranking)
+            hits = index.search(vault, q["question"], limit=kmax, ranking=ranking, mode=mode,
+                                fusion=fusion)
             times.append(time.perf_counter() - t0)
-            ids = [m for h in hits for m in h.message_ids]
+            ids = flat_ids(hits)
             for cat in (q["category"], "overall"):
                 s = sums.setdefault(cat, {"n": 0, **{k: [0.0, 0.0, 0.0] for k in ks}})
                 s["n"] += 1
@@ -169,12 +180,24 @@ def main(argv=None) -> int:
                     help="also score the ranking with each feature taken away")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a ranking weight (e.g. --set neighbours=0.3)")
+    ap.add_argument("--workdir", type=Path,
+                    help="keep the built vaults here and reuse them on the next run (tuning)")
+    ap.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2",
+                    help="also score hybrid with each value of a fusion setting (tuning)")
+    ap.add_argument("--mode", default="all", choices=("all", *index.MODES),
+                    help="words, dense, hybrid, or all three one after the other (default)")
+    ap.add_argument("--fuse", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a fusion setting (e.g. --fuse dense=0.5 --fuse k=30)")
     args = ap.parse_args(argv)
     ks = sorted({int(k) for k in args.k.split(",")})
     ranking = index.RANKING
     for item in args.set:
         name, _, value = item.partition("=")
         ranking = replace(ranking, **{name: type(getattr(ranking, name))(value)})
+    fusion = fusion_mod.FUSION
+    for item in args.fuse:
+        name, _, value = item.partition("=")
+        fusion = replace(fusion, **{name: type(getattr(fusion, name))(value)})
 
     for var, val in (("GIT_AUTHOR_NAME", "eval"), ("GIT_AUTHOR_EMAIL", "eval@localhost"),
                      ("GIT_COMMITTER_NAME", "eval"), ("GIT_COMMITTER_EMAIL", "eval@localhost")):
@@ -183,14 +206,21 @@ def main(argv=None) -> int:
     data = json.loads(args.data.read_text(encoding="utf-8"))
     chosen = pick(args.conversations, len(data))
     with tempfile.TemporaryDirectory(prefix="agent-eval-") as tmp:
+        if args.workdir:
+            tmp = args.workdir
+            tmp.mkdir(parents=True, exist_ok=True)
         vaults, questions, skipped = {}, {}, 0
         t0 = time.perf_counter()
         for ci in chosen:
             conv = data[ci]
             d = Path(tmp) / str(ci)
-            d.mkdir()
-            vaults[ci] = build_vault(conv, d)
+            if (d / "vault" / ".git").is_dir():
+                vaults[ci] = Vault(d / "vault")
+            else:
+                d.mkdir(exist_ok=True)
+                vaults[ci] = build_vault(conv, d)
             index.refresh(vaults[ci])
+            index.vectors_now(vaults[ci])
             known = {t["dia_id"] for k, v in conv["conversation"].items()
                      if re.fullmatch(r"session_\d+", k) for t in v}
             questions[ci] = []
@@ -207,24 +237,38 @@ def main(argv=None) -> int:
               f"{sum(map(len, questions.values()))} questions (skipped {skipped} without "
               f"valid evidence); vaults built and indexed in {build:.1f}s")
         print(f"ranking: {ranking}")
-        sums, times = run(data, ks, ranking, vaults, questions)
-        print("\n".join(table(sums, ks)))
-        times.sort()
-        med = statistics.median(times) * 1000
-        p95 = times[int(0.95 * (len(times) - 1))] * 1000
-        print(f"query time: median {med:.1f} ms, p95 {p95:.1f} ms (refresh included)")
+        print(f"fusion: {fusion}")
+        modes = ("words", "dense", "hybrid") if args.mode == "all" else (args.mode,)
+        results = {}
+        for mode in modes:
+            sums, times = run(data, ks, ranking, vaults, questions, mode, fusion)
+            print(f"\n{mode} (ran as {index.LAST.get('mode')})")
+            print("\n".join(table(sums, ks)))
+            times.sort()
+            med = statistics.median(times) * 1000
+            p95 = times[int(0.95 * (len(times) - 1))] * 1000
+            print(f"query time: median {med:.1f} ms, p95 {p95:.1f} ms (refresh included)")
+            results[mode] = {**overall(sums, ks), "median_ms": round(med, 2), "p95_ms": round(p95, 2)}
+        for item in args.grid:
+            name, _, values = item.partition("=")
+            print(f"\nhybrid, {name} varied (overall)")
+            print(f"{name:<10}{'any@5':>8}{'rec@5':>8}{'any@10':>8}{'all@10':>8}{'rec@10':>8}")
+            for value in values.split(","):
+                f = replace(fusion, **{name: type(getattr(fusion, name))(value)})
+                s_, _ = run(data, ks, ranking, vaults, questions, "hybrid", f)
+                o = overall(s_, ks)
+                print(f"{value:<10}" + "".join(f"{o.get(m, float('nan')):>8.3f}" for m in
+                      ("any@5", "rec@5", "any@10", "all@10", "rec@10")))
         if args.ablation:
             print("\nablation (overall)")
             print(f"{'variant':<16}{'any@5':>8}{'rec@5':>8}{'any@10':>8}{'all@10':>8}{'rec@10':>8}{'rec@20':>8}")
             for name, change in ABLATIONS.items():
                 r = replace(ranking, **change)
-                s, _ = run(data, ks, r, vaults, questions)
+                s, _ = run(data, ks, r, vaults, questions, modes[-1], fusion)
                 o = overall(s, ks)
                 print(f"{name:<16}" + "".join(f"{o.get(m, float('nan')):>8.3f}" for m in
                       ("any@5", "rec@5", "any@10", "all@10", "rec@10", "rec@20")))
-        result = overall(sums, ks)
-        result.update({"median_ms": round(med, 2), "p95_ms": round(p95, 2)})
-        print(json.dumps(result))
+        print(json.dumps(results))
     return 0
 
 

@@ -158,6 +158,24 @@ def test_note_during_a_conflicted_merge_is_refused_and_changes_nothing(vault, ru
     assert r.exit_code == 0 and subjects(vault)[0].startswith("note:")
 
 
+def test_note_with_conflicted_files_left_by_stash_pop_is_refused(vault, run):
+    # `git stash pop` that clashes leaves conflicted files and no MERGE_HEAD: only the
+    # index says so, and the lock's `git status` must see it.
+    (vault.root / "AGENTS.md").write_text("# Agent\n\nstashed side\n")
+    git(vault, "stash", "-q")
+    (vault.root / "AGENTS.md").write_text("# Agent\n\ncommitted side\n")
+    git(vault, "commit", "-qam", "committed side")
+    assert git(vault, "stash", "pop", check=False).returncode != 0
+    assert not (vault.git_dir / "MERGE_HEAD").exists()
+    head, files = vault.head(), tree(vault)
+    before = (vault.root / "AGENTS.md").read_text()
+    r = run("note", "x")
+    assert r.exit_code == 1
+    assert "conflicted files (AGENTS.md)" in r.output and "git add" in r.output
+    assert vault.head() == head and tree(vault) == files
+    assert (vault.root / "AGENTS.md").read_text() == before
+
+
 def test_chat_during_a_rebase_is_refused_before_the_model_is_called(fake_anthropic, vault, run):
     git(vault, "switch", "-q", "-c", "other")
     (vault.root / "AGENTS.md").write_text("# Agent\n\nother side\n")

@@ -29,6 +29,8 @@ from agent.vault import safe
 CACHE = {"type": "ephemeral"}
 RETRIEVE_LIMIT = 6
 RETRIEVE_CHARS = 600            # per retrieved memory
+CONTEXT_PER_HIT = 2             # neighbours shown under a retrieved message
+CONTEXT_CHARS = 200             # per neighbour
 
 PREAMBLE = """\
 You are `agent`, a personal assistant whose whole mind is a folder of plain files in a
@@ -217,17 +219,27 @@ def strip_marks(messages: list[dict], keep_from: int) -> None:
 # ---- retrieval and the new message ----------------------------------------------------
 
 
+# The memory scheduler (agent/search/scheduler.py): no search for small talk, and
+# candidates merged with what the window holds. False gives the retrieval before it
+# (scripts/bench_scheduler.py compares the two).
+SCHEDULER = True
+
+
 def retrieve(vault, query: str, window: list[dict], today, limit: int = RETRIEVE_LIMIT) -> list:
     """Memories for `query` that the prompt does not already show."""
-    from agent.search import index
+    from agent.search import index, scheduler
 
-    if not query.strip():
+    if not query.strip() or (SCHEDULER and not scheduler.needs_retrieval(query)):
         return []
     exclude = {str(m.get("id")) for m in window if m.get("id") is not None}
     shown = {memory.MEMORY, memory.USER, memory.daily_path(today),
              memory.daily_path(today - timedelta(days=1))}
     hits = index.search(vault, query, limit=limit + 4, exclude_ids=exclude)
-    return [h for h in hits if h.path not in shown][:limit]
+    hits = [h for h in hits if h.path not in shown]
+    if not SCHEDULER:
+        return hits[:limit]
+    texts = [sessions.message_text(m.get("content")) for m in window]
+    return scheduler.select(hits, texts, limit)
 
 
 def quoted_json(obj) -> str:
@@ -248,6 +260,15 @@ def _hit_line(hit) -> str:
     if getattr(hit, "speaker", None):
         record["speaker"] = hit.speaker
     record["quote"] = body
+    # The messages next to it that the search showed as its context (a reply often
+    # holds the answer to the message that matched).
+    nearby = []
+    for c in (getattr(hit, "context", None) or [])[:CONTEXT_PER_HIT]:
+        text = " ".join((c.text or "").split())
+        text = text if len(text) <= CONTEXT_CHARS else text[:CONTEXT_CHARS] + "..."
+        nearby.append({"speaker": c.speaker, "quote": text} if c.speaker else {"quote": text})
+    if nearby:
+        record["next_to_it"] = nearby
     return quoted_json(record)
 
 

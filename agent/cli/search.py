@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
+from datetime import date, datetime
 
 import click
 
@@ -11,6 +14,7 @@ from agent.cli.common import AgentGroup, get_vault, vault_option
 
 
 KINDS = ("sessions", "memory", "notes", "archive")    # agent.search.index.KINDS, imported late
+MODES = ("auto", "words", "dense", "hybrid")          # agent.search.index.MODES
 
 
 def _when(ts: str | None) -> str:
@@ -33,32 +37,91 @@ def _who(hit) -> str:
     return "note"
 
 
+def parse_day(vault, text: str | None, flag: str) -> date | None:
+    """A day from the forms `agent log --since` takes ("2 weeks ago", "yesterday",
+    "2025-03-01", "last monday"), read by git's own date parser so both agree."""
+    from agent.errors import UserError
+
+    if text is None:
+        return None
+    t = text.strip()
+    try:
+        return date.fromisoformat(t)
+    except ValueError:
+        pass
+    stamp = vault.date_stamp(t)
+    if stamp is None:
+        raise UserError(f"{flag} {text!r}: not a date git understands; use e.g. "
+                        f"2025-03-01, yesterday, '2 weeks ago', 'last monday'.")
+    return datetime.fromtimestamp(stamp).date()
+
+
+@contextlib.contextmanager
+def _progress(index):
+    """A progress bar while many documents are embedded, on a terminal only."""
+    state: dict = {}
+
+    def progress(done, total):
+        if total < 200:
+            return
+        if "bar" not in state:
+            state["bar"] = click.progressbar(length=total, label="Embedding documents",
+                                             file=sys.stderr)
+            state["bar"].__enter__()
+        state["bar"].update(done - state["bar"].pos)
+
+    index.PROGRESS = progress if sys.stderr.isatty() else None
+    try:
+        yield
+    finally:
+        index.PROGRESS = None
+        if "bar" in state:
+            state["bar"].__exit__(None, None, None)
+
+
+def _short(text: str, width: int = 160) -> str:
+    s = " ".join(text.split())
+    return s if len(s) <= width else s[:width - 1] + "…"
+
+
 @click.command("search")
 @click.argument("query", nargs=-1, required=True)
 @click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="Show at most N hits.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per hit, for scripts.")
-@click.option("--since", type=click.DateTime(formats=["%Y-%m-%d"]), metavar="DATE",
-              help="Only hits dated on or after DATE (YYYY-MM-DD); undated facts are left out.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per hit, for scripts (with why it is there and its context).")
+@click.option("--since", metavar="WHEN",
+              help="Only hits dated on or after WHEN: a date (2025-03-01) or what `agent log "
+                   "--since` takes ('2 weeks ago', yesterday); undated facts are left out.")
+@click.option("--until", metavar="WHEN", help="Only hits dated on or before WHEN (same forms).")
 @click.option("--in", "kinds", type=click.Choice(KINDS), multiple=True,
               help="Only search these (repeatable): sessions, memory (MEMORY.md and USER.md), "
                    "notes (daily notes), archive.")
+@click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
+              help="words (full text), dense (the embedding model), hybrid (both), auto "
+                   "(hybrid when the embed extra is installed).")
 @vault_option
-def search_cmd(query, limit, as_json, since, kinds):
+def search_cmd(query, limit, as_json, since, until, kinds, mode):
     """Search everything the vault remembers: messages, facts, daily notes, archive.
 
     QUERY is plain words; quotes, AND/OR/NOT and other punctuation are taken as text.
-    Start it with -- if it begins with a dash: agent search -- -foo.
+    Start it with -- if it begins with a dash: agent search -- -foo. A message that
+    holds none of the query's words is shown as context under the hit it sits next to;
+    a hit found by meaning alone (the embed extra) is marked so.
     """
     from agent.search import index
 
     text = " ".join(query)
     vault = get_vault()
-    hits = index.search(vault, text, limit, since=since.date() if since else None,
-                        kinds=set(kinds) if kinds else None)
+    first, last = parse_day(vault, since, "--since"), parse_day(vault, until, "--until")
+    with _progress(index):
+        hits = index.search(vault, text, limit, since=first, until=last,
+                            kinds=set(kinds) if kinds else None, mode=mode)
+    if index.LAST.get("problem"):
+        click.echo(index.LAST["problem"], err=True)
     if not hits:
         where = f" in {', '.join(kinds)}" if kinds else ""
-        when = f" since {since:%Y-%m-%d}" if since else ""
+        when = (f" since {first:%Y-%m-%d}" if first else "") + (f" until {last:%Y-%m-%d}" if last else "")
         click.echo(f"No matches for {text!r}{where}{when}.", err=as_json)
         return
     for hit in hits:
@@ -66,8 +129,16 @@ def search_cmd(query, limit, as_json, since, kinds):
             click.echo(json.dumps(hit.to_json(), ensure_ascii=False))
             continue
         head = "  ".join(x for x in (_where(hit), _when(hit.ts), _who(hit)) if x)
-        click.echo(click.style(head, bold=True))  # click drops the style when not a terminal
+        if hit.why == "meaning":
+            head = click.style(head, bold=True) + "  " + click.style(
+                "[close in meaning, no query word]", fg="yellow")
+        else:
+            head = click.style(head, bold=True)  # click drops the style when not a terminal
+        click.echo(head)
         click.echo(f"    {hit.snippet}")
+        for c in hit.context:
+            who = f"{c.speaker}: " if c.speaker else ""
+            click.echo(click.style(f"      context {_where(c)}  {who}", dim=True) + _short(c.text))
 
 
 @click.group("index", cls=AgentGroup)
@@ -86,6 +157,7 @@ def status_cmd():
     if not st.exists:
         click.echo(f"No index yet at {st.path}: the next `agent search` builds it "
                    f"(or run `agent index rebuild`).")
+        click.echo(f"search:     {st.mode}")
         return
     total = sum(st.documents.values())
     parts = ", ".join(f"{k} {st.documents.get(k, 0)}" for k in index.KINDS)
@@ -101,6 +173,7 @@ def status_cmd():
                    f"{len(st.files_behind)} file{'s' * (len(st.files_behind) != 1)} behind"
                    + (f" ({files})" if files else "") + "; the next search catches up")
     click.echo(f"documents:  {total} ({parts})")
+    click.echo(f"search:     {st.mode}")
     if st.built:
         click.echo(f"built:      {st.built}")
     for problem in st.problems:
@@ -115,9 +188,14 @@ def rebuild_cmd():
 
     vault = get_vault()
     t0 = time.perf_counter()
-    stats = index.rebuild(vault)
+    with _progress(index):
+        stats = index.rebuild(vault)
+    dense = stats.dense
+    how = "words and meaning" if dense is not None and dense.embedder is not None else "words alone"
     click.echo(f"Indexed {stats.docs} documents from {stats.files} files in "
-               f"{time.perf_counter() - t0:.1f}s ({index.db_path(vault)})")
+               f"{time.perf_counter() - t0:.1f}s ({index.db_path(vault)}; {how})")
+    if dense is not None and dense.problem:
+        click.echo(dense.problem, err=True)
 
 
 COMMANDS = [search_cmd, index_group]

@@ -1,12 +1,15 @@
 """The vault's files as search documents: one per session message, per fact of
 `MEMORY.md` and `USER.md`, per line of a daily note, per archive entry (topic and
-summary). Every file is read through its store (agent/stores/), so search reads each
+summary), and per paragraph (under its headings) of every other Markdown file a person
+keeps in the vault (`projects/shed.md`, the notes of an adopted folder), outside the
+agent's own folders and whatever git ignores. Every file is read through its store (agent/stores/), so search reads each
 format exactly as the rest of the agent does.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +40,20 @@ def kind_of(rel: str) -> str | None:
         return "notes"
     if archive.is_entry_path(rel):
         return "archive"
+    if is_person_note(rel):
+        return "notes"
     return None
+
+
+# The agent's own folders: what they hold is indexed by its own kind, or not at all.
+AGENT_FOLDERS = ("sessions/", "archive/", "memory/", "skills/", "heartbeat/")
+
+
+def is_person_note(rel: str) -> bool:
+    """A Markdown file a person keeps anywhere in the vault (not the agent's own)."""
+    return (rel.lower().endswith(".md") and not rel.startswith(AGENT_FOLDERS)
+            and rel not in memory.MEMORY_FILES and rel != "AGENTS.md"    # always in the prompt
+            and not any(part.startswith(".") for part in rel.split("/")))
 
 
 def message_doc(line_no: int, raw: bytes) -> Doc | None:
@@ -62,7 +78,67 @@ def memory_docs(rel: str, text: str) -> list[Doc]:
 
 
 def note_docs(rel: str, text: str) -> list[Doc]:
+    if not memory.is_daily_note(rel):
+        return markdown_docs(text)
     return [Doc(n.line, n.text, ts=n.ts) for n in memory.read_note(rel, text)]
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def markdown_docs(text: str) -> list[Doc]:
+    """One document per paragraph (a list item counts as one) of a Markdown file, under
+    the headings it sits in (its topic, searched too); a heading with nothing under it
+    is a document of its own. Front matter is left out."""
+    lines = text.splitlines()
+    start = 0
+    if lines and lines[0].strip() == "---":
+        for i in range(1, min(len(lines), 200)):
+            if lines[i].strip() in ("---", "..."):
+                start = i + 1
+                break
+    docs: list[Doc] = []
+    trail: list[tuple[int, str]] = []     # (level, heading)
+    para: list[str] = []
+    first = 0
+    bare: tuple[int, str] | None = None   # a heading not yet followed by text
+    fence = False
+
+    def topic() -> str | None:
+        return " › ".join(h for _, h in trail) or None
+
+    def flush():
+        nonlocal para, bare
+        body = " ".join(" ".join(para).split())
+        if body:
+            docs.append(Doc(first, body, topic=topic()))
+            bare = None
+        para = []
+
+    for n, line in enumerate(lines[start:], start + 1):
+        if _FENCE.match(line):
+            fence = not fence
+        h = None if fence else _HEADING.match(line)
+        if h:
+            flush()
+            if bare is not None:
+                docs.append(Doc(bare[0], bare[1], topic=topic()))
+            level = len(h.group(1))
+            trail = [(lv, t) for lv, t in trail if lv < level] + [(level, h.group(2))]
+            bare = (n, h.group(2))
+            continue
+        if not line.strip() or (not fence and _ITEM.match(line)):
+            flush()
+        if line.strip():
+            if not para:
+                first = n
+            para.append(_ITEM.sub("", line, count=1) if not fence else line)
+    flush()
+    if bare is not None:
+        docs.append(Doc(bare[0], bare[1], topic=" › ".join(h for _, h in trail[:-1]) or None))
+    return docs
 
 
 def archive_doc(rel: str, root: Path) -> tuple[Doc | None, str | None]:
@@ -81,9 +157,12 @@ def archive_doc(rel: str, root: Path) -> tuple[Doc | None, str | None]:
     return doc, None
 
 
-def walk(root: Path) -> list[str]:
-    """Every indexable file on disk (a full build; refreshes never walk the vault)."""
+def walk(root: Path, markdown: list[str] = ()) -> list[str]:
+    """Every indexable file on disk (a full build; refreshes never walk the vault).
+
+    `markdown`: the vault's Markdown files git does not ignore (tracked or not)."""
     out = [name for name in memory.MEMORY_FILES if (root / name).is_file()]
+    out += [rel for rel in markdown if is_person_note(rel) and (root / rel).is_file()]
     for top, pattern in (("sessions", "*.jsonl"), ("memory", "*.md"), ("archive", "*.md")):
         base = root / top
         if base.is_dir():

@@ -111,6 +111,7 @@ class Candidate:
     bm25: float = 0.0
     score: float = 0.0
     passed: float = 0.0
+    near_words: bool = False       # next to a candidate that holds query words (BM25 found it)
 
     @property
     def day(self) -> str | None:
@@ -121,7 +122,7 @@ COLUMNS = ("d.id, d.file, f.path, d.line, f.kind, d.ts, d.speaker, coalesce(f.se
          "json_extract(d.covers, '$.session')), d.msg, d.weight, d.covers, d.topic, d.text")
 
 
-def _filters(since: date | None, kinds) -> tuple[list[str], list]:
+def filters(since: date | None, kinds, until: date | None = None) -> tuple[list[str], list]:
     where, args = [], []
     if kinds is not None:
         where.append(f"f.kind IN ({','.join('?' * len(kinds))})")
@@ -129,11 +130,15 @@ def _filters(since: date | None, kinds) -> tuple[list[str], list]:
     if since is not None:
         where.append("d.ts >= ?")       # ISO strings compare as times
         args.append(since.isoformat())
+    if until is not None:
+        where.append("d.ts < ?")        # until a day: up to its end
+        args.append((until + timedelta(days=1)).isoformat())
     return where, args
 
 
-def candidates(db, expr: str, n: int, since: date | None, kinds) -> list[Candidate]:
-    where, args = _filters(since, kinds)
+def candidates(db, expr: str, n: int, since: date | None, kinds,
+               until: date | None = None) -> list[Candidate]:
+    where, args = filters(since, kinds, until)
     if not where:
         # Rank inside the full-text table first, then look up only the winners.
         sql = (f"SELECT {COLUMNS}, s FROM (SELECT rowid AS rid, bm25(fts) AS s FROM fts "
@@ -228,12 +233,16 @@ def _speaker_terms(speaker: str | None, cache: dict) -> set[str]:
 
 
 def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ranking,
-           since) -> list[Candidate]:
+           since, until=None, meaning: dict[int, float] | None = None) -> list[Candidate]:
+    """The candidates in the order of their re-ranked score (BM25 scaled to the best
+    one, plus `meaning[id]`: what dense retrieval adds, when it ran), then passed to
+    neighbours and boosted by speaker, dates and day."""
     if not cands:
         return cands
     top = max(c.bm25 for c in cands) or 1.0
+    meaning = meaning or {}
     for c in cands:
-        c.score = c.bm25 / top
+        c.score = c.bm25 / top + meaning.get(c.id, 0.0)
     qset = set(terms)
 
     if ranking.neighbours:
@@ -245,7 +254,9 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
             if c.kind == "sessions":
                 by_file.setdefault(c.file, []).append(c)
         passed: dict[int, float] = {}
+        near_words: set[int] = set()
         after = since.isoformat() if since is not None else None
+        before = (until + timedelta(days=1)).isoformat() if until is not None else None
         for f, docs in _around(db, cands, ranking.reach).items():
             pos = {d.id: i for i, d in enumerate(docs)}
             for c in by_file.get(f, ()):
@@ -255,13 +266,18 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
                     for j in (i - step, i + step):
                         if 0 <= j < len(docs):
                             n = docs[j]
+                            if c.bm25 > 0:
+                                near_words.add(n.id)
                             if share > passed.get(n.id, 0.0):
                                 passed[n.id] = share
-                            if n.id not in by_id and (after is None or (n.ts or "") >= after):
+                            if n.id not in by_id and (after is None or (n.ts or "") >= after) \
+                                    and (before is None or (n.ts or "\uffff") < before):
                                 by_id[n.id] = n
                                 cands.append(n)
         for c in cands:
-            c.score += passed.get(c.id, 0.0)
+            c.passed = passed.get(c.id, 0.0)
+            c.near_words = c.id in near_words
+            c.score += c.passed
 
     if ranking.speaker:
         cache: dict = {}

@@ -161,13 +161,15 @@ def git_dir_of(root: Path) -> Path:
     return dotgit
 
 
-def unfinished_operation(root: Path) -> str | None:
+def unfinished_operation(root: Path, *, unmerged: bool = True) -> str | None:
     """What stops the agent committing in the vault at `root` now, or None.
 
     The answer is one sentence saying what to finish: an unfinished merge, rebase,
     cherry-pick, revert or bisect, conflicted files, a detached HEAD, or a person's own
     `git commit` waiting for its message. Any code about to commit (the vault's commit
     path, sync) calls this first; it runs no git command in the common case.
+    `unmerged=False` leaves out the conflicted files (one `git ls-files`): the vault
+    lock's `prepare` finds them in the `git status` it runs anyway.
     """
     root = Path(root)
     g = git_dir_of(root)
@@ -193,18 +195,28 @@ def unfinished_operation(root: Path) -> str | None:
     if head and not head.startswith("ref:"):
         return (f"The vault {root} has a detached HEAD (at {head[:7]}): a commit there "
                 f"belongs to no branch. Run `git switch main` (or your branch)" + finish)
-    if (g / "index").exists():
+    if unmerged and (g / "index").exists():
         p = _run(["ls-files", "-u", "-z"], cwd=root)
         if p.returncode == 0 and p.stdout:
-            files = sorted({item.split("\t", 1)[-1] for item in p.stdout.split("\0") if item})
-            return (f"The vault {root} has conflicted files ({', '.join(files[:3])}"
-                    f"{', ...' if len(files) > 3 else ''}): resolve them and `git add` them"
-                    + finish)
+            return conflicted(root, {item.split("\t", 1)[-1]
+                                     for item in p.stdout.split("\0") if item})
     busy = _git_commit_running(root, g)
     if busy:
         return (f"A `git commit` is waiting for its message in the vault {root} (process "
                 f"{busy}): finish or abandon it" + finish)
     return None
+
+
+def conflicted(root: Path, files) -> str:
+    """The sentence for a vault with conflicted (unmerged) files."""
+    files = sorted(files)
+    return (f"The vault {root} has conflicted files ({', '.join(files[:3])}"
+            f"{', ...' if len(files) > 3 else ''}): resolve them and `git add` them; then "
+            f"run the command again. Nothing was changed.")
+
+
+# The two-letter codes `git status --porcelain` gives a path with a conflict.
+_UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})
 
 
 def _git_commit_running(root: Path, g: Path) -> int | None:
@@ -259,6 +271,8 @@ class Vault:
         self.state = self.root / STATE_DIR
         self._lock_depth = 0
         self._checked_under_lock = False
+        self.unmerged: list[str] = []        # conflicted paths the last dirty_paths saw
+        self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
         self._lock_fd: int | None = None
         self._thread_lock = threading.RLock()
         self._touched: list[str] = []
@@ -496,6 +510,26 @@ class Vault:
         p = _run(["rev-parse", "--verify", "-q", "HEAD"], cwd=self.root)
         return p.stdout.strip() or None
 
+    def files(self, *patterns: str) -> list[str]:
+        """The vault's files (tracked, or untracked and not ignored) matching the
+        pathspec patterns, e.g. "*.md"."""
+        out = self.git("ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                       "--", *patterns, check=False)
+        return [p for p in out.split("\0") if p and not _is_state(p)]
+
+    def date_stamp(self, text: str) -> int | None:
+        """A date as `git log --since` reads it ("2 weeks ago", "yesterday", "2025-03-01"),
+        as a Unix time; None when git does not understand it (it reads unknown words as
+        now, or as 1970)."""
+        out = self.git("rev-parse", f"--since={text}", check=False).strip()
+        try:
+            stamp = int(out.rpartition("=")[2])
+        except ValueError:
+            return None
+        if not stamp or (abs(stamp - time.time()) < 5 and text.strip().lower() not in ("now", "today")):
+            return None
+        return stamp
+
     def dirty_paths(self) -> list[str]:
         """Paths with uncommitted changes (modified, added, deleted, untracked)."""
         # Untracked files in the "normal" mode: it is the mode git's untracked cache
@@ -504,17 +538,20 @@ class Vault:
         # stat cache: that would make a concurrent agent commit fail.
         optional = () if self._lock_depth else ("--no-optional-locks",)
         out = self.git(*optional, "status", "--porcelain=v1", "-z", "--no-renames")
-        paths, new_dirs = [], []
+        paths, new_dirs, unmerged = [], [], []
         for item in out.split("\0"):
             if not item:
                 continue
             path = item[3:]
+            if item[:2] in _UNMERGED:
+                unmerged.append(path)
             if _is_state(path):
                 continue
             (new_dirs if item.startswith("??") and path.endswith("/") else paths).append(path)
         if new_dirs:
             listed = self.git("ls-files", "-z", "--others", "--exclude-standard", "--", *new_dirs)
             paths.extend(p for p in listed.split("\0") if p and not _is_state(p))
+        self.unmerged = unmerged
         return paths
 
     def line_authors(self, rel: str) -> list[str] | None:
@@ -562,6 +599,9 @@ class Vault:
                        env=who.env(), input=message).strip()
         subject = message.splitlines()[0] if message else ""
         self.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or "0" * 40)
+        # What this commit changed, for the search index's refresh right after it (two
+        # git commands fewer per turn); None when `git add -A` chose the paths.
+        self.last_commit = (head, sha, sorted(set(paths))) if paths is not None else None
         self._maybe_gc()
         return sha
 
@@ -684,7 +724,9 @@ class Vault:
             self._lock_depth += 1
             try:
                 if self._lock_depth == 1:
-                    self.check_committable()
+                    problem = unfinished_operation(self.root, unmerged=False)
+                    if problem:
+                        raise UnfinishedGit(problem)
                     self._checked_under_lock = True
                     self.prepare()
                 yield self
@@ -702,6 +744,8 @@ class Vault:
         self._clear_stale_git_locks()
         self._finish_checkout()
         dirty = self.dirty_paths()
+        if self.unmerged:
+            raise UnfinishedGit(conflicted(self.root, self.unmerged))
         pending = self._read_pending()
         if not dirty:
             if pending:

@@ -1,0 +1,84 @@
+"""What a chat turn retrieves: the memory scheduler's ideas (MemOS), each measured by
+scripts/bench_scheduler.py on a scripted 50-turn conversation and kept where it helped.
+
+- A message that needs no memory (a greeting, thanks, "ok") runs no search and adds no
+  tokens.
+- Candidates are merged with what the turn already holds: a hit whose text the
+  conversation window already shows, a near-duplicate of a better hit, and a hit too
+  short to carry a fact are dropped.
+- The retrieved memories are a small working set that lives only in the newest user
+  message's context block: a new retrieval replaces it (the session file keeps the
+  person's words, never the block), so the prompt stays small and its cached prefix
+  stable.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Whole messages that need no memory, after folding case and dropping punctuation and
+# emoji. Kept short on purpose: anything with more substance is searched.
+_SMALL_TALK = {
+    "hi", "hello", "hey", "hiya", "yo", "morning", "good morning", "good afternoon",
+    "good evening", "good night", "night", "gn", "thanks", "thank you", "thanks a lot",
+    "thank you so much", "thanks so much", "many thanks", "thx", "ty", "cheers", "ok",
+    "okay", "k", "kk", "ok thanks", "okay thanks", "ok thank you", "great", "great thanks",
+    "cool", "nice", "awesome", "perfect", "got it", "sounds good", "sure", "yes", "no",
+    "yep", "nope", "yeah", "lol", "haha", "hahaha", "bye", "goodbye", "see you",
+    "see you later", "later", "np", "no problem", "you're welcome", "welcome",
+    "你好", "谢谢", "谢谢你", "好的", "嗯", "再见", "早上好", "晚安",
+    "こんにちは", "こんばんは", "おはよう", "おはようございます", "ありがとう",
+    "ありがとうございます", "どうも", "はい", "了解", "さようなら", "おやすみ",
+}
+_FILLER = re.compile(r"^(?:(?:hi|hey|hello|ok|okay|thanks|thank you|great|cool|nice|"
+                     r"perfect|awesome)\s*)+$")
+
+
+def _fold(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = "".join(c if (c.isalnum() or c.isspace() or c == "'") else " " for c in text)
+    return " ".join(text.split())
+
+
+def needs_retrieval(message: str) -> bool:
+    """Whether a user message may need memories: not for small talk alone."""
+    folded = _fold(message)
+    if not folded:
+        return False
+    return not (folded in _SMALL_TALK or _FILLER.match(folded))
+
+
+def _words(text: str) -> set[str]:
+    folded = _fold(text)
+    out = set(folded.split())
+    # CJK has no spaces: its characters stand in for words.
+    out.update(c for c in folded if "\u3040" <= c <= "\u9fff")
+    return out
+
+
+MIN_WORDS = 3          # a hit shorter than this ("Booked.", "ok") carries no fact
+SAME = 0.8             # word overlap (Jaccard) from which two texts say the same
+
+
+def _similar(a: set[str], b: set[str]) -> bool:
+    return bool(a) and bool(b) and len(a & b) / len(a | b) >= SAME
+
+
+def select(hits: list, window_texts: list[str], limit: int) -> list:
+    """The hits worth the prompt's tokens, best first: near-duplicates of a better hit or
+    of a message the window shows, and hits too short to carry a fact, left out."""
+    held = [_words(t) for t in window_texts if t]
+    kept: list = []
+    kept_words: list[set[str]] = []
+    for h in hits:
+        words = _words(h.text or "")
+        if len(words) < MIN_WORDS and not getattr(h, "context", None):
+            continue
+        if any(_similar(words, w) for w in held) or any(_similar(words, w) for w in kept_words):
+            continue
+        kept.append(h)
+        kept_words.append(words)
+        if len(kept) >= limit:
+            break
+    return kept

