@@ -31,6 +31,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+# Words alone, as these figures were set; scripts/bench_search.py measures search by
+# meaning (with the embed extra, `index rebuild` here would embed every message).
+os.environ.setdefault("AGENT_EMBED", "off")
 sys.path.insert(0, str(HERE))
 
 import anyio  # noqa: E402

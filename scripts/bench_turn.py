@@ -39,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).absolute().parent.parent
 sys.path.insert(0, str(ROOT))
+# Words alone, as these figures were set; scripts/bench_search.py measures search by
+# meaning (with the embed extra, `index rebuild` here would embed every message).
+os.environ.setdefault("AGENT_EMBED", "off")
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fakeanthropic import FakeAnthropic, reply, tool_use  # noqa: E402

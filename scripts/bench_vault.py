@@ -36,6 +36,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# Words alone, as these figures were set; scripts/bench_search.py measures search by
+# meaning (with the embed extra, `index rebuild` here would embed every message).
+os.environ.setdefault("AGENT_EMBED", "off")
 
 from agent.stores import memory  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402

@@ -215,3 +215,22 @@ def test_a_plain_install_searches_by_words_and_says_so(talk, run, monkeypatch):
     assert "search:     words alone (for meaning too: pip install -e '.[embed]')" in out
     r = run("search", "kyoto", "--mode", "dense")
     assert r.exit_code != 0 and "Traceback" not in r.output
+
+
+@needs_model
+def test_a_search_makes_a_bounded_number_of_vectors_and_rebuild_makes_them_all(
+        vault, run, tmp_path, monkeypatch):
+    # Installing the extra on a vault of years queues a vector per message: one turn's
+    # search must not run the model over all of them (an hour at 100,000 messages).
+    talk = [{"session": "import/long", "id": f"m{i}", "ts": f"{day(5)}T08:{i % 60:02d}:00+00:00",
+             "role": "user" if i % 2 == 0 else "assistant", "speaker": "Ada" if i % 2 == 0 else "Bo",
+             "content": f"note {i} about the garden shed and the {['roof', 'door', 'floor'][i % 3]}"}
+            for i in range(200)]
+    assert run("import", str(write_import(tmp_path, talk, "long.jsonl"))).exit_code == 0
+    monkeypatch.setattr(index, "SEARCH_EMBED_BUDGET", 64)
+    hits = index.search(vault, "roof")
+    assert hits and any("roof" in h.text for h in hits)      # words still find everything
+    out = run("index", "status").output
+    assert "64 vectors, 136 waiting" in out
+    assert run("index", "rebuild").exit_code == 0
+    assert "200 vectors)" in run("index", "status").output

@@ -393,7 +393,7 @@ def vectors_now(vault) -> Dense:
     """Make the queued vectors now, as the next search would (the embedding model, or
     why search runs on words alone)."""
     with _open(vault) as db:
-        return _dense(db)
+        return _dense(db, everything=True)
 
 
 def rebuild(vault) -> _Stats:
@@ -401,7 +401,7 @@ def rebuild(vault) -> _Stats:
     _remove_db(db_path(vault))
     with _open(vault) as db:
         stats = _update(vault, db, full=True)
-        stats.dense = _dense(db)
+        stats.dense = _dense(db, everything=True)
         return stats
 
 
@@ -436,7 +436,9 @@ def _mode_line(db) -> str:
         return f"words and meaning ({emb.name}; vectors made at the next search)"
     n, todo = vectors.count(db), vectors.pending(db)
     return (f"words and meaning ({emb.name}; {n} vectors"
-            + (f", {todo} waiting for the next search" if todo else "") + ")")
+            + (f", {todo} waiting for the next search" if todo else "") + ")"
+            + (f"; each search makes {SEARCH_EMBED_BUDGET}, `agent index rebuild` makes "
+               f"them all" if todo > SEARCH_EMBED_BUDGET else ""))
 
 
 def status(vault) -> Status:
@@ -556,8 +558,16 @@ class Dense:
 PROGRESS = None
 
 
-def _dense(db) -> Dense:
-    """The embedding model, with the index's vectors brought up to date, or why not."""
+# A search makes at most this many queued vectors (a few seconds of the model): a turn
+# right after installing the extra on a vault of years must not wait an hour for all of
+# them. What is left waits for the next searches, or `agent index rebuild`, which makes
+# every one with a progress bar; documents without a vector are found by their words.
+SEARCH_EMBED_BUDGET = 128
+
+
+def _dense(db, *, everything: bool = False) -> Dense:
+    """The embedding model, with the index's vectors brought up to date (at most
+    SEARCH_EMBED_BUDGET new ones, unless `everything`), or why not."""
     from agent.search import embed, vectors
     try:
         emb = embed.load()
@@ -569,7 +579,7 @@ def _dense(db) -> Dense:
         return Dense()
     if emb is None:
         return Dense()
-    vectors.sync(db, emb, PROGRESS)
+    vectors.sync(db, emb, PROGRESS, limit=None if everything else SEARCH_EMBED_BUDGET)
     return Dense(embedder=emb)
 
 

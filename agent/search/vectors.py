@@ -97,8 +97,9 @@ def count(db) -> int:
     return db.execute("SELECT count(*) FROM vec").fetchone()[0] if enabled(db) else 0
 
 
-def sync(db, embedder, progress=None) -> int:
-    """Embed every queued document; returns how many ran through the model.
+def sync(db, embedder, progress=None, limit: int | None = None) -> int:
+    """Embed the queued documents (at most about `limit` of them); returns how many ran
+    through the model.
 
     Commits per batch, so an interrupted build keeps what it did. `progress(done, total)`
     is called after each batch.
@@ -142,6 +143,8 @@ def sync(db, embedder, progress=None) -> int:
         embedded += len(todo)
         if progress is not None:
             progress(min(done, total), total)
+        if limit is not None and done >= limit:
+            break
     return embedded
 
 
