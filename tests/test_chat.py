@@ -595,23 +595,29 @@ class Terminal:
                                         str(vault.root), "chat", *args], env)
         self.out, self.pos = b"", 0
 
+    def _read(self, deadline: float) -> bool | None:
+        """Add what the program wrote by `deadline` to `out`: True when it wrote, False
+        at its end (EOF), None when the deadline passed. select first: a read on a quiet
+        terminal would wait past the deadline."""
+        import select
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+            return None
+        try:
+            chunk = os.read(self.fd, 4096)
+        except OSError:
+            return False
+        self.out += chunk
+        return bool(chunk)
+
     def until(self, marker: bytes, timeout: float = 15) -> None:
         """Wait for `marker` in the output after what was already waited for."""
-        import select
         deadline = time.monotonic() + timeout
         while marker not in self.out[self.pos:]:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no {marker!r} after {timeout}s:\n" + self.out.decode(errors="replace")
-            # select first: a read on a quiet terminal would wait past the deadline.
-            if not select.select([self.fd], [], [], left)[0]:
-                continue
-            try:
-                chunk = os.read(self.fd, 4096)
-            except OSError:
+            got = self._read(deadline)
+            assert got is not None, f"no {marker!r} after {timeout}s:\n" + self.out.decode(errors="replace")
+            if not got:
                 break
-            if not chunk:
-                break
-            self.out += chunk
         assert marker in self.out[self.pos:], self.out.decode(errors="replace")
         self.pos = self.out.index(marker, self.pos) + len(marker)
 
@@ -627,31 +633,22 @@ class Terminal:
         waiting for a key (readline only checks signals when its wait is interrupted);
         a person never presses that fast, a test does, so it presses again as they would.
         """
-        import select
         for _ in range(20):
             os.write(self.fd, b"\x03")
-            if select.select([self.fd], [], [], 1.0)[0]:
+            if self._read(time.monotonic() + 1.0) is not None:
                 return
         raise AssertionError("Ctrl-C at the prompt was not heard:\n" + self.out.decode(errors="replace"))
 
     def exit_status(self, timeout: float = 30) -> int:
-        import select
         deadline = time.monotonic() + timeout
         while True:                      # drain, so the child never blocks on a full pty
-            left = deadline - time.monotonic()
-            if left <= 0:
+            got = self._read(deadline)
+            if got is None:
                 os.kill(self.pid, 9)
                 os.waitpid(self.pid, 0)
                 raise AssertionError("agent chat did not exit:\n" + self.out.decode(errors="replace"))
-            if not select.select([self.fd], [], [], left)[0]:
-                continue
-            try:
-                chunk = os.read(self.fd, 4096)
-            except OSError:
+            if not got:
                 break
-            if not chunk:
-                break
-            self.out += chunk
         _, status = os.waitpid(self.pid, 0)
         os.close(self.fd)
         return os.WEXITSTATUS(status)

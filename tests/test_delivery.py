@@ -16,8 +16,8 @@ from fakeanthropic import reply
 from agent.serve import jobs
 from agent.serve.delivery import NO_CHANNEL
 from conftest import subjects
-from test_serve import T0, heartbeat_file, jobs_json, server_at
-from test_telegram import ANA, Running, Serve, configure, session_lines
+from test_serve import T0, ServeProc, heartbeat_file, jobs_json, procs, server_at  # noqa: F401
+from test_telegram import ANA, Running, configure, session_lines
 
 CHAT = f"telegram/{ANA}"
 
@@ -184,25 +184,17 @@ def test_the_cron_add_tool_takes_deliver(vault, fake_anthropic):
 
 
 def test_serve_delivers_a_cron_jobs_reply_to_telegram(vault, run, fake_telegram, fake_anthropic,
-                                                     serves):
+                                                     procs):
     configure(vault, fake_telegram.url)
     run("cron", "add", "ping", "-m", "say pong", "--every", "2s", "--deliver", CHAT)
     fake_anthropic.default_reply = reply("pong")
-    serve = Serve(vault)
-    serves.append(serve)
+    serve = ServeProc(vault)
+    procs.append(serve)
     serve.wait_for(f"delivered to {CHAT}")
     assert serve.stop() == 0
     assert fake_telegram.sent(ANA)[0]["text"] == "pong"
     assert any(s == f"deliver({CHAT}): pong" for s in subjects(vault))
     assert vault.dirty_paths() == []
-
-
-@pytest.fixture
-def serves():
-    started: list[Serve] = []
-    yield started
-    for s in started:
-        s.kill()
 
 
 def test_a_one_off_reminder_is_removed_only_once_its_reply_is_delivered(

@@ -389,11 +389,11 @@ def test_sessions_idle_past_the_limit_are_compacted_once(vault, fake_anthropic):
 class ServeProc:
     """`agent serve` in its own process; its output is collected line by line."""
 
-    def __init__(self, vault, *args, tick="0.2"):
+    def __init__(self, vault, *args, tick="0.2", env=None):
         self.p = subprocess.Popen(
             [sys.executable, "-m", "agent", "--vault", str(vault.root), "serve", "--tick", tick,
              *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=os.environ.copy())
+            env={**os.environ, **(env or {})})
         self.lines: list[str] = []
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
@@ -406,7 +406,7 @@ class ServeProc:
     def output(self) -> str:
         return "\n".join(self.lines)
 
-    def wait_for(self, text, timeout=20.0):
+    def wait_for(self, text, timeout=30.0):
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if any(text in line for line in self.lines):
@@ -419,7 +419,7 @@ class ServeProc:
             time.sleep(0.05)
         raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
 
-    def stop(self, sig=signal.SIGTERM, timeout=20) -> int:
+    def stop(self, sig=signal.SIGTERM, timeout=40) -> int:
         if self.p.poll() is None:
             self.p.send_signal(sig)
         code = self.p.wait(timeout)

@@ -333,31 +333,14 @@ from datetime import datetime, timedelta, timezone  # noqa: E402
 from fakeanthropic import reply  # noqa: E402
 
 from agent.llm import make_provider  # noqa: E402
-from agent.serve.scheduler import Server  # noqa: E402
+from test_serve import jobs_json, server_at  # noqa: E402
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
 
 
-class Clock:
-    def __init__(self, t):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
-
-def serve(vault, t) -> tuple[Server, Clock]:
+def serve(vault, t):
     """`agent serve` in process, at the time the test sets (idle compaction off)."""
-    clock = Clock(t)
-    s = Server(vault, make_provider(), clock=clock, tick=1)
-    s.settings.idle_compact_minutes = 0
-    s.watching_since = t
-    s.reload(t, first=True)
-    return s, clock
-
-
-def jobs_of(vault) -> list[dict]:
-    return json.loads((vault.root / "cron.json").read_text())["jobs"]
+    return server_at(vault, t, compact=False)
 
 
 def set_every(vault, every="5m"):
@@ -383,7 +366,7 @@ def test_clone_names_the_machine_and_status_and_cron_list_show_it(tmp_path, vaul
     out = agent(b.root, "cron", "move", "water", "server").output
     assert out.startswith('Moved "water"') and "once both machines sync" in out
     assert subjects(b)[0] == 'cron: move "water" to server (from laptop)'
-    assert [j["host"] for j in jobs_of(b)] == ["server", "server"]
+    assert [j["host"] for j in jobs_json(b)] == ["server", "server"]
     bad = agent(b.root, "cron", "move", "water", "no such/host", ok=False)
     assert bad.exit_code == 1 and "not a machine name" in bad.output
 
@@ -400,7 +383,7 @@ def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
     vault.set_host("server")
     agent(vault.root, "sync", "--no-push")          # sync claims it: one commit, not pushed
     assert subjects(vault)[0] == 'cron: run "tea" on server'
-    assert jobs_of(vault)[0]["host"] == "server"
+    assert jobs_json(vault)[0]["host"] == "server"
     b.set_host("laptop")
     s_b, _ = serve(b, T0)                          # b's serve claims it too
     assert 'cron: run "tea" on laptop' in subjects(b)[:2]
@@ -409,7 +392,7 @@ def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
     agent(b.root, "sync")
     agent(vault.root, "sync")
     assert vault.head() == b.head()
-    hosts = {jobs_of(v)[0]["host"] for v in (vault, b)}
+    hosts = {jobs_json(v)[0]["host"] for v in (vault, b)}
     assert len(hosts) == 1
     owner = hosts.pop()
     # Due on both machines: only the owner runs it.
@@ -422,12 +405,12 @@ def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
     assert len(fake_anthropic.calls()) == 1
     runner = vault if owner == "server" else b
     other = b if runner is vault else vault
-    assert jobs_of(runner)[0]["state"]["last_status"] == "ok"
-    assert jobs_of(other)[0]["state"]["last_status"] is None   # state changes on its host only
+    assert jobs_json(runner)[0]["state"]["last_status"] == "ok"
+    assert jobs_json(other)[0]["state"]["last_status"] is None   # state changes on its host only
     # After a sync the other machine has the run's state and still does not run it.
     agent(runner.root, "sync")
     agent(other.root, "sync")
-    assert jobs_of(other)[0]["state"] == jobs_of(runner)[0]["state"]
+    assert jobs_json(other)[0]["state"] == jobs_json(runner)[0]["state"]
     later = due + timedelta(hours=2)
     s = servers["server" if other is vault else "laptop"]
     s.clock.t = later
@@ -457,7 +440,7 @@ def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remo
     assert "written on the [laptop]" in agent(vault.root, "search", "laptop").output
     # The job that came in runs here, on its due time.
     fake_anthropic.add(reply("Stretch now."))
-    job_due = datetime.fromisoformat(jobs_of(vault)[0]["state"]["next_run"])
+    job_due = datetime.fromisoformat(jobs_json(vault)[0]["state"]["next_run"])
     assert t0 < job_due < t0 + timedelta(minutes=4)
     clock.t = job_due + timedelta(seconds=1)
     s.step(clock.t)

@@ -8,11 +8,6 @@ In-process tests run the channel with the real router against the fake Bot API
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 
 import pytest
@@ -24,6 +19,7 @@ from agent.llm import make_provider
 from agent.serve.conversations import Conversations
 from agent.vault.repo import now as vault_now
 from conftest import subjects
+from test_serve import ServeProc, procs  # noqa: F401  (fixture)
 
 ANA = 42                # an allowed user (her private chat has the same id)
 EVE = 666               # a stranger
@@ -274,63 +270,11 @@ def test_telegram_down_at_start_is_retried_until_it_answers(vault, fake_telegram
 # ---- agent serve, end to end ------------------------------------------------------------------
 
 
-class Serve:
-    def __init__(self, vault, env=None):
-        self.p = subprocess.Popen(
-            [sys.executable, "-m", "agent", "--vault", str(vault.root), "serve", "--tick", "0.2"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **(env or {})})
-        self.lines: list[str] = []
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def output(self):
-        return "\n".join(self.lines)
-
-    def wait_for(self, text, timeout=30.0):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if any(text in line for line in self.lines):
-                return
-            if self.p.poll() is not None:
-                self._t.join(2)
-                if any(text in line for line in self.lines):
-                    return
-                raise AssertionError(f"serve exited before {text!r}:\n{self.output}")
-            time.sleep(0.05)
-        raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
-
-    def stop(self, timeout=40):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        code = self.p.wait(timeout)
-        self._t.join(2)
-        return code
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(10)
-
-
-@pytest.fixture
-def serves():
-    started: list[Serve] = []
-    yield started
-    for s in started:
-        s.kill()
-
-
 def test_serve_answers_on_telegram_and_sigterm_lets_the_reply_go_out(
-        vault, fake_telegram, fake_anthropic, serves):
+        vault, fake_telegram, fake_anthropic, procs):
     configure(vault, fake_telegram.url)
-    serve = Serve(vault)
-    serves.append(serve)
+    serve = ServeProc(vault)
+    procs.append(serve)
     serve.wait_for("telegram: connected as @agent_test_bot; 1 allowed user")
     fake_anthropic.add(reply("A slow and careful answer.", chunk_delay=0.2))
     fake_telegram.message(ANA, "think it over")
@@ -348,12 +292,12 @@ def test_serve_answers_on_telegram_and_sigterm_lets_the_reply_go_out(
 
 
 def test_serve_with_telegram_unreachable_says_so_once_and_runs_cron(vault, run, fake_anthropic,
-                                                                   fake_telegram, serves):
+                                                                   fake_telegram, procs):
     configure(vault, "http://127.0.0.1:9")           # nothing listens there
     run("cron", "add", "ping", "-m", "say pong", "--every", "1s")
     fake_anthropic.default_reply = reply("pong")
-    serve = Serve(vault)
-    serves.append(serve)
+    serve = ServeProc(vault)
+    procs.append(serve)
     serve.wait_for('cron "ping"')
     serve.wait_for("): ok")
     serve.wait_for("telegram: cannot reach http://127.0.0.1:9")
@@ -362,10 +306,10 @@ def test_serve_with_telegram_unreachable_says_so_once_and_runs_cron(vault, run, 
     assert fake_telegram.token not in serve.output
 
 
-def test_serve_enabled_without_a_token_says_how_to_set_it(vault, fake_anthropic, serves):
+def test_serve_enabled_without_a_token_says_how_to_set_it(vault, fake_anthropic, procs):
     configure(vault, "http://127.0.0.1:9")
-    serve = Serve(vault, env={"TELEGRAM_BOT_TOKEN": ""})
-    serves.append(serve)
+    serve = ServeProc(vault, env={"TELEGRAM_BOT_TOKEN": ""})
+    procs.append(serve)
     serve.wait_for("agent serve on")
     serve.wait_for("$TELEGRAM_BOT_TOKEN is not set")
     assert serve.stop() == 0

@@ -4,7 +4,7 @@
     # another thread, while the turn runs:
     inbox.put("and book the hotel too")      # True: the turn will see it
     # the turn, before each model call:
-    inbox.drain()                             # ["and book the hotel too"]
+    inbox.drain()                             # [("and book the hotel too", None)]
     # the caller, after run_turn returned:
     late = inbox.close()                      # arrived after the last model call
 
@@ -23,8 +23,7 @@ class Inbox:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._texts: list[str] = []
-        self._sources: list[str | None] = []
+        self._waiting: list[tuple[str, str | None]] = []     # (text, source)
         self._closed = False
 
     def put(self, text: str, *, source: str | None = None) -> bool:
@@ -32,33 +31,23 @@ class Inbox:
         with self._lock:
             if self._closed:
                 return False
-            self._texts.append(text)
-            self._sources.append(source)
+            self._waiting.append((text, source))
             return True
 
-    def drain(self) -> list[str]:
-        """The messages waiting, oldest first; they are the turn's from now on."""
-        return [t for t, _ in self.drain_with_sources()]
-
-    def drain_with_sources(self) -> list[tuple[str, str | None]]:
-        """Like drain, with the `source` each was put with."""
+    def drain(self) -> list[tuple[str, str | None]]:
+        """The messages waiting, oldest first, with the `source` each was put with; they
+        are the turn's from now on."""
         with self._lock:
-            out = list(zip(self._texts, self._sources))
-            self._texts, self._sources = [], []
+            out, self._waiting = self._waiting, []
             return out
 
     def close(self) -> list[str]:
         """Accept no more; the messages that arrived too late for the turn to see them."""
         with self._lock:
             self._closed = True
-            out, self._texts, self._sources = self._texts, [], []
-            return out
-
-    @property
-    def closed(self) -> bool:
-        with self._lock:
-            return self._closed
+            out, self._waiting = self._waiting, []
+            return [text for text, _ in out]
 
     def waiting(self) -> int:
         with self._lock:
-            return len(self._texts)
+            return len(self._waiting)

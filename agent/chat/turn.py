@@ -307,7 +307,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     def inject(target: dict) -> None:
         """The messages waiting in the inbox, added to `target` (the user message about
         to be sent) and to the transcript."""
-        for said, source in inbox.drain_with_sources():
+        for said, source in inbox.drain():
             target["content"].append({"type": "text", "text": said})
             extra = {"injected": True}
             if source:

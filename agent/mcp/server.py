@@ -22,6 +22,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from agent import version
 from agent.errors import UserError
 from agent.mcp.ops import BadInput, VaultTools
 
@@ -45,11 +46,7 @@ def _client_name(ctx) -> str | None:
 
 def build(vault, *, read_only: bool = False, tools: VaultTools | None = None) -> Server:
     """The MCP server over `vault`."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        ours = version("agent")
-    except PackageNotFoundError:  # pragma: no cover - a source checkout without metadata
-        ours = "0"
+    ours = version()
     tools = tools or VaultTools(vault, read_only=read_only)
     limiter = anyio.CapacityLimiter(1)
 

@@ -308,17 +308,18 @@ def _index_path(db, root: Path, rel: str) -> int:
 
 
 def _changes(vault, since: str, head: str | None, clean: bool = False,
-             dirty: list[str] | None = None) -> tuple[set[str], list[str]] | None:
+             dirty: list[str] | None = None,
+             last: tuple | None = None) -> tuple[set[str], list[str]] | None:
     """(paths changed since commit `since`, paths dirty now), or None if `since` is gone.
 
     `clean`: the caller has just committed every change it knew of, so the work tree
     is taken as clean without asking git; a file edited meanwhile is still dirty at the
     next refresh (every search starts with one) and is picked up then. `dirty`: the
-    caller has just asked git (`agent status`), so it is not asked twice.
+    caller has just asked git (`agent status`), so it is not asked twice. `last`: the
+    caller's own commit as the vault recorded it (parent, sha, paths).
     """
     if dirty is None:
         dirty = [] if clean else vault.dirty_paths()
-    last = vault.last_commit if clean else None
     if last is not None and last[0] == since and last[1] == head:
         committed = last[2]        # the caller's own commit, on top of the indexed one
     else:
@@ -345,7 +346,7 @@ def _update(vault, db, full: bool = False, after_commit: bool = False,
         # the next refresh catches up with from here).
         head = last[1] if last is not None else vault.head()
         indexed = _meta(db, "commit")
-        changes = (_changes(vault, indexed, head, after_commit, dirty)
+        changes = (_changes(vault, indexed, head, after_commit, dirty, last)
                    if indexed and not full else None)
         if changes is None:
             full = True

@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, Callable
 from agent.chat.cancel import Cancel, new_turn_cancel
 from agent.chat.inbox import Inbox
 from agent.errors import UserError
-from agent.llm import ProviderError
-from agent.serve.turns import log, short
+from agent.serve.turns import log, run_turn, short
 from agent.stores import sessions
 
 if TYPE_CHECKING:
@@ -248,37 +247,32 @@ class Conversations:
 
     def _run(self, slot: _Slot, first: Ticket, inbox: Inbox, cancel: Cancel):
         """The turn, with its failure as (None, message): never raises."""
-        from agent.chat.turn import run_turn
-
         session = slot.session
         log.info("chat %s: running: %s", session, short(first.text, 60))
         try:
-            settings = self.settings_fn()
-            result = run_turn(
+            result, failure = run_turn(
                 self.vault, self.provider, session, first.text, self.clock(),
-                settings=settings, cancel=cancel, inbox=inbox,
+                settings=self.settings_fn(), cancel=cancel, inbox=inbox,
                 line_extra={"source": first.source} if first.source else None,
                 on_text=lambda chunk: slot.emit("text", {"text": chunk}),
                 on_tool=lambda name, data: slot.emit("tool_start", {"name": name,
                                                                     "input": data}),
                 on_tool_done=lambda name, bad: slot.emit("tool_done", {"name": name,
                                                                        "is_error": bad}))
-        except (UserError, ProviderError) as e:
-            failure = str(e) or type(e).__name__
-        except KeyboardInterrupt:
-            failure = "interrupted before the turn was saved"
         except Exception as e:                 # a bug: logged in full, serve goes on
             log.exception("chat %s: the turn failed", session)
-            failure = f"{type(e).__name__}: {e}"
-        else:
+            result, failure = None, f"{type(e).__name__}: {e}"
+        if result is not None:
             what = ("interrupted" if result.interrupted else
                     f"error: {short(result.error)}" if result.error else "ok")
             more = f", {len(result.injected)} injected" if result.injected else ""
             log.info("chat %s turn %s: %s (%s%s)", session, result.turn, what,
                      (result.sha or "no change")[:7], more)
-            if result.error and self.on_error is not None:
+            if result.error:
                 self._tell_error(session, result.error)
             return result, None
+        if failure == "interrupted":
+            failure = "interrupted before the turn was saved"
         log.error("chat %s: failed: %s", session, failure)
         self._tell_error(session, failure)
         return None, failure
@@ -311,9 +305,9 @@ class Conversations:
 def reply_data(ticket: Ticket, result) -> dict:
     """What a channel tells of an answered message (the gateway's JSON answer)."""
     return {"reply": ticket.reply,
-            "commit": getattr(result, "sha", None),
+            "commit": result.sha if result is not None else None,
             "session": ticket.session,
-            "turn": getattr(result, "turn", None),
+            "turn": result.turn if result is not None else None,
             "injected": ticket.injected,
             "error": ticket.error,
-            "interrupted": bool(getattr(result, "interrupted", False))}
+            "interrupted": result is not None and result.interrupted}

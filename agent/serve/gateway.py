@@ -33,6 +33,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+from agent import version
 from agent.errors import UserError
 from agent.serve.conversations import Conversations, ServeStopping, reply_data
 from agent.serve.remote import INFO_FILE, TOKEN_FILE
@@ -46,15 +47,6 @@ PREFIX = "/v1/sessions/"
 
 class GatewayError(UserError):
     """The gateway cannot start (the port is taken, the host is not this machine's)."""
-
-
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError, version as dist_version
-
-    try:
-        return dist_version("agent")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -23,14 +23,14 @@ class Outcome:
     reply: str = ""
 
 
-def run_turn(vault: Vault, provider: Provider, session: str, text: str, now: datetime, *,
-             kind: str, settings=None, on_text=None, discard_reply=None, on_save=None):
-    """run_turn, with failures as (None, message): a failed run is recorded, never fatal."""
+def run_turn(vault: Vault, provider: Provider, session: str, text: str, now: datetime,
+             **options):
+    """run_turn (agent.chat.turn, with its keyword `options`), with failures as (None,
+    message): a failed run is recorded, never fatal."""
     from agent.chat.turn import run_turn
 
     try:
-        return run_turn(vault, provider, session, text, now, settings=settings, kind=kind,
-                        on_text=on_text, discard_reply=discard_reply, on_save=on_save), None
+        return run_turn(vault, provider, session, text, now, **options), None
     except UserError as e:
         return None, str(e) or type(e).__name__
     except ProviderError as e:           # the loop records API errors itself; this is a

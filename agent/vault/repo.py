@@ -270,8 +270,6 @@ class Vault:
         self.root = Path(root)
         self.state = self.root / STATE_DIR
         self._lock_depth = 0
-        self._checked_under_lock = False
-        self.unmerged: list[str] = []        # conflicted paths the last dirty_paths saw
         self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
         self._lock_fd: int | None = None
         self._thread_lock = threading.RLock()
@@ -532,6 +530,11 @@ class Vault:
 
     def dirty_paths(self) -> list[str]:
         """Paths with uncommitted changes (modified, added, deleted, untracked)."""
+        return self._status()[0]
+
+    def _status(self) -> tuple[list[str], list[str]]:
+        """(dirty paths as `dirty_paths` gives them, conflicted paths), from one `git
+        status`."""
         # Untracked files in the "normal" mode: it is the mode git's untracked cache
         # serves fastest; a new folder shows as `dir/` and is listed only then.
         # Outside the vault lock, status must not take git's index lock to refresh its
@@ -551,8 +554,7 @@ class Vault:
         if new_dirs:
             listed = self.git("ls-files", "-z", "--others", "--exclude-standard", "--", *new_dirs)
             paths.extend(p for p in listed.split("\0") if p and not _is_state(p))
-        self.unmerged = unmerged
-        return paths
+        return paths, unmerged
 
     def line_authors(self, rel: str) -> list[str] | None:
         """The author email of each line of `rel` as it is in the work tree (git blame;
@@ -580,8 +582,9 @@ class Vault:
         split index, each write touches a small file, not the whole index).
         """
         # Under the lock it was checked as the lock was taken (one `git ls-files` fewer).
-        if not (self._lock_depth and self._checked_under_lock):
+        if not self._lock_depth:
             self.check_committable()
+        self.last_commit = None          # until a commit is made (none when nothing changed)
         if paths is None:
             self.git("add", "-A", "--", ".", f":(exclude){STATE_DIR}")
         else:
@@ -727,13 +730,11 @@ class Vault:
                     problem = unfinished_operation(self.root, unmerged=False)
                     if problem:
                         raise UnfinishedGit(problem)
-                    self._checked_under_lock = True
                     self.prepare()
                 yield self
             finally:
                 self._lock_depth -= 1
                 if self._lock_depth == 0:
-                    self._checked_under_lock = False
                     fd, self._lock_fd = self._lock_fd, None
                     fcntl.flock(fd, fcntl.LOCK_UN)
                     os.close(fd)
@@ -743,9 +744,9 @@ class Vault:
         self.agent_identity()  # a broken agent.toml stops us before anything is written
         self._clear_stale_git_locks()
         self._finish_checkout()
-        dirty = self.dirty_paths()
-        if self.unmerged:
-            raise UnfinishedGit(conflicted(self.root, self.unmerged))
+        dirty, unmerged = self._status()
+        if unmerged:
+            raise UnfinishedGit(conflicted(self.root, unmerged))
         pending = self._read_pending()
         if not dirty:
             if pending:
