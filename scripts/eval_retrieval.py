@@ -51,6 +51,7 @@ ABLATIONS = {
     "- importance": {"importance": 0.0},
     "- same day": {"day": 0.0},
     "+ recency": {"recency": 0.3},
+    "context 2/hit": {"context": 2},
 }
 
 

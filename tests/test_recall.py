@@ -85,12 +85,28 @@ def test_a_neighbour_without_query_words_is_context_under_its_hit(talk, run):
 
 
 @needs_model
+def test_a_reply_is_found_by_the_meaning_of_the_message_it_answers(talk):
+    # "Done, the train leaves at nine." names no city: read with the message before it,
+    # it is close in meaning to a question about the trip, a hit of its own.
+    hits = index.search(talk, "kyoto journey")
+    assert hits[0].message_ids == ["c3"]
+    reply = [h for h in hits if h.message_ids == ["c4"]]
+    assert reply and reply[0].why == "meaning" and reply[0].matched == []
+
+
+def test_a_hit_shows_its_closest_neighbour_as_context(talk):
+    # c3 sits between c2 ("Booked.", weeks before) and c4 (its reply, the same day).
+    hit = index.search(talk, "kyoto", mode="words")[0]
+    assert hit.message_ids == ["c3"] and [c.message_ids for c in hit.context] == [["c4"]]
+
+
+@needs_model
 def test_json_says_why_each_result_is_there(talk, run):
-    r = run("search", "kyoto", "--json")
+    r = run("search", "plumber", "--json")
     rows = [json.loads(line) for line in r.output.splitlines()]
     top = rows[0]
-    assert top["message_ids"] == ["c3"] and top["why"] in ("words", "words+meaning")
-    assert top["matched"] == ["kyoto"] and isinstance(top["similarity"], float)
+    assert top["message_ids"] == ["c5"] and top["why"] in ("words", "words+meaning")
+    assert top["matched"] == ["plumber"] and isinstance(top["similarity"], float)
     assert {c["why"] for c in top["context"]} == {"context"}
     assert ["c4"] in [c["message_ids"] for c in top["context"]]
     assert {"kind", "path", "line", "ts", "speaker", "session", "score", "snippet", "text"} <= set(top)
@@ -125,6 +141,14 @@ def test_status_says_which_mode_and_vectors_follow_the_index(talk, run, tmp_path
     # Another model (here: another name in the index) means every vector is made again.
     db = sqlite3.connect(index.db_path(talk))
     db.execute("UPDATE meta SET value='another model' WHERE key='embed_model'")
+    db.commit()
+    db.close()
+    assert "vectors made at the next search" in run("index", "status").output
+    assert index.search(talk, "tea")[0].message_ids == ["c6"]
+    assert "6 vectors" in run("index", "status").output
+    # So does another way of reading the documents (an index from an older version).
+    db = sqlite3.connect(index.db_path(talk))
+    db.execute("UPDATE meta SET value='0' WHERE key='embed_passages'")
     db.commit()
     db.close()
     assert "vectors made at the next search" in run("index", "status").output

@@ -433,7 +433,7 @@ def _mode_line(db) -> str:
         emb = embed.load()
     except embed.EmbedUnavailable as e:
         return f"words alone: {e}; {embed.FIX}"
-    if db is None or vectors.model_of(db) != emb.name:
+    if db is None or not vectors.current(db, emb.name):
         return f"words and meaning ({emb.name}; vectors made at the next search)"
     n, todo = vectors.count(db), vectors.pending(db)
     return (f"words and meaning ({emb.name}; {n} vectors"
@@ -753,6 +753,8 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                          if a.line and c.line and abs(a.line - c.line) <= 4 * ranking.reach]
             if near_hits:
                 anchor = min(near_hits, key=lambda x: x[0])[1]
+                if len(anchor.context) >= ranking.context:
+                    continue        # the best-scored neighbours of the hit are shown
                 anchor.context.append(hit)
                 anchor.context.sort(key=lambda h: h.line or 0)
         for hit in hits:            # snippets only for what is shown
