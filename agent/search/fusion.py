@@ -14,6 +14,25 @@ rec@10 / any@10 overall):
     pool, dense 0.5                     0.741 / 0.804    0.745 / 0.822
     pool, dense 1 (the default)         0.755 / 0.812    0.746 / 0.825
 
+Then one neighbour shown under a hit instead of all (ranking.py's `context`) and every
+session message embedded after the start of the one before it (vectors.py):
+
+    words                               0.750 / 0.809    0.738 / 0.814
+    dense alone                         0.617 / 0.679    0.598 / 0.671
+    pool, dense 1 (the default)         0.788 / 0.859    0.765 / 0.836
+
+Tried on top of that and not kept (rec@10 / any@10; what helped on the tuning split
+did not hold out): dense 0.7 0.798 / 0.862 and 0.766 / 0.841; dense 1.3 0.781 / 0.851;
+`margin` 0.01 0.810 / 0.875 but 0.763 / 0.836 held out; `depth` 200 0.785 / 0.854;
+ranking.py's neighbours one message away (reach 1) 0.802 / 0.870 but 0.753 / 0.820
+held out (against 0.793 / 0.862 and 0.758 / 0.828, with 20 results asked for);
+the next message embedded too (before, the message, after) 0.804 / 0.862 but 0.763 /
+0.833 held out (dense alone 0.572); spreading the results over more days (each
+further hit of a day scores 10% less) 0.780 / 0.846 (multi-hop up, single-hop down);
+and, measured before the embedding change, pseudo-relevance feedback on the query
+vector (Rocchio: the query plus half the mean of the top 3 results' vectors, searched
+again) 0.760 / 0.820 against 0.764 / 0.820.
+
 Reciprocal rank fusion (Cormack et al., 2009) sums weight / (K + rank) over the two
 rankings: at every weight tried it was worse than words alone, because it fuses the
 *final* word order with a dense order, undoing what the re-ranking learnt (a reply
