@@ -131,7 +131,7 @@ def _set_meta(db, key, value):
 
 
 def _remove_db(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", "-wal", "-shm", "-journal", "-vectors"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}{suffix}")
 
@@ -574,7 +574,8 @@ def status(vault) -> Status:
     if not st.exists:
         st.mode = _mode_line(None)
         return st
-    st.size = sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal") if os.path.exists(f"{path}{s}"))
+    st.size = sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal", "-vectors")
+                  if os.path.exists(f"{path}{s}"))
     db = _connect(path)
     try:
         try:
