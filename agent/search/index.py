@@ -758,7 +758,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
     comes back in that hit's `context`, never as a hit of its own; a hit found by
     meaning alone says so in `why`.
     """
-    from agent.search import vectors
+    from agent.search import embed, vectors
 
     if kinds is not None:
         unknown = set(kinds) - set(KINDS)
@@ -769,6 +769,9 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
     ranking = ranking or RANKING
     fusion = fusion or fusion_mod.FUSION
     terms = query_terms(query, stop_words=ranking.stop_words)
+    # The query's vector is made (the model loaded first, in a new process) while the
+    # index is brought up to date and read for the words: the engine needs no Python lock.
+    early = embed.query_soon(query) if mode != "words" and query.strip() and limit > 0 else None
     with _open(vault) as db:
         _update(vault, db)
         dense = _dense(db) if mode != "words" else Dense()
@@ -804,7 +807,9 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         similarity: dict[int, float] = {}
         level = 0.0
         if used != "words":
-            qvec = dense.embedder.query(query)
+            qvec = early.result() if early is not None else None
+            if qvec is None:
+                qvec = dense.embedder.query(query)
             narrowed = since is not None or until is not None or kinds is not None
             near, level = vectors.nearest(db, str(db_path(vault)), qvec,
                                           (fusion.depth * 10 if narrowed else fusion.depth)
