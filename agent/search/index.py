@@ -771,7 +771,9 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
     terms = query_terms(query, stop_words=ranking.stop_words)
     # The query's vector is made (the model loaded first, in a new process) while the
     # index is brought up to date and read for the words: the engine needs no Python lock.
-    early = embed.query_soon(query) if mode != "words" and query.strip() and limit > 0 else None
+    key = str(db_path(vault))
+    early = (embed.query_soon(query, then=lambda v: vectors.scan_file(key, v))
+             if mode != "words" and query.strip() and limit > 0 else None)
     with _open(vault) as db:
         _update(vault, db)
         dense = _dense(db) if mode != "words" else Dense()
@@ -807,13 +809,12 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         similarity: dict[int, float] = {}
         level = 0.0
         if used != "words":
-            qvec = early.result() if early is not None else None
-            if qvec is None:
-                qvec = dense.embedder.query(query)
+            got = early.result() if early is not None else None
+            qvec, scanned = got if got is not None else (dense.embedder.query(query), None)
             narrowed = since is not None or until is not None or kinds is not None
-            near, level = vectors.nearest(db, str(db_path(vault)), qvec,
+            near, level = vectors.nearest(db, key, qvec,
                                           (fusion.depth * 10 if narrowed else fusion.depth)
-                                          + len(exclude_ids))
+                                          + len(exclude_ids), scanned)
             rows = _rows(db, [i for i, _ in near], since, kinds, until)
             near = [(i, s) for i, s in near if i in rows][:fusion.depth + len(exclude_ids)]
             similarity = dict(near)

@@ -26,6 +26,7 @@ hundredth of the file, the file is written again (under the index's write lock).
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -216,8 +217,9 @@ def _stat_sig(path: str):
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _map(path: str, epoch: str, model: str, dim: int) -> _Matrix | None:
-    """The file's matrix, if it is whole and for this index's vectors."""
+def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix | None:
+    """The file's matrix, if it is whole and for this index's vectors (`epoch` and
+    `model` None: for whichever its header names)."""
     import numpy as np
     sig = _stat_sig(path)
     if sig is None:
@@ -229,7 +231,9 @@ def _map(path: str, epoch: str, model: str, dim: int) -> _Matrix | None:
             return None
         h = json.loads(head[len(MAGIC):].decode("utf-8"))
         n = int(h["n"])
-        if (h.get("format") != FORMAT or h.get("epoch") != epoch or h.get("model") != model
+        epoch = h.get("epoch") if epoch is None else epoch
+        if (h.get("format") != FORMAT or h.get("epoch") != epoch
+                or (model is not None and h.get("model") != model)
                 or int(h.get("dim", -1)) != dim or sig[1] != HEADER + n * 16 + n * dim * 4):
             return None
         if n == 0:
@@ -307,6 +311,11 @@ def _rewrite(db, key: str, dim: int, base: _Matrix | None) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         epoch, model = _meta(db, "vec_epoch"), _meta(db, "embed_model")
+        # Under the write lock no other process is writing one: a temporary file left
+        # here is from a process that stopped halfway.
+        for stale in glob.glob(glob.escape(file_of(key)) + ".*.tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
         if epoch and model and (base is None or _stat_sig(file_of(key)) == base.sig):
             _write(db, file_of(key), epoch, model, dim, base)
         db.execute("COMMIT")
@@ -352,16 +361,35 @@ def _load(db, key: str, dim: int) -> _Matrix:
     return cached
 
 
-def nearest(db, key: str, qvec, k: int) -> tuple[list[tuple[int, float]], float]:
+def scan_file(key: str, qvec):
+    """The query against the matrix file as this process maps it, without the database
+    (a search's worker thread runs it while the search reads the words): a token for
+    `nearest`, or None."""
+    import numpy as np
+    path = file_of(key)
+    cached = _CACHE.get(key)
+    if cached is None or cached.sig != _stat_sig(path) or cached.dim != qvec.shape[0]:
+        cached = _map(path, None, None, qvec.shape[0])
+        if cached is None:
+            return None
+        _CACHE[key] = cached        # what it lacks, `nearest` reads from the index
+    return (cached.m, cached.m @ np.asarray(qvec, _F32)) if len(cached.seqs) else None
+
+
+def nearest(db, key: str, qvec, k: int, scanned=None) -> tuple[list[tuple[int, float]], float]:
     """The k documents closest to the query vector, as (doc id, cosine similarity), and
-    the mean similarity of all documents to it (what "unrelated" is for this query)."""
+    the mean similarity of all documents to it (what "unrelated" is for this query).
+    `scanned`: what `scan_file` gave for this query (used if the file is the same)."""
     import numpy as np
 
     if not enabled(db):
         return [], 0.0
     mat = _load(db, key, qvec.shape[0])
     q = np.asarray(qvec, _F32)
-    parts = [mat.m @ q] if len(mat.seqs) else []
+    if scanned is not None and scanned[0] is mat.m:
+        parts = [scanned[1]]
+    else:
+        parts = [mat.m @ q] if len(mat.seqs) else []
     parts += [t @ q for t in mat.top]
     if not parts or k <= 0:
         return [], 0.0
