@@ -140,7 +140,8 @@ def _remove_db(path: Path) -> None:
 def _open(vault):
     """A connection to an index of the right schema (made empty if missing or unusable)."""
     path = db_path(vault)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in (1, 2):
         db = None
         try:
@@ -408,9 +409,10 @@ def _watch_list(root: Path) -> tuple[list[str], list[str]] | None:
 
 def _stat_all(root: Path, paths: list[str]) -> list:
     out = []
+    base = f"{root}{os.sep}"
     for rel in paths:
         try:
-            out.append(_sig(os.stat(root / rel if rel else root)))
+            out.append(_sig(os.stat(base + rel)))
         except OSError:
             out.append(None)
     return out
