@@ -181,6 +181,8 @@ def _settled(vault):
 
 def test_a_search_that_skips_git_still_sees_every_kind_of_hand_change(filled, run):
     mem = filled.root / "MEMORY.md"
+    # HEAD's branch packed (as `git gc` leaves it); the hand commit below makes it loose.
+    subprocess.run(["git", "pack-refs", "--all"], cwd=filled.root, check=True, capture_output=True)
     _settled(filled)
     assert index.search(filled, "penicillin", mode="words")      # nothing changed: same answer
     # An edit in place that keeps the file's size.

@@ -352,9 +352,11 @@ _OWN_TOP = {"sessions", "memory", "archive"}
 
 def _git_head(root: Path) -> str | None:
     """HEAD's commit read from the .git folder (no process), or None when it is not a
-    plain one (a linked work tree, a reftable, a packed ref: then git is asked)."""
+    plain one (a linked work tree, a reftable: then git is asked)."""
     git = root / ".git"
     try:
+        if (git / "reftable").exists():
+            return None
         head = (git / "HEAD").read_text("ascii").strip()
         if head.startswith("ref: "):
             ref = head[5:]
@@ -363,7 +365,16 @@ def _git_head(root: Path) -> str | None:
             try:
                 return "ref:" + ref + ":" + (git / ref).read_text("ascii").strip()
             except FileNotFoundError:
-                return "unborn:" + ref if not (git / "packed-refs").exists() else None
+                pass
+            try:
+                packed = (git / "packed-refs").read_text("ascii")
+            except FileNotFoundError:
+                return "unborn:" + ref
+            for line in packed.splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref:
+                    return "packed:" + ref + ":" + sha
+            return "unborn:" + ref
         return "detached:" + head
     except (OSError, UnicodeDecodeError):
         return None
