@@ -227,6 +227,9 @@ def measure_turns(vault: Vault, server: FakeAnthropic, turns: int, warmup: int =
             "window_messages": len(sessions.read_window(vault.root, CHAT).messages)}
 
 
+# Every `python -m agent` here runs in the vault's folder, as a person would: `-m` puts
+# the current folder first on sys.path, so run from a checkout it would import that
+# checkout's code whatever PYTHONPATH says (and --compare would time one checkout twice).
 def _env(server: FakeAnthropic, code: Path) -> dict:
     env = dict(os.environ, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="bench",
                PYTHONPATH=str(code))
@@ -240,7 +243,7 @@ def _start_once(vault: Vault, server: FakeAnthropic, code: Path) -> float:
     proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root),
                              "chat", "-m", "hello"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=_env(server, code))
+                            env=_env(server, code), cwd=vault.root)
     server.wait_for_requests(seen + 1, path="/v1/messages", timeout=60)
     took = (time.perf_counter() - start) * 1000
     _, err = proc.communicate(timeout=60)
@@ -257,7 +260,8 @@ def _prompt_once(vault: Vault, server: FakeAnthropic, code: Path) -> float:
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat"],
                             stdin=slave, stdout=slave,
-                            stderr=slave, env=_env(server, code), close_fds=True)
+                            stderr=slave, env=_env(server, code), close_fds=True,
+                            cwd=vault.root)
     os.close(slave)
     seen, took = b"", None
     while took is None and time.perf_counter() - start < 60:
@@ -302,10 +306,10 @@ def measure_remote_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict
     env = _env(server, ROOT)
     base = [sys.executable, "-m", "agent", "--vault", str(vault.root)]
     subprocess.run(base + ["config", "set", "gateway.port", "0"], env=env, check=True,
-                   capture_output=True)
+                   capture_output=True, cwd=vault.root)
     info = vault.root / ".agent" / "gateway.json"
     serve = subprocess.Popen(base + ["serve"], env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, cwd=vault.root)
     try:
         deadline = time.monotonic() + 60
         while not info.exists():
@@ -317,7 +321,8 @@ def measure_remote_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict
             seen = len(server.calls())
             start = time.perf_counter()
             proc = subprocess.Popen(base + ["chat", "--remote", "-m", f"hello {i}"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                                    cwd=vault.root)
             server.wait_for_requests(seen + 1, path="/v1/messages", timeout=60)
             took = (time.perf_counter() - start) * 1000
             _, err = proc.communicate(timeout=60)
