@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import threading
 
 import pytest
@@ -485,6 +486,41 @@ def test_chat_remote_sends_through_a_running_serve(vault, run, fake_anthropic, p
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "gateway.port" in p.stderr and "agent serve" in p.stderr
     assert vault.dirty_paths() == []
+
+
+def test_chat_m_goes_through_the_running_serve_of_its_own_vault_only(
+        vault, run, fake_anthropic, procs, tmp_path):
+    enable_gateway(vault)
+    fake_anthropic.add(reply("Through serve."), reply("Here."), reply("Copy here."))
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    p = agent_proc("chat", "-m", "hello there", vault=vault.root, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "Through serve."
+    assert "[through agent serve at http://127.0.0.1:" in p.stderr
+    serve.wait_for("chat cli/default turn 1: ok")
+    # --local runs the turn in this process.
+    p = agent_proc("chat", "--local", "-m", "and here", vault=vault.root, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "Here.", p.stderr
+    assert "through agent serve" not in p.stderr and "turn 2" not in serve.output
+    # A copy of the vault carries the gateway's files, but that serve is not its own.
+    copy = tmp_path / "copy"
+    shutil.copytree(vault.root, copy, symlinks=True)
+    p = agent_proc("chat", "-m", "in the copy", vault=copy, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "Copy here.", p.stderr
+    assert "through agent serve" not in p.stderr
+    assert "in the copy" in "".join(
+        f.read_text() for f in (copy / "sessions/cli/default").glob("*.jsonl"))
+    assert "in the copy" not in "".join(
+        f.read_text() for f in (vault.root / "sessions/cli/default").glob("*.jsonl"))
+    # serve gone, its files left behind (a kill): chat -m runs here, quietly.
+    serve.kill()
+    assert (vault.state / "gateway.json").exists()
+    fake_anthropic.add(reply("After the kill."))
+    p = agent_proc("chat", "-m", "anyone?", vault=vault.root, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "After the kill.", p.stderr
+    assert "through agent serve" not in p.stderr
 
 
 def test_sigterm_with_a_turn_in_flight_still_answers_the_client_and_commits(

@@ -139,8 +139,11 @@ def unknown_session(vault, key: str) -> str:
 @click.option("--remote", is_flag=True,
               help="Talk through the gateway of this vault's running agent serve "
                    "([gateway] port in agent.toml).")
+@click.option("--local", is_flag=True,
+              help="With -m: run the turn in this process even when a serve of this vault "
+                   "has its gateway up.")
 @vault_option
-def chat(message, session, continue_, new, model, remote):
+def chat(message, session, continue_, new, model, remote, local):
     """Talk with the agent (a conversation, or one message with -m)."""
     from agent.llm import make_provider
     from agent.llm.preload import preload
@@ -150,14 +153,24 @@ def chat(message, session, continue_, new, model, remote):
     if remote and model:
         raise click.UsageError("--model is not for --remote: agent serve answers with its "
                                "[model] name from agent.toml.")
-    if not remote:
-        preload()   # the SDK loads while the vault is read, the prompt built, the person types
+    if remote and local:
+        raise click.UsageError("Give --remote or --local, not both.")
     vault = get_vault()
     client = None
     if remote:
         from agent.serve.remote import Remote
         client = Remote.find(vault)
-    else:
+    elif message is not None and not (model or local):
+        # One message while this vault's serve runs with its gateway: it goes through
+        # serve, which holds the SDK already (loading it here is over a second of CPU),
+        # and whose router keeps one turn per conversation in flight.
+        from agent.serve.remote import Remote
+        client = Remote.running(vault)
+        if client is not None:
+            click.echo(click.style(f"[through agent serve at {client.url}; --local runs it "
+                                   f"here]", dim=True), err=True)
+    if client is None:
+        preload()   # the SDK loads while the vault is read, the prompt built, the person types
         vault.check_committable()   # before a model call whose turn could not be saved
     if continue_:
         session = last_session(vault)

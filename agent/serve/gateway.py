@@ -6,7 +6,7 @@ on this machine that can read the vault's `.agent/` talks to the agent over HTTP
         with `Accept: text/event-stream`: SSE events text, tool_start, tool_done, reply
     POST /v1/sessions/<channel>/<chat>/stop       -> {"stopped": true|false}
         stops the session's running turn (it saves what it had, marked interrupted)
-    GET  /v1/health  -> {"ok": true, "version", "running", "accepting", "pid"}
+    GET  /v1/health  -> {"ok": true, "version", "running", "accepting", "pid", "vault"}
 
 Every request carries `Authorization: Bearer <token>`; the token is made fresh at each
 start and written to `.agent/gateway-token` (mode 0600; `.agent/` is git-ignored), the
@@ -196,6 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/v1/health":
             conv = self.gateway.conversations
             return self._json(200, {"ok": True, "version": version(), "pid": os.getpid(),
+                                    "vault": str(self.gateway.vault.root),
                                     "running": conv.running(), "accepting": conv.accepting})
         if self._session_of(path) is not None or self._session_of(path, "/stop") is not None:
             return self._error(405, "use POST")

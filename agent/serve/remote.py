@@ -47,6 +47,20 @@ class Remote:
             raise _not_running(vault, f"no {vault.state / TOKEN_FILE}") from None
         return cls(info["url"], token)
 
+    @classmethod
+    def running(cls, vault, timeout: float = 0.5) -> "Remote | None":
+        """The gateway of this vault's serve when one is up and answers, else None (no
+        gateway files, a serve that stopped, or files copied from another vault whose
+        serve answers: its health names the vault it serves)."""
+        try:
+            remote = cls.find(vault)
+            health = remote.health(timeout=timeout)
+        except (RemoteError, ValueError, OSError):
+            return None
+        if not health.get("accepting") or not _same_folder(health.get("vault"), vault.root):
+            return None
+        return remote
+
     def _request(self, method: str, path: str, body: dict | None = None, *,
                  stream: bool = False, timeout: float | None = None):
         data = json.dumps(body).encode() if body is not None else None
@@ -110,3 +124,12 @@ class Remote:
             raise RemoteError(f"The gateway at {self.url} closed the stream before the reply "
                               f"(did agent serve stop?).")
         return final
+
+
+def _same_folder(a, b) -> bool:
+    import os
+
+    try:
+        return isinstance(a, str) and os.path.samefile(a, b)
+    except OSError:
+        return False
