@@ -124,7 +124,7 @@ def status():
         if clashes:
             click.echo(f"            {name}: {clashes} sync conflict{'s' * (clashes != 1)} "
                        f"(both versions kept; the next dream settles them, or edit the file)")
-    waiting = sum(1 for i, _ in ids if i not in done)
+    waiting = len(ids) - done.count_in([i for i, _ in ids])
     click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
     tracking = syncing.ahead_behind(vault)
     if tracking:
