@@ -11,8 +11,8 @@ daily note per day, memory files, one commit, the search index built), prints:
   the time spent inside the model calls (prompt building with retrieval, persisting,
   index update, commit), with the median of each phase;
 - the time from starting `agent chat -m` (a new process) to its request reaching the
-  server, median and best of several runs; alone, and while `agent serve` runs with its
-  gateway on (then `chat -m` sends the message through serve, which holds the SDK);
+  server, median and best of several runs; alone, and while `agent serve` runs (then
+  `chat -m` sends the message through serve's local socket, and serve holds the SDK);
 - the wall time of a turn whose reply calls two tools that each sleep 0.4 s: about
   0.4 s when the tools of one reply run concurrently, as they should, 0.8 s if not.
 
@@ -311,13 +311,12 @@ def measure_start(vault: Vault, server: FakeAnthropic, runs: int,
 
 
 def measure_remote_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict:
-    """`agent chat -m` start to request at the server while `agent serve` runs with its
-    gateway on: the message goes through serve, where the SDK is already imported, so
-    the client process only reads the vault's gateway files and posts the message."""
+    """`agent chat -m` start to request at the server while `agent serve` runs (no
+    setting: its gateway's local socket): the message goes through serve, where the SDK
+    is already imported, so the client process only reads the vault's gateway files and
+    posts the message."""
     env = _env(server, ROOT)
     base = [sys.executable, "-m", "agent", "--vault", str(vault.root)]
-    subprocess.run(base + ["config", "set", "gateway.port", "0"], env=env, check=True,
-                   capture_output=True, cwd=vault.root)
     info = vault.root / ".agent" / "gateway.json"
     serve = subprocess.Popen(base + ["serve"], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, cwd=vault.root)
@@ -431,7 +430,7 @@ def main() -> None:
                               f"{r['start_to_request_best_ms']:.0f} ms; REPL prompt after "
                               f"{r['repl_prompt_median_ms']:.0f} ms")
                 if "remote_start_to_request_median_ms" in row:
-                    print(f"        `agent chat -m` while serve runs (through its gateway) start to "
+                    print(f"        `agent chat -m` while serve runs (through its socket) start to "
                           f"request: median {row['remote_start_to_request_median_ms']:.0f} ms, "
                           f"best {row['remote_start_to_request_best_ms']:.0f} ms")
                 if "two_tools_s" in row:

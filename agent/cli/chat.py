@@ -137,11 +137,10 @@ def unknown_session(vault, key: str) -> str:
               help="Start the --session conversation if it does not exist yet, without asking.")
 @click.option("--model", metavar="NAME", help="The model (default: [model] name in agent.toml).")
 @click.option("--remote", is_flag=True,
-              help="Talk through the gateway of this vault's running agent serve "
-                   "([gateway] port in agent.toml).")
+              help="Talk through this vault's running agent serve (the REPL too).")
 @click.option("--local", is_flag=True,
-              help="With -m: run the turn in this process even when a serve of this vault "
-                   "has its gateway up.")
+              help="With -m: run the turn in this process even while this vault's agent "
+                   "serve runs.")
 @vault_option
 def chat(message, session, continue_, new, model, remote, local):
     """Talk with the agent (a conversation, or one message with -m)."""
@@ -161,14 +160,14 @@ def chat(message, session, continue_, new, model, remote, local):
         from agent.serve.remote import Remote
         client = Remote.find(vault)
     elif message is not None and not (model or local):
-        # One message while this vault's serve runs with its gateway: it goes through
-        # serve, which holds the SDK already (loading it here is over a second of CPU),
-        # and whose router keeps one turn per conversation in flight.
+        # One message while this vault's serve runs: it goes through serve's gateway
+        # (its local socket), as serve holds the SDK already (loading it here is over a
+        # second of CPU), and its router keeps one turn per conversation in flight.
         from agent.serve.remote import Remote
         client = Remote.running(vault)
         if client is not None:
-            click.echo(click.style(f"[through agent serve at {client.url}; --local runs it "
-                                   f"here]", dim=True), err=True)
+            click.echo(click.style("[through the running agent serve; --local runs the turn "
+                                   "here]", dim=True), err=True)
     if client is None:
         preload()   # the SDK loads while the vault is read, the prompt built, the person types
         vault.check_committable()   # before a model call whose turn could not be saved
@@ -274,7 +273,7 @@ def _repl(vault, provider, session: str, model: str | None, *, remote=None) -> N
 
     save_history = _readline(vault)
     settings = load_settings(vault.root)
-    where = f"through agent serve at {remote.url}" if remote else \
+    where = f"through agent serve at {remote.where}" if remote else \
         f"model {model or settings.model}"
     click.echo(click.style(f"agent chat - session {session}, {where}. "
                            f"/help for commands, Ctrl-D to leave.", dim=True))
