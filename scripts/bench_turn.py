@@ -338,7 +338,7 @@ def measure_remote_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict
             _, err = proc.communicate(timeout=60)
             if proc.returncode:
                 raise SystemExit(f"agent chat through serve failed: {err.decode()}")
-            if b"through agent serve" not in err:
+            if b"through the running agent serve" not in err:
                 raise SystemExit(f"agent chat -m did not go through serve: {err.decode()}")
             if i:                      # the first run warms the bytecode caches
                 times.append(took)
