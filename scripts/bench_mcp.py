@@ -104,7 +104,9 @@ def history(vault, commits: int) -> None:
 
 
 def agent_env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)   # as installed: the bytecode is cached
+    return env
 
 
 def params(vault) -> StdioServerParameters:

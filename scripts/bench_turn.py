@@ -11,7 +11,8 @@ daily note per day, memory files, one commit, the search index built), prints:
   the time spent inside the model calls (prompt building with retrieval, persisting,
   index update, commit), with the median of each phase;
 - the time from starting `agent chat -m` (a new process) to its request reaching the
-  server, median and best of several runs;
+  server, median and best of several runs; alone, and while `agent serve` runs (then
+  `chat -m` sends the message through serve's local socket, and serve holds the SDK);
 - the wall time of a turn whose reply calls two tools that each sleep 0.4 s: about
   0.4 s when the tools of one reply run concurrently, as they should, 0.8 s if not.
 
@@ -227,6 +228,9 @@ def measure_turns(vault: Vault, server: FakeAnthropic, turns: int, warmup: int =
             "window_messages": len(sessions.read_window(vault.root, CHAT).messages)}
 
 
+# Every `python -m agent` here runs in the vault's folder, as a person would: `-m` puts
+# the current folder first on sys.path, so run from a checkout it would import that
+# checkout's code whatever PYTHONPATH says (and --compare would time one checkout twice).
 def _env(server: FakeAnthropic, code: Path) -> dict:
     env = dict(os.environ, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="bench",
                PYTHONPATH=str(code))
@@ -240,7 +244,7 @@ def _start_once(vault: Vault, server: FakeAnthropic, code: Path) -> float:
     proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root),
                              "chat", "-m", "hello"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=_env(server, code))
+                            env=_env(server, code), cwd=vault.root)
     server.wait_for_requests(seen + 1, path="/v1/messages", timeout=60)
     took = (time.perf_counter() - start) * 1000
     _, err = proc.communicate(timeout=60)
@@ -257,7 +261,8 @@ def _prompt_once(vault: Vault, server: FakeAnthropic, code: Path) -> float:
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat"],
                             stdin=slave, stdout=slave,
-                            stderr=slave, env=_env(server, code), close_fds=True)
+                            stderr=slave, env=_env(server, code), close_fds=True,
+                            cwd=vault.root)
     os.close(slave)
     seen, took = b"", None
     while took is None and time.perf_counter() - start < 60:
@@ -282,30 +287,39 @@ def _prompt_once(vault: Vault, server: FakeAnthropic, code: Path) -> float:
 def measure_start(vault: Vault, server: FakeAnthropic, runs: int,
                   codes: list[Path]) -> dict[Path, dict]:
     """Per checkout, alternating run by run: `agent chat -m` start to request at the
-    server, and the REPL's start to its prompt."""
+    server, and the REPL's start to its prompt.
+
+    Each checkout other than this one works on its own copy of the vault: their search
+    indexes may differ in format, and one shared index would be rebuilt at every switch."""
+    vaults = {codes[0]: vault}
+    for i, code in enumerate(codes[1:]):
+        copy = vault.root.parent / f"{vault.root.name}-compare{i}"
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(vault.root, copy, symlinks=True)
+        vaults[code] = Vault.open(copy)
     times = {c: {"request": [], "prompt": []} for c in codes}
-    for code in codes:                       # warm the bytecode caches
-        _start_once(vault, server, code)
+    for code in codes:                       # warm the bytecode caches and the index
+        _start_once(vaults[code], server, code)
     for _ in range(runs):
         for code in codes:
-            times[code]["request"].append(_start_once(vault, server, code))
-            times[code]["prompt"].append(_prompt_once(vault, server, code))
+            times[code]["request"].append(_start_once(vaults[code], server, code))
+            times[code]["prompt"].append(_prompt_once(vaults[code], server, code))
     return {c: {"start_to_request_median_ms": statistics.median(t["request"]),
                 "start_to_request_best_ms": min(t["request"]),
                 "repl_prompt_median_ms": statistics.median(t["prompt"])} for c, t in times.items()}
 
 
 def measure_remote_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict:
-    """`agent chat --remote -m` start to request at the server, through a running `agent
-    serve` whose gateway is on: the SDK is already imported in serve, so the client
-    process only reads the vault's gateway files and posts the message."""
+    """`agent chat -m` start to request at the server while `agent serve` runs (no
+    setting: its gateway's local socket): the message goes through serve, where the SDK
+    is already imported, so the client process only reads the vault's gateway files and
+    posts the message."""
     env = _env(server, ROOT)
     base = [sys.executable, "-m", "agent", "--vault", str(vault.root)]
-    subprocess.run(base + ["config", "set", "gateway.port", "0"], env=env, check=True,
-                   capture_output=True)
     info = vault.root / ".agent" / "gateway.json"
     serve = subprocess.Popen(base + ["serve"], env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, cwd=vault.root)
     try:
         deadline = time.monotonic() + 60
         while not info.exists():
@@ -316,13 +330,16 @@ def measure_remote_start(vault: Vault, server: FakeAnthropic, runs: int) -> dict
         for i in range(runs + 1):
             seen = len(server.calls())
             start = time.perf_counter()
-            proc = subprocess.Popen(base + ["chat", "--remote", "-m", f"hello {i}"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            proc = subprocess.Popen(base + ["chat", "-m", f"hello {i}"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                                    cwd=vault.root)
             server.wait_for_requests(seen + 1, path="/v1/messages", timeout=60)
             took = (time.perf_counter() - start) * 1000
             _, err = proc.communicate(timeout=60)
             if proc.returncode:
-                raise SystemExit(f"agent chat --remote failed: {err.decode()}")
+                raise SystemExit(f"agent chat through serve failed: {err.decode()}")
+            if b"through the running agent serve" not in err:
+                raise SystemExit(f"agent chat -m did not go through serve: {err.decode()}")
             if i:                      # the first run warms the bytecode caches
                 times.append(took)
     finally:
@@ -413,7 +430,7 @@ def main() -> None:
                               f"{r['start_to_request_best_ms']:.0f} ms; REPL prompt after "
                               f"{r['repl_prompt_median_ms']:.0f} ms")
                 if "remote_start_to_request_median_ms" in row:
-                    print(f"        `agent chat --remote -m` (through a running serve) start to "
+                    print(f"        `agent chat -m` while serve runs (through its socket) start to "
                           f"request: median {row['remote_start_to_request_median_ms']:.0f} ms, "
                           f"best {row['remote_start_to_request_best_ms']:.0f} ms")
                 if "two_tools_s" in row:

@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -86,14 +87,24 @@ def pct(values, q):
 
 def agent_cmd(code: Path, vault: Vault, *args: str) -> tuple[list[str], dict]:
     env = {**os.environ, "PYTHONPATH": str(code)}
+    # As installed, Python caches the bytecode; with PYTHONDONTWRITEBYTECODE set (some
+    # sandboxes set it) every process would recompile each module changed since the
+    # last cache and time the compiler, not the command.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # Run in the vault's folder (see the callers): `-m` puts the current folder first on
+    # sys.path, so from a checkout it would import that checkout whatever PYTHONPATH says.
     return [sys.executable, "-m", "agent", "--vault", str(vault.root), *args], env
 
 
-def processes(vault: Vault, runs: int, codes: list[Path]) -> dict[Path, dict[str, float]]:
+def processes(vaults: dict[Path, Vault], runs: int) -> dict[Path, dict[str, float]]:
     """Median wall time of `agent note`, `agent status` and `agent --help` per checkout,
     alternating between checkouts run by run; and (keys ending in `_cpu`) the median CPU
     time of the process and the git commands it ran, which a busy machine inflates far
-    less than wall time."""
+    less than wall time.
+
+    Each checkout works on its own copy of the vault: their search indexes may differ
+    in format, and one shared index would be rebuilt at every switch."""
+    codes = list(vaults)
     what_args = (("note", ("note", "process note {i}")), ("status", ("status",)),
                  ("help", ("--help",)))
     times: dict[Path, dict[str, list[float]]] = {
@@ -101,10 +112,11 @@ def processes(vault: Vault, runs: int, codes: list[Path]) -> dict[Path, dict[str
     for i in range(max(5, runs // 4)):
         for code in codes:
             for what, args in what_args:
+                vault = vaults[code]
                 cmd, env = agent_cmd(code, vault, *(a.format(i=i) for a in args))
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t = time.perf_counter()
-                subprocess.run(cmd, env=env, check=True, capture_output=True)
+                subprocess.run(cmd, env=env, check=True, capture_output=True, cwd=vault.root)
                 times[code][what].append((time.perf_counter() - t) * 1000)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 times[code][what + "_cpu"].append(
@@ -143,11 +155,17 @@ def main():
             vault = build(Path(tmp) / f"v{n}", n)
             build_s = time.perf_counter() - t
             files = int(vault.git("ls-files").count("\n"))
-            # As after any agent command: the index is up to date.
-            subprocess.run(agent_cmd(here, vault, "index", "rebuild")[0], check=True,
-                           capture_output=True, env=agent_cmd(here, vault)[1])
             changes = measure(vault, args.runs)
-            procs = processes(vault, args.runs, codes)
+            vaults = {here: vault}
+            for i, code in enumerate(codes[1:]):
+                copy = Path(tmp) / f"v{n}-compare{i}"
+                shutil.copytree(vault.root, copy, symlinks=True)
+                vaults[code] = Vault.open(copy)
+            for code, v in vaults.items():
+                # As after any agent command: the index is up to date.
+                cmd, env = agent_cmd(code, v, "index", "rebuild")
+                subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=v.root)
+            procs = processes(vaults, args.runs)
             rows.append((n, files, build_s, statistics.median(changes), pct(changes, 0.95),
                          procs))
             print(f"built {n} messages ({files} files) in {build_s:.1f}s", file=sys.stderr)

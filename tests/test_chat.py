@@ -428,6 +428,61 @@ def test_retrieved_memories_enter_the_prompt_but_not_what_the_window_holds(fake_
     assert "Dr Ramirez on Elm Street" in ctx2
 
 
+def test_the_working_set_carries_memories_to_a_follow_up_and_a_new_search_replaces_it(
+        fake_anthropic, vault, run, tmp_path):
+    transcript = tmp_path / "old.jsonl"
+    transcript.write_text("".join(json.dumps(
+        {"session": "import/old", "role": "user", "id": f"old-{i}", "content": text,
+         "ts": f"2025-03-0{i}T10:00:00+00:00"}) + "\n" for i, text in enumerate(
+        ["We booked the ryokan in Kyoto for the cherry blossoms", "My dentist is Dr Ramirez on Elm Street"], 1)))
+    assert run("import", str(transcript)).exit_code == 0
+    fake_anthropic.add(*(reply(f"answer {i}") for i in range(4)))
+
+    def memories(call):
+        ctx = fake_anthropic.calls()[call].body["messages"][-1]["content"][0]["text"]
+        return ctx.split("<retrieved_memories>")[1] if "<retrieved_memories>" in ctx else ""
+
+    def quotes(call):
+        return [json.loads(line)["quote"] for line in memories(call).splitlines()
+                if line.startswith("{")]
+
+    run("chat", "-m", "Where did we stay in Kyoto?")
+    assert quotes(0) == ["We booked the ryokan in Kyoto for the cherry blossoms"]
+    saved = json.loads((vault.root / ".agent/working/cli/default.json").read_text())
+    assert ["old-1"] == saved["memories"][0]["ids"][:1]
+    # A follow-up that names nothing to search for gets the same memories again...
+    run("chat", "-m", "When was that?")
+    assert quotes(1) == quotes(0)
+    # ...small talk gets none (and costs no tokens)...
+    run("chat", "-m", "thanks!")
+    assert memories(2) == ""
+    # ...and a search that finds something replaces them.
+    run("chat", "-m", "Who is my dentist?")
+    assert quotes(3) == ["My dentist is Dr Ramirez on Elm Street"]
+    assert "ids" not in memories(3)                 # bookkeeping never reaches the model
+    # /new starts afresh: no working set any more.
+    from agent.chat.commands import new_conversation
+
+    fake_anthropic.add(json_reply({"topic": "Kyoto and the dentist", "importance": 0.3,
+                                   "summary": "Asked about the ryokan and the dentist."}))
+    said = new_conversation(vault, make_provider(), "cli/default", datetime.now(timezone.utc))
+    assert said.startswith("Archived as entry")
+    assert not (vault.root / ".agent/working/cli/default.json").exists()
+    assert "working" not in vault.git("ls-files")     # derived state, never committed
+
+
+def test_a_working_set_lapses_after_two_idle_hours_and_a_torn_one_is_ignored(vault):
+    from agent.chat import working
+
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    memory = {"source": "sessions/x.jsonl:1", "quote": "the ryokan in Kyoto", "ids": ["a"]}
+    working.save(vault.root, "telegram/42", now, [memory])
+    assert working.load(vault.root, "telegram/42", now + timedelta(minutes=119)) == [memory]
+    assert working.load(vault.root, "telegram/42", now + timedelta(minutes=121)) == []
+    (vault.root / ".agent/working/telegram/42.json").write_text('{"at": "2026-01-01T12:00:00+00:00", "memo')
+    assert working.load(vault.root, "telegram/42", now) == []
+
+
 def test_skills_listed_with_availability_always_inlined_and_loadable(fake_anthropic, vault, run):
     for name, meta, body in [
             ("greet", "always: true", "Always greet in Portuguese."),

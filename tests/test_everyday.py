@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -74,6 +75,38 @@ def test_help_shows_each_commands_whole_description():
             "or on a cron expression.") in flat
     for name in ("sessions", "doctor", "config", "edit", "skills"):
         assert f"\n  {name} " in listing, name
+
+
+def test_help_lists_every_command_family_with_its_own_description():
+    """`agent --help` lists the commands of other modules without importing them, from
+    descriptions kept in agent/cli/app.py: they must be the commands' own."""
+    import importlib
+
+    from agent.cli.app import LAZY
+
+    families = ("search", "chat", "dream", "schedule", "config", "doctor", "skills", "agents",
+                "sync", "mcp", "why")
+    commands = {c.name: c for f in families
+                for c in importlib.import_module(f"agent.cli.{f}").COMMANDS}
+    assert set(LAZY) == set(commands)
+    for name, (module, attribute, text) in LAZY.items():
+        assert getattr(importlib.import_module(module), attribute) is commands[name]
+        assert text == commands[name].get_short_help_str(limit=1000), name
+    listing = " ".join(agent_proc("--help").stdout.split())
+    for name, (_, _, text) in LAZY.items():
+        assert f"{name} {text}" in listing
+
+
+def test_a_note_imports_no_other_command_family(vault):
+    code = ("import sys; from agent.cli import main; sys.argv = ['agent', 'note', 'quick']\n"
+            "try: main()\nexcept SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('agent.cli.', 'anthropic', "
+            "'agent.search', 'agent.chat'))))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=vault.root, capture_output=True,
+                       text=True, env={**os.environ, "AGENT_VAULT": str(vault.root)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "['agent.cli.app', 'agent.cli.common']"
+    assert "quick" in today_lines(vault)
 
 
 # ---- sessions --------------------------------------------------------------------------

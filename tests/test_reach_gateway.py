@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import threading
+import time
 
 import pytest
 from fakeanthropic import error, reply, tool_use
@@ -436,7 +438,7 @@ def test_a_second_gateway_message_joins_the_running_turn(vault, gateway, fake_an
 def test_remote_without_a_running_gateway_says_how_to_start_one(vault):
     with pytest.raises(RemoteError) as e:
         Remote.find(vault)
-    assert "gateway.port" in str(e.value) and "agent serve" in str(e.value)
+    assert "No agent serve is running" in str(e.value) and "agent serve" in str(e.value)
 
 
 # ---- agent serve as a process, and agent chat --remote -----------------------------------------
@@ -483,8 +485,77 @@ def test_chat_remote_sends_through_a_running_serve(vault, run, fake_anthropic, p
     # serve gone: --remote says what to do, without a traceback.
     p = agent_proc("chat", "--remote", "-m", "anyone?", vault=vault.root, timeout=60)
     assert p.returncode == 1 and "Traceback" not in p.stderr
-    assert "gateway.port" in p.stderr and "agent serve" in p.stderr
+    assert "No agent serve is running" in p.stderr and "agent serve" in p.stderr
     assert vault.dirty_paths() == []
+
+
+def test_chat_m_goes_through_the_running_serve_of_its_own_vault_only(
+        vault, run, fake_anthropic, procs, tmp_path):
+    enable_gateway(vault)
+    fake_anthropic.add(reply("Through serve."), reply("Here."), reply("Copy here."))
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    p = agent_proc("chat", "-m", "hello there", vault=vault.root, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "Through serve."
+    assert "[through the running agent serve; --local runs the turn here]" in p.stderr
+    serve.wait_for("chat cli/default turn 1: ok")
+    # --local runs the turn in this process.
+    p = agent_proc("chat", "--local", "-m", "and here", vault=vault.root, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "Here.", p.stderr
+    assert "through agent serve" not in p.stderr and "turn 2" not in serve.output
+    # A copy of the vault carries the gateway's files, but that serve is not its own.
+    copy = tmp_path / "copy"
+    shutil.copytree(vault.root, copy, symlinks=True,
+                    ignore=shutil.ignore_patterns("gateway.sock"))    # a socket is not copied
+    p = agent_proc("chat", "-m", "in the copy", vault=copy, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "Copy here.", p.stderr
+    assert "through agent serve" not in p.stderr
+    assert "in the copy" in "".join(
+        f.read_text() for f in (copy / "sessions/cli/default").glob("*.jsonl"))
+    assert "in the copy" not in "".join(
+        f.read_text() for f in (vault.root / "sessions/cli/default").glob("*.jsonl"))
+    # serve gone, its files left behind (a kill): chat -m runs here, quietly.
+    serve.kill()
+    assert (vault.state / "gateway.json").exists()
+    fake_anthropic.add(reply("After the kill."))
+    p = agent_proc("chat", "-m", "anyone?", vault=vault.root, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "After the kill.", p.stderr
+    assert "through agent serve" not in p.stderr
+
+
+def test_without_a_port_serve_answers_chat_on_its_own_socket_only(
+        vault, run, fake_anthropic, procs):
+    fake_anthropic.add(reply("Via the socket."), reply("Remote REPL-less."))
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    sock = vault.state / "gateway.sock"
+    deadline = time.monotonic() + 30
+    while not (vault.state / "gateway.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    info = json.loads((vault.state / "gateway.json").read_text())
+    assert info["url"] is None and info["port"] is None and info["socket"] == str(sock)
+    assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+    assert "gateway on" not in serve.output                 # no TCP port was opened
+    p = agent_proc("chat", "-m", "hello", vault=vault.root, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "Via the socket.", p.stderr
+    assert "[through the running agent serve" in p.stderr
+    p = agent_proc("chat", "--remote", "-m", "again", vault=vault.root, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "Remote REPL-less.", p.stderr
+    serve.wait_for("chat cli/default turn 2: ok")
+    # The token is still needed on the socket.
+    import http.client
+    import socket as socketlib
+
+    conn = http.client.HTTPConnection("localhost")
+    conn.sock = socketlib.socket(socketlib.AF_UNIX)
+    conn.sock.connect(str(sock))
+    conn.request("POST", "/v1/sessions/cli/default/messages", body=b'{"text": "x"}')
+    assert conn.getresponse().status == 401
+    assert serve.stop() == 0
+    assert not sock.exists() and not (vault.state / "gateway.json").exists()
 
 
 def test_sigterm_with_a_turn_in_flight_still_answers_the_client_and_commits(

@@ -258,3 +258,81 @@ def test_a_search_makes_a_bounded_number_of_vectors_and_rebuild_makes_them_all(
     assert "64 vectors, 136 waiting" in out
     assert run("index", "rebuild").exit_code == 0
     assert "200 vectors)" in run("index", "status").output
+
+
+def _meaning_ids(out: str) -> list[str]:
+    return [json.loads(x)["message_ids"][0] for x in out.splitlines()
+            if x.startswith("{") and json.loads(x)["why"] == "meaning"]
+
+
+@needs_model
+def test_vectors_of_an_index_made_before_this_format_are_kept_and_searched(talk, run):
+    index.search(talk, "coffee")                       # every vector made
+    # The vector tables as the previous format left them: a trigger counting removals,
+    # no list of removed rows, no matrix file beside the index.
+    db = sqlite3.connect(index.db_path(talk))
+    db.executescript(
+        "DROP TRIGGER vec_gone_add; DROP TABLE vec_gone;"
+        "CREATE TRIGGER vec_removed AFTER DELETE ON vec BEGIN"
+        " UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vec_gen'; END;"
+        "DELETE FROM meta WHERE key IN ('vec_format', 'vec_epoch');"
+        "INSERT INTO meta VALUES ('vec_gen', '3');")
+    db.close()
+    (index.db_path(talk).parent / "index.sqlite-vectors").unlink(missing_ok=True)
+    p = agent_proc("search", "コーヒー", "--json", vault=talk.root)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert _meaning_ids(p.stdout)[:1] == ["c1"]
+    assert "5 vectors)" in run("index", "status").output      # none made again, none lost
+
+
+@needs_model
+def test_a_search_in_a_new_process_follows_edits_of_the_vectors(talk, run, tmp_path, monkeypatch):
+    from agent.search import vectors
+    assert _meaning_ids(agent_proc("search", "コーヒー", "--json", vault=talk.root).stdout)[:1] == ["c1"]
+    # The coffee message rewritten by hand: its old vector must not answer for it.
+    session = next(p for p in (talk.root / "sessions").rglob("*.jsonl") if "coffee" in p.read_text())
+    session.write_text(session.read_text().replace("I drank far too much coffee this morning.",
+                                                   "The bicycle tyre went flat on the old bridge."))
+    for _ in range(2):          # the search that notices, then one reading what it left
+        p = agent_proc("search", "コーヒー", "--json", vault=talk.root)
+        assert p.returncode == 0, p.stderr
+        assert "c1" not in _meaning_ids(p.stdout)
+    assert index.search(talk, "bicycle tyre")[0].message_ids == ["c1"]
+    # Many more messages than the matrix file holds: searched from the index's rows,
+    # then the file is written again; both answer alike.
+    more = [{"session": "import/more", "id": f"x{i}", "ts": f"{day(2)}T08:00:00+00:00",
+             "role": "user", "content": f"errand {i}: fetch the {['bread', 'stamps', 'keys'][i % 3]}"}
+            for i in range(40)]
+    more.append({"session": "import/more", "id": "tea", "ts": f"{day(2)}T09:00:00+00:00",
+                 "role": "user", "content": "A pot of green tea with honey, please."})
+    run("import", str(write_import(tmp_path, more, "more.jsonl")))
+    got = [agent_proc("search", "緑茶", "--json", vault=talk.root).stdout for _ in range(2)]
+    assert _meaning_ids(got[0])[:1] == ["tea"] and got[0] == got[1]
+    assert "46 vectors)" in run("index", "status").output
+    # The file written again with what it lacked (and without the removed row).
+    monkeypatch.setattr(vectors, "REWRITE_AT", 1)
+    session.write_text(session.read_text() + json.dumps(
+        {"id": "c9", "ts": f"{day(40)}T09:00:00+00:00", "role": "user", "content": "An espresso, quickly."}) + "\n")
+    assert index.search(talk, "espresso")[0].message_ids == ["c9"]
+    monkeypatch.setattr(vectors, "REWRITE_AT", 1024)
+    again = agent_proc("search", "緑茶", "--json", vault=talk.root).stdout
+    assert _meaning_ids(again)[:1] == ["tea"]
+    assert [json.loads(x)["similarity"] for x in again.splitlines() if x.startswith("{")][:3] == \
+        [json.loads(x)["similarity"] for x in got[0].splitlines() if x.startswith("{")][:3]
+    assert "47 vectors)" in run("index", "status").output
+
+
+@needs_model
+def test_a_repeated_query_in_one_process_sees_what_changed_since(talk):
+    # The process keeps the query's vector and the index's vectors between searches;
+    # neither may answer with what was true before an edit.
+    meaning = lambda: [h.message_ids[0] for h in index.search(talk, "コーヒー") if h.why == "meaning"]
+    assert meaning()[:1] == ["c1"]
+    session = next(p for p in (talk.root / "sessions").rglob("*.jsonl") if "coffee" in p.read_text())
+    session.write_text(session.read_text().replace("I drank far too much coffee this morning.",
+                                                   "The bicycle tyre went flat on the old bridge."))
+    assert "c1" not in meaning()
+    with open(session, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "c7", "ts": f"{day(39)}T08:00:00+00:00", "role": "user",
+                            "content": "Another strong coffee with milk, please."}) + "\n")
+    assert meaning()[:1] == ["c7"]

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from datetime import date
 
 import pytest
@@ -158,6 +159,61 @@ def test_hand_edits_are_picked_up_before_the_next_search(filled, run):
     assert index.search(filled, "ibuprofen") and not words(index.search(filled, "penicillin"))
     r = run("index", "status")
     assert "up to date" in r.output
+
+
+def _seen(vault) -> bool:
+    """Whether the index holds a record of the tree that lets a search skip git."""
+    import sqlite3
+    db = sqlite3.connect(index.db_path(vault))
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='seen'").fetchone()
+    finally:
+        db.close()
+    return bool(row and row[0])
+
+
+def _settled(vault):
+    """Files older than the racy window, and a search that records the tree."""
+    time.sleep(index.RACY_NS / 1e9 + 0.2)
+    index.search(vault, "ferry", mode="words")
+    assert _seen(vault)
+
+
+def test_a_search_that_skips_git_still_sees_every_kind_of_hand_change(filled, run):
+    mem = filled.root / "MEMORY.md"
+    # HEAD's branch packed (as `git gc` leaves it); the hand commit below makes it loose.
+    subprocess.run(["git", "pack-refs", "--all"], cwd=filled.root, check=True, capture_output=True)
+    _settled(filled)
+    assert index.search(filled, "penicillin", mode="words")      # nothing changed: same answer
+    # An edit in place that keeps the file's size.
+    mem.write_text(mem.read_text().replace("penicillin", "ampicillin"))
+    assert index.search(filled, "ampicillin", mode="words")[0].path == "MEMORY.md"
+    assert not index.search(filled, "penicillin", mode="words")
+    # A new file in a new folder, not committed.
+    _settled(filled)
+    (filled.root / "garden").mkdir()
+    (filled.root / "garden" / "beds.md").write_text("Plant the kohlrabi in May.\n")
+    assert index.search(filled, "kohlrabi", mode="words")[0].path == "garden/beds.md"
+    # A folder git ignored, then no longer.
+    _settled(filled)
+    (filled.root / ".gitignore").write_text("private/\n")
+    (filled.root / "private").mkdir()
+    (filled.root / "private" / "x.md").write_text("The quince tree is secret.\n")
+    assert not index.search(filled, "quince", mode="words")
+    _settled(filled)
+    (filled.root / ".gitignore").write_text("other/\n")
+    assert index.search(filled, "quince", mode="words")[0].path == "private/x.md"
+    # Committed by hand with git, then the file put back as it was: HEAD moved.
+    _settled(filled)
+    subprocess.run(["git", "add", "-A"], cwd=filled.root, check=True, capture_output=True)
+    subprocess.run(["git", "commit", "-qm", "by hand"], cwd=filled.root, check=True, capture_output=True)
+    subprocess.run(["git", "rm", "-q", "garden/beds.md"], cwd=filled.root, check=True, capture_output=True)
+    assert not index.search(filled, "kohlrabi", mode="words")
+    _settled(filled)
+    subprocess.run(["git", "checkout", "-q", "HEAD", "--", "garden/beds.md"], cwd=filled.root, check=True,
+                   capture_output=True)
+    assert index.search(filled, "kohlrabi", mode="words")
+    assert "up to date" in run("index", "status").output
 
 
 def test_a_file_put_back_as_committed_is_picked_up(filled):

@@ -219,8 +219,11 @@ def test_stop_cancels_the_chats_running_turn(vault, tg, fake_telegram, fake_anth
     sent = fake_telegram.wait_sent(ANA, 2)
     texts = [s["text"] for s in sent]
     assert "Stopped; what was said is kept." in texts
-    reply_text = next(t for t in texts if t.startswith("one"))
+    # The reply as far as it had come (on a loaded machine the stop can land before
+    # the first streamed words reached the turn), marked as stopped.
+    reply_text = next(t for t in texts if t != "Stopped; what was said is kept.")
     assert reply_text.endswith("[stopped]")
+    assert reply_text == "[stopped]" or reply_text.startswith("one")
     lines = session_lines(vault, f"telegram/{ANA}")
     assert lines[-1].get("interrupted") is True
     fake_telegram.message(ANA, "/stop")

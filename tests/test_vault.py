@@ -212,6 +212,19 @@ def test_status_reports_head_edits_counts_and_cursor(vault, run):
     assert vault.dirty_paths() == ["MEMORY.md"]  # status changes nothing
 
 
+
+def test_status_counts_the_archive_entries_the_dream_has_not_consolidated(vault, run):
+    for i in range(1, 8):
+        path = vault.root / f"archive/2026/0{1 + i % 2}/{i}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"---\nid: {i}\nsession: cli/default\ncreated: '2026-01-0{i}T10:00:00+00:00'\n"
+                        f"topic: t{i}\nimportance: 0.5\n---\nSummary {i}.\n")
+    (vault.root / ".dream_cursor").write_text("# consolidated\n1-2\n4\n6-6\n")
+    r = run("status")
+    assert r.exit_code == 0, r.output
+    assert "archive:    7 entries" in r.output
+    assert "dream:      cursor 6, newest archive 7 (3 waiting)" in r.output
+
 def test_log_shows_memory_history_as_diffs(vault, run):
     (vault.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n- likes tea\n")
     run("note", "x")

@@ -21,6 +21,9 @@ def new_conversation(vault, provider, session: str, now: datetime) -> str:
         entry = compact_session(vault, provider, session, now, force=True)
     except CompactError as e:
         return f"{e} The conversation goes on as it was."
+    from agent.chat import working
+
+    working.clear(vault.root, session)       # a fresh conversation recalls afresh
     if entry is None:
         return "Nothing to archive; this is already a fresh conversation."
     return f"Archived as entry {entry} ({topic(vault, entry)}). A fresh conversation starts."

@@ -11,15 +11,10 @@ from pathlib import Path
 
 import click
 
-from agent.stores import archive
 from agent.stores import memory
-from agent.stores import sessions
-from agent.stores import merge
 from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
                               report_recovery, vault_option, vault_path)
 from agent.errors import UserError
-from agent.vault import history, safe
-from agent.vault import sync as syncing
 from agent.vault.change import Change
 from agent.vault.repo import Vault, now
 
@@ -82,6 +77,10 @@ def note(text):
 @vault_option
 def status():
     """Show the vault, its HEAD, hand edits, counts and the dream cursor."""
+    from agent.stores import archive, merge
+    from agent.vault import history, safe
+    from agent.vault import sync as syncing
+
     vault = get_vault()
     root = vault.root
     head = history.head_line(vault) or "(no commits)"
@@ -125,7 +124,7 @@ def status():
         if clashes:
             click.echo(f"            {name}: {clashes} sync conflict{'s' * (clashes != 1)} "
                        f"(both versions kept; the next dream settles them, or edit the file)")
-    waiting = sum(1 for i, _ in ids if i not in done)
+    waiting = len(ids) - done.count_in([i for i, _ in ids])
     click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
     tracking = syncing.ahead_behind(vault)
     if tracking:
@@ -152,6 +151,8 @@ def log(paths, max_count, since, oneline, no_pager):
     On a terminal the diffs are coloured and paged through $PAGER (default less, with
     LESS=FRX as git does: it quits when the output fits on one screen).
     """
+    from agent.vault import history
+
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
     tty = sys.stdout.isatty()
@@ -205,6 +206,8 @@ def edit(file):
     with vault.locked():                 # commits the change as the person's hand edit
         report_recovery(vault)
     after_change(vault)
+    from agent.vault import history
+
     line = history.file_log(vault, [rel], max_count=1, oneline=True).strip()
     click.echo(f"Committed your edit: {line}")
 
@@ -245,6 +248,8 @@ def _edit_problem(vault: Vault, rel: str) -> str | None:
 @vault_option
 def undo(sha):
     """Revert the newest agent commit (or the one named) with a new commit."""
+    from agent.vault import history
+
     vault = get_vault()
     try:
         done = history.undo(vault, sha)
@@ -274,6 +279,8 @@ def git_cmd(args):
 def import_cmd(file):
     """Import a transcript (JSONL: session, role, content, ts, optional id)."""
     from agent.chat.importer import import_file
+    from agent.stores import sessions
+
     vault = get_vault()
     # Read through the store's bounded, regular-files-only reader (never /dev/zero).
     if not sessions.parse_import(file):
@@ -290,16 +297,47 @@ def import_cmd(file):
 
 
 # ---- the other command families -------------------------------------------------------
+# Imported when named (see AgentGroup): name -> (module, attribute, one-line description).
 
-def _register():
-    from agent.cli import (agents, chat, config, doctor, dream, mcp, schedule, search, skills,
-                           sync, why)
-    for module in (search, chat, dream, schedule, config, doctor, skills, agents, sync, mcp, why):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
+LAZY = {
+    "search": ("agent.cli.search", "search_cmd",
+               "Search everything the vault remembers: messages, facts, daily notes, archive."),
+    "index": ("agent.cli.search", "index_group",
+              "Inspect or rebuild the search index (.agent/index.sqlite, derived from the files)."),
+    "chat": ("agent.cli.chat", "chat",
+             "Talk with the agent (a conversation, or one message with -m)."),
+    "archive": ("agent.cli.chat", "archive_cmd",
+                "Archive conversations now, so the dream sees recent talk."),
+    "sessions": ("agent.cli.chat", "sessions_cmd",
+                 "List the conversations: messages, first and last time, the last line."),
+    "dream": ("agent.cli.dream", "dream",
+              "Consolidate new archive entries into MEMORY.md and USER.md, and commit."),
+    "cron": ("agent.cli.schedule", "cron",
+             "Scheduled jobs (cron.json): a message the agent runs at a time, every interval, "
+             "or on a cron expression."),
+    "heartbeat": ("agent.cli.schedule", "heartbeat",
+                  "Heartbeats (heartbeat/*.md): prompts the agent runs every interval inside "
+                  "active hours."),
+    "serve": ("agent.cli.schedule", "serve",
+              "Run cron jobs, heartbeats, the nightly dream and idle compaction until stopped."),
+    "config": ("agent.cli.config", "config",
+               "Check, show and change the settings of agent.toml (keeping its comments)."),
+    "doctor": ("agent.cli.doctor", "doctor",
+               "Check the API key, models, git, the sandbox, the index and the vault's files."),
+    "skills": ("agent.cli.skills", "skills",
+               "Skills (skills/<name>/SKILL.md): instructions the agent loads for a task."),
+    "agents": ("agent.cli.agents", "agents",
+               "List sub-agent runs (running, done, failed, interrupted) and their parent turns."),
+    "sync": ("agent.cli.sync", "sync_cmd",
+             "Fetch, merge and push the vault through its git remote, losing nothing."),
+    "clone": ("agent.cli.sync", "clone_cmd",
+              "Make a vault on this machine from a remote (a path, ssh or https URL)."),
+    "mcp": ("agent.cli.mcp", "mcp_group",
+            "Serve the vault as memory to MCP clients (Claude Code, Claude Desktop) over stdio."),
+    "why": ("agent.cli.why", "why_cmd",
+            "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
+}
+cli.lazy.update(LAZY)
 
 
 def main():

@@ -137,10 +137,12 @@ def unknown_session(vault, key: str) -> str:
               help="Start the --session conversation if it does not exist yet, without asking.")
 @click.option("--model", metavar="NAME", help="The model (default: [model] name in agent.toml).")
 @click.option("--remote", is_flag=True,
-              help="Talk through the gateway of this vault's running agent serve "
-                   "([gateway] port in agent.toml).")
+              help="Talk through this vault's running agent serve (the REPL too).")
+@click.option("--local", is_flag=True,
+              help="With -m: run the turn in this process even while this vault's agent "
+                   "serve runs.")
 @vault_option
-def chat(message, session, continue_, new, model, remote):
+def chat(message, session, continue_, new, model, remote, local):
     """Talk with the agent (a conversation, or one message with -m)."""
     from agent.llm import make_provider
     from agent.llm.preload import preload
@@ -150,14 +152,24 @@ def chat(message, session, continue_, new, model, remote):
     if remote and model:
         raise click.UsageError("--model is not for --remote: agent serve answers with its "
                                "[model] name from agent.toml.")
-    if not remote:
-        preload()   # the SDK loads while the vault is read, the prompt built, the person types
+    if remote and local:
+        raise click.UsageError("Give --remote or --local, not both.")
     vault = get_vault()
     client = None
     if remote:
         from agent.serve.remote import Remote
         client = Remote.find(vault)
-    else:
+    elif message is not None and not (model or local):
+        # One message while this vault's serve runs: it goes through serve's gateway
+        # (its local socket), as serve holds the SDK already (loading it here is over a
+        # second of CPU), and its router keeps one turn per conversation in flight.
+        from agent.serve.remote import Remote
+        client = Remote.running(vault)
+        if client is not None:
+            click.echo(click.style("[through the running agent serve; --local runs the turn "
+                                   "here]", dim=True), err=True)
+    if client is None:
+        preload()   # the SDK loads while the vault is read, the prompt built, the person types
         vault.check_committable()   # before a model call whose turn could not be saved
     if continue_:
         session = last_session(vault)
@@ -261,7 +273,7 @@ def _repl(vault, provider, session: str, model: str | None, *, remote=None) -> N
 
     save_history = _readline(vault)
     settings = load_settings(vault.root)
-    where = f"through agent serve at {remote.url}" if remote else \
+    where = f"through agent serve at {remote.where}" if remote else \
         f"model {model or settings.model}"
     click.echo(click.style(f"agent chat - session {session}, {where}. "
                            f"/help for commands, Ctrl-D to leave.", dim=True))

@@ -13,11 +13,35 @@ from agent.vault.repo import Vault, resolve_path
 
 class AgentGroup(click.Group):
     """Turns our own user errors into a one-line message and exit status 1, and lists
-    each command with its whole one-line description (click cuts them at 45 columns)."""
+    each command with its whole one-line description (click cuts them at 45 columns).
+
+    `lazy` names commands that live in other modules, as {name: (module, attribute,
+    one-line description)}: a module is imported only when its command runs, so `agent
+    note` does not pay for importing every command family, nor `agent --help`, which
+    lists them from the descriptions given (tests/test_cli.py checks they match).
+    """
+
+    def __init__(self, *args, lazy: dict[str, tuple[str, str, str]] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx):
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in self.lazy:
+            import importlib
+
+            module, attribute, _ = self.lazy[name]
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return self.commands.get(name)
 
     def format_commands(self, ctx, formatter):
         rows = []
         for name in self.list_commands(ctx):
+            if name in self.lazy and name not in self.commands:
+                rows.append((name, self.lazy[name][2]))
+                continue
             cmd = self.get_command(ctx, name)
             if cmd is None or cmd.hidden:
                 continue

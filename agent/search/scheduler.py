@@ -6,10 +6,13 @@ scripts/bench_scheduler.py on a scripted 50-turn conversation and kept where it 
 - Candidates are merged with what the turn already holds: a hit whose text the
   conversation window already shows, a near-duplicate of a better hit, and a hit too
   short to carry a fact are dropped.
-- The retrieved memories are a small working set that lives only in the newest user
-  message's context block: a new retrieval replaces it (the session file keeps the
-  person's words, never the block), so the prompt stays small and its cached prefix
-  stable.
+- A message with no word to search for ("why?", "when was that?", "tell me more") runs
+  no search either: a search for its stop words finds noise.
+- The retrieved memories are a small working set that lives in the newest user
+  message's context block (the session file keeps the person's words, never the
+  block, so the cached prefix stays stable) and across the session's turns
+  (agent/chat/working.py): a follow-up shows it again, small talk shows nothing, and a
+  search that finds memories replaces it, so the prompt stays small.
 """
 
 from __future__ import annotations
@@ -41,12 +44,28 @@ def _fold(text: str) -> str:
     return " ".join(text.split())
 
 
-def needs_retrieval(message: str) -> bool:
-    """Whether a user message may need memories: not for small talk alone."""
+# Words a follow-up is made of besides stop words: a message of only these and stop
+# words asks about what the conversation already holds.
+_FOLLOW_UP = frozenset("""
+tell say said explain elaborate detail details else really exactly again go continue
+mean meant sure one ones thing things happened happen ok okay so oh hmm wait
+""".split())
+
+
+def is_small_talk(message: str) -> bool:
+    """A greeting, thanks, "ok": a message that needs no memory at all."""
     folded = _fold(message)
-    if not folded:
+    return not folded or folded in _SMALL_TALK or bool(_FILLER.match(folded))
+
+
+def needs_retrieval(message: str) -> bool:
+    """Whether a user message may need a search for memories: not for small talk, nor
+    for a follow-up that holds no word to search for."""
+    from agent.search.text import STOP_WORDS, tokens
+
+    if is_small_talk(message):
         return False
-    return not (folded in _SMALL_TALK or _FILLER.match(folded))
+    return any(w not in STOP_WORDS and w not in _FOLLOW_UP for w in tokens(message, query=True))
 
 
 def _words(text: str) -> set[str]:
@@ -82,3 +101,10 @@ def select(hits: list, window_texts: list[str], limit: int) -> list:
         if len(kept) >= limit:
             break
     return kept
+
+
+def unseen(memories: list[dict], window_texts: list[str]) -> list[dict]:
+    """Working-set records (agent.chat.prompt.hit_record) whose quote the window does
+    not show by now."""
+    held = [_words(t) for t in window_texts if t]
+    return [m for m in memories if not any(_similar(_words(m.get("quote") or ""), w) for w in held)]

@@ -1,23 +1,34 @@
 """Document vectors for dense retrieval, kept in the derived index beside the FTS tables.
 
-Storage (measured by scripts/bench_search.py, see its docstring): one float16 BLOB per
-document in `vec` of `.agent/index.sqlite`, searched by a float32 matrix product in
-numpy that each process caches and tops up incrementally. sqlite-vec was the other
+Storage: one float16 BLOB per document in `vec` of `.agent/index.sqlite` (what the
+index's transactions keep current), and beside it `.agent/index.sqlite-vectors`, the
+same vectors as one float32 matrix a process memory-maps and scans with one matrix
+product (measured by scripts/bench_search.py, see its docstring). Reading the BLOB rows
+back cost every `agent search` process 0.7 s at 100,000 messages (fetching 100,000 rows
+and converting float16, which this numpy does slowly: 85-185 ms per 100,000 vectors);
+mapping the matrix costs nothing, and the page cache keeps it between processes. float32,
+not float16 or int8, because numpy has no fast product for those (float32 100,000 x 384:
+12-20 ms; float16: 200 ms; int8 widened per chunk: 26-64 ms). sqlite-vec was the other
 candidate; the Python here is built without loadable SQLite extensions
 (`sqlite3.Connection.enable_load_extension` is missing), so it cannot run at all where
-the project runs, and brute force in numpy is fast enough (about 20 ms for 100,000
-vectors of 384 dimensions on one core).
+the project runs.
 
 Keeping it current: triggers on `docs` queue every new document in `vec_pending` and
 set the vector of a removed document aside in `vec_spare` under its text's hash, so a
 file that is re-read (an edited MEMORY.md, a rebuilt history) gets its unchanged
 documents' vectors back without running the model. `sync` embeds what is queued. The
-model's name is in `meta`: another model re-embeds everything.
+model's name is in `meta`: another model re-embeds everything. The matrix file holds the
+vectors up to a `seq` of `vec`; a search adds the rows made since from `vec`, and leaves
+out the rows removed since, which a trigger lists in `vec_gone`; when those grow past a
+hundredth of the file, the file is written again (under the index's write lock).
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import hashlib
+import json
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -34,10 +45,13 @@ _TABLES = (
     "CREATE TRIGGER IF NOT EXISTS vec_doc_removed AFTER DELETE ON docs BEGIN"
     " INSERT OR REPLACE INTO vec_spare(h, v) SELECT h, v FROM vec WHERE id = old.id;"
     " DELETE FROM vec WHERE id = old.id; DELETE FROM vec_pending WHERE id = old.id; END",
-    # A removed vector invalidates the matrices processes cache; additions only extend them.
-    "CREATE TRIGGER IF NOT EXISTS vec_removed AFTER DELETE ON vec BEGIN"
-    " UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vec_gen'; END",
+    # The matrix file leaves out what was removed after it was written.
+    "CREATE TABLE IF NOT EXISTS vec_gone(seq INTEGER PRIMARY KEY)",
+    "DROP TRIGGER IF EXISTS vec_removed",           # format 1 counted removals instead
+    "CREATE TRIGGER IF NOT EXISTS vec_gone_add AFTER DELETE ON vec BEGIN"
+    " INSERT OR IGNORE INTO vec_gone(seq) VALUES (old.seq); END",
 )
+FORMAT = "2"                  # of the vector tables and the matrix file
 
 
 # What the model reads for a session message: the message before it too (its start),
@@ -93,23 +107,26 @@ def current(db, model_name: str) -> bool:
 def ensure(db, model_name: str) -> None:
     """Vector tables and triggers in place for `model_name` (queues every document the
     first time, and again when the model changed)."""
-    if current(db, model_name):
+    if current(db, model_name) and _meta(db, "vec_format") == FORMAT:
         return
     db.execute("BEGIN IMMEDIATE")
     try:
         for sql in _TABLES:
             db.execute(sql)
-        if _meta(db, "embed_model") != model_name or _meta(db, "embed_passages") != PASSAGES:
+        again = _meta(db, "embed_model") != model_name or _meta(db, "embed_passages") != PASSAGES
+        if again:
             db.execute("DELETE FROM vec")
             db.execute("DELETE FROM vec_spare")
             db.execute("INSERT OR IGNORE INTO vec_pending(id) SELECT id FROM docs")
             db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_model', ?)", (model_name,))
             db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_passages', ?)", (PASSAGES,))
-            # A new set of vectors (or a new index file in place of a damaged one) must
-            # never be read through a process's matrix of the old one: a new generation.
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('vec_gen', ?)",
-                       (str(int.from_bytes(os.urandom(6), "big")),))
-        db.execute("INSERT OR IGNORE INTO meta VALUES ('vec_gen', '0')")
+        if again or _meta(db, "vec_format") != FORMAT:
+            # A matrix file written before (another model, another way of reading the
+            # documents, an older format, the vectors of a damaged index file this one
+            # replaced) is never read for this set of vectors: a new epoch.
+            db.execute("DELETE FROM vec_gone")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('vec_epoch', ?)", (os.urandom(8).hex(),))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('vec_format', ?)", (FORMAT,))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -167,7 +184,9 @@ def sync(db, embedder, progress=None, limit: int | None = None) -> int:
             blobs = dict(spare)
             for j, i in enumerate(todo):
                 blobs[hashes[i]] = vecs[j].astype(np.float16).tobytes()
-            db.executemany("INSERT OR REPLACE INTO vec(id, h, v) VALUES (?, ?, ?)",
+            # Deleted first (not replaced) so that the trigger lists the old row as gone.
+            db.executemany("DELETE FROM vec WHERE id = ?", [(r[0],) for r in rows])
+            db.executemany("INSERT INTO vec(id, h, v) VALUES (?, ?, ?)",
                            [(r[0], h, blobs[h]) for r, h in zip(rows, hashes)])
             db.executemany("DELETE FROM vec_pending WHERE id = ?", [(r[0],) for r in rows])
             db.execute("COMMIT")
@@ -185,55 +204,242 @@ def sync(db, embedder, progress=None, limit: int | None = None) -> int:
 
 # ---- searching ------------------------------------------------------------------------
 
+MAGIC = b"agent-vectors\n"
+HEADER = 4096                 # bytes: MAGIC, then JSON, then spaces
+CHUNK = 16384                 # rows per step when writing the file
+# Rows added or removed since the file was written, past which it is written again
+# (or a hundredth of its rows, if more): a process reads that many rows from `vec`.
+REWRITE_AT = 1024
+_F32 = "<f4"
+
+
+def file_of(key: str) -> str:
+    """The matrix file beside the index at `key` (its path)."""
+    return f"{key}-vectors"
+
+
 @dataclass
 class _Matrix:
-    gen: str
-    seq: int
-    n: int
-    ids: object          # int64[capacity]
-    m: object            # float32[capacity, dim]
+    sig: tuple | None        # the file's stat when mapped (None: no file)
+    epoch: str
+    dim: int
+    seqs: object             # int64[n]: vec.seq of each row of the file, ascending
+    ids: object              # int64[n]
+    m: object                # float32[n, dim], memory-mapped
+    file_seq: int            # the newest seq the file holds
+    seq: int                 # the newest seq held: the file's, then what was added
+    top_seqs: list
+    top_ids: list
+    top: list                # float32 [k, dim] blocks added from `vec` since the file
 
 
 _CACHE: dict[str, _Matrix] = {}
 
 
+def _empty(epoch: str, dim: int, sig=None) -> _Matrix:
+    import numpy as np
+    return _Matrix(sig, epoch, dim, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                   np.zeros((0, dim), np.float32), 0, 0, [], [], [])
+
+
+def _stat_sig(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix | None:
+    """The file's matrix, if it is whole and for this index's vectors (`epoch` and
+    `model` None: for whichever its header names)."""
+    import numpy as np
+    sig = _stat_sig(path)
+    if sig is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER)
+        if not head.startswith(MAGIC):
+            return None
+        h = json.loads(head[len(MAGIC):].decode("utf-8"))
+        n = int(h["n"])
+        epoch = h.get("epoch") if epoch is None else epoch
+        if (h.get("format") != FORMAT or h.get("epoch") != epoch
+                or (model is not None and h.get("model") != model)
+                or int(h.get("dim", -1)) != dim or sig[1] != HEADER + n * 16 + n * dim * 4):
+            return None
+        if n == 0:
+            out = _empty(epoch, dim, sig)
+        else:
+            seqs = np.fromfile(path, dtype="<i8", count=n, offset=HEADER)
+            ids = np.fromfile(path, dtype="<i8", count=n, offset=HEADER + n * 8)
+            m = np.memmap(path, dtype=_F32, mode="r", offset=HEADER + n * 16, shape=(n, dim))
+            out = _Matrix(sig, epoch, dim, seqs, ids, m, 0, 0, [], [], [])
+        out.seq = out.file_seq = int(h["seq"])
+        return out
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(db, path: str, epoch: str, model: str, dim: int, base: _Matrix | None) -> None:
+    """Write the matrix file again: `base`'s rows still in `vec`, then the rows of `vec`
+    after it, streamed (memory stays flat at any size). Runs in a write transaction."""
+    import numpy as np
+    gone = np.array([r[0] for r in db.execute("SELECT seq FROM vec_gone")], np.int64)
+    after = base.file_seq if base is not None else 0
+    keep = None
+    if base is not None and len(base.seqs):
+        keep = ~np.isin(base.seqs, gone)
+    newest, more = db.execute("SELECT coalesce(max(seq), 0), count(*) FROM vec WHERE seq > ?",
+                              (after,)).fetchone()
+    n = (int(keep.sum()) if keep is not None else 0) + more
+    seq = max(after, newest)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    done = 0
+
+    def put(f, seqs, ids, block):
+        nonlocal done
+        f.seek(HEADER + done * 8)
+        f.write(np.asarray(seqs, "<i8").tobytes())
+        f.seek(HEADER + (n + done) * 8)
+        f.write(np.asarray(ids, "<i8").tobytes())
+        f.seek(HEADER + n * 16 + done * dim * 4)
+        f.write(np.ascontiguousarray(block, _F32).tobytes())
+        done += len(seqs)
+
+    try:
+        with open(tmp, "wb") as f:
+            head = MAGIC + json.dumps({"format": FORMAT, "epoch": epoch, "model": model,
+                                       "dim": dim, "n": n, "seq": seq}).encode("utf-8")
+            f.write(head.ljust(HEADER, b" "))
+            if keep is not None:
+                for i in range(0, len(base.seqs), CHUNK):
+                    k = keep[i:i + CHUNK]
+                    put(f, base.seqs[i:i + CHUNK][k], base.ids[i:i + CHUNK][k], base.m[i:i + CHUNK][k])
+            last = after
+            while True:
+                rows = db.execute("SELECT seq, id, v FROM vec WHERE seq > ? ORDER BY seq LIMIT ?",
+                                  (last, CHUNK)).fetchall()
+                if not rows:
+                    break
+                block = np.frombuffer(b"".join(r[2] for r in rows), np.float16).astype(_F32)
+                put(f, [r[0] for r in rows], [r[1] for r in rows], block)
+                last = rows[-1][0]
+            f.truncate(HEADER + n * 16 + n * dim * 4)
+            f.flush()
+            os.fsync(f.fileno())
+        if done != n:
+            raise OSError("the vectors changed while the file was written")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    db.execute("DELETE FROM vec_gone WHERE seq <= ?", (seq,))
+
+
+def _rewrite(db, key: str, dim: int, base: _Matrix | None) -> None:
+    """Write the file again under the index's write lock, unless another process just did."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        epoch, model = _meta(db, "vec_epoch"), _meta(db, "embed_model")
+        # Under the write lock no other process is writing one: a temporary file left
+        # here is from a process that stopped halfway.
+        for stale in glob.glob(glob.escape(file_of(key)) + ".*.tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
+        if epoch and model and (base is None or _stat_sig(file_of(key)) == base.sig):
+            _write(db, file_of(key), epoch, model, dim, base)
+        db.execute("COMMIT")
+    except OSError:
+        db.execute("ROLLBACK")      # a file that cannot be written: the rows in `vec` serve
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 def _load(db, key: str, dim: int) -> _Matrix:
-    """This process's matrix of the index's vectors, topped up with what was added."""
+    """This process's view of the index's vectors: the mapped file, topped up with the
+    rows added since (kept for the next search), and the file written again when what
+    it lacks has grown past a hundredth of it (or it is missing)."""
     import numpy as np
 
-    gen = _meta(db, "vec_gen") or "0"
+    epoch, model = _meta(db, "vec_epoch") or "", _meta(db, "embed_model") or ""
+    path = file_of(key)
     cached = _CACHE.get(key)
-    if cached is None or cached.gen != gen or cached.m.shape[1] != dim:
-        cached = _Matrix(gen, 0, 0, np.zeros(0, np.int64), np.zeros((0, dim), np.float32))
-    rows = db.execute("SELECT seq, id, v FROM vec WHERE seq > ? ORDER BY seq", (cached.seq,)).fetchall()
+    if cached is None or cached.epoch != epoch or cached.dim != dim or cached.sig != _stat_sig(path):
+        cached = _map(path, epoch, model, dim) or _empty(epoch, dim)
+    rows = db.execute("SELECT seq, id, v FROM vec WHERE seq > ? ORDER BY seq LIMIT ?",
+                      (cached.seq, 4 * CHUNK)).fetchall()
+    behind = len(rows) + sum(len(s) for s in cached.top_seqs)
+    gone = db.execute("SELECT count(*) FROM vec_gone").fetchone()[0]
+    if (cached.sig is None and behind) or behind + gone > max(REWRITE_AT, len(cached.seqs) // 100):
+        _rewrite(db, key, dim, cached if cached.sig is not None else None)
+        fresh = _map(path, epoch, model, dim)
+        if fresh is not None:
+            cached = fresh
+            rows = db.execute("SELECT seq, id, v FROM vec WHERE seq > ? ORDER BY seq",
+                              (cached.seq,)).fetchall()
     if rows:
-        need = cached.n + len(rows)
-        if need > len(cached.ids):
-            cap = max(need, int(len(cached.ids) * 1.5) + 1024)
-            ids = np.zeros(cap, np.int64)
-            m = np.zeros((cap, dim), np.float32)
-            ids[:cached.n] = cached.ids[:cached.n]
-            m[:cached.n] = cached.m[:cached.n]
-            cached.ids, cached.m = ids, m
-        new = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float16).reshape(len(rows), dim)
-        cached.m[cached.n:need] = new
-        cached.ids[cached.n:need] = [r[1] for r in rows]
-        cached.n, cached.seq = need, rows[-1][0]
+        if len(rows) == 4 * CHUNK:      # the file could not be written: read them all
+            rows += db.execute("SELECT seq, id, v FROM vec WHERE seq > ? ORDER BY seq",
+                               (rows[-1][0],)).fetchall()
+        cached.top.append(np.frombuffer(b"".join(r[2] for r in rows), np.float16)
+                          .astype(_F32).reshape(len(rows), dim))
+        cached.top_seqs.append(np.array([r[0] for r in rows], np.int64))
+        cached.top_ids.append(np.array([r[1] for r in rows], np.int64))
+        cached.seq = rows[-1][0]
     _CACHE[key] = cached
     return cached
 
 
-def nearest(db, key: str, qvec, k: int) -> tuple[list[tuple[int, float]], float]:
+def scan_file(key: str, qvec):
+    """The query against the matrix file as this process maps it, without the database
+    (a search's worker thread runs it while the search reads the words): a token for
+    `nearest`, or None."""
+    import numpy as np
+    path = file_of(key)
+    cached = _CACHE.get(key)
+    if cached is None or cached.sig != _stat_sig(path) or cached.dim != qvec.shape[0]:
+        cached = _map(path, None, None, qvec.shape[0])
+        if cached is None:
+            return None
+        _CACHE[key] = cached        # what it lacks, `nearest` reads from the index
+    return (cached.m, cached.m @ np.asarray(qvec, _F32)) if len(cached.seqs) else None
+
+
+def nearest(db, key: str, qvec, k: int, scanned=None) -> tuple[list[tuple[int, float]], float]:
     """The k documents closest to the query vector, as (doc id, cosine similarity), and
-    the mean similarity of all documents to it (what "unrelated" is for this query)."""
+    the mean similarity of all documents to it (what "unrelated" is for this query).
+    `scanned`: what `scan_file` gave for this query (used if the file is the same)."""
     import numpy as np
 
-    mat = _load(db, key, qvec.shape[0])
-    if mat.n == 0 or k <= 0:
+    if not enabled(db):
         return [], 0.0
-    scores = mat.m[:mat.n] @ qvec
-    mean = float(scores.mean())
-    k = min(k, mat.n)
+    mat = _load(db, key, qvec.shape[0])
+    q = np.asarray(qvec, _F32)
+    if scanned is not None and scanned[0] is mat.m:
+        parts = [scanned[1]]
+    else:
+        parts = [mat.m @ q] if len(mat.seqs) else []
+    parts += [t @ q for t in mat.top]
+    if not parts or k <= 0:
+        return [], 0.0
+    scores = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    seqs = np.concatenate([mat.seqs, *mat.top_seqs]) if mat.top_seqs else mat.seqs
+    ids = np.concatenate([mat.ids, *mat.top_ids]) if mat.top_ids else mat.ids
+    gone = [r[0] for r in db.execute("SELECT seq FROM vec_gone")]
+    if gone:
+        dead = np.isin(seqs, np.array(gone, np.int64))
+        if dead.any():
+            scores = scores.copy()
+            scores[dead] = -np.inf
+    live = int(np.isfinite(scores).sum())
+    if live == 0:
+        return [], 0.0
+    mean = float(scores[np.isfinite(scores)].mean()) if live < len(scores) else float(scores.mean())
+    k = min(k, live)
     top = np.argpartition(-scores, k - 1)[:k]
     top = top[np.argsort(-scores[top], kind="stable")]
-    return [(int(mat.ids[i]), float(scores[i])) for i in top], mean
+    return [(int(ids[i]), float(scores[i])) for i in top], mean

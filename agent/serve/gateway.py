@@ -1,12 +1,14 @@
-"""The local HTTP gateway of `agent serve` (on when `[gateway] port` is set): any program
-on this machine that can read the vault's `.agent/` talks to the agent over HTTP.
+"""The local HTTP gateway of `agent serve`: any program of this user on this machine
+talks to the agent over HTTP on the Unix socket `.agent/gateway.sock` (always on; what
+`agent chat` uses), and any that can read the token over TCP when `[gateway] port` is
+set.
 
     POST /v1/sessions/<channel>/<chat>/messages   {"text": "..."}
         -> {"reply", "commit", "session", "turn", "injected", "error"}
         with `Accept: text/event-stream`: SSE events text, tool_start, tool_done, reply
     POST /v1/sessions/<channel>/<chat>/stop       -> {"stopped": true|false}
         stops the session's running turn (it saves what it had, marked interrupted)
-    GET  /v1/health  -> {"ok": true, "version", "running", "accepting", "pid"}
+    GET  /v1/health  -> {"ok": true, "version", "running", "accepting", "pid", "vault"}
 
 Every request carries `Authorization: Bearer <token>`; the token is made fresh at each
 start and written to `.agent/gateway-token` (mode 0600; `.agent/` is git-ignored), the
@@ -29,6 +31,7 @@ import json
 import os
 import queue
 import secrets
+import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
@@ -36,11 +39,12 @@ from urllib.parse import unquote, urlsplit
 from agent import version
 from agent.errors import UserError
 from agent.serve.conversations import Conversations, ServeStopping, reply_data
-from agent.serve.remote import INFO_FILE, TOKEN_FILE
+from agent.serve.remote import INFO_FILE, SOCKET_FILE, TOKEN_FILE
 from agent.serve.turns import log
 from agent.vault import atomic
 
 MAX_BODY = 1_000_000                 # bytes of a request body
+MAX_SOCKET_PATH = 104                # bytes of a Unix socket's path (macOS allows 104)
 KEEPALIVE = 15.0                     # seconds between SSE comments while a turn is quiet
 PREFIX = "/v1/sessions/"
 
@@ -57,57 +61,95 @@ class _HTTPServer(ThreadingHTTPServer):
         import sys
         if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, TimeoutError)):
             return            # a client that hung up
-        log.exception("gateway: a request from %s failed", client_address[0])
+        log.exception("gateway: a request from %s failed", (client_address or ("its socket",))[0])
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The same gateway on a Unix socket in `.agent/` (see Gateway)."""
+    daemon_threads = True
+    handle_error = _HTTPServer.handle_error
+
+    def server_bind(self) -> None:
+        # Readable and writable by this user only, from the moment it exists.
+        old = os.umask(0o177)
+        try:
+            super().server_bind()
+        finally:
+            os.umask(old)
 
 
 class Gateway:
-    """The HTTP server: `start()`, then `stop_accepting()` and `close()` at SIGTERM."""
+    """The HTTP server: `start()`, then `stop_accepting()` and `close()` at SIGTERM.
+
+    It always listens on `.agent/gateway.sock`, a Unix socket only this user can open,
+    so `agent chat -m` on this machine goes through a running serve with no setting; and
+    on TCP (`host`:`port`) when a port is set (None: no TCP)."""
 
     def __init__(self, vault, conversations: Conversations, *, host: str = "127.0.0.1",
-                 port: int = 0):
+                 port: int | None = 0):
         self.vault = vault
         self.conversations = conversations
         self.host = host
         self.port = port
         self.token = ""
-        self.httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self.socket: str | None = None
+        self._servers: list = []
         self._active = 0
         self._idle = threading.Condition()
 
     @property
-    def url(self) -> str:
+    def url(self) -> str | None:
+        if self.port is None:
+            return None
         host = self.host if ":" not in self.host else f"[{self.host}]"
         return f"http://{host}:{self.port}"
 
     def start(self) -> "Gateway":
         handler = type("Handler", (_Handler,), {"gateway": self})
-        try:
-            self.httpd = _HTTPServer((self.host, self.port), handler)
-        except OSError as e:
-            raise GatewayError(f"The gateway cannot listen on {self.host}:{self.port}: "
-                               f"{e.strerror or e}. Set another [gateway] port in agent.toml "
-                               f"(0 picks a free one).") from None
-        self.port = self.httpd.server_address[1]
-        self.token = secrets.token_urlsafe(32)
         state = self.vault.state
         state.mkdir(parents=True, exist_ok=True)
+        if self.port is not None:
+            try:
+                self._servers.append(_HTTPServer((self.host, self.port), handler))
+            except OSError as e:
+                raise GatewayError(f"The gateway cannot listen on {self.host}:{self.port}: "
+                                   f"{e.strerror or e}. Set another [gateway] port in "
+                                   f"agent.toml (0 picks a free one).") from None
+            self.port = self._servers[0].server_address[1]
+        path = str(state / SOCKET_FILE)
+        if len(path.encode()) < MAX_SOCKET_PATH:
+            try:
+                os.unlink(path)                  # left by a serve that was killed
+            except FileNotFoundError:
+                pass
+            try:
+                self._servers.append(_UnixHTTPServer(path, handler))
+                self.socket = path
+            except OSError as e:
+                log.warning("gateway: no local socket at %s (%s); agent chat runs turns itself",
+                            path, e.strerror or e)
+        else:
+            log.info("gateway: no local socket (the vault's path is too long for one); "
+                     "agent chat runs turns itself")
+        self.token = secrets.token_urlsafe(32)
         atomic.write_text(state / TOKEN_FILE, self.token + "\n", mode=0o600)
         atomic.write_json(state / INFO_FILE, {"url": self.url, "host": self.host,
-                                              "port": self.port, "pid": os.getpid()})
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="gateway",
-                                        kwargs={"poll_interval": 0.2}, daemon=True)
-        self._thread.start()
+                                              "port": self.port, "socket": self.socket,
+                                              "pid": os.getpid()})
+        for server in self._servers:
+            threading.Thread(target=server.serve_forever, name="gateway",
+                             kwargs={"poll_interval": 0.2}, daemon=True).start()
         return self
 
     def stop_accepting(self) -> None:
         """No new connections (requests being answered go on)."""
-        httpd, self.httpd = self.httpd, None
-        if httpd is None:
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+        if not servers:
             return
-        httpd.shutdown()
-        httpd.server_close()
-        for name in (INFO_FILE, TOKEN_FILE):
+        for name in (INFO_FILE, TOKEN_FILE, SOCKET_FILE):
             try:
                 os.unlink(self.vault.state / name)
             except FileNotFoundError:
@@ -196,6 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/v1/health":
             conv = self.gateway.conversations
             return self._json(200, {"ok": True, "version": version(), "pid": os.getpid(),
+                                    "vault": str(self.gateway.vault.root),
                                     "running": conv.running(), "accepting": conv.accepting})
         if self._session_of(path) is not None or self._session_of(path, "/stop") is not None:
             return self._error(405, "use POST")

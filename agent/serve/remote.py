@@ -1,13 +1,17 @@
-"""A client of the gateway of a vault's running `agent serve` (`agent chat --remote`):
-it finds the address in `.agent/gateway.json` and the token in `.agent/gateway-token`,
-and sends a message, streaming the turn's events (SSE) as they come.
+"""A client of the gateway of a vault's running `agent serve` (`agent chat --remote`, and
+`agent chat -m` while serve runs): it finds the address in `.agent/gateway.json` (the
+Unix socket `.agent/gateway.sock` on this machine, else the TCP URL) and the token in
+`.agent/gateway-token`, and sends a message, streaming the turn's events (SSE) as they
+come.
 
 The standard library's urllib only: nothing to install, and nothing of the SDK loaded.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import urllib.error
 import urllib.request
 from typing import Callable
@@ -17,6 +21,7 @@ from agent.vault import atomic
 
 INFO_FILE = "gateway.json"           # in .agent/: the gateway's address (gateway.py writes it)
 TOKEN_FILE = "gateway-token"         # in .agent/: its bearer token, mode 0600
+SOCKET_FILE = "gateway.sock"         # in .agent/: its Unix socket, mode 0600
 
 
 class RemoteError(UserError):
@@ -24,28 +29,82 @@ class RemoteError(UserError):
 
 
 def _not_running(vault, why: str) -> RemoteError:
-    return RemoteError(f"No agent serve with a gateway is running for {vault.root} ({why}). "
-                       f"Set a port in agent.toml (agent config set gateway.port 0, or "
-                       f"[gateway] port = 8765) and run agent serve, then try again.")
+    return RemoteError(f"No agent serve is running for {vault.root} ({why}). Start it with "
+                       f"agent serve (from another machine, set [gateway] port in agent.toml "
+                       f"and reach it over HTTP), then try again.")
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over the gateway's Unix socket."""
+
+    def __init__(self, path: str, host: str, **kwargs):
+        super().__init__(host, **kwargs)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self.timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
+            sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class _UnixHandler(urllib.request.HTTPHandler):
+    def __init__(self, path: str):
+        super().__init__()
+        self.socket_path = path
+
+    def http_open(self, req):
+        return self.do_open(
+            lambda host, **kw: _UnixConnection(self.socket_path, host, **kw), req)
 
 
 class Remote:
     """The gateway of one vault's serve."""
 
-    def __init__(self, url: str, token: str):
-        self.url = url.rstrip("/")
+    def __init__(self, url: str | None, token: str, socket_path: str | None = None):
+        self.socket_path = socket_path
+        self.url = (url or "").rstrip("/") if not socket_path else "http://localhost"
+        self.where = socket_path or self.url
         self.token = token
+        # The gateway is on this machine: never through an HTTP proxy of the environment.
+        handlers = [urllib.request.ProxyHandler({})]
+        if socket_path:
+            handlers.append(_UnixHandler(socket_path))
+        self._open = urllib.request.build_opener(*handlers).open
 
     @classmethod
     def find(cls, vault) -> "Remote":
         info = atomic.read_json(vault.state / INFO_FILE)
-        if not isinstance(info, dict) or not isinstance(info.get("url"), str):
+        if not isinstance(info, dict):
             raise _not_running(vault, f"no {vault.state / INFO_FILE}")
+        sock = vault.state / SOCKET_FILE
+        socket_path = str(sock) if info.get("socket") and sock.exists() else None
+        if socket_path is None and not isinstance(info.get("url"), str):
+            raise _not_running(vault, f"no {sock}")
         try:
             token = (vault.state / TOKEN_FILE).read_text(encoding="utf-8").strip()
         except OSError:
             raise _not_running(vault, f"no {vault.state / TOKEN_FILE}") from None
-        return cls(info["url"], token)
+        return cls(info.get("url"), token, socket_path)
+
+    @classmethod
+    def running(cls, vault, timeout: float = 0.5) -> "Remote | None":
+        """The gateway of this vault's serve when one is up and answers, else None (no
+        gateway files, a serve that stopped, or files copied from another vault whose
+        serve answers: its health names the vault it serves)."""
+        try:
+            remote = cls.find(vault)
+            health = remote.health(timeout=timeout)
+        except (RemoteError, ValueError, OSError):
+            return None
+        if not health.get("accepting") or not _same_folder(health.get("vault"), vault.root):
+            return None
+        return remote
 
     def _request(self, method: str, path: str, body: dict | None = None, *,
                  stream: bool = False, timeout: float | None = None):
@@ -56,16 +115,16 @@ class Remote:
             req.add_header("Content-Type", "application/json")
         req.add_header("Accept", "text/event-stream" if stream else "application/json")
         try:
-            return urllib.request.urlopen(req, timeout=timeout)
+            return self._open(req, timeout=timeout)
         except urllib.error.HTTPError as e:
             try:
                 message = json.loads(e.read().decode()).get("error") or e.reason
             except (ValueError, AttributeError, OSError):
                 message = e.reason
-            raise RemoteError(f"The gateway at {self.url} answered {e.code}: {message}") from None
+            raise RemoteError(f"The gateway at {self.where} answered {e.code}: {message}") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise RemoteError(f"Cannot reach the gateway at {self.url} ({reason}): is agent "
+            raise RemoteError(f"Cannot reach the gateway at {self.where} ({reason}): is agent "
                               f"serve running? Start it with agent serve.") from None
 
     def health(self, timeout: float = 5.0) -> dict:
@@ -107,6 +166,15 @@ class Remote:
                         final = event
                     kind, data = None, []
         if final is None:
-            raise RemoteError(f"The gateway at {self.url} closed the stream before the reply "
+            raise RemoteError(f"The gateway at {self.where} closed the stream before the reply "
                               f"(did agent serve stop?).")
         return final
+
+
+def _same_folder(a, b) -> bool:
+    import os
+
+    try:
+        return isinstance(a, str) and os.path.samefile(a, b)
+    except OSError:
+        return False

@@ -10,8 +10,9 @@ How it keeps the vault right:
   and by a `cron` command or a chat at the same moment is never lost (jobs.py).
 - The scheduler (scheduler.py) does one pass of due work at a time, sleeps until the
   next due time, notices hand edits, and stops on a signal after the running turn.
-- With `[gateway] port` set, the HTTP gateway (gateway.py) takes messages for the
-  router (conversations.py) for the whole serve. On SIGINT/SIGTERM it stops accepting,
+- The gateway (gateway.py) takes messages for the router (conversations.py) for the
+  whole serve: on the Unix socket `.agent/gateway.sock` always (`agent chat` on this
+  machine), and over HTTP when `[gateway] port` is set. On SIGINT/SIGTERM it stops accepting,
   the chat turns in flight finish (at most STOP_GRACE seconds, then they are
   interrupted and save what they had) and their answers are sent, then serve exits.
 - With `[channels.telegram] enabled` and $TELEGRAM_BOT_TOKEN set, Telegram
@@ -79,11 +80,12 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
         if note:
             log.warning("%s", note)
         gateway = None
-        if server.settings.gateway_port is not None and not once:
+        if not once:
             from agent.serve.gateway import TOKEN_FILE, Gateway
             gateway = Gateway(vault, server.conversations, host=server.settings.gateway_host,
                               port=server.settings.gateway_port).start()
-            log.info("gateway on %s (the token is in .agent/%s)", gateway.url, TOKEN_FILE)
+            if gateway.url:
+                log.info("gateway on %s (the token is in .agent/%s)", gateway.url, TOKEN_FILE)
         cron = server.cron.cron
         jobs_n = len(cron.jobs) if cron else 0
         beats = server.heartbeats.beats

@@ -164,6 +164,14 @@ class Consolidated:
     def __contains__(self, entry_id: int) -> bool:
         return any(a <= entry_id <= b for a, b in self.ranges)
 
+    def count_in(self, sorted_ids: list[int]) -> int:
+        """How many of `sorted_ids` (ascending) are consolidated: a bisection per range,
+        not a test per id (`agent status` counts thousands of entries)."""
+        from bisect import bisect_left, bisect_right
+
+        return sum(bisect_right(sorted_ids, b) - bisect_left(sorted_ids, a)
+                   for a, b in self.ranges)
+
     @property
     def high(self) -> int:
         """The highest consolidated id (0 when none): the old cursor's number."""

@@ -34,7 +34,6 @@ from agent.package import package_data
 from agent.vault import atomic
 from agent.vault.change import Change, Identity, by_hand, recovered
 from agent.vault.offlimits import STATE_DIR, is_off_limits, refusal
-from agent.vault import mergedriver
 
 MARKER = "agent.toml"
 DEFAULT_VAULT = Path("~/.agent/vault")
@@ -377,6 +376,8 @@ class Vault:
         to another Python sets them again; unchanged settings are not rewritten."""
         current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
         have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
+        from agent.vault import mergedriver
+
         for key, value in mergedriver.git_config():
             if have.get(key) != value:
                 self.git("config", key, value)
@@ -1039,6 +1040,8 @@ def _is_state(rel: str) -> bool:
 
 
 def _union_lines() -> list[str]:
+    from agent.vault import mergedriver
+
     return list(mergedriver.ATTRIBUTES)
 
 
