@@ -96,32 +96,31 @@ def agent_cmd(code: Path, vault: Vault, *args: str) -> tuple[list[str], dict]:
     return [sys.executable, "-m", "agent", "--vault", str(vault.root), *args], env
 
 
-def processes(vaults: dict[Path, Vault], runs: int) -> dict[Path, dict[str, float]]:
-    """Median wall time of `agent note`, `agent status` and `agent --help` per checkout,
-    alternating between checkouts run by run; and (keys ending in `_cpu`) the median CPU
-    time of the process and the git commands it ran, which a busy machine inflates far
-    less than wall time.
+def processes(vaults: dict[tuple[int, Path], Vault], runs: int) -> dict[tuple[int, Path], dict]:
+    """Median wall time of `agent note`, `agent status` and `agent --help` per vault size
+    and checkout, every size and checkout taking turns run by run (a machine whose speed
+    drifts then shifts them all alike, and their ratios hold); and (keys ending in `_cpu`)
+    the median CPU time of the process and the git commands it ran, which a busy machine
+    inflates far less than wall time.
 
     Each checkout works on its own copy of the vault: their search indexes may differ
     in format, and one shared index would be rebuilt at every switch."""
-    codes = list(vaults)
     what_args = (("note", ("note", "process note {i}")), ("status", ("status",)),
                  ("help", ("--help",)))
-    times: dict[Path, dict[str, list[float]]] = {
-        c: {k: [] for w, _ in what_args for k in (w, w + "_cpu")} for c in codes}
+    times: dict[tuple[int, Path], dict[str, list[float]]] = {
+        key: {k: [] for w, _ in what_args for k in (w, w + "_cpu")} for key in vaults}
     for i in range(max(5, runs // 4)):
-        for code in codes:
+        for key, vault in vaults.items():
             for what, args in what_args:
-                vault = vaults[code]
-                cmd, env = agent_cmd(code, vault, *(a.format(i=i) for a in args))
+                cmd, env = agent_cmd(key[1], vault, *(a.format(i=i) for a in args))
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 t = time.perf_counter()
                 subprocess.run(cmd, env=env, check=True, capture_output=True, cwd=vault.root)
-                times[code][what].append((time.perf_counter() - t) * 1000)
+                times[key][what].append((time.perf_counter() - t) * 1000)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                times[code][what + "_cpu"].append(
+                times[key][what + "_cpu"].append(
                     (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
-    return {c: {k: statistics.median(v) for k, v in t.items()} for c, t in times.items()}
+    return {key: {k: statistics.median(v) for k, v in t.items()} for key, t in times.items()}
 
 
 def measure(vault: Vault, runs: int) -> list[float]:
@@ -150,25 +149,27 @@ def main():
     os.environ.setdefault("GIT_AUTHOR_EMAIL", "bench@localhost")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        vaults: dict[tuple[int, Path], Vault] = {}
         for n in sizes:
             t = time.perf_counter()
             vault = build(Path(tmp) / f"v{n}", n)
             build_s = time.perf_counter() - t
             files = int(vault.git("ls-files").count("\n"))
             changes = measure(vault, args.runs)
-            vaults = {here: vault}
+            vaults[(n, here)] = vault
             for i, code in enumerate(codes[1:]):
                 copy = Path(tmp) / f"v{n}-compare{i}"
                 shutil.copytree(vault.root, copy, symlinks=True)
-                vaults[code] = Vault.open(copy)
-            for code, v in vaults.items():
-                # As after any agent command: the index is up to date.
-                cmd, env = agent_cmd(code, v, "index", "rebuild")
-                subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=v.root)
-            procs = processes(vaults, args.runs)
-            rows.append((n, files, build_s, statistics.median(changes), pct(changes, 0.95),
-                         procs))
+                vaults[(n, code)] = Vault.open(copy)
+            rows.append([n, files, build_s, statistics.median(changes), pct(changes, 0.95)])
             print(f"built {n} messages ({files} files) in {build_s:.1f}s", file=sys.stderr)
+        for (n, code), v in vaults.items():
+            # As after any agent command: the index is up to date.
+            cmd, env = agent_cmd(code, v, "index", "rebuild")
+            subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=v.root)
+        procs = processes(vaults, args.runs)
+        for row in rows:
+            row.append({code: procs[(row[0], code)] for code in codes})
     print(f"{'messages':>9} {'files':>6} {'change median':>14} {'change p95':>11} "
           f"{'agent note':>11} {'status':>9} {'--help':>9}   (CPU: note, status, --help)")
     for n, files, _, med, p95, procs in rows:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -152,6 +151,8 @@ class CronFile:
         self.jobs = [j for j in self.jobs if j.id != job_id]
 
     def new_id(self) -> str:
+        import secrets      # here: `agent status` and `agent note` load this module
+
         taken = {j.id for j in self.jobs}
         while True:
             candidate = secrets.token_hex(4)
