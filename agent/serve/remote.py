@@ -9,11 +9,7 @@ The standard library's urllib only: nothing to install, and nothing of the SDK l
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
-import urllib.error
-import urllib.request
 from typing import Callable
 
 from agent.errors import UserError
@@ -34,33 +30,35 @@ def _not_running(vault, why: str) -> RemoteError:
                        f"and reach it over HTTP), then try again.")
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    """HTTP over the gateway's Unix socket."""
+def _opener(socket_path: str | None):
+    """urllib's opener for the gateway: over its Unix socket when given; never through
+    an HTTP proxy of the environment (the gateway is on this machine). The HTTP modules
+    load here, not with this module: `agent chat -m` checks for a serve before it starts
+    loading the SDK, and must not pay for them when none runs."""
+    import http.client
+    import socket
+    import urllib.request
 
-    def __init__(self, path: str, host: str, **kwargs):
-        super().__init__(host, **kwargs)
-        self.socket_path = path
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            if self.timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
+                sock.settimeout(self.timeout)
+            try:
+                sock.connect(socket_path)
+            except OSError:
+                sock.close()
+                raise
+            self.sock = sock
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        if self.timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
-            sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
+    class UnixHandler(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(UnixConnection, req)
 
-
-class _UnixHandler(urllib.request.HTTPHandler):
-    def __init__(self, path: str):
-        super().__init__()
-        self.socket_path = path
-
-    def http_open(self, req):
-        return self.do_open(
-            lambda host, **kw: _UnixConnection(self.socket_path, host, **kw), req)
+    handlers = [urllib.request.ProxyHandler({})]
+    if socket_path:
+        handlers.append(UnixHandler())
+    return urllib.request.build_opener(*handlers).open
 
 
 class Remote:
@@ -71,11 +69,7 @@ class Remote:
         self.url = (url or "").rstrip("/") if not socket_path else "http://localhost"
         self.where = socket_path or self.url
         self.token = token
-        # The gateway is on this machine: never through an HTTP proxy of the environment.
-        handlers = [urllib.request.ProxyHandler({})]
-        if socket_path:
-            handlers.append(_UnixHandler(socket_path))
-        self._open = urllib.request.build_opener(*handlers).open
+        self._open = None
 
     @classmethod
     def find(cls, vault) -> "Remote":
@@ -108,6 +102,11 @@ class Remote:
 
     def _request(self, method: str, path: str, body: dict | None = None, *,
                  stream: bool = False, timeout: float | None = None):
+        import urllib.error
+        import urllib.request
+
+        if self._open is None:
+            self._open = _opener(self.socket_path)
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
@@ -133,8 +132,9 @@ class Remote:
 
     def _path(self, session: str, tail: str) -> str:
         channel, _, chat = session.partition("/")
-        return (f"/v1/sessions/{urllib.request.quote(channel, safe='')}/"
-                f"{urllib.request.quote(chat, safe='')}/{tail}")
+        from urllib.parse import quote
+
+        return f"/v1/sessions/{quote(channel, safe='')}/{quote(chat, safe='')}/{tail}"
 
     def stop(self, session: str) -> bool:
         """Stop the session's running turn; False when none was running."""
