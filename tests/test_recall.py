@@ -138,22 +138,16 @@ def test_status_says_which_mode_and_vectors_follow_the_index(talk, run, tmp_path
     assert "5 vectors, 1 waiting for the next search" in run("index", "status").output
     assert index.search(talk, "tea")[0].message_ids == ["c6"]
     assert "6 vectors)" in run("index", "status").output
-    # Another model (here: another name in the index) means every vector is made again.
-    db = sqlite3.connect(index.db_path(talk))
-    db.execute("UPDATE meta SET value='another model' WHERE key='embed_model'")
-    db.commit()
-    db.close()
-    assert "vectors made at the next search" in run("index", "status").output
-    assert index.search(talk, "tea")[0].message_ids == ["c6"]
-    assert "6 vectors" in run("index", "status").output
-    # So does another way of reading the documents (an index from an older version).
-    db = sqlite3.connect(index.db_path(talk))
-    db.execute("UPDATE meta SET value='0' WHERE key='embed_passages'")
-    db.commit()
-    db.close()
-    assert "vectors made at the next search" in run("index", "status").output
-    assert index.search(talk, "tea")[0].message_ids == ["c6"]
-    assert "6 vectors" in run("index", "status").output
+    # Another model (here: another name in the index) means every vector is made again,
+    # and so does another way of reading the documents (an index from an older version).
+    for key, value in (("embed_model", "another model"), ("embed_passages", "0")):
+        db = sqlite3.connect(index.db_path(talk))
+        db.execute("UPDATE meta SET value=? WHERE key=?", (value, key))
+        db.commit()
+        db.close()
+        assert "vectors made at the next search" in run("index", "status").output, key
+        assert index.search(talk, "tea")[0].message_ids == ["c6"]
+        assert "6 vectors" in run("index", "status").output
     off = agent_proc("index", "status", vault=talk.root, env={"AGENT_EMBED": "off"})
     assert "search:     words alone (AGENT_EMBED=off)" in off.stdout
 
