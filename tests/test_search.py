@@ -161,6 +161,22 @@ def test_hand_edits_are_picked_up_before_the_next_search(filled, run):
     assert "up to date" in r.output
 
 
+def test_a_hand_edit_of_an_earlier_session_line_that_keeps_the_length_is_seen(filled, run):
+    session = filled.root / "sessions/import/trip/2025-03.jsonl"
+    assert first(index.search(filled, "Hydra", mode="words")) == ["m1"]
+    before = session.stat().st_size
+    session.write_text(session.read_text().replace("Hydra", "Paros"))      # same length
+    assert session.stat().st_size == before
+    assert first(index.search(filled, "Paros", mode="words")) == ["m1"]
+    assert not index.search(filled, "Hydra", mode="words")
+    # And a line appended after it is still read as an append.
+    with open(session, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "m9", "ts": "2025-03-02T10:05:00+00:00", "role": "user",
+                            "content": "Pack the snorkel.", "turn": 3}) + "\n")
+    assert first(index.search(filled, "snorkel", mode="words")) == ["m9"]
+    assert first(index.search(filled, "Paros", mode="words")) == ["m1"]
+
+
 def _seen(vault) -> bool:
     """Whether the index holds a record of the tree that lets a search skip git."""
     import sqlite3

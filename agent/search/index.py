@@ -212,31 +212,31 @@ def _drop_docs(db, file_id: int) -> None:
     db.execute("DELETE FROM docs WHERE file=?", (file_id,))
 
 
-def _tail(last_line: bytes) -> str:
-    return f"{len(last_line)}:{hashlib.sha1(last_line).hexdigest()}"
+def _tail(indexed: bytes) -> str:
+    """What `tail` records of a session file: a digest of every byte indexed so far
+    (an index made before kept its last line's only, which reads as a rewrite)."""
+    return "all:" + hashlib.sha1(indexed).hexdigest()
 
 
 def _index_session(db, root: Path, rel: str, st, row) -> int:
-    """Index the lines of a session file not indexed yet (all of them if it was rewritten)."""
+    """Index the lines of a session file not indexed yet (all of them if it was rewritten).
+
+    A file counts as appended to only when every byte indexed before is still there:
+    a hand edit of an earlier line that keeps the file's length is a rewrite too."""
     start, line_no, appended, messages = 0, 0, False, 0
     file_id = row["id"] if row is not None else _file_id(db, rel, "sessions")
     with open(root / rel, "rb") as f:
-        if row is not None and row["size"] and st.st_size >= row["size"] and row["tail"]:
-            n = int(row["tail"].split(":", 1)[0])
-            if n <= row["size"]:
-                f.seek(row["size"] - n)
-                if _tail(f.read(n)) == row["tail"]:
-                    start, line_no, appended = row["size"], row["lines"], True
-                    messages = row["messages"]
-        if not appended and row is not None:
-            _drop_docs(db, file_id)
-        f.seek(start)
         data = f.read()
+    if row is not None and row["size"] and st.st_size >= row["size"] and row["tail"]:
+        if _tail(data[:row["size"]]) == row["tail"]:
+            start, line_no, appended = row["size"], row["lines"], True
+            messages = row["messages"]
+    if not appended and row is not None:
+        _drop_docs(db, file_id)
     end = data.rfind(b"\n") + 1      # a torn last line waits until it is whole
-    docs, last = [], b""
-    for raw in data[:end].split(b"\n")[:-1] if end else []:
+    docs = []
+    for raw in data[start:end].split(b"\n")[:-1] if end > start else []:
         line_no += 1
-        last = raw + b"\n"
         if raw.strip():
             if b'"role"' in raw and b'"type":"compact"' not in raw:
                 messages += 1        # every message, with text or not (status counts them)
@@ -244,9 +244,9 @@ def _index_session(db, root: Path, rel: str, st, row) -> int:
             if d is not None:
                 docs.append(d)
     _insert(db, file_id, docs)
-    tail = _tail(last) if last else (row["tail"] if appended else None)
+    size = max(end, start)
     db.execute("UPDATE files SET size=?, mtime=?, lines=?, tail=?, messages=? WHERE id=?",
-               (start + end, st.st_mtime_ns, line_no, tail, messages, file_id))
+               (size, st.st_mtime_ns, line_no, _tail(data[:size]), messages, file_id))
     return len(docs)
 
 
