@@ -195,6 +195,17 @@ def _settled(vault):
     assert _seen(vault)
 
 
+def test_a_search_after_a_commit_walks_no_tree_and_the_next_at_that_head_does(filled, run):
+    time.sleep(index.RACY_NS / 1e9 + 0.2)
+    assert run("note", "call", "the", "plumber").exit_code == 0     # a commit, as a turn's
+    index.search(filled, "plumber", mode="words")
+    assert not _seen(filled)            # its record would be stale at the next commit
+    time.sleep(index.RACY_NS / 1e9 + 0.2)
+    index.search(filled, "plumber", mode="words")
+    assert _seen(filled)                # searches follow one another: the next skips git
+    assert index.search(filled, "plumber", mode="words")[0].path.startswith("memory/")
+
+
 def test_a_search_that_skips_git_still_sees_every_kind_of_hand_change(filled, run):
     mem = filled.root / "MEMORY.md"
     # HEAD's branch packed (as `git gc` leaves it); the hand commit below makes it loose.

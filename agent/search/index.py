@@ -345,7 +345,10 @@ def _changes(vault, since: str, head: str | None, clean: bool = False,
 # later same-size edit in its stat (coarse file times), so no record is kept then.
 
 RACY_NS = 2_000_000_000
-WATCH_LIMIT = 20000          # entries; above it, every search asks git
+# Entries (folders and files) to stat; above it every search asks git, whose own stat of
+# each file is C on several threads: at about 5,000 entries the two cost the same (15 ms,
+# scripts/bench_turn.py's 100,000-message vault), above that git is faster.
+WATCH_LIMIT = 2000
 _SKIP_TOP = {"skills", "heartbeat"}     # agent folders whose files are never indexed
 _OWN_TOP = {"sessions", "memory", "archive"}
 
@@ -473,11 +476,15 @@ def _update(vault, db, full: bool = False, after_commit: bool = False,
                           f"rebuilding it); try again in a moment.") from None
     try:
         last = vault.last_commit if after_commit else None
-        # Taken before git is asked: an edit after this shows in the next comparison.
-        record = _take_record(vault) if not after_commit and dirty is None else None
+        asking = not after_commit and dirty is None      # git is asked about the tree
         # Right after the caller's commit, HEAD is that commit (or a later one, which
         # the next refresh catches up with from here).
         head = last[1] if last is not None else vault.head()
+        # A record pays for its walk only when searches follow one another at one HEAD
+        # (the MCP server, the command line): a turn's search comes after the last turn's
+        # commit, which makes any record stale, so none is taken for it. Taken before git
+        # is asked: an edit after this shows in the next comparison.
+        record = _take_record(vault) if asking and _meta(db, "asked") == (head or "") else None
         indexed = _meta(db, "commit")
         changes = (_changes(vault, indexed, head, after_commit, dirty, last)
                    if indexed and not full else None)
@@ -500,11 +507,11 @@ def _update(vault, db, full: bool = False, after_commit: bool = False,
         _set_meta(db, "dirty", json.dumps(sorted(p for p in dirty if kind_of(p))))
         if full:
             _set_meta(db, "built", datetime.now().astimezone().isoformat(timespec="seconds"))
-        if record is not None:
-            record["commit"] = head or ""
-            _set_meta(db, "seen", json.dumps(record, separators=(",", ":")))
-        elif not after_commit and dirty is None:
-            _set_meta(db, "seen", "")
+        if asking:
+            _set_meta(db, "asked", head or "")
+            if record is not None:
+                record["commit"] = head or ""
+            _set_meta(db, "seen", json.dumps(record, separators=(",", ":")) if record else "")
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
