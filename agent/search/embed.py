@@ -18,9 +18,9 @@ both returning L2-normalised float32 rows.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 ENV = "AGENT_EMBED"            # "off" turns dense retrieval off; default: on when installed
@@ -38,7 +38,6 @@ class Embedder:
     name: str
     dim: int
     _model: object
-    _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
     # One call into the engine at a time (a search's worker thread makes the query's
     # vector while its own thread may make the queued documents').
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -52,19 +51,17 @@ class Embedder:
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 
     def query(self, text: str):
+        return self._query(text[:MAX_CHARS])
+
+    def __post_init__(self):
+        self._query = functools.lru_cache(QUERY_CACHE)(self._embed_query)
+
+    def _embed_query(self, text: str):
         import numpy as np
-        text = text[:MAX_CHARS]
         with self._lock:
-            got = self._queries.get(text)
-            if got is None:
-                got = np.asarray(self._model.query(text), dtype=np.float32).reshape(self.dim)
-                got.setflags(write=False)
-                self._queries[text] = got
-                while len(self._queries) > QUERY_CACHE:
-                    self._queries.popitem(last=False)
-            else:
-                self._queries.move_to_end(text)
-            return got
+            got = np.asarray(self._model.query(text), dtype=np.float32).reshape(self.dim)
+        got.setflags(write=False)         # shared by every search that asks again
+        return got
 
 
 _LOADED: dict[str, Embedder | EmbedUnavailable] = {}

@@ -263,7 +263,12 @@ def read_window(root: Path, key: str) -> Window:
     if marker is not None and not done:
         # `through` is not in the session (a hand edit): the window starts after the marker.
         picked = _after_marker(root, files)
-    picked.reverse()
+    return _window(root, key, picked, marker)
+
+
+def _window(root: Path, key: str, picked: list[tuple[str, dict]], marker: dict | None) -> Window:
+    """The Window of the (file, message) pairs read newest first."""
+    picked = picked[::-1]
     turns = [o["turn"] for _, o in picked if isinstance(o.get("turn"), int)]
     last_turn = max(turns) if turns else Session(root, key).last_turn()
     return Window([o for _, o in picked], [r for r, _ in picked], marker, last_turn)
@@ -329,10 +334,7 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
                 picked.append((rel, obj))
         if done:
             break
-    picked.reverse()
-    turns = [o["turn"] for _, o in picked if isinstance(o.get("turn"), int)]
-    last_turn = max(turns) if turns else Session(root, key).last_turn()
-    return Window([o for _, o in picked], [r for r, _ in picked], marker, last_turn)
+    return _window(root, key, picked, marker)
 
 
 def _backward(path: Path, rel: str, root: Path | None = None):
