@@ -353,36 +353,6 @@ _SKIP_TOP = {"skills", "heartbeat"}     # agent folders whose files are never in
 _OWN_TOP = {"sessions", "memory", "archive"}
 
 
-def _git_head(root: Path) -> str | None:
-    """HEAD's commit read from the .git folder (no process), or None when it is not a
-    plain one (a linked work tree, a reftable: then git is asked)."""
-    git = root / ".git"
-    try:
-        if (git / "reftable").exists():
-            return None
-        head = (git / "HEAD").read_text("ascii").strip()
-        if head.startswith("ref: "):
-            ref = head[5:]
-            if not ref.startswith("refs/") or ".." in ref:
-                return None
-            try:
-                return "ref:" + ref + ":" + (git / ref).read_text("ascii").strip()
-            except FileNotFoundError:
-                pass
-            try:
-                packed = (git / "packed-refs").read_text("ascii")
-            except FileNotFoundError:
-                return "unborn:" + ref
-            for line in packed.splitlines():
-                sha, _, name = line.partition(" ")
-                if name == ref:
-                    return "packed:" + ref + ":" + sha
-            return "unborn:" + ref
-        return "detached:" + head
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def _sig(st) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
@@ -435,7 +405,7 @@ def _stat_all(root: Path, paths: list[str]) -> list:
 def _take_record(vault) -> dict | None:
     """What the tree looks like now (taken before `git status` runs), or None."""
     start = time.time_ns()
-    head = _git_head(vault.root)
+    head = vault.head_from_files()
     listed = _watch_list(vault.root) if head else None
     if listed is None:
         return None
@@ -454,7 +424,7 @@ def _unchanged(vault, db) -> bool:
         return False
     try:
         rec = json.loads(raw)
-        if rec["head"] != _git_head(vault.root) or rec["commit"] != _meta(db, "commit"):
+        if rec["head"] != vault.head_from_files() or rec["commit"] != _meta(db, "commit"):
             return False
         return _stat_all(vault.root, rec["paths"]) == rec["sigs"]
     except (ValueError, KeyError, TypeError):

@@ -509,6 +509,37 @@ class Vault:
         p = _run(["rev-parse", "--verify", "-q", "HEAD"], cwd=self.root)
         return p.stdout.strip() or None
 
+    def head_from_files(self) -> str | None:
+        """Where HEAD points, read from the .git folder with no process ("ref:<name>:<sha>",
+        "packed:...", "unborn:...", "detached:<sha>"): a signature to compare, not a
+        commit to use. None when .git is not a plain folder of loose and packed refs (a
+        linked work tree, a reftable): then ask git."""
+        git = self.root / ".git"
+        try:
+            if (git / "reftable").exists():
+                return None
+            head = (git / "HEAD").read_text("ascii").strip()
+            if not head.startswith("ref: "):
+                return "detached:" + head
+            ref = head[5:]
+            if not ref.startswith("refs/") or ".." in ref:
+                return None
+            try:
+                return "ref:" + ref + ":" + (git / ref).read_text("ascii").strip()
+            except FileNotFoundError:
+                pass
+            try:
+                packed = (git / "packed-refs").read_text("ascii")
+            except FileNotFoundError:
+                return "unborn:" + ref
+            for line in packed.splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref:
+                    return "packed:" + ref + ":" + sha
+            return "unborn:" + ref
+        except (OSError, UnicodeDecodeError):
+            return None
+
     def files(self, *patterns: str) -> list[str]:
         """The vault's files (tracked, or untracked and not ignored) matching the
         pathspec patterns, e.g. "*.md"."""
