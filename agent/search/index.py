@@ -34,7 +34,7 @@ from agent.search.documents import (Doc, archive_doc, kind_of, memory_docs, mess
                                     note_docs, walk)
 from agent.search import fusion as fusion_mod
 from agent.search.ranking import (COLUMNS, RANKING, Candidate, Ranking, candidates, filters,
-                                  rerank, within_budget)
+                                  around, rerank, within_budget)
 from agent.search.snippets import snippet
 from agent.search.text import (HAS_CJK, WORD, Stemmer, fold, is_cjk, match_expression,
                                query_terms, tokens)
@@ -786,12 +786,17 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         # Which documents hold query words, when BM25 listed every one (fewer than it
         # was asked for, no term left out): the others need no word matching.
         holding: set[int] | None = None
+        known = None
         if terms and used != "dense":
             kept = within_budget(db, terms)
             expr = match_expression(kept)
             cands = candidates(db, expr, n, since, kinds, until)
             if len(cands) < n and kept == terms:
                 holding = {c.id for c in cands}
+            if pool and ranking.neighbours and early is not None and not early.done():
+                # Read while the query's vector is made: only the dense candidates'
+                # surroundings are left for after.
+                known = around(db, cands, ranking.reach)
             if not pool:
                 cands = rerank(db, cands, query, terms, ranking, since, until)
         by_id = {c.id: c for c in cands}
@@ -812,7 +817,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                 # Dense similarity as a feature of the re-ranking (fusion.py).
                 dense_only = [rows[i] for i, _ in near if i not in by_id] if fusion.extend else []
                 cands = rerank(db, cands + dense_only, query, terms, ranking, since, until,
-                               meaning=fusion_mod.meaning(near, level, fusion))
+                               meaning=fusion_mod.meaning(near, level, fusion), known=known)
                 # What the word ranking lifted: its candidates and their neighbours (a
                 # dense candidate next to a word hit is read with that hit).
                 lifted |= {c.id for c in cands if c.near_words}

@@ -7,6 +7,7 @@ question.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -119,8 +120,9 @@ class Candidate:
     passed: float = 0.0
     near_words: bool = False       # next to a candidate that holds query words (BM25 found it)
 
-    @property
+    @functools.cached_property
     def day(self) -> str | None:
+        # Read a few times per candidate by each step of the re-ranking.
         return self.ts[:10] if self.ts else None
 
 
@@ -159,16 +161,28 @@ def candidates(db, expr: str, n: int, since: date | None, kinds,
     return [Candidate(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
 
 
-def _around(db, cands: list[Candidate], reach: int) -> dict[int, list[Candidate]]:
+@dataclass
+class Around:
+    """The session messages near some candidates, per file in line order, and which
+    candidates' surroundings they are (read while a hybrid search waits for its vectors)."""
+    per_file: dict[int, list[Candidate]]
+    of: set[tuple[int, int]]
+
+
+def around(db, cands: list[Candidate], reach: int, known: Around | None = None) -> Around:
     """The session messages near the candidates, per file in line order.
 
     Looks a few lines either side (lines without text, such as tool results, are not
     documents, so the nearest messages may be more than `reach` lines away; a tool call
-    carries its text on the same line, so one gap line per step is enough).
+    carries its text on the same line, so one gap line per step is enough). What `known`
+    already holds is not read again.
     """
     width = 2 * reach
     spans: list[tuple[int, int, int]] = []
-    for f, ln in sorted({(c.file, c.line) for c in cands if c.kind == "sessions" and c.line}):
+    places = {(c.file, c.line) for c in cands if c.kind == "sessions" and c.line}
+    if known is not None:
+        places -= known.of
+    for f, ln in sorted(places):
         lo, hi = ln - width, ln + width
         if spans and spans[-1][0] == f and lo <= spans[-1][2] + 1:
             spans[-1] = (f, spans[-1][1], hi)        # overlapping windows read once
@@ -184,9 +198,18 @@ def _around(db, cands: list[Candidate], reach: int) -> dict[int, list[Candidate]
         for r in db.execute(sql, [x for span in chunk for x in span]):
             c = Candidate(*r)
             per_file.setdefault(c.file, []).append(c)
+    if known is not None:
+        for f, docs in known.per_file.items():
+            mine = per_file.get(f)
+            if mine is None:
+                per_file[f] = list(docs)
+            else:
+                seen = {c.id for c in mine}
+                mine.extend(c for c in docs if c.id not in seen)
+        places |= known.of
     for docs in per_file.values():
         docs.sort(key=lambda c: c.line)
-    return per_file
+    return Around(per_file, places)
 
 
 # BM25 scores every document holding any query word, so a long query of common words
@@ -239,10 +262,12 @@ def _speaker_terms(speaker: str | None, cache: dict) -> set[str]:
 
 
 def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ranking,
-           since, until=None, meaning: dict[int, float] | None = None) -> list[Candidate]:
+           since, until=None, meaning: dict[int, float] | None = None,
+           known: Around | None = None) -> list[Candidate]:
     """The candidates in the order of their re-ranked score (BM25 scaled to the best
     one, plus `meaning[id]`: what dense retrieval adds, when it ran), then passed to
-    neighbours and boosted by speaker, dates and day."""
+    neighbours and boosted by speaker, dates and day. `known`: the surroundings of some
+    of them, already read."""
     if not cands:
         return cands
     top = max(c.bm25 for c in cands) or 1.0
@@ -263,7 +288,7 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
         near_words: set[int] = set()
         after = since.isoformat() if since is not None else None
         before = (until + timedelta(days=1)).isoformat() if until is not None else None
-        for f, docs in _around(db, cands, ranking.reach).items():
+        for f, docs in around(db, cands, ranking.reach, known).per_file.items():
             pos = {d.id: i for i, d in enumerate(docs)}
             for c in by_file.get(f, ()):
                 i = pos[c.id]
