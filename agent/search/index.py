@@ -787,16 +787,23 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         # was asked for, no term left out): the others need no word matching.
         holding: set[int] | None = None
         known = None
+        stems = Stemmer(db)
+        qstems = {stems(t) for t in terms if not is_cjk(t)}
+        cjk = [t for t in terms if is_cjk(t)]
+        words_in: dict[int, list[str]] = {}     # the query words each candidate holds
         if terms and used != "dense":
             kept = within_budget(db, terms)
             expr = match_expression(kept)
             cands = candidates(db, expr, n, since, kinds, until)
             if len(cands) < n and kept == terms:
                 holding = {c.id for c in cands}
-            if pool and ranking.neighbours and early is not None and not early.done():
-                # Read while the query's vector is made: only the dense candidates'
-                # surroundings are left for after.
-                known = around(db, cands, ranking.reach)
+            if pool and early is not None and not early.done():
+                # Done while the query's vector is made: only the dense candidates'
+                # surroundings and words are left for after.
+                if ranking.neighbours:
+                    known = around(db, cands, ranking.reach)
+                words_in = {c.id: _matched(f"{c.text}\n{c.topic}" if c.topic else c.text,
+                                           qstems, cjk, stems) for c in cands}
             if not pool:
                 cands = rerank(db, cands, query, terms, ranking, since, until)
         by_id = {c.id: c for c in cands}
@@ -835,9 +842,6 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                     c.score = sc
                     cands.append(c)
 
-        stems = Stemmer(db)
-        qstems = {stems(t) for t in terms if not is_cjk(t)}
-        cjk = [t for t in terms if is_cjk(t)]
         made: list[tuple[Candidate, Hit]] = []
         own = 0                     # of them, hits of their own (not context)
         for c in cands:
@@ -846,7 +850,8 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
             ids = [c.msg] if c.msg else (_covered_ids(db, c.covers) if c.kind == "archive" else [])
             if c.kind == "archive" and exclude_ids and ids and set(ids) <= exclude_ids:
                 continue
-            matched = (_matched(f"{c.text}\n{c.topic}" if c.topic else c.text, qstems, cjk, stems)
+            matched = (words_in[c.id] if c.id in words_in else
+                       _matched(f"{c.text}\n{c.topic}" if c.topic else c.text, qstems, cjk, stems)
                        if holding is None or c.id in holding else [])
             sim = similarity.get(c.id)
             close = (sim is not None and sim >= fusion.floor and sim - level >= fusion.margin
