@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -382,3 +383,40 @@ def test_search_as_a_separate_process(filled):
     p = agent_proc("search", "--json", "violin", vault=filled.root)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.splitlines()[0])["message_ids"] == ["m3"]
+
+
+RACE = """
+import sys, threading
+from pathlib import Path
+from agent.search import index
+from agent.vault.repo import Vault
+vault = Vault(Path(sys.argv[1]))
+failed = []
+for _ in range(30):
+    index._remove_db(index.db_path(vault))
+    gate = threading.Barrier(4)
+    def search():
+        gate.wait()
+        try:
+            hits = index.search(vault, "plumber")
+            assert [h.path for h in hits] == ["MEMORY.md"], hits
+        except Exception as e:
+            failed.append(repr(e))
+    threads = [threading.Thread(target=search) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+print(len(failed), failed[:3])
+"""
+
+
+def test_threads_that_make_the_index_at_once_all_find_what_it_holds(vault):
+    # `agent serve` runs two conversations' first turns at once: each searches a vault
+    # whose index is not made yet. In a process of its own: the race crashed it (SIGBUS).
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- The plumber comes on Tuesday.\n",
+                                          encoding="utf-8")
+    r = subprocess.run([sys.executable, "-c", RACE, str(vault.root)], capture_output=True,
+                       text=True, env={**os.environ, "AGENT_EMBED": "off"}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split(maxsplit=1)[0] == "0", r.stdout

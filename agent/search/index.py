@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
 import time
 import unicodedata
 from dataclasses import dataclass, field
@@ -136,32 +137,45 @@ def _remove_db(path: Path) -> None:
             os.unlink(f"{path}{suffix}")
 
 
+# One thread of a process at a time opens and checks the index. SQLite's locks belong
+# to the process, not the thread, so threads that made a new index at once (`agent
+# serve` running two conversations' first turns) could each take it for damaged and
+# remove it under the other: "no such table: meta", "database disk image is malformed",
+# and a crash of the whole process (SIGBUS) in the WAL's shared memory.
+_OPENING = threading.Lock()
+_BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL}
+
+
 @contextlib.contextmanager
 def _open(vault):
     """A connection to an index of the right schema (made empty if missing or unusable)."""
     path = db_path(vault)
     if not path.parent.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in (1, 2):
-        db = None
-        try:
-            db = _connect(path)
-            if db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
-                if all(_meta(db, k) == v for k, v in _identity().items()):
+    with _OPENING:
+        for attempt in (1, 2):
+            db = None
+            try:
+                db = _connect(path)
+                if db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
+                    if all(_meta(db, k) == v for k, v in _identity().items()):
+                        break
+                elif not db.execute("SELECT 1 FROM sqlite_master").fetchone():
+                    db.execute("BEGIN IMMEDIATE")
+                    if not db.execute("SELECT 1 FROM sqlite_master").fetchone():
+                        _create(db)
+                    db.execute("COMMIT")
                     break
-            elif not db.execute("SELECT 1 FROM sqlite_master").fetchone():
-                db.execute("BEGIN IMMEDIATE")
-                if not db.execute("SELECT 1 FROM sqlite_master").fetchone():
-                    _create(db)
-                db.execute("COMMIT")
-                break
-        except sqlite3.DatabaseError:
-            if attempt == 2:
-                raise
-        # An index from another version, or a damaged file: it is derived, start over.
-        if db is not None:
-            db.close()
-        _remove_db(path)
+            except sqlite3.DatabaseError as e:
+                if attempt == 2 or (getattr(e, "sqlite_errorcode", 0) & 0xFF) in _BUSY:
+                    # Another process at work on it is no sign of damage.
+                    if db is not None:
+                        db.close()
+                    raise
+            # An index from another version, or a damaged file: it is derived, start over.
+            if db is not None:
+                db.close()
+            _remove_db(path)
     try:
         yield db
     finally:
