@@ -389,3 +389,42 @@ def test_a_repeated_query_in_one_process_sees_what_changed_since(talk):
         f.write(json.dumps({"id": "c7", "ts": f"{day(39)}T08:00:00+00:00", "role": "user",
                             "content": "Another strong coffee with milk, please."}) + "\n")
     assert meaning()[:1] == ["c7"]
+
+
+@needs_model
+def test_searches_at_once_after_new_messages_show_each_message_once(vault, run, tmp_path):
+    # `agent serve` runs conversations side by side: two searches that both come upon
+    # vectors made since the process last looked must not both add them to its matrix
+    # (every later search of the process would see those messages twice).
+    import threading
+    from agent.search import embed, vectors
+    lines = [{"session": "import/side", "id": f"s{i}", "ts": f"{day(5)}T10:{i:02d}:00+00:00",
+              "role": "user", "content": f"note {i} about the garden and its tomatoes"}
+             for i in range(12)]
+    assert run("import", str(write_import(tmp_path, lines[:8]))).exit_code == 0
+    index.search(vault, "garden")
+    assert run("import", str(write_import(tmp_path, lines[8:], name="more.jsonl"))).exit_code == 0
+    index.refresh(vault)
+    index.vectors_now(vault)
+    key, qvec = str(index.db_path(vault)), embed.load().query("tomatoes")
+    gate = threading.Barrier(6)
+    seen, failed = [], []
+
+    def look():         # the step of a search that reads the vectors, six at once
+        db = index._connect(index.db_path(vault))
+        try:
+            gate.wait()
+            seen.append([i for i, _ in vectors.nearest(db, key, qvec, 100)[0]])
+        except Exception as e:      # noqa: BLE001 - reported below
+            failed.append(repr(e))
+        finally:
+            db.close()
+    threads = [threading.Thread(target=look) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed and len(seen) == 6
+    assert all(len(ids) == len(set(ids)) == len(lines) for ids in seen)
+    ids = [m for h in index.search(vault, "tomatoes in the garden", limit=30) for m in h.message_ids]
+    assert sorted(ids) == sorted(set(ids)) and {"s8", "s11"} <= set(ids)

@@ -31,7 +31,8 @@ import hashlib
 import json
 import os
 import sqlite3
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 
 BATCH = 64                    # documents per model call (and per commit while building)
 
@@ -234,6 +235,10 @@ class _Matrix:
 
 
 _CACHE: dict[str, _Matrix] = {}
+# One thread at a time reads what `vec` holds beyond a process's matrix into it: two
+# searches at once (`agent serve`'s conversations) each added the same new rows, and
+# every later search of the process saw those documents twice.
+_CACHING = threading.Lock()
 
 # A scan of more rows than this is split between two threads when the process may use
 # two cores (numpy lets go of Python's lock while it multiplies): 100,000 rows of 384
@@ -385,7 +390,15 @@ def _rewrite(db, key: str, dim: int, base: _Matrix | None) -> None:
 def _load(db, key: str, dim: int) -> _Matrix:
     """This process's view of the index's vectors: the mapped file, topped up with the
     rows added since (kept for the next search), and the file written again when what
-    it lacks has grown past a hundredth of it (or it is missing)."""
+    it lacks has grown past a hundredth of it (or it is missing). What it returns no
+    other thread changes."""
+    with _CACHING:
+        cached = _top_up(db, key, dim)
+        return replace(cached, top=list(cached.top), top_seqs=list(cached.top_seqs),
+                       top_ids=list(cached.top_ids))
+
+
+def _top_up(db, key: str, dim: int) -> _Matrix:
     import numpy as np
 
     epoch, model = _meta(db, "vec_epoch") or "", _meta(db, "embed_model") or ""
@@ -423,12 +436,13 @@ def scan_file(key: str, qvec):
     `nearest`, or None."""
     import numpy as np
     path = file_of(key)
-    cached = _CACHE.get(key)
-    if cached is None or cached.sig != _stat_sig(path) or cached.dim != qvec.shape[0]:
-        cached = _map(path, None, None, qvec.shape[0])
-        if cached is None:
-            return None
-        _CACHE[key] = cached        # what it lacks, `nearest` reads from the index
+    with _CACHING:
+        cached = _CACHE.get(key)
+        if cached is None or cached.sig != _stat_sig(path) or cached.dim != qvec.shape[0]:
+            cached = _map(path, None, None, qvec.shape[0])
+            if cached is None:
+                return None
+            _CACHE[key] = cached        # what it lacks, `nearest` reads from the index
     return (cached.m, _scan(cached.m, np.asarray(qvec, _F32))) if len(cached.seqs) else None
 
 
