@@ -812,6 +812,10 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         qstems = {stems(t) for t in terms if not is_cjk(t)}
         cjk = [t for t in terms if is_cjk(t)]
         words_in: dict[int, list[str]] = {}     # the query words each candidate holds
+
+        def held(c: Candidate) -> list[str]:
+            return _matched(f"{c.text}\n{c.topic}" if c.topic else c.text, qstems, cjk, stems)
+
         if terms and used != "dense":
             kept = within_budget(db, terms)
             expr = match_expression(kept)
@@ -823,8 +827,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                 # surroundings and words are left for after.
                 if ranking.neighbours:
                     known = around(db, cands, ranking.reach)
-                words_in = {c.id: _matched(f"{c.text}\n{c.topic}" if c.topic else c.text,
-                                           qstems, cjk, stems) for c in cands}
+                words_in = {c.id: held(c) for c in cands}
             if not pool:
                 cands = rerank(db, cands, query, terms, ranking, since, until)
         by_id = {c.id: c for c in cands}
@@ -871,8 +874,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
             ids = [c.msg] if c.msg else (_covered_ids(db, c.covers) if c.kind == "archive" else [])
             if c.kind == "archive" and exclude_ids and ids and set(ids) <= exclude_ids:
                 continue
-            matched = (words_in[c.id] if c.id in words_in else
-                       _matched(f"{c.text}\n{c.topic}" if c.topic else c.text, qstems, cjk, stems)
+            matched = (words_in[c.id] if c.id in words_in else held(c)
                        if holding is None or c.id in holding else [])
             sim = similarity.get(c.id)
             close = (sim is not None and sim >= fusion.floor and sim - level >= fusion.margin
