@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.mcp.client import MAX_BAD_LINES, close_all
+from agent.mcp.client import LOG_BYTES, MAX_BAD_LINES, close_all
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
 from test_mcp_client import configure
@@ -190,3 +190,16 @@ def test_hanging_servers_cost_one_startup_timeout_not_one_each(fake_anthropic, v
     first_start = min(t["start"] for t in times.values())
     last_end = max(t["end"] for t in times.values())
     assert last_end - first_start < 2 * timeout, times
+
+
+def test_a_server_flooding_stderr_keeps_working_and_its_log_is_capped(fake_anthropic, vault,
+                                                                      run, tmp_path):
+    configure(vault, hostile("loud", "loud", tmp_path / "loud-ran"))
+    fake_anthropic.add(reply("Done."))
+    r = run("chat", "-m", "hi")
+    assert r.exit_code == 0 and "Done." in r.stdout
+    assert "loud__add" in tools_offered(fake_anthropic.calls()[0])
+    log = vault.root / ".agent" / "logs" / "mcp-loud.log"
+    wait_for(lambda: "the rest is not kept" in log.read_text(), "the log's last line")
+    assert LOG_BYTES <= log.stat().st_size < LOG_BYTES + 1000
+    assert "x" * 1023 not in r.output

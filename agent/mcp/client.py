@@ -36,8 +36,9 @@ import os
 import re
 import threading
 import time
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agent.config import SettingsError
 from agent.mcp import approval
@@ -45,6 +46,7 @@ from agent.mcp.settings import VAR, ServerConfig, problems, read_server
 
 MAX_RESULT = 100_000          # characters of one tool result given to the model
 MAX_BAD_LINES = 20            # lines that are not JSON-RPC before a server is stopped
+LOG_BYTES = 1024 * 1024       # of a server's stderr kept in its log, each time it starts
 _PARSE_FAILED = "Failed to parse JSONRPC message from server"
 
 
@@ -66,13 +68,68 @@ class Flooded(Exception):
     """A server printed too much that is not JSON-RPC; it is stopped."""
 
 
+class _ServerLog:
+    """`.agent/logs/mcp-<name>.log`: the server's stderr, at most LOG_BYTES of it each
+    time it starts (a server looping on stderr does not fill the disk), and the agent's
+    own lines about it. Written from the event loop and from the thread copying stderr."""
+
+    def __init__(self, path: Path):
+        self._file = open(path, "a", encoding="utf-8", errors="replace")
+        self._lock = threading.Lock()
+        self._users = 2               # the connection and the stderr copier
+        self.kept = 0
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(text)
+                self._file.flush()
+
+    def done(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users <= 0:
+                self._file.close()
+
+    def copy_stderr(self, fd: int) -> None:
+        """Copy the server's stderr (read end `fd`) until it closes; past LOG_BYTES the
+        rest is read and dropped, so the server never blocks on a full pipe."""
+        try:
+            with os.fdopen(fd, "rb") as f:
+                while chunk := f.read1(65536):
+                    if self.kept < LOG_BYTES:
+                        part = chunk[:LOG_BYTES - self.kept]
+                        self.kept += len(part)
+                        self.write(part.decode("utf-8", "replace"))
+                        if self.kept >= LOG_BYTES:
+                            self.write(f"\nagent: the server wrote more than {LOG_BYTES} bytes "
+                                       f"to stderr; the rest is not kept.\n")
+        except OSError:
+            pass
+        finally:
+            self.done()
+
+
 @asynccontextmanager
-async def _guarded(transport, log, name: str):
-    """The stdio transport's streams with what is not JSON-RPC taken out: each bad line
-    is one line in the server's log (`log`), never a traceback in the terminal, and
-    the server is stopped at the MAX_BAD_LINES-th."""
+async def _guarded(make_transport, log_path: Path, name: str):
+    """A stdio server's streams with what is not JSON-RPC taken out: each bad line on
+    stdout is one line in the server's log, never a traceback in the terminal, and the
+    server is stopped at the MAX_BAD_LINES-th. `make_transport(errlog)` is the SDK's
+    stdio transport writing the server's stderr to `errlog` (see _ServerLog)."""
     import anyio
-    async with transport as (read, write):
+    log = _ServerLog(log_path)
+    err_r, err_w = os.pipe()
+    async with AsyncExitStack() as stack:
+        stack.callback(log.done)
+        try:
+            with os.fdopen(err_w, "w") as errlog:     # the server holds its own copy
+                read, write = await stack.enter_async_context(make_transport(errlog))
+        except BaseException:
+            os.close(err_r)
+            log.done()                                 # the copier's share: never started
+            raise
+        threading.Thread(target=log.copy_stderr, args=(err_r,), daemon=True,
+                         name=f"mcp-{name}-stderr").start()
         send, receive = anyio.create_memory_object_stream(0)
 
         async def pump():
@@ -83,8 +140,8 @@ async def _guarded(transport, log, name: str):
                         await send.send(item)
                         continue
                     bad += 1
-                    log(f"agent: line {bad} from the server is not JSON-RPC "
-                        f"({_one_line(item)[:200]})")
+                    log.write(f"agent: line {bad} from the server is not JSON-RPC "
+                              f"({_one_line(item)[:200]})\n")
                     if bad >= MAX_BAD_LINES:
                         raise Flooded(f"stopped after {bad} lines that are not JSON-RPC "
                                       f"(see .agent/logs/mcp-{name}.log)")
@@ -192,15 +249,11 @@ class Hub:
         env = {n: os.environ[n] for n in c.env if n in os.environ}
         logs = self.root / ".agent" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        errlog = open(logs / f"mcp-{c.name}.log", "a", encoding="utf-8")
-
-        def log(line: str) -> None:
-            errlog.write(line + "\n")
-            errlog.flush()
         # The cwd is part of what the person approved (agent.mcp.approval).
         params = StdioServerParameters(command=c.command, args=list(c.args), env=env,
                                        cwd=str(self.root))
-        return _guarded(stdio_client(params, errlog=errlog), log, c.name)
+        return _guarded(lambda errlog: stdio_client(params, errlog=errlog),
+                        logs / f"mcp-{c.name}.log", c.name)
 
     async def _serve(self, conn: _Conn):
         import anyio
