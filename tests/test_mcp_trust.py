@@ -77,7 +77,7 @@ def test_an_unapproved_server_is_not_started_until_the_person_approves_it(
     assert refused.exit_code == 1 and "helper is not approved." in refused.output
     assert f'  command  {json.dumps([sys.executable, str(HOSTILE), "serve", str(marker)])}' \
         in refused.output
-    assert f"  cwd      {vault.root.resolve()}" in refused.output
+    assert f"  cwd      {vault.root.resolve() / '.agent' / 'mcp'}" in refused.output
     ok = run("mcp", "approve", "helper", input="y\n")
     assert ok.exit_code == 0 and "Approved helper on this machine." in ok.output
     # The approval is this machine's: in .agent/, nothing for git to commit or push.
@@ -126,8 +126,7 @@ def test_a_script_in_the_vault_that_changes_is_unapproved_again(vault, run, tmp_
     script.write_text(f"open({str(marker)!r}, 'a').write('start\\n')\n")
     vault.git("add", "tools")
     configure(vault, f"[mcp.servers.local]\ncommand = {json.dumps(sys.executable)}\n"
-                     f'args = ["tools/server.py"]\n')
-    # It runs in the vault's folder, so the relative path is the vault's file.
+                     f"args = [{json.dumps(str(script))}]\n")
     run("mcp", "list")
     assert marker.read_text() == "start\n"
     script.write_text(script.read_text() + "import os  # a synced edit\n")
@@ -203,3 +202,19 @@ def test_a_server_flooding_stderr_keeps_working_and_its_log_is_capped(fake_anthr
     wait_for(lambda: "the rest is not kept" in log.read_text(), "the log's last line")
     assert LOG_BYTES <= log.stat().st_size < LOG_BYTES + 1000
     assert "x" * 1023 not in r.output
+
+
+def test_a_server_does_not_run_in_the_vault_so_synced_code_there_is_not_picked_up(
+        vault, run, tmp_path):
+    # `python -m helper` (like npx or uvx) looks in the folder it runs in first; a sync
+    # could put a helper.py in the vault. The server runs in .agent/mcp/ instead.
+    marker = tmp_path / "vault-code-ran"
+    (vault.root / "helper.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    vault.git("add", "helper.py")
+    configure(vault, f"[mcp.servers.helper]\ncommand = {json.dumps(sys.executable)}\n"
+                     f'args = ["-m", "helper"]\nstartup_timeout = 30\n')
+    listed = run("mcp", "list")
+    assert "  approved; does not start:" in listed.output
+    assert not marker.exists()
+    log = vault.root / ".agent/logs/mcp-helper.log"
+    wait_for(lambda: "No module named helper" in log.read_text(), "python's complaint in the log")

@@ -7,8 +7,9 @@ with the person's environment. So a server starts only when the fingerprint of w
 would run matches one the person approved with `agent mcp approve NAME`:
 
 - a stdio server: its command, args, the names of the environment variables passed
-  through, the folder it runs in (the vault), and the content of any vault file its
-  command line names (a script in the vault edited by a sync asks again);
+  through, the folder it runs in (`.agent/mcp/`, see server_cwd), and the content of
+  any vault file its command line names (a script in the vault edited by a sync asks
+  again);
 - a streamable HTTP server: its url and header templates (a `${VAR}` in a header sends
   that variable's value to the url).
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from agent.mcp.settings import ServerConfig
 from agent.vault import atomic, safe
-from agent.vault.offlimits import STATE_DIR
+from agent.vault.offlimits import STATE_DIR, is_off_limits
 
 FILE = "mcp-approved.json"
 FILE_BYTES = safe.COMMIT_BYTES       # a script the command line names, hashed whole
@@ -43,22 +44,29 @@ def _path(root) -> Path:
     return Path(root) / STATE_DIR / FILE
 
 
+def server_cwd(root) -> Path:
+    """The folder a stdio server runs in: `.agent/mcp/`, machine-local and empty of
+    anything synced. Not the vault: npx, uvx and `python -m` pick up code and settings
+    from the folder they run in, and a sync could put some there."""
+    return Path(root) / STATE_DIR / "mcp"
+
+
 def vault_files(root, c: ServerConfig) -> list[str]:
-    """The vault files a stdio server's command line names (relative to the vault, the
-    folder the server runs in)."""
+    """The vault files a stdio server's command line names (as vault paths)."""
     if c.url:
         return []
     base = os.path.abspath(root)
+    cwd = str(server_cwd(base))
     out = []
     for word in (c.command or "", *c.args):
         if not word or "\0" in word:
             continue
-        full = os.path.normpath(os.path.join(base, word))
+        full = os.path.normpath(os.path.join(cwd, os.path.expanduser(word)))
         if not full.startswith(base + os.sep) or not os.path.lexists(full):
             continue
-        if os.path.isdir(full) and not os.path.islink(full):
-            continue
         rel = os.path.relpath(full, base).replace(os.sep, "/")
+        if is_off_limits(rel) or (os.path.isdir(full) and not os.path.islink(full)):
+            continue
         if rel not in out:
             out.append(rel)
     return out
@@ -78,7 +86,7 @@ def fingerprint(root, c: ServerConfig) -> str:
     """The sha256 of everything the server would run as (see the module doc)."""
     what = {"url": c.url, "headers": [list(h) for h in c.headers]} if c.url else {
         "command": c.command, "args": list(c.args), "env": list(c.env),
-        "cwd": os.path.realpath(root),
+        "cwd": os.path.realpath(server_cwd(root)),
         "files": {rel: _file_digest(root, rel) for rel in vault_files(root, c)}}
     blob = json.dumps(what, sort_keys=True, ensure_ascii=False).encode("utf-8")
     return hashlib.sha256(blob).hexdigest()
@@ -91,7 +99,7 @@ def describe(root, c: ServerConfig) -> list[str]:
         lines += [f"  header   {k}: {v}" for k, v in c.headers]
         return lines
     lines = [f"  command  {json.dumps([c.command, *c.args], ensure_ascii=False)}",
-             f"  cwd      {os.path.realpath(root)}"]
+             f"  cwd      {server_cwd(os.path.realpath(root))}"]
     if c.env:
         lines.append(f"  env      {', '.join(c.env)} (passed from your environment)")
     for rel in vault_files(root, c):

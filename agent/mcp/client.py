@@ -22,7 +22,7 @@ stopped.
 No server starts before the person approved its command line on this machine
 (agent.mcp.approval, `agent mcp approve NAME`). The servers start at once, side by side:
 a server that hangs costs one startup timeout, however many there are. A stdio server
-runs in the vault's folder.
+runs in `.agent/mcp/`, not in the vault (see agent.mcp.approval.server_cwd).
 
 The `mcp` SDK is imported only when a server is configured.
 """
@@ -249,9 +249,10 @@ class Hub:
         env = {n: os.environ[n] for n in c.env if n in os.environ}
         logs = self.root / ".agent" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        # The cwd is part of what the person approved (agent.mcp.approval).
+        cwd = approval.server_cwd(self.root)       # part of what the person approved
+        cwd.mkdir(parents=True, exist_ok=True)
         params = StdioServerParameters(command=c.command, args=list(c.args), env=env,
-                                       cwd=str(self.root))
+                                       cwd=str(cwd))
         return _guarded(lambda errlog: stdio_client(params, errlog=errlog),
                         logs / f"mcp-{c.name}.log", c.name)
 
