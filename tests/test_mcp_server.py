@@ -235,17 +235,29 @@ def test_a_vault_file_linked_outside_is_refused_not_returned(vault, tmp_path, ta
 def test_a_line_that_is_not_json_rpc_gets_a_parse_error(vault):
     import json
     import subprocess
+    import threading
     lines = ["this is not json", '{"jsonrpc": "2.0", "no": "method"}',
              '{"jsonrpc": "2.0", "id": 7, "method": "ping"}']
-    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "mcp"],
-                       input="\n".join(lines) + "\n", capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
-    replies = [json.loads(line) for line in p.stdout.splitlines()]
+    p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "mcp"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    watchdog = threading.Timer(120, p.kill)        # a server that never answers fails, not hangs
+    watchdog.start()
+    try:
+        replies = []
+        for line in lines:              # one at a time: each answered before the next goes
+            p.stdin.write(line + "\n")
+            p.stdin.flush()
+            replies.append(json.loads(p.stdout.readline()))
+        p.stdin.close()
+        err = p.stderr.read()
+        assert p.wait() == 0, err
+    finally:
+        watchdog.cancel()
     assert replies == [
         {"jsonrpc": "2.0", "id": None,
          "error": {"code": -32700, "message": "Parse error: the line is not JSON"}},
         {"jsonrpc": "2.0", "id": None,
          "error": {"code": -32600, "message": "Invalid request: not a JSON-RPC 2.0 message"}},
         {"jsonrpc": "2.0", "id": 7, "result": {}}]
-    assert "Traceback" not in p.stderr
+    assert "Traceback" not in err
