@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -93,11 +94,14 @@ def score(query: str, line: str) -> float:
 
 def candidates(vault, query: str) -> list[Candidate]:
     out = []
+    from agent.vault import safe
     for rel in FILES:
-        path = vault.root / rel
-        if not path.is_file():
+        # The one safe read: a USER.md linked to ~/.ssh/id_rsa is refused, and bytes that
+        # are not UTF-8 are an error naming the file and line (both UserErrors).
+        text = safe.read_text(vault.root, rel)
+        if text is None:
             continue
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate(text.splitlines(), 1):
             if not line.strip() or memory.HEADING.match(line):
                 continue
             out.append(Candidate(rel, n, line, score(query, line)))
@@ -228,19 +232,21 @@ def _turn_source(vault, c, text: str) -> dict:
     source["file"] = rel
     needle = f'"turn":{turn}'.encode()
     lines = []
+    from agent.vault import safe
     try:
-        with open(vault.root / rel, "rb") as f:
-            for raw in f:
-                if needle not in raw.replace(b" ", b""):
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    continue
-                if str(obj.get("turn")) == str(turn):
-                    lines.append(obj)
-    except FileNotFoundError:
-        return source
+        fd, _ = safe.open_file(vault.root, rel, limit=None)
+    except (FileNotFoundError, safe.UnsafeFile):
+        return source          # gone, or not a file the agent reads: no detail to add
+    with os.fdopen(fd, "rb") as f:
+        for raw in f:
+            if needle not in raw.replace(b" ", b""):
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue
+            if str(obj.get("turn")) == str(turn):
+                lines.append(obj)
     user = next((m for m in lines if m.get("role") == "user"
                  and isinstance(m.get("content"), str)), None)
     if user:

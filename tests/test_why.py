@@ -180,3 +180,26 @@ def test_why_leaves_changed_path_filters_for_the_next_walks(vault, run):
             break
         time.sleep(0.05)
     assert b"BIDX" in graph.read_bytes()[:200]
+
+
+def test_a_user_md_linked_outside_the_vault_is_refused(vault, run, tmp_path):
+    key = tmp_path / "id_rsa"                       # stands in for ~/.ssh/id_rsa
+    key.write_text("- secret-key-bytes of the person\n")
+    (vault.root / "USER.md").unlink()
+    (vault.root / "USER.md").symlink_to(key)
+    r = why(run, "secret", "key", "bytes")
+    assert r.exit_code == 1
+    assert "USER.md leads outside the vault" in r.output
+    assert "secret-key-bytes" not in r.output and "Traceback" not in r.output
+
+
+def test_a_user_md_that_is_not_utf8_is_one_clear_error(vault, run):
+    path = vault.root / "USER.md"
+    path.write_bytes(path.read_bytes() + b"- likes caf\xe9 au lait\n")
+    before = path.read_bytes()
+    r = why(run, "cafe")
+    assert r.exit_code == 1
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.output
+    assert "USER.md line" in lines[0] and "byte 0xe9 is not UTF-8" in lines[0]
+    assert path.read_bytes() == before

@@ -188,14 +188,15 @@ def edit(file):
     identity_despite_problems(vault)     # so that a broken agent.toml can be repaired here
     with vault.locked():                 # earlier hand edits go in first, on their own
         report_recovery(vault)
-    before = path.read_bytes() if path.exists() else None
+    from agent.vault import safe
+    before = safe.read_bytes(vault.root, rel, limit=safe.COMMIT_BYTES)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     try:
         click.edit(filename=str(path), editor=editor, require_save=False)
     except click.ClickException as e:
         raise UserError(f"The editor failed ({e.message}); set $VISUAL or $EDITOR. "
                         f"{rel} is as the editor left it.") from None
-    after = path.read_bytes() if path.exists() else None
+    after = safe.read_bytes(vault.root, rel, limit=safe.COMMIT_BYTES)
     if after == before:
         click.echo(f"{rel} unchanged; nothing committed.")
         return

@@ -17,6 +17,7 @@ from typing import Callable
 
 from agent.errors import UserError
 from agent.stores import memory
+from agent.vault import safe
 from agent.vault.change import Change
 
 MAX_TEXT = 4000          # remember, note: one fact or note, not a document
@@ -219,9 +220,9 @@ class VaultTools:
         for back in range(days - 1, -1, -1):
             day = (now - timedelta(days=back)).date()
             rel = memory.daily_path(day)
-            path = self.vault.root / rel
-            if path.is_file():
-                parts.append(f"## {rel}\n\n{path.read_text(encoding='utf-8').strip()}")
+            text = self._read(rel)
+            if text is not None:
+                parts.append(f"## {rel}\n\n{text.strip()}")
         since = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0,
                                                          microsecond=0)
         facts = self._facts_since(since)
@@ -296,8 +297,7 @@ class VaultTools:
         section = section.strip() if section and section.strip() else None
 
         def write():
-            path = self.vault.root / rel
-            old = path.read_text(encoding="utf-8") if path.exists() else None
+            old = safe.read_text(self.vault.root, rel)     # strict: it is rewritten
             new = memory.add_fact(old, one, section, TITLES[rel])
             if new == (old or ""):
                 return f"{rel} already has: - {one}"
@@ -336,8 +336,15 @@ class VaultTools:
         rel = m.group(1)
         if rel == "today":
             rel = memory.daily_path(self.clock().date())
-        path = self.vault.root / rel
-        return path.read_text(encoding="utf-8") if path.is_file() else ""
+        try:
+            return self._read(rel) or ""
+        except safe.UnsafeFile as e:
+            raise BadInput(str(e)) from None
+
+    def _read(self, rel: str) -> str | None:
+        """A vault file through the one safe read: a USER.md linked to ~/.ssh/id_rsa or
+        /proc/self/environ is refused with UnsafeFile naming the file."""
+        return safe.read_text(self.vault.root, rel, errors="replace")
 
 
 def _cap(text: str) -> str:

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 LEDGER = ".dream_ledger.jsonl"
+LEDGER_BYTES = 256 * 1024 * 1024     # years of dreams, read whole
 
 
 def dumps(record: dict) -> str:
@@ -30,22 +31,19 @@ def dumps(record: dict) -> str:
 
 def read(root: Path) -> list[dict]:
     """Every record; a line that is not JSON (a torn or hand-mangled one) is skipped."""
-    path = Path(root) / LEDGER
+    from agent.vault import safe
     out = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict):
-                    out.append(obj)
-    except FileNotFoundError:
-        pass
+    text = safe.read_text(root, LEDGER, limit=LEDGER_BYTES, errors="replace") or ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
     return out
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from agent.stores import archive, merge
 from agent.stores import cron as cronfile
-from agent.vault import atomic, mergedriver
+from agent.vault import atomic, mergedriver, safe
 from agent.vault.change import Change
 from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError, check_host
 
@@ -391,13 +391,11 @@ def ensure_setup(vault: Vault) -> str | None:
     says so."""
     vault.configure_merge_drivers()
     vault.host()
-    path = vault.root / ".gitattributes"
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
     missing = [a for a in mergedriver.ATTRIBUTES if a not in lines]
-    cursor = vault.root / archive.CURSOR
-    cursor_text = cursor.read_text(encoding="utf-8") if cursor.is_file() else ""
+    cursor_text = safe.read_text(vault.root, archive.CURSOR, errors="replace") or ""
     old_cursor = bool(cursor_text.strip()) and not cursor_text.lstrip().startswith("#")
     if not missing and not old_rules & set(lines) and not old_cursor:
         return None
