@@ -258,17 +258,26 @@ def _turn_source(vault, c, text: str) -> dict:
     return source
 
 
+def _run_of(c) -> tuple[str | None, int | None, int | None]:
+    """A dream commit's run id (`first..through`) and its two ends: from its `Run:`
+    trailer, else (a commit from before the trailer) from its subject's `(archive A..B)`."""
+    m = re.fullmatch(r"\s*(\d+)\.\.(\d+)\s*", c.trailers.get("Run", ""))
+    if m is None:
+        m = re.search(r"\(archive (\d+)\.\.(\d+)\)", c.subject)
+    if m is None:
+        return None, None, None
+    return f"{m.group(1)}..{m.group(2)}", int(m.group(1)), int(m.group(2))
+
+
 def _dream_source(vault, c, rel: str, text: str) -> dict:
-    run = None
-    m = re.search(r"\(archive (\d+\.\.\d+)\)", c.subject)
-    if m:
-        run = m.group(1)
+    run, first, through = _run_of(c)
     rec = ledger.for_line(vault.root, run, rel, text)
     source: dict = {"run": run}
     if rec is None:
-        cursor = c.trailers.get("Cursor", "")
-        cm = re.match(r"(\d+)\s*->\s*(\d+)", cursor)
-        ids = list(range(int(cm.group(1)) + 1, int(cm.group(2)) + 1)) if cm else []
+        # The entries of the whole run: the ids the archive holds between its ends
+        # (ids are 18-digit stamps: never a range() over the numbers in between).
+        ids = [] if first is None else [i for i, _ in archive.entry_ids(vault.root)
+                                        if first <= i <= through]
         source.update({"exact": False, "archive_ids": ids,
                        "note": "no ledger record: the entries of the whole run"})
     else:

@@ -24,7 +24,8 @@ def write_entries(vault, specs, *, start: int | None = None, messages_per_entry:
         spec = {"summary": spec} if isinstance(spec, str) else dict(spec)
         entry_id = first + n
         session = spec.get("session", "cli/default")
-        created = T0 + timedelta(minutes=10 * entry_id)
+        # Small ids (1, 2, ...) as older vaults had; stamped ids (18 digits) as today.
+        created = T0 + timedelta(minutes=10 * (entry_id % 100_000))
         rel = f"sessions/{session}/{created:%Y-%m}.jsonl"
         lines = []
         for k in range(messages_per_entry):

@@ -62,7 +62,7 @@ def _print_status(vault) -> None:
             _print_live(flight["batch"])
     failure = st.get("last_failure")
     if failure:
-        click.echo(f"last failure: {failure.get('at')}: archive {failure.get('cursor', 0) + 1}.."
+        click.echo(f"last failure: {failure.get('at')}: archive {failure.get('first', failure.get('cursor', 0) + 1)}.."
                    f"{failure.get('through')}: {failure.get('message')}")
 
 

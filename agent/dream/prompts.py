@@ -172,7 +172,9 @@ class Selection:
 
     @property
     def through(self) -> int:
-        return max(self.ids[-1], self.cursor) if self.ids else self.cursor
+        # The run's own last id (an entry brought in by a sync may sort below the
+        # cursor's high mark): the run is named by the ids it holds, never by the cursor.
+        return self.ids[-1] if self.ids else self.cursor
 
     @property
     def empty(self) -> bool:

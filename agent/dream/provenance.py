@@ -66,7 +66,7 @@ def link(result, findings: list[dict], entries: list[int]) -> dict:
 
 def records(state, applied, at: str) -> list[dict]:
     """One ledger record per applied operation of a dream run (`state`: its RunState)."""
-    run = f"{state.cursor + 1}..{state.through}"
+    run = state.run
     findings = state.findings or []
     entries = state.entries or []
     out = []

@@ -53,6 +53,7 @@ class DreamOutcome:
     sha: str | None = None
     report: Applied | None = None
     cursor: int | None = None          # the cursor the run started from
+    first: int | None = None           # the first archive id it covers
     through: int | None = None         # the last archive id it covers
     model: str | None = None
     mode: str | None = None            # "batch" or "sync"
@@ -64,7 +65,10 @@ class DreamOutcome:
 
     @property
     def range(self) -> str:
-        return f"{(self.cursor or 0) + 1}..{self.through}" if self.through is not None else ""
+        """The run's id, `first..through` (as its commit subject and the ledger say it)."""
+        if self.through is None:
+            return ""
+        return f"{self.first if self.first is not None else self.through}..{self.through}"
 
 
 # ---- local state ----------------------------------------------------------------------
@@ -211,7 +215,7 @@ class _Run:
                 **kw) -> DreamOutcome:
         out = DreamOutcome(kind, message, waited=self.waited, **kw)
         if state is not None:
-            out.cursor, out.through = state.cursor, state.through
+            out.cursor, out.first, out.through = state.cursor, state.first, state.through
             out.model, out.mode = state.model, state.mode
             out.batches = state.batch_ids()
             out.usage = dict(state.usage)
@@ -508,12 +512,12 @@ class _Run:
     def _record_failure(self, state: RunState, message: str) -> None:
         atomic.write_json(self.vault.state / LAST_FAILURE,
                           {"at": self.clock().isoformat(), "cursor": state.cursor,
-                           "through": state.through, "batches": state.batch_ids(),
+                           "first": state.first, "through": state.through, "batches": state.batch_ids(),
                            "message": message})
 
     def skip_only(self, sel) -> DreamOutcome:
         """Only heartbeat/dream entries wait: the cursor moves past them, no model call."""
-        span = {"cursor": sel.cursor, "through": sel.through}
+        span = {"cursor": sel.cursor, "first": sel.first, "through": sel.through}
         why = (f"The {len(sel.skipped)} entr{'ies' if len(sel.skipped) != 1 else 'y'} after the "
                f"cursor come from heartbeat or dream sessions, or cover messages other "
                f"entries cover already: they are not dream input.")
@@ -527,7 +531,8 @@ class _Run:
             self.vault.write_text(archive.CURSOR, done.add(sel.ids).render())
             sha = self.vault.commit(Change("dream", f"no changes (archive {sel.first}..{sel.through})",
                                            body=why,
-                                           trailers={"Cursor": f"{sel.cursor} -> {sel.through}"}))
+                                           trailers={"Run": f"{sel.first}..{sel.through}",
+                                                     "Cursor": f"{sel.cursor} -> {sel.through}"}))
         self._clear_failure()
         return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", sha=sha,
                             **span)
@@ -618,7 +623,7 @@ def tokens_text(usage: dict[str, dict]) -> str:
 
 
 def trailers(state: RunState, out: DreamOutcome) -> dict[str, str]:
-    t = {"Cursor": f"{state.cursor} -> {state.through}",
+    t = {"Run": state.run, "Cursor": f"{state.cursor} -> {state.through}",
          "Batch": ", ".join(out.batches) if out.batches else "none (plain Messages calls)",
          "Model": state.model}
     if out.usage:
