@@ -9,7 +9,7 @@ import time
 
 from agent.vault.repo import Vault
 from conftest import subjects
-from dreamkit import finding, op, write_entries
+from dreamkit import finding, op, set_review, write_entries
 from fakeanthropic import json_reply, reply, tool_use
 
 
@@ -68,6 +68,7 @@ def test_a_hand_edit_and_its_earlier_version(vault, run):
 
 
 def test_a_fact_from_a_dream_and_its_update(vault, run, fake_anthropic):
+    set_review(vault, "off")       # a dream's own update (a reviewed one: test_dream_review.py)
     write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
                           "Talked about the weather."])
     fake_anthropic.add(json_reply({"findings": [

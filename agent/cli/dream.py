@@ -170,6 +170,11 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
             click.echo(f"Committed {out.sha[:7]} {out.message}")
         else:
             click.echo(out.message)
+        if out.branch:
+            n = out.report.proposed
+            click.echo(f"{n} edit{'s' * (n != 1)} wait{'s' * (n == 1)} for review on branch "
+                       f"{out.branch} (`git diff main {out.branch}`): `agent review` lists "
+                       f"them.")
         _print_cost(out)
         return
     if out.kind == "dry_run":

@@ -78,3 +78,16 @@ def records(state, applied, at: str) -> list[dict]:
         rec.update(link(r, findings, entries))
         out.append(rec)
     return out
+
+
+def proposal_records(state, proposed, at: str) -> list[dict]:
+    """One ledger record per edit of the run that waits for review, numbered from 1."""
+    findings, entries = state.findings or [], state.entries or []
+    out = []
+    for n, r in enumerate(proposed, 1):
+        rec = {"run": state.run, "at": at, "status": "proposed", "n": n, "op": r.op,
+               "file": r.file, "section": r.section,
+               "line": r.new if r.op != "delete" else "", "old": r.old, "reason": r.reason}
+        rec.update(link(r, findings, entries))
+        out.append(rec)
+    return out

@@ -27,11 +27,14 @@ from agent.stores import archive, ledger
 from agent.config import Settings, SettingsError, load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
-from agent.dream.ops import Applied, FILES, apply_ops
+from agent.dream.ops import Applied, FILES, OpResult
+import agent.dream.proposals as proposals
 import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
 from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
-from agent.dream.provenance import records
+from agent.dream.provenance import proposal_records, records
+from agent.stores import rejections
+from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
 from agent.vault.change import Change
@@ -62,6 +65,7 @@ class DreamOutcome:
     cost: float | None = None          # estimated USD (batch prices for batches)
     diff: str = ""                     # for dry runs: what would be committed
     waited: float = 0.0                # seconds spent sleeping between polls
+    branch: str | None = None          # the branch of edits waiting for review
 
     @property
     def range(self) -> str:
@@ -537,15 +541,29 @@ class _Run:
         return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", sha=sha,
                             **span)
 
+    def edits(self, state: RunState, texts: dict[str, str]) -> proposals.Split:
+        """The run's edits against `texts`: what lands on main, what waits for review
+        (`[dream] review`), and (in the report) what was dropped before either."""
+        root = self.vault.root
+        ops, dropped = proposals.screen(state.ops or [], rejections.read(root),
+                                        ledger.proposals(ledger.read(root)))
+        sp = proposals.split(texts, ops, self.settings.dream_review,
+                             allow_shrink=self.allow_shrink,
+                             max_lines=self.settings.memory_max_lines,
+                             **self.guard_input(state, texts))
+        sp.main.results.extend(sp.proposed)
+        sp.main.results.extend(OpResult(str(d.op.get("op", "")), str(d.op.get("file", "")),
+                                        str(d.op.get("section", "")), str(d.op.get("old", "")),
+                                        str(d.op.get("new", "")), str(d.op.get("reason", "")),
+                                        status="dropped", why=d.why) for d in dropped)
+        return sp
+
     def apply(self, state: RunState) -> DreamOutcome:
-        ops = state.ops or []
         first, through = state.first, state.through
-        max_lines = self.settings.memory_max_lines
         if self.dry_run:
             # Read without the lock: taking it would commit pending hand edits.
             texts = self.read_memory()
-            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines, **self.guard_input(state, texts))
+            applied = self.edits(state, texts).main
             state.previewed = True
             save_state(self.vault, state)
             return self.outcome("dry_run", f"Dry run over archive {first}..{through}: nothing "
@@ -563,19 +581,30 @@ class _Run:
                 return self.outcome("nothing", f"The dream over archive {first}..{through} was "
                                     f"committed already.", state)
             texts = self.read_memory()
-            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines, **self.guard_input(state, texts))
+            sp = self.edits(state, texts)
+            applied = sp.main
             for name in applied.changed:
                 self.vault.write_text(name, applied.texts[name])
-            if applied.changed:
-                # Which findings and archive entries produced each edit, for `agent why`.
-                self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in records(
-                    state, applied, self.clock().isoformat(timespec="seconds"))])
+            at = self.clock().isoformat(timespec="seconds")
+            # Which findings and archive entries produced each edit, for `agent why`, and
+            # what waits for review, for `agent review` (and so no later run proposes it
+            # again while it waits).
+            recs = records(state, applied, at) + proposal_records(state, sp.proposed, at)
+            if recs:
+                self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in recs])
             self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
-            out = self.outcome("committed" if applied.changed else "no_changes", "", state,
-                               report=applied)
+            out = self.outcome("committed" if applied.changed or sp.proposed else "no_changes",
+                               "", state, report=applied)
             change = commit_change(state, applied, trailers(state, out))
             out.sha = self.vault.commit(change)
+            if sp.proposed:
+                out.branch = proposals.branch_of(state.run)
+                branches.commit_files(
+                    self.vault, out.branch, out.sha,
+                    {n: sp.branch[n] for n in FILES if sp.branch[n] != applied.texts[n]},
+                    Change("dream", f"propose {_plural(len(sp.proposed), 'edit')} for review "
+                                    f"({state.span})",
+                           body="\n".join(applied.describe()), trailers={"Run": state.run}))
         clear_state(self.vault)
         self._clear_failure()
         out.message = change.head
@@ -594,15 +623,17 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
     """The dream's commit: what changed in memory (the subject), why (the body)."""
     span = state.span
     settled = f", {_plural(applied.settled, 'sync conflict')} settled" if applied.settled else ""
+    if applied.proposed:
+        settled += f", {applied.proposed} proposed"
     if applied.changed and not state.ids:
         subject = f"settle {_plural(applied.settled, 'sync conflict')} in memory"
-    elif applied.changed:
+    elif applied.changed or applied.proposed:
         subject = (f"+{_plural(applied.added, 'fact')}, {applied.updated} updated, "
                    f"{applied.removed} removed{settled} ({span})")
     else:
         subject = f"no changes ({span})"
     lines = applied.describe()
-    if not applied.changed:
+    if not applied.changed and not applied.proposed:
         found = len(state.findings or [])
         lines.insert(0, f"Nothing to change in memory ({_plural(found, 'finding')}, "
                         f"{_plural(len(state.ops or []), 'operation')}); the cursor moves "
@@ -610,6 +641,12 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
     if state.skipped:
         lines.append(f"Set aside (heartbeat/dream sessions, or messages other entries cover): "
                      f"{', '.join(str(i) for i in state.skipped)}")
+    if applied.proposed:
+        lines.append(f"{_plural(applied.proposed, 'edit')} wait for review on branch "
+                     f"{proposals.branch_of(state.run)}: `agent review` lists them.")
+    if applied.dropped:
+        lines.append(f"Dropped before review: {applied.dropped} (rejected before, or "
+                     f"waiting already).")
     lines.extend(applied.notes)
     return Change("dream", subject, body="\n".join(lines), trailers=trailers)
 
