@@ -170,8 +170,8 @@ def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
     if len(c.parents) > 1:
         return "sync merge"
     k = c.kind
-    if k == "dream":
-        return "dream"
+    if k in ("dream", "review"):
+        return k
     if k == "mcp":
         return "mcp"
     if k in ("edit",) or c.email != agent_email:
@@ -189,6 +189,8 @@ def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
         step.source = _turn_source(vault, c, text)
     elif kind == "dream":
         step.source = _dream_source(vault, c, rel, text)
+    elif kind == "review":
+        step.source = _review_source(vault, c, rel, text)
     elif kind == "mcp":
         step.source = {"client": c.trailers.get("Client", c.scope or ""),
                        "tool": c.trailers.get("Tool", "")}
@@ -290,6 +292,36 @@ def _dream_source(vault, c, rel: str, text: str) -> dict:
     return source
 
 
+def _review_source(vault, c, rel: str, text: str) -> dict:
+    """A line a person accepted in `agent review`: who and when, the proposal, and the
+    dream run's evidence behind it (from the ledger's proposal and decision records)."""
+    run = c.trailers.get("Run", "").strip() or None
+    records = ledger.read(vault.root)
+    want = text.strip()
+    decided = next((r for r in reversed(records) if ledger.is_decision(r)
+                    and r.get("decision") == "accepted" and r.get("run") == run
+                    and r.get("file") == rel and str(r.get("line", "")).strip() == want), None)
+    source: dict = {"run": run, "reviewer": c.trailers.get("Reviewer", ""), "accepted": c.date}
+    if decided is None:
+        source.update({"exact": False, "archive_ids": [], "archive": [],
+                       "note": "no ledger record of this decision"})
+        return source
+    proposal = ledger.proposal(records, run, decided.get("n")) or {}
+    ids = [int(i) for i in proposal.get("archive", []) if str(i).isdigit()]
+    source.update({"reviewer": decided.get("by") or source["reviewer"],
+                   "accepted": decided.get("at") or c.date,
+                   "proposal": {"n": decided.get("n"), "op": proposal.get("op"),
+                                "proposed": proposal.get("line") or None,
+                                "edited": bool(decided.get("edited")),
+                                "at": proposal.get("at")},
+                   "exact": bool(proposal.get("exact")), "archive_ids": ids,
+                   "reason": proposal.get("reason", ""),
+                   "replaced": decided.get("old") or None,
+                   "findings": proposal.get("findings", [])})
+    source["archive"] = [_entry(vault, i) for i in ids[:10]]
+    return source
+
+
 def _entry(vault, entry_id: int) -> dict:
     from agent.dream import prompts
     paths = dict(archive.entry_ids(vault.root))
@@ -364,30 +396,46 @@ def _describe(s: Step) -> list[str]:
         return lines
     if s.kind == "mcp":
         return [f"remember from the MCP client {src.get('client')} (tool {src.get('tool')})."]
+    if s.kind == "review":
+        prop = src.get("proposal") or {}
+        lines = [f"accepted in review by {src.get('reviewer')} ({_date(str(src.get('accepted') or ''))}): "
+                 f"proposal {prop.get('n')} of the dream over archive {src.get('run')} "
+                 f"(branch dream/{str(src.get('run') or '').replace('..', '-')}, proposed "
+                 f"{_date(str(prop.get('at') or ''))})"]
+        if prop.get("edited") and prop.get("proposed"):
+            lines.append(f"edited in review; the dream proposed: {prop['proposed']}")
+        return lines + _evidence(src)
     if s.kind == "dream":
         ids = ", ".join(str(i) for i in src.get("archive_ids", []))
         lines = [f"a dream over archive {src.get('run')}: from archive "
                  f"entr{'y' if len(src.get('archive_ids', [])) == 1 else 'ies'} {ids}"
                  + ("" if src.get("exact") else " (the whole run; no finer record)")]
-        if src.get("reason"):
-            lines.append(f"why: {src['reason']}")
-        for f in src.get("findings", []):
-            lines.append(f"finding ({f.get('kind')}): {f.get('statement')} "
-                         f"[{', '.join(f.get('evidence') or [])}]")
-        for e in src.get("archive", []):
-            if e.get("missing"):
-                lines.append(f"archive {e['id']}: not in the vault any more")
-                continue
-            lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}, "
-                         f"{_date(str(e.get('created') or ''))}): {e.get('topic')}")
-            for msg in e.get("messages", [])[:6]:
-                lines.append(f"  {msg['file']} {msg['id']} {_date(msg.get('ts') or '')} "
-                             f"{msg['role']}: {msg['text']}")
-            if len(e.get("messages", [])) > 6:
-                lines.append(f"  ... {len(e['messages']) - 6} more messages")
-        return lines
+        return lines + _evidence(src)
     if s.kind == "sync merge":
         return [f"a sync merge: {src.get('note')}."]
     if s.kind == "undo":
         return [f"an undo (reverts {src.get('reverts')})."]
     return [f"{s.kind}."]
+
+
+def _evidence(src: dict) -> list[str]:
+    """The editor's reason, the findings and the archive entries (with their messages)
+    behind a dream's edit."""
+    lines = []
+    if src.get("reason"):
+        lines.append(f"why: {src['reason']}")
+    for f in src.get("findings", []):
+        lines.append(f"finding ({f.get('kind')}): {f.get('statement')} "
+                     f"[{', '.join(f.get('evidence') or [])}]")
+    for e in src.get("archive", []):
+        if e.get("missing"):
+            lines.append(f"archive {e['id']}: not in the vault any more")
+            continue
+        lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}, "
+                     f"{_date(str(e.get('created') or ''))}): {e.get('topic')}")
+        for msg in e.get("messages", [])[:6]:
+            lines.append(f"  {msg['file']} {msg['id']} {_date(msg.get('ts') or '')} "
+                         f"{msg['role']}: {msg['text']}")
+        if len(e.get("messages", [])) > 6:
+            lines.append(f"  ... {len(e['messages']) - 6} more messages")
+    return lines

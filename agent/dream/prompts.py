@@ -402,10 +402,26 @@ def _request(model: str, memory: str, tail: str, schema: dict, max_tokens: int) 
     }
 
 
+REJECTED = """
+
+The person rejected these statements when they reviewed earlier dreams (newest last). \
+Do not report them, or anything that says the same, again:
+<rejected_data>
+{data}
+</rejected_data>"""
+RECENT_REJECTIONS = 20
+
+
 def analyst_params(model: str, memory: str, c: Chunk, today: str,
-                   max_tokens: int = MAX_TOKENS) -> dict:
-    """The Messages API parameters of one analyst request."""
+                   max_tokens: int = MAX_TOKENS, rejected: list[dict] | None = None) -> dict:
+    """The Messages API parameters of one analyst request (after the shared, cached
+    prefix: the most recent `rejected` statements, as examples of what not to propose)."""
     tail = ANALYST.format(today=today, first=c.ids[0], last=c.ids[-1], data=c.data)
+    recent = (rejected or [])[-RECENT_REJECTIONS:]
+    if recent:
+        tail += REJECTED.format(data="\n".join(data_json(
+            {"file": r.get("file"), "statement": r.get("line"), "op": r.get("op"),
+             "reason": r.get("reason", "")}) for r in recent))
     return _request(model, memory, tail, ANALYST_SCHEMA, max_tokens)
 
 

@@ -271,9 +271,11 @@ class _Run:
             memory_text=texts[MEMORY], user_text=texts[USER],
             mode="sync" if self.sync else "batch")
         memory = self.memory_prompt(state)
+        rejected = rejections.read(root)
         requests = [{"custom_id": c.custom_id,
                      "params": prompts.analyst_params(state.model, memory, c, state.today,
-                                                      state.max_tokens)} for c in chunks]
+                                                      state.max_tokens, rejected)}
+                    for c in chunks]
         skipped = f", {len(sel.skipped)} from heartbeat/dream sessions set aside" if sel.skipped else ""
         self.say(f"Dreaming over archive {sel.first}..{sel.through}: "
                  f"{_plural(len(sel.entries), 'entry', 'entries')} in "

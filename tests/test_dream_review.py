@@ -1,0 +1,201 @@
+"""Memory you approve: a dream's edits wait for review on a git branch `dream/<run>`,
+and `agent review` accepts, rejects or edits them. Real CLI, real git, the fake API."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import subjects
+from dreamkit import finding, op, set_review, write_entries
+from fakeanthropic import json_reply
+
+MEMORY = "# Memory\n\n## Facts\n\n- The team uses Postgres 16\n"
+USER = "# User\n\n## About\n\n- Lives in Berlin\n- Prefers tea to coffee\n"
+LISBON = "- Lives in Lisbon (since 2026-11-13)"
+KYOTO = "- Flying to Kyoto on 2026-12-03"
+
+
+@pytest.fixture
+def seeded(vault):
+    (vault.root / "MEMORY.md").write_text(MEMORY)
+    (vault.root / "USER.md").write_text(USER)
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", "edit: facts by hand")
+    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
+                          {"summary": "The user moved from Berlin to Lisbon last week.",
+                           "message": "I moved from Berlin to Lisbon last week!"}])
+    return vault
+
+
+def script(server, *, first=1, second=2):
+    server.add(json_reply({"findings": [
+        finding("Flying to Kyoto on 2026-12-03", evidence=[f"archive:{first}"]),
+        finding("The user lives in Lisbon", kind="update", file="USER.md",
+                evidence=[f"archive:{second}"])]}))
+    server.add(json_reply({"ops": [
+        op("add", section="Travel", new=KYOTO, reason=f"archive:{first}: flights booked"),
+        op("update", "USER.md", old="- Lives in Berlin", new=LISBON,
+           reason=f"archive:{second}: moved last week")]}))
+
+
+def read(vault, rel):
+    return (vault.root / rel).read_text()
+
+
+def trailers(vault, rev="HEAD") -> dict[str, str]:
+    out = vault.git("log", "-1", "--format=%(trailers:unfold,only)", rev)
+    return dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+
+
+def branches(vault) -> list[str]:
+    return vault.git("for-each-ref", "--format=%(refname:short)", "refs/heads/dream").split()
+
+
+def test_changes_wait_on_a_branch_and_accept_lands_them_with_the_whole_story(seeded, run, fake_anthropic):
+    vault = seeded
+    script(fake_anthropic)
+    r = run("dream", "--sync")
+    assert r.exit_code == 0, r.output
+    # The new fact lands on main; the update of an existing line waits on a real branch.
+    assert read(vault, "MEMORY.md") == MEMORY + "\n## Travel\n\n" + KYOTO + "\n"
+    assert read(vault, "USER.md") == USER
+    assert subjects(vault)[0] == "dream: +1 fact, 0 updated, 0 removed, 1 proposed (archive 1..2)"
+    assert branches(vault) == ["dream/1-2"]
+    assert "1 edit waits for review on branch dream/1-2" in r.output
+    assert "Proposed for review: update in USER.md: - Lives in Berlin" in r.output
+    diff = vault.git("diff", "main", "dream/1-2")
+    assert "-- Lives in Berlin" in diff and f"+{LISBON}" in diff
+    assert vault.git("diff", "--stat", "main", "dream/1-2").count("|") == 1   # USER.md only
+    assert vault.git("rev-parse", "dream/1-2~1").strip() == vault.head()
+    assert not vault.git("status", "--porcelain").strip()
+
+    r = run("review")
+    assert r.exit_code == 0, r.output
+    assert "1 proposal waits for review (on dream/1-2):" in r.output
+    assert "1. update USER.md" in r.output and "[dream 1..2, 1 of 1]" in r.output
+    assert "old: - Lives in Berlin" in r.output and f"new: {LISBON}" in r.output
+    assert "why: archive:2: moved last week" in r.output
+    assert 'from: archive 2 (topic 2): "I moved from Berlin to Lisbon last week!"' in r.output
+    items = json.loads(run("review", "--json").output)
+    assert [(i["number"], i["id"], i["op"], i["file"], i["old"], i["new"], i["archive"], i["stale"])
+            for i in items] == [(1, "1..2#1", "update", "USER.md", "- Lives in Berlin", LISBON, [2], "")]
+
+    r = run("review", "accept", "1")
+    assert r.exit_code == 0, r.output
+    assert read(vault, "USER.md") == USER.replace("- Lives in Berlin", LISBON)
+    assert subjects(vault)[0] == "review: accept 1 of 1 from dream 1..2"
+    t = trailers(vault)
+    assert t["Run"] == "1..2" and t["Accepted"] == "1"
+    assert t["Reviewer"].endswith(">")
+    assert "Nothing waits on dream/1-2 any more: branch deleted." in r.output
+    assert branches(vault) == []
+    assert run("review").output.strip() == "Nothing waits for review."
+
+    # `agent why` tells the whole story: the person's decision, the proposal, the dream
+    # run, the archive entry and the message.
+    r = run("why", "Lisbon")
+    assert r.exit_code == 0, r.output
+    assert "accepted in review by " in r.output
+    assert "proposal 1 of the dream over archive 1..2 (branch dream/1-2" in r.output
+    assert "I moved from Berlin to Lisbon last week!" in r.output
+    story = json.loads(run("why", "--json", "Lisbon").output)
+    step = story["steps"][0]
+    assert step["kind"] == "review" and step["source"]["archive_ids"] == [2]
+    assert story["steps"][1]["text"] == "- Lives in Berlin"     # the version before
+
+
+def test_review_all_leaves_main_untouched_and_a_rejection_sticks(seeded, run, fake_anthropic):
+    vault = seeded
+    set_review(vault, "all")
+    before = {f: read(vault, f) for f in ("MEMORY.md", "USER.md")}
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    assert {f: read(vault, f) for f in before} == before
+    assert subjects(vault)[0] == "dream: +0 facts, 0 updated, 0 removed, 2 proposed (archive 1..2)"
+    diff = vault.git("diff", "main", "dream/1-2")
+    assert f"+{KYOTO}" in diff and f"+{LISBON}" in diff
+
+    r = run("review", "accept", "1")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0] == "review: accept 1 of 2 from dream 1..2"
+    # The branch is rebuilt on main: it now shows only what still waits.
+    diff = vault.git("diff", "main", "dream/1-2")
+    assert KYOTO not in diff and f"+{LISBON}" in diff
+    assert vault.git("rev-parse", "dream/1-2~1").strip() == vault.head()
+
+    r = run("review", "reject", "1", "--because", "I moved back to Berlin")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0] == "review: reject 1 of 2 from dream 1..2"
+    assert trailers(vault)["Rejected"] == "2"
+    assert branches(vault) == []
+    assert read(vault, "USER.md") == USER
+    rej = [json.loads(x) for x in read(vault, ".dream_rejected.jsonl").splitlines()]
+    assert [(x["text"], x["reason"], x["run"]) for x in rej] == [
+        ("lives in lisbon (since 2026-11-13)", "I moved back to Berlin", "1..2")]
+
+    # A later dream that proposes the same statement has it dropped, and says so; its
+    # analyst was shown the rejection.
+    write_entries(vault, ["The user mentioned Lisbon again."])
+    fake_anthropic.add(json_reply({"findings": [
+        finding("The user lives in Lisbon", kind="update", file="USER.md", evidence=["archive:3"])]}))
+    fake_anthropic.add(json_reply({"ops": [
+        op("update", "USER.md", old="- Lives in Berlin", new="- Lives in Lisbon (since 2026-11-13).",
+           reason="archive:3: Lisbon again")]}))
+    r = run("dream", "--sync")
+    assert r.exit_code == 0, r.output
+    assert "Dropped update in USER.md: - Lives in Lisbon (since 2026-11-13). (rejected in review " \
+           "of dream 1..2: I moved back to Berlin)" in r.output
+    assert branches(vault) == []
+    assert "Dropped before review: 1" in vault.git("log", "-1", "--format=%B")
+    analyst = fake_anthropic.calls("/v1/messages")[-2].body
+    tail = analyst["messages"][0]["content"][-1]["text"]
+    assert "Lives in Lisbon (since 2026-11-13)" in tail and "I moved back to Berlin" in tail
+
+
+def test_a_proposal_whose_line_changed_by_hand_is_stale_and_not_applied(seeded, run, fake_anthropic):
+    vault = seeded
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    (vault.root / "USER.md").write_text(USER.replace("- Lives in Berlin", "- Lives in Porto"))
+    r = run("review")
+    assert "STALE" in r.output and "edited or removed since the dream" in r.output
+    head = vault.head()
+    r = run("review", "accept", "1")
+    assert r.exit_code == 1
+    assert "Not applied 1 (stale" in r.output
+    assert "- Lives in Porto" in read(vault, "USER.md") and LISBON not in read(vault, "USER.md")
+    assert vault.git("log", "-1", "--format=%s").strip() != "review: accept 1 of 1 from dream 1..2"
+    assert vault.git("log", "--format=%s", f"{head}..HEAD").strip() in ("", "edit: USER.md by hand")
+    assert run("review", "reject", "1").exit_code == 0
+    assert branches(vault) == []
+
+
+def test_edit_applies_the_text_from_the_editor(seeded, run, fake_anthropic, tmp_path, monkeypatch):
+    vault = seeded
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    editor = tmp_path / "ed.py"
+    editor.write_text("import sys\np = sys.argv[1]\nt = open(p).read()\n"
+                      "open(p, 'w').write(t.replace('Lisbon', 'Lisbon, Alfama'))\n")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    r = run("review", "edit", "1")
+    assert r.exit_code == 0, r.output
+    assert "- Lives in Lisbon, Alfama (since 2026-11-13)" in read(vault, "USER.md")
+    assert subjects(vault)[0] == "review: accept 1 of 1 from dream 1..2 (edited)"
+    story = json.loads(run("why", "--json", "Alfama").output)
+    assert story["steps"][0]["source"]["proposal"]["proposed"] == LISBON
+
+
+def test_bad_numbers_and_review_off(seeded, run, fake_anthropic):
+    vault = seeded
+    r = run("review", "accept", "3")
+    assert r.exit_code == 1 and "nothing waits for review" in r.output
+    assert run("review", "accept").exit_code == 2
+    set_review(vault, "off")
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    assert LISBON in read(vault, "USER.md") and branches(vault) == []
