@@ -199,3 +199,51 @@ def test_bad_numbers_and_review_off(seeded, run, fake_anthropic):
     script(fake_anthropic)
     assert run("dream", "--sync").exit_code == 0
     assert LISBON in read(vault, "USER.md") and branches(vault) == []
+
+
+# ---- review where the person is: Telegram ------------------------------------------------
+
+def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_anthropic,
+                                                             fake_telegram):
+    from test_telegram import ANA, EVE, Running, configure
+
+    configure(vault, fake_telegram.url)
+    (vault.root / "USER.md").write_text(USER)
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", "edit: facts by hand")
+    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
+                          {"summary": "The user moved from Berlin to Lisbon last week.",
+                           "message": "I moved from Berlin to Lisbon last week!"}])
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    tg = Running(vault, fake_telegram)
+    try:
+        fake_telegram.message(ANA, "/review")
+        fake_telegram.wait_for(lambda: fake_telegram.buttons(ANA), what="a message with buttons")
+        [keyboard] = fake_telegram.buttons(ANA)
+        assert [b["text"] for b in keyboard[0]] == ["Accept", "Reject"]
+        accept = keyboard[0][0]["callback_data"]
+        assert accept == "rv:a:1..2#1"
+        shown = [m["text"] for m in fake_telegram.sent(ANA) if m.get("reply_markup")][0]
+        assert "old: - Lives in Berlin" in shown and f"new: {LISBON}" in shown
+
+        # A stranger's tap (a forwarded message, a guessed payload) changes nothing.
+        head = vault.head()
+        fake_telegram.press(EVE, accept)
+        fake_telegram.wait_for(lambda: fake_telegram.answers(), what="an answer to the tap")
+        assert fake_telegram.answers()[0]["text"] == "This bot is private."
+        assert vault.head() == head and read(vault, "USER.md") == USER
+
+        fake_telegram.press(ANA, accept)
+        fake_telegram.wait_for(lambda: len(fake_telegram.answers()) >= 2, what="a second answer")
+        assert fake_telegram.answers()[1]["text"] == \
+            "Accepted: review: accept 1 of 1 from dream 1..2"
+        assert LISBON in read(vault, "USER.md")
+        assert trailers(vault)["Reviewer"] == f"telegram user {ANA} (@ana)"
+        assert branches(vault) == []
+        # Tapped again (an old message): it is decided already, and says so.
+        fake_telegram.press(ANA, accept)
+        fake_telegram.wait_for(lambda: len(fake_telegram.answers()) >= 3, what="a third answer")
+        assert "nothing waits for review" in fake_telegram.answers()[2]["text"]
+    finally:
+        tg.stop()

@@ -14,25 +14,6 @@ def _reviewer(vault) -> str:
     return f"{who.name} <{who.email}>"
 
 
-def render(item) -> list[str]:
-    """A proposal as the terminal shows it (Telegram shows the same lines)."""
-    where = item.file + (f" ({item.section})" if item.section else "")
-    head = f"{item.number}. {item.kind} {where}  [dream {item.run}, {item.n} of {item.total}]"
-    lines = [head + ("  STALE" if item.stale else "")]
-    if item.op in ("update", "delete"):
-        lines.append(f"   old: {item.old}")
-    if item.op in ("add", "update"):
-        lines.append(f"   new: {item.new}")
-    if item.reason:
-        lines.append(f"   why: {item.reason}")
-    if item.source:
-        lines.append(f"   from: {item.source}")
-    if item.stale:
-        lines.append(f"   stale: {item.stale}; it will not be applied (reject it, or edit "
-                     f"the file by hand)")
-    return lines
-
-
 def _print_list(items) -> None:
     if not items:
         click.echo("Nothing waits for review.")
@@ -42,7 +23,7 @@ def _print_list(items) -> None:
                f"for review (on {', '.join(branches)}):")
     for item in items:
         click.echo("")
-        for line in render(item):
+        for line in item.lines():
             click.echo(line)
     click.echo("")
     click.echo("agent review accept N... | reject N... [--because TEXT] | edit N")

@@ -61,6 +61,24 @@ class Item:
     def kind(self) -> str:
         return {"delete": "remove"}.get(self.op, self.op)
 
+    def lines(self) -> list[str]:
+        """The proposal as a person reads it, in the terminal or on Telegram."""
+        where = self.file + (f" ({self.section})" if self.section else "")
+        head = f"{self.number}. {self.kind} {where}  [dream {self.run}, {self.n} of {self.total}]"
+        out = [head + ("  STALE" if self.stale else "")]
+        if self.op in ("update", "delete"):
+            out.append(f"   old: {self.old}")
+        if self.op in ("add", "update"):
+            out.append(f"   new: {self.new}")
+        if self.reason:
+            out.append(f"   why: {self.reason}")
+        if self.source:
+            out.append(f"   from: {self.source}")
+        if self.stale:
+            out.append(f"   stale: {self.stale}; it will not be applied (reject it, or edit "
+                       f"the file by hand)")
+        return out
+
 
 @dataclass
 class Outcome:
