@@ -247,3 +247,44 @@ def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_an
         assert "nothing waits for review" in fake_telegram.answers()[2]["text"]
     finally:
         tg.stop()
+
+
+# ---- review where the person is: MCP ---------------------------------------------------
+
+def test_mcp_review_list_and_decide_call_the_same_operation(seeded, run, fake_anthropic):
+    from mcp import MCPError
+    from test_mcp_server import drive, text_of
+
+    vault = seeded
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+
+    async def read_only(c):
+        names = {t.name for t in (await c.list_tools()).tools}
+        listed = text_of(await c.call_tool("review_list", {}))
+        try:
+            await c.call_tool("review_decide", {"ids": "1..2#1", "decision": "accept"})
+        except MCPError as e:
+            return names, listed, e.message
+        return names, listed, None
+    names, listed, refused = drive(vault, read_only, "--read-only")
+    assert "review_list" in names and "review_decide" not in names
+    assert json.loads(listed)[0]["id"] == "1..2#1"
+    assert refused and "--read-only" in refused
+    assert read(vault, "USER.md") == USER
+
+    async def decide(c):
+        try:
+            await c.call_tool("review_decide", {"ids": "9..9#1", "decision": "accept"})
+        except MCPError as e:
+            bad = e.message
+        said = text_of(await c.call_tool("review_decide",
+                                         {"ids": "1..2#1", "decision": "reject",
+                                          "because": "not true"}))
+        return bad, said
+    bad, said = drive(vault, decide)
+    assert "No proposal '9..9#1' waits for review (review_list shows 1)" in bad
+    assert "Rejected 1..2#1" in said and "review: reject 1 of 1 from dream 1..2" in said
+    assert subjects(vault)[0] == "review: reject 1 of 1 from dream 1..2"
+    assert trailers(vault)["Reviewer"] == "mcp client Claude Code"
+    assert read(vault, "USER.md") == USER and branches(vault) == []
