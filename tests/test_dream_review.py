@@ -288,3 +288,40 @@ def test_mcp_review_list_and_decide_call_the_same_operation(seeded, run, fake_an
     assert subjects(vault)[0] == "review: reject 1 of 1 from dream 1..2"
     assert trailers(vault)["Reviewer"] == "mcp client Claude Code"
     assert read(vault, "USER.md") == USER and branches(vault) == []
+
+
+# ---- sync carries proposals --------------------------------------------------------------
+
+def test_sync_carries_proposal_branches_and_a_decision_closes_them_everywhere(
+        tmp_path, seeded, run, fake_anthropic):
+    from test_sync import agent, clone
+
+    vault = seeded
+    bare = tmp_path / "remote.git"
+    import subprocess
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    agent(vault.root, "sync")
+    remote_branches = lambda: subprocess.run(  # noqa: E731
+        ["git", "-C", str(bare), "for-each-ref", "--format=%(refname:short)", "refs/heads/dream"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert remote_branches() == ["dream/1-2"]
+
+    b = clone(tmp_path, bare, "b")
+    agent(b.root, "sync")
+    assert branches(b) == ["dream/1-2"]
+    assert b.git("rev-parse", "dream/1-2").strip() == vault.git("rev-parse", "dream/1-2").strip()
+    listed = json.loads(agent(b.root, "review", "--json").output)
+    assert [i["id"] for i in listed] == ["1..2#1"]
+
+    agent(b.root, "review", "accept", "1")
+    assert branches(b) == []
+    agent(b.root, "sync")
+    assert remote_branches() == []
+
+    agent(vault.root, "sync")
+    assert branches(vault) == []
+    assert LISBON in read(vault, "USER.md")
+    assert agent(vault.root, "review").output.strip() == "Nothing waits for review."

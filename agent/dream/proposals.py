@@ -19,14 +19,10 @@ from dataclasses import dataclass, field
 from agent.dream.ops import Applied, OpResult, apply_ops
 from agent.stores import rejections
 from agent.stores.memory import normalise
+from agent.vault.branches import branch_of  # noqa: F401  (a run's branch, named here too)
 
 MODES = ("all", "changes", "off")
 DEFAULT = "changes"
-
-
-def branch_of(run: str) -> str:
-    """`dream/4-9` for run `4..9` (a git branch name cannot hold `..`)."""
-    return "dream/" + run.replace("..", "-")
 
 
 def waits(r: OpResult, mode: str) -> bool:

@@ -16,6 +16,11 @@ from agent.vault.change import Change
 PREFIX = "dream/"
 
 
+def branch_of(run: str) -> str:
+    """`dream/4-9` for the dream run `4..9` (a git branch name cannot hold `..`)."""
+    return PREFIX + run.replace("..", "-")
+
+
 def ref_of(branch: str) -> str:
     return f"refs/heads/{branch}"
 
@@ -64,3 +69,39 @@ def listed(vault, prefix: str = PREFIX) -> dict[str, str]:
     out = vault.git("for-each-ref", "--format=%(refname:strip=2) %(objectname)",
                     ref_of(prefix.rstrip("/")))
     return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+
+def exchange(vault, remote: str, waiting: set[str]) -> tuple[list[str], list[str]]:
+    """Carry proposal branches through `remote` in a sync, once `main` (and with it the
+    ledger that says what waits) is merged: the names of the `waiting` branches and
+    their tips are fetched and pushed; a branch nothing waits on any more (decided on
+    this clone or another) is deleted here and on the remote. (brought in, closed).
+
+    These branches are views the ledger rebuilds after every decision, so they are
+    replaced rather than merged (`+` refspecs); `main` is never force-pushed."""
+    tracking = f"refs/remotes/{remote}/{PREFIX}"
+    vault.git("fetch", "--quiet", "--prune", "--no-write-fetch-head", remote,
+              f"+{ref_of(PREFIX)}*:{tracking}*", env={"GIT_TERMINAL_PROMPT": "0"})
+    cut = len(f"refs/remotes/{remote}/")          # refs/remotes/origin/dream/4-9 -> dream/4-9
+    theirs = {ref[cut:]: sha for ref, sha in (
+        line.split(" ", 1) for line in vault.git(
+            "for-each-ref", "--format=%(refname) %(objectname)",
+            tracking.rstrip("/")).splitlines() if " " in line)}
+    ours = listed(vault)
+    brought, closed, refspecs = [], [], []
+    for branch, sha in theirs.items():
+        if branch in waiting and branch not in ours:
+            vault.git("update-ref", "-m", f"sync: proposal from {remote}", ref_of(branch), sha)
+            ours[branch] = sha
+            brought.append(branch)
+    for branch in list(ours):
+        if branch not in waiting:
+            delete(vault, branch)
+            del ours[branch]
+            closed.append(branch)
+    refspecs += [f"+{ref_of(b)}:{ref_of(b)}" for b, sha in ours.items() if theirs.get(b) != sha]
+    refspecs += [f":{ref_of(b)}" for b in theirs if b not in waiting]
+    if refspecs:
+        vault.git("push", "--quiet", "--porcelain", remote, *refspecs,
+                  env={"GIT_TERMINAL_PROMPT": "0"})
+    return brought, closed
