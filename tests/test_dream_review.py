@@ -325,3 +325,36 @@ def test_sync_carries_proposal_branches_and_a_decision_closes_them_everywhere(
     assert branches(vault) == []
     assert LISBON in read(vault, "USER.md")
     assert agent(vault.root, "review").output.strip() == "Nothing waits for review."
+
+
+def test_serves_nightly_dream_tells_the_telegram_chat_how_many_wait(vault, fake_anthropic,
+                                                                    fake_telegram):
+    from datetime import datetime, timedelta
+
+    from agent import schedule as sched
+    from test_serve import server_at
+    from test_telegram import ANA, Running, configure
+
+    configure(vault, fake_telegram.url)
+    (vault.root / "USER.md").write_text(USER)
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", "edit: facts by hand")
+    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
+                          {"summary": "The user moved from Berlin to Lisbon last week.",
+                           "message": "I moved from Berlin to Lisbon last week!"}])
+    script(fake_anthropic)
+    fake_anthropic.batch_polls = 0
+    tg = Running(vault, fake_telegram)
+    try:
+        fake_telegram.wait_for(lambda: tg.channel.connected.is_set(), what="the channel up")
+        night = datetime(2026, 11, 21, 2, 59, tzinfo=sched.local_zone())
+        s, clock = server_at(vault, night, compact=False)
+        s.outbox.senders["telegram"] = tg.channel
+        for minutes in (0, 1.1, 3, 5, 7):
+            clock.t = night + timedelta(minutes=minutes)
+            s.step(clock.t)
+        assert subjects(vault)[0].endswith("1 proposed (archive 1..2)")
+        [told] = fake_telegram.wait_sent(ANA)
+        assert told["text"] == "The dream left 1 proposal for your review: /review shows it."
+    finally:
+        tg.stop()
