@@ -358,3 +358,14 @@ def test_serves_nightly_dream_tells_the_telegram_chat_how_many_wait(vault, fake_
         assert told["text"] == "The dream left 1 proposal for your review: /review shows it."
     finally:
         tg.stop()
+
+
+def test_undoing_a_dream_withdraws_its_proposals(seeded, run, fake_anthropic):
+    vault = seeded
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    assert branches(vault) == ["dream/1-2"]
+    r = run("undo")
+    assert r.exit_code == 0, r.output
+    assert run("review").output.strip() == "Nothing waits for review."
+    assert branches(vault) == []

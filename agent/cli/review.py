@@ -75,7 +75,10 @@ def review(ctx, as_json):
         return
     from agent.ops import review as reviewing
 
-    items = reviewing.pending(get_vault())
+    vault = get_vault()
+    # A branch whose proposals went another way (an undo of its dream) goes here too.
+    reviewing.tidy(vault)
+    items = reviewing.pending(vault)
     if as_json:
         click.echo(json.dumps([i.to_json() for i in items], ensure_ascii=False, indent=2))
         return
