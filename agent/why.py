@@ -335,20 +335,13 @@ def _entry(vault, entry_id: int) -> dict:
     out = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
     cache = prompts.SessionCache(vault.root)
-    for file, first, through in archive.source_ranges(e.meta.get("source")):
-        got = cache.lines(str(file or ""))
-        if isinstance(got, str):
+    for file, obj in prompts.covered_lines(cache, archive.source_ranges(e.meta.get("source"))):
+        if "role" not in obj:
             continue
-        lines, position = got
-        start = position.get(str(first), 0)
-        end = position.get(str(through), len(lines) - 1)
-        for obj in lines[start:end + 1]:
-            if "role" not in obj:
-                continue
-            out["messages"].append({"file": file, "id": obj.get("id"),
-                                    "ts": obj.get("ts"), "role": obj.get("role"),
-                                    "text": _short(sessions.message_text(
-                                        obj.get("content", ""), sep=" "), 160)})
+        out["messages"].append({"file": file, "id": obj.get("id"),
+                                "ts": obj.get("ts"), "role": obj.get("role"),
+                                "text": _short(sessions.message_text(
+                                    obj.get("content", ""), sep=" "), 160)})
     return out
 
 

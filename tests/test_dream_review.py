@@ -19,8 +19,8 @@ LISBON = "- Lives in Lisbon (since 2026-11-13)"
 KYOTO = "- Flying to Kyoto on 2026-12-03"
 
 
-@pytest.fixture
-def seeded(vault):
+def seed(vault):
+    """Facts by hand, then two archive entries: a trip, and a move."""
     (vault.root / "MEMORY.md").write_text(MEMORY)
     (vault.root / "USER.md").write_text(USER)
     vault.git("add", "-A")
@@ -29,6 +29,19 @@ def seeded(vault):
                           {"summary": "The user moved from Berlin to Lisbon last week.",
                            "message": "I moved from Berlin to Lisbon last week!"}])
     return vault
+
+
+@pytest.fixture
+def seeded(vault):
+    return seed(vault)
+
+
+@pytest.fixture
+def proposed(seeded, run, fake_anthropic):
+    """The seeded vault after a dream that proposed USER.md's update (dream/1-2)."""
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    return seeded
 
 
 def script(server, *, first=1, second=2):
@@ -156,10 +169,8 @@ def test_review_all_leaves_main_untouched_and_a_rejection_sticks(seeded, run, fa
     assert "Lives in Lisbon (since 2026-11-13)" in tail and "I moved back to Berlin" in tail
 
 
-def test_a_proposal_whose_line_changed_by_hand_is_stale_and_not_applied(seeded, run, fake_anthropic):
-    vault = seeded
-    script(fake_anthropic)
-    assert run("dream", "--sync").exit_code == 0
+def test_a_proposal_whose_line_changed_by_hand_is_stale_and_not_applied(proposed, run):
+    vault = proposed
     (vault.root / "USER.md").write_text(USER.replace("- Lives in Berlin", "- Lives in Porto"))
     r = run("review")
     assert "STALE" in r.output and "edited or removed since the dream" in r.output
@@ -174,10 +185,8 @@ def test_a_proposal_whose_line_changed_by_hand_is_stale_and_not_applied(seeded, 
     assert branches(vault) == []
 
 
-def test_edit_applies_the_text_from_the_editor(seeded, run, fake_anthropic, tmp_path, monkeypatch):
-    vault = seeded
-    script(fake_anthropic)
-    assert run("dream", "--sync").exit_code == 0
+def test_edit_applies_the_text_from_the_editor(proposed, run, tmp_path, monkeypatch):
+    vault = proposed
     editor = tmp_path / "ed.py"
     editor.write_text("import sys\np = sys.argv[1]\nt = open(p).read()\n"
                       "open(p, 'w').write(t.replace('Lisbon', 'Lisbon, Alfama'))\n")
@@ -203,18 +212,20 @@ def test_bad_numbers_and_review_off(seeded, run, fake_anthropic):
 
 # ---- review where the person is: Telegram ------------------------------------------------
 
-def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_anthropic,
-                                                             fake_telegram):
-    from test_telegram import ANA, EVE, Running, configure
+def telegram_vault(vault, fake_telegram, fake_anthropic):
+    """Telegram on (for ANA), the seeded facts and entries, and the scripted dream."""
+    from test_telegram import configure
 
     configure(vault, fake_telegram.url)
-    (vault.root / "USER.md").write_text(USER)
-    vault.git("add", "-A")
-    vault.git("commit", "-q", "-m", "edit: facts by hand")
-    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
-                          {"summary": "The user moved from Berlin to Lisbon last week.",
-                           "message": "I moved from Berlin to Lisbon last week!"}])
+    seed(vault)
     script(fake_anthropic)
+
+
+def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_anthropic,
+                                                             fake_telegram):
+    from test_telegram import ANA, EVE, Running
+
+    telegram_vault(vault, fake_telegram, fake_anthropic)
     assert run("dream", "--sync").exit_code == 0
     tg = Running(vault, fake_telegram)
     try:
@@ -251,13 +262,11 @@ def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_an
 
 # ---- review where the person is: MCP ---------------------------------------------------
 
-def test_mcp_review_list_and_decide_call_the_same_operation(seeded, run, fake_anthropic):
+def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
     from mcp import MCPError
     from test_mcp_server import drive, text_of
 
-    vault = seeded
-    script(fake_anthropic)
-    assert run("dream", "--sync").exit_code == 0
+    vault = proposed
 
     async def read_only(c):
         names = {t.name for t in (await c.list_tools()).tools}
@@ -333,16 +342,9 @@ def test_serves_nightly_dream_tells_the_telegram_chat_how_many_wait(vault, fake_
 
     from agent import schedule as sched
     from test_serve import server_at
-    from test_telegram import ANA, Running, configure
+    from test_telegram import ANA, Running
 
-    configure(vault, fake_telegram.url)
-    (vault.root / "USER.md").write_text(USER)
-    vault.git("add", "-A")
-    vault.git("commit", "-q", "-m", "edit: facts by hand")
-    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
-                          {"summary": "The user moved from Berlin to Lisbon last week.",
-                           "message": "I moved from Berlin to Lisbon last week!"}])
-    script(fake_anthropic)
+    telegram_vault(vault, fake_telegram, fake_anthropic)
     fake_anthropic.batch_polls = 0
     tg = Running(vault, fake_telegram)
     try:
@@ -360,10 +362,8 @@ def test_serves_nightly_dream_tells_the_telegram_chat_how_many_wait(vault, fake_
         tg.stop()
 
 
-def test_undoing_a_dream_withdraws_its_proposals(seeded, run, fake_anthropic):
-    vault = seeded
-    script(fake_anthropic)
-    assert run("dream", "--sync").exit_code == 0
+def test_undoing_a_dream_withdraws_its_proposals(proposed, run):
+    vault = proposed
     assert branches(vault) == ["dream/1-2"]
     r = run("undo")
     assert r.exit_code == 0, r.output

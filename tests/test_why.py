@@ -183,20 +183,24 @@ def test_why_leaves_changed_path_filters_for_the_next_walks(vault, run):
     assert b"BIDX" in graph.read_bytes()[:200]
 
 
+def _dream_one(vault, run, server, entry_id: int, message: str, fact: str):
+    """One archive entry (`message` its first message) dreamed into the fact `fact`."""
+    write_entries(vault, [{"summary": message, "message": message}], start=entry_id)
+    server.add(json_reply({"findings": [finding(fact[2:], evidence=[f"archive:{entry_id}"])]}))
+    server.add(json_reply({"ops": [op("add", section="Travel", new=fact,
+                                      reason=f"archive:{entry_id}: said so")]}))
+    r = run("dream", "--sync")
+    assert r.exit_code == 0, r.output
+    return r
+
+
 def test_a_dream_fact_over_stamped_archive_ids_resolves_to_its_message(vault, run, fake_anthropic):
     # Archive ids are time stamps (18 digits): the run is named by its own ids the same
     # way in the output, the commit, the ledger and `why`, which never counts through
     # the numbers between them.
     first = 202611240131013856
-    write_entries(vault, [{"summary": "Booked the Kyoto flights.",
-                           "message": "I booked my Kyoto flights for December 3rd"}], start=first)
-    fake_anthropic.add(json_reply({"findings": [
-        finding("Flying to Kyoto on 2026-12-03", evidence=[f"archive:{first}"])]}))
-    fake_anthropic.add(json_reply({"ops": [
-        op("add", section="Travel", new="- Flying to Kyoto on 2026-12-03",
-           reason=f"archive:{first}: flights booked")]}))
-    r = run("dream", "--sync")
-    assert r.exit_code == 0, r.output
+    r = _dream_one(vault, run, fake_anthropic, first, "I booked my Kyoto flights for December 3rd",
+                   "- Flying to Kyoto on 2026-12-03")
     assert f"Dream over archive {first}..{first}:" in r.output
     assert subjects(vault)[0] == f"dream: +1 fact, 0 updated, 0 removed (archive {first}..{first})"
     assert f"Run: {first}..{first}" in vault.git("log", "-1", "--format=%B")
@@ -205,16 +209,9 @@ def test_a_dream_fact_over_stamped_archive_ids_resolves_to_its_message(vault, ru
 
     # A second run, after the cursor: named by its own entry, not the cursor plus one.
     second = first + 86_400_000_000
-    write_entries(vault, [{"summary": "The flight moved to 5 December.",
-                           "message": "The airline moved my Kyoto flight to December 5th"}],
-                  start=second)
-    fake_anthropic.add(json_reply({"findings": [
-        finding("The Kyoto flight is on 2026-12-05", kind="update", evidence=[f"archive:{second}"])]}))
-    fake_anthropic.add(json_reply({"ops": [
-        op("add", section="Travel", new="- Hotel in Kyoto from 2026-12-05",
-           reason=f"archive:{second}: moved")]}))
-    r = run("dream", "--sync")
-    assert r.exit_code == 0, r.output
+    r = _dream_one(vault, run, fake_anthropic, second,
+                   "The airline moved my Kyoto flight to December 5th",
+                   "- Hotel in Kyoto from 2026-12-05")
     assert f"Dream over archive {second}..{second}:" in r.output
 
     r = why(run, "--json", "Hotel in Kyoto")

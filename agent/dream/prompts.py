@@ -272,6 +272,21 @@ class SessionCache:
         return self._files[rel]
 
 
+def covered_lines(cache: SessionCache, sources) -> list[tuple[str, dict]]:
+    """(session file, line) of every session line an archive entry covers, in order
+    (`sources`: its (file, first id, last id) triples); unreadable files are left out."""
+    out = []
+    for file, first, through in sources:
+        got = cache.lines(str(file or ""))
+        if isinstance(got, str):
+            continue
+        lines, position = got
+        start = position.get(str(first), 0)
+        end = position.get(str(through), len(lines) - 1)
+        out.extend((str(file), obj) for obj in lines[start:end + 1])
+    return out
+
+
 def raw_messages(cache: SessionCache, meta: dict, budget: int) -> tuple[list[dict], int, str]:
     """The messages an entry covers, within `budget` tokens: (messages, left out, problem)."""
     out, omitted, problems, left = [], 0, [], budget * 4

@@ -129,18 +129,10 @@ def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int,
             e = archive.load(root, rel)
         except UserError:
             continue
-        said = ""
-        for file, first, through in e.sources():
-            got = cache.lines(str(file or ""))
-            if isinstance(got, str):
-                continue
-            lines, position = got
-            start = position.get(str(first), 0)
-            end = position.get(str(through), len(lines) - 1)
-            user = next((o for o in lines[start:end + 1] if o.get("role") == "user"), None)
-            if user is not None:
-                said = " ".join(sessions.message_text(user.get("content", ""), sep=" ").split())
-                break
+        user = next((o for _, o in prompts.covered_lines(cache, e.sources())
+                     if o.get("role") == "user"), None)
+        said = "" if user is None else " ".join(
+            sessions.message_text(user.get("content", ""), sep=" ").split())
         if len(said) > EXCERPT:
             said = said[:EXCERPT - 3].rstrip() + "..."
         topic = f" ({e.topic})" if e.topic else ""
