@@ -86,6 +86,7 @@ def test_changes_wait_on_a_branch_and_accept_lands_them_with_the_whole_story(see
     assert vault.git("rev-parse", "dream/1-2~1").strip() == vault.head()
     assert not vault.git("status", "--porcelain").strip()
 
+    assert "review:       1 proposal waits for review (`agent review`)" in run("dream", "--status").output
     r = run("review")
     assert r.exit_code == 0, r.output
     assert "1 proposal waits for review (on dream/1-2):" in r.output
@@ -107,6 +108,8 @@ def test_changes_wait_on_a_branch_and_accept_lands_them_with_the_whole_story(see
     assert "Nothing waits on dream/1-2 any more: branch deleted." in r.output
     assert branches(vault) == []
     assert run("review").output.strip() == "Nothing waits for review."
+    assert run("review", "accept", "--all").output.strip() == "Nothing waits for review."
+    assert "review:" not in run("dream", "--status").output
 
     # `agent why` tells the whole story: the person's decision, the proposal, the dream
     # run, the archive entry and the message.

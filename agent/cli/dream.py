@@ -43,6 +43,10 @@ def _print_status(vault) -> None:
     if st.get("conflicts"):
         click.echo(f"conflicts:    {st['conflicts']} sync-conflict block"
                    f"{'s' * (st['conflicts'] != 1)} in memory, for the next dream to settle")
+    if st.get("review"):
+        n = st["review"]
+        click.echo(f"review:       {n} proposal{'s' * (n != 1)} wait{'s' * (n == 1)} for "
+                   f"review (`agent review`)")
     flight = st["in_flight"]
     if flight is None:
         click.echo("in flight:    none")

@@ -33,6 +33,9 @@ def _print_outcome(out, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(out.to_json(), ensure_ascii=False, indent=2))
         return
+    if not out.done and not out.stale:
+        click.echo("Nothing waits for review.")
+        return
     verb = "Accepted" if out.decision == "accept" else "Rejected"
     for item in out.done:
         click.echo(f"{verb} {item.number}: {item.kind} {item.file}: "

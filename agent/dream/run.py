@@ -138,6 +138,7 @@ def dream_status(vault) -> dict:
             texts.append("")
     return {"cursor": cursor, "newest": ids[-1] if ids else 0,
             "waiting": sum(1 for i in ids if i not in done), "in_flight": flight,
+            "review": len(ledger.proposals(ledger.read(root))),
             "last_failure": failure, "conflicts": prompts.conflicts(*texts)}
 
 
