@@ -335,6 +335,8 @@ LAZY = {
               "Make a vault on this machine from a remote (a path, ssh or https URL)."),
     "mcp": ("agent.cli.mcp", "mcp_group",
             "Serve the vault as memory to MCP clients (Claude Code, Claude Desktop) over stdio."),
+    "review": ("agent.cli.review", "review",
+               "List the dream's proposals and accept, reject or edit them."),
     "why": ("agent.cli.why", "why_cmd",
             "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
 }

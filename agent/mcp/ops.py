@@ -184,6 +184,24 @@ class VaultTools:
                  {"type": "object", "properties": {
                      "text": _text("Words of the fact to explain.", MAX_QUERY)},
                   "required": ["text"], "additionalProperties": False}, self.why),
+            # Review of the dream's proposals: the one operation agent.ops.review.
+            Spec("review_list", "The dream's proposed memory edits waiting for the person's "
+                 "review: each with its id, kind (add/update/remove), file, old and new "
+                 "text, the reason and its source message; stale ones are marked.",
+                 {"type": "object", "properties": {}, "additionalProperties": False},
+                 self.review_list),
+            Spec("review_decide", "Accept or reject proposals from review_list, by id; "
+                 "accepted ones are written to MEMORY.md/USER.md as one commit per dream, "
+                 "rejected ones are never proposed again. Only on the person's say-so.",
+                 {"type": "object", "properties": {
+                     "ids": _text("Proposal ids from review_list (as 4..9#2), separated by "
+                                  "commas.", MAX_QUERY),
+                     "decision": {"type": "string", "enum": ["accept", "reject"],
+                                  "description": "What the person decided."},
+                     "because": {"type": ["string", "null"], "maxLength": 500,
+                                 "default": None, "description": "Why (for a rejection)."}},
+                  "required": ["ids", "decision"], "additionalProperties": False},
+                 self.review_decide, writes=True),
         ]
         self.specs = {s.name: s for s in specs}
 
@@ -273,7 +291,28 @@ class VaultTools:
         from agent import why
         return why.render(why.explain(self.vault, text))
 
+    def review_list(self) -> str:
+        from agent.ops import review
+        items = review.pending(self.vault)
+        return json.dumps([i.to_json() for i in items], ensure_ascii=False, indent=1) \
+            if items else "Nothing waits for review."
+
     # -- writing
+
+    def review_decide(self, ids: str, decision: str, because: str | None,
+                      client: str | None) -> str:
+        from agent.ops import review
+        picks = [p.strip() for p in ids.split(",") if p.strip()]
+        try:
+            out = review.decide(self.vault, picks, decision, self.clock(),
+                                f"mcp client {client or 'unknown'}", because=because or "")
+        except review.ReviewError as e:
+            raise BadInput(f"review_decide: {e}".replace("`agent review` lists",
+                                                         "review_list shows")) from None
+        lines = [f"{'Accepted' if decision == 'accept' else 'Rejected'} {i.id}" for i in out.done]
+        lines += [f"Not applied {i.id}: stale ({i.stale})" for i in out.stale]
+        lines += [f"Committed {sha[:7]} {subject}" for sha, subject in zip(out.commits, out.subjects)]
+        return "\n".join(lines)
 
     def _commit(self, client: str | None, what: str, text: str, rel: str, tool: str,
                 write) -> str:

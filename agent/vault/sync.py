@@ -142,9 +142,25 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         raise SyncError(f"{remote} kept moving while this vault pushed ({MAX_ATTEMPTS} "
                         f"tries): run `agent sync` again.")
     result.head = vault.head()
+    if push:
+        _proposals(vault, remote)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
     _save_state(vault, result, now or datetime.now().astimezone())
     return result
+
+
+def _proposals(vault: Vault, remote: str) -> None:
+    """The dream's proposal branches (dream/*) go both ways; the merged ledger says
+    which still wait, so a decision made on any clone closes them everywhere."""
+    from agent.stores import ledger
+    from agent.vault import branches
+
+    waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
+    try:
+        branches.exchange(vault, remote, waiting)
+    except GitError as e:
+        raise SyncError(f"main is synced, but the proposal branches (dream/*) could not be "
+                        f"exchanged with {remote}: {_first_error(e.stderr)}") from None
 
 
 def _fetch(vault: Vault, remote: str, branch: str) -> None:
