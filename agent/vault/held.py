@@ -77,7 +77,8 @@ def _load(vault: Vault) -> dict:
 
 def _save(vault: Vault, data: dict) -> None:
     vault.state.mkdir(exist_ok=True)
-    atomic.write_json(vault.state / STATE_FILE, data)
+    # Not write_json: its sorted keys would reorder a held cron job's keys on accept.
+    atomic.write_text(vault.state / STATE_FILE, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     _prune_refs(vault, data)
 
 

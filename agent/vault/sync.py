@@ -31,7 +31,8 @@ from agent.stores import archive, merge
 from agent.stores import cron as cronfile
 from agent.vault import atomic, held, incoming, mergedriver
 from agent.vault.change import Change
-from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError, check_host
+from agent.vault.repo import (_GIT_BASE, MARKER, GitError, Vault, VaultError, _no_filters,
+                              check_host)
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -541,6 +542,48 @@ def ensure_setup(vault: Vault) -> str | None:
                                    body="\n\n".join(done)))
 
 
+def _check_out_vault(url: str, path: Path) -> None:
+    """Check out the branch that holds the vault, whatever the remote's HEAD names (a
+    plain `git init --bare` says `master` while the vault pushes `main`), after its
+    newest tree was checked (agent.vault.incoming)."""
+    def git(*args, check=True):
+        q = subprocess.run(["git", *_GIT_BASE, *args], cwd=path, capture_output=True, text=True)
+        if check and q.returncode:
+            raise GitError(list(args), q.returncode, q.stderr)
+        return q
+
+    branches = git("for-each-ref", "--format=%(refname:lstrip=3)", "refs/remotes/origin/"
+                   ).stdout.split()
+    branches = [b for b in branches if b != "HEAD"]
+    head = git("symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD",
+               check=False).stdout.strip().removeprefix("origin/")
+    order = [b for b in dict.fromkeys([head, "main", "master", *sorted(branches)]) if b in branches]
+    vaults = [b for b in order if git("cat-file", "-e", f"refs/remotes/origin/{b}:{MARKER}",
+                                      check=False).returncode == 0]
+    if not vaults:
+        if not branches:
+            raise SyncError(f"{url} is not a vault: it is empty. Nothing was made at {path}. To "
+                            f"fill it from a vault, run `agent git remote add origin {url}` "
+                            f"then `agent sync` in that vault.")
+        raise SyncError(f"{url} is not a vault: no branch of it ({', '.join(sorted(branches))}) "
+                        f"has an agent.toml. Nothing was made at {path}. Check the URL.")
+    branch = vaults[0]
+    incoming.check_tree(path, f"refs/remotes/origin/{branch}", url)
+    local = git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
+    git(*_no_filters(path), "checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
+    if local and local != branch:
+        git("branch", "-D", local, check=False)   # the remote HEAD's branch, not a vault
+
+
+def _remove_clone(path: Path, made: bool) -> None:
+    import shutil
+    if made:
+        shutil.rmtree(path, ignore_errors=True)
+    else:                        # an empty folder the person named: leave it empty
+        for child in path.iterdir():
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+
+
 def clone(url: str, path: Path, host: str | None = None) -> Vault:
     """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
     names this machine (default: its hostname)."""
@@ -548,14 +591,17 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
     path = Path(path).expanduser().absolute()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
-    p = subprocess.run(["git", *_GIT_BASE, "clone", "--quiet", url, str(path)],
+    made = not path.exists()
+    p = subprocess.run(["git", *_GIT_BASE, "clone", "--quiet", "--no-checkout", url, str(path)],
                        capture_output=True, text=True,
                        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode:
         raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
-    if not (path / "agent.toml").is_file():
-        raise SyncError(f"{url} is not a vault (it has no agent.toml); the clone is at "
-                        f"{path}: run `agent init {path}` to make it one.")
+    try:
+        _check_out_vault(url, path)
+    except VaultError:
+        _remove_clone(path, made)
+        raise
     vault = Vault.open(path)
     if host:
         vault.set_host(host)
