@@ -315,6 +315,15 @@ def test_a_commit_the_vault_does_not_take_is_refused_and_nothing_changes(
     assert "Refused what origin/main sent" in agent(vault.root, "sync", ok=False).output
 
 
+def test_a_commit_fetched_by_hand_is_still_checked_by_the_next_sync(tmp_path, vault, evil):
+    head = vault.head()
+    link_out(evil)
+    vault.git("fetch", "-q", "origin")             # the person's own `git fetch`
+    result = agent(vault.root, "sync", ok=False)
+    assert "symlink leading out of the vault" in result.output
+    assert vault.head() == head and not (vault.root / "USER.md").is_symlink()
+
+
 def test_clone_refuses_a_remote_whose_tree_leads_out(tmp_path, vault, evil):
     link_out(evil)
     r = CliRunner().invoke(cli, ["clone", str(tmp_path / "remote.git"), str(tmp_path / "b")])

@@ -177,8 +177,11 @@ def _check_incoming(vault: Vault, remote: str, branch: str, before: str | None) 
     """Refuse what was fetched, before anything is merged or journalled, when a commit
     new to this machine holds what the vault does not take (agent.vault.incoming); the
     remote-tracking ref is put back, so the vault is exactly as it was."""
-    theirs, ours = _remote_head(vault, remote, branch), vault.head()
-    if not theirs or theirs == ours or theirs == before:
+    p = vault.git("rev-parse", f"refs/remotes/{remote}/{branch}", "HEAD", check=False).split()
+    if len(p) != 2 or not all(re.fullmatch(r"[0-9a-f]{40,64}", x) for x in p):
+        p = [_remote_head(vault, remote, branch), vault.head()]   # one of them is missing
+    theirs, ours = p
+    if not theirs or theirs == ours:
         return
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
