@@ -135,7 +135,7 @@ def test_a_sync_takes_notes_but_holds_what_decides_what_runs(tmp_path, vault, ev
     # status and doctor say so until decided.
     assert "held:       6 incoming changes" in agent(vault.root, "status").output
     doctor = agent(vault.root, "doctor", "--json", ok=False).output
-    check = next(c for c in json.loads(doctor)["checks"] if c["name"] == "held changes")
+    check = next(c for c in json.loads(doctor)["checks"] if c["name"] == "held")
     assert check["status"] == "warn" and "agent sync held" in check["fix"]
 
 

@@ -187,9 +187,9 @@ def _held(vault) -> Check:
 
     items = held.pending(vault)
     if not items:
-        return Check("held changes", "ok", "none: every change a sync brought in was taken")
+        return Check("held", "ok", "none: every change a sync brought in was taken")
     n = len(items)
-    return Check("held changes", "warn",
+    return Check("held", "warn",
                  f"{n} incoming change{'s' * (n != 1)} a sync did not take: "
                  f"{', '.join(h.key for h in items)}",
                  "review them with `agent sync held`, then `agent sync accept FILE` or "
