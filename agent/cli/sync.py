@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from agent.cli.common import after_change, get_vault, report_recovery, vault_option
-from agent.vault import held
 from agent.vault import sync as syncing
 
 
@@ -49,6 +48,7 @@ def sync_cmd(ctx, remote, no_push, as_json):
 @vault_option
 def held_cmd(as_json):
     """Show each incoming change waiting for your decision, as a diff."""
+    from agent.vault import held
     vault = get_vault()
     items = held.pending(vault)
     if as_json:
@@ -72,6 +72,7 @@ def held_cmd(as_json):
 @vault_option
 def accept_cmd(which):
     """Take a held change (all of them without FILE), in one commit."""
+    from agent.vault import held
     vault = get_vault()
     chosen, sha = held.accept(vault, which)
     report_recovery(vault)
@@ -85,6 +86,7 @@ def accept_cmd(which):
 @vault_option
 def reject_cmd(which):
     """Drop a held change (all of them without FILE); this machine keeps its version."""
+    from agent.vault import held
     vault = get_vault()
     chosen = held.reject(vault, which)
     click.echo(f"Rejected {', '.join(h.label() for h in chosen)}: this machine keeps its "

@@ -15,7 +15,6 @@ version.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import subprocess
@@ -252,6 +251,7 @@ def select(vault: Vault, which: str | None) -> list[Held]:
 
 def diff(vault: Vault, h: Held) -> str:
     """The held change as a unified diff from this machine's version."""
+    import difflib
     if h.job is not None:
         a = json.dumps(h.local_job, indent=2, ensure_ascii=False).splitlines() if h.local_job else []
         b = json.dumps(h.job, indent=2, ensure_ascii=False).splitlines()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from agent.stores import archive, merge
 from agent.stores import cron as cronfile
-from agent.vault import atomic, held, incoming, mergedriver
+from agent.vault import atomic, mergedriver
 from agent.vault.change import Change
 from agent.vault.repo import (_GIT_BASE, MARKER, GitError, Vault, VaultError, _no_filters,
                               check_host)
@@ -135,9 +135,8 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     result = SyncResult(remote, branch)
     start = vault.head()
     for _ in range(MAX_ATTEMPTS):
-        before = _remote_head(vault, remote, branch)
         _fetch(vault, remote, branch)
-        _check_incoming(vault, remote, branch, before)
+        _check_incoming(vault, remote, branch)
         with vault.locked():
             _merge(vault, remote, branch, result)
             result.claimed += claim_jobs(vault)[0]
@@ -173,20 +172,23 @@ def _fetch(vault: Vault, remote: str, branch: str) -> None:
                         f"Nothing changed.") from None
 
 
-def _check_incoming(vault: Vault, remote: str, branch: str, before: str | None) -> None:
+def _check_incoming(vault: Vault, remote: str, branch: str) -> None:
     """Refuse what was fetched, before anything is merged or journalled, when a commit
     new to this machine holds what the vault does not take (agent.vault.incoming); the
-    remote-tracking ref is put back, so the vault is exactly as it was."""
+    remote-tracking ref is put back (its reflog says where it was), so the vault is
+    exactly as it was."""
     p = vault.git("rev-parse", f"refs/remotes/{remote}/{branch}", "HEAD", check=False).split()
     if len(p) != 2 or not all(re.fullmatch(r"[0-9a-f]{40,64}", x) for x in p):
         p = [_remote_head(vault, remote, branch), vault.head()]   # one of them is missing
     theirs, ours = p
     if not theirs or theirs == ours:
         return
+    from agent.vault import incoming       # only when something came in
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
     except incoming.Refused:
         ref = f"refs/remotes/{remote}/{branch}"
+        before = vault.git("rev-parse", "--verify", "-q", f"{ref}@{{1}}", check=False).strip()
         if before:
             vault.git("update-ref", ref, before)
         else:
@@ -247,6 +249,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult) -> None:
         vault.git("update-ref", "HEAD", theirs)
         vault.git("read-tree", "--reset", "-u", theirs)
         return
+    from agent.vault import held
     source = f"{remote}/{branch}"
     forward = _is_ancestor(vault, ours, theirs)
     if forward:
@@ -571,6 +574,7 @@ def _check_out_vault(url: str, path: Path) -> None:
         raise SyncError(f"{url} is not a vault: no branch of it ({', '.join(sorted(branches))}) "
                         f"has an agent.toml. Nothing was made at {path}. Check the URL.")
     branch = vaults[0]
+    from agent.vault import incoming
     incoming.check_tree(path, f"refs/remotes/origin/{branch}", url)
     local = git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
     git(*_no_filters(path), "checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
