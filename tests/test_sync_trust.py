@@ -406,3 +406,15 @@ def test_clone_of_a_remote_that_is_not_a_vault_gives_safe_advice(tmp_path):
     assert "is not a vault: no branch of it (main) has an agent.toml" in r.output
     assert "agent init" not in r.output
     assert not (tmp_path / "b").exists()
+
+
+def test_a_held_change_made_here_by_hand_waits_no_longer(tmp_path, vault, evil):
+    with open(evil / "agent.toml", "a") as f:
+        f.write("\n# from the laptop\n")
+    push(evil)
+    agent(vault.root, "sync")
+    assert "held:" in agent(vault.root, "status").output
+    (vault.root / "agent.toml").write_text((evil / "agent.toml").read_text())
+    agent(vault.root, "note", "commits the hand edit first")
+    assert "held:" not in agent(vault.root, "status").output
+    assert agent(vault.root, "sync", "held").output.strip() == "No held changes."

@@ -89,11 +89,24 @@ def _prune_refs(vault: Vault, data: dict) -> None:
 
 
 def pending(vault: Vault) -> list[Held]:
-    """The held changes waiting for a decision, in path order."""
+    """The held changes waiting for a decision, in path order; a file that is already
+    as the remote has it here (the person made the same change) waits no longer."""
     path = vault.state / STATE_FILE
     if not path.exists():
         return []
-    return [Held(**h) for _, h in sorted(_load(vault)["held"].items())]
+    items = [Held(**h) for _, h in sorted(_load(vault)["held"].items())]
+    files = [h for h in items if h.job is None]
+    if not files or not vault.head():
+        return items
+    out = vault.git("ls-tree", "-z", "HEAD", "--", *{h.path for h in files})
+    here = {e.split("\t", 1)[1]: e.split()[2] for e in out.split("\0") if "\t" in e}
+    done = [h for h in files if here.get(h.path) == h.oid]
+    if done:
+        data = _load(vault)
+        for h in done:
+            data["held"].pop(h.key, None)
+        _save(vault, data)
+    return [h for h in items if h not in done]
 
 
 def _job_stamp(job: dict | None) -> str:
