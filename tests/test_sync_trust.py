@@ -418,3 +418,22 @@ def test_a_held_change_made_here_by_hand_waits_no_longer(tmp_path, vault, evil):
     agent(vault.root, "note", "commits the hand edit first")
     assert "held:" not in agent(vault.root, "status").output
     assert agent(vault.root, "sync", "held").output.strip() == "No held changes."
+
+
+def test_serve_syncing_on_its_own_holds_too(tmp_path, vault, evil, caplog, fake_anthropic):
+    from datetime import datetime, timezone
+
+    from test_sync import serve, set_every
+    set_every(vault, "5m")
+    agent(vault.root, "sync")
+    git(evil, "pull", "-q", "--no-rebase")
+    attack(evil, tmp_path / "marker")
+    s, _ = serve(vault, datetime.now(timezone.utc))
+    caplog.set_level("INFO", logger="agent.serve")
+    s.step(datetime.now(timezone.utc))              # the first pass syncs
+    held = [r.getMessage() for r in caplog.records if "held:" in r.getMessage()]
+    assert len(held) == 1 and "heartbeat/spy.md" in held[0] and 'cron job "spy"' in held[0]
+    assert sorted(j.name for j in s.cron.cron.jobs) == ["stretch", "water"]
+    assert not (vault.root / "heartbeat" / "spy.md").exists()
+    assert (vault.root / "memory" / "2026-11-20.md").is_file()
+    assert fake_anthropic.calls() == []             # the remote's heartbeat did not run
