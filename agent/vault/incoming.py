@@ -153,7 +153,7 @@ def path_problem(path: str) -> str | None:
         bare = part.rstrip(". ").lower()
         if bare in (".git", "git~1"):
             return "names git's own folder (.git)"
-    if parts[0] == STATE_DIR:
+    if parts[0].rstrip(". ").lower() == STATE_DIR:      # .AGENT is .agent on macOS
         return f"is inside {STATE_DIR}/, this machine's own state"
     return None
 
@@ -166,7 +166,7 @@ def link_problem(path: str, target: str) -> str | None:
     if where == ".." or where.startswith("../"):
         return f"is a symlink leading out of the vault (to {target!r})"
     first = where.split("/", 1)[0]
-    if first.rstrip(". ").lower() == ".git" or first == STATE_DIR:
+    if first.rstrip(". ").lower() in (".git", STATE_DIR):
         return f"is a symlink into {first}/ (to {target!r})"
     return None
 
