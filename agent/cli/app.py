@@ -134,6 +134,13 @@ def status():
         click.echo(f"sync:       {ahead} ahead, {behind} behind {ref}{when}")
         click.echo(f"host:       {vault.host()} (this machine: it runs the cron jobs and "
                    f"heartbeats marked with it)")
+    from agent.vault import held
+    waiting_changes = held.pending(vault)
+    if waiting_changes:
+        n = len(waiting_changes)
+        click.echo(f"held:       {n} incoming change{'s' * (n != 1)} not taken "
+                   f"({', '.join(h.key for h in waiting_changes[:4])}"
+                   f"{', ...' if n > 4 else ''}): see `agent sync held`")
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)
 
