@@ -9,7 +9,9 @@ What the command sees (deny by default):
   list of /etc files programs need (no /etc/shadow, no /root, no /home);
 - the vault read-only at /vault, except /vault/workspace/, the scratch folder, writable
   (read-only too for a read-only sub-agent); /vault/.git and /vault/.agent are not there;
-- a private /tmp, /proc of its own pid namespace, a minimal /dev;
+- a private /tmp and /dev/shm, each a tmpfs of at most `tmp_size` bytes (memory, so
+  bounded: 100 MB by default), /proc of its own pid namespace, a minimal /dev and an
+  empty /run, both read-only (else they would be unbounded tmpfs to fill);
 - no network unless `network=True` (a new network namespace holds only loopback);
 - an empty environment but PATH, HOME (= the scratch folder) and LANG;
 - new user, pid, ipc, uts and cgroup namespaces; a new session (no terminal injection);
@@ -17,7 +19,11 @@ What the command sees (deny by default):
   where they are not world-readable;
 - limits: wall time (the whole process tree is killed with its pid namespace), at most
   NPROC processes (a fork bomb fails to fork), FSIZE bytes per file written, no core
-  dumps; stdout and stderr keep their head and tail, the cut is said.
+  dumps, `memory` bytes of address space per process (RLIMIT_AS: an allocation past it
+  fails inside the command, MemoryError or ENOMEM, rather than the machine swapping;
+  a cgroup would count all processes together, but needs root or a delegated
+  controller, which a person's desktop rarely has); stdout and stderr keep their head
+  and tail, the cut is said.
 
 It never falls back to running a command unsandboxed: when bwrap is missing or cannot
 make namespaces, `sandbox_status().ok` is False and `run` raises SandboxUnavailable.
@@ -46,6 +52,8 @@ MAX_TIMEOUT = 3600
 OUTPUT_CAP = 16_000          # characters kept of each stream (head and tail halves)
 NPROC = 256                  # processes the sandbox user may run at once
 FSIZE = 256 * 1024 * 1024    # bytes: the largest file a command may write
+MEMORY = 1024 ** 3           # bytes of address space a process may map ([exec] memory)
+TMP_SIZE = 100 * 1024 ** 2   # bytes each of /tmp and /dev/shm may hold ([exec] tmp_size)
 SANDBOX_UID = 1000
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
@@ -107,13 +115,18 @@ def _probe() -> SandboxStatus:
         v = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
         version = v.stdout.strip().split()[-1] if v.stdout.strip() else None
         p = subprocess.run([path, *_namespace_args(network=False), *_system_args(False),
-                            "--proc", "/proc", "--dev", "/dev", "--", "true"],
+                            "--proc", "/proc", "--dev", "/dev",
+                            "--size", "1048576", "--tmpfs", "/tmp", "--", "true"],
                            capture_output=True, text=True, timeout=10,
                            stdin=subprocess.DEVNULL, env={"PATH": PATH})
     except (OSError, subprocess.TimeoutExpired) as e:
         return SandboxStatus(False, path, None, f"bwrap at {path} does not run: {e}")
     if p.returncode != 0:
         why = (p.stderr.strip().splitlines() or ["no message"])[-1]
+        if "--size" in why:
+            return SandboxStatus(False, path, version,
+                                 f"bwrap {version} at {path} is too old to bound /tmp's size "
+                                 f"(it needs 0.5 or newer): upgrade bubblewrap")
         return SandboxStatus(False, path, version,
                              f"bwrap at {path} cannot create a sandbox here ({why}); it needs "
                              f"unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
@@ -167,6 +180,8 @@ class SandboxSpec:
     output_cap: int = OUTPUT_CAP
     lang: str = "C.UTF-8"
     cancel: threading.Event | None = None     # set -> the command is killed at once
+    memory: int = MEMORY              # address space per process, bytes
+    tmp_size: int = TMP_SIZE          # bytes each of /tmp and /dev/shm may hold
 
 
 @dataclass
@@ -227,10 +242,15 @@ def command_line(spec: SandboxSpec, bwrap: str = "bwrap") -> list[str]:
     """The bwrap argument list for `spec` (public so tests and doctor can show it)."""
     home = f"{INSIDE_VAULT}/{WORKSPACE}"
     return [bwrap, *_namespace_args(spec.network), *_system_args(spec.network),
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-            "--dir", "/var/tmp",
+            "--proc", "/proc", "--dev", "/dev",
+            "--size", str(spec.tmp_size), "--tmpfs", "/tmp",
+            "--size", str(spec.tmp_size), "--tmpfs", "/dev/shm",
+            "--tmpfs", "/run", "--dir", "/var/tmp",
             *vault_args(spec.vault_root, spec.writable),
-            "--remount-ro", "/", "--chdir", home, "--clearenv",
+            # The root, /dev and /run are tmpfs too: read-only, so only the two sized
+            # ones above take writes.
+            "--remount-ro", "/", "--remount-ro", "/dev", "--remount-ro", "/run",
+            "--chdir", home, "--clearenv",
             "--setenv", "PATH", PATH, "--setenv", "HOME", home, "--setenv", "LANG", spec.lang,
             "--setenv", "TMPDIR", "/tmp",
             "--", "/bin/sh", "-c", spec.command]
@@ -324,11 +344,13 @@ class _PidsGroup:
                 time.sleep(0.01)
 
 
-def _limits(group: _PidsGroup | None = None) -> None:
+def _limits(group: _PidsGroup | None = None, memory: int | None = None) -> None:
     """In the child before exec: its own process group and the resource limits."""
     os.setsid()
     if group is not None:
         group.join()
+    if memory:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE, FSIZE))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -395,7 +417,7 @@ def run(spec: SandboxSpec) -> ExecResult:
 def _run(spec: SandboxSpec, args: list[str], group: _PidsGroup, start: float) -> ExecResult:
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env={"PATH": PATH},
-                            preexec_fn=lambda: _limits(group), close_fds=True)
+                            preexec_fn=lambda: _limits(group, spec.memory), close_fds=True)
     out, err = _Capture(proc.stdout, spec.output_cap), _Capture(proc.stderr, spec.output_cap)
     timed_out = cancelled = False
     deadline = start + spec.timeout if spec.timeout else None

@@ -8,8 +8,17 @@ and `[exec] enabled` is not false; it never runs a command unsandboxed.
 
 from __future__ import annotations
 
+import re
+
 from agent import sandbox
 from agent.chat.tools.registry import ToolError, current_context, tool
+from agent.config import show_size
+
+# What a program prints when an allocation fails (Python, libc's strerror, C++, glibc's
+# obstack, node, Go, Rust): the command hit [exec] memory, not a bug to hunt.
+_NO_MEMORY = re.compile(r"MemoryError|Cannot allocate memory|[Oo]ut of memory|bad_alloc|"
+                        r"memory exhausted|allocation failed|memory allocation of \d+ bytes failed")
+_NO_SPACE = "No space left on device"
 
 
 def exec_unavailable(settings) -> str | None:
@@ -27,8 +36,10 @@ def exec_(command: str, timeout: float | None = None) -> str:
 
     The command runs in /vault/workspace/, a scratch folder of the vault that it may
     write (what it writes is saved with this turn); the rest of the vault is read-only
-    at /vault, the system read-only, /tmp private and empty. There is no network unless
-    the vault's settings allow it. Long output keeps its start and end.
+    at /vault, the system read-only, /tmp private and empty. Each process's memory and
+    /tmp's size are limited, and what one turn may add to /vault/workspace/ (more is
+    left there, not saved). There is no network unless the vault's settings allow it.
+    Long output keeps its start and end.
 
     Args:
         command: The shell command line, e.g. "ls -la" or "python3 script.py > out.txt".
@@ -49,6 +60,23 @@ def exec_(command: str, timeout: float | None = None) -> str:
     cancel = getattr(ctx.cancel, "event", ctx.cancel)
     spec = sandbox.SandboxSpec(ctx.vault.root, command, timeout=limit,
                                network=bool(settings and settings.exec_network),
-                               writable=writable, cancel=cancel)
+                               writable=writable, cancel=cancel,
+                               memory=settings.exec_memory if settings else sandbox.MEMORY,
+                               tmp_size=settings.exec_tmp_size if settings else sandbox.TMP_SIZE)
     result = sandbox.run(spec)
-    return result.render(limit)
+    return "\n".join([result.render(limit), *_limits_hit(result, spec)])
+
+
+def _limits_hit(result: sandbox.ExecResult, spec: sandbox.SandboxSpec) -> list[str]:
+    """A line for each limit the command ran into, naming the setting that sets it (the
+    person's to raise in agent.toml; the model cannot)."""
+    said = result.stdout + result.stderr
+    out = []
+    if _NO_MEMORY.search(said) or result.exit_code == 137:
+        out.append(f"note: the command ran out of memory: [exec] memory is "
+                   f"{show_size(spec.memory)} per process (agent.toml; the person may raise it)")
+    if _NO_SPACE in said:
+        out.append(f"note: no space left: /tmp and /dev/shm hold at most "
+                   f"{show_size(spec.tmp_size)} each ([exec] tmp_size in agent.toml); "
+                   f"workspace/ is on the vault's own disk")
+    return out
