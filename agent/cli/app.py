@@ -65,10 +65,20 @@ def note(text):
     t = now()
     rel = memory.daily_path(t.date())
     vault.check_writable(rel)
-    with vault.locked():
-        report_recovery(vault)
-        vault.append_line(rel, memory.note_line(body, t), header=memory.daily_header(t.date()))
-        sha = vault.commit(Change("note", f"add 1 line to {rel}"))
+    written = False
+    try:
+        with vault.locked():
+            report_recovery(vault)
+            vault.append_line(rel, memory.note_line(body, t),
+                              header=memory.daily_header(t.date()))
+            written = True
+            sha = vault.commit(Change("note", f"add 1 line to {rel}"))
+    except UserError as e:
+        # The text is never dropped silently: written and left for the next command
+        # to commit (it is journalled), or given back to be noted again.
+        raise UserError(f"{e}\n" + (f"Your note is in {rel} but not committed; the next "
+                                     f"command that can commits it." if written else
+                                     f"Your note was not saved: {body}")) from None
     after_change(vault, index=False)
     click.echo(f"{rel}: {memory.note_line(body, t)}  ({sha[:7]})")
 

@@ -57,6 +57,16 @@ class UnfinishedGit(VaultError):
     """The vault's repository is mid-operation (merge, rebase, ...): the agent commits nothing."""
 
 
+class CheckoutStuck(VaultError):
+    """A sync's checkout a kill interrupted cannot be finished (the commit it moves to
+    is one git refuses to check out): nothing is committed until `agent doctor --fix`."""
+
+
+# The command that gives up a checkout that cannot be finished (Vault.abandon_checkout).
+FIX_CHECKOUT = "agent doctor --fix"
+CHECKOUT_JOURNAL = "checkout.json"          # in .agent/
+
+
 class GitError(VaultError):
     def __init__(self, args, returncode, stderr):
         self.returncode = returncode
@@ -713,38 +723,156 @@ class Vault:
         so the two-tree `read-tree -m -u` only writes what differs between the commits.
         """
         old = self.head()
-        journal = self.state / "checkout.json"
+        journal = self.state / CHECKOUT_JOURNAL
         atomic.write_json(journal, {"old": old, "new": new, "reflog": reflog})
         self.git("read-tree", "-m", "-u", old, new)
         self.git("update-ref", "-m", reflog, "HEAD", new, old)
         journal.unlink()
 
-    def _finish_checkout(self) -> None:
-        """Finish a checkout a kill interrupted (see `checkout_commit`)."""
-        journal = self.state / "checkout.json"
+    def _checkout_journal(self) -> tuple[str, str, str] | None:
+        """(old, new, reflog) of a checkout journal that still has work to do: HEAD is
+        at `old` and `new` is a commit. None otherwise (a stale or unreadable journal is
+        removed)."""
+        journal = self.state / CHECKOUT_JOURNAL
         j = atomic.read_json(journal)
-        if j is None:
-            journal.unlink(missing_ok=True)
-            return
         try:
             old, new, reflog = j["old"], j["new"], j["reflog"]
         except (KeyError, TypeError):
-            journal.unlink()
+            journal.unlink(missing_ok=True)
+            return None
+        if not (isinstance(old, str) and isinstance(new, str) and isinstance(reflog, str)) \
+                or self.head() != old \
+                or self.git("cat-file", "-t", new, check=False).strip() != "commit":
+            journal.unlink(missing_ok=True)
+            return None
+        return old, new, reflog
+
+    def _finish_checkout(self) -> None:
+        """Finish a checkout a kill interrupted (see `checkout_commit`); CheckoutStuck
+        when git refuses it, saying what to run."""
+        todo = self._checkout_journal()
+        if todo is None:
             return
-        head = self.head()
-        if head == old and self.git("cat-file", "-t", new, check=False).strip() == "commit":
+        old, new, reflog = todo
+        try:
             # Forward: git writes the index last, so --reset rewrites every path the
             # interrupted checkout may have left half-done, and nothing else.
             self.git("read-tree", "--reset", "-u", new)
             self.git("update-ref", "-m", reflog, "HEAD", new, old)
-            self.recovered.append(f"an interrupted sync was finished ({reflog})")
-        journal.unlink()
+        except GitError as e:
+            raise CheckoutStuck(self._stuck(old, new, e.stderr)) from None
+        self.recovered.append(f"an interrupted sync was finished ({reflog})")
+        (self.state / CHECKOUT_JOURNAL).unlink()
+
+    def _stuck(self, old: str, new: str, why: str) -> str:
+        why = " ".join((why.strip().splitlines() or ["git refused it"])[-1].split())
+        return (f"The vault {self.root} is stuck in an interrupted sync: moving it to commit "
+                f"{new[:7]} fails ({why.removeprefix('error: ')}), and its journal "
+                f"{self.state / CHECKOUT_JOURNAL} cannot be replayed. Run `{FIX_CHECKOUT}` "
+                f"to go back to {old[:7]}, the commit before that sync (your files and "
+                f"edits are kept).")
+
+    def checkout_problem(self) -> str | None:
+        """What stops the next command finishing an interrupted sync's checkout (the
+        message CheckoutStuck gives), or None: there is none, or git will take it.
+        Writes nothing: the commit is tried in a throwaway index."""
+        journal = self.state / CHECKOUT_JOURNAL
+        j = atomic.read_json(journal) if journal.exists() else None
+        if not isinstance(j, dict) or self.head() != j.get("old"):
+            return None
+        new = j.get("new")
+        if not isinstance(new, str) or \
+                self.git("cat-file", "-t", new, check=False).strip() != "commit":
+            return None
+        import tempfile
+        with tempfile.TemporaryDirectory(dir=self.state) as tmp:
+            p = _run(["read-tree", new], cwd=self.root,
+                     env={**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")})
+        return self._stuck(j["old"], new, p.stderr) if p.returncode else None
+
+    def repair_checkout(self) -> list[str]:
+        """`agent doctor --fix`: finish an interrupted sync's checkout, or, when git
+        refuses the commit it moves to, give it up (abandon_checkout). What was done,
+        one line each (nothing: there was nothing to do)."""
+        with self.locked(repair=False):
+            self._clear_stale_git_locks()
+            try:
+                self._finish_checkout()
+            except CheckoutStuck:
+                return self.abandon_checkout()
+            done, self.recovered = self.recovered, []
+            return done
+
+    def abandon_checkout(self) -> list[str]:
+        """Give up the journalled checkout (call locked): HEAD stays at the commit before
+        it, each file the checkout had already written is put back as it was there, and
+        every other change in the work tree (a person's edits since) is kept, to be
+        committed as theirs by the next command. Nothing is lost: a file put back held
+        exactly the refused commit's version."""
+        journal = self.state / CHECKOUT_JOURNAL
+        todo = self._checkout_journal()
+        if todo is None:
+            return []
+        old, new, _ = todo
+        # The index back to HEAD's tree; the work tree is not touched by this.
+        self.git("read-tree", old)
+        moved = {p for p in self.git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
+                                     old, new).split("\0") if p}
+        written = [p for p in self.dirty_paths() if p in moved and self._holds(p, new)]
+        restore = []
+        for rel in written:
+            if self.git("ls-tree", "--name-only", old, "--", rel).strip():
+                restore.append(rel)
+            else:
+                # A file only the refused commit has: not a person's (it is that
+                # commit's own bytes), so it goes.
+                (self.root / rel).unlink(missing_ok=True)
+                parent = (self.root / rel).parent
+                while parent != self.root and not any(parent.iterdir()):
+                    parent.rmdir()
+                    parent = parent.parent
+        if restore:
+            self.git("checkout-index", "-f", "-q", "--", *restore)
+        journal.unlink(missing_ok=True)
+        kept = [p for p in self.dirty_paths() if p not in written]
+        lines = [f"gave up the interrupted sync to {new[:7]}, which git refuses to check "
+                 f"out: the vault stays at {old[:7]}"]
+        if written:
+            lines.append(f"{len(written)} file{'s' * (len(written) != 1)} that sync had "
+                         f"written put back: {', '.join(sorted(written)[:5])}"
+                         f"{', ...' if len(written) > 5 else ''}")
+        if kept:
+            lines.append(f"{len(kept)} changed file{'s' * (len(kept) != 1)} kept, to be "
+                         f"committed as your edits: {', '.join(sorted(kept)[:5])}"
+                         f"{', ...' if len(kept) > 5 else ''}")
+        return lines
+
+    def _holds(self, rel: str, commit: str) -> bool:
+        """Whether the work tree's `rel` is exactly `commit`'s version (both absent counts)."""
+        entry = self.git("ls-tree", "-z", commit, "--", rel).split("\0")[0]
+        path = self.root / rel
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return not entry
+        if not entry:
+            return False
+        mode, _, oid = entry.split("\t", 1)[0].split()
+        if stat.S_ISLNK(st.st_mode):
+            data = os.readlink(path).encode("utf-8", "surrogateescape")
+            return mode == "120000" and self.git(
+                "hash-object", "--stdin", input=data.decode("utf-8", "surrogateescape")
+            ).strip() == oid
+        if not stat.S_ISREG(st.st_mode) or mode == "120000":
+            return False
+        return self.git("hash-object", "--no-filters", "--", rel).strip() == oid
 
     # ---- the lock and repairs ------------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self):
-        """Hold the vault lock (re-entrant); on first entry, repair and commit hand edits.
+    def locked(self, repair: bool = True):
+        """Hold the vault lock (re-entrant); on first entry, repair and commit hand edits
+        (not with `repair=False`: to save what must not be lost when repairing fails).
 
         The lock is an flock on .agent/lock, so a killed holder never leaves it stale.
         """
@@ -758,7 +886,7 @@ class Vault:
                 self._lock_fd = fd
             self._lock_depth += 1
             try:
-                if self._lock_depth == 1:
+                if self._lock_depth == 1 and repair:
                     problem = unfinished_operation(self.root, unmerged=False)
                     if problem:
                         raise UnfinishedGit(problem)
