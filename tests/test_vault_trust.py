@@ -106,3 +106,137 @@ def test_a_turn_answered_while_the_vault_cannot_commit_is_saved_and_said_so(
     assert "Recovered:" in vault.git("log", "-1", "--format=%B", "HEAD~1")
     assert month.relative_to(vault.root).as_posix() in vault.git(
         "show", "--name-only", "--format=", "HEAD~1").split()
+
+
+# ---- what the model's commands may commit ---------------------------------------------
+
+needs_bwrap = pytest.mark.skipif(not sandbox.sandbox_status().ok,
+                                 reason=f"no sandbox here: {sandbox.sandbox_status().message}")
+
+
+def set_exec(vault, key: str, value: str) -> None:
+    toml = vault.root / "agent.toml"
+    text = toml.read_text()
+    assert f"\n{key} = " in text
+    toml.write_text("\n".join(f"{key} = {value}" if l.startswith(f"{key} = ") else l
+                              for l in text.split("\n")))
+
+
+def tool_result(fake_anthropic, call: int) -> str:
+    return fake_anthropic.calls()[call].body["messages"][-1]["content"][0]["content"]
+
+
+def history(vault) -> str:
+    return vault.git("log", "--all", "--stat=200", "--format=%s")
+
+
+@needs_bwrap
+def test_a_turn_commits_workspace_only_within_its_quota(fake_anthropic, vault, run):
+    ws = vault.root / "workspace"
+    fake_anthropic.add(
+        reply(tool_use("exec", {"command": "head -c 60M /dev/zero > big.bin; echo 42 > small.txt"})),
+        reply("Done."))
+    r = run("chat", "-m", "make the data")
+    assert r.exit_code == 0, r.output
+    told = tool_result(fake_anthropic, 1)
+    assert "not saved with this turn" in told
+    assert ("workspace/big.bin: 60 MiB, past the 50 MiB one turn may add to the vault "
+            "([exec] workspace_quota)") in told
+    assert "Not committed, left in place: workspace/big.bin: 60 MiB" in r.output
+    assert subjects(vault)[0] == "chat(cli/default): make the data"
+    assert "workspace/small.txt" in vault.git("show", "--name-only", "--format=", "HEAD")
+    assert "big.bin" not in history(vault)
+    assert (ws / "big.bin").stat().st_size == 60 * 1024 * 1024        # left in place
+
+    r = run("note", "after the turn")
+    assert r.exit_code == 0, r.output
+    assert "big.bin" not in history(vault) and "big.bin" not in r.output
+    assert vault.git("status", "--porcelain").strip() == "?? workspace/big.bin"
+
+    # A later turn's commands do not sweep it in either, nor does a change to a small file.
+    fake_anthropic.add(reply(tool_use("exec", {"command": "echo 43 > small.txt"})),
+                       reply("Again."))
+    assert run("chat", "-m", "again").exit_code == 0
+    assert "big.bin" not in history(vault) and "big.bin" not in tool_result(fake_anthropic, 3)
+    assert vault.git("show", "--name-only", "--format=", "HEAD").split() == [
+        next(p for p in vault.git("show", "--name-only", "--format=", "HEAD").split()
+             if p.startswith("sessions/")), "workspace/small.txt"]
+
+
+@needs_bwrap
+def test_the_overflow_past_the_quota_is_left_out_in_name_order(fake_anthropic, vault, run):
+    set_exec(vault, "workspace_quota", '"1M"')
+    vault.git("commit", "-qam", "a small quota")
+    fake_anthropic.add(reply(tool_use("exec", {
+        "command": "head -c 600K /dev/zero > a.bin; head -c 600K /dev/zero > b.bin; "
+                   "echo c > c.txt"})), reply("Done."))
+    assert run("chat", "-m", "three files").exit_code == 0
+    committed = vault.git("show", "--name-only", "--format=", "HEAD").split()
+    assert "workspace/a.bin" in committed and "workspace/c.txt" in committed
+    assert "workspace/b.bin" not in committed
+    assert "workspace/b.bin: 600 KiB, past the 1 MiB" in tool_result(fake_anthropic, 1)
+
+
+@needs_bwrap
+def test_a_link_out_made_by_a_command_is_left_out_and_the_turn_saved(fake_anthropic, vault, run):
+    fake_anthropic.add(reply(tool_use("exec", {
+        "command": "ln -s /etc/hostname host; ln -s ../../outside up; "
+                   "ln -s ../.git/config gitconf; ln -s ../MEMORY.md memory-link; "
+                   "echo 42 > answer.txt"})), reply("Linked."))
+    r = run("chat", "-m", "link things")
+    assert r.exit_code == 0, r.output
+    assert "Error" not in r.output
+    committed = vault.git("show", "--name-only", "--format=", "HEAD").split()
+    assert "workspace/answer.txt" in committed
+    assert "workspace/memory-link" in committed                  # inside the vault: fine
+    for name in ("host", "up", "gitconf"):
+        assert f"workspace/{name}" not in history(vault)
+        assert os.path.islink(vault.root / "workspace" / name)    # left in place
+    told = tool_result(fake_anthropic, 1)
+    assert "workspace/host: a symlink leading out of the vault (to '/etc/hostname')" in told
+    assert "workspace/gitconf: a symlink into .git/" in told
+    assert "Not committed, left in place: workspace/up: a symlink leading out" in r.output
+    # The next command's own commit of what it finds does not take them either.
+    r = run("note", "after")
+    assert r.exit_code == 0, r.output
+    assert "workspace/host" not in history(vault)
+    assert "host" not in r.output                        # said once, with the turn
+
+
+def test_a_link_out_is_never_committed_by_the_hand_edit_or_recovery_commit(vault, run, tmp_path):
+    ws = vault.root / "workspace"
+    ws.mkdir(exist_ok=True)
+    os.symlink("/etc/passwd", ws / "planted")               # by hand
+    os.symlink("../USER.md", ws / "user")                   # by hand, inside: committed
+    r = run("note", "one")
+    assert r.exit_code == 0, r.output
+    assert ("workspace/planted: a symlink leading out of the vault (to '/etc/passwd'); "
+            "not committed") in r.output
+    assert "workspace/planted" not in history(vault)
+    assert "workspace/user" in vault.git("ls-files")
+    r = run("note", "two")
+    assert r.exit_code == 0 and "planted" not in r.output    # said once
+    # A turn killed while its commands wrote workspace/: its claim's process is gone, so
+    # the next command recovers those files as the agent's, by the turn's own rule.
+    import subprocess
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    claims = vault.state / "claims"
+    claims.mkdir(exist_ok=True)
+    (claims / "dead.json").write_text(json.dumps(
+        {"pid": gone.pid, "prefix": "workspace", "quota": 1024}))
+    os.symlink(str(tmp_path), ws / "escape")
+    (ws / "a.txt").write_text("x" * 800)
+    (ws / "b.txt").write_text("y" * 800)
+    r = run("note", "three")
+    assert r.exit_code == 0, r.output
+    assert "workspace/escape: a symlink leading out" in r.output
+    assert "workspace/b.txt: 800 bytes, past the 1 KiB one turn may add" in r.output
+    tracked = vault.git("ls-files").split()
+    assert "workspace/a.txt" in tracked
+    assert "workspace/b.txt" not in tracked and "workspace/escape" not in tracked
+    assert "recover" in vault.git("log", "--format=%s").split("\n")[1]
+    # A file left out is judged again once it changes: made small, it is committed.
+    (ws / "b.txt").write_text("small now\n")
+    assert run("note", "four").exit_code == 0
+    assert "workspace/b.txt" in vault.git("ls-files").split()

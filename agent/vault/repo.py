@@ -33,7 +33,7 @@ from agent.errors import UserError
 from agent.package import package_data
 from agent.vault import atomic
 from agent.vault.change import Change, Identity, by_hand, recovered
-from agent.vault.offlimits import STATE_DIR, is_off_limits, refusal
+from agent.vault.offlimits import STATE_DIR, is_off_limits, link_problem, refusal
 
 MARKER = "agent.toml"
 DEFAULT_VAULT = Path("~/.agent/vault")
@@ -65,6 +65,7 @@ class CheckoutStuck(VaultError):
 # The command that gives up a checkout that cannot be finished (Vault.abandon_checkout).
 FIX_CHECKOUT = "agent doctor --fix"
 CHECKOUT_JOURNAL = "checkout.json"          # in .agent/
+HELD_FILE = "uncommitted.json"              # in .agent/: files left uncommitted on purpose
 
 
 class GitError(VaultError):
@@ -908,6 +909,9 @@ class Vault:
         if unmerged:
             raise UnfinishedGit(conflicted(self.root, unmerged))
         pending = self._read_pending()
+        if dirty:
+            held = self.held_back(dirty)
+            dirty = [p for p in dirty if p not in held]
         if not dirty:
             if pending:
                 self._clear_pending()
@@ -923,6 +927,17 @@ class Vault:
         dirty = [p for p in dirty if not under(p, live)]
         pending |= {p for p in dirty if under(p, dead)}
         leftovers = [p for p in dirty if p in pending]
+        # What a killed turn's commands wrote is held to the turn's own rule (its quota,
+        # no links leading out), as its commit would have been.
+        out: dict[str, str] = {}
+        for prefix, quota in dead.items():
+            out.update(self.uncommittable([p for p in leftovers if under(p, [prefix])], quota))
+        out.update(self.uncommittable([p for p in dirty if p not in out]))
+        if out:
+            self.hold_back(out)
+            self.too_big.extend(f"{p}: {why}; not committed" for p, why in out.items())
+            dirty = [p for p in dirty if p not in out]
+            leftovers = [p for p in leftovers if p not in out]
         if leftovers:
             intended = self._intended()
             if intended is not None:
@@ -937,7 +952,7 @@ class Vault:
         self._clear_pending()
 
     def _too_big(self, rel: str) -> bool:
-        """A hand-added file over COMMIT_BYTES: left uncommitted, and said so."""
+        """A hand-added file over COMMIT_BYTES: left uncommitted, and said so (once)."""
         from agent.vault.safe import COMMIT_BYTES, _size
         try:
             st = os.lstat(self.root / rel)
@@ -950,7 +965,76 @@ class Vault:
         self.too_big.append(f"{rel} is {_size(st.st_size)}, over the {_size(COMMIT_BYTES)} "
                             f"limit for a hand-added file: not committed (commit it with git "
                             f"yourself, or list it in .gitignore)")
+        self.hold_back({rel: f"{_size(st.st_size)}, over the {_size(COMMIT_BYTES)} limit "
+                             f"for a hand-added file"})
         return True
+
+    # ---- files left uncommitted on purpose ------------------------------------------
+
+    def uncommittable(self, paths, quota: int | None = None) -> dict[str, str]:
+        """Of the changed files `paths`, those no commit may take, each with why: a
+        symlink leading out of the vault (see offlimits.link_problem), and with `quota`
+        (bytes one turn's commands may add), the files past it, taken in name order (a
+        file bigger than the quota on its own is always past it)."""
+        from agent.config import show_size
+        out: dict[str, str] = {}
+        used = 0
+        for rel in sorted(paths):
+            try:
+                st = os.lstat(self.root / rel)
+            except OSError:
+                continue                       # deleted: nothing to hold back
+            if stat.S_ISLNK(st.st_mode):
+                problem = link_problem(rel, os.readlink(self.root / rel))
+                if problem:
+                    out[rel] = problem
+                continue
+            if quota is not None and stat.S_ISREG(st.st_mode):
+                if used + st.st_size > quota:
+                    out[rel] = (f"{show_size(st.st_size)}, past the {show_size(quota)} one "
+                                f"turn may add to the vault ([exec] workspace_quota)")
+                else:
+                    used += st.st_size
+        return out
+
+    def _signature(self, rel: str) -> list | None:
+        try:
+            st = os.lstat(self.root / rel)
+        except OSError:
+            return None
+        return [st.st_mode, st.st_size, st.st_mtime_ns]
+
+    def held_back(self, dirty=None) -> dict[str, str]:
+        """The files left uncommitted on purpose (hold_back) that are as they were then,
+        with why; no command commits them. One that changed since is judged again, and
+        with `dirty` (the changed files now) one no longer among them is forgotten."""
+        path = self.state / HELD_FILE
+        data = atomic.read_json(path) if path.exists() else None
+        if not isinstance(data, dict):
+            return {}
+        changed = set(dirty) if dirty is not None else None
+        keep = {rel: e for rel, e in data.items() if isinstance(e, dict)
+                and (changed is None or rel in changed) and e.get("sig") == self._signature(rel)}
+        if dirty is not None and len(keep) != len(data):
+            with contextlib.suppress(OSError):
+                if keep:
+                    atomic.write_json(path, keep)
+                else:
+                    path.unlink()
+        return {rel: str(e.get("why", "")) for rel, e in keep.items()}
+
+    def hold_back(self, why: dict[str, str]) -> None:
+        """Leave the files `why` names uncommitted (call locked): kept on disk as they
+        are, listed in .agent/, skipped by every commit until they change."""
+        if not why:
+            return
+        path = self.state / HELD_FILE
+        data = atomic.read_json(path) if path.exists() else None
+        data = data if isinstance(data, dict) else {}
+        for rel, reason in why.items():
+            data[rel] = {"why": reason, "sig": self._signature(rel)}
+        self.state.mkdir(exist_ok=True)
+        atomic.write_json(path, data)
 
     def _clear_stale_git_locks(self, wait: float = 2.0) -> None:
         """Remove lock files left by a git process killed mid-commit.
@@ -1023,7 +1107,7 @@ class Vault:
 
     # ---- claims: files a running sandboxed command writes --------------------------
 
-    def claim(self, prefix: str) -> Path:
+    def claim(self, prefix: str, quota: int | None = None) -> Path:
         """Mark `prefix/` as being written by a command this process runs (call locked).
 
         Until the claim is released, no process's repair treats changes under it as hand
@@ -1035,21 +1119,25 @@ class Vault:
         folder.mkdir(parents=True, exist_ok=True)
         import secrets
         path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.json"
-        path.write_text(json.dumps({"pid": os.getpid(), "prefix": prefix.strip("/")}))
+        path.write_text(json.dumps({"pid": os.getpid(), "prefix": prefix.strip("/"),
+                                    "quota": quota}))
         return path
 
     def release(self, claim: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             claim.unlink()
 
-    def _claims(self) -> tuple[list[str], list[str]]:
-        """(prefixes claimed by live processes, prefixes whose claimant died); dead ones removed."""
-        live, dead = [], []
+    def _claims(self) -> tuple[list[str], dict[str, int | None]]:
+        """(prefixes claimed by live processes, {prefix whose claimant died: its quota});
+        dead ones removed."""
+        live, dead = [], {}
         for path in (self.state / "claims").glob("*.json"):
             try:
                 data = json.loads(path.read_text())
                 pid, prefix = int(data["pid"]), str(data["prefix"])
-            except (OSError, ValueError, KeyError, TypeError):
+                quota = data.get("quota")
+                quota = int(quota) if quota is not None else None
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue
             try:
                 os.kill(pid, 0)
@@ -1061,14 +1149,18 @@ class Vault:
             if alive:
                 live.append(prefix)
             else:
-                dead.append(prefix)
+                dead[prefix] = quota
                 self.release(path)
         return live, dead
 
     def include(self, paths: list[str]) -> None:
         """Count `paths` (changed on disk by a command this turn ran) as this process's writes."""
         for rel in paths:
-            self._note_pending(self.rel(rel))
+            # As git lists it, not resolved: a symlink is the link, never its target.
+            rel = os.path.normpath(rel).replace(os.sep, "/")
+            if rel.startswith(("/", "../")) or rel == ".." or is_off_limits(rel):
+                raise VaultError(f"{rel} is not a path the vault commits.")
+            self._note_pending(rel)
 
     def _pending_file(self) -> Path:
         return self.state / "pending.json"

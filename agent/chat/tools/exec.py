@@ -55,8 +55,9 @@ def exec_(command: str, timeout: float | None = None) -> str:
     if not command.strip():
         raise ToolError("command is empty; give a shell command line, e.g. ls -la.")
     writable = not ctx.readonly
+    quota = settings.exec_workspace_quota if settings else None
     if writable:
-        ctx.vault.claim(sandbox.WORKSPACE)
+        ctx.vault.claim(sandbox.WORKSPACE, quota)
     cancel = getattr(ctx.cancel, "event", ctx.cancel)
     spec = sandbox.SandboxSpec(ctx.vault.root, command, timeout=limit,
                                network=bool(settings and settings.exec_network),
@@ -64,7 +65,17 @@ def exec_(command: str, timeout: float | None = None) -> str:
                                memory=settings.exec_memory if settings else sandbox.MEMORY,
                                tmp_size=settings.exec_tmp_size if settings else sandbox.TMP_SIZE)
     result = sandbox.run(spec)
-    return "\n".join([result.render(limit), *_limits_hit(result, spec)])
+    return "\n".join([result.render(limit), *_limits_hit(result, spec),
+                      *(_left_out(ctx.vault) if writable else [])])
+
+
+def _left_out(vault) -> list[str]:
+    """What this turn's commit will not take of workspace/, for the model to know."""
+    out = vault.left_out() if hasattr(vault, "left_out") else {}
+    if not out:
+        return []
+    return ["note: not saved with this turn (left in workspace/, uncommitted):",
+            *(f"- {rel}: {why}" for rel, why in sorted(out.items()))]
 
 
 def _limits_hit(result: sandbox.ExecResult, spec: sandbox.SandboxSpec) -> list[str]:
