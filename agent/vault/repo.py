@@ -765,17 +765,20 @@ class Vault:
         self.recovered.append(f"an interrupted sync was finished ({reflog})")
         (self.state / CHECKOUT_JOURNAL).unlink()
 
-    def _stuck(self, old: str, new: str, why: str) -> str:
+    def _stuck(self, old: str, new: str, why: str, short: bool = False) -> str:
         why = " ".join((why.strip().splitlines() or ["git refused it"])[-1].split())
-        return (f"The vault {self.root} is stuck in an interrupted sync: moving it to commit "
-                f"{new[:7]} fails ({why.removeprefix('error: ')}), and its journal "
-                f"{self.state / CHECKOUT_JOURNAL} cannot be replayed. Run `{FIX_CHECKOUT}` "
-                f"to go back to {old[:7]}, the commit before that sync (your files and "
-                f"edits are kept).")
+        what = f"moving the vault to commit {new[:7]} fails ({why.removeprefix('error: ')})"
+        if short:
+            return (f"an interrupted sync cannot be finished: {what}; its journal is "
+                    f"{STATE_DIR}/{CHECKOUT_JOURNAL}")
+        return (f"The vault {self.root} is stuck in an interrupted sync: {what}, and its "
+                f"journal {self.state / CHECKOUT_JOURNAL} cannot be replayed. Run "
+                f"`{FIX_CHECKOUT}` to go back to {old[:7]}, the commit before that sync "
+                f"(your files and edits are kept).")
 
     def checkout_problem(self) -> str | None:
-        """What stops the next command finishing an interrupted sync's checkout (the
-        message CheckoutStuck gives), or None: there is none, or git will take it.
+        """What stops the next command finishing an interrupted sync's checkout (a short
+        form of CheckoutStuck's message), or None: there is none, or git will take it.
         Writes nothing: the commit is tried in a throwaway index."""
         journal = self.state / CHECKOUT_JOURNAL
         j = atomic.read_json(journal) if journal.exists() else None
@@ -789,7 +792,7 @@ class Vault:
         with tempfile.TemporaryDirectory(dir=self.state) as tmp:
             p = _run(["read-tree", new], cwd=self.root,
                      env={**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")})
-        return self._stuck(j["old"], new, p.stderr) if p.returncode else None
+        return self._stuck(j["old"], new, p.stderr, short=True) if p.returncode else None
 
     def repair_checkout(self) -> list[str]:
         """`agent doctor --fix`: finish an interrupted sync's checkout, or, when git
