@@ -240,3 +240,41 @@ def test_a_link_out_is_never_committed_by_the_hand_edit_or_recovery_commit(vault
     (ws / "b.txt").write_text("small now\n")
     assert run("note", "four").exit_code == 0
     assert "workspace/b.txt" in vault.git("ls-files").split()
+
+
+def test_a_pushed_tree_git_refuses_leaves_the_vault_working(tmp_path, vault, run):
+    """The whole path: a second clone made with plain git pushes a commit whose tree has
+    an entry named `..`; the sync that takes it fails, and the vault is as it was."""
+    import subprocess
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    assert run("sync").exit_code == 0
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(bare), str(other)], check=True)
+
+    def git(*args, input=None):
+        return subprocess.run(["git", "-C", str(other), *args], input=input, text=True,
+                              capture_output=True, check=True).stdout.strip()
+    blob = git("hash-object", "-w", "--stdin", input="pwned\n")
+    memory = git("hash-object", "-w", "--stdin", input="# Memory\n\n- the remote's fact\n")
+    listing = "".join(l + "\n" for l in git("ls-tree", "HEAD").splitlines()
+                      if not l.endswith("\tMEMORY.md"))
+    tree = git("mktree", input=listing + f"100644 blob {memory}\tMEMORY.md\n"
+                                         f"100644 blob {blob}\t..\n")
+    commit = git("commit-tree", tree, "-p", "HEAD", "-m", "innocent")
+    git("push", "-q", "origin", f"{commit}:refs/heads/main")
+
+    before, memory_before = vault.head(), (vault.root / "MEMORY.md").read_text()
+    p = agent_proc("sync", vault=vault.root)
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert vault.head() == before
+    assert (vault.root / "MEMORY.md").read_text() == memory_before
+    assert not (tmp_path / "pwned").exists() and not (vault.root.parent / "..").is_file()
+    assert not (vault.state / "checkout.json").exists()
+    d = agent_proc("doctor", vault=vault.root)
+    assert "sync journal" not in d.stdout
+    p = agent_proc("note", "still works", vault=vault.root)
+    assert p.returncode == 0, p.stderr
+    assert vault.git("rev-parse", "HEAD~1").strip() == before
+    assert vault.dirty_paths() == []

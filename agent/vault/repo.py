@@ -726,7 +726,13 @@ class Vault:
         old = self.head()
         journal = self.state / CHECKOUT_JOURNAL
         atomic.write_json(journal, {"old": old, "new": new, "reflog": reflog})
-        self.git("read-tree", "-m", "-u", old, new)
+        try:
+            self.git("read-tree", "-m", "-u", old, new)
+        except GitError:
+            # Git refuses that commit (a path it will not write, ...): a replay would
+            # too, so it is given up at once and the vault stays as it was.
+            self.abandon_checkout()
+            raise
         self.git("update-ref", "-m", reflog, "HEAD", new, old)
         journal.unlink()
 
