@@ -21,9 +21,10 @@ What the command sees (deny by default):
   NPROC processes (a fork bomb fails to fork), FSIZE bytes per file written, no core
   dumps, `memory` bytes of address space per process (RLIMIT_AS: an allocation past it
   fails inside the command, MemoryError or ENOMEM, rather than the machine swapping;
-  a cgroup would count all processes together, but needs root or a delegated
-  controller, which a person's desktop rarely has); stdout and stderr keep their head
-  and tail, the cut is said.
+  it works for any user, where a cgroup needs root or a delegated controller), and
+  when the agent runs as root, a memory cgroup holds all its processes together to
+  the same `memory` (many processes could add up otherwise; past it the kernel kills
+  one); stdout and stderr keep their head and tail, the cut is said.
 
 It never falls back to running a command unsandboxed: when bwrap is missing or cannot
 make namespaces, `sandbox_status().ok` is False and `run` raises SandboxUnavailable.
@@ -32,6 +33,7 @@ Nothing here knows of models, tools or git.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -193,6 +195,7 @@ class ExecResult:
     cancelled: bool = False
     seconds: float = 0.0
     cut: list[str] = field(default_factory=list)   # the streams whose middle was cut
+    oom_kills: int = 0                # processes the kernel killed for the memory cgroup
 
     def render(self, timeout: float) -> str:
         """The tool's answer: exit status, then stdout and stderr."""
@@ -256,6 +259,32 @@ def command_line(spec: SandboxSpec, bwrap: str = "bwrap") -> list[str]:
             "--", "/bin/sh", "-c", spec.command]
 
 
+def _cgroup_parent(controller: str) -> Path | None:
+    """Where a cgroup with `controller` ("pids", "memory") can be made for one command
+    (v1 hierarchy of that name, or v2 with the controller delegated), else None."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            base = Path("/sys/fs/cgroup") / controller / path.lstrip("/")
+            if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
+                return base
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            base = Path("/sys/fs/cgroup") / path.lstrip("/")
+            try:
+                if controller in (base / "cgroup.subtree_control").read_text().split() \
+                        and os.access(base, os.W_OK):
+                    return base
+            except OSError:
+                pass
+    return None
+
+
 def _pids_parent() -> Path | None:
     """Where a pids cgroup can be made for one command, when we may (root), else None.
 
@@ -263,54 +292,69 @@ def _pids_parent() -> Path | None:
     user namespace), so when the agent runs as root a fork bomb is held by a pids
     cgroup instead (v1 `pids` hierarchy, or v2 with the pids controller delegated).
     """
-    if os.geteuid() != 0:
-        return None
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            base = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
-            if (base / "cgroup.procs").exists():
-                return base
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            base = Path("/sys/fs/cgroup") / path.lstrip("/")
-            try:
-                if "pids" in (base / "cgroup.subtree_control").read_text().split():
-                    return base
-            except OSError:
-                pass
-    return None
+    return _cgroup_parent("pids") if os.geteuid() == 0 else None
 
 
 class _PidsGroup:
-    """A pids cgroup holding one command's processes: a cap on their number, and a way
-    to kill every one of them."""
+    """The cgroups holding one command's processes, where they can be made (root): a
+    cap on their number (pids, see _pids_parent) and on the memory they hold together
+    (memory: RLIMIT_AS binds each process alone, so many processes could still add up),
+    and a way to kill every one of them. Nothing when no cgroup may be made here."""
 
-    def __init__(self):
-        self.path: Path | None = None
-        parent = _pids_parent()
-        if parent is None:
-            return
-        path = parent / f"agent-exec-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
-        try:
-            path.mkdir()
-            (path / "pids.max").write_text(str(NPROC))
-            self.path = path
-        except OSError:
+    def __init__(self, memory: int | None = None):
+        self.paths: list[Path] = []
+        name = f"agent-exec-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+        root = os.geteuid() == 0
+        wanted = {"pids": _pids_parent(),
+                  "memory": _cgroup_parent("memory") if memory and root else None}
+        made: dict[Path, Path] = {}                 # parent -> group (v2: one for both)
+        for controller, parent in wanted.items():
+            if parent is None:
+                continue
+            path = made.get(parent) or parent / name
             try:
-                path.rmdir()
+                path.mkdir(exist_ok=True)
+                if controller == "pids":
+                    (path / "pids.max").write_text(str(NPROC))
+                elif (path / "memory.max").exists():             # v2
+                    (path / "memory.max").write_text(str(memory))
+                    with contextlib.suppress(OSError):
+                        (path / "memory.swap.max").write_text("0")
+                else:                                              # v1
+                    (path / "memory.limit_in_bytes").write_text(str(memory))
+                    with contextlib.suppress(OSError):
+                        (path / "memory.memsw.limit_in_bytes").write_text(str(memory))
             except OSError:
-                pass
+                with contextlib.suppress(OSError):
+                    if path not in self.paths:
+                        path.rmdir()
+                continue
+            made[parent] = path
+            if path not in self.paths:
+                self.paths.append(path)
+
+    @property
+    def path(self) -> Path | None:
+        return self.paths[0] if self.paths else None
+
+    def oom_kills(self) -> int:
+        """How many of the command's processes the kernel killed for its memory cgroup."""
+        for path in self.paths:
+            for name in ("memory.events", "memory.oom_control"):        # v2, v1
+                try:
+                    text = (path / name).read_text()
+                except OSError:
+                    continue
+                for line in text.splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and value.strip().isdigit():
+                        return int(value)
+        return 0
 
     def join(self) -> None:
-        """In the child before exec: move into the group."""
-        if self.path is not None:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        """In the child before exec: move into the groups."""
+        for path in self.paths:
+            (path / "cgroup.procs").write_text(str(os.getpid()))
 
     def kill_all(self) -> None:
         if self.path is None:
@@ -331,17 +375,16 @@ class _PidsGroup:
             time.sleep(0.01)
 
     def remove(self) -> None:
-        if self.path is None:
-            return
         self.kill_all()
-        for _ in range(100):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.01)
+        for path in self.paths:
+            for _ in range(100):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
 
 
 def _limits(group: _PidsGroup | None = None, memory: int | None = None) -> None:
@@ -403,10 +446,12 @@ def run(spec: SandboxSpec) -> ExecResult:
     if not status.ok:
         raise SandboxUnavailable(f"Commands cannot run: {status.message}.")
     args = command_line(spec, status.bwrap)
-    group = _PidsGroup()
+    group = _PidsGroup(spec.memory)
     start = time.monotonic()
     try:
-        return _run(spec, args, group, start)
+        result = _run(spec, args, group, start)
+        result.oom_kills = group.oom_kills()
+        return result
     finally:
         # Its processes are gone (or killed here); removing the empty group can wait
         # for the kernel to reap them, so it is done off the caller's time.

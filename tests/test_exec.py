@@ -339,6 +339,19 @@ def test_the_memory_setting_is_read_from_agent_toml(sh, vault):
     assert "MemoryError" in out and "[exec] memory is 200 MiB" in out
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or sandbox._cgroup_parent("memory") is None,
+                    reason="a memory cgroup is made only as root, where one can be")
+def test_many_processes_together_are_held_to_the_memory_setting(sh, vault):
+    set_key(vault, "exec", "memory", '"64M"')
+    staged = StagedVault(vault)
+    with use_context(ToolContext(staged, "cli/default", NOW, load_settings(vault.root))):
+        out = exec_("for i in 1 2 3 4; do python3 -c \"import time; a = b'x' * (40 * 1024**2); "
+                    "time.sleep(1); print('alive')\" & done; wait")
+    assert out.count("alive") < 4
+    assert "the command ran out of memory: [exec] memory is 64 MiB" in out
+    assert "of its processes killed for it" in out
+
+
 def test_tmp_is_bounded_and_a_full_tmp_names_its_setting(sh, vault):
     assert "100M" in sh("df -h /tmp /dev/shm | tail -2")        # the default size
     set_key(vault, "exec", "tmp_size", '"8M"')

@@ -83,9 +83,12 @@ def _limits_hit(result: sandbox.ExecResult, spec: sandbox.SandboxSpec) -> list[s
     person's to raise in agent.toml; the model cannot)."""
     said = result.stdout + result.stderr
     out = []
-    if _NO_MEMORY.search(said) or result.exit_code == 137:
+    if _NO_MEMORY.search(said) or result.oom_kills:
+        killed = (f"; {result.oom_kills} of its processes killed for it"
+                  if result.oom_kills else "")
         out.append(f"note: the command ran out of memory: [exec] memory is "
-                   f"{show_size(spec.memory)} per process (agent.toml; the person may raise it)")
+                   f"{show_size(spec.memory)}, for each process and all of them together"
+                   f"{killed} (agent.toml; the person may raise it)")
     if _NO_SPACE in said:
         out.append(f"note: no space left: /tmp and /dev/shm hold at most "
                    f"{show_size(spec.tmp_size)} each ([exec] tmp_size in agent.toml); "
