@@ -152,6 +152,9 @@ def test_a_turn_commits_workspace_only_within_its_quota(fake_anthropic, vault, r
     assert r.exit_code == 0, r.output
     assert "big.bin" not in history(vault) and "big.bin" not in r.output
     assert vault.git("status", "--porcelain").strip() == "?? workspace/big.bin"
+    status = run("status").output
+    assert "hand edits: none" in status
+    assert "left out:   1 file no commit takes (workspace/big.bin: 60 MiB, past" in status
 
     # A later turn's commands do not sweep it in either, nor does a change to a small file.
     fake_anthropic.add(reply(tool_use("exec", {"command": "echo 43 > small.txt"})),

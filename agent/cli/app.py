@@ -120,11 +120,18 @@ def status():
 
     click.echo(f"vault:      {root}")
     click.echo(f"HEAD:       {head}")
-    if dirty:
-        click.echo(f"hand edits: {len(dirty)} uncommitted ({', '.join(dirty[:5])}"
-                   f"{', ...' if len(dirty) > 5 else ''}); committed before the agent's next change")
+    held = vault.held_back()               # left uncommitted on purpose: not hand edits
+    edits = [p for p in dirty if p not in held]
+    if edits:
+        click.echo(f"hand edits: {len(edits)} uncommitted ({', '.join(edits[:5])}"
+                   f"{', ...' if len(edits) > 5 else ''}); committed before the agent's next change")
     else:
         click.echo("hand edits: none")
+    left = [p for p in dirty if p in held]
+    if left:
+        click.echo(f"left out:   {len(left)} file{'s' * (len(left) != 1)} no commit takes "
+                   f"({'; '.join(f'{p}: {held[p]}' for p in left[:3])}"
+                   f"{'; ...' if len(left) > 3 else ''})")
     click.echo(f"sessions:   {n_sessions} ({messages} message{'s' * (messages != 1)})")
     click.echo(f"archive:    {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
     n = facts(memory.MEMORY)
