@@ -219,8 +219,11 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
                 except (UserError, OSError) as again:
                     raise NotCommitted(f"This turn could not be saved: {again} (and: {e})") \
                         from None
+            # The error's own advice is for a command that wrote nothing; this one did.
+            why = str(e).replace("; then run the command again", "").replace(
+                " Nothing was changed.", "")
             raise NotCommitted(f"This turn is saved in {rel} but not committed; the next "
-                               f"command commits it once this is fixed: {e}") from None
+                               f"command commits it once this is fixed: {why}") from None
         index.refresh(vault, after_commit=True)
     return sha
 

@@ -71,7 +71,7 @@ def exec_(command: str, timeout: float | None = None) -> str:
 
 def _left_out(vault) -> list[str]:
     """What this turn's commit will not take of workspace/, for the model to know."""
-    out = vault.left_out() if hasattr(vault, "left_out") else {}
+    out = vault.left_out()          # the turn's StagedVault
     if not out:
         return []
     return ["note: not saved with this turn (left in workspace/, uncommitted):",
