@@ -2,8 +2,12 @@
 
 The command sees the vault read-only at /vault and may write only /vault/workspace/
 (its working folder and HOME). What it writes there is committed with the turn, so
-every change a command made can be reviewed with git. Offered only where bwrap works
-and `[exec] enabled` is not false; it never runs a command unsandboxed.
+every change a command made can be reviewed with git, up to `[exec] workspace_quota`
+a turn and never a symlink leading out of the vault: those stay on disk uncommitted,
+and the tool's answer lists them (Vault.uncommittable). Its memory and /tmp are
+bounded too (`[exec] memory`, `[exec] tmp_size`), and the answer names the setting a
+command ran into. Offered only where bwrap works and `[exec] enabled` is not false; it
+never runs a command unsandboxed.
 """
 
 from __future__ import annotations
