@@ -368,6 +368,13 @@ def test_tmp_is_bounded_and_a_full_tmp_names_its_setting(sh, vault):
     assert "note:" not in normal
 
 
+def test_a_file_past_the_sandboxs_size_limit_is_said(sh, vault, monkeypatch):
+    monkeypatch.setattr(sandbox, "FSIZE", 1024 * 1024)
+    out = sh("head -c 2M /dev/zero > big.bin; ls -l big.bin")
+    assert " 1048576 " in out
+    assert "note: a file the command writes may hold at most 1 MiB" in out
+
+
 def test_memory_sizes_in_agent_toml_are_checked(vault, run):
     set_key(vault, "exec", "memory", "1024")
     r = run("note", "x")

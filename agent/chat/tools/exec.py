@@ -13,6 +13,7 @@ never runs a command unsandboxed.
 from __future__ import annotations
 
 import re
+import signal
 
 from agent import sandbox
 from agent.chat.tools.registry import ToolError, current_context, tool
@@ -93,6 +94,9 @@ def _limits_hit(result: sandbox.ExecResult, spec: sandbox.SandboxSpec) -> list[s
         out.append(f"note: the command ran out of memory: [exec] memory is "
                    f"{show_size(spec.memory)}, for each process and all of them together"
                    f"{killed} (agent.toml; the person may raise it)")
+    if "File size limit exceeded" in said or result.exit_code == -signal.SIGXFSZ:
+        out.append(f"note: a file the command writes may hold at most "
+                   f"{show_size(sandbox.FSIZE)} (the sandbox's own limit)")
     if _NO_SPACE in said:
         out.append(f"note: no space left: /tmp and /dev/shm hold at most "
                    f"{show_size(spec.tmp_size)} each ([exec] tmp_size in agent.toml); "
