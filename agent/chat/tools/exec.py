@@ -92,8 +92,7 @@ def _limits_hit(result: sandbox.ExecResult, spec: sandbox.SandboxSpec) -> list[s
         killed = (f"; {result.oom_kills} of its processes killed for it"
                   if result.oom_kills else "")
         out.append(f"note: the command ran out of memory: [exec] memory is "
-                   f"{show_size(spec.memory)}, for each process and all of them together"
-                   f"{killed} (agent.toml; the person may raise it)")
+                   f"{show_size(spec.memory)}{killed} (agent.toml; the person may raise it)")
     if "File size limit exceeded" in said or result.exit_code == -signal.SIGXFSZ:
         out.append(f"note: a file the command writes may hold at most "
                    f"{show_size(sandbox.FSIZE)} (the sandbox's own limit)")
