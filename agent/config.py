@@ -79,6 +79,36 @@ def _duration(value) -> str | None:
     return None
 
 
+_UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size as people write it: "1G", "512M", "100 MB", "1 GiB" (K, M, G
+    and T count in 1024s, as ulimit and tmpfs do); SettingsError when it is none."""
+    m = _SIZE.match(str(text)) if isinstance(text, str) else None
+    if m is None or (not m.group(2) and not str(text).strip().upper().endswith("B")):
+        raise SettingsError(f"{text!r} is not a size: write it in quotes with a unit, "
+                            f"as \"1G\", \"512M\" or \"100 MB\"")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def show_size(n: int) -> str:
+    """A size in the unit it is a whole number of: 1 GiB, 100 MiB, 1536 KiB."""
+    for unit, name in ((1024 ** 3, "GiB"), (1024 ** 2, "MiB"), (1024, "KiB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"{n} bytes"
+
+
+def _size_value(value) -> str | None:
+    try:
+        n = parse_size(value)
+    except SettingsError as e:
+        return f"must be a size such as \"1G\" or \"100M\" ({e})"
+    return None if n > 0 else "must be more than 0 bytes"
+
+
 SCHEMA: tuple[Key, ...] = (
     Key("model.name", str, DEFAULT_MODEL, "the model chat uses", "model"),
     Key("model.fallbacks", list, [], "models tried in order when it is overloaded or unavailable",
@@ -115,6 +145,13 @@ SCHEMA: tuple[Key, ...] = (
         min=1),
     Key("exec.max_timeout", int, 600, "the longest time limit a command may ask for, seconds",
         "exec_max_timeout", min=1),
+    Key("exec.memory", str, "1G", "address space each process of a command may use "
+        "(RLIMIT_AS), as \"1G\" or \"512M\"", "exec_memory", check=_size_value),
+    Key("exec.tmp_size", str, "100M", "what a command's private /tmp (and /dev/shm) may "
+        "hold, as \"100M\"", "exec_tmp_size", check=_size_value),
+    Key("exec.workspace_quota", str, "50M", "what one turn's commands may add to workspace/ "
+        "and have committed; the rest stays there uncommitted", "exec_workspace_quota",
+        check=_size_value),
     Key("web.enabled", bool, True, "offer the `web_fetch` tool", "web_enabled"),
     Key("web.allow_private", bool, False,
         "`web_fetch` may reach loopback and private addresses", "web_allow_private"),
@@ -166,6 +203,9 @@ class Settings:
     exec_network: bool = False
     exec_timeout: int = 60
     exec_max_timeout: int = 600
+    exec_memory: int = 1024 ** 3              # bytes (agent.toml says "1G")
+    exec_tmp_size: int = 100 * 1024 ** 2      # bytes
+    exec_workspace_quota: int = 50 * 1024 ** 2   # bytes
     web_enabled: bool = True
     web_allow_private: bool = False
     web_timeout: int = 20
@@ -313,6 +353,9 @@ def from_data(data: dict, where: str = FILE) -> Settings:
             setattr(s, k.attr, list(value) if k.kind is list else value)
     s.telegram_allow_from = user_ids(s.telegram_allow_from)
     s.telegram_api_base = s.telegram_api_base.rstrip("/")
+    for attr in ("exec_memory", "exec_tmp_size", "exec_workspace_quota"):
+        if isinstance(getattr(s, attr), str):
+            setattr(s, attr, parse_size(getattr(s, attr)))
     if "model" not in (data.get("dream") or {}):
         s.dream_model = s.model
     return s

@@ -9,7 +9,9 @@ What the command sees (deny by default):
   list of /etc files programs need (no /etc/shadow, no /root, no /home);
 - the vault read-only at /vault, except /vault/workspace/, the scratch folder, writable
   (read-only too for a read-only sub-agent); /vault/.git and /vault/.agent are not there;
-- a private /tmp, /proc of its own pid namespace, a minimal /dev;
+- a private /tmp and /dev/shm, each a tmpfs of at most `tmp_size` bytes (memory, so
+  bounded: 100 MB by default), /proc of its own pid namespace, a minimal /dev and an
+  empty /run, both read-only (else they would be unbounded tmpfs to fill);
 - no network unless `network=True` (a new network namespace holds only loopback);
 - an empty environment but PATH, HOME (= the scratch folder) and LANG;
 - new user, pid, ipc, uts and cgroup namespaces; a new session (no terminal injection);
@@ -17,7 +19,12 @@ What the command sees (deny by default):
   where they are not world-readable;
 - limits: wall time (the whole process tree is killed with its pid namespace), at most
   NPROC processes (a fork bomb fails to fork), FSIZE bytes per file written, no core
-  dumps; stdout and stderr keep their head and tail, the cut is said.
+  dumps, `memory` bytes of address space per process (RLIMIT_AS: an allocation past it
+  fails inside the command, MemoryError or ENOMEM, rather than the machine swapping;
+  it works for any user, where a cgroup needs root or a delegated controller), and
+  when the agent runs as root, a memory cgroup holds all its processes together to
+  the same `memory` (many processes could add up otherwise; past it the kernel kills
+  one); stdout and stderr keep their head and tail, the cut is said.
 
 It never falls back to running a command unsandboxed: when bwrap is missing or cannot
 make namespaces, `sandbox_status().ok` is False and `run` raises SandboxUnavailable.
@@ -26,6 +33,7 @@ Nothing here knows of models, tools or git.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -46,6 +54,8 @@ MAX_TIMEOUT = 3600
 OUTPUT_CAP = 16_000          # characters kept of each stream (head and tail halves)
 NPROC = 256                  # processes the sandbox user may run at once
 FSIZE = 256 * 1024 * 1024    # bytes: the largest file a command may write
+MEMORY = 1024 ** 3           # bytes of address space a process may map ([exec] memory)
+TMP_SIZE = 100 * 1024 ** 2   # bytes each of /tmp and /dev/shm may hold ([exec] tmp_size)
 SANDBOX_UID = 1000
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
@@ -107,13 +117,18 @@ def _probe() -> SandboxStatus:
         v = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
         version = v.stdout.strip().split()[-1] if v.stdout.strip() else None
         p = subprocess.run([path, *_namespace_args(network=False), *_system_args(False),
-                            "--proc", "/proc", "--dev", "/dev", "--", "true"],
+                            "--proc", "/proc", "--dev", "/dev",
+                            "--size", "1048576", "--tmpfs", "/tmp", "--", "true"],
                            capture_output=True, text=True, timeout=10,
                            stdin=subprocess.DEVNULL, env={"PATH": PATH})
     except (OSError, subprocess.TimeoutExpired) as e:
         return SandboxStatus(False, path, None, f"bwrap at {path} does not run: {e}")
     if p.returncode != 0:
         why = (p.stderr.strip().splitlines() or ["no message"])[-1]
+        if "--size" in why:
+            return SandboxStatus(False, path, version,
+                                 f"bwrap {version} at {path} is too old to bound /tmp's size "
+                                 f"(it needs 0.5 or newer): upgrade bubblewrap")
         return SandboxStatus(False, path, version,
                              f"bwrap at {path} cannot create a sandbox here ({why}); it needs "
                              f"unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
@@ -167,6 +182,8 @@ class SandboxSpec:
     output_cap: int = OUTPUT_CAP
     lang: str = "C.UTF-8"
     cancel: threading.Event | None = None     # set -> the command is killed at once
+    memory: int = MEMORY              # address space per process, bytes
+    tmp_size: int = TMP_SIZE          # bytes each of /tmp and /dev/shm may hold
 
 
 @dataclass
@@ -178,6 +195,7 @@ class ExecResult:
     cancelled: bool = False
     seconds: float = 0.0
     cut: list[str] = field(default_factory=list)   # the streams whose middle was cut
+    oom_kills: int = 0                # processes the kernel killed for the memory cgroup
 
     def render(self, timeout: float) -> str:
         """The tool's answer: exit status, then stdout and stderr."""
@@ -227,13 +245,44 @@ def command_line(spec: SandboxSpec, bwrap: str = "bwrap") -> list[str]:
     """The bwrap argument list for `spec` (public so tests and doctor can show it)."""
     home = f"{INSIDE_VAULT}/{WORKSPACE}"
     return [bwrap, *_namespace_args(spec.network), *_system_args(spec.network),
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-            "--dir", "/var/tmp",
+            "--proc", "/proc", "--dev", "/dev",
+            "--size", str(spec.tmp_size), "--tmpfs", "/tmp",
+            "--size", str(spec.tmp_size), "--tmpfs", "/dev/shm",
+            "--tmpfs", "/run", "--dir", "/var/tmp",
             *vault_args(spec.vault_root, spec.writable),
-            "--remount-ro", "/", "--chdir", home, "--clearenv",
+            # The root, /dev and /run are tmpfs too: read-only, so only the two sized
+            # ones above take writes.
+            "--remount-ro", "/", "--remount-ro", "/dev", "--remount-ro", "/run",
+            "--chdir", home, "--clearenv",
             "--setenv", "PATH", PATH, "--setenv", "HOME", home, "--setenv", "LANG", spec.lang,
             "--setenv", "TMPDIR", "/tmp",
             "--", "/bin/sh", "-c", spec.command]
+
+
+def _cgroup_parent(controller: str) -> Path | None:
+    """Where a cgroup with `controller` ("pids", "memory") can be made for one command
+    (v1 hierarchy of that name, or v2 with the controller delegated), else None."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            base = Path("/sys/fs/cgroup") / controller / path.lstrip("/")
+            if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
+                return base
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            base = Path("/sys/fs/cgroup") / path.lstrip("/")
+            try:
+                if controller in (base / "cgroup.subtree_control").read_text().split() \
+                        and os.access(base, os.W_OK):
+                    return base
+            except OSError:
+                pass
+    return None
 
 
 def _pids_parent() -> Path | None:
@@ -243,54 +292,69 @@ def _pids_parent() -> Path | None:
     user namespace), so when the agent runs as root a fork bomb is held by a pids
     cgroup instead (v1 `pids` hierarchy, or v2 with the pids controller delegated).
     """
-    if os.geteuid() != 0:
-        return None
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            base = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
-            if (base / "cgroup.procs").exists():
-                return base
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            base = Path("/sys/fs/cgroup") / path.lstrip("/")
-            try:
-                if "pids" in (base / "cgroup.subtree_control").read_text().split():
-                    return base
-            except OSError:
-                pass
-    return None
+    return _cgroup_parent("pids") if os.geteuid() == 0 else None
 
 
 class _PidsGroup:
-    """A pids cgroup holding one command's processes: a cap on their number, and a way
-    to kill every one of them."""
+    """The cgroups holding one command's processes, where they can be made (root): a
+    cap on their number (pids, see _pids_parent) and on the memory they hold together
+    (memory: RLIMIT_AS binds each process alone, so many processes could still add up),
+    and a way to kill every one of them. Nothing when no cgroup may be made here."""
 
-    def __init__(self):
-        self.path: Path | None = None
-        parent = _pids_parent()
-        if parent is None:
-            return
-        path = parent / f"agent-exec-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
-        try:
-            path.mkdir()
-            (path / "pids.max").write_text(str(NPROC))
-            self.path = path
-        except OSError:
+    def __init__(self, memory: int | None = None):
+        self.paths: list[Path] = []
+        name = f"agent-exec-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+        root = os.geteuid() == 0
+        wanted = {"pids": _pids_parent(),
+                  "memory": _cgroup_parent("memory") if memory and root else None}
+        made: dict[Path, Path] = {}                 # parent -> group (v2: one for both)
+        for controller, parent in wanted.items():
+            if parent is None:
+                continue
+            path = made.get(parent) or parent / name
             try:
-                path.rmdir()
+                path.mkdir(exist_ok=True)
+                if controller == "pids":
+                    (path / "pids.max").write_text(str(NPROC))
+                elif (path / "memory.max").exists():             # v2
+                    (path / "memory.max").write_text(str(memory))
+                    with contextlib.suppress(OSError):
+                        (path / "memory.swap.max").write_text("0")
+                else:                                              # v1
+                    (path / "memory.limit_in_bytes").write_text(str(memory))
+                    with contextlib.suppress(OSError):
+                        (path / "memory.memsw.limit_in_bytes").write_text(str(memory))
             except OSError:
-                pass
+                with contextlib.suppress(OSError):
+                    if path not in self.paths:
+                        path.rmdir()
+                continue
+            made[parent] = path
+            if path not in self.paths:
+                self.paths.append(path)
+
+    @property
+    def path(self) -> Path | None:
+        return self.paths[0] if self.paths else None
+
+    def oom_kills(self) -> int:
+        """How many of the command's processes the kernel killed for its memory cgroup."""
+        for path in self.paths:
+            for name in ("memory.events", "memory.oom_control"):        # v2, v1
+                try:
+                    text = (path / name).read_text()
+                except OSError:
+                    continue
+                for line in text.splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and value.strip().isdigit():
+                        return int(value)
+        return 0
 
     def join(self) -> None:
-        """In the child before exec: move into the group."""
-        if self.path is not None:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        """In the child before exec: move into the groups."""
+        for path in self.paths:
+            (path / "cgroup.procs").write_text(str(os.getpid()))
 
     def kill_all(self) -> None:
         if self.path is None:
@@ -311,24 +375,25 @@ class _PidsGroup:
             time.sleep(0.01)
 
     def remove(self) -> None:
-        if self.path is None:
-            return
         self.kill_all()
-        for _ in range(100):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.01)
+        for path in self.paths:
+            for _ in range(100):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
 
 
-def _limits(group: _PidsGroup | None = None) -> None:
+def _limits(group: _PidsGroup | None = None, memory: int | None = None) -> None:
     """In the child before exec: its own process group and the resource limits."""
     os.setsid()
     if group is not None:
         group.join()
+    if memory:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE, FSIZE))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -381,10 +446,12 @@ def run(spec: SandboxSpec) -> ExecResult:
     if not status.ok:
         raise SandboxUnavailable(f"Commands cannot run: {status.message}.")
     args = command_line(spec, status.bwrap)
-    group = _PidsGroup()
+    group = _PidsGroup(spec.memory)
     start = time.monotonic()
     try:
-        return _run(spec, args, group, start)
+        result = _run(spec, args, group, start)
+        result.oom_kills = group.oom_kills()
+        return result
     finally:
         # Its processes are gone (or killed here); removing the empty group can wait
         # for the kernel to reap them, so it is done off the caller's time.
@@ -395,7 +462,7 @@ def run(spec: SandboxSpec) -> ExecResult:
 def _run(spec: SandboxSpec, args: list[str], group: _PidsGroup, start: float) -> ExecResult:
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env={"PATH": PATH},
-                            preexec_fn=lambda: _limits(group), close_fds=True)
+                            preexec_fn=lambda: _limits(group, spec.memory), close_fds=True)
     out, err = _Capture(proc.stdout, spec.output_cap), _Capture(proc.stderr, spec.output_cap)
     timed_out = cancelled = False
     deadline = start + spec.timeout if spec.timeout else None

@@ -316,3 +316,67 @@ def test_settings_of_the_wrong_type_name_the_file(fake_anthropic, vault, run):
     r = run("chat", "-m", "hi")
     assert r.exit_code != 0
     assert "agent.toml" in r.output and "exec.network must be true or false" in r.output
+
+
+# ---- memory and /tmp ----------------------------------------------------------------------
+
+
+def test_a_command_past_its_memory_is_stopped_and_told_the_setting(sh):
+    # RLIMIT_AS refuses the mapping at once: nothing near 2 GiB is ever touched.
+    out = sh("python3 -c \"a = b'x' * (2 * 1024**3)\"; echo after")
+    assert "MemoryError" in out
+    assert "the command ran out of memory: [exec] memory is 1 GiB" in out
+    ok = sh("python3 -c \"a = b'x' * (64 * 1024**2); print(len(a))\"")
+    assert status(ok) == "exit status: 0" and "67108864" in ok
+    assert "out of memory" not in ok
+
+
+def test_the_memory_setting_is_read_from_agent_toml(sh, vault):
+    set_key(vault, "exec", "memory", '"200M"')
+    staged = StagedVault(vault)
+    with use_context(ToolContext(staged, "cli/default", NOW, load_settings(vault.root))):
+        out = exec_("python3 -c \"a = b'x' * (300 * 1024**2)\"")
+    assert "MemoryError" in out and "[exec] memory is 200 MiB" in out
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or sandbox._cgroup_parent("memory") is None,
+                    reason="a memory cgroup is made only as root, where one can be")
+def test_many_processes_together_are_held_to_the_memory_setting(sh, vault):
+    set_key(vault, "exec", "memory", '"64M"')
+    staged = StagedVault(vault)
+    with use_context(ToolContext(staged, "cli/default", NOW, load_settings(vault.root))):
+        out = exec_("for i in 1 2 3 4; do python3 -c \"import time; a = b'x' * (40 * 1024**2); "
+                    "time.sleep(1); print('alive')\" & done; wait")
+    assert out.count("alive") < 4
+    assert "the command ran out of memory: [exec] memory is 64 MiB" in out
+    assert "of its processes killed for it" in out
+
+
+def test_tmp_is_bounded_and_a_full_tmp_names_its_setting(sh, vault):
+    assert "100M" in sh("df -h /tmp /dev/shm | tail -2")        # the default size
+    set_key(vault, "exec", "tmp_size", '"8M"')
+    staged = StagedVault(vault)
+    with use_context(ToolContext(staged, "cli/default", NOW, load_settings(vault.root))):
+        out = exec_("head -c 20M /dev/zero > /tmp/big; ls -l /tmp/big; "
+                    "head -c 20M /dev/zero > /dev/shm/big; echo > /run/x; echo > /dev/x")
+    assert "No space left on device" in out
+    assert "/tmp and /dev/shm hold at most 8 MiB each ([exec] tmp_size" in out
+    assert " 8388608 " in out                        # the file stopped at the size
+    assert out.count("Read-only file system") == 2   # /run and /dev take no writes
+    normal = sh("echo hello > /tmp/x && cat /tmp/x")
+    assert status(normal) == "exit status: 0" and "hello" in normal
+    assert "note:" not in normal
+
+
+def test_a_file_past_the_sandboxs_size_limit_is_said(sh, vault, monkeypatch):
+    monkeypatch.setattr(sandbox, "FSIZE", 1024 * 1024)
+    out = sh("head -c 2M /dev/zero > big.bin; ls -l big.bin")
+    assert " 1048576 " in out
+    assert "note: a file the command writes may hold at most 1 MiB" in out
+
+
+def test_memory_sizes_in_agent_toml_are_checked(vault, run):
+    set_key(vault, "exec", "memory", "1024")
+    r = run("note", "x")
+    assert r.exit_code != 0
+    assert "exec.memory must be a size" in r.output and '"1G"' in r.output

@@ -39,6 +39,7 @@ from agent.chat.compact import CompactError, compact_session
 from agent.chat.subjects import shorten, tokens_trailer
 from agent.chat.tools import registry
 from agent.config import load_settings
+from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
 from agent.stores import sessions
 from agent.vault.change import Change
@@ -171,30 +172,58 @@ def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> dict
     return line
 
 
+class NotCommitted(Exception):
+    """The turn is written to its files (journalled for the next command to commit) but
+    its commit could not be made; or, said so, it could not even be written."""
+
+
 def persist(vault, staged: StagedVault | None, session: str, now: datetime, lines: list[dict],
             change: Change, before_commit: Callable[[], None] | None = None) -> str | None:
     """Apply the turn's staged changes, append its lines and commit, under the vault lock.
 
     `before_commit()` runs under the lock just before the commit: what it writes through
-    the vault lands in the same commit.
+    the vault lands in the same commit. When the vault cannot commit (its repair fails:
+    an unfinished merge, a sync's checkout git refuses; or the commit itself fails), the
+    turn is still written and journalled, so the next command that can commits it as
+    this turn, and NotCommitted says so: an answered turn is never dropped.
     """
     from agent.search import index
 
+    rel = sessions.month_file(session, now)
+    done = {"lines": False}
+
+    def write(change: Change) -> Change:
+        change = _renumber(vault, session, lines, change)
+        # The commit this will be, journalled first: a kill before it lands leaves a
+        # `recover` commit that tells the turn (and undo takes back); the transcript
+        # goes in before the memory files, so a fact never lands without it.
+        vault.intend(change)
+        if lines:
+            vault.append_lines(rel, [sessions.dumps(line) for line in lines])
+        done["lines"] = True
+        if staged is not None:
+            staged.apply()
+        if before_commit is not None:
+            before_commit()
+        return change
+
     with _hold_sigint():
-        with vault.locked():
-            change = _renumber(vault, session, lines, change)
-            # The commit this will be, journalled first: a kill before it lands leaves a
-            # `recover` commit that tells the turn (and undo takes back); the transcript
-            # goes in before the memory files, so a fact never lands without it.
-            vault.intend(change)
-            if lines:
-                vault.append_lines(sessions.month_file(session, now),
-                                   [sessions.dumps(line) for line in lines])
-            if staged is not None:
-                staged.apply()
-            if before_commit is not None:
-                before_commit()
-            sha = vault.commit(change)
+        try:
+            with vault.locked():
+                sha = vault.commit(write(change))
+        except UserError as e:
+            if not done["lines"]:
+                try:
+                    with vault.locked(repair=False):
+                        write(change)
+                except (UserError, OSError) as again:
+                    raise NotCommitted(f"This turn could not be saved: {again} (and: {e})") \
+                        from None
+            # The error's own advice is for a command that wrote nothing; this one did.
+            why = str(e).replace("; then run the command again", "").replace(
+                " Nothing was changed.", "")
+            raise NotCommitted(f"This turn is saved in {rel} but not committed; the next "
+                               f"command commits it once this is fixed: {why}") from None
         index.refresh(vault, after_commit=True)
     return sha
 
@@ -421,18 +450,27 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     if injected:
         trailers["Injected"] = str(len(injected))
     trailers.update(extra_trailers or {})
-    sha = persist(vault, staged, session, now, lines,
-                  Change(kind, shorten(text), scope=scope or session, trailers=trailers),
-                  before_commit=(lambda: on_save(error_line, interrupted)) if on_save else None)
+    unsaved = None
+    try:
+        sha = persist(vault, staged, session, now, lines,
+                      Change(kind, shorten(text), scope=scope or session, trailers=trailers),
+                      before_commit=(lambda: on_save(error_line, interrupted)) if on_save
+                      else None)
+    except NotCommitted as e:
+        # The reply was shown (streamed) already: it must not read as a saved turn.
+        sha, unsaved = None, str(e)
+        log.error("turn of %s: %s", session, unsaved)
     turn = lines[0]["turn"] if lines else turn
-    result = TurnResult(reply, sha, session, turn, usage, used, error, interrupted,
-                        replies=replies, injected=injected)
+    result = TurnResult(reply, sha, session, turn, usage, used,
+                        f"{error} {unsaved}" if error and unsaved else error or unsaved,
+                        interrupted, replies=replies, injected=injected)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)
     result.notes.extend(mcp_notes + (mcp.problems() if mcp is not None else []))
 
     window = prompt.window + lines
-    if not interrupted and context.estimate_tokens(window) > settings.window_tokens:
+    if not interrupted and not unsaved and \
+            context.estimate_tokens(window) > settings.window_tokens:
         try:
             result.compacted = compact_session(vault, provider, session, now, settings=settings)
         except CompactError as e:

@@ -65,10 +65,20 @@ def note(text):
     t = now()
     rel = memory.daily_path(t.date())
     vault.check_writable(rel)
-    with vault.locked():
-        report_recovery(vault)
-        vault.append_line(rel, memory.note_line(body, t), header=memory.daily_header(t.date()))
-        sha = vault.commit(Change("note", f"add 1 line to {rel}"))
+    written = False
+    try:
+        with vault.locked():
+            report_recovery(vault)
+            vault.append_line(rel, memory.note_line(body, t),
+                              header=memory.daily_header(t.date()))
+            written = True
+            sha = vault.commit(Change("note", f"add 1 line to {rel}"))
+    except UserError as e:
+        # The text is never dropped silently: written and left for the next command
+        # to commit (it is journalled), or given back to be noted again.
+        raise UserError(f"{e}\n" + (f"Your note is in {rel} but not committed; the next "
+                                     f"command that can commits it." if written else
+                                     f"Your note was not saved: {body}")) from None
     after_change(vault, index=False)
     click.echo(f"{rel}: {memory.note_line(body, t)}  ({sha[:7]})")
 
@@ -110,11 +120,18 @@ def status():
 
     click.echo(f"vault:      {root}")
     click.echo(f"HEAD:       {head}")
-    if dirty:
-        click.echo(f"hand edits: {len(dirty)} uncommitted ({', '.join(dirty[:5])}"
-                   f"{', ...' if len(dirty) > 5 else ''}); committed before the agent's next change")
+    held = vault.held_back()               # left uncommitted on purpose: not hand edits
+    edits = [p for p in dirty if p not in held]
+    if edits:
+        click.echo(f"hand edits: {len(edits)} uncommitted ({', '.join(edits[:5])}"
+                   f"{', ...' if len(edits) > 5 else ''}); committed before the agent's next change")
     else:
         click.echo("hand edits: none")
+    left = [p for p in dirty if p in held]
+    if left:
+        click.echo(f"left out:   {len(left)} file{'s' * (len(left) != 1)} no commit takes "
+                   f"({'; '.join(f'{p}: {held[p]}' for p in left[:3])}"
+                   f"{'; ...' if len(left) > 3 else ''})")
     click.echo(f"sessions:   {n_sessions} ({messages} message{'s' * (messages != 1)})")
     click.echo(f"archive:    {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
     n = facts(memory.MEMORY)

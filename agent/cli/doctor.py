@@ -150,6 +150,19 @@ def _fsck(vault) -> Check:
     return Check("git fsck", "ok", "the repository is sound")
 
 
+def _checkout(vault) -> Check | None:
+    """An interrupted sync whose checkout git refuses: every writing command fails
+    until it is given up (None when there is none)."""
+    from agent.vault.repo import FIX_CHECKOUT
+
+    problem = vault.checkout_problem()
+    if problem is None:
+        return None
+    return Check("sync journal", "fail", problem,
+                 f"{FIX_CHECKOUT} (goes back to the commit before that sync; your files "
+                 f"and edits are kept)")
+
+
 def _cron(vault) -> Check:
     from agent.stores import cron
     from agent.errors import UserError
@@ -223,18 +236,25 @@ def _mcp(vault, settings) -> list[Check]:
 
 def run_checks(vault) -> list[Check]:
     settings_check, settings = _settings(vault)
-    checks = [*_api(settings), settings_check, _git(), _sandbox(), _fsck(vault), _index(vault),
-              _cron(vault), _heartbeats(vault), _skills(vault), _held(vault), *_telegram(settings)]
-    checks.extend(_mcp(vault, settings))
-    return checks
+    checks = [*_api(settings), settings_check, _git(), _sandbox(), _fsck(vault),
+              _checkout(vault), _index(vault), _cron(vault), _heartbeats(vault),
+              _skills(vault), _held(vault), *_telegram(settings), *_mcp(vault, settings)]
+    return [c for c in checks if c is not None]
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="The checks as a JSON array, for scripts.")
+@click.option("--fix", is_flag=True,
+              help="First repair what can be repaired safely: an interrupted sync is "
+                   "finished, or given up when git refuses its commit (your files and "
+                   "edits are kept).")
 @vault_option
-def doctor(as_json):
+def doctor(as_json, fix):
     """Check the API key, models, git, the sandbox, the index and the vault's files."""
     vault = get_vault()
+    if fix:
+        for line in vault.repair_checkout():
+            click.echo(f"Fixed: {line}", err=as_json)
     checks = run_checks(vault)
     bad = [c for c in checks if c.status != "ok"]
     if as_json:

@@ -15,3 +15,22 @@ def is_off_limits(rel: str) -> bool:
 def refusal(rel: str) -> str:
     """Why a write to `rel` is refused (the vault's error message)."""
     return f"{rel}: the agent does not write inside .git/ or {STATE_DIR}/."
+
+
+def link_problem(rel: str, target: str) -> str | None:
+    """Why a symlink at the vault path `rel` pointing to `target` is never committed (None:
+    it stays inside the vault). The same rule as for a link a remote sends: absolute, or
+    `..` past the vault's root, or into .git/ or .agent/, it leads out; on another
+    machine it would point at whatever is there."""
+    import posixpath
+
+    if not target or target.startswith("/") or "\\" in target or \
+            any(ord(c) < 32 or ord(c) == 127 for c in target):
+        return f"a symlink leading out of the vault (to {target!r})"
+    where = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+    if where == ".." or where.startswith("../"):
+        return f"a symlink leading out of the vault (to {target!r})"
+    first = where.split("/", 1)[0]
+    if first.rstrip(". ").lower() == ".git" or first == STATE_DIR:
+        return f"a symlink into {first}/ (to {target!r})"
+    return None

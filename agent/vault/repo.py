@@ -33,7 +33,7 @@ from agent.errors import UserError
 from agent.package import package_data
 from agent.vault import atomic
 from agent.vault.change import Change, Identity, by_hand, recovered
-from agent.vault.offlimits import STATE_DIR, is_off_limits, refusal
+from agent.vault.offlimits import STATE_DIR, is_off_limits, link_problem, refusal
 
 MARKER = "agent.toml"
 DEFAULT_VAULT = Path("~/.agent/vault")
@@ -55,6 +55,17 @@ class NotAVault(VaultError):
 
 class UnfinishedGit(VaultError):
     """The vault's repository is mid-operation (merge, rebase, ...): the agent commits nothing."""
+
+
+class CheckoutStuck(VaultError):
+    """A sync's checkout a kill interrupted cannot be finished (the commit it moves to
+    is one git refuses to check out): nothing is committed until `agent doctor --fix`."""
+
+
+# The command that gives up a checkout that cannot be finished (Vault.abandon_checkout).
+FIX_CHECKOUT = "agent doctor --fix"
+CHECKOUT_JOURNAL = "checkout.json"          # in .agent/
+HELD_FILE = "uncommitted.json"              # in .agent/: files left uncommitted on purpose
 
 
 class GitError(VaultError):
@@ -714,38 +725,165 @@ class Vault:
         so the two-tree `read-tree -m -u` only writes what differs between the commits.
         """
         old = self.head()
-        journal = self.state / "checkout.json"
+        journal = self.state / CHECKOUT_JOURNAL
         atomic.write_json(journal, {"old": old, "new": new, "reflog": reflog})
-        self.git("read-tree", "-m", "-u", old, new)
+        try:
+            self.git("read-tree", "-m", "-u", old, new)
+        except GitError:
+            # Git refuses that commit (a path it will not write, ...): a replay would
+            # too, so it is given up at once and the vault stays as it was.
+            self.abandon_checkout()
+            raise
         self.git("update-ref", "-m", reflog, "HEAD", new, old)
         journal.unlink()
 
-    def _finish_checkout(self) -> None:
-        """Finish a checkout a kill interrupted (see `checkout_commit`)."""
-        journal = self.state / "checkout.json"
+    def _checkout_journal(self) -> tuple[str, str, str] | None:
+        """(old, new, reflog) of a checkout journal that still has work to do: HEAD is
+        at `old` and `new` is a commit. None otherwise (a stale or unreadable journal is
+        removed)."""
+        journal = self.state / CHECKOUT_JOURNAL
         j = atomic.read_json(journal)
-        if j is None:
-            journal.unlink(missing_ok=True)
-            return
         try:
             old, new, reflog = j["old"], j["new"], j["reflog"]
         except (KeyError, TypeError):
-            journal.unlink()
+            journal.unlink(missing_ok=True)
+            return None
+        if not (isinstance(old, str) and isinstance(new, str) and isinstance(reflog, str)) \
+                or self.head() != old \
+                or self.git("cat-file", "-t", new, check=False).strip() != "commit":
+            journal.unlink(missing_ok=True)
+            return None
+        return old, new, reflog
+
+    def _finish_checkout(self) -> None:
+        """Finish a checkout a kill interrupted (see `checkout_commit`); CheckoutStuck
+        when git refuses it, saying what to run."""
+        todo = self._checkout_journal()
+        if todo is None:
             return
-        head = self.head()
-        if head == old and self.git("cat-file", "-t", new, check=False).strip() == "commit":
+        old, new, reflog = todo
+        try:
             # Forward: git writes the index last, so --reset rewrites every path the
             # interrupted checkout may have left half-done, and nothing else.
             self.git("read-tree", "--reset", "-u", new)
             self.git("update-ref", "-m", reflog, "HEAD", new, old)
-            self.recovered.append(f"an interrupted sync was finished ({reflog})")
-        journal.unlink()
+        except GitError as e:
+            raise CheckoutStuck(self._stuck(old, new, e.stderr)) from None
+        self.recovered.append(f"an interrupted sync was finished ({reflog})")
+        (self.state / CHECKOUT_JOURNAL).unlink()
+
+    def _stuck(self, old: str, new: str, why: str, short: bool = False) -> str:
+        why = " ".join((why.strip().splitlines() or ["git refused it"])[-1].split())
+        what = f"moving the vault to commit {new[:7]} fails ({why.removeprefix('error: ')})"
+        if short:
+            return (f"an interrupted sync cannot be finished: {what}; its journal is "
+                    f"{STATE_DIR}/{CHECKOUT_JOURNAL}")
+        return (f"The vault {self.root} is stuck in an interrupted sync: {what}, and its "
+                f"journal {self.state / CHECKOUT_JOURNAL} cannot be replayed. Run "
+                f"`{FIX_CHECKOUT}` to go back to {old[:7]}, the commit before that sync "
+                f"(your files and edits are kept).")
+
+    def checkout_problem(self) -> str | None:
+        """What stops the next command finishing an interrupted sync's checkout (a short
+        form of CheckoutStuck's message), or None: there is none, or git will take it.
+        Writes nothing: the commit is tried in a throwaway index."""
+        journal = self.state / CHECKOUT_JOURNAL
+        j = atomic.read_json(journal) if journal.exists() else None
+        if not isinstance(j, dict) or self.head() != j.get("old"):
+            return None
+        new = j.get("new")
+        if not isinstance(new, str) or \
+                self.git("cat-file", "-t", new, check=False).strip() != "commit":
+            return None
+        import tempfile
+        with tempfile.TemporaryDirectory(dir=self.state) as tmp:
+            p = _run(["read-tree", new], cwd=self.root,
+                     env={**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")})
+        return self._stuck(j["old"], new, p.stderr, short=True) if p.returncode else None
+
+    def repair_checkout(self) -> list[str]:
+        """`agent doctor --fix`: finish an interrupted sync's checkout, or, when git
+        refuses the commit it moves to, give it up (abandon_checkout). What was done,
+        one line each (nothing: there was nothing to do)."""
+        with self.locked(repair=False):
+            self._clear_stale_git_locks()
+            try:
+                self._finish_checkout()
+            except CheckoutStuck:
+                return self.abandon_checkout()
+            done, self.recovered = self.recovered, []
+            return done
+
+    def abandon_checkout(self) -> list[str]:
+        """Give up the journalled checkout (call locked): HEAD stays at the commit before
+        it, each file the checkout had already written is put back as it was there, and
+        every other change in the work tree (a person's edits since) is kept, to be
+        committed as theirs by the next command. Nothing is lost: a file put back held
+        exactly the refused commit's version."""
+        journal = self.state / CHECKOUT_JOURNAL
+        todo = self._checkout_journal()
+        if todo is None:
+            return []
+        old, new, _ = todo
+        # The index back to HEAD's tree; the work tree is not touched by this.
+        self.git("read-tree", old)
+        moved = {p for p in self.git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
+                                     old, new).split("\0") if p}
+        written = [p for p in self.dirty_paths() if p in moved and self._holds(p, new)]
+        restore = []
+        for rel in written:
+            if self.git("ls-tree", "--name-only", old, "--", rel).strip():
+                restore.append(rel)
+            else:
+                # A file only the refused commit has: not a person's (it is that
+                # commit's own bytes), so it goes.
+                (self.root / rel).unlink(missing_ok=True)
+                parent = (self.root / rel).parent
+                while parent != self.root and not any(parent.iterdir()):
+                    parent.rmdir()
+                    parent = parent.parent
+        if restore:
+            self.git("checkout-index", "-f", "-q", "--", *restore)
+        journal.unlink(missing_ok=True)
+        kept = [p for p in self.dirty_paths() if p not in written]
+        lines = [f"gave up the interrupted sync to {new[:7]}, which git refuses to check "
+                 f"out: the vault stays at {old[:7]}"]
+        if written:
+            lines.append(f"{len(written)} file{'s' * (len(written) != 1)} that sync had "
+                         f"written put back: {', '.join(sorted(written)[:5])}"
+                         f"{', ...' if len(written) > 5 else ''}")
+        if kept:
+            lines.append(f"{len(kept)} changed file{'s' * (len(kept) != 1)} kept, to be "
+                         f"committed as your edits: {', '.join(sorted(kept)[:5])}"
+                         f"{', ...' if len(kept) > 5 else ''}")
+        return lines
+
+    def _holds(self, rel: str, commit: str) -> bool:
+        """Whether the work tree's `rel` is exactly `commit`'s version (both absent counts)."""
+        entry = self.git("ls-tree", "-z", commit, "--", rel).split("\0")[0]
+        path = self.root / rel
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return not entry
+        if not entry:
+            return False
+        mode, _, oid = entry.split("\t", 1)[0].split()
+        if stat.S_ISLNK(st.st_mode):
+            data = os.readlink(path).encode("utf-8", "surrogateescape")
+            return mode == "120000" and self.git(
+                "hash-object", "--stdin", input=data.decode("utf-8", "surrogateescape")
+            ).strip() == oid
+        if not stat.S_ISREG(st.st_mode) or mode == "120000":
+            return False
+        return self.git("hash-object", "--no-filters", "--", rel).strip() == oid
 
     # ---- the lock and repairs ------------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self):
-        """Hold the vault lock (re-entrant); on first entry, repair and commit hand edits.
+    def locked(self, repair: bool = True):
+        """Hold the vault lock (re-entrant); on first entry, repair and commit hand edits
+        (not with `repair=False`: to save what must not be lost when repairing fails).
 
         The lock is an flock on .agent/lock, so a killed holder never leaves it stale.
         """
@@ -759,7 +897,7 @@ class Vault:
                 self._lock_fd = fd
             self._lock_depth += 1
             try:
-                if self._lock_depth == 1:
+                if self._lock_depth == 1 and repair:
                     problem = unfinished_operation(self.root, unmerged=False)
                     if problem:
                         raise UnfinishedGit(problem)
@@ -781,6 +919,9 @@ class Vault:
         if unmerged:
             raise UnfinishedGit(conflicted(self.root, unmerged))
         pending = self._read_pending()
+        if dirty:
+            held = self.held_back(dirty)
+            dirty = [p for p in dirty if p not in held]
         if not dirty:
             if pending:
                 self._clear_pending()
@@ -796,6 +937,17 @@ class Vault:
         dirty = [p for p in dirty if not under(p, live)]
         pending |= {p for p in dirty if under(p, dead)}
         leftovers = [p for p in dirty if p in pending]
+        # What a killed turn's commands wrote is held to the turn's own rule (its quota,
+        # no links leading out), as its commit would have been.
+        out: dict[str, str] = {}
+        for prefix, quota in dead.items():
+            out.update(self.uncommittable([p for p in leftovers if under(p, [prefix])], quota))
+        out.update(self.uncommittable([p for p in dirty if p not in out]))
+        if out:
+            self.hold_back(out)
+            self.too_big.extend(f"{p}: {why}; not committed" for p, why in out.items())
+            dirty = [p for p in dirty if p not in out]
+            leftovers = [p for p in leftovers if p not in out]
         if leftovers:
             intended = self._intended()
             if intended is not None:
@@ -810,7 +962,7 @@ class Vault:
         self._clear_pending()
 
     def _too_big(self, rel: str) -> bool:
-        """A hand-added file over COMMIT_BYTES: left uncommitted, and said so."""
+        """A hand-added file over COMMIT_BYTES: left uncommitted, and said so (once)."""
         from agent.vault.safe import COMMIT_BYTES, _size
         try:
             st = os.lstat(self.root / rel)
@@ -823,7 +975,76 @@ class Vault:
         self.too_big.append(f"{rel} is {_size(st.st_size)}, over the {_size(COMMIT_BYTES)} "
                             f"limit for a hand-added file: not committed (commit it with git "
                             f"yourself, or list it in .gitignore)")
+        self.hold_back({rel: f"{_size(st.st_size)}, over the {_size(COMMIT_BYTES)} limit "
+                             f"for a hand-added file"})
         return True
+
+    # ---- files left uncommitted on purpose ------------------------------------------
+
+    def uncommittable(self, paths, quota: int | None = None) -> dict[str, str]:
+        """Of the changed files `paths`, those no commit may take, each with why: a
+        symlink leading out of the vault (see offlimits.link_problem), and with `quota`
+        (bytes one turn's commands may add), the files past it, taken in name order (a
+        file bigger than the quota on its own is always past it)."""
+        from agent.config import show_size
+        out: dict[str, str] = {}
+        used = 0
+        for rel in sorted(paths):
+            try:
+                st = os.lstat(self.root / rel)
+            except OSError:
+                continue                       # deleted: nothing to hold back
+            if stat.S_ISLNK(st.st_mode):
+                problem = link_problem(rel, os.readlink(self.root / rel))
+                if problem:
+                    out[rel] = problem
+                continue
+            if quota is not None and stat.S_ISREG(st.st_mode):
+                if used + st.st_size > quota:
+                    out[rel] = (f"{show_size(st.st_size)}, past the {show_size(quota)} one "
+                                f"turn may add to the vault ([exec] workspace_quota)")
+                else:
+                    used += st.st_size
+        return out
+
+    def _signature(self, rel: str) -> list | None:
+        try:
+            st = os.lstat(self.root / rel)
+        except OSError:
+            return None
+        return [st.st_mode, st.st_size, st.st_mtime_ns]
+
+    def held_back(self, dirty=None) -> dict[str, str]:
+        """The files left uncommitted on purpose (hold_back) that are as they were then,
+        with why; no command commits them. One that changed since is judged again, and
+        with `dirty` (the changed files now) one no longer among them is forgotten."""
+        path = self.state / HELD_FILE
+        data = atomic.read_json(path) if path.exists() else None
+        if not isinstance(data, dict):
+            return {}
+        changed = set(dirty) if dirty is not None else None
+        keep = {rel: e for rel, e in data.items() if isinstance(e, dict)
+                and (changed is None or rel in changed) and e.get("sig") == self._signature(rel)}
+        if dirty is not None and len(keep) != len(data):
+            with contextlib.suppress(OSError):
+                if keep:
+                    atomic.write_json(path, keep)
+                else:
+                    path.unlink()
+        return {rel: str(e.get("why", "")) for rel, e in keep.items()}
+
+    def hold_back(self, why: dict[str, str]) -> None:
+        """Leave the files `why` names uncommitted (call locked): kept on disk as they
+        are, listed in .agent/, skipped by every commit until they change."""
+        if not why:
+            return
+        path = self.state / HELD_FILE
+        data = atomic.read_json(path) if path.exists() else None
+        data = data if isinstance(data, dict) else {}
+        for rel, reason in why.items():
+            data[rel] = {"why": reason, "sig": self._signature(rel)}
+        self.state.mkdir(exist_ok=True)
+        atomic.write_json(path, data)
 
     def _clear_stale_git_locks(self, wait: float = 2.0) -> None:
         """Remove lock files left by a git process killed mid-commit.
@@ -896,7 +1117,7 @@ class Vault:
 
     # ---- claims: files a running sandboxed command writes --------------------------
 
-    def claim(self, prefix: str) -> Path:
+    def claim(self, prefix: str, quota: int | None = None) -> Path:
         """Mark `prefix/` as being written by a command this process runs (call locked).
 
         Until the claim is released, no process's repair treats changes under it as hand
@@ -908,21 +1129,25 @@ class Vault:
         folder.mkdir(parents=True, exist_ok=True)
         import secrets
         path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.json"
-        path.write_text(json.dumps({"pid": os.getpid(), "prefix": prefix.strip("/")}))
+        path.write_text(json.dumps({"pid": os.getpid(), "prefix": prefix.strip("/"),
+                                    "quota": quota}))
         return path
 
     def release(self, claim: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             claim.unlink()
 
-    def _claims(self) -> tuple[list[str], list[str]]:
-        """(prefixes claimed by live processes, prefixes whose claimant died); dead ones removed."""
-        live, dead = [], []
+    def _claims(self) -> tuple[list[str], dict[str, int | None]]:
+        """(prefixes claimed by live processes, {prefix whose claimant died: its quota});
+        dead ones removed."""
+        live, dead = [], {}
         for path in (self.state / "claims").glob("*.json"):
             try:
                 data = json.loads(path.read_text())
                 pid, prefix = int(data["pid"]), str(data["prefix"])
-            except (OSError, ValueError, KeyError, TypeError):
+                quota = data.get("quota")
+                quota = int(quota) if quota is not None else None
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue
             try:
                 os.kill(pid, 0)
@@ -934,14 +1159,18 @@ class Vault:
             if alive:
                 live.append(prefix)
             else:
-                dead.append(prefix)
+                dead[prefix] = quota
                 self.release(path)
         return live, dead
 
     def include(self, paths: list[str]) -> None:
         """Count `paths` (changed on disk by a command this turn ran) as this process's writes."""
         for rel in paths:
-            self._note_pending(self.rel(rel))
+            # As git lists it, not resolved: a symlink is the link, never its target.
+            rel = os.path.normpath(rel).replace(os.sep, "/")
+            if rel.startswith(("/", "../")) or rel == ".." or is_off_limits(rel):
+                raise VaultError(f"{rel} is not a path the vault commits.")
+            self._note_pending(rel)
 
     def _pending_file(self) -> Path:
         return self.state / "pending.json"

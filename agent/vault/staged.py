@@ -48,6 +48,7 @@ class StagedVault:
         self._lock = threading.RLock()
         self.problems: list[str] = []       # staged changes that could not be applied
         self._claims: dict = {}              # prefix -> claim file (see Vault.claim)
+        self._quota: dict = {}               # prefix -> bytes its commands may add, or None
 
     def __getattr__(self, name):
         # Everything that does not write (git, head, show, path, identities) is the vault's.
@@ -101,23 +102,38 @@ class StagedVault:
     def exists(self, rel: str) -> bool:
         return self.current(rel) is not None
 
-    def claim(self, prefix: str) -> None:
+    def claim(self, prefix: str, quota: int | None = None) -> None:
         """Before a sandboxed command writes under `prefix/` directly on disk.
 
         Hand edits already there are committed first (as the user's); from now until the
-        turn is saved, changes under `prefix/` are this turn's and go in its commit.
+        turn is saved, changes under `prefix/` are this turn's and go in its commit, up
+        to `quota` bytes (see left_out).
         """
         with self._lock:
             if prefix in self._claims:
                 return
             with self.vault.locked():
-                self._claims[prefix] = self.vault.claim(prefix)
+                self._claims[prefix] = self.vault.claim(prefix, quota)
+                self._quota[prefix] = quota
 
     def _claimed_changes(self) -> list[str]:
         if not self._claims:
             return []
         prefixes = tuple(p.strip("/") + "/" for p in self._claims)
-        return [p for p in self.vault.dirty_paths() if p.startswith(prefixes)]
+        held = self.vault.held_back()       # left out by an earlier turn, unchanged since
+        return [p for p in self.vault.dirty_paths() if p.startswith(prefixes)
+                and p not in held]
+
+    def left_out(self, changed: list[str] | None = None) -> dict[str, str]:
+        """Of the files this turn's commands changed, those its commit will not take, with
+        why (Vault.uncommittable: links leading out, what is past the quota); they stay
+        on disk, uncommitted."""
+        changed = self._claimed_changes() if changed is None else changed
+        out: dict[str, str] = {}
+        for prefix, quota in self._quota.items():
+            mine = [p for p in changed if p.startswith(prefix.strip("/") + "/")]
+            out.update(self.vault.uncommittable(mine, quota))
+        return out
 
     def staged_paths(self) -> list[str]:
         with self._lock:
@@ -207,21 +223,26 @@ class StagedVault:
             else:
                 self.vault.write_text(rel, text)
             written.append(rel)
-        with self._lock:
-            claims, self._claims = self._claims, {}
-        if claims:
-            prefixes = tuple(p.strip("/") + "/" for p in claims)
-            changed = [p for p in self.vault.dirty_paths() if p.startswith(prefixes)]
+        if self._claims:
+            changed = self._claimed_changes()
+            out = self.left_out(changed)
+            if out:
+                self.vault.hold_back(out)
+                self.problems.extend(f"Not committed, left in place: {rel}: {why}."
+                                     for rel, why in out.items())
+            changed = [p for p in changed if p not in out]
             self.vault.include(changed)
             written.extend(changed)
-            for claim in claims.values():
-                # Safe before the commit: we hold the vault lock until it is made.
-                self.vault.release(claim)
+        with self._lock:
+            claims, self._claims, self._quota = self._claims, {}, {}
+        for claim in claims.values():
+            # Safe before the commit: we hold the vault lock until it is made.
+            self.vault.release(claim)
         return written
 
     def release_claims(self) -> None:
         """Give up the claims without committing (the turn was dropped)."""
         with self._lock:
-            claims, self._claims = self._claims, {}
+            claims, self._claims, self._quota = self._claims, {}, {}
         for claim in claims.values():
             self.vault.release(claim)
