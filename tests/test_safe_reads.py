@@ -37,8 +37,10 @@ ALLOWED = {
     ("agent/chat/subagents.py", "list_runs"): "subagent runs in .agent/runs/",
     ("agent/dream/state.py", "load"): "the dream in flight, in .agent/",
     ("agent/schedule.py", "local_zone"): "/etc/localtime",
-    ("agent/sandbox.py", "_pids_parent"): "the process's cgroup under /proc and /sys",
     ("agent/sandbox.py", "kill_all"): "a cgroup's cgroup.procs under /sys/fs/cgroup",
+    ("agent/sandbox.py", "_cgroup_parent"): "the process's cgroup under /proc and /sys",
+    ("agent/sandbox.py", "oom_kills"): "a cgroup's memory.events under /sys/fs/cgroup",
+    ("agent/vault/sync.py", "_point_remote_head"): "a bare remote's own HEAD file, not the vault",
 }
 
 READ_METHODS = {"read_text", "read_bytes"}

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.vault import mergedriver
+from agent.vault import offlimits
 from agent.vault.offlimits import STATE_DIR
 from agent.vault.repo import _GIT_BASE, GitError, VaultError
 from agent.vault.safe import COMMIT_BYTES, _size
@@ -159,16 +160,10 @@ def path_problem(path: str) -> str | None:
 
 
 def link_problem(path: str, target: str) -> str | None:
-    """Why the symlink at `path` pointing to `target` is refused (None: it stays inside)."""
-    if not target or target.startswith("/") or _BAD_CHARS.search(target):
-        return f"is a symlink leading out of the vault (to {target!r})"
-    where = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-    if where == ".." or where.startswith("../"):
-        return f"is a symlink leading out of the vault (to {target!r})"
-    first = where.split("/", 1)[0]
-    if first.rstrip(". ").lower() in (".git", STATE_DIR):
-        return f"is a symlink into {first}/ (to {target!r})"
-    return None
+    """Why the symlink at `path` pointing to `target` is refused (None: it stays inside):
+    the vault's one rule for links, also applied to what a turn commits."""
+    problem = offlimits.link_problem(path, target)
+    return f"is {problem}" if problem else None
 
 
 def attributes_problem(text: str) -> str | None:

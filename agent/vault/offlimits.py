@@ -31,6 +31,6 @@ def link_problem(rel: str, target: str) -> str | None:
     if where == ".." or where.startswith("../"):
         return f"a symlink leading out of the vault (to {target!r})"
     first = where.split("/", 1)[0]
-    if first.rstrip(". ").lower() == ".git" or first == STATE_DIR:
+    if first.rstrip(". ").lower() in OFF_LIMITS:   # any case: one folder on a case-insensitive disk
         return f"a symlink into {first}/ (to {target!r})"
     return None
