@@ -115,3 +115,86 @@ def test_the_person_adds_approved_jobs_and_the_model_cannot_write_cron_json(
     result = fake_anthropic.calls()[-1].body["messages"][-1]["content"][0]
     assert result["is_error"] is True and "cron_add" in json.dumps(result["content"])
     assert [j["name"] for j in _listed(run)] == ["ping"]
+
+
+# ---- the gateway: idle connections, the Host header, a host that is not loopback ----------
+
+
+def _gateway(vault, **kw):
+    from agent.serve.gateway import Gateway
+    from test_reach_gateway import router
+
+    conv = router(vault)
+    return conv, Gateway(vault, conv, port=0, **kw).start()
+
+
+def test_idle_connections_are_closed_after_the_timeout_and_bounded_in_number(
+        vault, fake_anthropic):
+    import socket
+    import threading
+
+    from agent.serve.gateway import MAX_CONNECTIONS
+    from test_reach_gateway import http
+
+    conv, gw = _gateway(vault, timeout=1)
+    before = threading.active_count()
+    idle = []
+    try:
+        for n in range(50):                                 # half-open: a partial request
+            s = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+            if n % 2:
+                s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            idle.append(s)
+        status, answer = http(gw, "GET", "/v1/health")     # a normal request is answered
+        assert status == 200 and answer["ok"] is True
+        for s in idle:                                      # and the idle ones let go
+            assert s.recv(1024) == b""
+        # More than the gateway serves at once: the rest are closed at once, no thread each.
+        crowd = [socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+                 for _ in range(MAX_CONNECTIONS + 20)]
+        idle += crowd
+        assert crowd[-1].recv(1024) == b""                  # the last one was turned away
+        assert threading.active_count() - before <= MAX_CONNECTIONS + 2
+        for s in crowd:
+            assert s.recv(1024) == b""                      # every one closed in the end
+        status, _ = http(gw, "GET", "/v1/health")
+        assert status == 200
+    finally:
+        for s in idle:
+            s.close()
+        gw.close(5)
+        conv.drain(10)
+
+
+def test_a_request_naming_another_host_is_refused_on_tcp(vault, fake_anthropic):
+    from test_reach_gateway import MSG, http
+
+    conv, gw = _gateway(vault)
+    try:
+        for host in ("evil.example", f"evil.example:{gw.port}", f"127.0.0.1.nip.io:{gw.port}",
+                     f"localhost:{gw.port + 1}"):
+            status, answer = http(gw, "POST", MSG, {"text": "READFILE: MEMORY.md"},
+                                  headers={"Host": host})
+            assert status == 421 and "is not this machine" in answer["error"], host
+        assert fake_anthropic.calls() == [] and not (vault.root / "sessions" / "gateway").exists()
+        for host in (f"127.0.0.1:{gw.port}", f"localhost:{gw.port}", "localhost"):
+            status, answer = http(gw, "GET", "/v1/health", headers={"Host": host})
+            assert status == 200, (host, answer)
+    finally:
+        gw.close(5)
+        conv.drain(10)
+
+
+def test_serve_warns_when_the_gateway_listens_beyond_this_machine(vault, fake_anthropic, procs):
+    (vault.root / "agent.toml").write_text('[gateway]\nport = 0\nhost = "0.0.0.0"\n')
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    assert serve.stop() == 0
+    assert "gateway: [gateway] host = '0.0.0.0' is reachable from other machines" in serve.output
+    (vault.root / "agent.toml").write_text('[gateway]\nport = 0\nhost = "127.0.0.1"\n')
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    assert serve.stop() == 0
+    assert "reachable from other machines" not in serve.output

@@ -372,7 +372,7 @@ def test_gateway_bad_session_key_is_400_and_a_huge_body_413(vault, gateway, fake
     # A body over the limit is refused from its Content-Length, before it is read.
     import socket
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
-        sock.sendall((f"POST {MSG} HTTP/1.1\r\nHost: x\r\n"
+        sock.sendall((f"POST {MSG} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       f"Authorization: Bearer {gateway.token}\r\n"
                       f"Content-Type: application/json\r\n"
                       f"Content-Length: {MAX_BODY + 1}\r\n\r\n").encode())
