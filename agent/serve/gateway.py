@@ -22,8 +22,8 @@ when the connection closes. A client that sends or takes nothing for `[gateway]
 timeout` seconds is disconnected, and at most MAX_CONNECTIONS are served at once
 (more are closed at once), so half-open connections cannot pile up threads. On TCP
 the `Host` header must name this machine (localhost or an IP address; 421 otherwise):
-a web page whose name was rebound to 127.0.0.1 sends its own name, and is refused. Answers are JSON; a mistake is a 4xx with {"error"} naming
-it, and nothing is stored: 401 without the right token, 404 for an unknown path, 400
+a web page whose name was rebound to 127.0.0.1 sends its own name, and is refused.
+Answers are JSON; a mistake is a 4xx with {"error"} naming it, and nothing is stored: 401 without the right token, 404 for an unknown path, 400
 for a malformed body or session key, 413 for a body over MAX_BODY, 503 while serve
 stops.
 """
