@@ -198,3 +198,102 @@ def test_serve_warns_when_the_gateway_listens_beyond_this_machine(vault, fake_an
     serve.wait_for("agent serve on")
     assert serve.stop() == 0
     assert "reachable from other machines" not in serve.output
+
+
+# ---- a message taken is a message kept: serve killed mid-turn ----------------------------
+
+
+def _hang(event):
+    """A model reply that comes only once the test sets `event` (never, for a killed serve)."""
+    def answer(_request):
+        event.wait(30)
+        return reply("too late")
+    return answer
+
+
+def _raw_lines(vault, key) -> list[dict]:
+    from test_telegram import session_lines
+
+    return session_lines(vault, key, receipts=True)
+
+
+def test_a_telegram_message_survives_a_kill_mid_turn_and_is_answered_once_after(
+        vault, fake_anthropic, fake_telegram, procs):
+    import threading
+
+    configure(vault, fake_telegram.url)
+    never = threading.Event()
+    fake_anthropic.add(_hang(never), reply("Kyoto: book the ryokan now."))
+    try:
+        serve = ServeProc(vault)
+        procs.append(serve)
+        serve.wait_for("telegram: connected")
+        fake_telegram.message(ANA, "plan the Kyoto trip")
+        fake_anthropic.wait_for_requests(1, timeout=30)      # the turn is running
+        serve.kill()                                          # SIGKILL
+        lines = _raw_lines(vault, OURS)
+        assert [(l.get("type"), l["content"]) for l in lines] == [
+            ("received", "plan the Kyoto trip")]
+        assert fake_telegram.sent(ANA) == []
+        fake_telegram.unconfirm()           # as if Telegram never heard the last offset
+        serve = ServeProc(vault)
+        procs.append(serve)
+        sent = fake_telegram.wait_sent(ANA, 1, timeout=30)
+        assert serve.stop() == 0
+    finally:
+        never.set()
+    assert [m["text"] for m in sent] == ["Kyoto: book the ryokan now."]
+    assert [m["text"] for m in fake_telegram.sent(ANA)] == ["Kyoto: book the ryokan now."]
+    lines = _raw_lines(vault, OURS)
+    assert [(l.get("type"), l.get("role"), l["content"]) for l in lines] == [
+        ("received", None, "plan the Kyoto trip"), (None, "user", "plan the Kyoto trip"),
+        (None, "assistant", "Kyoto: book the ryokan now.")]
+    assert lines[1]["received"] == lines[0]["id"]
+    assert len(fake_anthropic.calls()) == 2            # the update was not taken twice
+    assert json.loads((vault.state / "received.json").read_text()) == {}
+    assert vault.dirty_paths() == []
+
+
+def test_a_gateway_message_survives_a_kill_mid_turn_and_is_answered_after(
+        vault, fake_anthropic, procs):
+    import threading
+    import urllib.request
+
+    (vault.root / "agent.toml").write_text("[gateway]\nport = 0\n")
+    never = threading.Event()
+    fake_anthropic.add(_hang(never), reply("Here is the plan."))
+    key = "gateway/phone"
+    try:
+        serve = ServeProc(vault)
+        procs.append(serve)
+        serve.wait_for("agent serve on")
+        info = json.loads((vault.state / "gateway.json").read_text())
+        token = (vault.state / "gateway-token").read_text().strip()
+        req = urllib.request.Request(f"{info['url']}/v1/sessions/{key}/messages",
+                                     data=json.dumps({"text": "plan the week"}).encode(),
+                                     method="POST",
+                                     headers={"Authorization": f"Bearer {token}"})
+
+        def post():
+            try:
+                urllib.request.urlopen(req, timeout=30).read()
+            except OSError:
+                pass                        # serve was killed under it
+        client = threading.Thread(target=post, daemon=True)
+        client.start()
+        fake_anthropic.wait_for_requests(1, timeout=30)
+        serve.kill()
+        client.join(10)
+        assert [(l.get("type"), l["content"]) for l in _raw_lines(vault, key)] == [
+            ("received", "plan the week")]
+        serve = ServeProc(vault)
+        procs.append(serve)
+        serve.wait_for(f"chat {key} turn 1: ok")
+        assert serve.stop() == 0
+    finally:
+        never.set()
+    lines = _raw_lines(vault, key)
+    assert [(l.get("type"), l.get("role"), l["content"]) for l in lines] == [
+        ("received", None, "plan the week"), (None, "user", "plan the week"),
+        (None, "assistant", "Here is the plan.")]
+    assert subjects(vault)[:2] == [f"chat({key}): plan the week", f"receive({key}): plan the week"]

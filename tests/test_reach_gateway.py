@@ -39,8 +39,10 @@ def after(event: threading.Event, item, timeout=10.0):
 
 
 def transcript(vault, session) -> list[dict]:
+    """The session's messages (not the lines saying a message was received)."""
     files = sorted((vault.root / "sessions" / session).glob("*.jsonl"))
-    return [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    return [x for x in lines if x.get("type") != "received"]
 
 
 def request_text(rec) -> str:

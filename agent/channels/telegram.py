@@ -26,8 +26,10 @@ What a person can rely on:
   running turn. Photos and stickers get one line (text only); edits are ignored.
 - Telegram unreachable or the token refused: one line in serve's log, retried with
   exponential backoff (up to 5 minutes) while cron, heartbeats and the rest go on.
-- The last update id is kept in `.agent/telegram.json`, so a restart never answers a
-  message twice.
+- A message is written down (agent/serve/receipts.py: in the chat's transcript,
+  committed) before Telegram is told it was read (the next `getUpdates` offset), and
+  the offset is kept in `.agent/telegram.json` before that call: a serve killed at any
+  moment loses no message, and a restart answers the ones it had not answered, once.
 - The token (only ever from $TELEGRAM_BOT_TOKEN) is in the request URLs and nowhere
   else: every error text is scrubbed of it before it is logged or recorded.
 """
@@ -120,6 +122,13 @@ class TelegramChannel:
         self.connected = threading.Event()
         self.stopping = False
         self.offset = self._read_offset()
+        # Updates taken before a restart and not answered yet are answered by resume();
+        # Telegram must not hand them over again.
+        taken = [r.update_id() for r in router.receipts.outstanding()] \
+            if hasattr(router, "receipts") else []
+        taken = [u for u in taken if u is not None]
+        if taken:
+            self.offset = max(self.offset or 0, max(taken) + 1)
         self._written = self.offset
         self._offset_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -247,13 +256,21 @@ class TelegramChannel:
                 log.info("telegram: reachable again")
                 said, delay = None, 1.0
             self.connected.set()
+            # Each message is written down before the next getUpdates confirms it to
+            # Telegram (that call's offset is past it); what follows runs meanwhile.
             for u in updates:
+                try:
+                    follow = await self._take(u)
+                except asyncio.CancelledError:
+                    return
+                except Exception as e:           # one bad update never stops polling
+                    log.error("telegram: update %d: %s", u.update_id, self.scrub(repr(e)))
+                    follow = None
+                if follow is not None:
+                    self._spawn(follow)
                 self.offset = max(self.offset or 0, u.update_id + 1)
-            for u in updates:
-                self._spawn(self._handle(u))
             if updates:
-                # fsynced in a thread, while the turn runs: the loop never waits on the disk
-                self._spawn(asyncio.to_thread(self._write_offset, self.offset))
+                await asyncio.to_thread(self._write_offset, self.offset)
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)
@@ -267,24 +284,42 @@ class TelegramChannel:
 
     # -- one update --
 
-    async def _handle(self, update) -> None:
+    async def _take(self, update):
+        """Take one update: a message to answer is submitted (written down) now; what
+        is left to do (the reply, a command, a refusal) is returned to run meanwhile."""
         msg = update.message
         if msg is None or msg.from_user is None:      # edits, channel posts: ignored
-            return
+            return None
         user, chat = msg.from_user, msg.chat
         if user.id not in self.allow:
-            await self._refuse(user, chat)
-            return
+            return self._refuse(user, chat)
         session = f"telegram/{chat.id}"
         if msg.text is None:
-            await self.send(chat.id, "I understand only text messages (no photos, stickers "
-                                     "or files yet).", markdown=False)
-            return
+            return self.send(chat.id, "I understand only text messages (no photos, stickers "
+                                      "or files yet).", markdown=False)
         text = msg.text
         if text.startswith("/"):
-            await self._command(chat.id, session, text)
-            return
-        await self._converse(chat.id, session, text, user)
+            return self._command(chat.id, session, text)
+        from agent.errors import UserError
+
+        try:
+            ticket = await asyncio.to_thread(self.router.submit, session, text,
+                                             source=f"telegram:{user.id}",
+                                             receipt=f"tg-{update.update_id}")
+        except UserError as e:               # serve is stopping
+            return self.send(chat.id, str(e), markdown=False)
+        return self._reply(chat.id, ticket)
+
+    def resume(self, receipt) -> bool:
+        """Answer in its chat a message taken before a restart (see Conversations.resume);
+        False when it is not this channel's."""
+        if not receipt.session.startswith("telegram/") or self.loop is None:
+            return False
+        chat_id = int(receipt.session.split("/", 1)[1])
+        ticket = self.router.submit(receipt.session, receipt.text, source=receipt.source,
+                                    receipt=receipt.id, resumed=True)
+        self.loop.call_soon_threadsafe(self._spawn, self._reply(chat_id, ticket))
+        return True
 
     async def _refuse(self, user, chat) -> None:
         entry = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -306,15 +341,9 @@ class TelegramChannel:
         with open(self.vault.state / REFUSED_LOG, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
 
-    async def _converse(self, chat_id: int, session: str, text: str, user) -> None:
-        from agent.errors import UserError
-
+    async def _reply(self, chat_id: int, ticket) -> None:
+        """Send the answer to a submitted message once its turn is done."""
         loop = asyncio.get_running_loop()
-        try:
-            ticket = self.router.submit(session, text, source=f"telegram:{user.id}")
-        except UserError as e:               # serve is stopping
-            await self.send(chat_id, str(e), markdown=False)
-            return
         if ticket.injected:
             # The running turn sees it at its next model call; that turn's reply (sent
             # by the message that started it) answers both. One that came too late for

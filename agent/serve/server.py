@@ -106,6 +106,10 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
             if telegram is not None:
                 telegram.start()
                 server.outbox.senders["telegram"] = telegram
+            if not once:
+                # Messages a killed serve took and did not answer: answered now, once.
+                server.conversations.resume(
+                    reply_to=telegram.resume if telegram is not None else None)
             try:
                 code = server.run(once=once)
             finally:

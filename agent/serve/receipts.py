@@ -1,0 +1,137 @@
+"""A message `agent serve` took from a channel is written down before the channel is told
+it arrived, so a serve killed mid-turn loses no message.
+
+When the router accepts a message (agent/serve/conversations.py), before the turn runs
+and before Telegram is told the update was read (its next `getUpdates` offset) or the
+gateway's client is answered, this writes it:
+
+- into the session's transcript, as a line of its own, fsynced and committed
+  (`receive(telegram/42): plan the Kyoto trip`, trailer `Received: <id>`):
+
+      {"type": "received", "id": "tg-1234", "ts": "...", "content": "...", "source": "..."}
+
+  It is not a message (no `role`): the prompt and the search index skip it, and the
+  turn that answers it writes the person's message as usual, its user line carrying
+  `"received": "<id>"`;
+- in `.agent/received.json`, the receipts not yet answered (this machine's work list).
+
+A turn that saved the message settles its receipt. At start, serve answers each
+receipt still open (`outstanding`), unless its session shows it answered already (a
+kill between the turn's commit and the settling): the person's message is answered,
+once, after the restart.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent.serve.turns import short
+from agent.stores import sessions
+from agent.vault import atomic
+from agent.vault.change import Change
+
+FILE = "received.json"
+TYPE = "received"
+
+
+@dataclass
+class Receipt:
+    id: str
+    session: str
+    text: str
+    source: str | None
+    ts: str
+
+    def update_id(self) -> int | None:
+        """The Telegram update it came as (`tg-<update id>`), else None."""
+        if self.id.startswith("tg-") and self.id[3:].isdigit():
+            return int(self.id[3:])
+        return None
+
+
+class Receipts:
+    """The receipts of one vault (thread-safe)."""
+
+    def __init__(self, vault):
+        self.vault = vault
+        self._lock = threading.Lock()
+
+    @property
+    def _path(self):
+        return self.vault.state / FILE
+
+    def _read(self) -> dict:
+        data = atomic.read_json(self._path, {})
+        return data if isinstance(data, dict) else {}
+
+    def record(self, session: str, text: str, source: str | None, now: datetime,
+               receipt_id: str | None = None) -> str:
+        """Write the message down (work list, then transcript and commit); its id."""
+        rid = receipt_id or f"r-{secrets.token_hex(6)}"
+        ts = now.isoformat(timespec="seconds")
+        with self._lock:
+            data = self._read()
+            data[rid] = {"session": session, "text": text, "source": source, "ts": ts}
+            self.vault.state.mkdir(parents=True, exist_ok=True)
+            atomic.write_json(self._path, data)
+        line = {"type": TYPE, "id": rid, "ts": ts, "content": text}
+        if source:
+            line["source"] = source
+        with self.vault.locked():
+            self.vault.append_lines(sessions.month_file(session, now), [sessions.dumps(line)])
+            self.vault.commit(Change("receive", short(text), scope=session,
+                                     trailers={"Received": rid}))
+        return rid
+
+    def settle(self, ids) -> None:
+        """The messages `ids` are answered (their turn is saved)."""
+        ids = [i for i in ids if i]
+        if not ids:
+            return
+        with self._lock:
+            data = self._read()
+            if not any(i in data for i in ids):
+                return
+            for i in ids:
+                data.pop(i, None)
+            atomic.write_json(self._path, data)
+
+    def outstanding(self) -> list[Receipt]:
+        """The receipts not answered yet, oldest first (those a session shows answered
+        are settled here)."""
+        with self._lock:
+            data = self._read()
+        out, done = [], []
+        for rid, e in data.items():
+            if not isinstance(e, dict) or not isinstance(e.get("session"), str) \
+                    or not isinstance(e.get("text"), str):
+                done.append(rid)
+                continue
+            try:
+                sessions.check_key(e["session"])
+            except sessions.SessionError:
+                done.append(rid)
+                continue
+            if _answered(self.vault.root, e["session"], rid):
+                done.append(rid)
+                continue
+            source = e.get("source")
+            out.append(Receipt(rid, e["session"], e["text"],
+                               source if isinstance(source, str) else None, str(e.get("ts"))))
+        self.settle(done)
+        return sorted(out, key=lambda r: r.ts)
+
+
+def _answered(root, session: str, rid: str) -> bool:
+    """Whether the session's newest lines hold the user line of the turn that answered
+    receipt `rid` (read from the end, a little way back)."""
+    for path in reversed(sessions.Session(root, session).files()[-2:]):
+        for obj in sessions._backward(path, path.relative_to(root).as_posix(), root):
+            if obj.get("received") == rid:
+                return True
+            if obj.get("type") == TYPE and obj.get("id") == rid:
+                return False            # reached its receipt: no answer after it
+    return False
