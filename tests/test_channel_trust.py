@@ -297,3 +297,33 @@ def test_a_gateway_message_survives_a_kill_mid_turn_and_is_answered_after(
         ("received", None, "plan the week"), (None, "user", "plan the week"),
         (None, "assistant", "Here is the plan.")]
     assert subjects(vault)[:2] == [f"chat({key}): plan the week", f"receive({key}): plan the week"]
+
+
+def test_a_reply_saved_but_not_sent_before_a_kill_is_sent_after_the_restart(
+        vault, fake_anthropic, fake_telegram, procs):
+    import threading
+
+    configure(vault, fake_telegram.url)
+    fake_anthropic.add(reply("Pack light."))
+    held = threading.Event()
+    fake_telegram.hold_sends = held            # sendMessage waits: the kill lands before it
+    try:
+        serve = ServeProc(vault)
+        procs.append(serve)
+        serve.wait_for("telegram: connected")
+        fake_telegram.message(ANA, "what to pack")
+        serve.wait_for(f"chat {OURS} turn 1: ok")                 # saved and committed
+        fake_telegram.wait_for(lambda: fake_telegram.calls("sendMessage"), what="a send")
+        serve.kill()
+    finally:
+        held.set()
+    fake_telegram.hold_sends = None
+    serve = ServeProc(vault)
+    procs.append(serve)
+    sent = fake_telegram.wait_sent(ANA, 1, timeout=30)
+    assert serve.stop() == 0
+    assert [m["text"] for m in sent] == ["Pack light."]
+    assert len(fake_anthropic.calls()) == 1                      # not answered twice
+    assert [l["content"] for l in _raw_lines(vault, OURS) if l.get("role") == "user"] == [
+        "what to pack"]
+    assert json.loads((vault.state / "received.json").read_text()) == {}

@@ -305,7 +305,7 @@ class TelegramChannel:
         try:
             ticket = await asyncio.to_thread(self.router.submit, session, text,
                                              source=f"telegram:{user.id}",
-                                             receipt=f"tg-{update.update_id}")
+                                             receipt=f"tg-{update.update_id}", settle=False)
         except UserError as e:               # serve is stopping
             return self.send(chat.id, str(e), markdown=False)
         return self._reply(chat.id, ticket)
@@ -316,10 +316,19 @@ class TelegramChannel:
         if not receipt.session.startswith("telegram/") or self.loop is None:
             return False
         chat_id = int(receipt.session.split("/", 1)[1])
+        if receipt.reply is not None:       # answered, and killed before it was sent
+            log.info("telegram: sending the reply to a message answered before a restart")
+            self.loop.call_soon_threadsafe(self._spawn, self._send_saved(chat_id, receipt))
+            return True
+        log.info("chat %s: answering a message taken before a restart", receipt.session)
         ticket = self.router.submit(receipt.session, receipt.text, source=receipt.source,
-                                    receipt=receipt.id, resumed=True)
+                                    receipt=receipt.id, resumed=True, settle=False)
         self.loop.call_soon_threadsafe(self._spawn, self._reply(chat_id, ticket))
         return True
+
+    async def _send_saved(self, chat_id: int, receipt) -> None:
+        await self.send(chat_id, receipt.reply)
+        await asyncio.to_thread(self.router.receipts.settle, [receipt.id])
 
     async def _refuse(self, user, chat) -> None:
         entry = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -350,6 +359,7 @@ class TelegramChannel:
             # it runs as the next turn, and is answered below.
             await _finished(loop, ticket)
             if ticket.injected:
+                await asyncio.to_thread(self.router.receipts.settle, [ticket.receipt])
                 return
         finished = _finished(loop, ticket)
         typing = asyncio.create_task(self._typing(chat_id, finished))
@@ -358,6 +368,10 @@ class TelegramChannel:
         finally:
             typing.cancel()
         await self.send(chat_id, _reply_text(ticket, result))
+        if result is None and "before the turn was saved" in (ticket.error or ""):
+            return                  # serve stopped it: answered again after the restart
+        # Sent (or given up with a line in the log): a restart does not send it again.
+        await asyncio.to_thread(self.router.receipts.settle, [ticket.receipt])
 
     async def _typing(self, chat_id: int, finished: asyncio.Future) -> None:
         from telegram.error import TelegramError

@@ -66,6 +66,7 @@ class Ticket:
         self.error: str | None = None    # why the turn failed, when it did
         self.reply = ""                  # the part of the turn's reply that answers it
         self.receipt: str | None = None  # its receipt (agent.serve.receipts)
+        self.settle = True               # False: the channel settles it once it replied
         self._on_event = on_event
         self._done = threading.Event()
         self._result: TurnResult | None = None
@@ -130,14 +131,17 @@ class Conversations:
     # ---- the interface ---------------------------------------------------------------
 
     def submit(self, session: str, text: str, *, on_event=None, source: str | None = None,
-               receipt: str | None = None, resumed: bool = False) -> Ticket:
+               receipt: str | None = None, resumed: bool = False,
+               settle: bool = True) -> Ticket:
         """Run `text` as a turn of `session`, or inject it into the turn of that session
         that is running; written down first (its receipt: `receipt` names it, and with
-        `resumed` it is one already written, answered again after a restart)."""
+        `resumed` it is one already written, answered again after a restart). Without
+        `settle`, the caller settles the receipt (once it has sent the reply)."""
         sessions.check_key(session)
         if not isinstance(text, str) or not text.strip():
             raise UserError("Nothing to send: the message is empty.")
         ticket = Ticket(session, text, source, on_event)
+        ticket.settle = settle
         with self._cond:
             if self._closed:
                 raise ServeStopping("agent serve is stopping and takes no new messages; "
@@ -203,10 +207,13 @@ class Conversations:
         over (a channel that sends the reply back), returning True."""
         tickets = []
         for r in self.receipts.outstanding():
-            log.info("chat %s: answering a message taken before a restart: %s", r.session,
-                     short(r.text, 60))
             if reply_to is not None and reply_to(r):
                 continue
+            if r.reply is not None:         # its turn was saved: nobody waits for it here
+                self.receipts.settle([r.id])
+                continue
+            log.info("chat %s: answering a message taken before a restart: %s", r.session,
+                     short(r.text, 60))
             try:
                 tickets.append(self.submit(r.session, r.text, source=r.source, receipt=r.id,
                                            resumed=True))
@@ -323,7 +330,7 @@ class Conversations:
             # Saved (or failed for good): no restart answers them again. One whose
             # turn a second signal cut short is answered after the restart.
             try:
-                self.receipts.settle([t.receipt for t in tickets])
+                self.receipts.settle([t.receipt for t in tickets if t.settle])
             except OSError as e:
                 log.warning("could not settle the receipts of %s: %s", tickets[0].session, e)
         injected = result.injected if result is not None else []

@@ -15,10 +15,11 @@ gateway's client is answered, this writes it:
   `"received": "<id>"`;
 - in `.agent/received.json`, the receipts not yet answered (this machine's work list).
 
-A turn that saved the message settles its receipt. At start, serve answers each
-receipt still open (`outstanding`), unless its session shows it answered already (a
-kill between the turn's commit and the settling): the person's message is answered,
-once, after the restart.
+A turn that saved the message settles its receipt; for Telegram, only once the reply
+was sent. At start, serve answers each receipt still open (`outstanding`): by running
+its turn, or, when its session shows the turn saved already (a kill between the
+turn's commit and the reply's sending), by sending the saved reply. The person's
+message is answered, once, after the restart.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Receipt:
     text: str
     source: str | None
     ts: str
+    reply: str | None = None       # the saved answer, when its turn was saved already
 
     def update_id(self) -> int | None:
         """The Telegram update it came as (`tg-<update id>`), else None."""
@@ -100,8 +102,8 @@ class Receipts:
             atomic.write_json(self._path, data)
 
     def outstanding(self) -> list[Receipt]:
-        """The receipts not answered yet, oldest first (those a session shows answered
-        are settled here)."""
+        """The receipts not settled yet, oldest first; one whose turn was saved has its
+        `reply`."""
         with self._lock:
             data = self._read()
         out, done = [], []
@@ -115,23 +117,36 @@ class Receipts:
             except sessions.SessionError:
                 done.append(rid)
                 continue
-            if _answered(self.vault.root, e["session"], rid):
-                done.append(rid)
-                continue
             source = e.get("source")
             out.append(Receipt(rid, e["session"], e["text"],
-                               source if isinstance(source, str) else None, str(e.get("ts"))))
+                               source if isinstance(source, str) else None, str(e.get("ts")),
+                               _answer_of(self.vault.root, e["session"], rid)))
         self.settle(done)
         return sorted(out, key=lambda r: r.ts)
 
 
-def _answered(root, session: str, rid: str) -> bool:
-    """Whether the session's newest lines hold the user line of the turn that answered
-    receipt `rid` (read from the end, a little way back)."""
+def _answer_of(root, session: str, rid: str) -> str | None:
+    """The saved reply of the turn that answered receipt `rid` (None: no such turn),
+    read from the session's end a little way back."""
+    after: list[dict] = []              # the lines after the one looked at, newest last
     for path in reversed(sessions.Session(root, session).files()[-2:]):
         for obj in sessions._backward(path, path.relative_to(root).as_posix(), root):
             if obj.get("received") == rid:
-                return True
+                return _reply_in(after)
             if obj.get("type") == TYPE and obj.get("id") == rid:
-                return False            # reached its receipt: no answer after it
-    return False
+                return None             # reached its receipt: no answer after it
+            after.insert(0, obj)
+    return None
+
+
+def _reply_in(lines: list[dict]) -> str:
+    """The assistant's words of one turn: `lines` from after its user line, up to the
+    next turn's."""
+    words = []
+    for obj in lines:
+        role = obj.get("role")
+        if obj.get("type") == TYPE or (role == "user" and obj.get("received")):
+            break
+        if role == "assistant":
+            words.append(sessions.message_text(obj.get("content"), sep=""))
+    return "\n\n".join(w for w in words if w.strip()) or "(no reply)"
