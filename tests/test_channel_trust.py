@@ -327,3 +327,37 @@ def test_a_reply_saved_but_not_sent_before_a_kill_is_sent_after_the_restart(
     assert [l["content"] for l in _raw_lines(vault, OURS) if l.get("role") == "user"] == [
         "what to pack"]
     assert json.loads((vault.state / "received.json").read_text()) == {}
+
+
+def test_a_message_that_joined_a_saved_turn_is_not_answered_again_after_a_kill(
+        vault, fake_anthropic, procs):
+    from agent.stores import sessions
+    from agent.vault.repo import now
+
+    # As a kill leaves it: both messages' turn saved (the second joined it), their
+    # receipts not settled yet.
+    key, t = "gateway/phone", now()
+    lines = [{"type": "received", "id": "r-a", "ts": t.isoformat(), "content": "plan the week"},
+             {"type": "received", "id": "r-b", "ts": t.isoformat(), "content": "and Sunday"},
+             {"id": "1.0-x", "ts": t.isoformat(), "role": "user", "content": "plan the week",
+              "turn": 1, "received": "r-a", "source": "gateway"},
+             {"id": "1.1-x", "ts": t.isoformat(), "role": "user", "content": "and Sunday",
+              "turn": 1, "injected": True, "source": "gateway"},
+             {"id": "1.2-x", "ts": t.isoformat(), "role": "assistant", "content": "Done.",
+              "turn": 1}]
+    path = vault.root / sessions.month_file(key, t)
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", "a turn")
+    vault.state.mkdir(exist_ok=True)
+    (vault.state / "received.json").write_text(json.dumps({
+        r: {"session": key, "text": x, "source": "gateway", "ts": t.isoformat()}
+        for r, x in (("r-a", "plan the week"), ("r-b", "and Sunday"))}))
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    assert serve.stop() == 0
+    assert fake_anthropic.calls() == []
+    assert json.loads((vault.state / "received.json").read_text()) == {}
+    assert path.read_text() == "".join(json.dumps(x) + "\n" for x in lines)

@@ -316,6 +316,9 @@ class TelegramChannel:
         if not receipt.session.startswith("telegram/") or self.loop is None:
             return False
         chat_id = int(receipt.session.split("/", 1)[1])
+        if receipt.reply == "":             # it joined a turn whose reply answers it
+            self.router.receipts.settle([receipt.id])
+            return True
         if receipt.reply is not None:       # answered, and killed before it was sent
             log.info("telegram: sending the reply to a message answered before a restart")
             self.loop.call_soon_threadsafe(self._spawn, self._send_saved(chat_id, receipt))

@@ -45,7 +45,9 @@ class Receipt:
     text: str
     source: str | None
     ts: str
-    reply: str | None = None       # the saved answer, when its turn was saved already
+    # The saved answer, when its turn was saved already ("": it joined a turn another
+    # message started, whose reply answers both); None: not answered yet.
+    reply: str | None = None
 
     def update_id(self) -> int | None:
         """The Telegram update it came as (`tg-<update id>`), else None."""
@@ -134,7 +136,11 @@ def _answer_of(root, session: str, rid: str) -> str | None:
             if obj.get("received") == rid:
                 return _reply_in(after)
             if obj.get("type") == TYPE and obj.get("id") == rid:
-                return None             # reached its receipt: no answer after it
+                # Reached its receipt. A message that joined a running turn is saved
+                # where the model saw it, as an injected user line of its words.
+                joined = any(o.get("role") == "user" and o.get("injected")
+                             and o.get("content") == obj.get("content") for o in after)
+                return "" if joined else None
             after.insert(0, obj)
     return None
 
