@@ -155,6 +155,12 @@ def main() -> None:
                 print(f"  telegram replies sent: {sent} for {turns} turns answering them "
                       f"(a message that joined a running turn is answered by its reply)")
         print(f"receipts left open: {outstanding()}")
+        if os.environ.get("BENCH_SHOW"):
+            for x in lines_of(root, gw_key):
+                print(json.dumps({k: x.get(k) for k in ("type", "id", "role", "content",
+                                                        "received", "injected", "turn")}))
+            print(subprocess.run(["git", "-C", str(root), "log", "--oneline", "-60"],
+                                 capture_output=True, text=True).stdout)
 
 
 if __name__ == "__main__":

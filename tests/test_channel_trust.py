@@ -361,3 +361,23 @@ def test_a_message_that_joined_a_saved_turn_is_not_answered_again_after_a_kill(
     assert fake_anthropic.calls() == []
     assert json.loads((vault.state / "received.json").read_text()) == {}
     assert path.read_text() == "".join(json.dumps(x) + "\n" for x in lines)
+
+
+def test_resuming_at_start_never_takes_a_message_that_came_meanwhile_for_a_left_over_one(
+        vault, fake_anthropic):
+    import threading
+
+    from test_reach_gateway import router, transcript
+
+    conv = router(vault)                   # serve starts: nothing was left over
+    go = threading.Event()
+    fake_anthropic.add(_hang(go))
+    ticket = conv.submit("gateway/phone", "plan the week")     # a channel takes a message
+    fake_anthropic.wait_for_requests(1, timeout=30)
+    assert conv.resume() == []             # ... while serve answers what a kill left
+    go.set()
+    ticket.wait(30)
+    conv.drain(30)
+    assert [l["content"] for l in transcript(vault, "gateway/phone") if l["role"] == "user"] \
+        == ["plan the week"]
+    assert len(fake_anthropic.calls()) == 1

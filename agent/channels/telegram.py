@@ -124,8 +124,7 @@ class TelegramChannel:
         self.offset = self._read_offset()
         # Updates taken before a restart and not answered yet are answered by resume();
         # Telegram must not hand them over again.
-        taken = [r.update_id() for r in router.receipts.outstanding()] \
-            if hasattr(router, "receipts") else []
+        taken = [r.update_id() for r in getattr(router, "left_over", [])]
         taken = [u for u in taken if u is not None]
         if taken:
             self.offset = max(self.offset or 0, max(taken) + 1)

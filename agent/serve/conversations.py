@@ -127,6 +127,9 @@ class Conversations:
         self._closed = False
         self.turns = 0                     # turns run (for the log line at the end)
         self.receipts = Receipts(vault)
+        # What a killed serve left, read before any channel takes a message: resume()
+        # must not take this process's own messages for left-over ones.
+        self._left_over = self.receipts.outstanding()
 
     # ---- the interface ---------------------------------------------------------------
 
@@ -201,12 +204,18 @@ class Conversations:
             self._closed = True
             return self._cond.wait_for(lambda: not self._slots, timeout)
 
+    @property
+    def left_over(self) -> list:
+        """The receipts a killed serve left (until resume() takes them)."""
+        return list(self._left_over)
+
     def resume(self, reply_to=None) -> list[Ticket]:
         """Answer the messages a killed serve took and did not answer (at start): each
         runs again as a turn of its session; `reply_to(receipt)` may instead take one
         over (a channel that sends the reply back), returning True."""
         tickets = []
-        for r in self.receipts.outstanding():
+        left, self._left_over = self._left_over, []
+        for r in left:
             if reply_to is not None and reply_to(r):
                 continue
             if r.reply is not None:         # its turn was saved: nobody waits for it here
