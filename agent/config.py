@@ -179,6 +179,8 @@ SCHEMA: tuple[Key, ...] = (
         "one; unset: no gateway)", "gateway_port", min=0),
     Key("gateway.host", str, "127.0.0.1", "the address the gateway listens on",
         "gateway_host"),
+    Key("gateway.timeout", int, 30, "seconds the gateway waits for a client to send or take "
+        "data before it closes the connection", "gateway_timeout", min=1),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})
@@ -219,6 +221,7 @@ class Settings:
     sync_remote: str | None = None
     gateway_port: int | None = None   # None: no HTTP gateway
     gateway_host: str = "127.0.0.1"
+    gateway_timeout: int = 30         # seconds a connection may sit idle
     raw: dict = field(default_factory=dict)
 
 

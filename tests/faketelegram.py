@@ -50,6 +50,9 @@ class FakeTelegram:
         self.blocked: set[int] = set()
         self.bad_markdown: set[str] = set()
         self.down = False
+        # An Event: sendMessage waits until it is set, then fails with 502 (a send that
+        # never went through: the test kills the bot meanwhile).
+        self.hold_sends: threading.Event | None = None
         self.cond = threading.Condition()
         self.closing = False
         self.server = _Server(("127.0.0.1", 0), _handler(self))
@@ -257,6 +260,9 @@ def _handler(fake: FakeTelegram):
                 got = fake._updates(params.get("offset"), float(params.get("timeout") or 0))
                 return ok(got)
             if method == "sendMessage":
+                if fake.hold_sends is not None:
+                    fake.hold_sends.wait(30)
+                    return self._error(rec, 502, "Bad Gateway")
                 chat = params.get("chat_id")
                 if chat in fake.blocked:
                     return self._error(rec, 403, "Forbidden: bot was blocked by the user")

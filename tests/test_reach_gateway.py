@@ -39,8 +39,10 @@ def after(event: threading.Event, item, timeout=10.0):
 
 
 def transcript(vault, session) -> list[dict]:
+    """The session's messages (not the lines saying a message was received)."""
     files = sorted((vault.root / "sessions" / session).glob("*.jsonl"))
-    return [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    return [x for x in lines if x.get("type") != "received"]
 
 
 def request_text(rec) -> str:
@@ -372,7 +374,7 @@ def test_gateway_bad_session_key_is_400_and_a_huge_body_413(vault, gateway, fake
     # A body over the limit is refused from its Content-Length, before it is read.
     import socket
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as sock:
-        sock.sendall((f"POST {MSG} HTTP/1.1\r\nHost: x\r\n"
+        sock.sendall((f"POST {MSG} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       f"Authorization: Bearer {gateway.token}\r\n"
                       f"Content-Type: application/json\r\n"
                       f"Content-Length: {MAX_BODY + 1}\r\n\r\n").encode())

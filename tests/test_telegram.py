@@ -62,11 +62,13 @@ def tg(vault, fake_telegram, fake_anthropic):
     running.stop()
 
 
-def session_lines(vault, key):
+def session_lines(vault, key, *, receipts=False):
+    """The session's messages (with `receipts`, also the lines saying a message was
+    received, written before its turn ran: agent/serve/receipts.py)."""
     out = []
     for f in sorted((vault.root / "sessions" / key).glob("*.jsonl")):
         out += [json.loads(line) for line in f.read_text().splitlines()]
-    return out
+    return out if receipts else [line for line in out if line.get("type") != "received"]
 
 
 def all_vault_bytes(vault) -> bytes:
@@ -89,10 +91,13 @@ def test_an_allowed_user_gets_a_turn_committed_and_the_reply(vault, tg, fake_tel
     sent = fake_telegram.wait_sent(ANA)
     assert sent[0]["text"] == "Kyoto in *April*: book the ryokan now."
     assert sent[0]["parse_mode"] == "Markdown"
-    assert subjects(vault)[0] == f"chat(telegram/{ANA}): plan the Kyoto trip"
-    lines = session_lines(vault, f"telegram/{ANA}")
-    assert [(l["role"], l["content"]) for l in lines] == [
-        ("user", "plan the Kyoto trip"), ("assistant", "Kyoto in *April*: book the ryokan now.")]
+    assert subjects(vault)[:2] == [f"chat(telegram/{ANA}): plan the Kyoto trip",
+                                   f"receive(telegram/{ANA}): plan the Kyoto trip"]
+    lines = session_lines(vault, f"telegram/{ANA}", receipts=True)
+    assert [(l.get("type"), l.get("role"), l["content"]) for l in lines] == [
+        ("received", None, "plan the Kyoto trip"), (None, "user", "plan the Kyoto trip"),
+        (None, "assistant", "Kyoto in *April*: book the ryokan now.")]
+    assert lines[1]["received"] == lines[0]["id"]
     # typing while the model worked
     actions = fake_telegram.calls("sendChatAction")
     assert actions and actions[0].params == {"chat_id": ANA, "action": "typing"}

@@ -168,3 +168,89 @@ def test_in_a_turn_the_model_gets_the_page(fake_anthropic, vault, run, site):
     result = fake_anthropic.calls()[1].body["messages"][-1]["content"][0]
     assert "is_error" not in result and "Philosopher's Path" in result["content"]
     assert {t["name"] for t in fake_anthropic.calls()[0].body["tools"]} >= {"web_fetch"}
+
+
+# ---- one deadline, and nothing learnt of private ports -----------------------------------
+
+
+class Trickler:
+    """A raw server on 127.0.0.1 that answers a request one byte every 0.1 s: the status
+    line, then header bytes (or, with `body`, whole headers and then the body), for at
+    most `most` seconds."""
+
+    def __init__(self, *, body: bool = False, most: float = 8.0):
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.body, self.most = body, most
+        self.closed = threading.Event()          # the client hung up on us
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        conn, _ = self.sock.accept()
+        conn.recv(65536)
+        head = b"HTTP/1.1 200 OK\r\n"
+        if self.body:
+            head += b"Content-Type: text/plain\r\nContent-Length: 100000\r\n\r\n"
+        end = time.monotonic() + self.most
+        try:
+            conn.sendall(head)
+            while time.monotonic() < end:
+                conn.sendall(b"x")
+                time.sleep(0.1)
+        except OSError:
+            self.closed.set()
+        finally:
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize("body", [False, True], ids=["headers", "body"])
+def test_a_trickling_server_is_cut_off_at_the_one_deadline(vault, body):
+    settings = set_web(vault, "allow_private = true\ntimeout = 1\n")
+    trickler = Trickler(body=body)
+    start = time.monotonic()
+    try:
+        with use_context(ToolContext(StagedVault(vault), "cli/default", NOW, settings)):
+            with pytest.raises(ToolError) as e:
+                web_fetch(f"http://127.0.0.1:{trickler.port}/")
+        took = time.monotonic() - start
+    finally:
+        trickler.close()
+    said = str(e.value)
+    assert ("no answer within 1 s" in said) if not body else ("longer than 1 s" in said), said
+    assert took < 5 * settings.web_timeout, took   # the server would trickle for 8 s
+    assert trickler.closed.wait(10)                # and the connection was let go
+
+
+def test_a_private_port_open_or_closed_gives_the_model_the_same_answer(vault):
+    import socket
+
+    settings = load_settings(vault.root)
+    assert settings.web_allow_private is False
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.5)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))                  # bound, not listening: connection refused
+    said = []
+    try:
+        with use_context(ToolContext(StagedVault(vault), "cli/default", NOW, settings)):
+            for port in (listener.getsockname()[1], closed.getsockname()[1]):
+                for url in (f"http://127.0.0.1:{port}/", f"http://localhost:{port}/admin"):
+                    with pytest.raises(ToolError) as e:
+                        web_fetch(url)
+                    said.append(str(e.value))
+        with pytest.raises(socket.timeout):
+            listener.accept()                      # nobody ever connected
+    finally:
+        listener.close()
+        closed.close()
+    assert said[0] == said[2] and said[1] == said[3], said
+    assert "private or loopback address" in said[0] and "allow_private" in said[0]

@@ -26,8 +26,10 @@ What a person can rely on:
   running turn. Photos and stickers get one line (text only); edits are ignored.
 - Telegram unreachable or the token refused: one line in serve's log, retried with
   exponential backoff (up to 5 minutes) while cron, heartbeats and the rest go on.
-- The last update id is kept in `.agent/telegram.json`, so a restart never answers a
-  message twice.
+- A message is written down (agent/serve/receipts.py: in the chat's transcript,
+  committed) before Telegram is told it was read (the next `getUpdates` offset), and
+  the offset is kept in `.agent/telegram.json` before that call: a serve killed at any
+  moment loses no message, and a restart answers the ones it had not answered, once.
 - The token (only ever from $TELEGRAM_BOT_TOKEN) is in the request URLs and nowhere
   else: every error text is scrubbed of it before it is logged or recorded.
 """
@@ -123,6 +125,12 @@ class TelegramChannel:
         self.connected = threading.Event()
         self.stopping = False
         self.offset = self._read_offset()
+        # Updates taken before a restart and not answered yet are answered by resume();
+        # Telegram must not hand them over again.
+        taken = [r.update_id() for r in getattr(router, "left_over", [])]
+        taken = [u for u in taken if u is not None]
+        if taken:
+            self.offset = max(self.offset or 0, max(taken) + 1)
         self._written = self.offset
         self._offset_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -250,13 +258,21 @@ class TelegramChannel:
                 log.info("telegram: reachable again")
                 said, delay = None, 1.0
             self.connected.set()
+            # Each message is written down before the next getUpdates confirms it to
+            # Telegram (that call's offset is past it); what follows runs meanwhile.
             for u in updates:
+                try:
+                    follow = await self._take(u)
+                except asyncio.CancelledError:
+                    return
+                except Exception as e:           # one bad update never stops polling
+                    log.error("telegram: update %d: %s", u.update_id, self.scrub(repr(e)))
+                    follow = None
+                if follow is not None:
+                    self._spawn(follow)
                 self.offset = max(self.offset or 0, u.update_id + 1)
-            for u in updates:
-                self._spawn(self._handle(u))
             if updates:
-                # fsynced in a thread, while the turn runs: the loop never waits on the disk
-                self._spawn(asyncio.to_thread(self._write_offset, self.offset))
+                await asyncio.to_thread(self._write_offset, self.offset)
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)
@@ -270,27 +286,56 @@ class TelegramChannel:
 
     # -- one update --
 
-    async def _handle(self, update) -> None:
-        if update.callback_query is not None:
-            await self._button(update.callback_query)
-            return
+    async def _take(self, update):
+        """Take one update: a message to answer is submitted (written down) now; what
+        is left to do (the reply, a command, a refusal) is returned to run meanwhile."""
+        if update.callback_query is not None:         # a /review button
+            return self._button(update.callback_query)
         msg = update.message
         if msg is None or msg.from_user is None:      # edits, channel posts: ignored
-            return
+            return None
         user, chat = msg.from_user, msg.chat
         if user.id not in self.allow:
-            await self._refuse(user, chat)
-            return
+            return self._refuse(user, chat)
         session = f"telegram/{chat.id}"
         if msg.text is None:
-            await self.send(chat.id, "I understand only text messages (no photos, stickers "
-                                     "or files yet).", markdown=False)
-            return
+            return self.send(chat.id, "I understand only text messages (no photos, stickers "
+                                      "or files yet).", markdown=False)
         text = msg.text
         if text.startswith("/"):
-            await self._command(chat.id, session, text)
-            return
-        await self._converse(chat.id, session, text, user)
+            return self._command(chat.id, session, text)
+        from agent.errors import UserError
+
+        try:
+            ticket = await asyncio.to_thread(self.router.submit, session, text,
+                                             source=f"telegram:{user.id}",
+                                             receipt=f"tg-{update.update_id}", settle=False)
+        except UserError as e:               # serve is stopping
+            return self.send(chat.id, str(e), markdown=False)
+        return self._reply(chat.id, ticket)
+
+    def resume(self, receipt) -> bool:
+        """Answer in its chat a message taken before a restart (see Conversations.resume);
+        False when it is not this channel's."""
+        if not receipt.session.startswith("telegram/") or self.loop is None:
+            return False
+        chat_id = int(receipt.session.split("/", 1)[1])
+        if receipt.reply == "":             # it joined a turn whose reply answers it
+            self.router.receipts.settle([receipt.id])
+            return True
+        if receipt.reply is not None:       # answered, and killed before it was sent
+            log.info("telegram: sending the reply to a message answered before a restart")
+            self.loop.call_soon_threadsafe(self._spawn, self._send_saved(chat_id, receipt))
+            return True
+        log.info("chat %s: answering a message taken before a restart", receipt.session)
+        ticket = self.router.submit(receipt.session, receipt.text, source=receipt.source,
+                                    receipt=receipt.id, resumed=True, settle=False)
+        self.loop.call_soon_threadsafe(self._spawn, self._reply(chat_id, ticket))
+        return True
+
+    async def _send_saved(self, chat_id: int, receipt) -> None:
+        await self.send(chat_id, receipt.reply)
+        await asyncio.to_thread(self.router.receipts.settle, [receipt.id])
 
     async def _refuse(self, user, chat) -> None:
         entry = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -312,21 +357,16 @@ class TelegramChannel:
         with open(self.vault.state / REFUSED_LOG, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
 
-    async def _converse(self, chat_id: int, session: str, text: str, user) -> None:
-        from agent.errors import UserError
-
+    async def _reply(self, chat_id: int, ticket) -> None:
+        """Send the answer to a submitted message once its turn is done."""
         loop = asyncio.get_running_loop()
-        try:
-            ticket = self.router.submit(session, text, source=f"telegram:{user.id}")
-        except UserError as e:               # serve is stopping
-            await self.send(chat_id, str(e), markdown=False)
-            return
         if ticket.injected:
             # The running turn sees it at its next model call; that turn's reply (sent
             # by the message that started it) answers both. One that came too late for
             # it runs as the next turn, and is answered below.
             await _finished(loop, ticket)
             if ticket.injected:
+                await asyncio.to_thread(self.router.receipts.settle, [ticket.receipt])
                 return
         finished = _finished(loop, ticket)
         typing = asyncio.create_task(self._typing(chat_id, finished))
@@ -335,6 +375,10 @@ class TelegramChannel:
         finally:
             typing.cancel()
         await self.send(chat_id, _reply_text(ticket, result))
+        if result is None and "before the turn was saved" in (ticket.error or ""):
+            return                  # serve stopped it: answered again after the restart
+        # Sent (or given up with a line in the log): a restart does not send it again.
+        await asyncio.to_thread(self.router.receipts.settle, [ticket.receipt])
 
     async def _typing(self, chat_id: int, finished: asyncio.Future) -> None:
         from telegram.error import TelegramError

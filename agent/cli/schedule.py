@@ -78,15 +78,23 @@ def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_
 
 
 @cron.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON (one object each).")
 @vault_option
-def cron_list():
-    """List the jobs: id, name, schedule, next run (local time), last status."""
+def cron_list(as_json):
+    """List the jobs: id, name, schedule, next run (local time), last status; a job held
+    for your approval says so."""
     from agent.stores import cron as cronfile
 
     vault = get_vault()
     cf = cronfile.read(vault.root)
     for problem in cf.problems:
         click.echo(f"Skipped: {problem}", err=True)
+    if as_json:
+        import json
+
+        click.echo(json.dumps([dict(j.to_json(), held=j.held) for j in cf.jobs], indent=2,
+                              ensure_ascii=False))
+        return
     if not cf.jobs:
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
         return
@@ -96,14 +104,40 @@ def cron_list():
     here = vault.host()
     for j in cf.jobs:
         nxt = _when(j.state.next_run) if j.enabled else "disabled"
+        if j.held:
+            nxt = "held"
         host = j.host or f"{here} (to be claimed)"
         rows.append([j.id, j.name, j.schedule.describe(), host, nxt,
                      _status(j.state.last_status, j.state.last_error)])
     click.echo(_table(rows, ["ID", "NAME", "SCHEDULE", "HOST", "NEXT RUN", "LAST"]))
-    for j in cf.jobs:          # a reply not delivered (yet) is never silent
+    for j in cf.jobs:          # a job that does not run, or a reply not delivered, is never silent
+        if j.held:
+            click.echo(f"{j.id}  {j.name}: held, awaiting your approval: made by the model, "
+                       f"it delivers to {j.deliver}; agent cron approve {j.id} (or remove it)")
         line = delivery.describe(j.state.delivery, _when)
         if line:
             click.echo(f"{j.id}  {j.name}: {line}")
+
+
+@cron.command("approve")
+@click.argument("job_id", metavar="ID")
+@vault_option
+def cron_approve(job_id):
+    """Let a job the model made with a delivery target run (only to a chat you allowed)."""
+    from agent.config import load_settings
+    from agent.serve import jobs
+    from agent.serve.delivery import refusal
+
+    vault = get_vault()
+    settings = load_settings(vault.root)
+    job, sha = jobs.approve(vault, job_id, clock_now(),
+                            lambda target: refusal(vault.root, settings, target))
+    if sha is None:
+        click.echo(f"{job.label()} ({job.id}) is not held; nothing to approve.")
+        return
+    after_change(vault)
+    click.echo(f"Approved {job.label()} ({job.id}): it delivers to {job.deliver}, next run "
+               f"{_when(job.state.next_run)}  ({sha[:7]})")
 
 
 @cron.command("move")

@@ -23,6 +23,9 @@ a message for a session runs as a turn of it, or joins the turn of it that is ru
   stops serve or the other sessions.
 - `drain(timeout)` (SIGTERM): no new messages (submit raises ServeStopping); the turns
   in flight, and messages already accepted, finish.
+- A message is written down before `submit` returns (agent/serve/receipts.py): in its
+  session's transcript, committed, and in `.agent/received.json` until a turn saved
+  it; `resume()` at start answers those a killed serve left.
 - `hold(session)` lets the scheduler run a turn of its own (a cron job delivering to a
   chat's session) without two turns of that session at once: it waits for the
   session's turn, and messages arriving meanwhile wait for it.
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Callable
 from agent.chat.cancel import Cancel, new_turn_cancel
 from agent.chat.inbox import Inbox
 from agent.errors import UserError
+from agent.serve.receipts import Receipts
 from agent.serve.turns import log, run_turn, short
 from agent.stores import sessions
 
@@ -61,6 +65,8 @@ class Ticket:
         self.injected = False
         self.error: str | None = None    # why the turn failed, when it did
         self.reply = ""                  # the part of the turn's reply that answers it
+        self.receipt: str | None = None  # its receipt (agent.serve.receipts)
+        self.settle = True               # False: the channel settles it once it replied
         self._on_event = on_event
         self._done = threading.Event()
         self._result: TurnResult | None = None
@@ -120,21 +126,34 @@ class Conversations:
         self._slots: dict[str, _Slot] = {}
         self._closed = False
         self.turns = 0                     # turns run (for the log line at the end)
+        self.receipts = Receipts(vault)
+        # What a killed serve left, read before any channel takes a message: resume()
+        # must not take this process's own messages for left-over ones.
+        self._left_over = self.receipts.outstanding()
 
     # ---- the interface ---------------------------------------------------------------
 
-    def submit(self, session: str, text: str, *, on_event=None,
-               source: str | None = None) -> Ticket:
+    def submit(self, session: str, text: str, *, on_event=None, source: str | None = None,
+               receipt: str | None = None, resumed: bool = False,
+               settle: bool = True) -> Ticket:
         """Run `text` as a turn of `session`, or inject it into the turn of that session
-        that is running."""
+        that is running; written down first (its receipt: `receipt` names it, and with
+        `resumed` it is one already written, answered again after a restart). Without
+        `settle`, the caller settles the receipt (once it has sent the reply)."""
         sessions.check_key(session)
         if not isinstance(text, str) or not text.strip():
             raise UserError("Nothing to send: the message is empty.")
         ticket = Ticket(session, text, source, on_event)
+        ticket.settle = settle
         with self._cond:
             if self._closed:
                 raise ServeStopping("agent serve is stopping and takes no new messages; "
                                     "send it again once serve has restarted.")
+        # On disk before anyone is told it arrived (no lock of ours held: it may wait for
+        # the vault lock while a turn saves).
+        ticket.receipt = receipt if resumed else self.receipts.record(
+            session, text, source, self.clock(), receipt)
+        with self._cond:
             slot = self._slots.get(session)
             if slot is not None and slot.inbox is not None:
                 if slot.inbox.put(text, source=source):
@@ -184,6 +203,33 @@ class Conversations:
         with self._cond:
             self._closed = True
             return self._cond.wait_for(lambda: not self._slots, timeout)
+
+    @property
+    def left_over(self) -> list:
+        """The receipts a killed serve left (until resume() takes them)."""
+        return list(self._left_over)
+
+    def resume(self, reply_to=None) -> list[Ticket]:
+        """Answer the messages a killed serve took and did not answer (at start): each
+        runs again as a turn of its session; `reply_to(receipt)` may instead take one
+        over (a channel that sends the reply back), returning True."""
+        tickets = []
+        left, self._left_over = self._left_over, []
+        for r in left:
+            if reply_to is not None and reply_to(r):
+                continue
+            if r.reply is not None:         # its turn was saved: nobody waits for it here
+                self.receipts.settle([r.id])
+                continue
+            log.info("chat %s: answering a message taken before a restart: %s", r.session,
+                     short(r.text, 60))
+            try:
+                tickets.append(self.submit(r.session, r.text, source=r.source, receipt=r.id,
+                                           resumed=True))
+            except UserError as e:
+                log.error("chat %s: could not answer a message taken before a restart: %s",
+                          r.session, e)
+        return tickets
 
     @property
     def accepting(self) -> bool:
@@ -253,7 +299,8 @@ class Conversations:
             result, failure = run_turn(
                 self.vault, self.provider, session, first.text, self.clock(),
                 settings=self.settings_fn(), cancel=cancel, inbox=inbox,
-                line_extra={"source": first.source} if first.source else None,
+                line_extra={k: v for k, v in (("source", first.source),
+                                              ("received", first.receipt)) if v} or None,
                 on_text=lambda chunk: slot.emit("text", {"text": chunk}),
                 on_tool=lambda name, data: slot.emit("tool_start", {"name": name,
                                                                     "input": data}),
@@ -288,6 +335,13 @@ class Conversations:
     def _answer(self, tickets: list[Ticket], result, failure: str | None) -> None:
         # tickets[0] is the turn's message; the others were put into its inbox in this
         # order, which is the order the turn injected them in.
+        if result is not None or failure != "interrupted before the turn was saved":
+            # Saved (or failed for good): no restart answers them again. One whose
+            # turn a second signal cut short is answered after the restart.
+            try:
+                self.receipts.settle([t.receipt for t in tickets if t.settle])
+            except OSError as e:
+                log.warning("could not settle the receipts of %s: %s", tickets[0].session, e)
         injected = result.injected if result is not None else []
         for i, t in enumerate(tickets):
             if result is None:

@@ -143,6 +143,7 @@ class CronJobs:
         self.problem: str | None = None
         self.skipped: list[str] = []      # bad jobs of cron.json, reported once each
         self.elsewhere: int | None = None  # jobs of other machines, as last reported
+        self.held: list[str] = []          # jobs awaiting approval, as last reported
         self.watch = Watch(lambda: stat(self.vault.root / CRON_FILE))
 
     def reload(self, now: datetime, *, first: bool = False, quiet: bool = False) -> None:
@@ -171,6 +172,12 @@ class CronJobs:
                          sum(j.enabled for j in cf.jobs))
             self._claim()
             self._schedule_new(previous, now)
+            held = [f"{j.label()} ({j.id})" for j in cf.jobs if j.held]
+            if held and held != self.held:
+                log.warning("cron: %d job%s held until you approve %s (it delivers to a chat): "
+                            "%s; agent cron approve ID", len(held), "s" * (len(held) != 1),
+                            "them" if len(held) != 1 else "it", ", ".join(held))
+            self.held = held
 
     def _claim(self) -> None:
         """Jobs that name no machine become this machine's (one commit); jobs of other
@@ -242,7 +249,7 @@ class CronJobs:
             return
         here = self.vault.host()
         due = sorted((j for j in self.cron.jobs if j.enabled and j.state.next_run is not None
-                      and j.state.next_run <= now and j.runs_on(here)),
+                      and j.state.next_run <= now and j.runs_on(here) and not j.held),
                      key=lambda j: j.state.next_run)
         for job in due:
             if self.server.stopping:
@@ -259,7 +266,7 @@ class CronJobs:
                 return
             job = cf.get(job_id)
             if job is None or not job.enabled or job.state.next_run != due \
-                    or not job.runs_on(vault.host()):
+                    or not job.runs_on(vault.host()) or job.held:
                 return          # changed by a command, a hand edit or a sync since we looked
             missed = sched.is_missed(due, server.watching_since or now)
             run, following = sched.settle(job.schedule, due, job.misfire, now, missed)
@@ -297,4 +304,5 @@ class CronJobs:
             return []
         here = self.vault.host()
         return [j.state.next_run for j in self.cron.jobs
-                if j.enabled and j.state.next_run is not None and j.runs_on(here)]
+                if j.enabled and j.state.next_run is not None and j.runs_on(here)
+                and not j.held]

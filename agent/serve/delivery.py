@@ -10,6 +10,13 @@ record removed, in one commit. When it fails (Telegram down, 403 because the per
 blocked the bot, serve without Telegram) the record says so and when the next try is;
 pending records survive a restart, and `agent cron list` / `agent heartbeat list` show
 them. A reply of HEARTBEAT_OK is never delivered.
+
+Scheduled output goes only to a chat the person allowed: a private chat of a user in
+`[channels.telegram] allow_from`, or a chat where one of them has talked to the agent
+(a group). It is checked here, at each delivery, whatever cron.json or a heartbeat
+says (the model, a hand edit or a sync may have written it): a job made by the model
+could otherwise send the vault's contents to a stranger. A job held for approval
+(`agent cron approve`) is never delivered either.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
+from agent.errors import UserError
 from agent.serve.turns import local, log, short
 from agent.stores import cron as cronfile
 from agent.stores import delivery, sessions
@@ -75,6 +83,9 @@ class Outbox:
         sender = self.senders.get(channel)
         if sender is None:
             return NO_CHANNEL
+        why = refusal(self.vault.root, self.server.settings, target)
+        if why:
+            raise Refused(why)
         try:
             sender.deliver(chat, text)
         except Exception as e:            # each channel says why in its message
@@ -97,14 +108,21 @@ class Outbox:
         if not text or text.strip() == hbmod.OK:
             self._update_job(job_id, None, None)     # nothing to say: nothing sent
             return
-        error = self._send(target, text)
+        final = False
+        try:
+            if job.held:
+                raise Refused(f"the job awaits the person's approval (agent cron approve "
+                              f"{job.id})")
+            error = self._send(target, text)
+        except Refused as e:
+            error, final = f"refused: {e}", True
         if error is None:
             sha = self._update_job(job_id, None, self._line(target, text, f"cron/{job.id}", now),
                                    Change("deliver", short(text, 60), scope=target,
                                           trailers={"Job": job.id, "From": job.session}))
             log.info("%s: delivered to %s (%s)", what, target, (sha or "")[:7])
             return
-        after = delivery.failed_attempt(dict(record, text=text), now, error)
+        after = delivery.failed_attempt(dict(record, text=text), now, error, final=final)
         sha = self._update_job(job_id, after, None, Change(
             "cron", f"{job.label()}: delivery to {target} failed"
             f"{'' if after['status'] == 'failed' else ', retried later'}: {short(error, 80)}",
@@ -147,14 +165,19 @@ class Outbox:
         if not delivery.due(record, now):
             return
         text, target = record.get("text") or "", record["target"]
-        error = None if not text.strip() or text.strip() == hbmod.OK else self._send(target, text)
+        final = False
+        try:
+            error = None if not text.strip() or text.strip() == hbmod.OK else \
+                self._send(target, text)
+        except Refused as e:
+            error, final = f"refused: {e}", True
         sha = None
         with vault.locked():
             state = hbmod.read_state(vault.state)
             e = state.get(name)
             if isinstance(e, dict):
                 e["delivery"] = None if error is None else \
-                    delivery.failed_attempt(record, now, error)
+                    delivery.failed_attempt(record, now, error, final=final)
                 atomic.write_json(vault.state / hbmod.STATE_FILE, state)
             if error is None and text.strip() and text.strip() != hbmod.OK:
                 line = self._line(target, text, f"heartbeat/{name}", now)
@@ -187,6 +210,43 @@ class Outbox:
         else:
             log.warning("%s: delivery to %s failed (%s); next try %s", what, target, error,
                         local(delivery.next_try(record)))
+
+
+class Refused(Exception):
+    """A delivery that must not be made (not tried again); str() says why."""
+
+
+def refusal(root, settings, target: str) -> str | None:
+    """Why scheduled output must not go to `target` (None: it may): only to a private
+    chat of a user in allow_from, or to a chat where one of them talked to the agent."""
+    try:
+        channel, chat = delivery.split_target(target)
+    except delivery.DeliveryError as e:
+        return str(e)
+    allow = set(settings.telegram_allow_from)
+    if chat in allow or _talked_in(root, target, allow):
+        return None
+    ids = ", ".join(str(i) for i in sorted(allow)) or "none"
+    return (f"{target} is not a chat you allowed: scheduled replies go only to the chats of "
+            f"the users in [channels.telegram] allow_from ({ids}), or to a chat where one of "
+            f"them has talked to the agent")
+
+
+def _talked_in(root, key: str, allow: set[int]) -> bool:
+    """Whether an allowed user's message came in from chat `key` (its transcript has a
+    user line its channel wrote, `source: telegram:<user id>`), newest month first."""
+    if not allow:
+        return False
+    who = {f"telegram:{i}" for i in allow}
+    session = sessions.Session(root, key)
+    for path in reversed(session.files()):
+        try:
+            lines = sessions.read_file(path, path.relative_to(root).as_posix(), root)
+        except (OSError, UserError):
+            continue
+        if any(line.get("role") == "user" and line.get("source") in who for line in lines):
+            return True
+    return False
 
 
 def pending_for(target: str | None, now: datetime, status: str, text: str | None = None):

@@ -18,8 +18,12 @@ session, or injected into the one running.
 
 It is the standard library's ThreadingHTTPServer (one thread per request; no new
 dependency), speaking HTTP/1.0: one request per connection, a streamed answer ends
-when the connection closes. Answers are JSON; a mistake is a 4xx with {"error"} naming
-it, and nothing is stored: 401 without the right token, 404 for an unknown path, 400
+when the connection closes. A client that sends or takes nothing for `[gateway]
+timeout` seconds is disconnected, and at most MAX_CONNECTIONS are served at once
+(more are closed at once), so half-open connections cannot pile up threads. On TCP
+the `Host` header must name this machine (localhost or an IP address; 421 otherwise):
+a web page whose name was rebound to 127.0.0.1 sends its own name, and is refused.
+Answers are JSON; a mistake is a 4xx with {"error"} naming it, and nothing is stored: 401 without the right token, 404 for an unknown path, 400
 for a malformed body or session key, 413 for a body over MAX_BODY, 503 while serve
 stops.
 """
@@ -27,6 +31,7 @@ stops.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import os
 import queue
@@ -47,15 +52,45 @@ MAX_BODY = 1_000_000                 # bytes of a request body
 MAX_SOCKET_PATH = 104                # bytes of a Unix socket's path (macOS allows 104)
 KEEPALIVE = 15.0                     # seconds between SSE comments while a turn is quiet
 PREFIX = "/v1/sessions/"
+MAX_CONNECTIONS = 64                 # connections served at once; more are closed
+TIMEOUT = 30.0                       # seconds a connection may sit idle ([gateway] timeout)
 
 
 class GatewayError(UserError):
     """The gateway cannot start (the port is taken, the host is not this machine's)."""
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _Bounded:
+    """A threading server that serves at most `slots` connections at once: one more is
+    closed as soon as it is accepted (its thread never made)."""
+    slots: threading.BoundedSemaphore
+    refused = 0
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            self.refused += 1
+            if self.refused == 1 or self.refused % 1000 == 0:
+                log.warning("gateway: %d connections open, the most served at once; "
+                            "refused %d more", MAX_CONNECTIONS, self.refused)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+class _HTTPServer(_Bounded, ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    tcp = True
 
     def handle_error(self, request, client_address):
         import sys
@@ -64,9 +99,10 @@ class _HTTPServer(ThreadingHTTPServer):
         log.exception("gateway: a request from %s failed", (client_address or ("its socket",))[0])
 
 
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class _UnixHTTPServer(_Bounded, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     """The same gateway on a Unix socket in `.agent/` (see Gateway)."""
     daemon_threads = True
+    tcp = False
     handle_error = _HTTPServer.handle_error
 
     def server_bind(self) -> None:
@@ -86,11 +122,12 @@ class Gateway:
     on TCP (`host`:`port`) when a port is set (None: no TCP)."""
 
     def __init__(self, vault, conversations: Conversations, *, host: str = "127.0.0.1",
-                 port: int | None = 0):
+                 port: int | None = 0, timeout: float = TIMEOUT):
         self.vault = vault
         self.conversations = conversations
         self.host = host
         self.port = port
+        self.timeout = timeout
         self.token = ""
         self.socket: str | None = None
         self._servers: list = []
@@ -105,7 +142,8 @@ class Gateway:
         return f"http://{host}:{self.port}"
 
     def start(self) -> "Gateway":
-        handler = type("Handler", (_Handler,), {"gateway": self})
+        # `timeout`: every read and write of a connection (socketserver's own setting)
+        handler = type("Handler", (_Handler,), {"gateway": self, "timeout": self.timeout})
         state = self.vault.state
         state.mkdir(parents=True, exist_ok=True)
         if self.port is not None:
@@ -137,6 +175,7 @@ class Gateway:
                                               "port": self.port, "socket": self.socket,
                                               "pid": os.getpid()})
         for server in self._servers:
+            server.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
             threading.Thread(target=server.serve_forever, name="gateway",
                              kwargs={"poll_interval": 0.2}, daemon=True).start()
         return self
@@ -161,6 +200,24 @@ class Gateway:
         with self._idle:
             return self._idle.wait_for(lambda: self._active == 0, timeout)
 
+    def host_allowed(self, header: str | None) -> bool:
+        """Whether a TCP request's `Host` names this machine: localhost or an IP address
+        (a DNS-rebinding page sends its own name), or the host serve listens on; with
+        the gateway's port, or none."""
+        if not header:
+            return False
+        name, port = _split_host(header.strip())
+        if port is not None and port != self.port:
+            return False
+        name = name.lower().rstrip(".")
+        if name in ("localhost", self.host.lower()):
+            return True
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return True
+
     def authorized(self, header: str | None) -> bool:
         if not header or not self.token:
             return False
@@ -177,6 +234,31 @@ class Gateway:
         with self._idle:
             self._active -= 1
             self._idle.notify_all()
+
+
+def _split_host(value: str) -> tuple[str, int | None]:
+    """("name", port) of a Host header ("[::1]:8080" -> ("::1", 8080)); port -1 when
+    it is not a number."""
+    if value.startswith("["):
+        name, _, rest = value[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else None
+    elif value.count(":") == 1:
+        name, port = value.split(":")
+    else:
+        name, port = value, None
+    if port is None or port == "":
+        return name, None
+    return name, int(port) if port.isdigit() else -1
+
+
+def is_loopback(host: str) -> bool:
+    """Whether the address the gateway listens on is this machine's only."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _BadRequest(Exception):
@@ -211,6 +293,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _guarded(self, fn) -> None:
         self.gateway._enter()
         try:
+            if getattr(self.server, "tcp", False) and \
+                    not self.gateway.host_allowed(self.headers.get("Host")):
+                return self._error(421, f"Host {self.headers.get('Host')!r} is not this "
+                                        f"machine: the gateway answers requests for "
+                                        f"localhost or an IP address only")
             if not self.gateway.authorized(self.headers.get("Authorization")):
                 return self._error(401, "missing or wrong token: send Authorization: Bearer "
                                         "<the token in .agent/gateway-token>")

@@ -68,6 +68,34 @@ def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, c
     return made[0], sha
 
 
+def approve(vault, ref: str, now: datetime, refusal: Callable[[str], str | None]
+            ) -> tuple[Job, str | None]:
+    """Let a held job (one the model made with a delivery target) run; refused, with
+    why, when `refusal(target)` says its chat is not one the person allowed. Its next
+    run is reckoned from now, so times passed while it was held do not come due."""
+    out: list[Job] = []
+
+    def fn(cf: CronFile):
+        job = cf.find(ref)
+        out.append(job)
+        if not job.held:
+            return None
+        why = refusal(job.deliver)
+        if why:
+            raise sched.ScheduleError(f"{job.label()} ({job.id}) was not approved: {why}")
+        job.approved = True
+        due = job.state.next_run
+        if due is None or due <= now:
+            job.state.next_run = (sched.next_run(job.schedule, now, anchor=due)
+                                  if job.schedule.kind != "at" else
+                                  (job.schedule.at if job.schedule.at > now else None))
+        return Change("cron", f"approve {job.label()} (delivers to {job.deliver})",
+                      trailers={"Job": job.id})
+
+    _, sha = change(vault, fn)
+    return out[0], sha
+
+
 def remove(vault, ref: str) -> tuple[Job, str | None]:
     gone: list[Job] = []
 

@@ -81,11 +81,17 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
             log.warning("%s", note)
         gateway = None
         if not once:
-            from agent.serve.gateway import TOKEN_FILE, Gateway
+            from agent.serve.gateway import TOKEN_FILE, Gateway, is_loopback
             gateway = Gateway(vault, server.conversations, host=server.settings.gateway_host,
-                              port=server.settings.gateway_port).start()
+                              port=server.settings.gateway_port,
+                              timeout=server.settings.gateway_timeout).start()
             if gateway.url:
                 log.info("gateway on %s (the token is in .agent/%s)", gateway.url, TOKEN_FILE)
+                if not is_loopback(gateway.host):
+                    log.warning("gateway: [gateway] host = %r is reachable from other "
+                                "machines, over plain HTTP: anyone who learns the token can "
+                                "talk to your agent, and the network can read it; set host "
+                                "= \"127.0.0.1\" unless you mean it", gateway.host)
         cron = server.cron.cron
         jobs_n = len(cron.jobs) if cron else 0
         beats = server.heartbeats.beats
@@ -100,6 +106,10 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
             if telegram is not None:
                 telegram.start()
                 server.outbox.senders["telegram"] = telegram
+            if not once:
+                # Messages a killed serve took and did not answer: answered now, once.
+                server.conversations.resume(
+                    reply_to=telegram.resume if telegram is not None else None)
             try:
                 code = server.run(once=once)
             finally:

@@ -13,6 +13,13 @@ schedule arithmetic is agent/schedule.py.
      "misfire": "run_once",
      "state": {"next_run": "...", "last_run": null, "last_status": null, "last_error": null}}
 
+`created_by` says who made the job: "person" (`agent cron add`) or "model" (the
+`cron_add` tool). A job with a `deliver` target also says `"approved": true|false`: one
+the model made is held (`false`) until the person runs `agent cron approve ID`, and
+never runs meanwhile. A job with neither field (written by hand, or by an older
+version) is the person's. Whatever this file says, `agent serve` sends only to chats
+the person allowed (agent/serve/delivery.py).
+
 `host` names the one machine that runs the job (the vault's `agent.host`, see
 agent/vault/repo.py): a vault synced between machines never runs a job twice. A job
 without one is given this machine's name the first time `agent serve` or `agent sync`
@@ -42,7 +49,8 @@ VERSION = 1
 MISFIRE = ("run_once", "skip")
 
 _JOB_KEYS = ("id", "name", "enabled", "schedule", "message", "session", "host", "deliver",
-             "delete_after_run", "misfire", "state")
+             "created_by", "approved", "delete_after_run", "misfire", "state")
+CREATORS = ("person", "model")
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 
@@ -89,6 +97,15 @@ class Job:
     extra: dict = field(default_factory=dict)   # keys a person added; kept as they are
     host: str | None = None                     # the machine that runs it (None: not yet said)
     deliver: str | None = None                  # where its reply is sent: telegram/<chat>
+    created_by: str | None = None               # person | model (None: the person, by hand)
+    approved: bool | None = None                # False: held until `agent cron approve`
+
+    @property
+    def held(self) -> bool:
+        """Whether the job waits for the person's approval (and does not run)."""
+        if self.deliver is None or self.approved is True:
+            return False
+        return self.approved is False or self.created_by == "model"
 
     def to_json(self) -> dict:
         out = {"id": self.id, "name": self.name, "enabled": self.enabled,
@@ -98,6 +115,10 @@ class Job:
             out["host"] = self.host
         if self.deliver is not None:            # written only when set: older files keep
             out["deliver"] = self.deliver       # their bytes
+        if self.created_by is not None:
+            out["created_by"] = self.created_by
+        if self.approved is not None:
+            out["approved"] = self.approved
         out.update({"delete_after_run": self.delete_after_run, "misfire": self.misfire,
                     "state": self.state.to_json()})
         out.update(self.extra)
@@ -163,8 +184,10 @@ class CronFile:
 def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: datetime, *,
             session: str | None = None, misfire: str = "run_once",
             delete_after_run: bool | None = None, job_id: str | None = None,
-            deliver: str | None = None, host: str | None = None) -> Job:
-    """A validated job with its first due time; not yet in `cron`."""
+            deliver: str | None = None, host: str | None = None,
+            created_by: str = "person") -> Job:
+    """A validated job with its first due time; not yet in `cron`. One the model made
+    (`created_by="model"`) with a delivery target is held for the person's approval."""
     name = str(name).strip()
     if not name:
         raise ScheduleError("a cron job needs a name")
@@ -194,7 +217,11 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
     return Job(id=job_id, name=name, schedule=schedule, message=str(message), session=key,
                delete_after_run=bool(delete_after_run), misfire=misfire,
                state=State(next_run=first_run(schedule, now)), deliver=deliver,
-               host=host)
+               host=host,
+               # said when it matters (a job that sends, or the model's): a plain job of the
+               # person's keeps the format it always had
+               created_by=created_by if deliver is not None or created_by != "person" else None,
+               approved=None if deliver is None else created_by == "person")
 
 
 def claim(cron: CronFile, host: str) -> list[Job]:
@@ -282,6 +309,10 @@ def _job(raw, where: str) -> Job:
     except SessionError as e:
         raise CronFileError(f"{where}: {e}") from None
 
+    created_by = want("created_by", str)
+    if created_by is not None and created_by not in CREATORS:
+        raise CronFileError(f"{where}: created_by must be person or model, not {created_by!r}")
+    approved = want("approved", bool)
     deliver = want("deliver", str)
     if deliver is not None:
         try:
@@ -335,7 +366,8 @@ def _job(raw, where: str) -> Job:
     extra = {k: v for k, v in raw.items() if k not in _JOB_KEYS}
     return Job(id=job_id, name=name, schedule=schedule, message=message, session=session,
                enabled=enabled, delete_after_run=delete_after_run, misfire=misfire,
-               state=state, extra=extra, deliver=deliver, host=host)
+               state=state, extra=extra, deliver=deliver, host=host, created_by=created_by,
+               approved=approved)
 
 
 def _tuple(types) -> tuple:

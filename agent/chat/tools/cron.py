@@ -47,7 +47,8 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
         session: Session key to run in (default cron/<id>).
         misfire: If the time passes while the agent is not running: run_once or skip.
         deliver: Where the job's reply is sent, such as telegram/123456789 (the chat id of
-            a telegram/<chat id> session); leave it out to only record the reply.
+            a telegram/<chat id> session); leave it out to only record the reply. A job
+            with a delivery target waits for the person's approval before it runs.
     """
     ctx = current_context()
     schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=ctx.now)
@@ -57,7 +58,7 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
         cf = _load(text)
         job = cronfile.new_job(cf, name, message, schedule, ctx.now, session=session,
                             misfire=misfire, job_id=made[0].id if made else None,
-                            host=ctx.vault.host(), deliver=deliver)
+                            host=ctx.vault.host(), deliver=deliver, created_by="model")
         if not made:
             made.append(job)
         cf.jobs.append(job)
@@ -65,6 +66,11 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
 
     ctx.vault.update(CRON_FILE, add)
     job = made[0]
+    if job.held:
+        return (f"Added job \"{job.name}\" (id {job.id}): {job.schedule.describe()}, session "
+                f"{job.session}, reply to be delivered to {job.deliver}. It is held: it does "
+                f"not run until the person approves it with `agent cron approve {job.id}`; "
+                f"tell them so.")
     return (f"Added job \"{job.name}\" (id {job.id}): {job.schedule.describe()}, next run "
             f"{_when(job.state.next_run)}, session {job.session}"
             + (f", reply delivered to {job.deliver}." if job.deliver else "."))
@@ -82,6 +88,8 @@ def cron_list() -> str:
         status = j.state.last_status or "never ran"
         if j.state.last_error and status in ("error", "interrupted"):
             status += f" ({j.state.last_error})"
+        if j.held:
+            status += "; held: awaiting the person's approval (agent cron approve)"
         lines.append(f"- {j.id} \"{j.name}\": {j.schedule.describe()}; "
                      f"{'next run ' + _when(j.state.next_run) if j.enabled else 'disabled'}; "
                      f"last: {status}; message: {j.message}")

@@ -39,6 +39,10 @@ def confine(path: str, *, write: bool = False) -> str:
     if write and rel in CONTROL_FILES:
         raise ToolError(f"{raw} is the person's to change (the vault's settings, identity "
                         f"and git rules); you can read it, not write it. Ask the person.")
+    if write and rel == "cron.json":
+        # The cron tools say who made a job; a job written here could claim the person.
+        raise ToolError(f"{raw}: scheduled jobs are changed with cron_add and cron_remove, "
+                        f"not by writing the file.")
     if write and first == "sessions":
         raise ToolError(f"{raw}: session transcripts are written only by the conversation "
                         f"itself; write notes with remember or to another file.")

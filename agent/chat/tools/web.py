@@ -2,9 +2,12 @@
 
 Fetching is done here with http.client, not by the extraction library, so that every
 limit is ours: http and https only; at most MAX_REDIRECTS redirects, each hop checked
-again; the address actually connected to (after DNS, so a rebinding name cannot slip
-through) must be public unless `[web] allow_private = true`; no proxy from the
-environment; a time limit for the whole fetch and a byte limit on the body.
+again; the host is resolved here and refused before any connection is tried when it
+leads to a loopback, private or link-local address (unless `[web] allow_private =
+true`), and the connection goes to the very address checked, so a rebinding name
+cannot slip through and the model cannot learn which private ports are open; no proxy
+from the environment; one deadline for the whole fetch (DNS, connect, TLS, headers
+and body, enforced by a watchdog that shuts the socket) and a byte limit on the body.
 
 The page's main text is extracted with trafilatura (maintained, the best-scoring
 open-source extractor in published main-text benchmarks, and it keeps headings, lists
@@ -17,6 +20,7 @@ import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
@@ -43,22 +47,101 @@ def public_address(ip: str) -> bool:
     return addr.is_global and not addr.is_multicast
 
 
-def _checked(conn_cls):
-    class Checked(conn_cls):
-        allow_private = False
+class _Deadline:
+    """One deadline for a whole fetch: DNS, connect, TLS, headers and body.
+
+    A per-operation socket timeout would let a server trickling one byte a second hold
+    the turn for ever; at the deadline the watchdog shuts the connection's socket down,
+    which wakes whatever read is blocked on it, and the fetch ends with `expired` set."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass                    # not connected yet, or already closed
+
+
+def resolve(host: str, port: int, deadline: _Deadline) -> list[tuple]:
+    """The addresses of `host` (getaddrinfo), within the deadline: the lookup runs in a
+    thread of its own, since a resolver that hangs cannot be interrupted."""
+    out: dict = {}
+
+    def lookup() -> None:
+        try:
+            out["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as e:
+            out["error"] = e
+    worker = threading.Thread(target=lookup, name="web_fetch dns", daemon=True)
+    worker.start()
+    worker.join(max(0.0, deadline.left()))
+    if worker.is_alive():
+        raise TimeoutError
+    if "error" in out:
+        raise FetchError(f"{host}: the name does not resolve ({out['error']}).")
+    return [(info[0], info[4]) for info in out["infos"]]
+
+
+def _pinned(conn_cls):
+    """A connection to the one address that was checked (never looked up again, so a
+    name that rebinds between the check and the connect cannot slip through)."""
+    class Pinned(conn_cls):
+        def __init__(self, *args, address, deadline: _Deadline, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.address = address
+            self.deadline = deadline
 
         def connect(self):
-            super().connect()
-            peer = self.sock.getpeername()[0]
-            if not self.allow_private and not public_address(peer):
-                self.sock.close()
-                raise FetchError(f"{self.host} is a private or loopback address ({peer}); "
-                                 f"refused ([web] allow_private = true in agent.toml allows it).")
-    return Checked
+            family, sockaddr = self.address
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            self.deadline.watch(sock)
+            sock.settimeout(max(0.01, self.deadline.left()))
+            try:
+                sock.connect(sockaddr)
+            except BaseException:
+                sock.close()
+                raise
+            if isinstance(self, http.client.HTTPSConnection):
+                # The handshake after the watchdog has the TLS socket: a trickled
+                # handshake is cut at the deadline too.
+                sock = self._context.wrap_socket(sock, server_hostname=self.host,
+                                                 do_handshake_on_connect=False)
+                self.deadline.watch(sock)
+                sock.do_handshake()
+            self.sock = sock
+    return Pinned
 
 
-_HTTP = _checked(http.client.HTTPConnection)
-_HTTPS = _checked(http.client.HTTPSConnection)
+_HTTP = _pinned(http.client.HTTPConnection)
+_HTTPS = _pinned(http.client.HTTPSConnection)
 
 
 @dataclass
@@ -70,9 +153,35 @@ class Page:
     truncated: bool         # the body was longer than the byte limit
 
 
+def _address(host: str, port: int, deadline: _Deadline, allow_private: bool) -> tuple:
+    """The address to connect to; refused, before any connection is tried, when the
+    name leads to a loopback, private or link-local one. The refusal is the same
+    whether or not something listens there: the model learns nothing of this network."""
+    addresses = resolve(host, port, deadline)
+    if not addresses:
+        raise FetchError(f"{host}: the name does not resolve.")
+    if not allow_private:
+        for _, sockaddr in addresses:
+            if not public_address(sockaddr[0]):
+                raise FetchError(f"{host} is a private or loopback address ({sockaddr[0]}); "
+                                 f"refused ([web] allow_private = true in agent.toml "
+                                 f"allows it).")
+    return addresses[0]
+
+
 def fetch(url: str, *, timeout: float, max_bytes: int, allow_private: bool) -> Page:
-    """GET `url` following at most MAX_REDIRECTS redirects, within the limits."""
-    deadline = time.monotonic() + timeout
+    """GET `url` following at most MAX_REDIRECTS redirects, within the limits: one
+    deadline of `timeout` seconds for all of it."""
+    deadline = _Deadline(timeout)
+    try:
+        return _fetch(url, deadline, max_bytes=max_bytes, allow_private=allow_private)
+    finally:
+        deadline.cancel()
+
+
+def _fetch(url: str, deadline: _Deadline, *, max_bytes: int, allow_private: bool) -> Page:
+    timeout = deadline.seconds
+    late = f"{url}: no answer within {timeout:g} s."
     seen = []
     for _ in range(MAX_REDIRECTS + 1):
         parts = urlsplit(url)
@@ -82,19 +191,28 @@ def fetch(url: str, *, timeout: float, max_bytes: int, allow_private: bool) -> P
             raise FetchError(f"{url}: the URL has no host.")
         if parts.username or parts.password:
             raise FetchError(f"{url}: URLs with a user name or password are refused.")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise FetchError(f"{url}: no answer within {timeout:g} s.")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise FetchError(f"{url}: the port is not a number from 0 to 65535.") from None
+        if deadline.left() <= 0:
+            raise FetchError(late)
+        try:
+            address = _address(parts.hostname, port, deadline, allow_private)
+        except TimeoutError:
+            raise FetchError(late) from None
         cls = _HTTPS if parts.scheme == "https" else _HTTP
         kwargs = {"context": ssl.create_default_context()} if parts.scheme == "https" else {}
-        conn = cls(parts.hostname, parts.port, timeout=left, **kwargs)
-        conn.allow_private = allow_private
+        conn = cls(parts.hostname, port, timeout=max(0.01, deadline.left()), address=address,
+                   deadline=deadline, **kwargs)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         try:
             conn.request("GET", path, headers={
                 "User-Agent": USER_AGENT, "Accept": "text/html,text/plain,*/*;q=0.5",
                 "Accept-Encoding": "identity", "Connection": "close"})
             resp = conn.getresponse()
+            if deadline.expired:                 # cut while the headers came in
+                raise FetchError(late)
             if resp.status in (301, 302, 303, 307, 308) and resp.getheader("Location"):
                 seen.append(url)
                 url = urljoin(url, resp.getheader("Location"))
@@ -102,9 +220,10 @@ def fetch(url: str, *, timeout: float, max_bytes: int, allow_private: bool) -> P
                 continue
             body, truncated = bytearray(), False
             while True:
-                if time.monotonic() > deadline:
-                    raise FetchError(f"{url}: the page took longer than {timeout:g} s to arrive.")
                 chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
+                if deadline.expired:
+                    raise FetchError(f"{url}: the page took longer than {timeout:g} s to "
+                                     f"arrive.")
                 if not chunk:
                     break
                 body += chunk
@@ -117,10 +236,14 @@ def fetch(url: str, *, timeout: float, max_bytes: int, allow_private: bool) -> P
         except FetchError:
             raise
         except (socket.timeout, TimeoutError):
-            raise FetchError(f"{url}: no answer within {timeout:g} s.") from None
+            raise FetchError(late) from None
         except ssl.SSLError as e:
+            if deadline.expired:
+                raise FetchError(late) from None
             raise FetchError(f"{url}: TLS failed: {e.reason or e}.") from None
         except (OSError, http.client.HTTPException) as e:
+            if deadline.expired:                 # the watchdog shut the socket
+                raise FetchError(late) from None
             raise FetchError(f"{url}: could not fetch: {e}.") from None
         finally:
             conn.close()
