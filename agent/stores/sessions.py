@@ -250,7 +250,7 @@ def read_window(root: Path, key: str) -> Window:
         rel = f.relative_to(root).as_posix()
         for off, obj in _backward(f, rel, root):
             if obj.get("type") == "compact":
-                if marker is None and _covered_ids(obj) is not None and not obj.get("start"):
+                if marker is None and _covered_ids(obj) is not None:
                     return _window_by_ids(root, key, files)
                 if marker is None:
                     marker = obj
@@ -326,8 +326,8 @@ def _window_from_start(root: Path, key: str, files: list[Path], found) -> Window
         offset = start["offset"] if rel == start["file"] else 0
         try:
             lines = list(_forward(root, rel, offset))
-        except FileNotFoundError:
-            return None
+        except (FileNotFoundError, SessionError):
+            return None       # not at a line's start any more: found by ids instead
         for off, obj in lines:
             if first:
                 first = False
