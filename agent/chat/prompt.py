@@ -356,7 +356,7 @@ def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = Tr
         while trimmed < len(window) and total > window_budget:
             total -= sizes[trimmed]
             trimmed += 1
-        while trimmed < len(window) and window[trimmed].get("role") != "user":
+        while 0 < trimmed < len(window) and window[trimmed].get("role") != "user":
             trimmed += 1        # the request starts at a user message
     messages = to_messages(window[trimmed:])
     if messages:

@@ -128,7 +128,7 @@ def parse_line(raw: bytes, name: str, n: int) -> dict:
         raise SessionError(f"{name}:{n}: byte 0x{raw[e.start]:02x} is not UTF-8; fix or "
                            f"remove the line") from None
     try:
-        obj = json.loads(text, parse_constant=_no_constant)
+        obj = _DECODER.decode(text)
     except RecursionError:
         raise SessionError(f"{name}:{n}: nested too deeply; fix or remove the line") from None
     except ValueError as e:
@@ -141,6 +141,9 @@ def parse_line(raw: bytes, name: str, n: int) -> dict:
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)     # one, not one a line
 
 
 def read_file(path: Path, rel: str | None = None, root: Path | None = None) -> list[dict]:
