@@ -28,9 +28,9 @@ def import_file(vault: Vault, path: Path) -> tuple[int, int, str | None]:
             return 0, 0, None
         before: dict[str, dict[str, int]] = {}
         for rel in plan:
-            path = vault.root / rel
+            dest = vault.root / rel
             before.setdefault(sessions.key_of(rel), {})[rel] = (
-                path.stat().st_size if path.exists() else 0)
+                dest.stat().st_size if dest.exists() else 0)
         for rel, lines in plan.items():
             vault.append_lines(rel, lines)
         # History beyond the window waits to be archived in chunks: the next turn sends

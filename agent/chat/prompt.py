@@ -334,9 +334,9 @@ def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = Tr
             rel = sessions.month_file(session, now)
             warnings.append(
                 f"your message is {len(text):,} characters (about {len(text) // 4:,} tokens): "
-                f"it is saved whole in {rel}; the model sees its first and last "
-                f"{max_message_tokens * 4 // 3:,} characters and reads the rest with read_file "
-                f"when it needs to.")
+                f"it is saved whole in {rel}; the model sees its first "
+                f"{max_message_tokens * 8 // 3:,} and last {max_message_tokens * 4 // 3:,} "
+                f"characters and reads the rest with read_file when it needs to.")
             text = _head_tail(text, max_message_tokens * 4, (
                 f"The whole message is kept in {rel}, as the last user line there once this "
                 f"turn is saved; from the next turn on, read it in pages with "
