@@ -282,7 +282,7 @@ def last_marker(root: Path, files: list[Path] | None = None, key: str | None = N
     root = Path(root)
     files = Session(root, key).files() if files is None else files
     for f in reversed(files):
-        rel = f.relative_to(root).as_posix()
+        rel = f"{f.parent.relative_to(root).as_posix()}/{f.name}"
         for off, raw in _tail(root, rel):
             if _is_marker_raw(raw):
                 try:
@@ -318,7 +318,9 @@ def _window_from_start(root: Path, key: str, files: list[Path], found) -> Window
     start = start_of(marker)
     if start is None:
         return None
-    rels = [f.relative_to(root).as_posix() for f in files]
+    # Names, not relative_to (a million messages are some 300 month files).
+    folder = session_dir(key)
+    rels = [f"{folder}/{f.name}" for f in files]
     if start["file"] not in rels:
         return None
     i = rels.index(start["file"])
