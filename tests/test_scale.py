@@ -125,3 +125,17 @@ def test_serve_takes_the_last_message_not_a_long_marker_as_the_last_activity(vau
               "ids": [f"id-{i:06d}" for i in range(20000)]}          # a 300 KB line
     (vault.root / rel).write_text(json.dumps(msg) + "\n" + json.dumps(marker) + "\n")
     assert sessions.Session(vault.root, "cli/default").last_line() == msg
+
+
+def test_search_shows_a_bounded_part_of_a_huge_message(vault, run, tmp_path):
+    big = " ".join(f"lorem ipsum dolor sit amet {i}" for i in range(20000))     # 560 KB
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps({"session": "cli/default", "role": "user", "content": big,
+                                "ts": "2026-11-20T10:00:00+00:00"}) + "\n")
+    assert run("import", str(path)).exit_code == 0
+    r = run("search", "--json", "--mode", "words", "lorem")
+    hit = json.loads(r.output.splitlines()[0])
+    assert hit["text_chars"] == len(big) and len(hit["text"]) <= 2001
+    assert hit["matched"] == ["lorem"] and len(hit["snippet"]) < 400
+    r = run("search", "--mode", "words", "lorem")
+    assert r.exit_code == 0 and len(r.output) < 1000 and "[lorem]" in r.output
