@@ -120,6 +120,9 @@ SCHEMA: tuple[Key, ...] = (
         "agent_email", no_chars="<>\n\0"),
     Key("chat.window_tokens", int, 24000,
         "the conversation window's budget in tokens before compaction", "window_tokens", min=1),
+    Key("chat.max_message_tokens", int, 20000,
+        "a message longer than this reaches the model as its head and tail (kept whole)",
+        "max_message_tokens", min=1000),
     Key("chat.max_iterations", int, 12, "model calls per turn at most", "max_iterations", min=1),
     Key("memory.max_lines", int, 200, "MEMORY.md's size budget in lines", "memory_max_lines",
         min=1),
@@ -195,6 +198,7 @@ class Settings:
     agent_email: str = "agent@localhost"
     window_tokens: int = 24000        # the active window's budget before compaction
     max_iterations: int = 12          # tool-loop cap per turn
+    max_message_tokens: int = 20000   # longer messages reach the model as head and tail
     memory_max_lines: int = 200       # MEMORY.md size budget the dream is held to
     dream_model: str = DEFAULT_MODEL
     dream_schedule: str = "0 3 * * *"

@@ -510,27 +510,38 @@ def test_skills_listed_with_availability_always_inlined_and_loadable(fake_anthro
 # ---- compaction -----------------------------------------------------------------------------
 
 
-def _small_window(vault, tokens=300):
-    set_toml(vault, "window_tokens = 24000", f"window_tokens = {tokens}")
+def _small_window(vault, tokens=300, fake=None):
+    """A window of `tokens` beside what the system prompt and tools take (measured on the
+    last request the fake server got)."""
+    base = 0
+    if fake is not None:
+        body = fake.calls()[-1].body
+        base = len(json.dumps({k: body.get(k) for k in ("system", "messages", "tools")},
+                              ensure_ascii=False)) // 4
+    set_toml(vault, "window_tokens = 24000", f"window_tokens = {base + tokens}")
 
 
 def test_compaction_writes_an_archive_entry_and_a_marker(fake_anthropic, vault, run):
-    _small_window(vault)
     para = "We talked about the garden and the tomatoes at length. " * 6
     for i in range(3):
         fake_anthropic.add(reply(f"answer {i}: {para}"))
         assert run("chat", "-m", f"question {i}").exit_code == 0
-    # The third turn pushed the window over 300 tokens: a summary was asked for.
-    fake_anthropic.add(reply("answer 3"))
+        if i == 0:
+            _small_window(vault, 300, fake_anthropic)
+    # The fourth message would take the window over its budget: its oldest part is
+    # summarised first, then the request is sent.
     summary_reply = json_reply({"topic": "Garden and tomatoes", "summary": "They discussed the tomatoes.",
                                 "importance": 0.4})
-    fake_anthropic.add(summary_reply)
-    assert run("chat", "-m", "question 3 " + para).exit_code == 0
+    fake_anthropic.add(summary_reply, reply("answer 3"))
+    r = run("chat", "-m", "question 3 " + para)
+    assert r.exit_code == 0 and "Archived the conversation's oldest part first" in r.output
     calls = fake_anthropic.calls()
-    summary_req = calls[-1].body
+    assert ["output_config" in c.body for c in calls] == [False] * 3 + [True, False]
+    summary_req = calls[-2].body
     assert summary_req["output_config"]["format"]["type"] == "json_schema"
     assert set(summary_req["output_config"]["format"]["schema"]["required"]) == {"topic", "summary", "importance"}
     assert "question 0" in summary_req["messages"][0]["content"]
+    assert "question 0" not in json.dumps(calls[-1].body["messages"])
     (entry_id, rel), = archive.entry_ids(vault.root)
     entry = archive.load(vault.root, rel)
     assert entry.topic == "Garden and tomatoes" and entry.summary == "They discussed the tomatoes."
@@ -538,15 +549,19 @@ def test_compaction_writes_an_archive_entry_and_a_marker(fake_anthropic, vault, 
     assert entry.meta["tokens"] > 0 and entry.meta["created"]
     src = entry.meta["source"]
     lines = session_lines(vault)
-    marker = lines[-1]
+    marker = next(m for m in lines if m.get("type") == "compact")
     ids = marker.pop("ids")
+    start = marker.pop("start")
     assert marker == {"type": "compact", "archive": entry_id, "through": src["through"]}
     assert ids[0] == src["from"] and ids[-1] == src["through"]      # the messages it covers
+    # Where the kept part starts: the next turn reads from there, not from the start.
+    kept = next(m for m in lines if m.get("id") == start["id"])
+    raw = (vault.root / start["file"]).read_bytes()[start["offset"]:]
+    assert json.loads(raw.split(b"\n", 1)[0]) == kept and kept["role"] == "user"
     assert src["file"].startswith("sessions/cli/default/") and src["from"] == lines[0]["id"]
-    assert subjects(vault)[:2] == ["archive(cli/default): Garden and tomatoes",
-                                   "chat(cli/default): question 3 We talked about the garden and the tomatoes at..."]
+    assert subjects(vault)[:2] == ["chat(cli/default): question 3 We talked about the garden and the tomatoes at...",
+                                   "archive(cli/default): Garden and tomatoes"]
     assert fake_anthropic.exhausted == 0
-    assert sorted(changed_files(vault)) == sorted([rel, src["file"]])
     # The window after the marker starts at a user message and is what the next turn sends.
     window, _ = sessions.Session(vault.root, "cli/default").window()
     assert window and window[0]["role"] == "user"
@@ -558,17 +573,17 @@ def test_compaction_writes_an_archive_entry_and_a_marker(fake_anthropic, vault, 
 
 
 def test_failed_summary_keeps_the_window_and_retries_later(fake_anthropic, vault, run):
-    _small_window(vault, 100)
     big = "lots of words here " * 40
     fake_anthropic.add(reply(big), reply("second"), json_reply({"oops": 1}))
     run("chat", "-m", "one")
+    _small_window(vault, 100, fake_anthropic)
     r = run("chat", "-m", "two")
     assert r.exit_code == 0
     assert "Could not summarise" in r.output and "tried again" in r.output
     assert archive.entry_ids(vault.root) == []
     assert not any(m.get("type") == "compact" for m in session_lines(vault))
-    fake_anthropic.add(reply("third"), json_reply({"topic": "Words", "summary": "Many words.",
-                                                   "importance": 3}))
+    fake_anthropic.add(json_reply({"topic": "Words", "summary": "Many words.", "importance": 3}),
+                       reply("third"))
     assert run("chat", "-m", "three").exit_code == 0
     (entry_id, rel), = archive.entry_ids(vault.root)
     assert archive.load(vault.root, rel).importance == 0.6     # 3 on a 1-5 scale

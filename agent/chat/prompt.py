@@ -55,6 +55,10 @@ class Prompt:
     last_turn: int
     retrieved: list = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)   # bad bytes shown as U+FFFD
+    # With a budget: the oldest window messages left out of this request to fit it (0
+    # when it fits), and the tokens the window may take beside the prompt's other parts.
+    trimmed: int = 0
+    window_budget: int | None = None
 
 
 def _read(root: Path, rel: str, warnings: list[str] | None = None) -> str | None:
@@ -310,27 +314,118 @@ def context_block(now: datetime, session: str, memories: list[dict]) -> dict:
     return {"type": "text", "text": "<context>\n" + "\n".join(lines) + "\n</context>"}
 
 
-def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = True) -> Prompt:
-    """Everything the model gets for a new user message `text`."""
+def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = True,
+          budget: int | None = None, max_message_tokens: int | None = None) -> Prompt:
+    """Everything the model gets for a new user message `text`.
+
+    With `budget` (tokens for the system prompt, retrieved memories and messages; the
+    caller has taken off what its tools cost), the window's oldest turns are left out
+    of this request until it fits (`trimmed` says how many messages; the caller compacts
+    first so that this is a last resort). With `max_message_tokens`, a longer message
+    reaches the model as its head and tail and a line saying where the whole text is."""
     w = sessions.read_window(vault.root, session)
     warnings: list[str] = []
     system = system_blocks(vault.root, now.date(), warnings)
-    messages = to_messages(w.messages)
-    hits = retrieve(vault, text, w.messages, now, session) if retrieval else []
+    window = w.messages
+    if max_message_tokens:
+        window = [shorten_huge(vault.root, line, rel, off, max_message_tokens)
+                  for line, rel, off in zip(window, w.files, w.offsets or [None] * len(window))]
+        if len(text) > max_message_tokens * 4:
+            rel = sessions.month_file(session, now)
+            warnings.append(
+                f"your message is {len(text):,} characters (about {len(text) // 4:,} tokens): "
+                f"it is saved whole in {rel}; the model sees its first "
+                f"{max_message_tokens * 8 // 3:,} and last {max_message_tokens * 4 // 3:,} "
+                f"characters and reads the rest with read_file when it needs to.")
+            text = _head_tail(text, max_message_tokens * 4, (
+                f"The whole message is kept in {rel}, as the last user line there once this "
+                f"turn is saved; from the next turn on, read it in pages with "
+                f"read_file(path=\"{rel}\", offset=..., limit=...)."))
+    # A huge message is searched by its start and end (a query's cost is its words').
+    query = text if len(text) <= 4000 else text[:2000] + " " + text[-2000:]
+    hits = retrieve(vault, query, w.messages, now, session) if retrieval else []
+    user_blocks = [context_block(now, session, hits), {"type": "text", "text": text}]
+    trimmed = 0
+    window_budget = None
+    if budget is not None:
+        fixed = (len(json.dumps(system, ensure_ascii=False))
+                 + len(json.dumps(user_blocks, ensure_ascii=False))) // 4
+        window_budget = budget - fixed
+        sizes = [(len(json.dumps(_blocks(m), ensure_ascii=False)) + 30) // 4 for m in window]
+        total = sum(sizes)
+        while trimmed < len(window) and total > window_budget:
+            total -= sizes[trimmed]
+            trimmed += 1
+        while 0 < trimmed < len(window) and window[trimmed].get("role") != "user":
+            trimmed += 1        # the request starts at a user message
+    messages = to_messages(window[trimmed:])
     if messages:
         mark_last(messages)
-    user_blocks = [context_block(now, session, hits), {"type": "text", "text": text}]
     if messages and messages[-1]["role"] == "user":
         messages[-1]["content"].extend(user_blocks)
     else:
         messages.append({"role": "user", "content": user_blocks})
-    return Prompt(system, messages, w.messages, w.files, w.last_turn, hits, warnings)
+    return Prompt(system, messages, w.messages, w.files, w.last_turn, hits, warnings,
+                  trimmed, window_budget)
 
 
-def estimate_tokens(lines: list[dict]) -> int:
-    """About how many tokens these session lines take in a prompt (chars / 4)."""
+# ---- huge messages --------------------------------------------------------------------
+
+
+def _head_tail(text: str, limit: int, where: str) -> str:
+    """`text` cut to its first two thirds and last third of `limit` characters, with a line
+    saying how much is left out and where the whole is."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    left = len(text) - head - tail
+    return (f"{text[:head]}\n\n[... {left:,} characters of this message left out here. "
+            f"{where}]\n\n{text[-tail:]}")
+
+
+def _char_offset(root: Path, rel: str, offset: int) -> int:
+    """The character (not byte) offset of a session line, as read_file counts."""
+    data = safe.read_bytes(root, rel, limit=sessions.SESSION_BYTES) or b""
+    return len(data[:offset].decode("utf-8", errors="replace"))
+
+
+def shorten_huge(root: Path, line: dict, rel: str, offset: int | None, max_tokens: int) -> dict:
+    """A window line whose text is over `max_tokens` as the model gets it: head and tail,
+    and where the whole message is (it stays whole in the session file)."""
+    limit = max_tokens * 4
+    content = line.get("content")
+
+    def where() -> str:
+        at = (f", which starts at character {_char_offset(root, rel, offset):,} of that file"
+              if offset is not None else "")
+        return (f"The whole message is kept in {rel} (the JSON line with \"id\": "
+                f"\"{line.get('id')}\"{at}); read it in pages with read_file(path=\"{rel}\", "
+                f"offset=..., limit=...).")
+    if isinstance(content, str):
+        if len(content) <= limit:
+            return line
+        return {**line, "content": _head_tail(content, limit, where())}
+    if not isinstance(content, list):
+        return line
+    if len(json.dumps(content, ensure_ascii=False)) <= limit:
+        return line
+    out = []
+    for b in content:
+        if isinstance(b, dict) and b.get("type") == "text" and len(str(b.get("text"))) > limit:
+            b = {**b, "text": _head_tail(str(b["text"]), limit, where())}
+        elif (isinstance(b, dict) and b.get("type") == "tool_result"
+              and isinstance(b.get("content"), str) and len(b["content"]) > limit):
+            b = {**b, "content": _head_tail(b["content"], limit, where())}
+        out.append(b)
+    return {**line, "content": out}
+
+
+def estimate_tokens(lines: list[dict], cap: int | None = None) -> int:
+    """About how many tokens these session lines take in a prompt (chars / 4); with `cap`,
+    a message counts at most that many (a longer one is sent as its head and tail)."""
     total = 0
     for line in lines:
         c = line.get("content")
-        total += len(c) if isinstance(c, str) else len(json.dumps(c, ensure_ascii=False))
+        n = len(c) if isinstance(c, str) else len(json.dumps(c, ensure_ascii=False))
+        total += n if cap is None else min(n, cap * 4 + 400)
     return total // 4

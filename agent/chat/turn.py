@@ -35,7 +35,8 @@ from typing import Callable
 
 from agent.chat import prompt as context
 from agent.chat.cancel import Cancelled, cancellable, new_turn_cancel
-from agent.chat.compact import CompactError, compact_session
+from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact_backlog,
+                                compact_session, compact_until)
 from agent.chat.subjects import shorten, tokens_trailer
 from agent.chat.tools import registry
 from agent.config import load_settings
@@ -305,7 +306,13 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)
     models = models_for(model, settings)
-    prompt = context.build(vault, session, text, now)
+    tools = registry.definitions(settings=settings, readonly=readonly)
+    # MCP servers' tools may change anything outside the vault: not for a read-only run.
+    mcp, mcp_notes = (None, []) if readonly else _mcp_servers(vault, settings)
+    if mcp is not None:
+        tools = tools + mcp.definitions()
+    prompt, fit_notes = _fitted_prompt(vault, provider, session, text, now, settings, tools,
+                                       prefix_messages)
     # The provider imports the SDK at its first call, after the prompt is built: `agent
     # chat` starts importing it in the background (agent.llm.preload), so the two overlap.
     turn = prompt.last_turn + 1
@@ -315,11 +322,6 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     ctx = registry.ToolContext(staged, session, now, settings, depth, provider, cancel=cancel,
                                readonly=readonly, messages=messages,
                                parent=f"{session} turn {turn}")
-    tools = registry.definitions(settings=settings, readonly=readonly)
-    # MCP servers' tools may change anything outside the vault: not for a read-only run.
-    mcp, mcp_notes = (None, []) if readonly else _mcp_servers(vault, settings)
-    if mcp is not None:
-        tools = tools + mcp.definitions()
 
     usage = zero_usage()
     new: list[dict] = []          # the turn's messages after the user's: (role, content)
@@ -464,18 +466,66 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     result = TurnResult(reply, sha, session, turn, usage, used,
                         f"{error} {unsaved}" if error and unsaved else error or unsaved,
                         interrupted, replies=replies, injected=injected)
+    result.notes.extend(fit_notes)
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)
     result.notes.extend(mcp_notes + (mcp.problems() if mcp is not None else []))
 
     window = prompt.window + lines
+    # The window's share of [chat] window_tokens: what the system prompt and tools leave
+    # of it (this turn's message, counted apart in its own request, is window now).
+    budget = (settings.window_tokens if prompt.window_budget is None else
+              prompt.window_budget + min(len(text), settings.max_message_tokens * 4) // 4)
+    budget = max(budget, 1)
+    over = context.estimate_tokens(window, settings.max_message_tokens) > budget
     if not interrupted and not unsaved and \
-            context.estimate_tokens(window) > settings.window_tokens:
+            (over or backlog_of(vault.root, session) is not None):
         try:
-            result.compacted = compact_session(vault, provider, session, now, settings=settings)
+            if over:
+                result.compacted = compact_session(vault, provider, session, now,
+                                                   settings=settings, budget=budget)
+            else:
+                result.compacted = compact_backlog(vault, provider, session, now,
+                                                   settings=settings)
+                left = backlog_bytes(vault.root, session)
+                if result.compacted is not None and left:
+                    result.notes.append(
+                        f"Archived part of the imported history (entry {result.compacted}); "
+                        f"about {left // 1024:,} KB still wait, one part after each turn "
+                        f"(`agent archive` does them all now, `agent serve` in the background).")
         except CompactError as e:
             result.notes.append(f"{e} (The conversation is kept; compaction is tried again "
                                 f"after the next turn.)")
         except KeyboardInterrupt:
             result.notes.append("Compaction interrupted; it is tried again after the next turn.")
     return result
+
+
+def _fitted_prompt(vault, provider: Provider, session: str, text: str, now: datetime, settings,
+                   tools: list[dict], prefix_messages) -> tuple[context.Prompt, list[str]]:
+    """The turn's prompt, within `[chat] window_tokens` with the tools counted: a window
+    that does not fit is compacted first (in chunks that each fit a request); if that
+    fails, this request leaves out the window's oldest turns (they stay in the session)."""
+    budget = settings.window_tokens - len(json.dumps(tools, ensure_ascii=False)) // 4
+    if prefix_messages:
+        budget -= len(json.dumps(prefix_messages, ensure_ascii=False)) // 4
+
+    def build():
+        return context.build(vault, session, text, now, budget=budget,
+                             max_message_tokens=settings.max_message_tokens)
+    prompt = build()
+    notes: list[str] = []
+    if not prompt.trimmed:
+        return prompt, notes
+    try:
+        made = compact_until(vault, provider, session, now, settings=settings,
+                             budget=max(prompt.window_budget or 0, 1))
+    except CompactError as e:
+        made = []
+        notes.append(f"{e} (The oldest messages of the conversation were left out of this "
+                     f"request to fit [chat] window_tokens; they are kept.)")
+    if made:
+        notes.append(f"Archived the conversation's oldest part first (entr"
+                     f"{'ies' if len(made) > 1 else 'y'} {', '.join(map(str, made))}), so "
+                     f"the request fits [chat] window_tokens.")
+    return (build() if made else prompt), notes

@@ -548,15 +548,24 @@ def archive_cmd(session, all_):
 
     preload()
     quiet_logs()
-    from agent.chat.compact import CompactError, compact_session
+    from agent.chat.compact import CompactError, backlog_bytes, compact_backlog, compact_until
     from agent.llm import make_provider
     from agent.vault.repo import now
 
     provider = make_provider()
     failed, done = 0, []
     for key in keys:
+        def shown(entry, left=None):
+            more = f", about {left // 1024:,} KB of imported history left" if left else ""
+            click.echo(f"{key}: archive entry {entry} ({_topic(vault, entry)}){more}")
         try:
-            entry = compact_session(vault, provider, key, now(), force=True)
+            # Imported history waiting beyond the window first, one chunk a request.
+            made = []
+            while (entry := compact_backlog(vault, provider, key, now())) is not None:
+                made.append(entry)
+                shown(entry, backlog_bytes(vault.root, key))
+            made += compact_until(vault, provider, key, now(), force=True, on_entry=shown)
+            entry = made[-1] if made else None
         except CompactError as e:
             failed += 1
             click.echo(str(e), err=True)
@@ -570,7 +579,6 @@ def archive_cmd(session, all_):
             click.echo(f"{key}: nothing to archive")
         else:
             done.append(key)
-            click.echo(f"{key}: archive entry {entry} ({_topic(vault, entry)})")
     if not keys:
         click.echo("No conversations yet.")
     if done:

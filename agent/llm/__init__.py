@@ -7,11 +7,13 @@ one (anthropic.py, the only module importing the SDK, which it does at the first
 
 from __future__ import annotations
 
-from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
-                            add_usage, models_for, usage_dict, zero_usage)
+from agent.llm.base import (CONTEXT_TOKENS, Batch, BatchResult, Message, NotFound, Provider,
+                            ProviderError, TooLarge, add_usage, check_request,
+                            estimate_request, models_for, usage_dict, zero_usage)
 
-__all__ = ["Batch", "BatchResult", "Message", "NotFound", "Provider", "ProviderError",
-           "add_usage", "make_provider", "models_for", "usage_dict", "zero_usage"]
+__all__ = ["CONTEXT_TOKENS", "Batch", "BatchResult", "Message", "NotFound", "Provider",
+           "ProviderError", "TooLarge", "add_usage", "check_request", "estimate_request",
+           "make_provider", "models_for", "usage_dict", "zero_usage"]
 
 
 def make_provider(*, max_retries: int = 2, timeout: float | None = None,

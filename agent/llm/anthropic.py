@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import UserError
 from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
-                            usage_dict, with_fallbacks)
+                            check_request, usage_dict, with_fallbacks)
 
 if TYPE_CHECKING:
     import anthropic
@@ -194,6 +194,7 @@ class AnthropicProvider(Provider):
 
     def stream(self, models: str | Sequence[str], *,
                on_text: Callable[[str], None] | None = None, **params) -> Message:
+        check_request(params)          # before the SDK is even loaded
         client = self.client
 
         def one(model: str) -> Message:
@@ -215,6 +216,7 @@ class AnthropicProvider(Provider):
         return with_fallbacks(models, one)
 
     def create(self, models: str | Sequence[str], **params) -> Message:
+        check_request(params)
         client = self.client
         return with_fallbacks(models, lambda model: self._call(
             lambda: _message(client.messages.create(model=model, **params), model)))
@@ -228,6 +230,8 @@ class AnthropicProvider(Provider):
         return self._call(lambda: [m.id for m in client.models.list(limit=1000)])
 
     def batch_create(self, requests: list[dict]) -> Batch:
+        for r in requests:
+            check_request(r.get("params") or {})
         client = self.client
         return _batch(self._call(lambda: client.messages.batches.create(requests=requests)))
 

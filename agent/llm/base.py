@@ -130,6 +130,34 @@ class ProviderError(Exception):
         return f"{self.status} {what or self}"
 
 
+class TooLarge(ProviderError):
+    """A request refused before it was sent: its estimated input is over the model's
+    context window (the API would refuse it, or bill it whole)."""
+
+
+# The context window of the Anthropic models the agent uses, in tokens.
+CONTEXT_TOKENS = 200_000
+
+
+def estimate_request(params: dict) -> int:
+    """About how many input tokens a request's system, messages and tools take (JSON
+    characters / 4, the estimate every budget of the agent uses)."""
+    import json
+
+    parts = {k: params.get(k) for k in ("system", "messages", "tools") if params.get(k)}
+    return len(json.dumps(parts, ensure_ascii=False, default=str)) // 4
+
+
+def check_request(params: dict, limit: int = CONTEXT_TOKENS) -> None:
+    """TooLarge, before anything is sent, when a request would not fit the context window."""
+    n = estimate_request(params)
+    if n > limit:
+        raise TooLarge(f"Refused to send a request of about {n:,} tokens: it is over the "
+                       f"model's context window of {limit:,} tokens. Nothing was sent. Lower "
+                       f"[chat] window_tokens or max_message_tokens in agent.toml, or run "
+                       f"`agent archive` to compact the conversation.", kind="too_large")
+
+
 class NotFound(ProviderError):
     """The thing asked for does not exist here (a batch, a model, an endpoint)."""
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
+from agent.llm.base import (check_request, Batch, BatchResult, Message, NotFound, Provider, ProviderError,
                             usage_dict, with_fallbacks)
 
 
@@ -129,6 +129,8 @@ class ScriptedProvider(Provider):
 
     def stream(self, models: str | Sequence[str], *,
                on_text: Callable[[str], None] | None = None, **params) -> Message:
+        check_request(params)
+
         def one(model: str) -> Message:
             msg = self._answer(Request("stream", model, params, on_text=on_text))
             if on_text is not None:
@@ -139,6 +141,7 @@ class ScriptedProvider(Provider):
         return with_fallbacks(models, one)
 
     def create(self, models: str | Sequence[str], **params) -> Message:
+        check_request(params)
         return with_fallbacks(models, lambda model: self._answer(Request("create", model, params)))
 
     def count_tokens(self, model: str, **params) -> int:

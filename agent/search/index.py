@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -36,11 +37,14 @@ from agent.search.documents import (Doc, archive_doc, kind_of, memory_docs, mess
 from agent.search import fusion as fusion_mod
 from agent.search.ranking import (COLUMNS, RANKING, Candidate, Ranking, candidates, filters,
                                   around, rerank, within_budget)
+from agent.search import snippets
 from agent.search.snippets import snippet
 from agent.search.text import (HAS_CJK, WORD, Stemmer, fold, is_cjk, match_expression,
                                query_terms, tokens)
 from agent.stores import sessions
 from agent.vault import history, safe
+
+JSON_TEXT = 2000         # of a hit's text `search --json` prints (a huge message: its start)
 
 DB_NAME = "index.sqlite"
 SCHEMA = 3
@@ -79,7 +83,10 @@ class Hit:
                "message_ids": self.message_ids, "topic": self.topic,
                "score": round(self.score, 4), "why": self.why, "matched": self.matched,
                "similarity": None if self.similarity is None else round(self.similarity, 4),
-               "snippet": self.snippet, "text": self.text}
+               "snippet": self.snippet, "text": self.text if len(self.text) <= JSON_TEXT
+               else self.text[:JSON_TEXT] + "…"}
+        if len(self.text) > JSON_TEXT:           # a huge message: a bounded part of it
+            out["text_chars"] = len(self.text)
         if self.context:
             out["context"] = [c.to_json() for c in self.context]
         return out
@@ -723,6 +730,17 @@ def _dense(db, *, everything: bool = False) -> Dense:
 def _matched(text: str, qstems: set[str], cjk: list[str], stems) -> list[str]:
     """The query words (as stems, and CJK bigrams) that `text` holds."""
     found: list[str] = []
+    if len(text) > snippets.SCAN_CHARS:
+        # A huge text: each query word is looked for by its stem (at C speed) rather than
+        # every word of it stemmed, so a query's cost does not follow the text's size.
+        for st in qstems:
+            for n, m in enumerate(re.finditer(r"(?i)\b" + re.escape(st) + r"\w*", text)):
+                if n >= 20:
+                    break
+                if stems(fold(unicodedata.normalize("NFKC", m.group()))) == st:
+                    found.append(st)
+                    break
+        text = text[:snippets.SCAN_CHARS]
     for m in WORD.finditer(text):
         word = m.group()
         if HAS_CJK.search(word):

@@ -7,8 +7,14 @@ import unicodedata
 from agent.search.text import HAS_CJK, WORD, fold
 
 
+SCAN_CHARS = 20_000      # of a long text, where matches are looked for (cost: not its size)
+
+
 def snippet(text: str, stems: set[str], cjk: list[str], stem, width: int = 240) -> str:
     """The text (cut to a window around the matches when long) with matches in [ ]."""
+    whole = len(text)
+    if whole > SCAN_CHARS:
+        text = text[:SCAN_CHARS]
     marks: list[tuple[int, int]] = []
     for m in WORD.finditer(text):
         word = m.group()
@@ -40,9 +46,15 @@ def snippet(text: str, stems: set[str], cjk: list[str], stem, width: int = 240) 
     if flat is None:
         centre = marks[0][0] if marks else 0
         if marks:
-            # The window with the most matches wins.
-            best = max(range(len(marks)), key=lambda i: sum(
-                1 for a, _ in marks if marks[i][0] <= a < marks[i][0] + width * 2 // 3))
+            # The window with the most matches wins (one pass: marks are in order).
+            best, count, j, span = 0, 0, 0, width * 2 // 3
+            starts = [a for a, _ in marks]
+            for i, a in enumerate(starts):
+                j = max(j, i)
+                while j < len(starts) and starts[j] < a + span:
+                    j += 1
+                if j - i > count:
+                    best, count = i, j - i
             centre = marks[best][0]
         lo = max(0, centre - width // 3)
         hi = min(len(text), lo + width)
@@ -62,4 +74,4 @@ def snippet(text: str, stems: set[str], cjk: list[str], stem, width: int = 240) 
         pos = b
     out.append(text[pos:hi])
     s = " ".join("".join(out).split())
-    return ("…" if lo > 0 else "") + s + ("…" if hi < len(text) else "")
+    return ("…" if lo > 0 else "") + s + ("…" if hi < whole else "")

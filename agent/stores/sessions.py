@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -128,7 +128,7 @@ def parse_line(raw: bytes, name: str, n: int) -> dict:
         raise SessionError(f"{name}:{n}: byte 0x{raw[e.start]:02x} is not UTF-8; fix or "
                            f"remove the line") from None
     try:
-        obj = json.loads(text, parse_constant=_no_constant)
+        obj = _DECODER.decode(text)
     except RecursionError:
         raise SessionError(f"{name}:{n}: nested too deeply; fix or remove the line") from None
     except ValueError as e:
@@ -141,6 +141,9 @@ def parse_line(raw: bytes, name: str, n: int) -> dict:
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)     # one, not one a line
 
 
 def read_file(path: Path, rel: str | None = None, root: Path | None = None) -> list[dict]:
@@ -190,29 +193,27 @@ class Session:
         return w.messages, w.marker
 
     def last_line(self) -> dict | None:
-        """The last JSON line of the newest file, read from its end (cheap)."""
+        """The last message of the session (compact markers skipped, however long their
+        line), read from the end of the newest file back (cheap)."""
         for path in reversed(self.files()):
-            from agent.vault import safe
+            rel = path.relative_to(self.root).as_posix()
             try:
-                fd, size = safe.open_file(self.root, path.relative_to(self.root).as_posix(),
-                                          limit=None)
+                for _, raw in _tail(self.root, rel):
+                    if _is_marker_raw(raw):
+                        continue
+                    try:
+                        obj = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if isinstance(obj, dict):
+                        return obj
             except FileNotFoundError:
                 continue
-            with os.fdopen(fd, "rb") as f:
-                f.seek(max(0, size - 65536))
-                lines = [ln for ln in f.read().splitlines() if ln.strip()]
-            for raw in reversed(lines):
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict):
-                    return obj
         return None
 
     def last_turn(self) -> int:
         for f in reversed(self.files()):
-            for obj in _backward(f, f.relative_to(self.root).as_posix(), self.root):
+            for _, obj in _backward(f, f.relative_to(self.root).as_posix(), self.root):
                 if isinstance(obj.get("turn"), int) and not isinstance(obj.get("turn"), bool):
                     return obj["turn"]
         return 0
@@ -224,6 +225,7 @@ class Window:
     files: list[str]                # the vault-relative file of each message
     marker: dict | None             # the last compact marker
     last_turn: int                  # the session's last turn number (0 when none)
+    offsets: list[int] = field(default_factory=list)   # each message's byte offset in its file
 
 
 def read_window(root: Path, key: str) -> Window:
@@ -231,19 +233,25 @@ def read_window(root: Path, key: str) -> Window:
 
     Compaction archives the window's oldest part and appends its marker after the kept
     rest, so the window is what follows the `through` message (marker lines skipped),
-    or what follows the marker when `through` is not found. Files are read newest
-    first and lines parsed from the end back only as far as needed, so the cost
-    follows the window, not the session's history.
+    or what follows the marker when `through` is not found. A marker that records where
+    the kept part starts (`start`: file, byte offset and first id) is read from there
+    forward; older markers are found by reading lines from the end back only as far as
+    needed. Either way the cost follows the window, not the session's history.
     """
     root = Path(root)
     files = Session(root, key).files()
-    picked: list[tuple[str, dict]] = []        # newest first
+    found = last_marker(root, files)
+    if found is not None:
+        window = _window_from_start(root, key, files, found)
+        if window is not None:
+            return window
+    picked: list[tuple[str, dict, int]] = []        # newest first
     marker: dict | None = None
     through: str | None = None
     done = False
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
-        for obj in _backward(f, rel, root):
+        for off, obj in _backward(f, rel, root):
             if obj.get("type") == "compact":
                 if marker is None and _covered_ids(obj) is not None:
                     return _window_by_ids(root, key, files)
@@ -257,7 +265,7 @@ def read_window(root: Path, key: str) -> Window:
             if marker is not None and str(obj.get("id")) == through:
                 done = True
                 break
-            picked.append((rel, obj))
+            picked.append((rel, obj, off))
         if done:
             break
     if marker is not None and not done:
@@ -266,12 +274,89 @@ def read_window(root: Path, key: str) -> Window:
     return _window(root, key, picked, marker)
 
 
-def _window(root: Path, key: str, picked: list[tuple[str, dict]], marker: dict | None) -> Window:
-    """The Window of the (file, message) pairs read newest first."""
+def last_marker(root: Path, files: list[Path] | None = None, key: str | None = None):
+    """(marker, its file, its offset) of the session's last compact marker, or None.
+
+    Lines are not parsed on the way back (a marker line is known by its bytes), so this
+    costs the bytes of the window, whatever the history."""
+    root = Path(root)
+    files = Session(root, key).files() if files is None else files
+    for f in reversed(files):
+        rel = f"{f.parent.relative_to(root).as_posix()}/{f.name}"
+        for off, raw in _tail(root, rel):
+            if _is_marker_raw(raw):
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and obj.get("type") == "compact":
+                    return obj, rel, off
+    return None
+
+
+def _is_marker_raw(raw: bytes) -> bool:
+    # A message's text holding these words is JSON-escaped (\"type\"), so never matches.
+    return b'"type":"compact"' in raw[:200] or (
+        b'"compact"' in raw[:200] and b'"type"' in raw[:200] and raw.lstrip().startswith(b'{"'))
+
+
+def start_of(marker: dict) -> dict | None:
+    """A marker's record of where the window it left starts: {file, offset, id}."""
+    start = marker.get("start")
+    if (isinstance(start, dict) and isinstance(start.get("file"), str)
+            and isinstance(start.get("offset"), int) and not isinstance(start["offset"], bool)
+            and start["offset"] >= 0):
+        return start
+    return None
+
+
+def _window_from_start(root: Path, key: str, files: list[Path], found) -> Window | None:
+    """The window read forward from where the last marker says it starts; None when the
+    record no longer fits the files (a hand edit, or a sync that reordered lines): then
+    the window is found by ids as before."""
+    marker, _, _ = found
+    start = start_of(marker)
+    if start is None:
+        return None
+    # Names, not relative_to (a million messages are some 300 month files).
+    folder = session_dir(key)
+    rels = [f"{folder}/{f.name}" for f in files]
+    if start["file"] not in rels:
+        return None
+    i = rels.index(start["file"])
+    picked: list[tuple[str, dict, int]] = []
+    covered: set[str] = set()
+    first = True
+    for rel in rels[i:]:
+        offset = start["offset"] if rel == start["file"] else 0
+        try:
+            lines = list(_forward(root, rel, offset))
+        except (FileNotFoundError, SessionError):
+            return None       # not at a line's start any more: found by ids instead
+        for off, obj in lines:
+            if first:
+                first = False
+                want = start.get("id")
+                if off != offset or (want is not None and str(obj.get("id")) != str(want)):
+                    return None
+            if obj.get("type") == "compact":
+                covered.update(_covered_ids(obj) or [])
+                continue
+            picked.append((rel, obj, off))
+    if first and start.get("id") is not None:
+        return None          # the first kept message is gone
+    picked = [p for p in picked if p[1].get("id") is None or str(p[1]["id"]) not in covered]
+    return _window(root, key, picked[::-1], marker)
+
+
+def _window(root: Path, key: str, picked: list[tuple[str, dict, int]],
+            marker: dict | None) -> Window:
+    """The Window of the (file, message, offset) triples read newest first."""
     picked = picked[::-1]
-    turns = [o["turn"] for _, o in picked if isinstance(o.get("turn"), int)]
+    turns = [o["turn"] for _, o, _ in picked if isinstance(o.get("turn"), int)]
     last_turn = max(turns) if turns else Session(root, key).last_turn()
-    return Window([o for _, o in picked], [r for r, _ in picked], marker, last_turn)
+    return Window([o for _, o, _ in picked], [r for r, _, _ in picked], marker, last_turn,
+                  [off for _, _, off in picked])
 
 
 def _covered_ids(marker: dict) -> list[str] | None:
@@ -293,7 +378,7 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
     compacted part began), then to the next marker line: what lies before was the
     window of an earlier compaction. A marker without ids covers everything up to its
     `through`, as before."""
-    picked: list[tuple[str, dict]] = []        # newest first
+    picked: list[tuple[str, dict, int]] = []        # newest first
     covered: set[str] = set()
     need: set[str] = set()                     # first ids of the markers seen, not yet reached
     marker: dict | None = None
@@ -303,7 +388,7 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
     done = False
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
-        for obj in _backward(f, rel, root):
+        for off, obj in _backward(f, rel, root):
             if obj.get("type") == "compact":
                 if marker is not None and not need:
                     done = True
@@ -321,7 +406,7 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
                 continue
             if obj.get("id") is None:
                 if tail:                       # a line without an id goes with the window
-                    picked.append((rel, obj))  # only after the last compaction
+                    picked.append((rel, obj, off))  # only after the last compaction
                 continue
             mid = str(obj["id"])
             if boundary is not None and mid == boundary:
@@ -331,42 +416,103 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
                 tail = False
             need.discard(mid)
             if mid not in covered:
-                picked.append((rel, obj))
+                picked.append((rel, obj, off))
         if done:
             break
     return _window(root, key, picked, marker)
 
 
+TAIL_BLOCK = 64 * 1024
+
+
+def _tail(root: Path, rel: str):
+    """(offset, raw bytes) of a session file's lines from its last to its first, read
+    in blocks from the end (a block doubles while one line is longer), not whole."""
+    from agent.vault import safe
+
+    fd, size = safe.open_file(root, rel, limit=None)
+    with os.fdopen(fd, "rb") as f:
+        pos, buf, end, block = size, b"", 0, TAIL_BLOCK
+        while True:
+            cut = buf.rfind(b"\n", 0, max(end - 1, 0))
+            if cut >= 0:
+                raw = buf[cut + 1:end]
+                end = cut + 1
+                if raw.strip():
+                    yield pos + cut + 1, raw.rstrip(b"\n")
+                continue
+            if pos == 0:
+                if buf[:end].strip():
+                    yield 0, buf[:end].rstrip(b"\n")
+                return
+            n = min(block, pos)
+            pos -= n
+            f.seek(pos)
+            buf = f.read(n) + buf[:end]
+            end = len(buf)
+            block = min(block * 2, 64 * 1024 * 1024)
+
+
+def _forward(root: Path, rel: str, offset: int):
+    """(offset, object) of a session file's lines from byte `offset` to its end (a torn
+    last line left out)."""
+    from agent.vault import safe
+
+    fd, size = safe.open_file(root, rel, limit=None)
+    with os.fdopen(fd, "rb") as f:
+        f.seek(offset)
+        data = f.read(min(max(size - offset, 0), SESSION_BYTES))
+    pos = 0
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return                         # torn: the vault lock's repair sets it aside
+        raw = data[pos:nl]
+        if raw.strip():
+            yield offset + pos, _parse_at(root, rel, raw, offset + pos)
+        pos = nl + 1
+
+
+def _parse_at(root: Path, rel: str, raw: bytes, offset: int) -> dict:
+    try:
+        return parse_line(raw, rel, 0)
+    except SessionError:
+        pass
+    # Only for the error: the line's number (counting costs a read of the file's start).
+    n = _bytes(root / rel, rel, root)[:offset].count(b"\n") + 1
+    return parse_line(raw, rel, n)
+
+
 def _backward(path: Path, rel: str, root: Path | None = None):
-    """The objects of a session file from its last line to its first."""
-    data = _bytes(path, rel, root)
-    end = len(data)
-    torn = bool(data) and not data.endswith(b"\n")
-    while end > 0:
-        start = data.rfind(b"\n", 0, end - 1) + 1
-        raw = data[start:end].strip()
-        last, end = end == len(data), start
-        if not raw:
-            continue
+    """(offset, object) of a session file's lines from its last line to its first."""
+    path = Path(path)
+    if root is None:
+        root, rel = path.parent, path.name
+    first = True
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        raise FileNotFoundError(2, "no such session file", str(path)) from None
+    for off, raw in _tail(root, rel):
+        last, first = first, False
         try:
-            obj = parse_line(raw, rel, data.count(b"\n", 0, start) + 1)
+            obj = _parse_at(root, rel, raw, off)
         except SessionError:
-            if last and torn:
+            if last and off + len(raw) >= size:
                 continue   # a torn last line: the vault lock's repair sets it aside
             raise
-        yield obj
+        yield off, obj
 
 
-def _after_marker(root: Path, files: list[Path]) -> list[tuple[str, dict]]:
-    """(file, message) after the last marker, newest first."""
-    out: list[tuple[str, dict]] = []
+def _after_marker(root: Path, files: list[Path]) -> list[tuple[str, dict, int]]:
+    """(file, message, offset) after the last marker, newest first."""
+    out: list[tuple[str, dict, int]] = []
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
-        lines = read_file(f, rel, root)
-        for obj in reversed(lines):
+        for off, obj in _backward(f, rel, root):
             if obj.get("type") == "compact":
                 return out
-            out.append((rel, obj))
+            out.append((rel, obj, off))
     return out
 
 

@@ -68,14 +68,24 @@ def _read(rel: str, errors: str = "strict") -> str:
 
 
 @tool
-def read_file(path: str) -> str:
-    """Read a text file of the vault.
+def read_file(path: str, offset: int = 0, limit: int = 0) -> str:
+    """Read a text file of the vault, whole or one page of it.
 
     Args:
         path: The file's path relative to the vault, e.g. MEMORY.md or memory/2026-11-20.md.
+        offset: For a page: the character to start at (0: the start).
+        limit: For a page: how many characters to read (at most 60000; 0: the whole file).
     """
     rel = confine(path)
     text = _read(rel, errors="replace")
+    if offset or limit:
+        offset = max(0, int(offset))
+        limit = min(int(limit) if limit and int(limit) > 0 else MAX_READ, MAX_READ)
+        page = text[offset:offset + limit]
+        left = len(text) - offset - len(page)
+        more = (f"\n[... {left:,} more characters; read on with read_file(path={rel!r}, "
+                f"offset={offset + len(page)}, limit={limit})]") if left > 0 else ""
+        return page + more
     if len(text) > MAX_READ:
         shown = text[:MAX_READ]
         lines = shown.count("\n")

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""How many git processes `agent sync` starts, and how long it takes, against plain
+`git pull --rebase && git push` on the same repositories (issue 28, item 4).
+
+Two clones of one bare remote; clone B makes one change (a note), then syncs. Counted
+with GIT_TRACE (each git process logs its start), medians of --runs, for a sync with
+nothing to do and a sync of one change. `agent path` in the same vault is the CLI's
+own start, shown apart.
+
+    python scripts/bench_sync_git.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).absolute().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x",
+       "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@x", "AGENT_EMBED": "off"}
+
+
+def traced(cmd: list[str] | str, cwd: Path) -> tuple[float, int]:
+    """(seconds, git processes started) of one command."""
+    with tempfile.NamedTemporaryFile(suffix=".trace") as tr:
+        env = {**ENV, "GIT_TRACE": tr.name}
+        t = time.perf_counter()
+        p = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str),
+                           capture_output=True, text=True)
+        took = time.perf_counter() - t
+        if p.returncode:
+            raise SystemExit(f"{cmd} failed: {p.stdout}{p.stderr}")
+        text = Path(tr.name).read_text(errors="replace")
+    # Every git process logs its own start as a "built-in" line (the parent's
+    # run_command line for the same child is not counted again).
+    starts = sum(1 for line in text.splitlines() if "trace: built-in: git" in line)
+    return took, starts
+
+
+def agent(*args) -> list[str]:
+    return [sys.executable, "-m", "agent", *args]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    remote = tmp / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    a = tmp / "a"
+    subprocess.run(agent("--vault", str(a), "init"), env=ENV, check=True, capture_output=True)
+    subprocess.run(["git", "remote", "add", "origin", str(remote)], cwd=a, check=True)
+    subprocess.run(["git", "push", "-q", "-u", "origin", "HEAD"], cwd=a, env=ENV, check=True)
+    branch = subprocess.run(["git", "branch", "--show-current"], cwd=a, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    subprocess.run(["git", "symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=remote, check=True)
+    plain = tmp / "plain"
+    subprocess.run(["git", "clone", "-q", str(remote), str(plain)], check=True, env=ENV)
+    rows: dict[str, list[tuple[float, int]]] = {}
+    for _ in range(args.runs):
+        rows.setdefault("agent path (CLI start)", []).append(traced(agent("path"), a))
+        rows.setdefault("agent sync, nothing to do", []).append(traced(agent("sync"), a))
+        subprocess.run(agent("note", "one more"), cwd=a, env=ENV, check=True, capture_output=True)
+        rows.setdefault("agent sync, one change", []).append(traced(agent("sync"), a))
+        rows.setdefault("git pull --rebase && git push, nothing", []).append(
+            traced("git pull -q --rebase && git push -q", plain))
+        (plain / "x.md").write_text(f"{time.time()}\n")
+        subprocess.run("git add -A && git commit -qm x", shell=True, cwd=plain, env=ENV, check=True)
+        rows.setdefault("git pull --rebase && git push, one change", []).append(
+            traced("git pull -q --rebase && git push -q", plain))
+    for name, vals in rows.items():
+        print(f"{name:<44} {statistics.median(v[0] for v in vals) * 1000:7.0f} ms  "
+              f"{statistics.median(v[1] for v in vals):4.0f} git processes")
+
+
+if __name__ == "__main__":
+    main()
