@@ -138,6 +138,8 @@ SCHEMA: tuple[Key, ...] = (
         "one; unset: no gateway)", "gateway_port", min=0),
     Key("gateway.host", str, "127.0.0.1", "the address the gateway listens on",
         "gateway_host"),
+    Key("security.redact_secrets", bool, True, "replace API keys, tokens, private keys and "
+        "passwords in URLs by [secret:KIND] before they reach the vault or the model"),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})

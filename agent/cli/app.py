@@ -62,6 +62,8 @@ def note(text):
     if not body.strip():
         raise click.ClickException('Nothing to note: give the text, as in agent note "call the dentist"')
     vault = get_vault()
+    from agent import redact
+    body, kept = redact.door(vault.root, body)     # a pasted key never lands in the note
     t = now()
     rel = memory.daily_path(t.date())
     vault.check_writable(rel)
@@ -71,6 +73,8 @@ def note(text):
         sha = vault.commit(Change("note", f"add 1 line to {rel}"))
     after_change(vault, index=False)
     click.echo(f"{rel}: {memory.note_line(body, t)}  ({sha[:7]})")
+    if kept:
+        click.echo(redact.summary(kept))
 
 
 @cli.command()
