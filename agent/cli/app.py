@@ -340,6 +340,8 @@ LAZY = {
             "Serve the vault as memory to MCP clients (Claude Code, Claude Desktop) over stdio."),
     "why": ("agent.cli.why", "why_cmd",
             "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
+    "forget": ("agent.cli.forget", "forget_cmd",
+               "Remove a phrase from every file and commit, here and on every clone."),
 }
 cli.lazy.update(LAZY)
 

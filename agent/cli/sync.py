@@ -26,7 +26,7 @@ def sync_cmd(remote, no_push, as_json):
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return
-    click.echo(result.line())
+    click.echo("\n".join(getattr(result, "forgotten", []) + [result.line()]))
     for path in result.kept_both:
         click.echo(f"  kept both versions of {path}", err=True)
 

@@ -124,6 +124,8 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     remote, branch = upstream(vault, remote)
     ensure_setup(vault)
     result = SyncResult(remote, branch)
+    from agent.vault import rewrite      # phrases forgotten on another clone: gone here first
+    result.forgotten = rewrite.follow(vault, remote, branch).lines()
     start = vault.head()
     for _ in range(MAX_ATTEMPTS):
         _fetch(vault, remote, branch)
