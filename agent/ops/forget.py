@@ -11,7 +11,6 @@ agent.vault.rewrite's; this module is the operation every front-end calls.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -19,7 +18,7 @@ from agent.errors import UserError
 from agent.stores import memory, sessions
 from agent.vault import rewrite
 from agent.vault.change import Change
-from agent.vault.repo import _GIT_BASE, Vault
+from agent.vault.repo import Vault
 
 MIN_CHARS = 4
 
@@ -68,18 +67,6 @@ class Receipt:
                 "verification": self.checks, "verified": self.verified}
 
 
-def _git(vault: Vault, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *_GIT_BASE, *args], cwd=vault.root, capture_output=True,
-                          text=True, errors="replace")
-
-
-def _grep_args(text: str) -> list[str]:
-    out = ["-F", "-I", "-c"]
-    for form in rewrite.forms(text):
-        out += ["-e", form]
-    return out
-
-
 def check_phrase(text: str) -> str:
     text = text.strip("\n")
     if len(text.strip()) < MIN_CHARS:
@@ -93,22 +80,8 @@ def check_phrase(text: str) -> str:
 def survey(vault: Vault, text: str) -> Survey:
     """Where the phrase is: files of the work tree (lines), and commits of every ref."""
     s = Survey(text)
-    p = _git(vault, "grep", "--untracked", *_grep_args(text), "--", ".")
-    for line in p.stdout.splitlines():
-        path, _, n = line.rpartition(":")
-        if path and n.isdigit():
-            s.files[path] = int(n)
-    seen: dict[str, str] = {}
-    for form in rewrite.forms(text):
-        for line in _git(vault, "log", "--all", "--format=%h %s", "-S", form).stdout.splitlines():
-            seen.setdefault(line.split(" ", 1)[0], line)
-    s.commits = list(seen.values())
-    msgs: dict[str, str] = {}
-    for form in rewrite.forms(text):
-        out = _git(vault, "log", "--all", "--format=%h %s", "-F", f"--grep={form}").stdout
-        for line in out.splitlines():
-            msgs.setdefault(line.split(" ", 1)[0], line)
-    s.messages = list(msgs.values())
+    s.files = rewrite.grep_files(vault, text)
+    s.commits, s.messages = rewrite.commits_with(vault, text)
     return s
 
 
@@ -152,18 +125,16 @@ def fact_text(vault: Vault, text: str) -> str:
 # ---- forgetting ----------------------------------------------------------------------
 
 
-def _tracking(vault: Vault) -> tuple[str, str, str | None] | None:
-    """(remote, branch, what the remote branch is at) of the sync upstream, or None."""
+def _upstream(vault: Vault) -> tuple[str, str, str | None] | None:
+    """(remote, branch, the commit the remote branch is at) of the sync upstream, or None."""
     from agent.vault import sync as syncing
-    if not vault.git("remote", check=False).split():
+    if not vault.has_remote():
         return None
     try:
         remote, branch = syncing.upstream(vault)
     except syncing.SyncError:
         return None
-    sha = vault.git("rev-parse", "--verify", "-q", f"refs/remotes/{remote}/{branch}",
-                    check=False).strip()
-    return remote, branch, sha or None
+    return remote, branch, rewrite.remote_at(vault, remote, branch)
 
 
 def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -> Receipt:
@@ -172,14 +143,14 @@ def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -
 
     text = check_phrase(text)
     receipt = Receipt(survey(vault, text))
-    upstream = _tracking(vault)
+    upstream = _upstream(vault)
     if upstream and sync_first:
         # The remote's newest commits are rewritten too, not overwritten by the push.
         try:
             syncing.sync(vault, now=now)
         except syncing.SyncError as e:
             receipt.push_problem = f"could not sync first ({e})"
-        upstream = _tracking(vault)
+        upstream = _upstream(vault)
     with vault.locked():                     # hand edits first, as the person's commit
         mapping = rewrite.rewrite_history(vault, text)
         receipt.rewritten = len(mapping)
@@ -190,8 +161,8 @@ def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -
         vault.write_text(rewrite.TOMBSTONES, rewrite.dump_tombstones(stones + [stone]))
         n_files = len(receipt.survey.files)
         receipt.commit = vault.commit(Change(
-            "forget", f"a phrase removed from {n_files} file{'s' * (n_files != 1)} and "
-                      f"{len(mapping)} commit{'s' * (len(mapping) != 1)}",
+            "forget", f"a phrase removed from {n_files} file{'s' * (n_files != 1)}, "
+                      f"{len(mapping)} commit{'s' * (len(mapping) != 1)} rewritten",
             trailers={"Forgotten": stone.id}))
         receipt.tombstone = stone.id
     rewrite.expire_and_prune(vault)
@@ -215,19 +186,9 @@ def verify(vault: Vault, text: str) -> dict[str, int]:
     of the repository (git cat-file --batch-all-objects) and in the search index and
     its vectors (the bytes of .agent/index.sqlite*)."""
     forms = [f.encode("utf-8") for f in rewrite.forms(text)]
-    checks = {}
-    p = _git(vault, "grep", "--untracked", *_grep_args(text), "--", ".")
-    checks["files"] = sum(int(x.rpartition(":")[2]) for x in p.stdout.splitlines()
-                          if x.rpartition(":")[2].isdigit())
-    refs = _git(vault, "for-each-ref", "--format=%(objectname)").stdout.split()
-    hits = 0
-    if refs:
-        p = _git(vault, "grep", *_grep_args(text), *sorted(set(refs)), "--")
-        hits = sum(int(x.rpartition(":")[2]) for x in p.stdout.splitlines()
-                   if x.rpartition(":")[2].isdigit())
-    checks["git grep, all refs"] = hits
-    checks["every object"] = _count_in_stream(
-        ["git", *_GIT_BASE, "cat-file", "--batch-all-objects", "--batch"], vault, forms)
+    checks = {"files": sum(rewrite.grep_files(vault, text).values()),
+              "git grep, all refs": rewrite.grep_refs(vault, text),
+              "every object": rewrite.count_in_objects(vault, text)}
     from agent.search import index
     db = index.db_path(vault)
     n = 0
@@ -236,26 +197,3 @@ def verify(vault: Vault, text: str) -> dict[str, int]:
         n += sum(data.count(f) for f in forms)
     checks["search index and vectors"] = n
     return checks
-
-
-def _count_in_stream(cmd: list[str], vault: Vault, forms: list[bytes]) -> int:
-    keep = max(len(f) for f in forms)
-    proc = subprocess.Popen(cmd, cwd=vault.root, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-    hits, tail = 0, b""
-    assert proc.stdout is not None
-    while True:
-        chunk = proc.stdout.read(1 << 20)
-        if not chunk:
-            break
-        data = tail + chunk
-        # Count matches that end in the new part only (the tail was counted before).
-        for f in forms:
-            start = 0
-            while (i := data.find(f, start)) != -1:
-                if i + len(f) > len(tail):
-                    hits += 1
-                start = i + 1
-        tail = data[-keep:]
-    proc.wait()
-    return hits

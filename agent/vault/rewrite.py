@@ -156,7 +156,7 @@ def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
             [sys.executable, "-c", "import git_filter_repo as g; g.main()",
              "--partial", "--force", "--quiet", "--replace-refs", "delete-no-add",
              "--replace-text", str(rules), "--replace-message", str(rules)],
-            cwd=vault.root, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+            cwd=vault.root, env=env, input="", capture_output=True,
             text=True, errors="replace")
     finally:
         rules.unlink(missing_ok=True)
@@ -176,16 +176,64 @@ def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
     return mapping
 
 
+def _git_in(where, *args: str) -> str:
+    """A git command in the repository at `where`, its stdin an empty pipe; RewriteError
+    if it fails."""
+    p = subprocess.run(["git", *_GIT_BASE, *args], cwd=where, capture_output=True, input="",
+                       text=True, errors="replace")
+    if p.returncode:
+        raise RewriteError(f"git {args[0]} failed in {where}: {p.stderr.strip()[-300:]}; the "
+                           f"history is rewritten but old copies may remain: run `agent git "
+                           f"gc --prune=now`.")
+    return p.stdout
+
+
+def prune_repository(where, git_dir, *, work_tree: bool = True) -> None:
+    """Drop every reflog entry and every object no ref reaches any more.
+
+    What `git gc --prune=now` does, done by hand: git's repack runs pack-objects with
+    /dev/null as its stdin, and where /dev/null is no device (a sandbox that replaced it
+    by a file others write to) it reads their output as revisions and fails. Here the
+    reachable objects are listed by rev-list and handed to pack-objects through a pipe;
+    then every other pack and every loose object goes.
+    """
+    from pathlib import Path
+    git_dir = Path(git_dir)
+    (git_dir / "ORIG_HEAD").unlink(missing_ok=True)
+    _git_in(where, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    listed = _git_in(where, "rev-list", "--objects", "--all",
+                     *(["--indexed-objects"] if work_tree else []))
+    packs = git_dir / "objects" / "pack"
+    packs.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(["git", *_GIT_BASE, "pack-objects", "-q", str(packs / "pack")],
+                       cwd=where, capture_output=True, input=listed, text=True,
+                       errors="replace")
+    if p.returncode:
+        raise RewriteError(f"git pack-objects failed in {where}: {p.stderr.strip()[-300:]}")
+    keep = f"pack-{p.stdout.strip()}"
+    for f in packs.iterdir():
+        if f.name.startswith("pack-") and not f.name.startswith(keep + "."):
+            f.unlink(missing_ok=True)
+    (packs / "multi-pack-index").unlink(missing_ok=True)
+    _git_in(where, "prune-packed")
+    _git_in(where, "prune", "--expire=now")
+
+
 def expire_and_prune(vault: Vault) -> None:
-    """Drop every reflog entry and every object no ref reaches any more."""
-    (vault.git_dir / "ORIG_HEAD").unlink(missing_ok=True)
-    vault.git("reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
-    vault.git("gc", "--prune=now", "--quiet")
+    """Drop every reflog entry and every object no ref of the vault reaches any more."""
+    prune_repository(vault.root, vault.git_dir)
 
 
 def tombstones_at(vault: Vault, rev: str) -> list[Tombstone]:
     p = vault.git("show", f"{rev}:{TOMBSTONES}", check=False)
     return parse_tombstones(p)
+
+
+def remote_at(vault: Vault, remote: str, branch: str) -> str | None:
+    """The commit this vault last saw the remote's branch at, or None."""
+    sha = vault.git("rev-parse", "--verify", "-q", f"refs/remotes/{remote}/{branch}",
+                    check=False).strip()
+    return sha or None
 
 
 def push_rewritten(vault: Vault, remote: str, branch: str, local: str, lease: str | None) -> str:
@@ -202,10 +250,12 @@ def push_rewritten(vault: Vault, remote: str, branch: str, local: str, lease: st
     url = vault.git("remote", "get-url", remote, check=False).strip()
     if url and os.path.isdir(url):
         # A remote on this machine (a bare repository on a disk): its old objects go too.
-        subprocess.run(["git", *_GIT_BASE, "-C", url, "reflog", "expire", "--expire=now",
-                        "--all"], capture_output=True)
-        subprocess.run(["git", *_GIT_BASE, "-C", url, "gc", "--prune=now", "--quiet"],
-                       capture_output=True)
+        try:
+            bare = _git_in(url, "rev-parse", "--is-bare-repository").strip() == "true"
+            git_dir = _git_in(url, "rev-parse", "--absolute-git-dir").strip()
+            prune_repository(url, git_dir, work_tree=not bare)
+        except RewriteError:
+            pass       # it no longer hands them out; its own gc drops them later
     return ""
 
 
@@ -330,7 +380,7 @@ def follow(vault: Vault, remote: str, branch: str) -> Followed:
             todo.append(stone)
     if not todo:
         return done
-    before = vault.git("rev-parse", "--verify", "-q", tracking, check=False).strip() or None
+    before = remote_at(vault, remote, branch)
     with vault.locked():                      # hand edits go in first, as the person's
         for stone in todo:
             text = recover(vault, stone)
@@ -344,7 +394,7 @@ def follow(vault: Vault, remote: str, branch: str) -> Followed:
             done.applied.append(stone.id)
         if done.applied:
             expire_and_prune(vault)
-    after = vault.git("rev-parse", "--verify", "-q", tracking, check=False).strip() or None
+    after = remote_at(vault, remote, branch)
     if done.applied and after and after != before:
         # The remote still had the phrase (a forget whose push failed): put it right.
         problem = push_rewritten(vault, remote, branch, after, before)
@@ -377,3 +427,77 @@ def scrub_state(vault: Vault, text: str) -> list[str]:
             atomic.write_text(path, new)
             changed.append(str(path.relative_to(vault.root)))
     return changed
+
+
+# ---- where a phrase is (the survey and the verification of agent forget) --------------
+
+
+def _git_out(vault: Vault, *args: str) -> str:
+    return subprocess.run(["git", *_GIT_BASE, *args], cwd=vault.root, capture_output=True,
+                          input="", text=True, errors="replace").stdout
+
+
+def _grep_args(text: str) -> list[str]:
+    out = ["-F", "-I", "-c"]
+    for form in forms(text):
+        out += ["-e", form]
+    return out
+
+
+def grep_files(vault: Vault, text: str) -> dict[str, int]:
+    """Files of the work tree (tracked or not, .agent/ aside) -> lines holding the phrase."""
+    out = {}
+    for line in _git_out(vault, "grep", "--untracked", *_grep_args(text), "--", ".").splitlines():
+        path, _, n = line.rpartition(":")
+        if path and n.isdigit():
+            out[path] = int(n)
+    return out
+
+
+def grep_refs(vault: Vault, text: str) -> int:
+    """Lines holding the phrase in the trees of every ref (`git grep` over all refs)."""
+    refs = sorted(set(_git_out(vault, "for-each-ref", "--format=%(objectname)").split()))
+    if not refs:
+        return 0
+    out = _git_out(vault, "grep", *_grep_args(text), *refs, "--")
+    return sum(int(x.rpartition(":")[2]) for x in out.splitlines()
+               if x.rpartition(":")[2].isdigit())
+
+
+def commits_with(vault: Vault, text: str) -> tuple[list[str], list[str]]:
+    """("abc1234 subject" of the commits that add or remove the phrase, of the commits
+    whose message holds it), over every ref."""
+    changed: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    for form in forms(text):
+        for line in _git_out(vault, "log", "--all", "--format=%h %s", "-S", form).splitlines():
+            changed.setdefault(line.split(" ", 1)[0], line)
+        for line in _git_out(vault, "log", "--all", "--format=%h %s", "-F",
+                             f"--grep={form}").splitlines():
+            messages.setdefault(line.split(" ", 1)[0], line)
+    return list(changed.values()), list(messages.values())
+
+
+def count_in_objects(vault: Vault, text: str) -> int:
+    """Occurrences of the phrase in every object of the repository, reachable or not
+    (`git cat-file --batch-all-objects --batch`), read as a stream."""
+    patterns = [f.encode("utf-8") for f in forms(text)]
+    keep = max(len(f) for f in patterns)
+    proc = subprocess.Popen(["git", *_GIT_BASE, "cat-file", "--batch-all-objects", "--batch"],
+                            cwd=vault.root, stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    hits, tail = 0, b""
+    assert proc.stdout is not None
+    while chunk := proc.stdout.read(1 << 20):
+        data = tail + chunk
+        for f in patterns:
+            start = 0
+            while (i := data.find(f, start)) != -1:
+                if i + len(f) > len(tail):     # not counted with the previous chunk
+                    hits += 1
+                start = i + 1
+        tail = data[-keep:]
+    proc.wait()
+    return hits
