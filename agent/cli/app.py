@@ -342,6 +342,10 @@ LAZY = {
             "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
     "forget": ("agent.cli.forget", "forget_cmd",
                "Remove a phrase from every file and commit, here and on every clone."),
+    "show": ("agent.cli.timetravel", "show_cmd",
+             "Print a vault file as it was at a date or commit (--as-of WHEN)."),
+    "restore": ("agent.cli.timetravel", "restore_cmd",
+                "Bring back a line of MEMORY.md or USER.md that was removed, as one commit."),
 }
 cli.lazy.update(LAZY)
 

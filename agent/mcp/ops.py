@@ -183,6 +183,21 @@ class VaultTools:
                  {"type": "object", "properties": {
                      "text": _text("Words of the fact to explain.", MAX_QUERY)},
                   "required": ["text"], "additionalProperties": False}, self.why),
+            # Time travel (issue 26): the operations are agent.ops.timetravel's.
+            Spec("show_as_of", "A vault file as it was at a moment: what the agent knew then.",
+                 {"type": "object", "properties": {
+                     "path": {"type": "string", "minLength": 1, "maxLength": 500,
+                              "description": "The file's path in the vault, e.g. MEMORY.md."},
+                     "when": {"type": "string", "minLength": 1, "maxLength": 100,
+                              "description": "A date (2026-11-20, '3 days ago') or a commit."}},
+                  "required": ["path", "when"], "additionalProperties": False},
+                 self.show_as_of),
+            Spec("restore", "Bring back the line of MEMORY.md or USER.md holding the text that "
+                 "was removed most recently (by a dream, an undo or a hand edit), as one commit.",
+                 {"type": "object", "properties": {
+                     "text": _text("Words of the removed fact.", MAX_QUERY)},
+                  "required": ["text"], "additionalProperties": False},
+                 self.restore, writes=True),
         ]
         self.specs = {s.name: s for s in specs}
 
@@ -271,6 +286,18 @@ class VaultTools:
     def why(self, text: str) -> str:
         from agent import why
         return why.render(why.explain(self.vault, text))
+
+    def show_as_of(self, path: str, when: str) -> str:
+        from agent.ops import timetravel
+        found = timetravel.show_as_of(self.vault, self._vault_path(path), when)
+        return _cap(f"{path} as of {found.line}:\n\n{found.text}")
+
+    def restore(self, text: str, client: str | None) -> str:
+        from agent.ops import timetravel
+        from agent.search import index
+        done = timetravel.restore(self.vault, text)
+        index.refresh(self.vault, after_commit=True)
+        return f"Restored to {done.rel}: {done.line} ({(done.sha or '')[:7]})"
 
     # -- writing
 
