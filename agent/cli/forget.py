@@ -90,6 +90,9 @@ def _receipt_text(r) -> str:
     out.append("Verification (occurrences left):")
     for place, n in r.checks.items():
         out.append(f"  {place}: {n}{'  ✓' if not n else '  STILL THERE'}")
+    if len(r.survey.text) < 12:
+        out.append("The tombstone holds a salted, slow hash of the text, never the text; a "
+                   "text this short could still be guessed from it by trying candidates.")
     if r.pushed:
         out.append("A copy made before now (another clone not yet synced, a backup, a fork) "
                    "keeps it until it syncs or is deleted.")
