@@ -345,7 +345,7 @@ LAZY = {
     "show": ("agent.cli.timetravel", "show_cmd",
              "Print a vault file as it was at a date or commit (--as-of WHEN)."),
     "restore": ("agent.cli.timetravel", "restore_cmd",
-                "Bring back a line of MEMORY.md or USER.md that was removed, as one commit."),
+                "Bring back a removed line of MEMORY.md or USER.md holding TEXT, as one commit."),
 }
 cli.lazy.update(LAZY)
 

@@ -22,7 +22,7 @@ from agent.errors import UserError
 @click.option("--json", "as_json", is_flag=True, help="The receipt as JSON.")
 @vault_option
 def forget_cmd(text, message_id, fact, yes, as_json):
-    """Remove TEXT from every file and every commit of the vault, for good.
+    """Remove a phrase from every file and commit, here and on every clone.
 
     Shows where it is first (files and commits, with counts) and asks. Then the text
     becomes [forgotten] in the files and in every commit of every branch (authors,
@@ -97,3 +97,6 @@ def _receipt_text(r) -> str:
         out.append("A copy made before now (another clone not yet synced, a backup, a fork) "
                    "keeps it until it syncs or is deleted.")
     return "\n".join(out)
+
+
+COMMANDS = [forget_cmd]

@@ -18,9 +18,9 @@ from agent.cli.common import after_change, get_vault, report_recovery, vault_opt
 @click.option("--json", "as_json", is_flag=True, help="The commit and the text, as JSON.")
 @vault_option
 def show_cmd(file, when, as_json):
-    """Print a vault file (MEMORY.md, a daily note, a session...) as it was at WHEN.
+    """Print a vault file as it was at a date or commit (--as-of WHEN).
 
-    The commit it comes from is named on stderr, so the text can be piped.
+    Any file: MEMORY.md, a daily note, a session. The commit it comes from is named on stderr, so the text can be piped.
     """
     from agent.ops import timetravel
 
@@ -39,10 +39,10 @@ def show_cmd(file, when, as_json):
 @click.option("--json", "as_json", is_flag=True, help="What was restored, as JSON.")
 @vault_option
 def restore_cmd(text, as_json):
-    """Bring back the line of MEMORY.md or USER.md holding TEXT that was removed (by a
-    dream, an undo or a hand edit), under its heading, as one commit `restore: …`.
+    """Bring back a removed line of MEMORY.md or USER.md holding TEXT, as one commit.
 
-    The newest removal of a line holding TEXT is the one brought back; the commit says
+    The line (removed by a dream, an undo or a hand edit) goes back under its heading, in
+    one commit `restore: …` that names the commit that removed it. The newest removal of a line holding TEXT is the one brought back; the commit says
     which commit removed it (and `agent why --history TEXT` shows the whole timeline).
     """
     from agent.ops import timetravel

@@ -314,6 +314,10 @@ def _cat(vault: Vault, obj: str) -> str:
     return p.stdout.decode("utf-8", "replace")
 
 
+def _message(vault: Vault, sha: str) -> str:
+    return _git_out(vault, "log", "-1", "--format=%B", sha)
+
+
 def _has(vault: Vault, sha: str) -> bool:
     return bool(re.fullmatch(r"[0-9a-f]{40}", sha)) and subprocess.run(
         ["git", *_GIT_BASE, "cat-file", "-e", f"{sha}^{{commit}}"], cwd=vault.root,
@@ -325,7 +329,7 @@ def recover(vault: Vault, stone: Tombstone) -> str | None:
     for old, new in stone.rewrote.items():
         if not (_has(vault, old) and _has(vault, new)):
             continue
-        found = _from_texts(stone, _cat(vault, old), _cat(vault, new))   # the message
+        found = _from_texts(stone, _message(vault, old), _message(vault, new))
         if found:
             return found
         raw = vault.git("diff-tree", "-r", "--no-renames", old, new)
