@@ -279,7 +279,7 @@ def scrub_files(root: Path, rels: list[str]) -> list[str]:
             continue                      # a binary file: not text a key is pasted into
         new, k = scrub_file_text(rel, text)
         if k:
-            from agent.fs import atomic
+            from agent.vault import atomic
             atomic.write_text(path, new)
             kinds.extend(k)
     return kinds

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fakeanthropic import reply, text, tool_use
 
 ANTHROPIC = "sk-ant-api03-" + "Zq7_" * 20 + "AA"
@@ -88,3 +90,19 @@ def test_the_filter_can_be_turned_off(vault, run):
     r = run("note", f"token {GITHUB}")
     assert r.exit_code == 0 and "Kept out" not in r.output
     assert GITHUB in history(vault)
+
+
+def test_a_key_a_command_writes_in_workspace_is_not_committed(fake_anthropic, vault, run):
+    from agent import sandbox
+    if not sandbox.sandbox_status().ok:
+        pytest.skip("no working bwrap sandbox here")
+    fake_anthropic.add(reply(tool_use("exec", {"command": f"echo 'AWS={AWS}' > creds.txt"})),
+                       reply(text("Saved.")))
+    r = run("chat", "-m", "save the credentials")
+    assert r.exit_code == 0, r.output
+    assert "workspace/creds.txt" in vault.git("show", "--name-only", "--format=", "HEAD")
+    assert (vault.root / "workspace" / "creds.txt").read_text() == "AWS=[secret:aws]\n"
+    assert AWS not in history(vault)
+    # The file, and the command in the transcript.
+    assert "Kept out of the vault and the model: 2 secrets (2 aws)" in r.output
+    assert vault.dirty_paths() == []
