@@ -77,7 +77,7 @@ def test_forget_reaches_both_clones_and_keeps_unsynced_work(fake_anthropic, tmp_
     assert after[1:] == [line.replace(PHRASE, "[forgotten]") for line in before]
     assert any("[forgotten]" in line for line in after[1:])
     tomb = (vault.root / ".forgotten").read_text()
-    assert "4417" not in tomb and json.loads(tomb)["forgotten"][0]["length"] == len(PHRASE)
+    assert "fernwood" not in tomb and json.loads(tomb)["forgotten"][0]["length"] == len(PHRASE)
     remote_objects = every_object(remote)     # a remote on this machine is pruned too
     assert PHRASE.encode() not in remote_objects
     assert json.dumps(PHRASE)[1:-1].encode() not in remote_objects

@@ -364,17 +364,23 @@ class Followed:
         return out + [f"Warning: {p}" for p in self.problems]
 
 
-def follow(vault: Vault, remote: str, branch: str) -> Followed:
-    """Before a sync merges: apply the tombstones of this vault and of the remote to
-    every ref here (and put a rewritten remote branch back, with a lease)."""
+def follow(vault: Vault, remote: str, branch: str, result=None) -> bool:
+    """Between a sync's fetch and its merge: apply the tombstones of this vault and of
+    the fetched remote branch to every ref here (and put a remote branch that still held
+    a phrase back, rewritten, with a lease). Nothing to do costs two `git show`s.
+
+    True when history was rewritten here; what to tell the person is added to
+    `result.forgotten` (a sync's result), lines `agent sync` prints.
+    """
+    done = _follow(vault, remote, branch)
+    if result is not None:
+        result.__dict__.setdefault("forgotten", []).extend(done.lines())
+    return bool(done.applied)
+
+
+def _follow(vault: Vault, remote: str, branch: str) -> Followed:
     done = Followed()
     tracking = f"refs/remotes/{remote}/{branch}"
-    p = subprocess.run(["git", *_GIT_BASE, "fetch", "--quiet", "--no-write-fetch-head", remote,
-                        f"+refs/heads/{branch}:{tracking}"], cwd=vault.root,
-                       capture_output=True, text=True,
-                       env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
-    if p.returncode:
-        return done                           # the sync's own fetch says what is wrong
     stones = {s.id: s for s in tombstones_at(vault, "HEAD")}
     stones.update({s.id: s for s in tombstones_at(vault, tracking)})
     todo = []
