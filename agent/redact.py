@@ -246,6 +246,16 @@ def scrub_file_text(rel: str, text: str) -> tuple[str, list[str]]:
     return scrub(text)
 
 
+NOTICE = "Kept out of the vault and the model"
+
+
+def with_notice(reply: str, notes: list[str]) -> str:
+    """A reply a channel sends (Telegram, the gateway), with the filter's one line when
+    the turn kept a secret out, so the person there hears of it too."""
+    line = next((n for n in notes if n.startswith(NOTICE)), "")
+    return f"{reply}\n\n({line})" if line else reply
+
+
 def summary(kinds: list[str]) -> str:
     """The one line that tells the person what was kept out, or ""."""
     if not kinds:
@@ -255,7 +265,7 @@ def summary(kinds: list[str]) -> str:
         counts[k] = counts.get(k, 0) + 1
     what = ", ".join(f"{n} {k}" if n > 1 else k for k, n in counts.items())
     n = len(kinds)
-    return (f"Kept out of the vault and the model: {n} secret{'s' * (n != 1)} ({what}), "
+    return (f"{NOTICE}: {n} secret{'s' * (n != 1)} ({what}), "
             f"replaced by [secret:…]. ([security] redact_secrets = false turns this off.)")
 
 

@@ -106,3 +106,16 @@ def test_a_key_a_command_writes_in_workspace_is_not_committed(fake_anthropic, va
     # The file, and the command in the transcript.
     assert "Kept out of the vault and the model: 2 secrets (2 aws)" in r.output
     assert vault.dirty_paths() == []
+
+
+def test_a_person_on_a_channel_hears_what_was_kept_out(fake_anthropic, vault):
+    from test_reach_gateway import router
+    fake_anthropic.add(reply("Got it."))
+    conv = router(vault)
+    ticket = conv.submit("gateway/phone", f"the staging key is {ANTHROPIC}")
+    assert ticket.wait(20).reply == "Got it."
+    assert ticket.reply.startswith("Got it.\n\n(Kept out of the vault and the model: "
+                                     "1 secret (anthropic)")
+    assert ANTHROPIC not in json.dumps(fake_anthropic.calls()[0].body)
+    assert ANTHROPIC not in history(vault)
+    assert conv.drain(10)
