@@ -101,6 +101,10 @@ SCHEMA: tuple[Key, ...] = (
     Key("dream.raw_tokens", int, None, "raw transcript tokens shown with each archive entry",
         min=0),
     Key("dream.max_tokens", int, None, "the most tokens a dream reply may have", min=1),
+    Key("dream.review", str, "changes", "which dream edits wait for `agent review`: "
+        "\"changes\" (updates and removals), \"all\" or \"off\"", "dream_review",
+        check=lambda v: None if v in ("all", "changes", "off") else
+        f"must be \"all\", \"changes\" or \"off\", not {v!r}"),
     Key("serve.idle_compact_minutes", int, 120,
         "archive a conversation idle this long (0: never)", "idle_compact_minutes", min=0),
     Key("exec.enabled", bool, True, "offer the sandboxed `exec` tool (needs bwrap)",
@@ -158,6 +162,7 @@ class Settings:
     dream_model: str = DEFAULT_MODEL
     dream_schedule: str = "0 3 * * *"
     dream_chunk_tokens: int = 60000
+    dream_review: str = "changes"     # which dream edits wait for `agent review`
     idle_compact_minutes: int = 120
     exec_enabled: bool = True
     exec_network: bool = False

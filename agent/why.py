@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -93,11 +94,14 @@ def score(query: str, line: str) -> float:
 
 def candidates(vault, query: str) -> list[Candidate]:
     out = []
+    from agent.vault import safe
     for rel in FILES:
-        path = vault.root / rel
-        if not path.is_file():
+        # The one safe read: a USER.md linked to ~/.ssh/id_rsa is refused, and bytes that
+        # are not UTF-8 are an error naming the file and line (both UserErrors).
+        text = safe.read_text(vault.root, rel)
+        if text is None:
             continue
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate(text.splitlines(), 1):
             if not line.strip() or memory.HEADING.match(line):
                 continue
             out.append(Candidate(rel, n, line, score(query, line)))
@@ -170,8 +174,8 @@ def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
     if len(c.parents) > 1:
         return "sync merge"
     k = c.kind
-    if k == "dream":
-        return "dream"
+    if k in ("dream", "review"):
+        return k
     if k == "mcp":
         return "mcp"
     if k in ("edit",) or c.email != agent_email:
@@ -189,6 +193,8 @@ def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
         step.source = _turn_source(vault, c, text)
     elif kind == "dream":
         step.source = _dream_source(vault, c, rel, text)
+    elif kind == "review":
+        step.source = _review_source(vault, c, rel, text)
     elif kind == "mcp":
         step.source = {"client": c.trailers.get("Client", c.scope or ""),
                        "tool": c.trailers.get("Tool", "")}
@@ -228,19 +234,21 @@ def _turn_source(vault, c, text: str) -> dict:
     source["file"] = rel
     needle = f'"turn":{turn}'.encode()
     lines = []
+    from agent.vault import safe
     try:
-        with open(vault.root / rel, "rb") as f:
-            for raw in f:
-                if needle not in raw.replace(b" ", b""):
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    continue
-                if str(obj.get("turn")) == str(turn):
-                    lines.append(obj)
-    except FileNotFoundError:
-        return source
+        fd, _ = safe.open_file(vault.root, rel, limit=None)
+    except (FileNotFoundError, safe.UnsafeFile):
+        return source          # gone, or not a file the agent reads: no detail to add
+    with os.fdopen(fd, "rb") as f:
+        for raw in f:
+            if needle not in raw.replace(b" ", b""):
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue
+            if str(obj.get("turn")) == str(turn):
+                lines.append(obj)
     user = next((m for m in lines if m.get("role") == "user"
                  and isinstance(m.get("content"), str)), None)
     if user:
@@ -258,17 +266,26 @@ def _turn_source(vault, c, text: str) -> dict:
     return source
 
 
+def _run_of(c) -> tuple[str | None, int | None, int | None]:
+    """A dream commit's run id (`first..through`) and its two ends: from its `Run:`
+    trailer, else (a commit from before the trailer) from its subject's `(archive A..B)`."""
+    m = re.fullmatch(r"\s*(\d+)\.\.(\d+)\s*", c.trailers.get("Run", ""))
+    if m is None:
+        m = re.search(r"\(archive (\d+)\.\.(\d+)\)", c.subject)
+    if m is None:
+        return None, None, None
+    return f"{m.group(1)}..{m.group(2)}", int(m.group(1)), int(m.group(2))
+
+
 def _dream_source(vault, c, rel: str, text: str) -> dict:
-    run = None
-    m = re.search(r"\(archive (\d+\.\.\d+)\)", c.subject)
-    if m:
-        run = m.group(1)
+    run, first, through = _run_of(c)
     rec = ledger.for_line(vault.root, run, rel, text)
     source: dict = {"run": run}
     if rec is None:
-        cursor = c.trailers.get("Cursor", "")
-        cm = re.match(r"(\d+)\s*->\s*(\d+)", cursor)
-        ids = list(range(int(cm.group(1)) + 1, int(cm.group(2)) + 1)) if cm else []
+        # The entries of the whole run: the ids the archive holds between its ends
+        # (ids are 18-digit stamps: never a range() over the numbers in between).
+        ids = [] if first is None else [i for i, _ in archive.entry_ids(vault.root)
+                                        if first <= i <= through]
         source.update({"exact": False, "archive_ids": ids,
                        "note": "no ledger record: the entries of the whole run"})
     else:
@@ -277,6 +294,36 @@ def _dream_source(vault, c, rel: str, text: str) -> dict:
                        "op": rec.get("op"), "reason": rec.get("reason", ""),
                        "replaced": rec.get("old") or None,
                        "findings": rec.get("findings", [])})
+    source["archive"] = [_entry(vault, i) for i in ids[:10]]
+    return source
+
+
+def _review_source(vault, c, rel: str, text: str) -> dict:
+    """A line a person accepted in `agent review`: who and when, the proposal, and the
+    dream run's evidence behind it (from the ledger's proposal and decision records)."""
+    run = c.trailers.get("Run", "").strip() or None
+    records = ledger.read(vault.root)
+    want = text.strip()
+    decided = next((r for r in reversed(records) if ledger.is_decision(r)
+                    and r.get("decision") == "accepted" and r.get("run") == run
+                    and r.get("file") == rel and str(r.get("line", "")).strip() == want), None)
+    source: dict = {"run": run, "reviewer": c.trailers.get("Reviewer", ""), "accepted": c.date}
+    if decided is None:
+        source.update({"exact": False, "archive_ids": [], "archive": [],
+                       "note": "no ledger record of this decision"})
+        return source
+    proposal = ledger.proposal(records, run, decided.get("n")) or {}
+    ids = [int(i) for i in proposal.get("archive", []) if str(i).isdigit()]
+    source.update({"reviewer": decided.get("by") or source["reviewer"],
+                   "accepted": decided.get("at") or c.date,
+                   "proposal": {"n": decided.get("n"), "op": proposal.get("op"),
+                                "proposed": proposal.get("line") or None,
+                                "edited": bool(decided.get("edited")),
+                                "at": proposal.get("at")},
+                   "exact": bool(proposal.get("exact")), "archive_ids": ids,
+                   "reason": proposal.get("reason", ""),
+                   "replaced": decided.get("old") or None,
+                   "findings": proposal.get("findings", [])})
     source["archive"] = [_entry(vault, i) for i in ids[:10]]
     return source
 
@@ -294,20 +341,13 @@ def _entry(vault, entry_id: int) -> dict:
     out = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
     cache = prompts.SessionCache(vault.root)
-    for file, first, through in archive.source_ranges(e.meta.get("source")):
-        got = cache.lines(str(file or ""))
-        if isinstance(got, str):
+    for file, obj in prompts.covered_lines(cache, archive.source_ranges(e.meta.get("source"))):
+        if "role" not in obj:
             continue
-        lines, position = got
-        start = position.get(str(first), 0)
-        end = position.get(str(through), len(lines) - 1)
-        for obj in lines[start:end + 1]:
-            if "role" not in obj:
-                continue
-            out["messages"].append({"file": file, "id": obj.get("id"),
-                                    "ts": obj.get("ts"), "role": obj.get("role"),
-                                    "text": _short(sessions.message_text(
-                                        obj.get("content", ""), sep=" "), 160)})
+        out["messages"].append({"file": file, "id": obj.get("id"),
+                                "ts": obj.get("ts"), "role": obj.get("role"),
+                                "text": _short(sessions.message_text(
+                                    obj.get("content", ""), sep=" "), 160)})
     return out
 
 
@@ -355,30 +395,46 @@ def _describe(s: Step) -> list[str]:
         return lines
     if s.kind == "mcp":
         return [f"remember from the MCP client {src.get('client')} (tool {src.get('tool')})."]
+    if s.kind == "review":
+        prop = src.get("proposal") or {}
+        lines = [f"accepted in review by {src.get('reviewer')} ({_date(str(src.get('accepted') or ''))}): "
+                 f"proposal {prop.get('n')} of the dream over archive {src.get('run')} "
+                 f"(branch dream/{str(src.get('run') or '').replace('..', '-')}, proposed "
+                 f"{_date(str(prop.get('at') or ''))})"]
+        if prop.get("edited") and prop.get("proposed"):
+            lines.append(f"edited in review; the dream proposed: {prop['proposed']}")
+        return lines + _evidence(src)
     if s.kind == "dream":
         ids = ", ".join(str(i) for i in src.get("archive_ids", []))
         lines = [f"a dream over archive {src.get('run')}: from archive "
                  f"entr{'y' if len(src.get('archive_ids', [])) == 1 else 'ies'} {ids}"
                  + ("" if src.get("exact") else " (the whole run; no finer record)")]
-        if src.get("reason"):
-            lines.append(f"why: {src['reason']}")
-        for f in src.get("findings", []):
-            lines.append(f"finding ({f.get('kind')}): {f.get('statement')} "
-                         f"[{', '.join(f.get('evidence') or [])}]")
-        for e in src.get("archive", []):
-            if e.get("missing"):
-                lines.append(f"archive {e['id']}: not in the vault any more")
-                continue
-            lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}, "
-                         f"{_date(str(e.get('created') or ''))}): {e.get('topic')}")
-            for msg in e.get("messages", [])[:6]:
-                lines.append(f"  {msg['file']} {msg['id']} {_date(msg.get('ts') or '')} "
-                             f"{msg['role']}: {msg['text']}")
-            if len(e.get("messages", [])) > 6:
-                lines.append(f"  ... {len(e['messages']) - 6} more messages")
-        return lines
+        return lines + _evidence(src)
     if s.kind == "sync merge":
         return [f"a sync merge: {src.get('note')}."]
     if s.kind == "undo":
         return [f"an undo (reverts {src.get('reverts')})."]
     return [f"{s.kind}."]
+
+
+def _evidence(src: dict) -> list[str]:
+    """The editor's reason, the findings and the archive entries (with their messages)
+    behind a dream's edit."""
+    lines = []
+    if src.get("reason"):
+        lines.append(f"why: {src['reason']}")
+    for f in src.get("findings", []):
+        lines.append(f"finding ({f.get('kind')}): {f.get('statement')} "
+                     f"[{', '.join(f.get('evidence') or [])}]")
+    for e in src.get("archive", []):
+        if e.get("missing"):
+            lines.append(f"archive {e['id']}: not in the vault any more")
+            continue
+        lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}, "
+                     f"{_date(str(e.get('created') or ''))}): {e.get('topic')}")
+        for msg in e.get("messages", [])[:6]:
+            lines.append(f"  {msg['file']} {msg['id']} {_date(msg.get('ts') or '')} "
+                         f"{msg['role']}: {msg['text']}")
+        if len(e.get("messages", [])) > 6:
+            lines.append(f"  ... {len(e['messages']) - 6} more messages")
+    return lines

@@ -24,7 +24,8 @@ def write_entries(vault, specs, *, start: int | None = None, messages_per_entry:
         spec = {"summary": spec} if isinstance(spec, str) else dict(spec)
         entry_id = first + n
         session = spec.get("session", "cli/default")
-        created = T0 + timedelta(minutes=10 * entry_id)
+        # Small ids (1, 2, ...) as older vaults had; stamped ids (18 digits) as today.
+        created = T0 + timedelta(minutes=10 * (entry_id % 100_000))
         rel = f"sessions/{session}/{created:%Y-%m}.jsonl"
         lines = []
         for k in range(messages_per_entry):
@@ -58,3 +59,17 @@ def op(kind: str, file: str = "MEMORY.md", *, section: str = "", old: str = "", 
        reason: str = "because") -> dict:
     return {"op": kind, "file": file, "section": section, "old": old, "new": new,
             "reason": reason}
+
+
+def set_review(vault, mode: str) -> None:
+    """`[dream] review = mode` in the vault's agent.toml, committed as a person's edit."""
+    path = vault.root / "agent.toml"
+    text = path.read_text()
+    if 'review = "' in text:
+        import re
+        text = re.sub(r'(?m)^review = "[a-z]+"', f'review = "{mode}"', text)
+    else:
+        text += f'\n[dream]\nreview = "{mode}"\n'
+    path.write_text(text)
+    vault.git("add", "agent.toml")
+    vault.git("commit", "-q", "-m", f"edit: dream review {mode}")

@@ -2,8 +2,10 @@
 `api_base`: updates come from a queue the test fills, every request is recorded.
 
 Serves `/bot<token>/<method>` for getMe, getUpdates (a long poll that returns at once
-when an update is queued, honouring offset and timeout), sendMessage, sendChatAction and
-deleteWebhook; a wrong token gets 401. `bad_markdown` texts are refused with 400 "can't
+when an update is queued, honouring offset and timeout), sendMessage (with an inline
+keyboard in `reply_markup`), answerCallbackQuery, editMessageText, sendChatAction and
+deleteWebhook; a wrong token gets 401. `press(user, data)` queues a callback query, as
+when a person taps an inline button. `bad_markdown` texts are refused with 400 "can't
 parse entities" when sent with a parse_mode; chats in `blocked` get 403 (the person
 blocked the bot); `down = True` answers every request with 502.
 
@@ -101,6 +103,30 @@ class FakeTelegram:
         if photo:
             msg["photo"] = [{"file_id": "p1", "file_unique_id": "u1", "width": 1, "height": 1}]
         return self.update({"edited_message" if edited else "message": msg})
+
+    def press(self, user_id: int, data: str, *, chat_id: int | None = None,
+              message_id: int = 1, username: str | None = "ana") -> int:
+        """`user_id` taps an inline button whose callback data is `data` under message
+        `message_id` of chat `chat_id` (their private chat by default); the update id."""
+        chat_id = user_id if chat_id is None else chat_id
+        with self.cond:
+            qid = str(self.next_update * 1000 + 7)
+        query = {"id": qid, "chat_instance": "ci", "data": data,
+                 "from": {"id": user_id, "is_bot": False, "first_name": "Ana",
+                          **({"username": username} if username else {})},
+                 "message": {"message_id": message_id, "date": int(time.time()),
+                             "chat": {"id": chat_id, "type": "private"}, "from": BOT,
+                             "text": "a proposal"}}
+        return self.update({"callback_query": query})
+
+    def buttons(self, chat_id: int) -> list[list[dict]]:
+        """The inline keyboards of the messages sent to `chat_id`, in order."""
+        return [m["reply_markup"]["inline_keyboard"] for m in self.sent(chat_id)
+                if isinstance(m.get("reply_markup"), dict)]
+
+    def answers(self) -> list[dict]:
+        """The answerCallbackQuery calls (params)."""
+        return [r.params for r in self.calls("answerCallbackQuery")]
 
     def unconfirm(self) -> None:
         """Forget what the bot confirmed: as if its last offset never reached Telegram."""
@@ -218,6 +244,11 @@ def _handler(fake: FakeTelegram):
             ok = lambda result: self._answer(rec, 200, {"ok": True, "result": result})  # noqa: E731
             if method == "getMe":
                 return ok(BOT)
+            if method in ("answerCallbackQuery", "editMessageText", "editMessageReplyMarkup"):
+                ok(True)
+                with fake.cond:
+                    fake.cond.notify_all()
+                return
             if method in ("deleteWebhook", "sendChatAction"):
                 if method == "sendChatAction" and params.get("chat_id") in fake.blocked:
                     return self._error(rec, 403, "Forbidden: bot was blocked by the user")

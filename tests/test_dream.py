@@ -16,7 +16,7 @@ from agent.stores import archive
 from agent.dream import dream_status, run_dream
 from agent.llm import make_provider
 from conftest import agent_proc, subjects
-from dreamkit import ANALYST_SCHEMA, EDITOR_SCHEMA, T0, finding, op, write_entries
+from dreamkit import ANALYST_SCHEMA, EDITOR_SCHEMA, T0, finding, op, set_review, write_entries
 from fakeanthropic import error, json_reply, reply
 
 FAST = ("--poll-interval", "0.01")
@@ -47,7 +47,9 @@ def consolidated(vault):
 
 @pytest.fixture
 def seeded(vault):
-    """A vault with a few facts (written by hand) and three archive entries."""
+    """A vault with a few facts (written by hand) and three archive entries; every edit
+    of the dream lands at once (what waits for review: test_dream_review.py)."""
+    set_review(vault, "off")
     (vault.root / "MEMORY.md").write_text(MEMORY)
     (vault.root / "USER.md").write_text(USER)
     vault.git("add", "-A")

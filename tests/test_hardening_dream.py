@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from conftest import subjects
-from dreamkit import finding, op, write_entries
+from dreamkit import finding, op, set_review, write_entries
 from fakeanthropic import json_reply, reply
 
 FAST = ("--poll-interval", "0.01")
@@ -56,6 +56,7 @@ def test_updates_and_deletes_count_together_against_the_quarter(vault, run, fake
 
 def test_a_hand_line_the_evidence_quotes_can_be_updated(vault, run, fake_anthropic):
     _hand_written(vault)
+    set_review(vault, "off")       # the guard, not review, is what this test is about
     write_entries(vault, ["The person said hand fact number 3 about topic3 changed: now 4."])
     fake_anthropic.add(
         json_reply({"findings": [finding("fact 3 changed", kind="update")]}),

@@ -5,6 +5,7 @@ tools offered and called through the fake Anthropic API."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -13,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from click.testing import CliRunner
+
+from agent.cli.app import cli
 from agent.mcp.client import close_all
 from agent.stores import sessions
 from conftest import subjects
@@ -27,10 +31,15 @@ def stop_servers():
     close_all()
 
 
-def configure(vault, body: str) -> None:
+def configure(vault, body: str, approve: bool = True) -> None:
+    """Add `body` to agent.toml, commit it, and approve its servers on this machine as
+    the person would (`agent mcp approve NAME --yes`)."""
     path = vault.root / "agent.toml"
     path.write_text(path.read_text() + "\n" + body)
     vault.git("commit", "-qam", "edit: agent.toml by hand")
+    for name in re.findall(r"^\[mcp\.servers\.([^\]]+)\]", body, re.M) if approve else []:
+        r = CliRunner().invoke(cli, ["--vault", str(vault.root), "mcp", "approve", name, "--yes"])
+        assert r.exit_code == 0 and f"Approved {name} on this machine." in r.output, r.output
 
 
 def stdio_server(name="fixture", *args, extra=""):
@@ -154,14 +163,14 @@ def test_mcp_list_shows_each_server_whether_it_starts_and_its_tools(vault, run):
     r = run("mcp", "list")
     assert r.exit_code == 1
     out = r.output
-    assert "fixture  (" in out and "starts; 4 tools:" in out
+    assert "fixture  (" in out and "approved; starts; 4 tools:" in out
     assert "fixture__add  Add two whole numbers." in out
     assert "off  (" in out and "disabled (enabled = false)" in out
     assert "gone  (/nonexistent/mcp-server" in out and "does not start: no such command" in out
 
 
 def test_a_wrong_server_table_is_one_line_naming_agent_toml(fake_anthropic, vault, run):
-    configure(vault, '[mcp.servers.gh]\ncommand = "x"\nenv = { TOKEN = "abc" }\n')
+    configure(vault, '[mcp.servers.gh]\ncommand = "x"\nenv = { TOKEN = "abc" }\n', approve=False)
     r = run("chat", "-m", "hello")
     assert r.exit_code == 1
     assert "agent.toml: [mcp.servers.gh]: env lists the names of environment variables" in r.output

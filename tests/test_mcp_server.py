@@ -49,7 +49,7 @@ def test_tools_and_resources_are_listed(vault):
                 c.server_info)
     tools, uris, info = drive(vault, steps)
     assert set(tools) == {"search", "remember", "note", "recent", "history", "why",
-                          "show_as_of", "restore"}
+                          "review_list", "review_decide", "show_as_of", "restore"}
     assert tools["remember"].input_schema["required"] == ["text"]
     assert tools["remember"].annotations.read_only_hint is False
     assert tools["search"].annotations.read_only_hint is True
@@ -135,7 +135,7 @@ def test_read_only_offers_reading_tools_and_refuses_writes(vault):
             await c.call_tool("remember", {"text": "nope"})
         return names, e.value
     names, err = drive(vault, steps, "--read-only")
-    assert names == {"search", "recent", "history", "why", "show_as_of"}
+    assert names == {"search", "recent", "history", "why", "review_list", "show_as_of"}
     assert "--read-only" in err.message
     assert vault.head() == before
 
@@ -194,3 +194,71 @@ def test_the_modern_protocol_works_too(vault):
 def test_help(run):
     r = run("mcp", "--help")
     assert r.exit_code == 0 and "--read-only" in r.output and "list" in r.output
+
+
+# ---- what comes in is not trusted (issue 22) -------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["key", "/proc/self/environ"])
+def test_a_vault_file_linked_outside_is_refused_not_returned(vault, tmp_path, target,
+                                                            monkeypatch):
+    key = tmp_path / "id_rsa"                       # stands in for ~/.ssh/id_rsa
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-bytes\n")
+    monkeypatch.setenv("SOME_API_KEY", "sk-secret-in-the-environment")
+    (vault.root / "USER.md").unlink()
+    (vault.root / "USER.md").symlink_to(key if target == "key" else target)
+    today = vault.root / f"memory/{datetime.now():%Y-%m-%d}.md"
+    today.parent.mkdir(exist_ok=True)
+    today.symlink_to(key if target == "key" else target)
+
+    async def steps(c):
+        out = {}
+        for uri in ("agent://USER.md", "agent://today"):
+            with pytest.raises(MCPError) as e:
+                await c.read_resource(uri)
+            out[uri] = e.value
+        out["recent"] = await c.call_tool("recent", {"days": 1})
+        out["why"] = await c.call_tool("why", {"text": "secret key bytes"})
+        out["memory"] = (await c.read_resource("agent://MEMORY.md")).contents[0].text
+        return out
+    out = drive(vault, steps, "--read-only")
+    for uri in ("agent://USER.md", "agent://today"):
+        assert "leads outside the vault" in out[uri].message
+        assert out[uri].code == -32602
+    for tool in ("recent", "why"):
+        assert out[tool].is_error and "leads outside the vault" in text_of(out[tool])
+    everything = " ".join([*(e.message for e in (out["agent://USER.md"], out["agent://today"])),
+                           text_of(out["recent"]), text_of(out["why"]), out["memory"]])
+    assert "secret-key-bytes" not in everything and "sk-secret" not in everything
+    assert out["memory"] == (vault.root / "MEMORY.md").read_text()
+
+
+def test_a_line_that_is_not_json_rpc_gets_a_parse_error(vault):
+    import json
+    import subprocess
+    import threading
+    lines = ["this is not json", '{"jsonrpc": "2.0", "no": "method"}',
+             '{"jsonrpc": "2.0", "id": 7, "method": "ping"}']
+    p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "mcp"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    watchdog = threading.Timer(120, p.kill)        # a server that never answers fails, not hangs
+    watchdog.start()
+    try:
+        replies = []
+        for line in lines:              # one at a time: each answered before the next goes
+            p.stdin.write(line + "\n")
+            p.stdin.flush()
+            replies.append(json.loads(p.stdout.readline()))
+        p.stdin.close()
+        err = p.stderr.read()
+        assert p.wait() == 0, err
+    finally:
+        watchdog.cancel()
+    assert replies == [
+        {"jsonrpc": "2.0", "id": None,
+         "error": {"code": -32700, "message": "Parse error: the line is not JSON"}},
+        {"jsonrpc": "2.0", "id": None,
+         "error": {"code": -32600, "message": "Invalid request: not a JSON-RPC 2.0 message"}},
+        {"jsonrpc": "2.0", "id": 7, "result": {}}]
+    assert "Traceback" not in err

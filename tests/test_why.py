@@ -9,7 +9,7 @@ import time
 
 from agent.vault.repo import Vault
 from conftest import subjects
-from dreamkit import finding, op, write_entries
+from dreamkit import finding, op, set_review, write_entries
 from fakeanthropic import json_reply, reply, tool_use
 
 
@@ -68,6 +68,7 @@ def test_a_hand_edit_and_its_earlier_version(vault, run):
 
 
 def test_a_fact_from_a_dream_and_its_update(vault, run, fake_anthropic):
+    set_review(vault, "off")       # a dream's own update (a reviewed one: test_dream_review.py)
     write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
                           "Talked about the weather."])
     fake_anthropic.add(json_reply({"findings": [
@@ -180,3 +181,68 @@ def test_why_leaves_changed_path_filters_for_the_next_walks(vault, run):
             break
         time.sleep(0.05)
     assert b"BIDX" in graph.read_bytes()[:200]
+
+
+def test_a_user_md_linked_outside_the_vault_is_refused(vault, run, tmp_path):
+    key = tmp_path / "id_rsa"                       # stands in for ~/.ssh/id_rsa
+    key.write_text("- secret-key-bytes of the person\n")
+    (vault.root / "USER.md").unlink()
+    (vault.root / "USER.md").symlink_to(key)
+    r = why(run, "secret", "key", "bytes")
+    assert r.exit_code == 1
+    assert "USER.md leads outside the vault" in r.output
+    assert "secret-key-bytes" not in r.output and "Traceback" not in r.output
+
+
+def test_a_user_md_that_is_not_utf8_is_one_clear_error(vault, run):
+    path = vault.root / "USER.md"
+    path.write_bytes(path.read_bytes() + b"- likes caf\xe9 au lait\n")
+    before = path.read_bytes()
+    r = why(run, "cafe")
+    assert r.exit_code == 1
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.output
+    assert "USER.md line" in lines[0] and "byte 0xe9 is not UTF-8" in lines[0]
+    assert path.read_bytes() == before
+
+
+def _dream_one(vault, run, server, entry_id: int, message: str, fact: str):
+    """One archive entry (`message` its first message) dreamed into the fact `fact`."""
+    write_entries(vault, [{"summary": message, "message": message}], start=entry_id)
+    server.add(json_reply({"findings": [finding(fact[2:], evidence=[f"archive:{entry_id}"])]}))
+    server.add(json_reply({"ops": [op("add", section="Travel", new=fact,
+                                      reason=f"archive:{entry_id}: said so")]}))
+    r = run("dream", "--sync")
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_a_dream_fact_over_stamped_archive_ids_resolves_to_its_message(vault, run, fake_anthropic):
+    # Archive ids are time stamps (18 digits): the run is named by its own ids the same
+    # way in the output, the commit, the ledger and `why`, which never counts through
+    # the numbers between them.
+    first = 202611240131013856
+    r = _dream_one(vault, run, fake_anthropic, first, "I booked my Kyoto flights for December 3rd",
+                   "- Flying to Kyoto on 2026-12-03")
+    assert f"Dream over archive {first}..{first}:" in r.output
+    assert subjects(vault)[0] == f"dream: +1 fact, 0 updated, 0 removed (archive {first}..{first})"
+    assert f"Run: {first}..{first}" in vault.git("log", "-1", "--format=%B")
+    ledger = [json.loads(x) for x in (vault.root / ".dream_ledger.jsonl").read_text().splitlines()]
+    assert [x["run"] for x in ledger] == [f"{first}..{first}"]
+
+    # A second run, after the cursor: named by its own entry, not the cursor plus one.
+    second = first + 86_400_000_000
+    r = _dream_one(vault, run, fake_anthropic, second,
+                   "The airline moved my Kyoto flight to December 5th",
+                   "- Hotel in Kyoto from 2026-12-05")
+    assert f"Dream over archive {second}..{second}:" in r.output
+
+    r = why(run, "--json", "Hotel in Kyoto")
+    assert r.exit_code == 0, r.output
+    src = json.loads(r.output)["steps"][0]["source"]
+    assert src["run"] == f"{second}..{second}" and src["exact"] is True
+    assert src["archive_ids"] == [second]
+    assert src["archive"][0]["messages"][0]["text"] == "The airline moved my Kyoto flight to December 5th"
+    r = why(run, "Flying to Kyoto")
+    assert r.exit_code == 0, r.output
+    assert "I booked my Kyoto flights for December 3rd" in r.output

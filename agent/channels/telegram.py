@@ -54,12 +54,15 @@ LIMIT = 4096                 # characters (UTF-16 code units) in one message
 POLL_TIMEOUT = 25            # seconds a getUpdates long poll waits
 TYPING_EVERY = 4.0           # a typing action lasts about 5 s
 BACKOFF_CAP = 300.0
+REVIEW_SHOWN = 10            # proposals /review shows at once (one message each)
+REVIEW_DATA = "rv:"          # callback data of review buttons: rv:a:<run>#<n>, rv:r:<run>#<n>
 
 HELP = """\
 /new     archive this conversation and start a fresh one
 /undo    revert the last turn (its messages and the memory it changed)
 /memory  show MEMORY.md and USER.md
 /stop    stop the reply being written
+/review  the dream's proposals, with Accept and Reject buttons
 /help    this list"""
 
 
@@ -224,7 +227,7 @@ class TelegramChannel:
             try:
                 updates = await self.bot.get_updates(
                     offset=self.offset, timeout=POLL_TIMEOUT,
-                    allowed_updates=["message", "edited_message"])
+                    allowed_updates=["message", "edited_message", "callback_query"])
             except asyncio.CancelledError:
                 return
             except TimedOut:
@@ -268,6 +271,9 @@ class TelegramChannel:
     # -- one update --
 
     async def _handle(self, update) -> None:
+        if update.callback_query is not None:
+            await self._button(update.callback_query)
+            return
         msg = update.message
         if msg is None or msg.from_user is None:      # edits, channel posts: ignored
             return
@@ -360,6 +366,8 @@ class TelegramChannel:
             shown = "\n\n".join(f"--- {name}\n{body}" for name, body in
                                 await asyncio.to_thread(commands.memory_files, self.vault))
             await self.send(chat_id, shown, markdown=False)
+        elif word == "/review":
+            await self._review(chat_id)
         elif word == "/stop":
             stopped = self.router.cancel(session)
             await self.send(chat_id, "Stopped; what was said is kept." if stopped else
@@ -384,6 +392,55 @@ class TelegramChannel:
         if changed:
             index.refresh(self.vault, after_commit=True)
         return said
+
+    # -- review: the dream's proposals, decided with inline buttons (agent.ops.review) --
+
+    async def _review(self, chat_id: int) -> None:
+        from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+        from agent.ops import review
+
+        items = await asyncio.to_thread(review.pending, self.vault)
+        if not items:
+            await self.send(chat_id, "Nothing waits for review.", markdown=False)
+            return
+        await self.send(chat_id, f"{len(items)} proposal{'s' * (len(items) != 1)} "
+                                 f"wait{'s' * (len(items) == 1)} for review:", markdown=False)
+        for item in items[:REVIEW_SHOWN]:
+            markup = InlineKeyboardMarkup([[
+                InlineKeyboardButton("Accept", callback_data=f"{REVIEW_DATA}a:{item.id}"),
+                InlineKeyboardButton("Reject", callback_data=f"{REVIEW_DATA}r:{item.id}")]])
+            await self.bot.send_message(chat_id, "\n".join(item.lines()), reply_markup=markup)
+        if len(items) > REVIEW_SHOWN:
+            await self.send(chat_id, f"... and {len(items) - REVIEW_SHOWN} more: decide "
+                                     f"these, then /review again.", markdown=False)
+
+    async def _button(self, query) -> None:
+        """A tap on Accept or Reject: only an allow_from user's counts."""
+        from agent.ops import review
+
+        user = query.from_user
+        if user is None or user.id not in self.allow:
+            await query.answer("This bot is private.")
+            return
+        data = query.data or ""
+        if not data.startswith(REVIEW_DATA) or data[len(REVIEW_DATA):][:2] not in ("a:", "r:"):
+            await query.answer()
+            return
+        decision = "accept" if data[len(REVIEW_DATA)] == "a" else "reject"
+        pick = data[len(REVIEW_DATA) + 2:]
+        who = f"telegram user {user.id}" + (f" (@{user.username})" if user.username else "")
+        try:
+            out = await asyncio.to_thread(review.decide, self.vault, [pick], decision,
+                                          self.clock(), who)
+        except review.ReviewError as e:
+            said = str(e).replace("`agent review` lists", "/review lists")
+        else:
+            said = ("Not applied: stale (" + out.stale[0].stale + ")" if out.stale else
+                    f"{'Accepted' if decision == 'accept' else 'Rejected'}"
+                    + (f": {out.subjects[0]}" if out.subjects else ""))
+        await query.answer(said[:200])
+        if query.message is not None:
+            await self.send(query.message.chat.id, said, markdown=False)
 
     # -- sending --
 

@@ -138,6 +138,13 @@ def status():
         click.echo(f"sync:       {ahead} ahead, {behind} behind {ref}{when}")
         click.echo(f"host:       {vault.host()} (this machine: it runs the cron jobs and "
                    f"heartbeats marked with it)")
+    from agent.vault import held
+    waiting_changes = held.pending(vault)
+    if waiting_changes:
+        n = len(waiting_changes)
+        click.echo(f"held:       {n} incoming change{'s' * (n != 1)} not taken "
+                   f"({', '.join(h.key for h in waiting_changes[:4])}"
+                   f"{', ...' if n > 4 else ''}): see `agent sync held`")
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)
 
@@ -192,14 +199,15 @@ def edit(file):
     identity_despite_problems(vault)     # so that a broken agent.toml can be repaired here
     with vault.locked():                 # earlier hand edits go in first, on their own
         report_recovery(vault)
-    before = path.read_bytes() if path.exists() else None
+    from agent.vault import safe
+    before = safe.read_bytes(vault.root, rel, limit=safe.COMMIT_BYTES)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     try:
         click.edit(filename=str(path), editor=editor, require_save=False)
     except click.ClickException as e:
         raise UserError(f"The editor failed ({e.message}); set $VISUAL or $EDITOR. "
                         f"{rel} is as the editor left it.") from None
-    after = path.read_bytes() if path.exists() else None
+    after = safe.read_bytes(vault.root, rel, limit=safe.COMMIT_BYTES)
     if after == before:
         click.echo(f"{rel} unchanged; nothing committed.")
         return
@@ -338,6 +346,8 @@ LAZY = {
               "Make a vault on this machine from a remote (a path, ssh or https URL)."),
     "mcp": ("agent.cli.mcp", "mcp_group",
             "Serve the vault as memory to MCP clients (Claude Code, Claude Desktop) over stdio."),
+    "review": ("agent.cli.review", "review",
+               "List the dream's proposals and accept, reject or edit them."),
     "why": ("agent.cli.why", "why_cmd",
             "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
     "forget": ("agent.cli.forget", "forget_cmd",

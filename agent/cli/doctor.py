@@ -182,6 +182,20 @@ def _skills(vault) -> Check:
     return Check("skills", "ok", f"{len(found)} ({', '.join(s.name for s in found)})")
 
 
+def _held(vault) -> Check:
+    from agent.vault import held
+
+    items = held.pending(vault)
+    if not items:
+        return Check("held", "ok", "none: every change a sync brought in was taken")
+    n = len(items)
+    return Check("held", "warn",
+                 f"{n} incoming change{'s' * (n != 1)} a sync did not take: "
+                 f"{', '.join(h.key for h in items)}",
+                 "review them with `agent sync held`, then `agent sync accept FILE` or "
+                 "`agent sync reject FILE`")
+
+
 def _telegram(settings) -> list[Check]:
     """Only when [channels.telegram] is enabled: the token accepted, who may talk."""
     if settings is None or not getattr(settings, "telegram_enabled", False):
@@ -192,10 +206,26 @@ def _telegram(settings) -> list[Check]:
     return [Check("telegram", "ok" if ok else "fail", detail, fix)]
 
 
+def _mcp(vault, settings) -> list[Check]:
+    """Only when agent.toml names MCP servers: the enabled ones not approved here."""
+    if settings is None or not (settings.raw.get("mcp") or {}).get("servers"):
+        return []
+    from agent.mcp import approval
+    from agent.mcp.client import load_configs
+
+    configs = [c for c in load_configs(settings.raw) if c.enabled]
+    waiting = [c.name for c in configs if approval.status(vault.root, c) != "approved"]
+    if waiting:
+        return [Check("MCP servers", "warn", f"not approved on this machine: {', '.join(waiting)}",
+                      f"review agent.toml, then run agent mcp approve {waiting[0]}")]
+    return [Check("MCP servers", "ok", f"{len(configs)} approved on this machine")]
+
+
 def run_checks(vault) -> list[Check]:
     settings_check, settings = _settings(vault)
     checks = [*_api(settings), settings_check, _git(), _sandbox(), _fsck(vault), _index(vault),
-              _cron(vault), _heartbeats(vault), _skills(vault), *_telegram(settings)]
+              _cron(vault), _heartbeats(vault), _skills(vault), _held(vault), *_telegram(settings)]
+    checks.extend(_mcp(vault, settings))
     return checks
 
 

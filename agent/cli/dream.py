@@ -43,6 +43,10 @@ def _print_status(vault) -> None:
     if st.get("conflicts"):
         click.echo(f"conflicts:    {st['conflicts']} sync-conflict block"
                    f"{'s' * (st['conflicts'] != 1)} in memory, for the next dream to settle")
+    if st.get("review"):
+        n = st["review"]
+        click.echo(f"review:       {n} proposal{'s' * (n != 1)} wait{'s' * (n == 1)} for "
+                   f"review (`agent review`)")
     flight = st["in_flight"]
     if flight is None:
         click.echo("in flight:    none")
@@ -62,7 +66,7 @@ def _print_status(vault) -> None:
             _print_live(flight["batch"])
     failure = st.get("last_failure")
     if failure:
-        click.echo(f"last failure: {failure.get('at')}: archive {failure.get('cursor', 0) + 1}.."
+        click.echo(f"last failure: {failure.get('at')}: archive {failure.get('first', failure.get('cursor', 0) + 1)}.."
                    f"{failure.get('through')}: {failure.get('message')}")
 
 
@@ -170,6 +174,11 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
             click.echo(f"Committed {out.sha[:7]} {out.message}")
         else:
             click.echo(out.message)
+        if out.branch:
+            n = out.report.proposed
+            click.echo(f"{n} edit{'s' * (n != 1)} wait{'s' * (n == 1)} for review on branch "
+                       f"{out.branch} (`git diff main {out.branch}`): `agent review` lists "
+                       f"them.")
         _print_cost(out)
         return
     if out.kind == "dry_run":

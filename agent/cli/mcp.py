@@ -1,7 +1,9 @@
-"""`agent mcp` (serve the vault to MCP clients) and `agent mcp list` (the MCP servers the
-agent uses as tools)."""
+"""`agent mcp` (serve the vault to MCP clients), and the MCP servers the agent uses as
+tools: `agent mcp list`, `agent mcp approve NAME`, `agent mcp revoke NAME`."""
 
 from __future__ import annotations
+
+import json
 
 import click
 
@@ -31,16 +33,68 @@ def mcp_group(ctx, read_only):
 @mcp_group.command("list")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS",
               help="How long each server may take to start (default: its startup_timeout).")
+@click.option("--json", "as_json", is_flag=True, help="The servers as JSON, for scripts.")
 @vault_option
-def list_cmd(timeout):
-    """Show the MCP servers of agent.toml, whether each starts, and its tools."""
-    from agent.mcp.client import describe_servers
+def list_cmd(timeout, as_json):
+    """Show the MCP servers of agent.toml, whether each is approved on this machine,
+    whether it starts, and its tools (only approved servers are started)."""
+    from agent.mcp.client import describe_servers, survey
     vault = get_vault()
-    lines, ok = describe_servers(vault, timeout=timeout)
-    for line in lines:
-        click.echo(line)
+    if as_json:
+        rows = survey(vault, timeout=timeout)
+        click.echo(json.dumps({"servers": rows}, indent=2, ensure_ascii=False))
+        ok = all(not r["enabled"] or (r["approval"] == "approved" and r["starts"]) for r in rows)
+    else:
+        lines, ok = describe_servers(vault, timeout=timeout)
+        for line in lines:
+            click.echo(line)
     if not ok:
         raise SystemExit(1)
+
+
+@mcp_group.command("approve")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Approve without asking.")
+@vault_option
+def approve_cmd(name, yes):
+    """Let agent chat and agent serve start MCP server NAME on this machine.
+
+    Shows the exact command line (command, args, environment variable names, folder,
+    and the vault files it names) and asks first. The approval is kept in .agent/
+    (never in git); if the command line changes, the server is unapproved again.
+    """
+    from datetime import datetime
+
+    from agent.mcp import approval
+    from agent.mcp.client import find
+    vault = get_vault()
+    c = find(vault, name)
+    state = approval.status(vault.root, c)
+    if state == "approved":
+        click.echo(f"{name} is already approved on this machine.")
+        return
+    click.echo(f"MCP server {name} (agent.toml)"
+               + (", changed since it was approved:" if state == "changed" else ":"))
+    for line in approval.describe(vault.root, c):
+        click.echo(line)
+    if not yes and not click.confirm("Start it, outside the sandbox, whenever agent chat or "
+                                     "agent serve runs?", default=False):
+        raise click.ClickException(f"{name} is not approved.")
+    approval.approve(vault.root, c, datetime.now().astimezone())
+    click.echo(f"Approved {name} on this machine.")
+
+
+@mcp_group.command("revoke")
+@click.argument("name")
+@vault_option
+def revoke_cmd(name):
+    """Take back the approval of MCP server NAME on this machine: it is not started
+    until approved again."""
+    from agent.mcp import approval
+    vault = get_vault()
+    if not approval.revoke(vault.root, name):
+        raise click.ClickException(f"{name} is not approved on this machine.")
+    click.echo(f"Revoked {name}: it is not started until approved again.")
 
 
 COMMANDS = [mcp_group]

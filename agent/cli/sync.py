@@ -1,8 +1,10 @@
-"""Commands that keep one vault on several machines: `agent sync` and `agent clone`."""
+"""Commands that keep one vault on several machines: `agent sync` (and its held changes:
+`sync held`, `sync accept`, `sync reject`) and `agent clone`."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -11,14 +13,21 @@ from agent.cli.common import after_change, get_vault, report_recovery, vault_opt
 from agent.vault import sync as syncing
 
 
-@click.command("sync")
+@click.group("sync", invoke_without_command=True)
 @click.option("--remote", metavar="NAME", help="The remote to sync with (default: the "
               "branch's upstream, else origin).")
 @click.option("--no-push", is_flag=True, help="Fetch and merge only; push nothing.")
 @click.option("--json", "as_json", is_flag=True, help="What came in and went out, as JSON.")
 @vault_option
-def sync_cmd(remote, no_push, as_json):
-    """Fetch, merge and push the vault through its git remote, losing nothing."""
+@click.pass_context
+def sync_cmd(ctx, remote, no_push, as_json):
+    """Fetch, merge and push the vault through its git remote, losing nothing.
+
+    Incoming changes to agent.toml, AGENTS.md, .gitattributes, .gitignore, skills/,
+    heartbeat/ and cron jobs that deliver somewhere are held until you decide:
+    `agent sync held`, then `agent sync accept` or `agent sync reject`."""
+    if ctx.invoked_subcommand is not None:
+        return
     vault = get_vault()
     result = syncing.sync(vault, remote=remote, push=not no_push)
     report_recovery(vault)
@@ -27,8 +36,61 @@ def sync_cmd(remote, no_push, as_json):
         click.echo(json.dumps(result.as_dict()))
         return
     click.echo("\n".join(getattr(result, "forgotten", []) + [result.line()]))
+    if result.held_line():
+        click.echo(result.held_line())
     for path in result.kept_both:
         click.echo(f"  kept both versions of {path}", err=True)
+
+
+@sync_cmd.command("held")
+@click.option("--json", "as_json", is_flag=True, help="The held changes as JSON Lines, one "
+              "object each (with its diff).")
+@vault_option
+def held_cmd(as_json):
+    """Show each incoming change waiting for your decision, as a diff."""
+    from agent.vault import held
+    vault = get_vault()
+    items = held.pending(vault)
+    if as_json:
+        for h in items:
+            click.echo(json.dumps({**asdict(h), "diff": held.diff(vault, h)}))
+        return
+    if not items:
+        click.echo("No held changes.")
+        return
+    for h in items:
+        click.echo(f"held: {h.label()} from {h.host} ({h.source}, commit {h.commit[:7]})")
+        click.echo(held.diff(vault, h))
+        click.echo("")
+    n = len(items)
+    click.echo(f"{n} held change{'s' * (n != 1)}: `agent sync accept [FILE]` takes, "
+               f"`agent sync reject [FILE]` drops.")
+
+
+@sync_cmd.command("accept")
+@click.argument("which", metavar="[FILE]", required=False)
+@vault_option
+def accept_cmd(which):
+    """Take a held change (all of them without FILE), in one commit."""
+    from agent.vault import held
+    vault = get_vault()
+    chosen, sha = held.accept(vault, which)
+    report_recovery(vault)
+    after_change(vault)
+    what = ", ".join(h.label() for h in chosen)
+    click.echo(f"Accepted {what}" + (f" ({sha[:7]})" if sha else " (it was already so)"))
+
+
+@sync_cmd.command("reject")
+@click.argument("which", metavar="[FILE]", required=False)
+@vault_option
+def reject_cmd(which):
+    """Drop a held change (all of them without FILE); this machine keeps its version."""
+    from agent.vault import held
+    vault = get_vault()
+    chosen = held.reject(vault, which)
+    click.echo(f"Rejected {', '.join(h.label() for h in chosen)}: this machine keeps its "
+               f"version, and the same change is not held again.")
 
 
 @click.command("clone")

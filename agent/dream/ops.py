@@ -39,7 +39,8 @@ class OpResult:
     old: str
     new: str
     reason: str
-    status: str = "applied"     # "applied", "skipped" (did not fit the file) or "refused" (a guard)
+    status: str = "applied"     # "applied", "skipped" (did not fit the file), "refused" (a
+                                # guard), "proposed" (waits for review) or "dropped"
     why: str = ""               # for skipped and refused operations: the explanation
     settled: bool = False       # it settled a sync-conflict block
 
@@ -74,6 +75,16 @@ class Applied:
         return self.count("delete")
 
     @property
+    def proposed(self) -> int:
+        """Edits that wait for a person's review (agent review)."""
+        return sum(1 for r in self.results if r.status == "proposed")
+
+    @property
+    def dropped(self) -> int:
+        """Edits dropped before review (rejected before, or waiting already)."""
+        return sum(1 for r in self.results if r.status == "dropped")
+
+    @property
     def changed(self) -> list[str]:
         """Files whose text changed."""
         return [f for f in FILES if self.texts.get(f, "") != self.before.get(f, "")]
@@ -98,8 +109,20 @@ class Applied:
             if r.reason:
                 lines.append(f"  why: {r.reason}")
         for r in self.results:
-            if r.status != "applied":
-                lines.append(f"{r.status.capitalize()} {r.op} in {r.file}: {r.old or r.new} ({r.why})")
+            if r.status == "proposed":
+                what = {"add": f"add to {r.file}" + (f" ({r.section})" if r.section else ""),
+                        "update": f"update in {r.file}", "delete": f"remove from {r.file}"}
+                lines.append(f"Proposed for review: {what.get(r.op, r.op)}: "
+                             + (r.new if r.op == "add" else r.old))
+                if r.op == "update":
+                    lines.append(f"  now: {r.new}")
+                if r.reason:
+                    lines.append(f"  why: {r.reason}")
+        for r in self.results:
+            if r.status not in ("applied", "proposed"):
+                lines.append(f"{r.status.capitalize()} {r.op} in {r.file}: {r.new or r.old} ({r.why})"
+                             if r.status == "dropped" else
+                             f"{r.status.capitalize()} {r.op} in {r.file}: {r.old or r.new} ({r.why})")
         return lines
 
     def diff(self) -> str:

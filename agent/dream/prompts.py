@@ -172,7 +172,9 @@ class Selection:
 
     @property
     def through(self) -> int:
-        return max(self.ids[-1], self.cursor) if self.ids else self.cursor
+        # The run's own last id (an entry brought in by a sync may sort below the
+        # cursor's high mark): the run is named by the ids it holds, never by the cursor.
+        return self.ids[-1] if self.ids else self.cursor
 
     @property
     def empty(self) -> bool:
@@ -268,6 +270,21 @@ class SessionCache:
                 else:
                     self._files[rel] = (lines, {str(o.get("id")): i for i, o in enumerate(lines)})
         return self._files[rel]
+
+
+def covered_lines(cache: SessionCache, sources) -> list[tuple[str, dict]]:
+    """(session file, line) of every session line an archive entry covers, in order
+    (`sources`: its (file, first id, last id) triples); unreadable files are left out."""
+    out = []
+    for file, first, through in sources:
+        got = cache.lines(str(file or ""))
+        if isinstance(got, str):
+            continue
+        lines, position = got
+        start = position.get(str(first), 0)
+        end = position.get(str(through), len(lines) - 1)
+        out.extend((str(file), obj) for obj in lines[start:end + 1])
+    return out
 
 
 def raw_messages(cache: SessionCache, meta: dict, budget: int) -> tuple[list[dict], int, str]:
@@ -400,10 +417,26 @@ def _request(model: str, memory: str, tail: str, schema: dict, max_tokens: int) 
     }
 
 
+REJECTED = """
+
+The person rejected these statements when they reviewed earlier dreams (newest last). \
+Do not report them, or anything that says the same, again:
+<rejected_data>
+{data}
+</rejected_data>"""
+RECENT_REJECTIONS = 20
+
+
 def analyst_params(model: str, memory: str, c: Chunk, today: str,
-                   max_tokens: int = MAX_TOKENS) -> dict:
-    """The Messages API parameters of one analyst request."""
+                   max_tokens: int = MAX_TOKENS, rejected: list[dict] | None = None) -> dict:
+    """The Messages API parameters of one analyst request (after the shared, cached
+    prefix: the most recent `rejected` statements, as examples of what not to propose)."""
     tail = ANALYST.format(today=today, first=c.ids[0], last=c.ids[-1], data=c.data)
+    recent = (rejected or [])[-RECENT_REJECTIONS:]
+    if recent:
+        tail += REJECTED.format(data="\n".join(data_json(
+            {"file": r.get("file"), "statement": r.get("line"), "op": r.get("op"),
+             "reason": r.get("reason", "")}) for r in recent))
     return _request(model, memory, tail, ANALYST_SCHEMA, max_tokens)
 
 

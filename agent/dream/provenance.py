@@ -66,7 +66,7 @@ def link(result, findings: list[dict], entries: list[int]) -> dict:
 
 def records(state, applied, at: str) -> list[dict]:
     """One ledger record per applied operation of a dream run (`state`: its RunState)."""
-    run = f"{state.cursor + 1}..{state.through}"
+    run = state.run
     findings = state.findings or []
     entries = state.entries or []
     out = []
@@ -74,6 +74,19 @@ def records(state, applied, at: str) -> list[dict]:
         if r.status != "applied":
             continue
         rec = {"run": run, "at": at, "op": r.op, "file": r.file,
+               "line": r.new if r.op != "delete" else "", "old": r.old, "reason": r.reason}
+        rec.update(link(r, findings, entries))
+        out.append(rec)
+    return out
+
+
+def proposal_records(state, proposed, at: str) -> list[dict]:
+    """One ledger record per edit of the run that waits for review, numbered from 1."""
+    findings, entries = state.findings or [], state.entries or []
+    out = []
+    for n, r in enumerate(proposed, 1):
+        rec = {"run": state.run, "at": at, "status": "proposed", "n": n, "op": r.op,
+               "file": r.file, "section": r.section,
                "line": r.new if r.op != "delete" else "", "old": r.old, "reason": r.reason}
         rec.update(link(r, findings, entries))
         out.append(rec)

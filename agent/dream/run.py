@@ -27,11 +27,14 @@ from agent.stores import archive, ledger
 from agent.config import Settings, SettingsError, load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
-from agent.dream.ops import Applied, FILES, apply_ops
+from agent.dream.ops import Applied, FILES, OpResult
+import agent.dream.proposals as proposals
 import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
 from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
-from agent.dream.provenance import records
+from agent.dream.provenance import proposal_records, records
+from agent.stores import rejections
+from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
 from agent.vault.change import Change
@@ -53,6 +56,7 @@ class DreamOutcome:
     sha: str | None = None
     report: Applied | None = None
     cursor: int | None = None          # the cursor the run started from
+    first: int | None = None           # the first archive id it covers
     through: int | None = None         # the last archive id it covers
     model: str | None = None
     mode: str | None = None            # "batch" or "sync"
@@ -61,10 +65,14 @@ class DreamOutcome:
     cost: float | None = None          # estimated USD (batch prices for batches)
     diff: str = ""                     # for dry runs: what would be committed
     waited: float = 0.0                # seconds spent sleeping between polls
+    branch: str | None = None          # the branch of edits waiting for review
 
     @property
     def range(self) -> str:
-        return f"{(self.cursor or 0) + 1}..{self.through}" if self.through is not None else ""
+        """The run's id, `first..through` (as its commit subject and the ledger say it)."""
+        if self.through is None:
+            return ""
+        return f"{self.first if self.first is not None else self.through}..{self.through}"
 
 
 # ---- local state ----------------------------------------------------------------------
@@ -130,6 +138,7 @@ def dream_status(vault) -> dict:
             texts.append("")
     return {"cursor": cursor, "newest": ids[-1] if ids else 0,
             "waiting": sum(1 for i in ids if i not in done), "in_flight": flight,
+            "review": len(ledger.proposals(ledger.read(root))),
             "last_failure": failure, "conflicts": prompts.conflicts(*texts)}
 
 
@@ -211,7 +220,7 @@ class _Run:
                 **kw) -> DreamOutcome:
         out = DreamOutcome(kind, message, waited=self.waited, **kw)
         if state is not None:
-            out.cursor, out.through = state.cursor, state.through
+            out.cursor, out.first, out.through = state.cursor, state.first, state.through
             out.model, out.mode = state.model, state.mode
             out.batches = state.batch_ids()
             out.usage = dict(state.usage)
@@ -263,9 +272,11 @@ class _Run:
             memory_text=texts[MEMORY], user_text=texts[USER],
             mode="sync" if self.sync else "batch")
         memory = self.memory_prompt(state)
+        rejected = rejections.read(root)
         requests = [{"custom_id": c.custom_id,
                      "params": prompts.analyst_params(state.model, memory, c, state.today,
-                                                      state.max_tokens)} for c in chunks]
+                                                      state.max_tokens, rejected)}
+                    for c in chunks]
         skipped = f", {len(sel.skipped)} from heartbeat/dream sessions set aside" if sel.skipped else ""
         self.say(f"Dreaming over archive {sel.first}..{sel.through}: "
                  f"{_plural(len(sel.entries), 'entry', 'entries')} in "
@@ -508,12 +519,12 @@ class _Run:
     def _record_failure(self, state: RunState, message: str) -> None:
         atomic.write_json(self.vault.state / LAST_FAILURE,
                           {"at": self.clock().isoformat(), "cursor": state.cursor,
-                           "through": state.through, "batches": state.batch_ids(),
+                           "first": state.first, "through": state.through, "batches": state.batch_ids(),
                            "message": message})
 
     def skip_only(self, sel) -> DreamOutcome:
         """Only heartbeat/dream entries wait: the cursor moves past them, no model call."""
-        span = {"cursor": sel.cursor, "through": sel.through}
+        span = {"cursor": sel.cursor, "first": sel.first, "through": sel.through}
         why = (f"The {len(sel.skipped)} entr{'ies' if len(sel.skipped) != 1 else 'y'} after the "
                f"cursor come from heartbeat or dream sessions, or cover messages other "
                f"entries cover already: they are not dream input.")
@@ -527,20 +538,35 @@ class _Run:
             self.vault.write_text(archive.CURSOR, done.add(sel.ids).render())
             sha = self.vault.commit(Change("dream", f"no changes (archive {sel.first}..{sel.through})",
                                            body=why,
-                                           trailers={"Cursor": f"{sel.cursor} -> {sel.through}"}))
+                                           trailers={"Run": f"{sel.first}..{sel.through}",
+                                                     "Cursor": f"{sel.cursor} -> {sel.through}"}))
         self._clear_failure()
         return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", sha=sha,
                             **span)
 
+    def edits(self, state: RunState, texts: dict[str, str]) -> proposals.Split:
+        """The run's edits against `texts`: what lands on main, what waits for review
+        (`[dream] review`), and (in the report) what was dropped before either."""
+        root = self.vault.root
+        ops, dropped = proposals.screen(state.ops or [], rejections.read(root),
+                                        ledger.proposals(ledger.read(root)))
+        sp = proposals.split(texts, ops, self.settings.dream_review,
+                             allow_shrink=self.allow_shrink,
+                             max_lines=self.settings.memory_max_lines,
+                             **self.guard_input(state, texts))
+        sp.main.results.extend(sp.proposed)
+        sp.main.results.extend(OpResult(str(d.op.get("op", "")), str(d.op.get("file", "")),
+                                        str(d.op.get("section", "")), str(d.op.get("old", "")),
+                                        str(d.op.get("new", "")), str(d.op.get("reason", "")),
+                                        status="dropped", why=d.why) for d in dropped)
+        return sp
+
     def apply(self, state: RunState) -> DreamOutcome:
-        ops = state.ops or []
         first, through = state.first, state.through
-        max_lines = self.settings.memory_max_lines
         if self.dry_run:
             # Read without the lock: taking it would commit pending hand edits.
             texts = self.read_memory()
-            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines, **self.guard_input(state, texts))
+            applied = self.edits(state, texts).main
             state.previewed = True
             save_state(self.vault, state)
             return self.outcome("dry_run", f"Dry run over archive {first}..{through}: nothing "
@@ -558,19 +584,30 @@ class _Run:
                 return self.outcome("nothing", f"The dream over archive {first}..{through} was "
                                     f"committed already.", state)
             texts = self.read_memory()
-            applied = apply_ops(texts, ops, allow_shrink=self.allow_shrink,
-                                max_lines=max_lines, **self.guard_input(state, texts))
+            sp = self.edits(state, texts)
+            applied = sp.main
             for name in applied.changed:
                 self.vault.write_text(name, applied.texts[name])
-            if applied.changed:
-                # Which findings and archive entries produced each edit, for `agent why`.
-                self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in records(
-                    state, applied, self.clock().isoformat(timespec="seconds"))])
+            at = self.clock().isoformat(timespec="seconds")
+            # Which findings and archive entries produced each edit, for `agent why`, and
+            # what waits for review, for `agent review` (and so no later run proposes it
+            # again while it waits).
+            recs = records(state, applied, at) + proposal_records(state, sp.proposed, at)
+            if recs:
+                self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in recs])
             self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
-            out = self.outcome("committed" if applied.changed else "no_changes", "", state,
-                               report=applied)
+            out = self.outcome("committed" if applied.changed or sp.proposed else "no_changes",
+                               "", state, report=applied)
             change = commit_change(state, applied, trailers(state, out))
             out.sha = self.vault.commit(change)
+            if sp.proposed:
+                out.branch = proposals.branch_of(state.run)
+                branches.commit_files(
+                    self.vault, out.branch, out.sha,
+                    {n: sp.branch[n] for n in FILES if sp.branch[n] != applied.texts[n]},
+                    Change("dream", f"propose {_plural(len(sp.proposed), 'edit')} for review "
+                                    f"({state.span})",
+                           body="\n".join(applied.describe()), trailers={"Run": state.run}))
         clear_state(self.vault)
         self._clear_failure()
         out.message = change.head
@@ -589,15 +626,17 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
     """The dream's commit: what changed in memory (the subject), why (the body)."""
     span = state.span
     settled = f", {_plural(applied.settled, 'sync conflict')} settled" if applied.settled else ""
+    if applied.proposed:
+        settled += f", {applied.proposed} proposed"
     if applied.changed and not state.ids:
         subject = f"settle {_plural(applied.settled, 'sync conflict')} in memory"
-    elif applied.changed:
+    elif applied.changed or applied.proposed:
         subject = (f"+{_plural(applied.added, 'fact')}, {applied.updated} updated, "
                    f"{applied.removed} removed{settled} ({span})")
     else:
         subject = f"no changes ({span})"
     lines = applied.describe()
-    if not applied.changed:
+    if not applied.changed and not applied.proposed:
         found = len(state.findings or [])
         lines.insert(0, f"Nothing to change in memory ({_plural(found, 'finding')}, "
                         f"{_plural(len(state.ops or []), 'operation')}); the cursor moves "
@@ -605,6 +644,12 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
     if state.skipped:
         lines.append(f"Set aside (heartbeat/dream sessions, or messages other entries cover): "
                      f"{', '.join(str(i) for i in state.skipped)}")
+    if applied.proposed:
+        lines.append(f"{_plural(applied.proposed, 'edit')} wait for review on branch "
+                     f"{proposals.branch_of(state.run)}: `agent review` lists them.")
+    if applied.dropped:
+        lines.append(f"Dropped before review: {applied.dropped} (rejected before, or "
+                     f"waiting already).")
     lines.extend(applied.notes)
     return Change("dream", subject, body="\n".join(lines), trailers=trailers)
 
@@ -618,7 +663,7 @@ def tokens_text(usage: dict[str, dict]) -> str:
 
 
 def trailers(state: RunState, out: DreamOutcome) -> dict[str, str]:
-    t = {"Cursor": f"{state.cursor} -> {state.through}",
+    t = {"Run": state.run, "Cursor": f"{state.cursor} -> {state.through}",
          "Batch": ", ".join(out.batches) if out.batches else "none (plain Messages calls)",
          "Model": state.model}
     if out.usage:

@@ -90,9 +90,16 @@ class RunState:
         return self.ids[0] if self.ids else self.cursor + 1
 
     @property
+    def run(self) -> str:
+        """The run's id, `4..9`: its first and last archive id. The same text names the
+        run in its progress lines, its commit's subject and `Run:` trailer, the ledger,
+        its proposal branch (`dream/4-9`) and `agent why`."""
+        return f"{self.first}..{self.through}"
+
+    @property
     def span(self) -> str:
         """`archive 4..9`"""
-        return f"archive {self.first}..{self.through}"
+        return f"archive {self.run}"
 
     def step(self, phase: str) -> Step | None:
         return self.analyst if phase == "analyst" else self.editor if phase == "editor" else None

@@ -15,7 +15,14 @@ results go in the transcript like any tool's. The servers of a vault run in one
 background event loop (a thread) and stay up across the turns of a process (a chat, or
 `agent serve`); they stop when the process ends. A server that fails to start or dies is
 reported once, in one line, and its tools are left out; the turn still runs. A stdio
-server's stderr goes to `.agent/logs/mcp-<name>.log`, not the terminal.
+server's stderr goes to `.agent/logs/mcp-<name>.log`, not the terminal, and so does one
+line for each line it prints that is not JSON-RPC; after MAX_BAD_LINES of those it is
+stopped.
+
+No server starts before the person approved its command line on this machine
+(agent.mcp.approval, `agent mcp approve NAME`). The servers start at once, side by side:
+a server that hangs costs one startup timeout, however many there are. A stdio server
+runs in `.agent/mcp/`, not in the vault (see agent.mcp.approval.server_cwd).
 
 The `mcp` SDK is imported only when a server is configured.
 """
@@ -24,15 +31,127 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import re
 import threading
+import time
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agent.config import SettingsError
+from agent.mcp import approval
 from agent.mcp.settings import VAR, ServerConfig, problems, read_server
 
 MAX_RESULT = 100_000          # characters of one tool result given to the model
+MAX_BAD_LINES = 20            # lines that are not JSON-RPC before a server is stopped
+LOG_BYTES = 1024 * 1024       # of a server's stderr kept in its log, each time it starts
+_PARSE_FAILED = "Failed to parse JSONRPC message from server"
+
+
+class _NoParseTracebacks(logging.Filter):
+    """The SDK logs a traceback for every stdout line of a server that is not JSON-RPC
+    (a garbage-printing server printed 52,632 into one chat); the hub logs each as one
+    line in the server's own log instead (see _guarded)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _PARSE_FAILED
+
+
+_sdk_log = logging.getLogger("mcp.client.stdio")
+if not any(isinstance(f, _NoParseTracebacks) for f in _sdk_log.filters):
+    _sdk_log.addFilter(_NoParseTracebacks())
+
+
+class Flooded(Exception):
+    """A server printed too much that is not JSON-RPC; it is stopped."""
+
+
+class _ServerLog:
+    """`.agent/logs/mcp-<name>.log`: the server's stderr, at most LOG_BYTES of it each
+    time it starts (a server looping on stderr does not fill the disk), and the agent's
+    own lines about it. Written from the event loop and from the thread copying stderr."""
+
+    def __init__(self, path: Path):
+        self._file = open(path, "a", encoding="utf-8", errors="replace")
+        self._lock = threading.Lock()
+        self._users = 2               # the connection and the stderr copier
+        self.kept = 0
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(text)
+                self._file.flush()
+
+    def done(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users <= 0:
+                self._file.close()
+
+    def copy_stderr(self, fd: int) -> None:
+        """Copy the server's stderr (read end `fd`) until it closes; past LOG_BYTES the
+        rest is read and dropped, so the server never blocks on a full pipe."""
+        try:
+            with os.fdopen(fd, "rb") as f:
+                while chunk := f.read1(65536):
+                    if self.kept < LOG_BYTES:
+                        part = chunk[:LOG_BYTES - self.kept]
+                        self.kept += len(part)
+                        self.write(part.decode("utf-8", "replace"))
+                        if self.kept >= LOG_BYTES:
+                            self.write(f"\nagent: the server wrote more than {LOG_BYTES} bytes "
+                                       f"to stderr; the rest is not kept.\n")
+        except OSError:
+            pass
+        finally:
+            self.done()
+
+
+@asynccontextmanager
+async def _guarded(make_transport, log_path: Path, name: str):
+    """A stdio server's streams with what is not JSON-RPC taken out: each bad line on
+    stdout is one line in the server's log, never a traceback in the terminal, and the
+    server is stopped at the MAX_BAD_LINES-th. `make_transport(errlog)` is the SDK's
+    stdio transport writing the server's stderr to `errlog` (see _ServerLog)."""
+    import anyio
+    log = _ServerLog(log_path)
+    err_r, err_w = os.pipe()
+    async with AsyncExitStack() as stack:
+        stack.callback(log.done)
+        try:
+            with os.fdopen(err_w, "w") as errlog:     # the server holds its own copy
+                read, write = await stack.enter_async_context(make_transport(errlog))
+        except BaseException:
+            os.close(err_r)
+            log.done()                                 # the copier's share: never started
+            raise
+        threading.Thread(target=log.copy_stderr, args=(err_r,), daemon=True,
+                         name=f"mcp-{name}-stderr").start()
+        send, receive = anyio.create_memory_object_stream(0)
+
+        async def pump():
+            bad = 0
+            async with send:
+                async for item in read:
+                    if not isinstance(item, Exception):
+                        await send.send(item)
+                        continue
+                    bad += 1
+                    log.write(f"agent: line {bad} from the server is not JSON-RPC "
+                              f"({_one_line(item)[:200]})\n")
+                    if bad >= MAX_BAD_LINES:
+                        raise Flooded(f"stopped after {bad} lines that are not JSON-RPC "
+                                      f"(see .agent/logs/mcp-{name}.log)")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            try:
+                yield receive, write
+            finally:
+                tg.cancel_scope.cancel()
 
 
 def load_configs(raw: dict, where: str = "agent.toml") -> list[ServerConfig]:
@@ -92,8 +211,10 @@ class _Conn:
     tools: list = field(default_factory=list)        # mcp Tool objects
     error: str | None = None
     dead: bool = False
+    unapproved: bool = False
     stop: object = None                               # an anyio Event, set to stop
     future: object = None
+    deadline: float = 0.0                             # time.monotonic() to be ready by
 
 
 class Hub:
@@ -128,9 +249,12 @@ class Hub:
         env = {n: os.environ[n] for n in c.env if n in os.environ}
         logs = self.root / ".agent" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        errlog = open(logs / f"mcp-{c.name}.log", "a", encoding="utf-8")
-        return stdio_client(StdioServerParameters(command=c.command, args=list(c.args), env=env),
-                            errlog=errlog)
+        cwd = approval.server_cwd(self.root)       # part of what the person approved
+        cwd.mkdir(parents=True, exist_ok=True)
+        params = StdioServerParameters(command=c.command, args=list(c.args), env=env,
+                                       cwd=str(cwd))
+        return _guarded(lambda errlog: stdio_client(params, errlog=errlog),
+                        logs / f"mcp-{c.name}.log", c.name)
 
     async def _serve(self, conn: _Conn):
         import anyio
@@ -156,7 +280,9 @@ class Hub:
                 conn.error = conn.error or _one_line(e)
             else:
                 conn.dead = True
-                conn.error = conn.error or f"stopped: {_one_line(e)}"
+                why = _one_line(e)
+                conn.error = conn.error or (why if why.startswith("stopped") else
+                                            f"stopped: {why}")
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
         finally:
@@ -175,15 +301,23 @@ class Hub:
                 conn = self.conns.get(c.name)
                 if conn is not None and not conn.dead:
                     continue
-                if conn is not None and conn.error and not conn.client:
+                if conn is not None and conn.error and not conn.client and not conn.unapproved:
                     continue            # never started: not retried in this process
                 conn = _Conn(c)
                 self.conns[c.name] = conn
+                if approval.status(self.root, c) != "approved":
+                    # Approved later (`agent mcp approve` while serve runs): started then.
+                    conn.unapproved, conn.dead = True, True
+                    conn.error = "not approved"
+                    continue
                 portal = self._ensure_portal()
                 conn.future = portal.start_task_soon(self._serve, conn)
+                conn.deadline = time.monotonic() + c.startup_timeout
                 pending.append(conn)
+            # They start side by side: each waits out its own deadline, counted from
+            # the common start, so hanging servers cost one timeout, not one each.
             for conn in pending:
-                if not conn.ready.wait(conn.config.startup_timeout):
+                if not conn.ready.wait(max(0.0, conn.deadline - time.monotonic())):
                     conn.error = f"did not answer within {conn.config.startup_timeout:g}s"
                     conn.future.cancel()
                     conn.dead = True
@@ -194,6 +328,13 @@ class Hub:
 
     def _report(self, conn: _Conn) -> str | None:
         c = conn.config
+        if conn.unapproved:
+            line = approval.not_approved_line(c.name)
+            key = (c.name, "not approved")
+            if key in self.reported:
+                return None
+            self.reported.add(key)
+            return line
         missing = c.missing_env()
         unset = f" ({', '.join(missing)} not set)" if missing else ""
         line = (f"MCP server {c.name} ({c.where}) {'did not start' if not conn.client else 'died'}: "
@@ -326,40 +467,83 @@ def close_all() -> None:
     _hubs.clear()
 
 
-def describe_servers(vault, timeout: float | None = None) -> tuple[list[str], bool]:
-    """`agent mcp list`: each configured server, whether it starts, and its tools."""
+def configured(vault) -> list[ServerConfig]:
+    """The servers of the vault's agent.toml (SettingsError names a wrong table)."""
     from agent.config import load_settings
-    settings = load_settings(vault.root)
-    configs = load_configs(settings.raw)
-    if not configs:
-        return (["No MCP servers in agent.toml. Add one as:", "",
-                 "  [mcp.servers.NAME]", '  command = "..."      # or url = "https://..."',
-                 '  args = ["..."]', '  env = ["TOKEN_NAME"]  # passed through, never stored'],
-                True)
+    return load_configs(load_settings(vault.root).raw)
+
+
+def survey(vault, timeout: float | None = None) -> list[dict]:
+    """`agent mcp list`: each configured server, whether it is approved on this machine,
+    and (the approved ones, started for the look) whether it starts and its tools."""
+    configs = configured(vault)
     if timeout is not None:
         configs = [ServerConfig(**{**c.__dict__, "startup_timeout": timeout}) for c in configs]
+    out = [{"name": c.name, "where": c.where, "enabled": c.enabled,
+            "approval": approval.status(vault.root, c), "starts": None, "error": None,
+            "missing_env": c.missing_env(), "tools": []} for c in configs]
     hub = Hub(vault.root, configs)
     try:
         hub.start()
-        lines, ok = [], True
-        for c in configs:
-            lines.append(f"{c.name}  ({c.where})")
-            if not c.enabled:
-                lines.append("  disabled (enabled = false)")
-                continue
+        for c, row in zip(configs, out):
             conn = hub.conns.get(c.name)
-            if conn is None or not conn.client:
-                ok = False
-                missing = c.missing_env()
-                unset = f" ({', '.join(missing)} not set)" if missing else ""
-                lines.append(f"  does not start: {conn.error if conn else 'not tried'}{unset}")
+            if not c.enabled or row["approval"] != "approved" or conn is None:
                 continue
-            lines.append(f"  starts; {len(conn.tools)} tool{'s' * (len(conn.tools) != 1)}:")
-            for t in conn.tools:
-                desc = " ".join((t.description or "").split())
-                if len(desc) > 70:
-                    desc = desc[:67] + "..."
-                lines.append(f"    {tool_name(c.name, t.name)}  {desc}".rstrip())
-        return lines, ok
+            row["starts"] = bool(conn.client)
+            if not conn.client:
+                row["error"] = conn.error or "not tried"
+                continue
+            row["tools"] = [{"name": tool_name(c.name, t.name),
+                             "description": " ".join((t.description or "").split())}
+                            for t in conn.tools]
+        return out
     finally:
         hub.close()
+
+
+def describe_servers(vault, timeout: float | None = None) -> tuple[list[str], bool]:
+    """`agent mcp list` as lines, and whether every enabled server is approved and starts."""
+    rows = survey(vault, timeout)
+    if not rows:
+        return (["No MCP servers in agent.toml. Add one as:", "",
+                 "  [mcp.servers.NAME]", '  command = "..."      # or url = "https://..."',
+                 '  args = ["..."]', '  env = ["TOKEN_NAME"]  # passed through, never stored',
+                 "", "then approve it on this machine: agent mcp approve NAME"], True)
+    lines, ok = [], True
+    for row in rows:
+        name = row["name"]
+        lines.append(f"{name}  ({row['where']})")
+        if not row["enabled"]:
+            lines.append("  disabled (enabled = false)")
+            continue
+        if row["approval"] != "approved":
+            ok = False
+            what = ("changed since it was approved" if row["approval"] == "changed"
+                    else "not approved on this machine")
+            lines.append(f"  {what}: review agent.toml, then run agent mcp approve {name}")
+            continue
+        if not row["starts"]:
+            ok = False
+            missing = row["missing_env"]
+            unset = f" ({', '.join(missing)} not set)" if missing else ""
+            lines.append(f"  approved; does not start: {row['error']}{unset}")
+            continue
+        n = len(row["tools"])
+        lines.append(f"  approved; starts; {n} tool{'s' * (n != 1)}:")
+        for t in row["tools"]:
+            desc = t["description"]
+            if len(desc) > 70:
+                desc = desc[:67] + "..."
+            lines.append(f"    {t['name']}  {desc}".rstrip())
+    return lines, ok
+
+
+def find(vault, name: str) -> ServerConfig:
+    """The server `name` of agent.toml, or a UserError listing the ones there are."""
+    from agent.errors import UserError
+    configs = configured(vault)
+    for c in configs:
+        if c.name == name:
+            return c
+    there = ", ".join(c.name for c in configs) or "none"
+    raise UserError(f"agent.toml has no MCP server {name} (servers: {there}).")

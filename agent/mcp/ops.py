@@ -17,6 +17,7 @@ from typing import Callable
 
 from agent.errors import UserError
 from agent.stores import memory
+from agent.vault import safe
 from agent.vault.change import Change
 
 MAX_TEXT = 4000          # remember, note: one fact or note, not a document
@@ -183,6 +184,24 @@ class VaultTools:
                  {"type": "object", "properties": {
                      "text": _text("Words of the fact to explain.", MAX_QUERY)},
                   "required": ["text"], "additionalProperties": False}, self.why),
+            # Review of the dream's proposals: the one operation agent.ops.review.
+            Spec("review_list", "The dream's proposed memory edits waiting for the person's "
+                 "review: each with its id, kind (add/update/remove), file, old and new "
+                 "text, the reason and its source message; stale ones are marked.",
+                 {"type": "object", "properties": {}, "additionalProperties": False},
+                 self.review_list),
+            Spec("review_decide", "Accept or reject proposals from review_list, by id; "
+                 "accepted ones are written to MEMORY.md/USER.md as one commit per dream, "
+                 "rejected ones are never proposed again. Only on the person's say-so.",
+                 {"type": "object", "properties": {
+                     "ids": _text("Proposal ids from review_list (as 4..9#2), separated by "
+                                  "commas.", MAX_QUERY),
+                     "decision": {"type": "string", "enum": ["accept", "reject"],
+                                  "description": "What the person decided."},
+                     "because": {"type": ["string", "null"], "maxLength": 500,
+                                 "default": None, "description": "Why (for a rejection)."}},
+                  "required": ["ids", "decision"], "additionalProperties": False},
+                 self.review_decide, writes=True),
             # Time travel (issue 26): the operations are agent.ops.timetravel's.
             Spec("show_as_of", "A vault file as it was at a moment: what the agent knew then.",
                  {"type": "object", "properties": {
@@ -234,9 +253,9 @@ class VaultTools:
         for back in range(days - 1, -1, -1):
             day = (now - timedelta(days=back)).date()
             rel = memory.daily_path(day)
-            path = self.vault.root / rel
-            if path.is_file():
-                parts.append(f"## {rel}\n\n{path.read_text(encoding='utf-8').strip()}")
+            text = self._read(rel)
+            if text is not None:
+                parts.append(f"## {rel}\n\n{text.strip()}")
         since = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0,
                                                          microsecond=0)
         facts = self._facts_since(since)
@@ -287,6 +306,12 @@ class VaultTools:
         from agent import why
         return why.render(why.explain(self.vault, text))
 
+    def review_list(self) -> str:
+        from agent.ops import review
+        items = review.pending(self.vault)
+        return json.dumps([i.to_json() for i in items], ensure_ascii=False, indent=1) \
+            if items else "Nothing waits for review."
+
     def show_as_of(self, path: str, when: str) -> str:
         from agent.ops import timetravel
         found = timetravel.show_as_of(self.vault, self._vault_path(path), when)
@@ -300,6 +325,21 @@ class VaultTools:
         return f"Restored to {done.rel}: {done.line} ({(done.sha or '')[:7]})"
 
     # -- writing
+
+    def review_decide(self, ids: str, decision: str, because: str | None,
+                      client: str | None) -> str:
+        from agent.ops import review
+        picks = [p.strip() for p in ids.split(",") if p.strip()]
+        try:
+            out = review.decide(self.vault, picks, decision, self.clock(),
+                                f"mcp client {client or 'unknown'}", because=because or "")
+        except review.ReviewError as e:
+            raise BadInput(f"review_decide: {e}".replace("`agent review` lists",
+                                                         "review_list shows")) from None
+        lines = [f"{'Accepted' if decision == 'accept' else 'Rejected'} {i.id}" for i in out.done]
+        lines += [f"Not applied {i.id}: stale ({i.stale})" for i in out.stale]
+        lines += [f"Committed {sha[:7]} {subject}" for sha, subject in zip(out.commits, out.subjects)]
+        return "\n".join(lines)
 
     def _commit(self, client: str | None, what: str, text: str, rel: str, tool: str,
                 write) -> str:
@@ -323,8 +363,7 @@ class VaultTools:
         section = section.strip() if section and section.strip() else None
 
         def write():
-            path = self.vault.root / rel
-            old = path.read_text(encoding="utf-8") if path.exists() else None
+            old = safe.read_text(self.vault.root, rel)     # strict: it is rewritten
             new = memory.add_fact(old, one, section, TITLES[rel])
             if new == (old or ""):
                 return f"{rel} already has: - {one}"
@@ -363,8 +402,15 @@ class VaultTools:
         rel = m.group(1)
         if rel == "today":
             rel = memory.daily_path(self.clock().date())
-        path = self.vault.root / rel
-        return path.read_text(encoding="utf-8") if path.is_file() else ""
+        try:
+            return self._read(rel) or ""
+        except safe.UnsafeFile as e:
+            raise BadInput(str(e)) from None
+
+    def _read(self, rel: str) -> str | None:
+        """A vault file through the one safe read: a USER.md linked to ~/.ssh/id_rsa or
+        /proc/self/environ is refused with UnsafeFile naming the file."""
+        return safe.read_text(self.vault.root, rel, errors="replace")
 
 
 def _cap(text: str) -> str:

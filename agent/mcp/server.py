@@ -5,8 +5,10 @@
 
 The tools are in `agent.mcp.ops` (plain functions over the vault); this module wires
 them to the SDK's low-level `Server`. Bad input is answered with a JSON-RPC error
-(-32602, invalid params) naming the problem, before anything is read or written. The
-vault work runs in a worker thread, one call at a time, so the event loop keeps
+(-32602, invalid params) naming the problem, before anything is read or written; a line
+that is not JSON with a parse error (-32700), JSON that is not a JSON-RPC message with an
+invalid request (-32600), both with id null (the SDK drops such lines without a word,
+and the client would wait for an answer forever). The vault work runs in a worker thread, one call at a time, so the event loop keeps
 answering (pings, cancellations) while git runs.
 """
 
@@ -21,6 +23,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 from agent import version
 from agent.errors import UserError
@@ -100,6 +103,50 @@ def build(vault, *, read_only: bool = False, tools: VaultTools | None = None) ->
     return server
 
 
+def error_for(exc: Exception) -> types.JSONRPCError:
+    """The JSON-RPC answer to a line the SDK could not read as a message."""
+    kinds = {e.get("type") for e in getattr(exc, "errors", lambda: [])()}
+    if "json_invalid" in kinds:
+        code, message = types.PARSE_ERROR, "Parse error: the line is not JSON"
+    else:
+        code, message = types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message"
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code,
+                                                                            message=message))
+
+
+class _Answered:
+    """The client's messages as the SDK reads them, with each unreadable line answered
+    with error_for() on `write` instead of passed on (and dropped)."""
+
+    def __init__(self, inner, write):
+        self._inner, self._write = inner, write
+
+    def __getattr__(self, name):          # last_context, close, ...: the SDK's stream's
+        return getattr(self._inner, name)
+
+    async def receive(self):
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._write.send(SessionMessage(error_for(item)))
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self._inner.aclose()
+
+
 def serve(vault, *, read_only: bool = False) -> None:
     """Serve MCP over this process's stdin and stdout until the client hangs up."""
     # The SDK logs every request at INFO; a client shows our stderr to the person.
@@ -108,7 +155,8 @@ def serve(vault, *, read_only: bool = False) -> None:
 
     async def main():
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(_Answered(read_stream, write_stream), write_stream,
+                             server.create_initialization_options())
 
     try:
         anyio.run(main)

@@ -40,7 +40,7 @@ from agent.search.snippets import snippet
 from agent.search.text import (HAS_CJK, WORD, Stemmer, fold, is_cjk, match_expression,
                                query_terms, tokens)
 from agent.stores import sessions
-from agent.vault import history
+from agent.vault import history, safe
 
 DB_NAME = "index.sqlite"
 SCHEMA = 3
@@ -246,8 +246,7 @@ def _index_session(db, root: Path, rel: str, st, row) -> int:
     a hand edit of an earlier line that keeps the file's length is a rewrite too."""
     start, line_no, appended, messages = 0, 0, False, 0
     file_id = row["id"] if row is not None else _file_id(db, rel, "sessions")
-    with open(root / rel, "rb") as f:
-        data = f.read()
+    data = safe.read_bytes(root, rel, limit=sessions.SESSION_BYTES) or b""
     if row is not None and row["size"] and st.st_size >= row["size"] and row["tail"]:
         if _tail(data[:row["size"]]) == row["tail"]:
             start, line_no, appended = row["size"], row["lines"], True
@@ -272,7 +271,7 @@ def _index_session(db, root: Path, rel: str, st, row) -> int:
 
 
 def _index_text_file(db, root: Path, rel: str, kind: str, st, row) -> int:
-    data = (root / rel).read_bytes()
+    data = safe.read_bytes(root, rel) or b""
     digest = hashlib.sha1(data).hexdigest()
     if row is not None and row["tail"] == digest:
         db.execute("UPDATE files SET size=?, mtime=? WHERE id=?", (st.st_size, st.st_mtime_ns, row["id"]))

@@ -101,10 +101,28 @@ class Dream:
             log.info("dream: %s", _describe(outcome))
             if getattr(outcome, "kind", None) in ("committed", "no_changes"):
                 self.server.sync.soon(now)      # the other machines get it at once
+            if getattr(outcome, "branch", None):
+                self._tell_review(outcome.report.proposed)
         after = dream_status(self.vault)
         self.inflight = bool(after.get("in_flight") or after.get("inflight")
                              or after.get("in-flight"))
         self.poll_at = now + DREAM_POLL
+
+    def _tell_review(self, n: int) -> None:
+        """The dream left proposals: one message to each allow_from Telegram chat."""
+        from agent.channels.telegram import DeliveryFailed
+
+        sender = self.server.outbox.senders.get("telegram")
+        if sender is None:
+            return
+        text = (f"The dream left {n} proposal{'s' * (n != 1)} for your review: "
+                f"/review shows {'them' if n != 1 else 'it'}.")
+        for user in self.server.settings.telegram_allow_from:
+            try:
+                sender.deliver(int(user), text)
+            except DeliveryFailed as e:
+                log.warning("dream: could not tell Telegram user %s about the review: %s",
+                            user, e)
 
     def wake_times(self, now: datetime) -> list[datetime]:
         times = []

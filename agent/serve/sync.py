@@ -79,6 +79,8 @@ class Sync:
         self.failures = 0
         if result.commits_in or result.commits_out or result.kept_both or result.claimed:
             log.info("%s", result.line())
+        if result.held_line():
+            log.warning("sync: %s", result.held_line())
             for path in result.kept_both:
                 log.info("sync: kept both versions of %s", path)
         if result.commits_in:

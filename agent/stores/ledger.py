@@ -10,8 +10,15 @@ commit that wrote a fact and the record of why are the same commit), never rewri
      "archive": [44], "exact": true,
      "findings": [{"kind": "update", "statement": "...", "evidence": ["archive:44"]}]}
 
-`run` is the archive range of the dream (as in its subject), `archive` the entries the
-edit stands on; `exact` is false when they could not be told apart from the whole run's.
+`run` is the dream's id, its first and last archive id (as in its subject and `Run:`
+trailer), `archive` the entries the edit stands on; `exact` is false when they could not
+be told apart from the whole run's.
+
+An edit that waits for review (`[dream] review`) is recorded the same way with
+`"status": "proposed"` and its number in the run (`"n": 2`); the person's decision on
+it is a later record `{"run": ..., "n": 2, "decision": "accepted" | "rejected", "by":
+..., "at": ..., "line": <the text applied>}`, appended in the review's commit. A
+proposal without a decision is pending, on every clone the ledger reaches.
 It is kept out of MEMORY.md's own history, so `git log -p MEMORY.md` shows facts only.
 Merged by union across clones (each line stands alone).
 """
@@ -22,6 +29,7 @@ import json
 from pathlib import Path
 
 LEDGER = ".dream_ledger.jsonl"
+LEDGER_BYTES = 256 * 1024 * 1024     # years of dreams, read whole
 
 
 def dumps(record: dict) -> str:
@@ -30,31 +38,66 @@ def dumps(record: dict) -> str:
 
 def read(root: Path) -> list[dict]:
     """Every record; a line that is not JSON (a torn or hand-mangled one) is skipped."""
-    path = Path(root) / LEDGER
+    from agent.vault import safe
     out = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict):
-                    out.append(obj)
-    except FileNotFoundError:
-        pass
+    text = safe.read_text(root, LEDGER, limit=LEDGER_BYTES, errors="replace") or ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
     return out
 
 
-def for_line(root: Path, run: str | None, file: str, line: str) -> dict | None:
-    """The newest record of dream `run` (any run when None) that wrote `line` to `file`."""
+PROPOSED = "proposed"
+
+
+def is_proposal(rec: dict) -> bool:
+    return rec.get("status") == PROPOSED and "decision" not in rec
+
+
+def is_decision(rec: dict) -> bool:
+    return rec.get("decision") in ("accepted", "rejected")
+
+
+def for_line(root: Path, run: str | None, file: str, line: str,
+             records: list[dict] | None = None) -> dict | None:
+    """The newest record of an edit dream `run` (any run when None) made, writing
+    `line` to `file` (proposals and decisions are not edits a dream made)."""
     want = line.strip()
-    for rec in reversed(read(root)):
+    for rec in reversed(read(root) if records is None else records):
         if run is not None and rec.get("run") != run:
+            continue
+        if is_proposal(rec) or "decision" in rec:
             continue
         if rec.get("file") == file and str(rec.get("line", "")).strip() == want:
             return rec
     return None
+
+
+def proposals(records: list[dict]) -> list[dict]:
+    """The proposals that wait for a decision, oldest first (a proposal recorded twice,
+    as a union merge of two clones may leave it, counts once)."""
+    decided = {(r.get("run"), r.get("n")) for r in records if is_decision(r)}
+    out, seen = [], set()
+    for r in records:
+        key = (r.get("run"), r.get("n"))
+        if is_proposal(r) and key not in decided and key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def proposal(records: list[dict], run: str, n: int) -> dict | None:
+    return next((r for r in records if is_proposal(r) and r.get("run") == run
+                 and r.get("n") == n), None)
+
+
+def decision(records: list[dict], run: str, n: int) -> dict | None:
+    return next((r for r in reversed(records) if is_decision(r) and r.get("run") == run
+                 and r.get("n") == n), None)

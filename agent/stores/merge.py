@@ -102,17 +102,27 @@ def _norm_fact(line: bytes) -> str:
     return memory.normalise(line.decode("utf-8", "replace").strip())
 
 
-def merge_facts(base: bytes, ours: bytes, theirs: bytes) -> bytes:
-    """MEMORY.md / USER.md: clean changes merged, clashes kept both ways and marked."""
+def merge_facts(base: bytes, ours: bytes, theirs: bytes, counts: dict | None = None) -> bytes:
+    """MEMORY.md / USER.md: clean changes merged, clashes kept both ways and marked; a
+    fact deleted on one side and changed on the other is kept as changed (nothing is
+    lost, and there is no second version to choose). `counts`, when given, is told how
+    many stretches were each: "both" (kept both ways), "deleted_ours", "deleted_theirs"."""
     b = _lines(base)
+    tally = counts if counts is not None else {}
 
     def clash(was: list[bytes], o: list[bytes], t: list[bytes]) -> list[bytes]:
         o_norm = {_norm_fact(x) for x in o}
         t_only = [x for x in t if _norm_fact(x) not in o_norm]
         if not t_only:
+            if was and not t:
+                tally["deleted_theirs"] = tally.get("deleted_theirs", 0) + 1
             return o
         if not was:  # both sides only added lines here: keep both, ours first
             return o + t_only
+        if not o:
+            tally["deleted_ours"] = tally.get("deleted_ours", 0) + 1
+            return t
+        tally["both"] = tally.get("both", 0) + 1
         return [CONFLICT_START.encode() + b"\n", *o, *t_only, CONFLICT_END.encode() + b"\n"]
 
     merged = _merge3(b, _lines(ours), _lines(theirs), clash)

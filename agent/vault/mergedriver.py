@@ -31,6 +31,7 @@ ATTRIBUTES = [
     "cron.json merge=agent-cron",
     ".dream_cursor merge=agent-set",
     ".dream_ledger.jsonl merge=agent-lines",
+    ".dream_rejected.jsonl merge=agent-lines",
 ]
 
 

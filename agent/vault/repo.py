@@ -406,8 +406,9 @@ class Vault:
         return copied
 
     def _ensure_line(self, rel: str, line: str) -> None:
+        from agent.vault import safe
         path = self.root / rel
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        text = safe.read_text(self.root, rel, errors="replace") or ""
         if line in text.splitlines():
             return
         sep = "" if not text or text.endswith("\n") else "\n"

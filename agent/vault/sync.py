@@ -29,9 +29,10 @@ from pathlib import Path
 
 from agent.stores import archive, merge
 from agent.stores import cron as cronfile
-from agent.vault import atomic, mergedriver
+from agent.vault import atomic, mergedriver, safe
 from agent.vault.change import Change
-from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError, check_host
+from agent.vault.repo import (_GIT_BASE, MARKER, GitError, Vault, VaultError, _no_filters,
+                              check_host)
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -54,6 +55,7 @@ class SyncResult:
     merge_commit: str | None = None
     head: str | None = None
     claimed: list[str] = field(default_factory=list)   # jobs given to this machine
+    held: list[str] = field(default_factory=list)      # incoming changes held (labels)
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""
@@ -69,12 +71,19 @@ class SyncResult:
             f"{self.commits_out} not pushed"
         return f"sync: {inc}, {out}"
 
+    def held_line(self) -> str | None:
+        """The one line saying what came in and was not taken, or None."""
+        if not self.held:
+            return None
+        return (f"held: {', '.join(self.held)} from {self.remote} (this machine keeps its "
+                f"own version until you decide: `agent sync held`)")
+
     def as_dict(self) -> dict:
         return {"remote": self.remote, "branch": self.branch, "in": self.commits_in,
                 "out": self.commits_out, "pushed": self.pushed,
                 "facts_added": self.facts_added, "facts_removed": self.facts_removed,
                 "kept_both": self.kept_both, "merge": self.merge_commit, "head": self.head,
-                "claimed": self.claimed}
+                "claimed": self.claimed, "held": self.held}
 
 
 # ---- which remote -----------------------------------------------------------------
@@ -128,6 +137,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     start = vault.head()
     for _ in range(MAX_ATTEMPTS):
         _fetch(vault, remote, branch)
+        _check_incoming(vault, remote, branch)
         if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
             start = vault.head()
         with vault.locked():
@@ -145,9 +155,27 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         raise SyncError(f"{remote} kept moving while this vault pushed ({MAX_ATTEMPTS} "
                         f"tries): run `agent sync` again.")
     result.head = vault.head()
+    if push:
+        _proposals(vault, remote)
+    if result.pushed:
+        _point_remote_head(vault, remote, branch)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
     _save_state(vault, result, now or datetime.now().astimezone())
     return result
+
+
+def _proposals(vault: Vault, remote: str) -> None:
+    """The dream's proposal branches (dream/*) go both ways; the merged ledger says
+    which still wait, so a decision made on any clone closes them everywhere."""
+    from agent.stores import ledger
+    from agent.vault import branches
+
+    waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
+    try:
+        branches.exchange(vault, remote, waiting)
+    except GitError as e:
+        raise SyncError(f"main is synced, but the proposal branches (dream/*) could not be "
+                        f"exchanged with {remote}: {_first_error(e.stderr)}") from None
 
 
 def _fetch(vault: Vault, remote: str, branch: str) -> None:
@@ -161,6 +189,54 @@ def _fetch(vault: Vault, remote: str, branch: str) -> None:
         url = vault.git("remote", "get-url", remote, check=False).strip()
         raise SyncError(f"Could not fetch from {remote} ({url}): {_first_error(e.stderr)}. "
                         f"Nothing changed.") from None
+
+
+def _check_incoming(vault: Vault, remote: str, branch: str) -> None:
+    """Refuse what was fetched, before anything is merged or journalled, when a commit
+    new to this machine holds what the vault does not take (agent.vault.incoming); the
+    remote-tracking ref is put back (its reflog says where it was), so the vault is
+    exactly as it was."""
+    p = vault.git("rev-parse", f"refs/remotes/{remote}/{branch}", "HEAD", check=False).split()
+    if len(p) != 2 or not all(re.fullmatch(r"[0-9a-f]{40,64}", x) for x in p):
+        p = [_remote_head(vault, remote, branch), vault.head()]   # one of them is missing
+    theirs, ours = p
+    if not theirs or theirs == ours:
+        return
+    from agent.vault import incoming       # only when something came in
+    try:
+        incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
+    except incoming.Refused:
+        ref = f"refs/remotes/{remote}/{branch}"
+        before = vault.git("rev-parse", "--verify", "-q", f"{ref}@{{1}}", check=False).strip()
+        if before:
+            vault.git("update-ref", ref, before)
+        else:
+            vault.git("update-ref", "-d", ref)
+        raise
+
+
+def _point_remote_head(vault: Vault, remote: str, branch: str) -> None:
+    """A bare remote on this disk made with plain `git init --bare` names `master` as its
+    HEAD while the vault pushes `main`: point its HEAD at the vault's branch, so a plain
+    `git clone` checks the vault out. Other transports are left alone."""
+    url = vault.git("remote", "get-url", remote, check=False).strip()
+    where = Path(url.removeprefix("file://")) if url.startswith(("/", "file://", ".")) else None
+    if where is None:
+        return
+    where = (vault.root / where) if not where.is_absolute() else where
+    try:
+        text = (where / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        return
+    target = text.removeprefix("ref: ").strip()
+    if not text.startswith("ref: ") or target == f"refs/heads/{branch}":
+        return
+    gd = ["--git-dir", str(where)]
+    exists = subprocess.run(["git", *_GIT_BASE, *gd, "rev-parse", "--verify", "-q", target],
+                            capture_output=True).returncode == 0
+    if not exists:
+        subprocess.run(["git", *_GIT_BASE, *gd, "symbolic-ref", "HEAD", f"refs/heads/{branch}"],
+                       capture_output=True)
 
 
 def _remote_head(vault: Vault, remote: str, branch: str) -> str | None:
@@ -192,18 +268,73 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult) -> None:
         vault.git("update-ref", "HEAD", theirs)
         vault.git("read-tree", "--reset", "-u", theirs)
         return
-    if _is_ancestor(vault, ours, theirs):
-        vault.checkout_commit(theirs, f"sync: fast-forward to {remote}/{branch}")
+    from agent.vault import held
+    source = f"{remote}/{branch}"
+    forward = _is_ancestor(vault, ours, theirs)
+    if forward:
+        tree = vault.git("rev-parse", f"{theirs}^{{tree}}").strip()
+        notes: list[str] = []
+    else:
+        tree, notes, both = _merge_tree(vault, ours, theirs, remote)
+        notes = _fact_notes(vault, ours, theirs, remote) + notes
+        result.kept_both.extend(both)
+    merged_tree = tree
+    tree, now_held = held.hold(vault, ours, tree, theirs, source)
+    result.held.extend(h.label() for h in now_held)
+    if forward and tree == merged_tree:
+        vault.checkout_commit(theirs, f"sync: fast-forward to {source}")
         return
-    tree, kept = _merge_tree(vault, ours, theirs)
-    result.kept_both.extend(kept)
-    body = "Kept both versions of:\n" + "\n".join(f"- {p}" for p in kept) if kept else ""
-    change = Change("sync", f"merge from {remote}", body=body,
-                    trailers={"Remote": f"{remote}/{branch}", "Merged": theirs})
+    if tree != merged_tree:
+        notes.append(f"Changes from {remote} to what decides what the agent runs, where it "
+                     f"sends and how git behaves were not taken: this machine's version "
+                     f"is kept until the person decides (`agent sync held`)."
+                     + "".join(f"\n- {h.label()}" for h in now_held))
+    change = Change("sync", f"merge from {remote}", body="\n\n".join(notes),
+                    trailers={"Remote": source, "Merged": theirs})
     sha = vault.git("commit-tree", tree, "-p", ours, "-p", theirs, "-F", "-",
                     env=vault.agent_identity().env(), input=change.message()).strip()
     vault.checkout_commit(sha, f"sync: merge from {remote}")
     result.merge_commit = sha
+
+
+FACT_FILES = ("MEMORY.md", "USER.md")
+
+
+def _fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
+    """What the facts merge did where both machines changed the same facts, in words:
+    both versions kept, or a fact deleted on one machine and changed on the other kept
+    as changed (the merge driver ran inside git and could not say)."""
+    base = vault.git("merge-base", ours, theirs, check=False).strip()
+    if not base:
+        return []
+
+    def oids(commit):
+        out = vault.git("ls-tree", "-z", commit, "--", *FACT_FILES)
+        return {e.split("\t", 1)[1]: e.split()[2] for e in out.split("\0") if "\t" in e}
+
+    b, o, t = oids(base), oids(ours), oids(theirs)
+    lines = []
+    for path in FACT_FILES:
+        if not (b.get(path) and o.get(path) and t.get(path)) or len({b[path], o[path], t[path]}) < 3:
+            continue
+        data = [vault.git("cat-file", "blob", x[path]).encode("utf-8", "surrogateescape")
+                for x in (b, o, t)]
+        counts: dict[str, int] = {}
+        merge.merge_facts(*data, counts=counts)
+
+        def n(k):
+            c = counts.get(k, 0)
+            return f"{c} fact{'s' * (c != 1)}"
+        if counts.get("both"):
+            lines.append(f"- {path}: {n('both')} changed differently on both machines: "
+                         f"both versions kept, marked for the dream")
+        if counts.get("deleted_ours"):
+            lines.append(f"- {path}: {n('deleted_ours')} deleted here, changed on {remote}: "
+                         f"kept {remote}'s version")
+        if counts.get("deleted_theirs"):
+            lines.append(f"- {path}: {n('deleted_theirs')} deleted on {remote}, changed here: "
+                         f"kept this machine's version")
+    return ["Facts changed on both machines:\n" + "\n".join(lines)] if lines else []
 
 
 def _driver_args() -> list[str]:
@@ -216,8 +347,11 @@ def _driver_args() -> list[str]:
 _STAGE = re.compile(r"^(\d{6}) ([0-9a-f]{40,64}) ([123])\t(.*)$", re.S)
 
 
-def _merge_tree(vault: Vault, ours: str, theirs: str) -> tuple[str, list[str]]:
-    """The merged tree of two commits, every path settled; and the paths kept both ways."""
+def _merge_tree(vault: Vault, ours: str, theirs: str,
+                remote: str) -> tuple[str, list[str], list[str]]:
+    """The merged tree of two commits, every path settled; what happened to each path
+    git could not merge (a line each, for the merge commit); and the paths kept both
+    ways."""
     p = subprocess.run(["git", *_GIT_BASE, *_driver_args(), "merge-tree", "--write-tree",
                         "-z", "--allow-unrelated-histories", ours, theirs],
                        cwd=vault.root, capture_output=True)
@@ -226,7 +360,7 @@ def _merge_tree(vault: Vault, ours: str, theirs: str) -> tuple[str, list[str]]:
     fields = p.stdout.split(b"\0")
     tree = fields[0].decode()
     if p.returncode == 0:
-        return tree, []
+        return tree, [], []
     stages: dict[str, dict[int, tuple[str, str]]] = {}
     for raw in fields[1:]:
         if not raw:
@@ -247,7 +381,7 @@ def _merge_tree(vault: Vault, ours: str, theirs: str) -> tuple[str, list[str]]:
         return q.stdout
 
     git("read-tree", tree)
-    kept = []
+    notes, both = [], []
     short = theirs[:7]
     for path, st in sorted(stages.items()):
         base, mine, other = st.get(1), st.get(2), st.get(3)
@@ -255,7 +389,9 @@ def _merge_tree(vault: Vault, ours: str, theirs: str) -> tuple[str, list[str]]:
             # Deleted on one side, changed on the other: the changed version stays.
             keep = mine or other
             git("update-index", "--add", "--cacheinfo", f"{keep[0]},{keep[1]},{path}")
-            kept.append(path)
+            notes.append(f"- {path}: deleted on {remote}, changed here: kept this machine's "
+                         f"version" if mine else
+                         f"- {path}: deleted here, changed on {remote}: kept {remote}'s version")
             continue
         data = [git("cat-file", "blob", s[1]) if s else b"" for s in (base, mine, other)]
         merged = None
@@ -264,16 +400,26 @@ def _merge_tree(vault: Vault, ours: str, theirs: str) -> tuple[str, list[str]]:
         if merged is not None:
             oid = git("hash-object", "-w", "--stdin", input=merged).decode().strip()
             git("update-index", "--add", "--cacheinfo", f"{mine[0]},{oid},{path}")
+            clashes = merge.has_conflicts(merged.decode()) - merge.has_conflicts(data[1].decode())
+            if clashes > 0:
+                both.append(path)
+                notes.append(f"- {path}: changed on both machines: both versions of "
+                             f"{clashes} fact{'s' * (clashes != 1)} kept, marked for the dream")
+            else:
+                notes.append(f"- {path}: changed on both machines: merged line by line")
         else:
             git("update-index", "--add", "--cacheinfo", f"{mine[0]},{mine[1]},{path}")
             stem, dot, ext = path.rpartition(".")
             copy = f"{stem}.sync-conflict-{short}.{ext}" if dot and "/" not in ext else \
                 f"{path}.sync-conflict-{short}"
             git("update-index", "--add", "--cacheinfo", f"{other[0]},{other[1]},{copy}")
-        kept.append(path)
+            both.append(path)
+            notes.append(f"- {path}: changed on both machines: kept this machine's version, "
+                         f"{remote}'s beside it as {copy}")
     new_tree = git("write-tree").decode().strip()
     index.unlink(missing_ok=True)
-    return new_tree, kept
+    head = "What could not be merged line by line:\n" if notes else ""
+    return new_tree, [head + "\n".join(notes)] if notes else [], both
 
 
 def _is_text(data: bytes) -> bool:
@@ -394,13 +540,11 @@ def ensure_setup(vault: Vault) -> str | None:
     says so."""
     vault.configure_merge_drivers()
     vault.host()
-    path = vault.root / ".gitattributes"
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
     missing = [a for a in mergedriver.ATTRIBUTES if a not in lines]
-    cursor = vault.root / archive.CURSOR
-    cursor_text = cursor.read_text(encoding="utf-8") if cursor.is_file() else ""
+    cursor_text = safe.read_text(vault.root, archive.CURSOR, errors="replace") or ""
     old_cursor = bool(cursor_text.strip()) and not cursor_text.lstrip().startswith("#")
     if not missing and not old_rules & set(lines) and not old_cursor:
         return None
@@ -421,6 +565,49 @@ def ensure_setup(vault: Vault) -> str | None:
                                    body="\n\n".join(done)))
 
 
+def _check_out_vault(url: str, path: Path) -> None:
+    """Check out the branch that holds the vault, whatever the remote's HEAD names (a
+    plain `git init --bare` says `master` while the vault pushes `main`), after its
+    newest tree was checked (agent.vault.incoming)."""
+    def git(*args, check=True):
+        q = subprocess.run(["git", *_GIT_BASE, *args], cwd=path, capture_output=True, text=True)
+        if check and q.returncode:
+            raise GitError(list(args), q.returncode, q.stderr)
+        return q
+
+    branches = git("for-each-ref", "--format=%(refname:lstrip=3)", "refs/remotes/origin/"
+                   ).stdout.split()
+    branches = [b for b in branches if b != "HEAD"]
+    head = git("symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD",
+               check=False).stdout.strip().removeprefix("origin/")
+    order = [b for b in dict.fromkeys([head, "main", "master", *sorted(branches)]) if b in branches]
+    vaults = [b for b in order if git("cat-file", "-e", f"refs/remotes/origin/{b}:{MARKER}",
+                                      check=False).returncode == 0]
+    if not vaults:
+        if not branches:
+            raise SyncError(f"{url} is not a vault: it is empty. Nothing was made at {path}. To "
+                            f"fill it from a vault, run `agent git remote add origin {url}` "
+                            f"then `agent sync` in that vault.")
+        raise SyncError(f"{url} is not a vault: no branch of it ({', '.join(sorted(branches))}) "
+                        f"has an agent.toml. Nothing was made at {path}. Check the URL.")
+    branch = vaults[0]
+    from agent.vault import incoming
+    incoming.check_tree(path, f"refs/remotes/origin/{branch}", url)
+    local = git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
+    git(*_no_filters(path), "checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
+    if local and local != branch:
+        git("branch", "-D", local, check=False)   # the remote HEAD's branch, not a vault
+
+
+def _remove_clone(path: Path, made: bool) -> None:
+    import shutil
+    if made:
+        shutil.rmtree(path, ignore_errors=True)
+    else:                        # an empty folder the person named: leave it empty
+        for child in path.iterdir():
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+
+
 def clone(url: str, path: Path, host: str | None = None) -> Vault:
     """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
     names this machine (default: its hostname)."""
@@ -428,14 +615,17 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
     path = Path(path).expanduser().absolute()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
-    p = subprocess.run(["git", *_GIT_BASE, "clone", "--quiet", url, str(path)],
+    made = not path.exists()
+    p = subprocess.run(["git", *_GIT_BASE, "clone", "--quiet", "--no-checkout", url, str(path)],
                        capture_output=True, text=True,
                        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode:
         raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
-    if not (path / "agent.toml").is_file():
-        raise SyncError(f"{url} is not a vault (it has no agent.toml); the clone is at "
-                        f"{path}: run `agent init {path}` to make it one.")
+    try:
+        _check_out_vault(url, path)
+    except VaultError:
+        _remove_clone(path, made)
+        raise
     vault = Vault.open(path)
     if host:
         vault.set_host(host)

@@ -1,0 +1,312 @@
+"""Review: the dream's proposals a person accepts, rejects or edits before they reach
+MEMORY.md and USER.md. The one implementation the CLI (`agent review`), Telegram
+(`/review`) and MCP (`review_list`, `review_decide`) call; they only render.
+
+What waits is in the dream ledger (agent.stores.ledger: proposals without a decision),
+so every clone the ledger reaches sees the same list, and a decision made on one closes
+the proposal on all. Each run's proposals are also a real git branch, `dream/<run>`,
+one commit on top of `main` holding the memory files as they would be: it is rebuilt on
+`main` after every decision, and deleted once nothing on it waits.
+
+Accepted edits land on `main` as one commit per run, `review: accept 2 of 5 from dream
+4..9`, with `Run:`, `Accepted:` and `Reviewer:` trailers; an edit whose line changed by
+hand since the dream is stale: shown as such, never applied, left for the person to
+reject. A rejection is recorded (agent.stores.rejections) so no later dream proposes the
+same statement again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from agent.dream import prompts
+from agent.dream.ops import FILES, apply_ops
+from agent.dream.proposals import branch_of
+from agent.errors import UserError
+from agent.stores import archive, ledger, rejections, sessions
+from agent.vault import branches, safe
+from agent.vault.change import Change
+
+EXCERPT = 160          # characters of the source message shown with a proposal
+
+
+class ReviewError(UserError):
+    pass
+
+
+@dataclass
+class Item:
+    """One proposal waiting for review, as every front-end shows it."""
+    number: int              # its place in the list (1, 2, ...), for a person to type
+    id: str                  # `<run>#<n>`: stable while the list changes (buttons, scripts)
+    run: str
+    n: int                   # its number within the run
+    total: int               # the run's proposals, decided or not
+    op: str                  # add, update, delete
+    file: str
+    section: str
+    old: str
+    new: str
+    reason: str
+    archive: list[int] = field(default_factory=list)
+    source: str = ""         # the archive entry and an excerpt of the message it stands on
+    stale: str = ""          # why it can no longer be applied as proposed ("" when it can)
+    branch: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @property
+    def kind(self) -> str:
+        return {"delete": "remove"}.get(self.op, self.op)
+
+    def lines(self) -> list[str]:
+        """The proposal as a person reads it, in the terminal or on Telegram."""
+        where = self.file + (f" ({self.section})" if self.section else "")
+        head = f"{self.number}. {self.kind} {where}  [dream {self.run}, {self.n} of {self.total}]"
+        out = [head + ("  STALE" if self.stale else "")]
+        if self.op in ("update", "delete"):
+            out.append(f"   old: {self.old}")
+        if self.op in ("add", "update"):
+            out.append(f"   new: {self.new}")
+        if self.reason:
+            out.append(f"   why: {self.reason}")
+        if self.source:
+            out.append(f"   from: {self.source}")
+        if self.stale:
+            out.append(f"   stale: {self.stale}; it will not be applied (reject it, or edit "
+                       f"the file by hand)")
+        return out
+
+
+@dataclass
+class Outcome:
+    """What a decision did."""
+    decision: str                                    # "accept" or "reject"
+    done: list[Item] = field(default_factory=list)   # accepted (applied) or rejected
+    stale: list[Item] = field(default_factory=list)  # asked to accept, but stale: not applied
+    commits: list[str] = field(default_factory=list)
+    subjects: list[str] = field(default_factory=list)
+    closed: list[str] = field(default_factory=list)  # branches deleted: nothing waits on them
+
+    def to_json(self) -> dict:
+        return {"decision": self.decision, "done": [i.to_json() for i in self.done],
+                "stale": [i.to_json() for i in self.stale], "commits": self.commits,
+                "subjects": self.subjects, "closed": self.closed}
+
+
+# ---- the list -------------------------------------------------------------------------
+
+
+def _texts(root) -> dict[str, str]:
+    return {name: safe.read_text(root, name) or "" for name in FILES}
+
+
+def _op(rec: dict, new: str | None = None) -> dict:
+    line = rec.get("line", "") if new is None else new
+    return {"op": rec.get("op", ""), "file": rec.get("file", ""),
+            "section": rec.get("section", ""), "old": rec.get("old", ""),
+            "new": line, "reason": rec.get("reason", "")}
+
+
+def _stale(texts: dict[str, str], rec: dict) -> str:
+    r = apply_ops(texts, [_op(rec)], allow_shrink=True).results[0]
+    if r.status == "applied":
+        return ""
+    if "not in the file" in r.why:
+        return "the line it changes was edited or removed since the dream"
+    return r.why
+
+
+def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int, str]) -> str:
+    """`archive 42 (Kyoto trip): "I booked the flights..."`, from the first entry."""
+    for entry_id in ids:
+        rel = paths.get(entry_id)
+        if rel is None:
+            continue
+        try:
+            e = archive.load(root, rel)
+        except UserError:
+            continue
+        user = next((o for _, o in prompts.covered_lines(cache, e.sources())
+                     if o.get("role") == "user"), None)
+        said = "" if user is None else " ".join(
+            sessions.message_text(user.get("content", ""), sep=" ").split())
+        if len(said) > EXCERPT:
+            said = said[:EXCERPT - 3].rstrip() + "..."
+        topic = f" ({e.topic})" if e.topic else ""
+        return f"archive {entry_id}{topic}" + (f': "{said}"' if said else "")
+    return ""
+
+
+def pending(vault) -> list[Item]:
+    """Every proposal waiting for review, oldest run first, numbered from 1."""
+    root = vault.root
+    records = ledger.read(root)
+    waiting = ledger.proposals(records)
+    if not waiting:
+        return []
+    totals: dict[str, int] = {}
+    for r in records:
+        if ledger.is_proposal(r):
+            totals[r["run"]] = max(totals.get(r["run"], 0), int(r.get("n", 0)))
+    texts = _texts(root)
+    cache = prompts.SessionCache(root)
+    paths = dict(archive.entry_ids(root))
+    items = []
+    for k, r in enumerate(waiting, 1):
+        ids = [int(i) for i in r.get("archive", []) if str(i).isdigit()]
+        items.append(Item(
+            k, f"{r['run']}#{r['n']}", r["run"], int(r["n"]), totals[r["run"]],
+            str(r.get("op", "")), str(r.get("file", "")), str(r.get("section", "")),
+            str(r.get("old", "")), str(r.get("line", "")), str(r.get("reason", "")),
+            ids, _excerpt(root, ids, cache, paths), _stale(texts, r), branch_of(r["run"])))
+    return items
+
+
+def _pick(items: list[Item], picks: list[str] | None) -> list[Item]:
+    if picks is None:
+        return list(items)
+    by_number = {str(i.number): i for i in items}
+    by_id = {i.id: i for i in items}
+    out = []
+    for p in picks:
+        item = by_number.get(str(p).strip()) or by_id.get(str(p).strip())
+        if item is None:
+            listed = (f"`agent review` lists {len(items)}" if items
+                      else "nothing waits for review")
+            raise ReviewError(f"No proposal {p!r} waits for review ({listed}).")
+        if item not in out:
+            out.append(item)
+    return out
+
+
+# ---- deciding -------------------------------------------------------------------------
+
+
+def decide(vault, picks: list[str] | None, decision: str, now: datetime, reviewer: str, *,
+           because: str = "", new_text: str | None = None) -> Outcome:
+    """Accept or reject the proposals `picks` (list numbers or ids; None: all of them).
+
+    `new_text` (one pick, accept): the text to apply instead of the proposed one (an
+    edit). One commit per run; the run's branch is rebuilt or, when nothing on it
+    waits any more, deleted.
+    """
+    if decision not in ("accept", "reject"):
+        raise ReviewError(f"unknown decision {decision!r} (accept or reject)")
+    out = Outcome(decision)
+    with vault.locked():
+        items = _pick(pending(vault), picks)
+        if new_text is not None:
+            if len(items) != 1 or decision != "accept":
+                raise ReviewError("An edit applies to one proposal at a time.")
+            if items[0].op == "delete":
+                raise ReviewError(f"Proposal {items[0].number} removes a line: there is no "
+                                  f"new text to edit; accept or reject it.")
+            if not new_text.strip():
+                raise ReviewError("The edited text is empty: nothing was changed.")
+        at = now.isoformat(timespec="seconds")
+        runs: dict[str, list[Item]] = {}
+        for item in items:
+            runs.setdefault(item.run, []).append(item)
+        for run, chosen in runs.items():
+            _decide_run(vault, run, chosen, out, at, reviewer, because, new_text)
+        out.closed = _rebuild(vault, list(runs))
+    return out
+
+
+def _decide_run(vault, run: str, chosen: list[Item], out: Outcome, at: str, reviewer: str,
+                because: str, new_text: str | None) -> None:
+    root = vault.root
+    records = ledger.read(root)
+    texts = _texts(root)
+    done: list[Item] = []
+    decisions: list[dict] = []
+    rejected: list[dict] = []
+    for item in chosen:
+        rec = ledger.proposal(records, run, item.n) or {}
+        if out.decision == "accept":
+            line = new_text if new_text is not None else item.new
+            r = apply_ops(texts, [_op(rec, line)], allow_shrink=True)
+            if r.results[0].status != "applied":
+                item.stale = item.stale or r.results[0].why
+                out.stale.append(item)
+                continue
+            texts = r.texts
+            applied = r.results[0].new if item.op != "delete" else ""
+            decisions.append({"run": run, "n": item.n, "decision": "accepted", "at": at,
+                              "by": reviewer, "op": item.op, "file": item.file,
+                              "line": applied, "old": item.old,
+                              "edited": new_text is not None})
+            item.new = applied or item.new
+        else:
+            decisions.append({"run": run, "n": item.n, "decision": "rejected", "at": at,
+                              "by": reviewer, "op": item.op, "file": item.file,
+                              "line": item.new, "old": item.old, "reason": because})
+            statement = item.old if item.op == "delete" else item.new
+            rejected.append(rejections.record(item.op, item.file, statement, because, run,
+                                              at, reviewer))
+        done.append(item)
+    if not done:
+        return
+    for name in FILES:
+        if texts[name] != (safe.read_text(root, name) or ""):
+            vault.write_text(name, texts[name])
+    vault.append_lines(ledger.LEDGER, [ledger.dumps(d) for d in decisions])
+    if rejected:
+        vault.append_lines(rejections.FILE, [rejections.dumps(r) for r in rejected])
+    verb = "accept" if out.decision == "accept" else "reject"
+    total = chosen[0].total
+    edited = " (edited)" if new_text is not None else ""
+    body = []
+    for item in done:
+        what = {"add": f"add to {item.file}", "update": f"update in {item.file}",
+                "delete": f"remove from {item.file}"}.get(item.op, item.op)
+        body.append(f"{verb.capitalize()}ed {item.n}: {what}: "
+                    + (item.old if item.op == "delete" else item.new))
+    if because:
+        body.append(f"because: {because}")
+    numbers = ", ".join(str(i.n) for i in done)
+    change = Change("review", f"{verb} {len(done)} of {total} from dream {run}{edited}",
+                    body="\n".join(body),
+                    trailers={"Run": run, f"{verb.capitalize()}ed": numbers,
+                              "Reviewer": reviewer})
+    sha = vault.commit(change)
+    out.done.extend(done)
+    if sha:
+        out.commits.append(sha)
+        out.subjects.append(change.head)
+
+
+def _rebuild(vault, runs: list[str]) -> list[str]:
+    """Each run's branch on top of `main` as it is now, holding what still waits; a
+    branch with nothing waiting is deleted. The names of the deleted ones."""
+    waiting = ledger.proposals(ledger.read(vault.root))
+    head = vault.head()
+    closed = []
+    for run in runs:
+        branch = branch_of(run)
+        left = [r for r in waiting if r.get("run") == run]
+        if not left:
+            if branches.delete(vault, branch):
+                closed.append(branch)
+            continue
+        texts = _texts(vault.root)
+        proposed = apply_ops(texts, [_op(r) for r in left], allow_shrink=True)
+        files = {n: proposed.texts[n] for n in FILES if proposed.texts[n] != texts[n]}
+        branches.commit_files(vault, branch, head, files, Change(
+            "dream", f"propose {len(left)} edit{'s' * (len(left) != 1)} for review "
+                     f"(archive {run})", trailers={"Run": run}))
+    return closed
+
+
+def tidy(vault) -> list[str]:
+    """Delete the local `dream/*` branches on which nothing waits any more (decided on
+    another clone, say); the names deleted. Called after a sync brings the ledger in."""
+    waiting = {branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
+    closed = []
+    for branch in branches.listed(vault):
+        if branch not in waiting and branches.delete(vault, branch):
+            closed.append(branch)
+    return closed

@@ -1,0 +1,107 @@
+"""Proposal branches: commits on a branch (`dream/<run>`) made with plumbing, so that
+`main`'s files, index and work tree are never touched.
+
+A dream that waits for review puts its proposed memory files on a branch whose commit
+sits on top of `main`'s: `git diff main dream/<run>` (or any git tool) shows exactly
+what it proposes. Only this module and agent.vault.repo run git.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from agent.vault.change import Change
+
+PREFIX = "dream/"
+
+
+def branch_of(run: str) -> str:
+    """`dream/4-9` for the dream run `4..9` (a git branch name cannot hold `..`)."""
+    return PREFIX + run.replace("..", "-")
+
+
+def ref_of(branch: str) -> str:
+    return f"refs/heads/{branch}"
+
+
+def commit_files(vault, branch: str, parent: str, files: dict[str, str],
+                 change: Change) -> str:
+    """Commit `files` (vault-relative path -> text) on top of `parent` as the tip of
+    `branch` (made or moved); the sha. A private index file is used, so the vault's
+    own index and work tree stay as they are."""
+    index = vault.state / f"branch-{os.getpid()}.index"
+    vault.state.mkdir(exist_ok=True)
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        vault.git("read-tree", parent, env=env)
+        for rel, text in sorted(files.items()):
+            blob = vault.git("hash-object", "-w", "--stdin", "--no-filters", input=text).strip()
+            vault.git("update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}", env=env)
+        tree = vault.git("write-tree", env=env).strip()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            index.unlink()
+    message, who = vault._message(change)
+    sha = vault.git("commit-tree", tree, "-p", parent, "-F", "-", env=who.env(),
+                    input=message).strip()
+    vault.git("update-ref", "-m", change.head, ref_of(branch), sha)
+    return sha
+
+
+def tip(vault, branch: str) -> str | None:
+    """The branch's commit, or None when there is no such branch."""
+    out = vault.git("rev-parse", "--verify", "-q", f"{ref_of(branch)}^{{commit}}", check=False)
+    return out.strip() or None
+
+
+def delete(vault, branch: str) -> bool:
+    """Delete the branch; False when it was not there."""
+    sha = tip(vault, branch)
+    if sha is None:
+        return False
+    vault.git("update-ref", "-d", ref_of(branch), sha)
+    return True
+
+
+def listed(vault, prefix: str = PREFIX) -> dict[str, str]:
+    """Branch name -> sha of every branch under `prefix`."""
+    out = vault.git("for-each-ref", "--format=%(refname:strip=2) %(objectname)",
+                    ref_of(prefix.rstrip("/")))
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+
+def exchange(vault, remote: str, waiting: set[str]) -> tuple[list[str], list[str]]:
+    """Carry proposal branches through `remote` in a sync, once `main` (and with it the
+    ledger that says what waits) is merged: the names of the `waiting` branches and
+    their tips are fetched and pushed; a branch nothing waits on any more (decided on
+    this clone or another) is deleted here and on the remote. (brought in, closed).
+
+    These branches are views the ledger rebuilds after every decision, so they are
+    replaced rather than merged (`+` refspecs); `main` is never force-pushed."""
+    tracking = f"refs/remotes/{remote}/{PREFIX}"
+    vault.git("fetch", "--quiet", "--prune", "--no-write-fetch-head", remote,
+              f"+{ref_of(PREFIX)}*:{tracking}*", env={"GIT_TERMINAL_PROMPT": "0"})
+    cut = len(f"refs/remotes/{remote}/")          # refs/remotes/origin/dream/4-9 -> dream/4-9
+    theirs = {ref[cut:]: sha for ref, sha in (
+        line.split(" ", 1) for line in vault.git(
+            "for-each-ref", "--format=%(refname) %(objectname)",
+            tracking.rstrip("/")).splitlines() if " " in line)}
+    ours = listed(vault)
+    brought, closed, refspecs = [], [], []
+    for branch, sha in theirs.items():
+        if branch in waiting and branch not in ours:
+            vault.git("update-ref", "-m", f"sync: proposal from {remote}", ref_of(branch), sha)
+            ours[branch] = sha
+            brought.append(branch)
+    for branch in list(ours):
+        if branch not in waiting:
+            delete(vault, branch)
+            del ours[branch]
+            closed.append(branch)
+    refspecs += [f"+{ref_of(b)}:{ref_of(b)}" for b, sha in ours.items() if theirs.get(b) != sha]
+    refspecs += [f":{ref_of(b)}" for b in theirs if b not in waiting]
+    if refspecs:
+        vault.git("push", "--quiet", "--porcelain", remote, *refspecs,
+                  env={"GIT_TERMINAL_PROMPT": "0"})
+    return brought, closed

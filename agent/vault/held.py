@@ -1,0 +1,363 @@
+"""Held changes: what a remote may not change on this machine without the person's yes.
+
+The files that decide what the agent runs, where it sends and how git behaves
+(`agent.toml`, `AGENTS.md`, every `.gitattributes` and `.gitignore`, anything under
+`skills/` and `heartbeat/`) and the cron jobs that deliver somewhere are **held** when
+a sync brings a change to them: the sync merges everything else, and its commit keeps
+this machine's version of these. The incoming version waits in `.agent/held.json`
+(this machine's decision, never in git), its objects kept reachable by a ref under
+`refs/agent/held/` so that gc keeps them and `agent sync held` can show the diff.
+`agent sync accept [FILE]` takes a held change in one commit; `agent sync reject
+[FILE]` drops it, and a later sync does not hold that same version again (a new
+change to the file is held again). A file changed again remotely replaces its held
+version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import asdict, dataclass
+
+from agent.stores import cron as cronfile
+from agent.vault import atomic
+from agent.vault.change import Change
+from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError
+
+STATE_FILE = "held.json"
+REF_PREFIX = "refs/agent/held/"
+FILES = ("agent.toml", "AGENTS.md")
+NAMES = (".gitattributes", ".gitignore")          # wherever they are
+FOLDERS = ("skills/", "heartbeat/")
+CRON = cronfile.CRON_FILE
+# What makes a delivering job's change worth asking about.
+_JOB_KEYS = ("deliver", "message", "schedule")
+
+
+def protected(path: str) -> bool:
+    """Whether an incoming change to `path` waits for the person."""
+    return (path in FILES or path.rsplit("/", 1)[-1] in NAMES
+            or path.startswith(FOLDERS))
+
+
+@dataclass
+class Held:
+    """One change a remote sent that this machine has not taken."""
+    key: str                 # the path, or `cron.json#<job id>`
+    path: str
+    oid: str | None          # the incoming blob (None: the remote deleted the file)
+    mode: str | None
+    commit: str              # the newest remote commit that changed it
+    host: str                # the machine (Host trailer) or author it came from
+    source: str              # remote/branch
+    ref: str                 # keeps the objects reachable
+    job: dict | None = None  # a cron job's incoming definition
+    local_job: dict | None = None
+
+    def label(self) -> str:
+        if self.job is not None:
+            name = self.job.get("name") or self.key.split("#", 1)[1]
+            return f'cron job "{name}" ({self.key})'
+        return self.path
+
+
+# ---- state --------------------------------------------------------------------------
+
+
+def _load(vault: Vault) -> dict:
+    data = atomic.read_json(vault.state / STATE_FILE)
+    if not isinstance(data, dict):
+        data = {}
+    data.setdefault("held", {})
+    data.setdefault("rejected", {})
+    return data
+
+
+def _save(vault: Vault, data: dict) -> None:
+    vault.state.mkdir(exist_ok=True)
+    # Not write_json: its sorted keys would reorder a held cron job's keys on accept.
+    atomic.write_text(vault.state / STATE_FILE, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    _prune_refs(vault, data)
+
+
+def _prune_refs(vault: Vault, data: dict) -> None:
+    used = {h.get("ref") for h in data["held"].values()}
+    for ref in vault.git("for-each-ref", "--format=%(refname)", REF_PREFIX).split():
+        if ref not in used:
+            vault.git("update-ref", "-d", ref)
+
+
+def pending(vault: Vault) -> list[Held]:
+    """The held changes waiting for a decision, in path order; a file that is already
+    as the remote has it here (the person made the same change) waits no longer."""
+    path = vault.state / STATE_FILE
+    if not path.exists():
+        return []
+    items = [Held(**h) for _, h in sorted(_load(vault)["held"].items())]
+    files = [h for h in items if h.job is None]
+    if not files or not vault.head():
+        return items
+    out = vault.git("ls-tree", "-z", "HEAD", "--", *{h.path for h in files})
+    here = {e.split("\t", 1)[1]: e.split()[2] for e in out.split("\0") if "\t" in e}
+    done = [h for h in files if here.get(h.path) == h.oid]
+    if done:
+        data = _load(vault)
+        for h in done:
+            data["held"].pop(h.key, None)
+        _save(vault, data)
+    return [h for h in items if h not in done]
+
+
+def _job_stamp(job: dict | None) -> str:
+    return json.dumps({k: (job or {}).get(k) for k in _JOB_KEYS}, sort_keys=True)
+
+
+# ---- holding, during a sync's merge -------------------------------------------------
+
+
+def hold(vault: Vault, ours: str, tree: str, theirs: str, source: str) -> tuple[str, list[Held]]:
+    """The tree a sync commits (`tree` with this machine's version of every protected
+    change) and the changes newly held. Nothing is read from or written to the work
+    tree; the held changes are recorded in .agent/held.json."""
+    p = subprocess.run(["git", *_GIT_BASE, "diff-tree", "-r", "-z", "--no-renames", ours, tree],
+                       cwd=vault.root, capture_output=True)
+    if p.returncode:
+        raise GitError(["diff-tree", ours, tree], p.returncode, p.stderr.decode("utf-8", "replace"))
+    fields = p.stdout.split(b"\0")
+    changed = {}
+    for meta, path in zip(fields[0::2], fields[1::2]):
+        if not meta.startswith(b":"):
+            continue
+        parts = meta.decode()[1:].split()
+        new_mode, new_oid, status = parts[1], parts[3], parts[4]
+        changed[path.decode("utf-8", "surrogateescape")] = (
+            (None, None) if status == "D" else (new_mode, new_oid))
+    files = {p: v for p, v in changed.items() if protected(p)}
+    data = _load(vault)
+    rejected = data["rejected"]
+    restore: dict[str, tuple[str, str] | None] = {}   # path -> our entry (None: absent)
+    fresh: list[Held] = []
+    if not files and CRON not in changed:
+        return tree, []
+    ref = None
+
+    def keep_ref() -> str:
+        nonlocal ref
+        if ref is None:
+            sha = vault.git("commit-tree", tree, "-p", theirs, "-m", "sync: held changes",
+                            env=vault.agent_identity().env()).strip()
+            ref = REF_PREFIX + sha
+            vault.git("update-ref", ref, sha)
+        return ref
+
+    for path, (mode, oid) in sorted(files.items()):
+        restore[path] = _entry(vault, ours, path)
+        if rejected.get(path) == (oid or "deleted"):
+            continue
+        commit, host = _origin(vault, ours, theirs, path)
+        fresh.append(Held(path, path, oid, mode, commit, host, source, keep_ref()))
+    if CRON in changed and changed[CRON][1]:
+        text, jobs = _hold_jobs(vault, ours, changed[CRON][1], rejected)
+        if text is not None:
+            oid = vault.git("hash-object", "-w", "--stdin", input=text).strip()
+            restore[CRON] = (changed[CRON][0], oid)
+        if jobs:
+            commit, host = _origin(vault, ours, theirs, CRON)
+            for job, local in jobs:
+                fresh.append(Held(f"{CRON}#{job['id']}", CRON, None, None, commit, host,
+                                  source, keep_ref(), job=job, local_job=local))
+    if not restore:
+        return tree, fresh
+    new_tree = _replace(vault, tree, restore)
+    for h in fresh:
+        data["held"][h.key] = asdict(h)
+    _save(vault, data)
+    return new_tree, fresh
+
+
+def _entry(vault: Vault, commit: str, path: str) -> tuple[str, str] | None:
+    out = vault.git("ls-tree", "-z", commit, "--", path).split("\0")[0]
+    if not out:
+        return None
+    meta = out.split("\t", 1)[0].split()
+    return meta[0], meta[2]
+
+
+def _origin(vault: Vault, ours: str, theirs: str, path: str) -> tuple[str, str]:
+    """The newest incoming commit that changed `path`, and its machine (its Host trailer,
+    else its author)."""
+    out = vault.git("log", "-1", "--format=%H%x00%an%x00%(trailers:key=Host,valueonly)",
+                    theirs, "--not", ours, "--", path).strip()
+    if not out:
+        return theirs, "?"
+    sha, author, host = (out.split("\0") + ["", ""])[:3]
+    return sha, host.strip().splitlines()[0] if host.strip() else author
+
+
+def _hold_jobs(vault: Vault, ours: str, oid: str, rejected: dict) -> tuple[str | None, list]:
+    """cron.json as merged with the delivering jobs the remote added or changed put back
+    as they are here (None: nothing to put back), and those (job, local job) to hold."""
+    try:
+        merged = json.loads(vault.git("cat-file", "blob", oid))
+        mine = _entry(vault, ours, CRON)
+        local = json.loads(vault.git("cat-file", "blob", mine[1])) if mine else {"jobs": []}
+        here = {j["id"]: j for j in local.get("jobs", [])}
+        jobs = merged["jobs"]
+    except (ValueError, KeyError, TypeError):
+        return None, []              # not a cron file: serve and `cron list` say so
+    out, held, changed = [], [], False
+    for job in jobs:
+        if not isinstance(job, dict) or "id" not in job:
+            out.append(job)
+            continue
+        old = here.get(job["id"])
+        if not job.get("deliver") or (old is not None and _job_stamp(old) == _job_stamp(job)):
+            out.append(job)
+            continue
+        changed = True
+        if rejected.get(f"{CRON}#{job['id']}") != _job_stamp(job):
+            held.append((job, old))
+        if old is not None:
+            out.append(old)
+    if not changed:
+        return None, []
+    merged["jobs"] = out
+    return json.dumps(merged, indent=2, ensure_ascii=False) + "\n", held
+
+
+def _replace(vault: Vault, tree: str, entries: dict[str, tuple[str, str] | None]) -> str:
+    index = vault.state / "held-index"
+    index.unlink(missing_ok=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    try:
+        vault.git("read-tree", tree, env=env)
+        for path, entry in entries.items():
+            if entry is None:
+                vault.git("update-index", "--force-remove", "--", path, env=env)
+            else:
+                vault.git("update-index", "--add", "--cacheinfo",
+                          f"{entry[0]},{entry[1]},{path}", env=env)
+        return vault.git("write-tree", env=env).strip()
+    finally:
+        index.unlink(missing_ok=True)
+
+
+# ---- showing and deciding -------------------------------------------------------------
+
+
+def select(vault: Vault, which: str | None) -> list[Held]:
+    """The held changes `which` names (a path, a folder, `cron.json#ID`; all when None)."""
+    items = pending(vault)
+    if not items:
+        raise VaultError("No held changes: every change a sync brought in was taken.")
+    if which is None:
+        return items
+    which = which.strip().rstrip("/") if which.strip() not in ("", "/") else which
+    chosen = [h for h in items if which in (h.key, h.path)
+              or h.path.startswith(which + "/") or (h.job and h.job["id"] == which)]
+    if not chosen:
+        raise VaultError(f"Nothing held for {which}. Held: {', '.join(h.key for h in items)} "
+                         f"(see `agent sync held`).")
+    return chosen
+
+
+def diff(vault: Vault, h: Held) -> str:
+    """The held change as a unified diff from this machine's version."""
+    import difflib
+    if h.job is not None:
+        a = json.dumps(h.local_job, indent=2, ensure_ascii=False).splitlines() if h.local_job else []
+        b = json.dumps(h.job, indent=2, ensure_ascii=False).splitlines()
+        return "\n".join(difflib.unified_diff(a, b, f"a/{h.key} (here)",
+                                              f"b/{h.key} ({h.source})", lineterm=""))
+    mine = _entry(vault, "HEAD", h.path) if vault.head() else None
+    a = _text(vault, mine[1]) if mine else []
+    b = _text(vault, h.oid) if h.oid else []
+    if a is None or b is None:
+        return f"Binary file {h.path} differs"
+    return "\n".join(difflib.unified_diff(a, b, f"a/{h.path} (here)" if mine else "/dev/null",
+                                          f"b/{h.path} ({h.source})" if h.oid else "/dev/null",
+                                          lineterm=""))
+
+
+def _text(vault: Vault, oid: str) -> list[str] | None:
+    data = subprocess.run(["git", *_GIT_BASE, "cat-file", "blob", oid], cwd=vault.root,
+                          capture_output=True).stdout
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return None
+
+
+def accept(vault: Vault, which: str | None) -> tuple[list[Held], str | None]:
+    """Take the held changes `which` names into the work tree, in one commit."""
+    chosen = select(vault, which)
+    with vault.locked():
+        data = _load(vault)
+        paths = []
+        for h in chosen:
+            if h.job is not None:
+                _accept_job(vault, h)
+            elif h.oid is None:
+                vault.delete(h.path)
+            else:
+                _write_blob(vault, h)
+            paths.append(h.path)
+            data["held"].pop(h.key, None)
+        hosts = sorted({h.host for h in chosen})
+        what = chosen[0].label() if len(chosen) == 1 else f"{len(chosen)} held changes"
+        change = Change("sync", f"accept {what} from {', '.join(hosts)}",
+                        body="\n".join(f"- {h.label()} ({h.source}, {h.commit[:7]})"
+                                       for h in chosen) if len(chosen) > 1 else "",
+                        trailers={"Accepted": " ".join(sorted({h.commit for h in chosen}))})
+        sha = vault.commit(change, paths=sorted(set(paths)))
+        _save(vault, data)
+    return chosen, sha
+
+
+def reject(vault: Vault, which: str | None) -> list[Held]:
+    """Drop the held changes `which` names; a later sync does not hold them again."""
+    chosen = select(vault, which)
+    with vault.locked():
+        data = _load(vault)
+        for h in chosen:
+            data["held"].pop(h.key, None)
+            data["rejected"][h.key] = _job_stamp(h.job) if h.job is not None else (h.oid or "deleted")
+        _save(vault, data)
+    return chosen
+
+
+def _write_blob(vault: Vault, h: Held) -> None:
+    data = subprocess.run(["git", *_GIT_BASE, "cat-file", "blob", h.oid], cwd=vault.root,
+                          capture_output=True, check=True).stdout
+    path = vault._writable(h.path)
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    if h.mode == "120000":
+        os.symlink(os.fsdecode(data), path)
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o755 if h.mode == "100755" else 0o644)
+    os.replace(tmp, path)
+
+
+def _accept_job(vault: Vault, h: Held) -> None:
+    text = cronfile.read_text(vault.root)
+    try:
+        doc = json.loads(text) if text else {"version": cronfile.VERSION, "jobs": []}
+        jobs = doc.setdefault("jobs", [])
+        jobs.append                       # a list, or the file is not a cron file
+    except (ValueError, AttributeError):
+        raise VaultError(f"{CRON} does not parse as a cron file: fix it (agent edit "
+                         f"{CRON}), then accept {h.key} again.") from None
+    for i, job in enumerate(jobs):
+        if isinstance(job, dict) and job.get("id") == h.job["id"]:
+            jobs[i] = h.job
+            break
+    else:
+        jobs.append(h.job)
+    vault.write_text(CRON, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

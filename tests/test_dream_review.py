@@ -1,0 +1,374 @@
+"""Memory you approve: a dream's edits wait for review on a git branch `dream/<run>`,
+and `agent review` accepts, rejects or edits them. Real CLI, real git, the fake API."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import subjects
+from dreamkit import finding, op, set_review, write_entries
+from fakeanthropic import json_reply
+
+MEMORY = "# Memory\n\n## Facts\n\n- The team uses Postgres 16\n"
+USER = "# User\n\n## About\n\n- Lives in Berlin\n- Prefers tea to coffee\n"
+LISBON = "- Lives in Lisbon (since 2026-11-13)"
+KYOTO = "- Flying to Kyoto on 2026-12-03"
+
+
+def seed(vault):
+    """Facts by hand, then two archive entries: a trip, and a move."""
+    (vault.root / "MEMORY.md").write_text(MEMORY)
+    (vault.root / "USER.md").write_text(USER)
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", "edit: facts by hand")
+    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
+                          {"summary": "The user moved from Berlin to Lisbon last week.",
+                           "message": "I moved from Berlin to Lisbon last week!"}])
+    return vault
+
+
+@pytest.fixture
+def seeded(vault):
+    return seed(vault)
+
+
+@pytest.fixture
+def proposed(seeded, run, fake_anthropic):
+    """The seeded vault after a dream that proposed USER.md's update (dream/1-2)."""
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    return seeded
+
+
+def script(server, *, first=1, second=2):
+    server.add(json_reply({"findings": [
+        finding("Flying to Kyoto on 2026-12-03", evidence=[f"archive:{first}"]),
+        finding("The user lives in Lisbon", kind="update", file="USER.md",
+                evidence=[f"archive:{second}"])]}))
+    server.add(json_reply({"ops": [
+        op("add", section="Travel", new=KYOTO, reason=f"archive:{first}: flights booked"),
+        op("update", "USER.md", old="- Lives in Berlin", new=LISBON,
+           reason=f"archive:{second}: moved last week")]}))
+
+
+def read(vault, rel):
+    return (vault.root / rel).read_text()
+
+
+def trailers(vault, rev="HEAD") -> dict[str, str]:
+    out = vault.git("log", "-1", "--format=%(trailers:unfold,only)", rev)
+    return dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+
+
+def branches(vault) -> list[str]:
+    return vault.git("for-each-ref", "--format=%(refname:short)", "refs/heads/dream").split()
+
+
+def test_changes_wait_on_a_branch_and_accept_lands_them_with_the_whole_story(seeded, run, fake_anthropic):
+    vault = seeded
+    script(fake_anthropic)
+    r = run("dream", "--sync")
+    assert r.exit_code == 0, r.output
+    # The new fact lands on main; the update of an existing line waits on a real branch.
+    assert read(vault, "MEMORY.md") == MEMORY + "\n## Travel\n\n" + KYOTO + "\n"
+    assert read(vault, "USER.md") == USER
+    assert subjects(vault)[0] == "dream: +1 fact, 0 updated, 0 removed, 1 proposed (archive 1..2)"
+    assert branches(vault) == ["dream/1-2"]
+    assert "1 edit waits for review on branch dream/1-2" in r.output
+    assert "Proposed for review: update in USER.md: - Lives in Berlin" in r.output
+    diff = vault.git("diff", "main", "dream/1-2")
+    assert "-- Lives in Berlin" in diff and f"+{LISBON}" in diff
+    assert vault.git("diff", "--stat", "main", "dream/1-2").count("|") == 1   # USER.md only
+    assert vault.git("rev-parse", "dream/1-2~1").strip() == vault.head()
+    assert not vault.git("status", "--porcelain").strip()
+
+    assert "review:       1 proposal waits for review (`agent review`)" in run("dream", "--status").output
+    r = run("review")
+    assert r.exit_code == 0, r.output
+    assert "1 proposal waits for review (on dream/1-2):" in r.output
+    assert "1. update USER.md" in r.output and "[dream 1..2, 1 of 1]" in r.output
+    assert "old: - Lives in Berlin" in r.output and f"new: {LISBON}" in r.output
+    assert "why: archive:2: moved last week" in r.output
+    assert 'from: archive 2 (topic 2): "I moved from Berlin to Lisbon last week!"' in r.output
+    items = json.loads(run("review", "--json").output)
+    assert [(i["number"], i["id"], i["op"], i["file"], i["old"], i["new"], i["archive"], i["stale"])
+            for i in items] == [(1, "1..2#1", "update", "USER.md", "- Lives in Berlin", LISBON, [2], "")]
+
+    r = run("review", "accept", "1")
+    assert r.exit_code == 0, r.output
+    assert read(vault, "USER.md") == USER.replace("- Lives in Berlin", LISBON)
+    assert subjects(vault)[0] == "review: accept 1 of 1 from dream 1..2"
+    t = trailers(vault)
+    assert t["Run"] == "1..2" and t["Accepted"] == "1"
+    assert t["Reviewer"].endswith(">")
+    assert "Nothing waits on dream/1-2 any more: branch deleted." in r.output
+    assert branches(vault) == []
+    assert run("review").output.strip() == "Nothing waits for review."
+    assert run("review", "accept", "--all").output.strip() == "Nothing waits for review."
+    assert "review:" not in run("dream", "--status").output
+
+    # `agent why` tells the whole story: the person's decision, the proposal, the dream
+    # run, the archive entry and the message.
+    r = run("why", "Lisbon")
+    assert r.exit_code == 0, r.output
+    assert "accepted in review by " in r.output
+    assert "proposal 1 of the dream over archive 1..2 (branch dream/1-2" in r.output
+    assert "I moved from Berlin to Lisbon last week!" in r.output
+    story = json.loads(run("why", "--json", "Lisbon").output)
+    step = story["steps"][0]
+    assert step["kind"] == "review" and step["source"]["archive_ids"] == [2]
+    assert story["steps"][1]["text"] == "- Lives in Berlin"     # the version before
+
+
+def test_review_all_leaves_main_untouched_and_a_rejection_sticks(seeded, run, fake_anthropic):
+    vault = seeded
+    set_review(vault, "all")
+    before = {f: read(vault, f) for f in ("MEMORY.md", "USER.md")}
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    assert {f: read(vault, f) for f in before} == before
+    assert subjects(vault)[0] == "dream: +0 facts, 0 updated, 0 removed, 2 proposed (archive 1..2)"
+    diff = vault.git("diff", "main", "dream/1-2")
+    assert f"+{KYOTO}" in diff and f"+{LISBON}" in diff
+
+    r = run("review", "accept", "1")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0] == "review: accept 1 of 2 from dream 1..2"
+    # The branch is rebuilt on main: it now shows only what still waits.
+    diff = vault.git("diff", "main", "dream/1-2")
+    assert KYOTO not in diff and f"+{LISBON}" in diff
+    assert vault.git("rev-parse", "dream/1-2~1").strip() == vault.head()
+
+    r = run("review", "reject", "1", "--because", "I moved back to Berlin")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0] == "review: reject 1 of 2 from dream 1..2"
+    assert trailers(vault)["Rejected"] == "2"
+    assert branches(vault) == []
+    assert read(vault, "USER.md") == USER
+    rej = [json.loads(x) for x in read(vault, ".dream_rejected.jsonl").splitlines()]
+    assert [(x["text"], x["reason"], x["run"]) for x in rej] == [
+        ("lives in lisbon (since 2026-11-13)", "I moved back to Berlin", "1..2")]
+
+    # A later dream that proposes the same statement has it dropped, and says so; its
+    # analyst was shown the rejection.
+    write_entries(vault, ["The user mentioned Lisbon again."])
+    fake_anthropic.add(json_reply({"findings": [
+        finding("The user lives in Lisbon", kind="update", file="USER.md", evidence=["archive:3"])]}))
+    fake_anthropic.add(json_reply({"ops": [
+        op("update", "USER.md", old="- Lives in Berlin", new="- Lives in Lisbon (since 2026-11-13).",
+           reason="archive:3: Lisbon again")]}))
+    r = run("dream", "--sync")
+    assert r.exit_code == 0, r.output
+    assert "Dropped update in USER.md: - Lives in Lisbon (since 2026-11-13). (rejected in review " \
+           "of dream 1..2: I moved back to Berlin)" in r.output
+    assert branches(vault) == []
+    assert "Dropped before review: 1" in vault.git("log", "-1", "--format=%B")
+    analyst = fake_anthropic.calls("/v1/messages")[-2].body
+    tail = analyst["messages"][0]["content"][-1]["text"]
+    assert "Lives in Lisbon (since 2026-11-13)" in tail and "I moved back to Berlin" in tail
+
+
+def test_a_proposal_whose_line_changed_by_hand_is_stale_and_not_applied(proposed, run):
+    vault = proposed
+    (vault.root / "USER.md").write_text(USER.replace("- Lives in Berlin", "- Lives in Porto"))
+    r = run("review")
+    assert "STALE" in r.output and "edited or removed since the dream" in r.output
+    head = vault.head()
+    r = run("review", "accept", "1")
+    assert r.exit_code == 1
+    assert "Not applied 1 (stale" in r.output
+    assert "- Lives in Porto" in read(vault, "USER.md") and LISBON not in read(vault, "USER.md")
+    assert vault.git("log", "-1", "--format=%s").strip() != "review: accept 1 of 1 from dream 1..2"
+    assert vault.git("log", "--format=%s", f"{head}..HEAD").strip() in ("", "edit: USER.md by hand")
+    assert run("review", "reject", "1").exit_code == 0
+    assert branches(vault) == []
+
+
+def test_edit_applies_the_text_from_the_editor(proposed, run, tmp_path, monkeypatch):
+    vault = proposed
+    editor = tmp_path / "ed.py"
+    editor.write_text("import sys\np = sys.argv[1]\nt = open(p).read()\n"
+                      "open(p, 'w').write(t.replace('Lisbon', 'Lisbon, Alfama'))\n")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    r = run("review", "edit", "1")
+    assert r.exit_code == 0, r.output
+    assert "- Lives in Lisbon, Alfama (since 2026-11-13)" in read(vault, "USER.md")
+    assert subjects(vault)[0] == "review: accept 1 of 1 from dream 1..2 (edited)"
+    story = json.loads(run("why", "--json", "Alfama").output)
+    assert story["steps"][0]["source"]["proposal"]["proposed"] == LISBON
+
+
+def test_bad_numbers_and_review_off(seeded, run, fake_anthropic):
+    vault = seeded
+    r = run("review", "accept", "3")
+    assert r.exit_code == 1 and "nothing waits for review" in r.output
+    assert run("review", "accept").exit_code == 2
+    set_review(vault, "off")
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    assert LISBON in read(vault, "USER.md") and branches(vault) == []
+
+
+# ---- review where the person is: Telegram ------------------------------------------------
+
+def telegram_vault(vault, fake_telegram, fake_anthropic):
+    """Telegram on (for ANA), the seeded facts and entries, and the scripted dream."""
+    from test_telegram import configure
+
+    configure(vault, fake_telegram.url)
+    seed(vault)
+    script(fake_anthropic)
+
+
+def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_anthropic,
+                                                             fake_telegram):
+    from test_telegram import ANA, EVE, Running
+
+    telegram_vault(vault, fake_telegram, fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    tg = Running(vault, fake_telegram)
+    try:
+        fake_telegram.message(ANA, "/review")
+        fake_telegram.wait_for(lambda: fake_telegram.buttons(ANA), what="a message with buttons")
+        [keyboard] = fake_telegram.buttons(ANA)
+        assert [b["text"] for b in keyboard[0]] == ["Accept", "Reject"]
+        accept = keyboard[0][0]["callback_data"]
+        assert accept == "rv:a:1..2#1"
+        shown = [m["text"] for m in fake_telegram.sent(ANA) if m.get("reply_markup")][0]
+        assert "old: - Lives in Berlin" in shown and f"new: {LISBON}" in shown
+
+        # A stranger's tap (a forwarded message, a guessed payload) changes nothing.
+        head = vault.head()
+        fake_telegram.press(EVE, accept)
+        fake_telegram.wait_for(lambda: fake_telegram.answers(), what="an answer to the tap")
+        assert fake_telegram.answers()[0]["text"] == "This bot is private."
+        assert vault.head() == head and read(vault, "USER.md") == USER
+
+        fake_telegram.press(ANA, accept)
+        fake_telegram.wait_for(lambda: len(fake_telegram.answers()) >= 2, what="a second answer")
+        assert fake_telegram.answers()[1]["text"] == \
+            "Accepted: review: accept 1 of 1 from dream 1..2"
+        assert LISBON in read(vault, "USER.md")
+        assert trailers(vault)["Reviewer"] == f"telegram user {ANA} (@ana)"
+        assert branches(vault) == []
+        # Tapped again (an old message): it is decided already, and says so.
+        fake_telegram.press(ANA, accept)
+        fake_telegram.wait_for(lambda: len(fake_telegram.answers()) >= 3, what="a third answer")
+        assert "nothing waits for review" in fake_telegram.answers()[2]["text"]
+    finally:
+        tg.stop()
+
+
+# ---- review where the person is: MCP ---------------------------------------------------
+
+def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
+    from mcp import MCPError
+    from test_mcp_server import drive, text_of
+
+    vault = proposed
+
+    async def read_only(c):
+        names = {t.name for t in (await c.list_tools()).tools}
+        listed = text_of(await c.call_tool("review_list", {}))
+        try:
+            await c.call_tool("review_decide", {"ids": "1..2#1", "decision": "accept"})
+        except MCPError as e:
+            return names, listed, e.message
+        return names, listed, None
+    names, listed, refused = drive(vault, read_only, "--read-only")
+    assert "review_list" in names and "review_decide" not in names
+    assert json.loads(listed)[0]["id"] == "1..2#1"
+    assert refused and "--read-only" in refused
+    assert read(vault, "USER.md") == USER
+
+    async def decide(c):
+        try:
+            await c.call_tool("review_decide", {"ids": "9..9#1", "decision": "accept"})
+        except MCPError as e:
+            bad = e.message
+        said = text_of(await c.call_tool("review_decide",
+                                         {"ids": "1..2#1", "decision": "reject",
+                                          "because": "not true"}))
+        return bad, said
+    bad, said = drive(vault, decide)
+    assert "No proposal '9..9#1' waits for review (review_list shows 1)" in bad
+    assert "Rejected 1..2#1" in said and "review: reject 1 of 1 from dream 1..2" in said
+    assert subjects(vault)[0] == "review: reject 1 of 1 from dream 1..2"
+    assert trailers(vault)["Reviewer"] == "mcp client Claude Code"
+    assert read(vault, "USER.md") == USER and branches(vault) == []
+
+
+# ---- sync carries proposals --------------------------------------------------------------
+
+def test_sync_carries_proposal_branches_and_a_decision_closes_them_everywhere(
+        tmp_path, seeded, run, fake_anthropic):
+    from test_sync import agent, clone
+
+    vault = seeded
+    bare = tmp_path / "remote.git"
+    import subprocess
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    agent(vault.root, "sync")
+    remote_branches = lambda: subprocess.run(  # noqa: E731
+        ["git", "-C", str(bare), "for-each-ref", "--format=%(refname:short)", "refs/heads/dream"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert remote_branches() == ["dream/1-2"]
+
+    b = clone(tmp_path, bare, "b")
+    agent(b.root, "sync")
+    assert branches(b) == ["dream/1-2"]
+    assert b.git("rev-parse", "dream/1-2").strip() == vault.git("rev-parse", "dream/1-2").strip()
+    listed = json.loads(agent(b.root, "review", "--json").output)
+    assert [i["id"] for i in listed] == ["1..2#1"]
+
+    agent(b.root, "review", "accept", "1")
+    assert branches(b) == []
+    agent(b.root, "sync")
+    assert remote_branches() == []
+
+    agent(vault.root, "sync")
+    assert branches(vault) == []
+    assert LISBON in read(vault, "USER.md")
+    assert agent(vault.root, "review").output.strip() == "Nothing waits for review."
+
+
+def test_serves_nightly_dream_tells_the_telegram_chat_how_many_wait(vault, fake_anthropic,
+                                                                    fake_telegram):
+    from datetime import datetime, timedelta
+
+    from agent import schedule as sched
+    from test_serve import server_at
+    from test_telegram import ANA, Running
+
+    telegram_vault(vault, fake_telegram, fake_anthropic)
+    fake_anthropic.batch_polls = 0
+    tg = Running(vault, fake_telegram)
+    try:
+        fake_telegram.wait_for(lambda: tg.channel.connected.is_set(), what="the channel up")
+        night = datetime(2026, 11, 21, 2, 59, tzinfo=sched.local_zone())
+        s, clock = server_at(vault, night, compact=False)
+        s.outbox.senders["telegram"] = tg.channel
+        for minutes in (0, 1.1, 3, 5, 7):
+            clock.t = night + timedelta(minutes=minutes)
+            s.step(clock.t)
+        assert subjects(vault)[0].endswith("1 proposed (archive 1..2)")
+        [told] = fake_telegram.wait_sent(ANA)
+        assert told["text"] == "The dream left 1 proposal for your review: /review shows it."
+    finally:
+        tg.stop()
+
+
+def test_undoing_a_dream_withdraws_its_proposals(proposed, run):
+    vault = proposed
+    assert branches(vault) == ["dream/1-2"]
+    r = run("undo")
+    assert r.exit_code == 0, r.output
+    assert run("review").output.strip() == "Nothing waits for review."
+    assert branches(vault) == []
