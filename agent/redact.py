@@ -277,11 +277,13 @@ def scrub_files(root: Path, rels: list[str]) -> list[str]:
     kinds: list[str] = []
     for rel in rels:
         path = Path(root) / rel
+        from agent.errors import UserError
+        from agent.vault import safe
         try:
-            if path.is_symlink() or not path.is_file() or path.stat().st_size > 5_000_000:
-                continue
-            data = path.read_bytes()
-        except OSError:
+            data = safe.read_bytes(root, rel, limit=5_000_000)
+        except (OSError, UserError):
+            continue                      # a link, a FIFO, too big: not the agent's text
+        if data is None:
             continue
         try:
             text = data.decode("utf-8")

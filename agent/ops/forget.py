@@ -16,7 +16,7 @@ from datetime import datetime
 
 from agent.errors import UserError
 from agent.stores import memory, sessions
-from agent.vault import rewrite
+from agent.vault import rewrite, safe
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
@@ -88,7 +88,8 @@ def survey(vault: Vault, text: str) -> Survey:
 def message_text(vault: Vault, message_id: str) -> str:
     """The text of the transcript message with id `message_id` (agent search shows ids)."""
     for path in sorted(vault.root.glob("sessions/**/*.jsonl")):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        rel = str(path.relative_to(vault.root))
+        for line in (safe.read_text(vault.root, rel, errors="replace") or "").splitlines():
             if message_id not in line:
                 continue
             try:
@@ -107,10 +108,7 @@ def fact_text(vault: Vault, text: str) -> str:
     """The one line of MEMORY.md or USER.md that holds `text` (its words, no bullet)."""
     hits = []
     for name in (memory.MEMORY, memory.USER):
-        path = vault.root / name
-        if not path.is_file():
-            continue
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate((safe.read_text(vault.root, name) or "").splitlines(), 1):
             if text.lower() in line.lower() and line.strip():
                 hits.append((name, n, line.strip().lstrip("-*").strip()))
     if not hits:

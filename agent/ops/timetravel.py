@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from agent.errors import UserError
 from agent.stores import memory
+from agent.vault import safe
 from agent.vault import timetravel as tt
 from agent.vault.change import Change
 from agent.vault.repo import Vault
@@ -85,8 +86,7 @@ def restore(vault: Vault, text: str) -> Restored:
     gone = [e for e in events if e.kind in ("removed", "updated") and e.old is not None]
     needle = " ".join(text.split()).lower()
     for rel in tt.FACT_FILES:
-        path = vault.root / rel
-        now = path.read_text(encoding="utf-8") if path.is_file() else ""
+        now = safe.read_text(vault.root, rel) or ""
         for row in now.splitlines():
             if needle in " ".join(row.split()).lower() and memory.FACT.match(row):
                 raise UserError(f"{rel} still has it: {row.strip()} (nothing to restore).")
@@ -99,8 +99,7 @@ def restore(vault: Vault, text: str) -> Restored:
     section = tt.heading_above(before, last.old)
     from agent.chat.tools.memory import TITLES
     with vault.locked():
-        path = vault.root / last.file
-        old = path.read_text(encoding="utf-8") if path.is_file() else None
+        old = safe.read_text(vault.root, last.file)
         vault.write_text(last.file, memory.add_fact(old, fact, section, TITLES[last.file]))
         sha = vault.commit(Change(
             "restore", _short(fact),
