@@ -184,6 +184,8 @@ SCHEMA: tuple[Key, ...] = (
         "gateway_host"),
     Key("gateway.timeout", int, 30, "seconds the gateway waits for a client to send or take "
         "data before it closes the connection", "gateway_timeout", min=1),
+    Key("security.redact_secrets", bool, True, "replace API keys, tokens, private keys and "
+        "passwords in URLs by [secret:KIND] before they reach the vault or the model"),
 )
 KEYS = {k.key: k for k in SCHEMA}
 SECTIONS = sorted({k.section for k in SCHEMA})

@@ -49,7 +49,7 @@ def test_tools_and_resources_are_listed(vault):
                 c.server_info)
     tools, uris, info = drive(vault, steps)
     assert set(tools) == {"search", "remember", "note", "recent", "history", "why",
-                          "review_list", "review_decide"}
+                          "review_list", "review_decide", "show_as_of", "restore"}
     assert tools["remember"].input_schema["required"] == ["text"]
     assert tools["remember"].annotations.read_only_hint is False
     assert tools["search"].annotations.read_only_hint is True
@@ -135,7 +135,7 @@ def test_read_only_offers_reading_tools_and_refuses_writes(vault):
             await c.call_tool("remember", {"text": "nope"})
         return names, e.value
     names, err = drive(vault, steps, "--read-only")
-    assert names == {"search", "recent", "history", "why", "review_list"}
+    assert names == {"search", "recent", "history", "why", "review_list", "show_as_of"}
     assert "--read-only" in err.message
     assert vault.head() == before
 

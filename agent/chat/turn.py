@@ -39,6 +39,7 @@ from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact
                                 compact_session, compact_until)
 from agent.chat.subjects import shorten, tokens_trailer
 from agent.chat.tools import registry
+from agent import redact
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
@@ -94,7 +95,7 @@ def _tool_logger(vault):
 
 
 def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
-              mcp=None, on_tool_done=None) -> list[dict]:
+              mcp=None, on_tool_done=None, kept: list | None = None) -> list[dict]:
     """tool_result blocks for the tool_use blocks `calls`, run at once, in their order.
 
     `mcp` (an agent.mcp.client.Hub) answers the calls of its servers' tools;
@@ -108,6 +109,9 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
         else:
             with registry.use_context(ctx):
                 text, is_error = registry.call(call["name"], call.get("input"), log=logger)
+        text, found = redact.door(ctx.vault.root, text)    # a key a tool read stays out
+        if kept is not None:
+            kept.extend(found)
         block = {"type": "tool_result", "tool_use_id": call["id"], "content": text}
         if is_error:
             block["is_error"] = True
@@ -304,6 +308,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     """
     cancel = cancel if cancel is not None else new_turn_cancel()
     settings = settings or load_settings(vault.root)
+    text, kept = redact.door(vault.root, text)    # a pasted key reaches neither vault nor model
     sessions.check_key(session)
     models = models_for(model, settings)
     tools = registry.definitions(settings=settings, readonly=readonly)
@@ -339,6 +344,8 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         """The messages waiting in the inbox, added to `target` (the user message about
         to be sent) and to the transcript."""
         for said, source in inbox.drain():
+            said, found = redact.door(vault.root, said)
+            kept.extend(found)
             target["content"].append({"type": "text", "text": said})
             extra = {"injected": True}
             if source:
@@ -395,7 +402,8 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
                     continue
                 reply = _joined(replies)
                 break
-            results = run_tools(calls, ctx, on_tool=on_tool, mcp=mcp, on_tool_done=on_tool_done)
+            results = run_tools(calls, ctx, on_tool=on_tool, mcp=mcp, on_tool_done=on_tool_done,
+                                kept=kept)
             messages.append({"role": "user", "content": list(results)})
             new.append({"role": "user", "content": results})
         else:
@@ -467,6 +475,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
                         f"{error} {unsaved}" if error and unsaved else error or unsaved,
                         interrupted, replies=replies, injected=injected)
     result.notes.extend(fit_notes)
+    result.notes.extend(filter(None, [redact.summary(kept + redact.heard(vault))]))
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
     result.notes.extend(staged.problems)
     result.notes.extend(mcp_notes + (mcp.problems() if mcp is not None else []))

@@ -62,6 +62,8 @@ def note(text):
     if not body.strip():
         raise click.ClickException('Nothing to note: give the text, as in agent note "call the dentist"')
     vault = get_vault()
+    from agent import redact
+    body, kept = redact.door(vault.root, body)     # a pasted key never lands in the note
     t = now()
     rel = memory.daily_path(t.date())
     vault.check_writable(rel)
@@ -81,6 +83,8 @@ def note(text):
                                      f"Your note was not saved: {body}")) from None
     after_change(vault, index=False)
     click.echo(f"{rel}: {memory.note_line(body, t)}  ({sha[:7]})")
+    if kept:
+        click.echo(redact.summary(kept))
 
 
 @cli.command()
@@ -363,6 +367,12 @@ LAZY = {
                "List the dream's proposals and accept, reject or edit them."),
     "why": ("agent.cli.why", "why_cmd",
             "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
+    "forget": ("agent.cli.forget", "forget_cmd",
+               "Remove a phrase from every file and commit, here and on every clone."),
+    "show": ("agent.cli.timetravel", "show_cmd",
+             "Print a vault file as it was at a date or commit (--as-of WHEN)."),
+    "restore": ("agent.cli.timetravel", "restore_cmd",
+                "Bring back a removed line of MEMORY.md or USER.md holding TEXT, as one commit."),
 }
 cli.lazy.update(LAZY)
 

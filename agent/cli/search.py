@@ -100,8 +100,10 @@ def _short(text: str, width: int = 160) -> str:
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
               help="words (full text), dense (the embedding model), hybrid (both), auto "
                    "(hybrid when the embed extra is installed).")
+@click.option("--as-of", "as_of", metavar="WHEN", help="Search what the agent knew at WHEN (a "
+              "date, or a commit): the messages up to then and the memory files as they were.")
 @vault_option
-def search_cmd(query, limit, as_json, since, until, kinds, mode):
+def search_cmd(query, limit, as_json, since, until, kinds, mode, as_of):
     """Search everything the vault remembers: messages, facts, daily notes, archive.
 
     QUERY is plain words; quotes, AND/OR/NOT and other punctuation are taken as text.
@@ -114,9 +116,15 @@ def search_cmd(query, limit, as_json, since, until, kinds, mode):
     text = " ".join(query)
     vault = get_vault()
     first, last = parse_day(vault, since, "--since"), parse_day(vault, until, "--until")
-    with _progress(index):
-        hits = index.search(vault, text, limit, since=first, until=last,
-                            kinds=set(kinds) if kinds else None, mode=mode)
+    if as_of:                                       # issue 26: the vault as it was then
+        from agent.ops import timetravel
+        hits, then = timetravel.search_as_of(vault, text, as_of, limit, since=first,
+                                             until=last, kinds=set(kinds) if kinds else None)
+        click.echo(f"as of {then}", err=True)
+    else:
+        with _progress(index):
+            hits = index.search(vault, text, limit, since=first, until=last,
+                                kinds=set(kinds) if kinds else None, mode=mode)
     if index.LAST.get("problem"):
         click.echo(index.LAST["problem"], err=True)
     if not hits:

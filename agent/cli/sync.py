@@ -35,7 +35,7 @@ def sync_cmd(ctx, remote, no_push, as_json):
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return
-    click.echo(result.line())
+    click.echo("\n".join(getattr(result, "forgotten", []) + [result.line()]))
     if result.held_line():
         click.echo(result.held_line())
     for path in result.kept_both:

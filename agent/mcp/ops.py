@@ -202,6 +202,21 @@ class VaultTools:
                                  "default": None, "description": "Why (for a rejection)."}},
                   "required": ["ids", "decision"], "additionalProperties": False},
                  self.review_decide, writes=True),
+            # Time travel (issue 26): the operations are agent.ops.timetravel's.
+            Spec("show_as_of", "A vault file as it was at a moment: what the agent knew then.",
+                 {"type": "object", "properties": {
+                     "path": {"type": "string", "minLength": 1, "maxLength": 500,
+                              "description": "The file's path in the vault, e.g. MEMORY.md."},
+                     "when": {"type": "string", "minLength": 1, "maxLength": 100,
+                              "description": "A date (2026-11-20, '3 days ago') or a commit."}},
+                  "required": ["path", "when"], "additionalProperties": False},
+                 self.show_as_of),
+            Spec("restore", "Bring back the line of MEMORY.md or USER.md holding the text that "
+                 "was removed most recently (by a dream, an undo or a hand edit), as one commit.",
+                 {"type": "object", "properties": {
+                     "text": _text("Words of the removed fact.", MAX_QUERY)},
+                  "required": ["text"], "additionalProperties": False},
+                 self.restore, writes=True),
         ]
         self.specs = {s.name: s for s in specs}
 
@@ -296,6 +311,18 @@ class VaultTools:
         items = review.pending(self.vault)
         return json.dumps([i.to_json() for i in items], ensure_ascii=False, indent=1) \
             if items else "Nothing waits for review."
+
+    def show_as_of(self, path: str, when: str) -> str:
+        from agent.ops import timetravel
+        found = timetravel.show_as_of(self.vault, self._vault_path(path), when)
+        return _cap(f"{path} as of {found.line}:\n\n{found.text}")
+
+    def restore(self, text: str, client: str | None) -> str:
+        from agent.ops import timetravel
+        from agent.search import index
+        done = timetravel.restore(self.vault, text)
+        index.refresh(self.vault, after_commit=True)
+        return f"Restored to {done.rel}: {done.line} ({(done.sha or '')[:7]})"
 
     # -- writing
 

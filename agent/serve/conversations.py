@@ -42,6 +42,7 @@ from agent.chat.cancel import Cancel, new_turn_cancel
 from agent.chat.inbox import Inbox
 from agent.errors import UserError
 from agent.serve.receipts import Receipts
+from agent import redact
 from agent.serve.turns import log, run_turn, short
 from agent.stores import sessions
 
@@ -350,6 +351,8 @@ class Conversations:
                 before = injected[i - 1][1] if 0 < i <= len(injected) else 0
                 t.reply = "\n\n".join(r for r in result.replies[before:] if r) or (
                     result.reply if before == 0 else "")
+                if i == 0:                  # the channel's person hears what was kept out
+                    t.reply = redact.with_notice(t.reply, result.notes)
                 t.error = result.error
             t._result = result
             t._event("reply", reply_data(t, result))

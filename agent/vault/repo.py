@@ -31,6 +31,7 @@ from pathlib import Path
 
 from agent.errors import UserError
 from agent.package import package_data
+from agent import redact
 from agent.vault import atomic
 from agent.vault.change import Change, Identity, by_hand, recovered
 from agent.vault.offlimits import STATE_DIR, is_off_limits, link_problem, refusal
@@ -1165,6 +1166,7 @@ class Vault:
 
     def include(self, paths: list[str]) -> None:
         """Count `paths` (changed on disk by a command this turn ran) as this process's writes."""
+        redact.guard_files(self, [self.rel(rel) for rel in paths])   # keys stay out (issue 26)
         for rel in paths:
             # As git lists it, not resolved: a symlink is the link, never its target.
             rel = os.path.normpath(rel).replace(os.sep, "/")
@@ -1259,6 +1261,7 @@ class Vault:
     def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> None:
         """Append whole lines, flushed and fsynced; `header` starts a new file."""
         path = self._writable(rel)
+        lines = redact.guard_lines(self, rel, lines)                 # keys stay out (issue 26)
         new = not path.exists() or path.stat().st_size == 0
         data = "".join(line.rstrip("\n") + "\n" for line in lines)
         if new and header:
@@ -1280,6 +1283,7 @@ class Vault:
 
     def write_text(self, rel: str, text: str) -> None:
         """Replace a file atomically: a temporary file, fsync, then os.replace."""
+        text = redact.guard(self, rel, text)                         # keys stay out (issue 26)
         atomic.write_text(self._writable(rel), text, sync_dir=True)
 
     def delete(self, rel: str) -> None:

@@ -133,10 +133,13 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     remote, branch = upstream(vault, remote)
     ensure_setup(vault)
     result = SyncResult(remote, branch)
+    from agent.vault import rewrite
     start = vault.head()
     for _ in range(MAX_ATTEMPTS):
         _fetch(vault, remote, branch)
         _check_incoming(vault, remote, branch)
+        if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
+            start = vault.head()
         with vault.locked():
             _merge(vault, remote, branch, result)
             result.claimed += claim_jobs(vault)[0]

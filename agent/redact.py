@@ -1,0 +1,337 @@
+"""The secret filter at the door: credentials become `[secret:KIND]` before they reach
+the vault or the model.
+
+    text, kept = redact.scrub("my key is sk-ant-api03-...")
+    # "my key is [secret:anthropic]", ["anthropic"]
+
+The patterns are `detect-secrets`' own (its regex-based plugins, read through its
+plugin API), not a hand list: AWS, GitHub, Slack, Telegram bot tokens, JWTs, passwords
+in URLs (basic auth), Stripe, GitLab, npm, PyPI, SendGrid, Twilio, Discord and more. Its
+full scan (`scan_line`) runs every plugin through its filter machinery and costs about
+20x more per message (scripts/bench_redact.py measures both), so the door compiles the
+plugins' regexes once and runs them directly. Three kinds of plugin are left out on
+purpose: the high-entropy and keyword plugins (in chat they flag ordinary words, hashes
+and commit ids) and the public IP plugin (an address is no credential).
+
+`EXTRA` adds what the library lacks, each a provider's documented key shape:
+Anthropic keys (`sk-ant-…`), OpenAI's project and service keys (`sk-proj-…`,
+`sk-svcacct-…`: the library knows only the old `…T3BlbkFJ…` shape), Google API keys
+(`AIza…`), GitHub fine-grained tokens (`github_pat_…`), a whole private key block
+(the library flags only its BEGIN line; the door must remove the key itself) and a
+whole JWT (the library's pattern stops before the signature).
+
+`[security] redact_secrets = false` in agent.toml turns the filter off (`enabled`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+# Ours, matched before the library's (an Anthropic key also looks like an OpenAI one).
+EXTRA: tuple[tuple[str, str], ...] = (
+    ("private-key", r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
+                    r"(?:(?!-----END)[\s\S]){0,20000}?-----END[A-Z0-9 ]{0,40} PRIVATE KEY"
+                    r"(?: BLOCK)?-----"),
+    ("anthropic", r"\bsk-ant-[a-z0-9]{2,12}-[A-Za-z0-9_\-]{20,}"),
+    ("openai", r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,}"),
+    ("google", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    ("github", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    # The library's JWT regex ends lazily (`*?`): alone it leaves the signature behind.
+    ("jwt", r"\beyJ[A-Za-z0-9_\-=]+\.eyJ[A-Za-z0-9_\-=]+\.[A-Za-z0-9_\-+/=]*"),
+)
+
+# detect-secrets' secret types, by the short kind a person reads in `[secret:KIND]`.
+KINDS = {
+    "AWS Access Key": "aws", "GitHub Token": "github", "Slack Token": "slack",
+    "Telegram Bot Token": "telegram", "JSON Web Token": "jwt", "OpenAI Token": "openai",
+    "Basic Auth Credentials": "password", "Private Key": "private-key",
+    "Stripe Access Key": "stripe", "GitLab Token": "gitlab", "NPM tokens": "npm",
+    "PyPI Token": "pypi", "SendGrid API Key": "sendgrid", "Twilio API Key": "twilio",
+    "Discord Bot Token": "discord", "Mailchimp Access Key": "mailchimp",
+    "Azure Storage Account access key": "azure",
+}
+# Not credentials, or too noisy in conversation (see the module's docstring).
+SKIPPED = {"Public IP (ipv4)"}
+
+SETTING = "security.redact_secrets"
+
+
+def _kind(secret_type: str) -> str:
+    return KINDS.get(secret_type) or re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+
+
+def _library_patterns() -> list[tuple[str, str, int]]:
+    """(kind, regex source, flags) of detect-secrets' regex plugins."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    out = []
+    for secret_type, cls in sorted(get_mapping_from_secret_type_to_class().items()):
+        if secret_type in SKIPPED or not issubclass(cls, RegexBasedDetector):
+            continue
+        if cls.__name__ == "PrivateKeyDetector":
+            continue                      # the whole block is ours (EXTRA)
+        out.extend((_kind(secret_type), rx.pattern, rx.flags) for rx in cls.denylist)
+    return out
+
+
+def _cache_file() -> Path:
+    from importlib.metadata import version
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "agent" / f"secret-patterns-{version('detect-secrets')}.json"
+
+
+@lru_cache(maxsize=1)
+def patterns() -> tuple[tuple[str, re.Pattern], ...]:
+    """(kind, compiled regex) in the order they are tried: ours, then the library's.
+
+    Importing detect-secrets costs about 0.2 s (it pulls in `requests` to verify keys
+    online, which the door never does); its patterns are kept in a cache file per
+    library version, so `agent note` and the commands that must start fast pay it once.
+    """
+    cache, lib = None, None
+    try:
+        cache = _cache_file()
+        lib = [(str(k), str(rx), int(f)) for k, rx, f in
+               json.loads(cache.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError, ImportError):
+        pass                              # no cache yet (or a broken one): ask the library
+    if lib is None:
+        lib = _library_patterns()
+        if cache is not None:
+            with contextlib.suppress(OSError):
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(lib), encoding="utf-8")
+                os.replace(tmp, cache)
+    out = [(kind, re.compile(rx)) for kind, rx in EXTRA]
+    out += [(kind, re.compile(rx, flags)) for kind, rx, flags in lib]
+    return tuple(out)
+
+
+def _spans(text: str) -> list[tuple[int, int, str]]:
+    """Where the secrets of `text` are: (start, end, kind), not overlapping."""
+    found: list[tuple[int, int, str]] = []
+    for kind, rx in patterns():
+        for m in rx.finditer(text):
+            # As the library's analyze_string: the groups that matched are the secret
+            # (the password of a URL, not the whole URL), else the whole match.
+            # (GitHub's group is only its `ghp` prefix: a group that short is no secret,
+            # the whole match is; a password in a URL may be short and still count.)
+            groups = [i for i in range(1, (rx.groups or 0) + 1) if m.group(i)
+                      and (kind == "password" or len(m.group(i)) >= 8)]
+            for start, end in ([m.span(i) for i in groups] if groups else [m.span()]):
+                if end - start < 8 and kind != "password":
+                    continue
+                if any(s < end and start < e for s, e, _ in found):
+                    continue
+                found.append((start, end, kind))
+    return sorted(found)
+
+
+def scrub(text: str) -> tuple[str, list[str]]:
+    """`text` with each credential replaced by `[secret:KIND]`, and the kinds replaced."""
+    if not text or len(text) < 8:
+        return text, []
+    spans = _spans(text)
+    if not spans:
+        return text, []
+    out, at = [], 0
+    for start, end, kind in spans:
+        out.append(text[at:start])
+        out.append(f"[secret:{kind}]")
+        at = end
+    out.append(text[at:])
+    return "".join(out), [k for _, _, k in spans]
+
+
+def scrub_json_line(line: str) -> tuple[str, list[str]]:
+    """A JSONL line with the secrets of its strings replaced; still one valid JSON line.
+
+    The text is scrubbed as it is (bytes kept); only when that breaks the JSON (a match
+    that took part of an escape) are the decoded strings scrubbed and the line dumped.
+    """
+    new, kinds = scrub(line)
+    if not kinds:
+        return line, []
+    try:
+        json.loads(new)
+        return new, kinds
+    except ValueError:
+        pass
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return new, kinds                 # not JSON to begin with: the text is what counts
+    kinds = []
+
+    def walk(v):
+        if isinstance(v, str):
+            s, k = scrub(v)
+            kinds.extend(k)
+            return s
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        return v
+    return json.dumps(walk(data), ensure_ascii=False, separators=(",", ":")), kinds
+
+
+def scrub_value(value):
+    """A JSON-like value (a tool's content blocks, a message) with its strings scrubbed."""
+    if isinstance(value, str):
+        return scrub(value)[0]
+    if isinstance(value, list):
+        return [scrub_value(x) for x in value]
+    if isinstance(value, dict):
+        return {k: scrub_value(x) for k, x in value.items()}
+    return value
+
+
+# ---- the setting ---------------------------------------------------------------------
+
+_cache: dict[Path, tuple[float, bool]] = {}
+_cache_lock = threading.Lock()
+
+
+def enabled(root: Path | str) -> bool:
+    """Whether the vault at `root` filters secrets (`[security] redact_secrets`, default
+    true). Read again only when agent.toml changes; a broken file keeps the filter on."""
+    from agent.config import path_of, read_data, table_of, SettingsError
+
+    path = path_of(Path(root))
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return True
+    with _cache_lock:
+        hit = _cache.get(path)
+        if hit and hit[0] == mtime:
+            return hit[1]
+    try:
+        data, _ = read_data(Path(root))
+        value = (table_of(data, "security") or {}).get("redact_secrets", True)
+    except SettingsError:
+        value = True
+    on = value is not False
+    with _cache_lock:
+        _cache[path] = (mtime, on)
+    return on
+
+
+def door(root: Path | str, text: str) -> tuple[str, list[str]]:
+    """`scrub(text)` when the vault filters secrets, else (text, [])."""
+    if not text or not enabled(root):
+        return text, []
+    return scrub(text)
+
+
+def scrub_file_text(rel: str, text: str) -> tuple[str, list[str]]:
+    """A file's text with its secrets replaced (JSONL line by line, keeping it valid)."""
+    if rel.endswith(".jsonl"):
+        kinds: list[str] = []
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            if line:
+                lines[i], k = scrub_json_line(line)
+                kinds.extend(k)
+        return ("\n".join(lines), kinds) if kinds else (text, [])
+    return scrub(text)
+
+
+NOTICE = "Kept out of the vault and the model"
+
+
+def with_notice(reply: str, notes: list[str]) -> str:
+    """A reply a channel sends (Telegram, the gateway), with the filter's one line when
+    the turn kept a secret out, so the person there hears of it too."""
+    line = next((n for n in notes if n.startswith(NOTICE)), "")
+    return f"{reply}\n\n({line})" if line else reply
+
+
+def summary(kinds: list[str]) -> str:
+    """The one line that tells the person what was kept out, or ""."""
+    if not kinds:
+        return ""
+    counts: dict[str, int] = {}
+    for k in kinds:
+        counts[k] = counts.get(k, 0) + 1
+    what = ", ".join(f"{n} {k}" if n > 1 else k for k, n in counts.items())
+    n = len(kinds)
+    return (f"{NOTICE}: {n} secret{'s' * (n != 1)} ({what}), "
+            f"replaced by [secret:…]. ([security] redact_secrets = false turns this off.)")
+
+
+def scrub_files(root: Path, rels: list[str]) -> list[str]:
+    """Replace the secrets in the vault files `rels` (files the agent is about to commit,
+    such as what a sandboxed command wrote); the kinds replaced."""
+    if not rels or not enabled(root):
+        return []
+    kinds: list[str] = []
+    for rel in rels:
+        path = Path(root) / rel
+        from agent.errors import UserError
+        from agent.vault import safe
+        try:
+            data = safe.read_bytes(root, rel, limit=5_000_000)
+        except (OSError, UserError):
+            continue                      # a link, a FIFO, too big: not the agent's text
+        if data is None:
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue                      # a binary file: not text a key is pasted into
+        new, k = scrub_file_text(rel, text)
+        if k:
+            from agent.vault import atomic
+            atomic.write_text(path, new)
+            kinds.extend(k)
+    return kinds
+
+
+# ---- the vault's writes (agent.vault.repo calls these) -------------------------------
+
+
+def _heard(vault, kinds: list[str]) -> None:
+    """Remember on the vault object what was kept out, for the front-end to tell."""
+    if kinds:
+        vault.__dict__.setdefault("kept_secrets", []).extend(kinds)
+
+
+def guard(vault, rel: str, text: str) -> str:
+    """A file's new text as the vault writes it: without secrets when the filter is on."""
+    if not text or not enabled(vault.root):
+        return text
+    new, kinds = scrub_file_text(rel, text)
+    _heard(vault, kinds)
+    return new
+
+
+def guard_lines(vault, rel: str, lines: list[str]) -> list[str]:
+    """Lines the vault appends, without secrets when the filter is on."""
+    if not lines or not enabled(vault.root):
+        return lines
+    out = []
+    for line in lines:
+        new, kinds = scrub_file_text(rel, line)
+        _heard(vault, kinds)
+        out.append(new)
+    return out
+
+
+def guard_files(vault, rels: list[str]) -> None:
+    """Files a command wrote on disk that the vault is about to commit, scrubbed in place."""
+    _heard(vault, scrub_files(vault.root, rels))
+
+
+def heard(vault) -> list[str]:
+    """What the vault's writes kept out since the last call (and forget it)."""
+    return vault.__dict__.pop("kept_secrets", [])

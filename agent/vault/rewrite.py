@@ -1,0 +1,513 @@
+"""Forgetting in git: rewrite every branch's history without a phrase, on every clone.
+
+`agent forget` (agent.ops.forget) calls `rewrite_history(vault, text)`: git-filter-repo
+replaces the phrase by `[forgotten]` in every file of every commit of every ref
+(branches and remote-tracking refs) and in commit messages; authors, committers, dates
+and the rest of each message are kept. `expire_and_prune` then drops the reflogs and the
+old objects, so `git cat-file --batch-all-objects` no longer finds the phrase.
+
+The tombstone. What another clone needs, kept in the tracked file `.forgotten`, never
+the phrase itself:
+
+    {"id": "f-…", "at": "…", "salt": "…", "hash": pbkdf2(salt, phrase), "length": 23,
+     "rewrote": {"<old commit>": "<new commit>", …}}
+
+How another clone finds a phrase it is only given a salted hash of (`follow`, at the
+start of each `agent sync`): after fetching, it has both its own old commits and the
+remote's rewritten ones, and `rewrote` pairs them. In each pair the old and new commit
+differ exactly where the phrase was replaced: the first place their texts differ is at
+most len("[forgotten]") characters after the phrase's start. So a handful of windows of
+`length` characters there are hashed with the salt; the one that matches is the phrase,
+recovered from the clone's own copy. The clone then runs the very same rewrite: the same
+phrase and rules on the same commits give the same new commits (filter-repo keeps every
+author, committer, date and message byte), so its rewritten branch meets the remote's
+at the same commits, and its unsynced work, rewritten on top, merges as any sync does.
+A clone that never had the old commits has nothing to rewrite.
+
+The hash is PBKDF2 (`ITERATIONS` rounds), so that trying guesses against a tombstone
+costs what a password hash costs; a short phrase (a 4-digit PIN) can still be guessed:
+`agent forget` says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from agent.vault.repo import _GIT_BASE, Vault, VaultError, _no_filters
+
+TOMBSTONES = ".forgotten"
+REPLACEMENT = "[forgotten]"
+ITERATIONS = 20_000
+
+
+class RewriteError(VaultError):
+    """A rewrite that could not be done; the message says why and what to do."""
+
+
+@dataclass
+class Tombstone:
+    id: str
+    at: str
+    salt: str
+    hash: str
+    length: int
+    rewrote: dict[str, str] = field(default_factory=dict)
+
+    def matches(self, text: str) -> bool:
+        return len(text) == self.length and digest(self.salt, text) == self.hash
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "at": self.at, "salt": self.salt, "hash": self.hash,
+                "length": self.length, "rewrote": self.rewrote}
+
+
+def digest(salt: str, text: str) -> str:
+    return hashlib.pbkdf2_hmac("sha256", text.encode("utf-8"), bytes.fromhex(salt),
+                               ITERATIONS).hex()
+
+
+def new_tombstone(text: str, at: str, rewrote: dict[str, str]) -> Tombstone:
+    salt = secrets.token_hex(16)
+    return Tombstone(f"f-{secrets.token_hex(6)}", at, salt, digest(salt, text), len(text),
+                     rewrote)
+
+
+def parse_tombstones(data: str | None) -> list[Tombstone]:
+    """The tombstones of a `.forgotten` file's text (malformed entries are skipped)."""
+    if not data:
+        return []
+    try:
+        items = json.loads(data).get("forgotten", [])
+    except (ValueError, AttributeError):
+        return []
+    out = []
+    for it in items if isinstance(items, list) else []:
+        try:
+            out.append(Tombstone(str(it["id"]), str(it["at"]), str(it["salt"]),
+                                 str(it["hash"]), int(it["length"]),
+                                 {str(k): str(v) for k, v in dict(it.get("rewrote") or {}).items()}))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def dump_tombstones(stones: list[Tombstone]) -> str:
+    return json.dumps({"version": 1, "forgotten": [s.as_dict() for s in stones]},
+                      indent=1) + "\n"
+
+
+# ---- the phrase and its forms ---------------------------------------------------------
+
+
+def forms(text: str) -> list[str]:
+    """The ways the phrase is written in vault files: as is, and escaped inside a JSON
+    string (a transcript line), longest first so an escaped form is replaced whole."""
+    out = {text, json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1]}
+    return sorted(out, key=len, reverse=True)
+
+
+def _pattern(form: str) -> str:
+    # A real newline cannot stand in filter-repo's one-rule-a-line file: `\n` can.
+    return "".join(r"\n" if c == "\n" else r"\r" if c == "\r" else re.escape(c) for c in form)
+
+
+def _git_env() -> dict:
+    """The vault's git settings (no hooks, no filters, no fsmonitor) for the git commands
+    git-filter-repo runs itself, through git's environment configuration."""
+    pairs = list(_GIT_BASE)
+    env = dict(os.environ)
+    opts = [pairs[i + 1] for i in range(0, len(pairs), 2)]
+    env["GIT_CONFIG_COUNT"] = str(len(opts))
+    for n, kv in enumerate(opts):
+        k, _, v = kv.partition("=")
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = k, v
+    return env
+
+
+def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
+    """Replace `text` by [forgotten] in every commit of every ref and in the work tree;
+    the commits that changed, old -> new (new is 40 zeros for a commit left empty)."""
+    work = vault.state / "forget"
+    work.mkdir(mode=0o700, parents=True, exist_ok=True)
+    rules = work / "rules.txt"
+    fd = os.open(rules, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        for form in forms(text):
+            f.write(f"regex:{_pattern(form)}==>{REPLACEMENT}\n")
+    meta = vault.git_dir / "filter-repo"
+    shutil.rmtree(meta, ignore_errors=True)       # a run's leftovers would make it ask
+    env = _git_env()
+    filters = _no_filters(vault.root)
+    for n in range(0, len(filters), 2):
+        k, _, v = filters[n + 1].partition("=")
+        i = int(env["GIT_CONFIG_COUNT"])
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = k, v
+        env["GIT_CONFIG_COUNT"] = str(i + 1)
+    try:
+        p = subprocess.run(
+            [sys.executable, "-c", "import git_filter_repo as g; g.main()",
+             "--partial", "--force", "--quiet", "--replace-refs", "delete-no-add",
+             "--replace-text", str(rules), "--replace-message", str(rules)],
+            cwd=vault.root, env=env, input="", capture_output=True,
+            text=True, errors="replace")
+    finally:
+        rules.unlink(missing_ok=True)
+    if p.returncode:
+        raise RewriteError(f"git-filter-repo failed: {(p.stderr or p.stdout).strip()[-400:]}. "
+                           f"The history is as it was.")
+    mapping = {}
+    try:
+        lines = (meta / "commit-map").read_text().splitlines()[1:]
+    except OSError:
+        lines = []
+    for line in lines:
+        old, _, new = line.partition(" ")
+        if old != new:
+            mapping[old] = new
+    shutil.rmtree(meta, ignore_errors=True)
+    return mapping
+
+
+def _git_in(where, *args: str) -> str:
+    """A git command in the repository at `where`, its stdin an empty pipe; RewriteError
+    if it fails."""
+    p = subprocess.run(["git", *_GIT_BASE, *args], cwd=where, capture_output=True, input="",
+                       text=True, errors="replace")
+    if p.returncode:
+        raise RewriteError(f"git {args[0]} failed in {where}: {p.stderr.strip()[-300:]}; the "
+                           f"history is rewritten but old copies may remain: run `agent git "
+                           f"gc --prune=now`.")
+    return p.stdout
+
+
+def prune_repository(where, git_dir, *, work_tree: bool = True) -> None:
+    """Drop every reflog entry and every object no ref reaches any more.
+
+    What `git gc --prune=now` does, done by hand: git's repack runs pack-objects with
+    /dev/null as its stdin, and where /dev/null is no device (a sandbox that replaced it
+    by a file others write to) it reads their output as revisions and fails. Here the
+    reachable objects are listed by rev-list and handed to pack-objects through a pipe;
+    then every other pack and every loose object goes.
+    """
+    from pathlib import Path
+    git_dir = Path(git_dir)
+    (git_dir / "ORIG_HEAD").unlink(missing_ok=True)
+    _git_in(where, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    listed = _git_in(where, "rev-list", "--objects", "--all",
+                     *(["--indexed-objects"] if work_tree else []))
+    packs = git_dir / "objects" / "pack"
+    packs.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(["git", *_GIT_BASE, "pack-objects", "-q", str(packs / "pack")],
+                       cwd=where, capture_output=True, input=listed, text=True,
+                       errors="replace")
+    if p.returncode:
+        raise RewriteError(f"git pack-objects failed in {where}: {p.stderr.strip()[-300:]}")
+    keep = f"pack-{p.stdout.strip()}"
+    for f in packs.iterdir():
+        if f.name.startswith("pack-") and not f.name.startswith(keep + "."):
+            f.unlink(missing_ok=True)
+    (packs / "multi-pack-index").unlink(missing_ok=True)
+    _git_in(where, "prune-packed")
+    _git_in(where, "prune", "--expire=now")
+
+
+def expire_and_prune(vault: Vault) -> None:
+    """Drop every reflog entry and every object no ref of the vault reaches any more."""
+    prune_repository(vault.root, vault.git_dir)
+
+
+def tombstones_at(vault: Vault, rev: str) -> list[Tombstone]:
+    p = vault.git("show", f"{rev}:{TOMBSTONES}", check=False)
+    return parse_tombstones(p)
+
+
+def remote_at(vault: Vault, remote: str, branch: str) -> str | None:
+    """The commit this vault last saw the remote's branch at, or None."""
+    sha = vault.git("rev-parse", "--verify", "-q", f"refs/remotes/{remote}/{branch}",
+                    check=False).strip()
+    return sha or None
+
+
+def push_rewritten(vault: Vault, remote: str, branch: str, local: str, lease: str | None) -> str:
+    """Put rewritten `local` on the remote's `branch`, only if the remote still is at
+    `lease` (what it was before the rewrite): '' when done, else what went wrong."""
+    spec = [f"--force-with-lease=refs/heads/{branch}:{lease}"] if lease else []
+    p = subprocess.run(["git", *_GIT_BASE, "push", "--quiet", "--porcelain", *spec, remote,
+                        f"{local}:refs/heads/{branch}"], cwd=vault.root, capture_output=True,
+                       text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    if p.returncode:
+        return (p.stderr or p.stdout).strip().splitlines()[-1] if (p.stderr or p.stdout) \
+            else "push failed"
+    vault.git("update-ref", f"refs/remotes/{remote}/{branch}", local)
+    url = vault.git("remote", "get-url", remote, check=False).strip()
+    if url and os.path.isdir(url):
+        # A remote on this machine (a bare repository on a disk): its old objects go too.
+        try:
+            bare = _git_in(url, "rev-parse", "--is-bare-repository").strip() == "true"
+            git_dir = _git_in(url, "rev-parse", "--absolute-git-dir").strip()
+            prune_repository(url, git_dir, work_tree=not bare)
+        except RewriteError:
+            pass       # it no longer hands them out; its own gc drops them later
+    return ""
+
+
+# ---- another clone: find the phrase from its own old copy -----------------------------
+
+
+def _window_match(stone: Tombstone, old: str, new: str) -> str | None:
+    """The phrase, if `old` holds it where `new` (its rewritten form) first differs."""
+    k = 0
+    limit = min(len(old), len(new))
+    while k < limit and old[k] == new[k]:
+        k += 1
+    for start in range(k, max(-1, k - len(REPLACEMENT) - 1), -1):
+        window = old[start:start + stone.length]
+        if len(window) == stone.length and stone.matches(window):
+            return window
+    return None
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
+
+
+def _from_texts(stone: Tombstone, old: str, new: str) -> str | None:
+    if old == new:
+        return None
+    found = _window_match(stone, old, new)
+    if found:
+        return found
+    a, b = old.split("\n"), new.split("\n")
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        try:                                  # a transcript line: the phrase is escaped
+            sx, sy = _strings(json.loads(x)), _strings(json.loads(y))
+        except ValueError:
+            break
+        for s, t in zip(sx, sy):
+            if s != t:
+                found = _window_match(stone, s, t)
+                if found:
+                    return found
+        break
+    return None
+
+
+def _cat(vault: Vault, obj: str) -> str:
+    p = subprocess.run(["git", *_GIT_BASE, "cat-file", "-p", obj], cwd=vault.root,
+                       capture_output=True)
+    return p.stdout.decode("utf-8", "replace")
+
+
+def _message(vault: Vault, sha: str) -> str:
+    return _git_out(vault, "log", "-1", "--format=%B", sha)
+
+
+def _has(vault: Vault, sha: str) -> bool:
+    return bool(re.fullmatch(r"[0-9a-f]{40}", sha)) and subprocess.run(
+        ["git", *_GIT_BASE, "cat-file", "-e", f"{sha}^{{commit}}"], cwd=vault.root,
+        capture_output=True).returncode == 0
+
+
+def recover(vault: Vault, stone: Tombstone) -> str | None:
+    """The phrase of `stone`, found in this clone's copies of the commits it rewrote."""
+    for old, new in stone.rewrote.items():
+        if not (_has(vault, old) and _has(vault, new)):
+            continue
+        found = _from_texts(stone, _message(vault, old), _message(vault, new))
+        if found:
+            return found
+        raw = vault.git("diff-tree", "-r", "--no-renames", old, new)
+        for line in raw.splitlines():
+            meta, _, _path = line.partition("\t")
+            parts = meta.split()
+            if len(parts) < 5 or set(parts[2]) == {"0"} or set(parts[3]) == {"0"}:
+                continue
+            found = _from_texts(stone, _cat(vault, parts[2]), _cat(vault, parts[3]))
+            if found:
+                return found
+    return None
+
+
+def _reached(vault: Vault, shas: list[str]) -> bool:
+    """Whether any ref reaches one of the commits `shas`."""
+    for sha in shas:
+        if vault.git("for-each-ref", f"--contains={sha}", "--count=1", check=False).strip():
+            return True
+    return False
+
+
+@dataclass
+class Followed:
+    applied: list[str] = field(default_factory=list)     # tombstone ids rewritten here
+    problems: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"forget: applied {len(self.applied)} forgotten phrase"
+               f"{'s' * (len(self.applied) != 1)} from another clone to this vault's history "
+               f"(rewritten, old copies pruned)"] if self.applied else []
+        return out + [f"Warning: {p}" for p in self.problems]
+
+
+def follow(vault: Vault, remote: str, branch: str, result=None) -> bool:
+    """Between a sync's fetch and its merge: apply the tombstones of this vault and of
+    the fetched remote branch to every ref here (and put a remote branch that still held
+    a phrase back, rewritten, with a lease). Nothing to do costs two `git show`s.
+
+    True when history was rewritten here; what to tell the person is added to
+    `result.forgotten` (a sync's result), lines `agent sync` prints.
+    """
+    done = _follow(vault, remote, branch)
+    if result is not None:
+        result.__dict__.setdefault("forgotten", []).extend(done.lines())
+    return bool(done.applied)
+
+
+def _follow(vault: Vault, remote: str, branch: str) -> Followed:
+    done = Followed()
+    tracking = f"refs/remotes/{remote}/{branch}"
+    stones = {s.id: s for s in tombstones_at(vault, "HEAD")}
+    stones.update({s.id: s for s in tombstones_at(vault, tracking)})
+    todo = []
+    for stone in stones.values():
+        olds = [o for o in stone.rewrote if _has(vault, o)]
+        if olds and _reached(vault, olds):
+            todo.append(stone)
+    if not todo:
+        return done
+    before = remote_at(vault, remote, branch)
+    with vault.locked():                      # hand edits go in first, as the person's
+        for stone in todo:
+            text = recover(vault, stone)
+            if text is None:
+                done.problems.append(
+                    f"a forgotten phrase ({stone.id}) is still in this vault's history, and "
+                    f"its old and rewritten commits could not be compared here; run "
+                    f"`agent forget` with the phrase on this machine")
+                continue
+            rewrite_history(vault, text)
+            done.applied.append(stone.id)
+        if done.applied:
+            expire_and_prune(vault)
+    after = remote_at(vault, remote, branch)
+    if done.applied and after and after != before:
+        # The remote still had the phrase (a forget whose push failed): put it right.
+        problem = push_rewritten(vault, remote, branch, after, before)
+        if problem:
+            done.problems.append(f"the remote still holds a forgotten phrase and could not "
+                                 f"be updated ({problem})")
+    if done.applied:
+        for f in vault.state.glob("index.sqlite*"):   # derived: the next search rebuilds it
+            f.unlink(missing_ok=True)
+    return done
+
+
+def scrub_state(vault: Vault, text: str) -> list[str]:
+    """Replace the phrase in the agent's own local files (.agent/: logs, journals), which
+    git never holds; the search index is left to be rebuilt. The files changed."""
+    changed = []
+    for path in sorted(vault.state.rglob("*")):
+        if not path.is_file() or path.is_symlink() or path.name.startswith("index.sqlite") \
+                or path.name == "lock" or path.stat().st_size > 50_000_000:
+            continue
+        try:
+            data = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        new = data
+        for form in forms(text):
+            new = new.replace(form, REPLACEMENT)
+        if new != data:
+            from agent.vault import atomic
+            atomic.write_text(path, new)
+            changed.append(str(path.relative_to(vault.root)))
+    return changed
+
+
+# ---- where a phrase is (the survey and the verification of agent forget) --------------
+
+
+def _git_out(vault: Vault, *args: str) -> str:
+    return subprocess.run(["git", *_GIT_BASE, *args], cwd=vault.root, capture_output=True,
+                          input="", text=True, errors="replace").stdout
+
+
+def _grep_args(text: str) -> list[str]:
+    out = ["-F", "-I", "-c"]
+    for form in forms(text):
+        out += ["-e", form]
+    return out
+
+
+def grep_files(vault: Vault, text: str) -> dict[str, int]:
+    """Files of the work tree (tracked or not, .agent/ aside) -> lines holding the phrase."""
+    out = {}
+    for line in _git_out(vault, "grep", "--untracked", *_grep_args(text), "--", ".").splitlines():
+        path, _, n = line.rpartition(":")
+        if path and n.isdigit():
+            out[path] = int(n)
+    return out
+
+
+def grep_refs(vault: Vault, text: str) -> int:
+    """Lines holding the phrase in the trees of every ref (`git grep` over all refs)."""
+    refs = sorted(set(_git_out(vault, "for-each-ref", "--format=%(objectname)").split()))
+    if not refs:
+        return 0
+    out = _git_out(vault, "grep", *_grep_args(text), *refs, "--")
+    return sum(int(x.rpartition(":")[2]) for x in out.splitlines()
+               if x.rpartition(":")[2].isdigit())
+
+
+def commits_with(vault: Vault, text: str) -> tuple[list[str], list[str]]:
+    """("abc1234 subject" of the commits that add or remove the phrase, of the commits
+    whose message holds it), over every ref."""
+    changed: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    for form in forms(text):
+        for line in _git_out(vault, "log", "--all", "--format=%h %s", "-S", form).splitlines():
+            changed.setdefault(line.split(" ", 1)[0], line)
+        for line in _git_out(vault, "log", "--all", "--format=%h %s", "-F",
+                             f"--grep={form}").splitlines():
+            messages.setdefault(line.split(" ", 1)[0], line)
+    return list(changed.values()), list(messages.values())
+
+
+def count_in_objects(vault: Vault, text: str) -> int:
+    """Occurrences of the phrase in every object of the repository, reachable or not
+    (`git cat-file --batch-all-objects --batch`), read as a stream."""
+    patterns = [f.encode("utf-8") for f in forms(text)]
+    keep = max(len(f) for f in patterns)
+    proc = subprocess.Popen(["git", *_GIT_BASE, "cat-file", "--batch-all-objects", "--batch"],
+                            cwd=vault.root, stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    hits, tail = 0, b""
+    assert proc.stdout is not None
+    while chunk := proc.stdout.read(1 << 20):
+        data = tail + chunk
+        for f in patterns:
+            start = 0
+            while (i := data.find(f, start)) != -1:
+                if i + len(f) > len(tail):     # not counted with the previous chunk
+                    hits += 1
+                start = i + 1
+        tail = data[-keep:]
+    proc.wait()
+    return hits
