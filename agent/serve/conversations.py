@@ -68,6 +68,7 @@ class Ticket:
         self.reply = ""                  # the part of the turn's reply that answers it
         self.receipt: str | None = None  # its receipt (agent.serve.receipts)
         self.settle = True               # False: the channel settles it once it replied
+        self.kept: list[str] = []        # kinds of secret kept out of the message
         self._on_event = on_event
         self._done = threading.Event()
         self._result: TurnResult | None = None
@@ -144,8 +145,12 @@ class Conversations:
         sessions.check_key(session)
         if not isinstance(text, str) or not text.strip():
             raise UserError("Nothing to send: the message is empty.")
+        # A key in the message is kept out here, before its receipt is written, so the
+        # receipt, the turn and the model all see the same clean text (and it is told once).
+        text, kept = redact.door(self.vault.root, text)
         ticket = Ticket(session, text, source, on_event)
         ticket.settle = settle
+        ticket.kept = kept
         with self._cond:
             if self._closed:
                 raise ServeStopping("agent serve is stopping and takes no new messages; "
@@ -352,7 +357,9 @@ class Conversations:
                 t.reply = "\n\n".join(r for r in result.replies[before:] if r) or (
                     result.reply if before == 0 else "")
                 if i == 0:                  # the channel's person hears what was kept out
-                    t.reply = redact.with_notice(t.reply, result.notes)
+                    t.reply = redact.with_notice(
+                        t.reply, [redact.summary(t.kept)] + result.notes if t.kept
+                        else result.notes)
                 t.error = result.error
             t._result = result
             t._event("reply", reply_data(t, result))
