@@ -110,9 +110,12 @@ def status():
 
     click.echo(f"vault:      {root}")
     click.echo(f"HEAD:       {head}")
+    blocked = _commit_blocker(vault, dirty)
     if dirty:
         click.echo(f"hand edits: {len(dirty)} uncommitted ({', '.join(dirty[:5])}"
-                   f"{', ...' if len(dirty) > 5 else ''}); committed before the agent's next change")
+                   f"{', ...' if len(dirty) > 5 else ''}); "
+                   + ("not committed until the problem below is fixed" if blocked
+                      else "committed before the agent's next change"))
     else:
         click.echo("hand edits: none")
     click.echo(f"sessions:   {n_sessions} ({messages} message{'s' * (messages != 1)})")
@@ -134,8 +137,20 @@ def status():
         click.echo(f"sync:       {ahead} ahead, {behind} behind {ref}{when}")
         click.echo(f"host:       {vault.host()} (this machine: it runs the cron jobs and "
                    f"heartbeats marked with it)")
+    if blocked:
+        warnings.insert(0, blocked)
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)
+
+
+def _commit_blocker(vault: Vault, dirty: list[str]) -> str | None:
+    """Why the vault's next change cannot be committed (a broken agent.toml, or a
+    hand-edited cron.json that does not parse), or None."""
+    try:
+        vault.agent_identity()
+    except UserError as e:
+        return f"{e}; nothing is committed until it is fixed: run agent edit agent.toml."
+    return vault.broken_hand_edit(dirty)
 
 
 @cli.command()
@@ -186,8 +201,10 @@ def edit(file):
     from agent.cli.config import identity_despite_problems
 
     identity_despite_problems(vault)     # so that a broken agent.toml can be repaired here
-    with vault.locked():                 # earlier hand edits go in first, on their own
-        report_recovery(vault)
+    # (and a broken cron.json: it blocks the lock, so it is repaired before taking it)
+    if not (rel == "cron.json" and vault.broken_hand_edit(vault.dirty_paths())):
+        with vault.locked():             # earlier hand edits go in first, on their own
+            report_recovery(vault)
     before = path.read_bytes() if path.exists() else None
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     try:

@@ -779,6 +779,9 @@ class Vault:
         dirty, unmerged = self._status()
         if unmerged:
             raise UnfinishedGit(conflicted(self.root, unmerged))
+        problem = self.broken_hand_edit(dirty)
+        if problem:               # refused as a broken agent.toml is, before anything is written
+            raise VaultError(problem)
         pending = self._read_pending()
         if not dirty:
             if pending:
@@ -807,6 +810,19 @@ class Vault:
         if edits:
             self._commit_paths(edits, by_hand(edits, self.user_identity()))
         self._clear_pending()
+
+    def broken_hand_edit(self, dirty: list[str]) -> str | None:
+        """Why the hand edits in `dirty` cannot be committed (a cron.json that does not
+        parse), or None. Committed, a broken cron.json would stop every job and sync
+        would spread it, so it blocks every change as a broken agent.toml does."""
+        if "cron.json" not in dirty:
+            return None
+        from agent.stores import cron   # local: the vault knows the format only here
+        try:
+            cron.read(self.root)
+        except UserError as e:
+            return f"{e} Nothing is committed until it is fixed (agent edit cron.json)."
+        return None
 
     def _too_big(self, rel: str) -> bool:
         """A hand-added file over COMMIT_BYTES: left uncommitted, and said so."""

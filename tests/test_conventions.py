@@ -1,0 +1,51 @@
+"""Everyday defects a newcomer found (issue 27), and the conventions of git, grep and
+simonw/llm, through the real CLI: broken control files, `edit` names, sync conflict
+blocks, the search floor, Ctrl-C through serve, NO_COLOR, --json, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from conftest import agent_proc, subjects
+
+
+def editor(tmp_path, script: str) -> str:
+    """An $EDITOR command running `script` (python) on the file it is given."""
+    path = tmp_path / "editor.py"
+    path.write_text("import sys\np = sys.argv[1]\n" + script)
+    return f"{sys.executable} {path}"
+
+
+# ---- a broken cron.json is refused as a broken agent.toml is ------------------------------
+
+
+def test_a_broken_cron_json_hand_edit_blocks_the_next_commit_and_status_says_so(vault, run, tmp_path):
+    good = (vault.root / "cron.json").read_text()
+    (vault.root / "cron.json").write_text('{"version": 1, "jobs": [\n')
+    before = subjects(vault)
+    r = run("note", "call the dentist")
+    assert r.exit_code == 1
+    assert "cron.json:2:1: not valid JSON" in r.output and "agent edit cron.json" in r.output
+    assert subjects(vault) == before                      # nothing committed, not even the note
+    assert (vault.root / "cron.json").read_text() == '{"version": 1, "jobs": [\n'
+    r = run("status")
+    assert "not committed until the problem below is fixed" in r.output
+    assert "committed before the agent's next change" not in r.output
+    assert "cron.json:2:1: not valid JSON" in r.output
+    # A broken agent.toml: status does not promise a commit either.
+    toml = (vault.root / "agent.toml").read_text()
+    (vault.root / "agent.toml").write_text(toml + "x = [\n")
+    r = run("status")
+    assert "not committed until the problem below is fixed" in r.output
+    assert "agent.toml" in r.output and "agent edit agent.toml" in r.output
+    (vault.root / "agent.toml").write_text(toml)
+    # `agent edit cron.json` is how it is repaired, and then the commit goes through.
+    fix = editor(tmp_path, f"open(p, 'w').write({good!r})\n"
+                           "open(p, 'a').write('\\n')\n")
+    p = agent_proc("edit", "cron.json", vault=vault.root, env={"VISUAL": fix})
+    assert p.returncode == 0, p.stderr
+    assert subjects(vault)[0] == "edit: cron.json by hand"
+    assert run("note", "call the dentist").exit_code == 0
