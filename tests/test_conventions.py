@@ -49,3 +49,35 @@ def test_a_broken_cron_json_hand_edit_blocks_the_next_commit_and_status_says_so(
     assert p.returncode == 0, p.stderr
     assert subjects(vault)[0] == "edit: cron.json by hand"
     assert run("note", "call the dentist").exit_code == 0
+
+
+# ---- agent edit: unknown names, --new, names from a sub-folder ----------------------------
+
+
+def test_edit_refuses_an_unknown_name_with_a_suggestion_and_new_makes_one(vault, tmp_path):
+    ed = editor(tmp_path, "open(p, 'a').write('- a fact\\n')\n")
+    head = vault.head()
+    p = agent_proc("edit", "MEMROY.md", vault=vault.root, env={"VISUAL": ed})
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "There is no MEMROY.md" in p.stderr and "Did you mean MEMORY.md?" in p.stderr
+    assert "agent edit --new MEMROY.md" in p.stderr
+    assert not (vault.root / "MEMROY.md").exists() and vault.head() == head
+    p = agent_proc("edit", "--new", "ideas.md", vault=vault.root, env={"VISUAL": ed})
+    assert p.returncode == 0, p.stderr
+    assert subjects(vault)[0] == "edit: ideas.md by hand"
+    assert (vault.root / "ideas.md").read_text() == "- a fact\n"
+
+
+def test_edit_from_a_sub_folder_finds_the_vaults_own_files(vault, tmp_path):
+    ed = editor(tmp_path, "open(p, 'a').write('# tweaked\\n')\n")
+    sub = vault.root / "memory"
+    p = agent_proc("edit", "agent.toml", cwd=sub, env={"VISUAL": ed})
+    assert p.returncode == 0, p.stderr
+    assert subjects(vault)[0] == "edit: agent.toml by hand"
+    assert not (sub / "agent.toml").exists()
+    assert (vault.root / "agent.toml").read_text().endswith("# tweaked\n")
+    # A file of the current folder is still found there first.
+    (sub / "2026-11-20.md").write_text("# 2026-11-20\n")
+    p = agent_proc("edit", "2026-11-20.md", cwd=sub, env={"VISUAL": ed})
+    assert p.returncode == 0, p.stderr
+    assert subjects(vault)[0] == "edit: memory/2026-11-20.md by hand"

@@ -181,18 +181,21 @@ def log(paths, max_count, since, oneline, no_pager):
 
 @cli.command()
 @click.argument("file", required=False)
+@click.option("--new", "new", is_flag=True, help="Make FILE if it does not exist yet.")
 @vault_option
-def edit(file):
+def edit(file, new):
     """Open $VISUAL or $EDITOR on MEMORY.md (or FILE) and commit the change as yours.
 
-    FILE is a path in the vault (relative to the current folder when that is inside
-    the vault, else to the vault's top). agent.toml and cron.json are checked when the
-    editor exits; a broken one is left uncommitted, with the problem named.
+    FILE is a file of the vault: found relative to the current folder when that is
+    inside the vault, else relative to the vault's top (so agent.toml is found from
+    any folder of the vault). A name that is not there is refused with the closest
+    names, unless --new asks for a new file. agent.toml and cron.json are checked when
+    the editor exits; a broken one is left uncommitted, with the problem named.
     """
     import os
 
     vault = get_vault()
-    rel = _edit_target(vault, file)
+    rel = _edit_target(vault, file, new)
     if rel.split("/")[0] in (".git", ".agent"):
         raise UserError(f"{rel} is the agent's or git's own state; it is not edited by hand.")
     path = vault.root / rel
@@ -229,16 +232,36 @@ def edit(file):
     click.echo(f"Committed your edit: {line}")
 
 
-def _edit_target(vault: Vault, file: str | None) -> str:
+def _edit_target(vault: Vault, file: str | None, new: bool = False) -> str:
+    """The vault path `agent edit FILE` opens: FILE relative to the current folder when
+    that is in the vault and FILE is there, else relative to the vault's top; a name
+    found in neither is refused with the closest names, unless `new` (then it is made
+    where the current folder says, as an editor would)."""
     if not file:
         return memory.MEMORY
     p = Path(file).expanduser()
-    here = Path.cwd() / p if not p.is_absolute() else p
-    try:
-        here.absolute().relative_to(vault.root)
-        return vault.rel(here.absolute())
-    except ValueError:
-        return vault.rel(p)
+    tried = []
+    if p.is_absolute():
+        tried.append(vault.rel(p))
+    else:
+        try:
+            here = Path.cwd().absolute() / p
+            here.relative_to(vault.root)
+            tried.append(vault.rel(here))
+        except ValueError:
+            pass                         # the current folder is outside the vault
+        tried.append(vault.rel(p))
+    for rel in tried:
+        if (vault.root / rel).exists():
+            return rel
+    if new:
+        return tried[0]
+    from agent.cli.suggest import closest
+
+    near = closest(tried[-1], vault.files())
+    hint = f" Did you mean {' or '.join(near)}?" if near else ""
+    raise UserError(f"There is no {tried[0]} in the vault {vault.root}.{hint} "
+                    f"To make a new file: agent edit --new {file}")
 
 
 def _edit_problem(vault: Vault, rel: str) -> str | None:
