@@ -9,6 +9,14 @@ import os
 import sys
 from pathlib import Path
 
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from agent.cli.app import cli
+from agent.stores.merge import CONFLICT_END, CONFLICT_START, merge_facts
+from agent.vault.repo import Vault
 from conftest import agent_proc, subjects
 
 
@@ -81,3 +89,71 @@ def test_edit_from_a_sub_folder_finds_the_vaults_own_files(vault, tmp_path):
     p = agent_proc("edit", "2026-11-20.md", cwd=sub, env={"VISUAL": ed})
     assert p.returncode == 0, p.stderr
     assert subjects(vault)[0] == "edit: memory/2026-11-20.md by hand"
+
+
+# ---- sync conflict blocks hold only what conflicts -----------------------------------------
+
+FACT_MERGES = [
+    # (name, base, ours, theirs, expected)
+    ("one fact changed both ways, ours also added facts after it",
+     "## Facts\n- likes tea\n- lives in Paris\n",
+     "## Facts\n- likes tea\n- lives in Lyon\n- has a cat named Tom\n- plays chess\n- learns Japanese\n",
+     "## Facts\n- likes tea\n- lives in Berlin\n- drives a red car\n",
+     "## Facts\n- likes tea\nSTART\n- lives in Lyon\n- lives in Berlin\nEND\n"
+     "- has a cat named Tom\n- plays chess\n- learns Japanese\n- drives a red car\n"),
+    ("two adjacent facts changed on ours, one of them differently on theirs",
+     "- lives in Paris\n- works at Acme\n",
+     "- lives in Lyon\n- works at Initech\n",
+     "- lives in Berlin\n- works at Acme\n",
+     "START\n- lives in Lyon\n- lives in Berlin\nEND\n- works at Initech\n"),
+    ("the same change on both sides",
+     "- lives in Paris\n", "- lives in Lyon\n- plays chess\n", "- lives in Lyon\n",
+     "- lives in Lyon\n- plays chess\n"),
+    ("deleted on ours, changed on theirs: the change is kept, marked",
+     "- a\n- lives in Paris\n- b\n", "- a\n- b\n- c\n", "- a\n- lives in Berlin\n- b\n",
+     "- a\nSTART\n- lives in Berlin\nEND\n- b\n- c\n"),
+    ("ours deleted a fact theirs left alone, both changed another",
+     "- likes tea\n- lives in Paris\n",
+     "- lives in Lyon\n",
+     "- likes tea\n- lives in Berlin\n",
+     "START\n- lives in Lyon\n- lives in Berlin\nEND\n"),
+    ("both added different facts at one place",
+     "- a\n", "- a\n- b\n", "- a\n- c\n", "- a\n- b\n- c\n"),
+]
+
+
+@pytest.mark.parametrize("name,base,ours,theirs,expected", FACT_MERGES, ids=[c[0] for c in FACT_MERGES])
+def test_merge_facts_puts_only_the_lines_that_conflict_in_the_block(name, base, ours, theirs, expected):
+    got = merge_facts(base.encode(), ours.encode(), theirs.encode()).decode()
+    assert got.replace(CONFLICT_START, "START").replace(CONFLICT_END, "END") == expected
+
+
+def cli_ok(*args):
+    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def test_a_sync_conflict_block_holds_the_two_versions_and_nothing_else(tmp_path, vault):
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Berlin\n")
+    cli_ok("--vault", vault.root, "note", "facts")
+    cli_ok("--vault", vault.root, "sync")
+    cli_ok("clone", bare, tmp_path / "b")
+    b = Vault.open(tmp_path / "b")
+    (vault.root / "MEMORY.md").write_text(
+        "# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Paris\n- Has a cat named Miso\n"
+        "- Plays the cello\n- Learns Japanese\n")
+    (b.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Lisbon\n")
+    cli_ok("--vault", vault.root, "note", "a")
+    cli_ok("--vault", b.root, "note", "b")
+    cli_ok("--vault", b.root, "sync")
+    cli_ok("--vault", vault.root, "sync")
+    cli_ok("--vault", b.root, "sync")
+    for v in (vault, b):
+        text = (v.root / "MEMORY.md").read_text()
+        assert text == ("# Memory\n\n## Facts\n\n- Likes tea\n" + CONFLICT_START + "\n"
+                        "- Lives in Paris\n- Lives in Lisbon\n" + CONFLICT_END + "\n"
+                        "- Has a cat named Miso\n- Plays the cello\n- Learns Japanese\n"), text
