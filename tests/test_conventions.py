@@ -157,3 +157,50 @@ def test_a_sync_conflict_block_holds_the_two_versions_and_nothing_else(tmp_path,
         assert text == ("# Memory\n\n## Facts\n\n- Likes tea\n" + CONFLICT_START + "\n"
                         "- Lives in Paris\n- Lives in Lisbon\n" + CONFLICT_END + "\n"
                         "- Has a cat named Miso\n- Plays the cello\n- Learns Japanese\n"), text
+
+
+# ---- NO_COLOR ------------------------------------------------------------------------------
+
+
+def on_a_terminal(*args, vault, env=None) -> str:
+    """Run `agent` with stdout and stderr on a pseudo-terminal; what it wrote there."""
+    import pty
+    import subprocess
+
+    leader, follower = pty.openpty()
+    full = {**os.environ, "PAGER": "cat", **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault), *args],
+                            stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=full)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:               # the other end closed: the process is done
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait()
+    os.close(leader)
+    return out.decode("utf-8", "replace")
+
+
+def test_no_color_is_honoured_on_a_terminal_by_search_log_and_the_vault_line(vault, run):
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- Likes green tea\n")
+    assert run("note", "green tea with Ada").exit_code == 0
+    for args in (("search", "--mode", "words", "green", "tea"), ("log", "-n", "1")):
+        assert "\x1b[" in on_a_terminal(*args, vault=vault.root), args   # coloured by default
+        out = on_a_terminal(*args, vault=vault.root, env={"NO_COLOR": "1"})
+        assert "\x1b[" not in out and "tea" in out, args
+
+
+def test_no_color_is_honoured_by_chat_on_a_terminal(fake_anthropic, vault):
+    from fakeanthropic import reply, tool_use
+
+    for answer in ("Kyoto in April is lovely.", "Still lovely."):
+        fake_anthropic.add(reply(tool_use("list_dir", {"path": "."})), reply(answer))
+    out = on_a_terminal("chat", "--local", "-m", "Kyoto?", vault=vault.root)
+    assert "Kyoto in April is lovely." in out and "\x1b[" in out     # the tool line is dimmed
+    out = on_a_terminal("chat", "--local", "-m", "And now?", vault=vault.root, env={"NO_COLOR": "1"})
+    assert "Still lovely." in out and "[list_dir]" in out and "\x1b[" not in out

@@ -22,8 +22,12 @@ from agent.vault.repo import Vault, now
 @click.group(cls=AgentGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @vault_option
 @click.version_option(package_name="agent")
-def cli():
+@click.pass_context
+def cli(ctx):
     """A personal AI agent whose whole mind is a Git repository of plain files."""
+    from agent.cli.output import apply_no_color
+
+    apply_no_color(ctx)
 
 
 # ---- the vault ----------------------------------------------------------------------
@@ -170,9 +174,11 @@ def log(paths, max_count, since, oneline, no_pager):
 
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
+    from agent.cli.output import use_color
+
     tty = sys.stdout.isatty()
     out = history.file_log(vault, targets, max_count=max_count, since=since, oneline=oneline,
-                           color=tty)
+                           color=use_color())
     # Bytes a person's editor wrote that are not UTF-8 show as U+FFFD, never a crash.
     out = out.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     text = out.rstrip("\n") if out else "No changes to " + ", ".join(targets) + " yet."
