@@ -204,3 +204,28 @@ def test_no_color_is_honoured_by_chat_on_a_terminal(fake_anthropic, vault):
     assert "Kyoto in April is lovely." in out and "\x1b[" in out     # the tool line is dimmed
     out = on_a_terminal("chat", "--local", "-m", "And now?", vault=vault.root, env={"NO_COLOR": "1"})
     assert "Still lovely." in out and "[list_dir]" in out and "\x1b[" not in out
+
+
+# ---- search: exit 1 on no match, --until a moment ------------------------------------------
+
+
+def test_search_until_a_moment_keeps_that_second_and_no_match_exits_1(vault, run, tmp_path):
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps(m) + "\n" for m in [
+        {"session": "import/x", "role": "user", "content": "the walrus sings at dawn",
+         "ts": "2026-11-24T01:48:27+00:00", "id": "a"},
+        {"session": "import/x", "role": "assistant", "content": "a walrus sings at noon",
+         "ts": "2026-11-24T01:48:28+00:00", "id": "b"}]))
+    assert run("import", str(src)).exit_code == 0
+    for until in ("2026-11-24T01:48:27+00:00", "2026-11-24T02:48:27+01:00"):
+        r = run("search", "--mode", "words", "--json", "--until", until, "walrus")
+        assert r.exit_code == 0, r.output
+        assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["a"]]
+    r = run("search", "--mode", "words", "--json", "--since", "2026-11-24T01:48:28+00:00", "walrus")
+    assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["b"]]
+    r = run("search", "--mode", "words", "--until", "2026-11-24", "walrus")
+    assert r.exit_code == 0 and "dawn" in r.output and "noon" in r.output
+    r = run("search", "--mode", "words", "--until", "2026-11-24T01:48:26Z", "walrus")
+    assert r.exit_code == 1
+    assert "No matches for 'walrus' until 2026-11-24T01:48:26+00:00." in r.output
+    assert run("search", "xylophone").exit_code == 1
