@@ -18,6 +18,7 @@ from agent.cli.app import cli
 from agent.stores.merge import CONFLICT_END, CONFLICT_START, merge_facts
 from agent.vault.repo import Vault
 from conftest import agent_proc, subjects
+from test_serve import procs  # noqa: F401  (fixture: serve processes killed at the end)
 
 
 def editor(tmp_path, script: str) -> str:
@@ -229,3 +230,44 @@ def test_search_until_a_moment_keeps_that_second_and_no_match_exits_1(vault, run
     assert r.exit_code == 1
     assert "No matches for 'walrus' until 2026-11-24T01:48:26+00:00." in r.output
     assert run("search", "xylophone").exit_code == 1
+
+
+# ---- Ctrl-C on a turn that runs in agent serve ---------------------------------------------
+
+
+def test_ctrl_c_on_chat_m_through_serve_stops_the_turn_keeps_it_interrupted_exit_130(
+        vault, fake_anthropic, procs):
+    import signal
+    import subprocess
+    import threading
+
+    from fakeanthropic import reply
+    from test_reach_gateway import after, enable_gateway, transcript
+    from test_serve import ServeProc
+
+    enable_gateway(vault)
+    cue = threading.Event()
+    fake_anthropic.add(after(cue, reply("Far too late."), timeout=60))
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat", "-m",
+                          "think about it slowly"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        fake_anthropic.wait_for_requests(1, path="/v1/messages", timeout=60)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        cue.set()                      # the fake's held reply goes, to a turn already stopped
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "Aborted!" not in err and "Traceback" not in err
+    assert "[interrupted: your message and the partial reply are saved]" in err
+    lines = transcript(vault, "cli/default")
+    assert lines[0]["role"] == "user" and lines[0]["content"] == "think about it slowly"
+    assert lines[-1].get("interrupted") is True
+    assert "Far too late." not in json.dumps(lines)
+    assert subjects(vault)[0].startswith("chat(cli/default): think about it slowly")
+    serve.wait_for("chat cli/default turn 1: interrupted")

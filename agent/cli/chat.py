@@ -197,7 +197,7 @@ def chat(message, session, continue_, new, model, remote, local):
     _remember_session(vault, session)
     if client is not None:
         if message is not None:
-            answer = _remote_turn(client, session, message)
+            answer = _remote_once(client, session, message)
             if answer.get("interrupted"):
                 sys.exit(130)
             if answer.get("error"):
@@ -425,6 +425,44 @@ def _remote_turn(remote, session: str, text: str, *, printer=None) -> dict:
         printer.end()
     _remote_report(answer)
     return answer
+
+
+def _remote_once(remote, session: str, text: str) -> dict:
+    """One message through serve (`agent chat -m`), as with --local: Ctrl-C stops the
+    turn in serve, which saves what it had, marked interrupted, and its answer is
+    awaited; a second Ctrl-C leaves at once (serve still saves the turn)."""
+    import threading
+
+    box: dict = {}
+    done = threading.Event()        # (not Thread.join: a join Ctrl-C broke says "not alive")
+
+    def go():
+        try:
+            box["answer"] = _remote_turn(remote, session, text)
+        except BaseException as e:      # raised again in the main thread, whatever it is
+            box["error"] = e
+        finally:
+            done.set()
+    threading.Thread(target=go, daemon=True).start()
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        try:
+            stopped = False
+            while not done.is_set():
+                if not stopped:         # (not yet running in serve: asked again until it is)
+                    try:
+                        stopped = remote.stop(session)
+                    except UserError as e:
+                        click.echo(f"Error: {e}", err=True)
+                        stopped = True
+                done.wait(0.2)
+        except KeyboardInterrupt:
+            _note("[left at once; agent serve saves the turn, marked interrupted]")
+            sys.exit(130)
+    if "error" in box:
+        raise box["error"]
+    return box["answer"]
 
 
 def _remote_report(answer: dict) -> None:
