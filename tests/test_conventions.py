@@ -271,3 +271,24 @@ def test_ctrl_c_on_chat_m_through_serve_stops_the_turn_keeps_it_interrupted_exit
     assert "Far too late." not in json.dumps(lines)
     assert subjects(vault)[0].startswith("chat(cli/default): think about it slowly")
     serve.wait_for("chat cli/default turn 1: interrupted")
+
+
+# ---- which vault, whose hand edit --------------------------------------------------------
+
+
+def test_vault_option_pointing_inside_a_vault_finds_the_vault(vault, tmp_path):
+    p = agent_proc("--vault", str(vault.root / "memory"), "note", "from a sub-folder", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert subjects(vault)[0].startswith("note: add 1 line to memory/")
+    assert not (vault.root / "memory" / "memory").exists()
+    p = agent_proc("--vault", str(vault.root / "memory"), "path", cwd=tmp_path)
+    assert p.stdout.strip() == str(vault.root)
+
+
+def test_hand_edits_are_committed_as_git_author_name_and_email(vault):
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- Likes tea\n")
+    p = agent_proc("note", "x", vault=vault.root,
+                   env={"GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_AUTHOR_EMAIL": "ada@example.org"})
+    assert p.returncode == 0, p.stderr
+    assert vault.git("log", "-1", "--format=%an <%ae>|%s", "--", "MEMORY.md").strip() == \
+        "Ada Lovelace <ada@example.org>|edit: MEMORY.md by hand"

@@ -25,9 +25,10 @@ from agent.vault.repo import Vault, now
 @click.pass_context
 def cli(ctx):
     """A personal AI agent whose whole mind is a Git repository of plain files."""
-    from agent.cli.output import apply_no_color
+    import os
 
-    apply_no_color(ctx)
+    if os.environ.get("NO_COLOR"):      # https://no-color.org: every echo strips styles
+        ctx.color = False
 
 
 # ---- the vault ----------------------------------------------------------------------

@@ -23,13 +23,6 @@ def use_color(stream=None) -> bool:
     return not no_color() and stream.isatty()
 
 
-def apply_no_color(ctx: click.Context) -> None:
-    """Make every click.echo of this command strip styles when $NO_COLOR is set (the
-    sub-commands' contexts inherit it)."""
-    if no_color():
-        ctx.color = False
-
-
 def report(data: dict) -> None:
     """A report as one JSON object on one line."""
     click.echo(json.dumps(data, ensure_ascii=False, default=str))

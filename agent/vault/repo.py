@@ -82,7 +82,9 @@ def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, str]:
     (the default one may be created on use).
     """
     if explicit:
-        return Path(explicit).expanduser().absolute(), "option"
+        path = Path(explicit).expanduser().absolute()
+        # A folder inside a vault names that vault, as `git -C` finds the repository.
+        return (find_vault_above(path) if path.is_dir() else None) or path, "option"
     try:
         here = find_vault_above(Path.cwd())
     except OSError:               # the current folder was deleted under us
@@ -464,8 +466,11 @@ class Vault:
 
     def user_identity(self) -> Identity:
         """The user's git identity, or a fallback named after the login when none is set."""
-        name = self.git("config", "user.name", check=False).strip()
-        email = self.git("config", "user.email", check=False).strip()
+        # $GIT_AUTHOR_NAME / $GIT_AUTHOR_EMAIL first, as git itself honours them.
+        name = (os.environ.get("GIT_AUTHOR_NAME", "").strip()
+                or self.git("config", "user.name", check=False).strip())
+        email = (os.environ.get("GIT_AUTHOR_EMAIL", "").strip()
+                 or self.git("config", "user.email", check=False).strip())
         if name and email:
             return Identity(name, email)
         login = getpass.getuser() or "user"
