@@ -292,3 +292,32 @@ def test_hand_edits_are_committed_as_git_author_name_and_email(vault):
     assert p.returncode == 0, p.stderr
     assert vault.git("log", "-1", "--format=%an <%ae>|%s", "--", "MEMORY.md").strip() == \
         "Ada Lovelace <ada@example.org>|edit: MEMORY.md by hand"
+
+
+# ---- --json: one object for a report, JSON Lines for records ----------------------------
+
+
+def test_json_on_every_command_that_lists_or_reports(vault, run):
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- Likes tea\n")
+    assert run("cron", "add", "water", "--every", "1h", "--message", "water the plants").exit_code == 0
+
+    def lines(*args):
+        r = run(*args, "--json")
+        assert r.exit_code == 0, (args, r.output)
+        return [json.loads(x) for x in r.stdout.splitlines()]
+    [st] = lines("status")
+    assert st["vault"] == str(vault.root) and st["facts"]["MEMORY.md"] == 1 and st["hand_edits"] == []
+    [job] = lines("cron", "list")
+    assert job["name"] == "water" and job["schedule"]["every_seconds"] == 3600
+    assert {b["name"] for b in lines("heartbeat", "list")} >= {"morning"}
+    assert lines("agents") == []
+    assert "memory" in {s["name"] for s in lines("skills", "list")}
+    [ix] = lines("index", "status")
+    assert ix["path"].endswith("index.sqlite")
+    [dr] = lines("dream", "--status")
+    assert dr["cursor"] == 0 and dr["waiting"] == 0
+    settings = {s["key"]: s for s in lines("config", "list")}
+    assert settings["chat.window_tokens"]["value"] == 24000
+    log = lines("log")
+    assert log[0]["subject"] == "edit: MEMORY.md by hand"
+    assert log[0]["files"]["MEMORY.md"]["added"] == ["- Likes tea"]

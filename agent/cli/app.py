@@ -79,8 +79,9 @@ def note(text):
 
 
 @cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
 @vault_option
-def status():
+def status(as_json):
     """Show the vault, its HEAD, hand edits, counts and the dream cursor."""
     from agent.stores import archive, merge
     from agent.vault import history, safe
@@ -113,6 +114,23 @@ def status():
     def facts(name):
         return memory.count_facts(texts[name])
 
+    if as_json:
+        from agent.cli.output import report
+
+        tracking = syncing.ahead_behind(vault)
+        blocked = _commit_blocker(vault, dirty)
+        report({"vault": str(root), "head": vault.head(), "hand_edits": dirty,
+                "hand_edits_blocked_by": blocked, "sessions": n_sessions, "messages": messages,
+                "archive_entries": len(ids), "newest_archive": newest,
+                "facts": {name: facts(name) for name in texts},
+                "sync_conflicts": {name: merge.has_conflicts(t) for name, t in texts.items()},
+                "dream_cursor": cursor,
+                "dream_waiting": len(ids) - done.count_in([i for i, _ in ids]),
+                "sync": ({"ref": tracking[0], "ahead": tracking[1], "behind": tracking[2],
+                          "last": (syncing.last_sync(vault) or {}).get("at"),
+                          "host": vault.host()} if tracking else None),
+                "warnings": warnings})
+        return
     click.echo(f"vault:      {root}")
     click.echo(f"HEAD:       {head}")
     blocked = _commit_blocker(vault, dirty)
@@ -164,8 +182,10 @@ def _commit_blocker(vault: Vault, dirty: list[str]) -> str | None:
 @click.option("--since", help="Only commits after this date (e.g. 2026-11-01, '2 weeks ago').")
 @click.option("--oneline", is_flag=True, help="One line per commit, no diffs.")
 @click.option("--no-pager", is_flag=True, help="Print straight to the terminal, not through less.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per commit (JSON Lines): its lines added and removed.")
 @vault_option
-def log(paths, max_count, since, oneline, no_pager):
+def log(paths, max_count, since, oneline, no_pager, as_json):
     """Show how memory files changed, newest first (default MEMORY.md and USER.md).
 
     On a terminal the diffs are coloured and paged through $PAGER (default less, with
@@ -175,7 +195,11 @@ def log(paths, max_count, since, oneline, no_pager):
 
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
-    from agent.cli.output import use_color
+    from agent.cli.output import records, use_color
+
+    if as_json:
+        records(history.file_log_records(vault, targets, max_count=max_count, since=since))
+        return
 
     tty = sys.stdout.isatty()
     out = history.file_log(vault, targets, max_count=max_count, since=since, oneline=oneline,

@@ -159,13 +159,21 @@ def index_group():
 
 
 @index_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
 @vault_option
-def status_cmd():
+def status_cmd(as_json):
     """Show what the index holds and how far behind the vault it is."""
+    import dataclasses
+
     from agent.search import index
 
     vault = get_vault()
     st = index.status(vault)
+    if as_json:
+        from agent.cli.output import report
+
+        report({k: str(v) if k == "path" else v for k, v in dataclasses.asdict(st).items()})
+        return
     if not st.exists:
         click.echo(f"No index yet at {st.path}: the next `agent search` builds it "
                    f"(or run `agent index rebuild`).")
