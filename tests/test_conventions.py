@@ -321,3 +321,14 @@ def test_json_on_every_command_that_lists_or_reports(vault, run):
     log = lines("log")
     assert log[0]["subject"] == "edit: MEMORY.md by hand"
     assert log[0]["files"]["MEMORY.md"]["added"] == ["- Likes tea"]
+
+
+def test_piped_text_and_a_message_are_both_sent_stdin_first(fake_anthropic, vault, run):
+    from fakeanthropic import reply
+
+    fake_anthropic.add(reply("A short summary."))
+    r = run("chat", "--local", "-m", "summarise this", input="The meeting moved to Friday.\n")
+    assert r.exit_code == 0, r.output
+    sent = fake_anthropic.calls()[0].body["messages"][-1]["content"]
+    text = sent if isinstance(sent, str) else "".join(b.get("text", "") for b in sent)
+    assert text.endswith("The meeting moved to Friday.\n\nsummarise this")

@@ -182,6 +182,11 @@ def chat(message, session, continue_, new, model, remote, local):
         sessions.check_key(session)
     if message is None and not sys.stdin.isatty():
         message = read_stdin("message")
+    elif message is not None and not sys.stdin.isatty():
+        # As simonw/llm: text piped in goes first, then the message about it.
+        piped = read_stdin("text")
+        if piped.strip():
+            message = f"{piped.rstrip()}\n\n{message}"
     if session != DEFAULT_SESSION and not new and not session_exists(vault, session):
         close = did_you_mean(session, sessions.list_sessions(vault.root))
         if message is not None:
