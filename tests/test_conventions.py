@@ -252,8 +252,8 @@ def test_ctrl_c_on_chat_m_through_serve_stops_the_turn_keeps_it_interrupted_exit
     procs.append(serve)
     serve.wait_for("agent serve on")
     p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat", "-m",
-                          "think about it slowly"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                          "think about it slowly"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         fake_anthropic.wait_for_requests(1, path="/v1/messages", timeout=60)
         p.send_signal(signal.SIGINT)
@@ -332,3 +332,39 @@ def test_piped_text_and_a_message_are_both_sent_stdin_first(fake_anthropic, vaul
     sent = fake_anthropic.calls()[0].body["messages"][-1]["content"]
     text = sent if isinstance(sent, str) else "".join(b.get("text", "") for b in sent)
     assert text.endswith("The meeting moved to Friday.\n\nsummarise this")
+
+
+# ---- search by meaning has a floor ---------------------------------------------------------
+
+CHATTER = ["Hey Joanna, glad I could help. Let me know how it turns out!",
+           "Wow, that sounds great! What flavors are you experimenting with?",
+           "Thanks Nate! It's been a wild ride. I've been decompressing, but it's hard to switch off.",
+           "Cheers, Nate! Your support means a lot. I'll definitely keep you updated.",
+           "No worries. Hope you enjoy it! Let me know how it turns out.",
+           "We are going to Kyoto in April, window seat please.",
+           "Done, the train leaves at nine.",
+           "My sister finished her first marathon last weekend.",
+           "I painted the living room a pale green.",
+           "The team won the regional tournament yesterday, I am so proud of them!",
+           "I adopted a puppy from the shelter, her name is Luna.",
+           "Thanks for the book recommendation, I loved the ending."]
+
+
+def test_a_query_about_nothing_in_the_vault_finds_nothing_by_meaning(vault, run, tmp_path):
+    from test_recall import index_embed_installed
+
+    if not index_embed_installed():
+        pytest.skip("the embed extra is not installed")
+    src = tmp_path / "chatter.jsonl"
+    src.write_text("".join(json.dumps({"session": "import/x", "id": f"m{i}", "role": "user",
+                                       "ts": f"2026-11-{10 + i:02d}T10:00:00+00:00", "content": m}) + "\n"
+                           for i, m in enumerate(CHATTER)))
+    assert run("import", str(src)).exit_code == 0
+    for query in ("咖啡", "vaccine booster side effects", "Kubernetes pod eviction"):
+        r = run("search", query)
+        assert r.exit_code == 1, (query, r.output)
+        assert r.output.strip() == f"No matches for {query!r}."
+    # What is there is still found by meaning alone.
+    r = run("search", "--json", "Japan", "trip")
+    hits = [json.loads(x) for x in r.stdout.splitlines()]
+    assert r.exit_code == 0 and "Kyoto" in hits[0]["text"] + hits[1]["text"]

@@ -182,7 +182,7 @@ def chat(message, session, continue_, new, model, remote, local):
         sessions.check_key(session)
     if message is None and not sys.stdin.isatty():
         message = read_stdin("message")
-    elif message is not None and not sys.stdin.isatty():
+    elif message is not None and _piped():
         # As simonw/llm: text piped in goes first, then the message about it.
         piped = read_stdin("text")
         if piped.strip():
@@ -226,6 +226,19 @@ def chat(message, session, continue_, new, model, remote, local):
             sys.exit(1)
         return
     _repl(vault, make_provider(), session, model)
+
+
+def _piped() -> bool:
+    """Whether stdin is a pipe or a file given with <, the only stdin `chat -m` reads:
+    not a terminal, /dev/null or a socket a service manager left open."""
+    import os
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):   # (no real file: CliRunner's input)
+        return not sys.stdin.isatty()
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
 
 
 def wait_for_runs() -> None:
