@@ -368,3 +368,39 @@ def test_a_query_about_nothing_in_the_vault_finds_nothing_by_meaning(vault, run,
     r = run("search", "--json", "Japan", "trip")
     hits = [json.loads(x) for x in r.stdout.splitlines()]
     assert r.exit_code == 0 and "Kyoto" in hits[0]["text"] + hits[1]["text"]
+
+
+# ---- exit codes and streams -----------------------------------------------------------------
+
+
+def test_ctrl_c_at_the_repl_prompt_exits_130_and_ctrl_d_exits_0(fake_anthropic, vault):
+    import pty
+    import subprocess
+
+    import signal
+
+    def repl(press) -> int:
+        leader, follower = pty.openpty()
+        p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat",
+                              "--local"], stdin=follower, stdout=follower, stderr=follower)
+        os.close(follower)
+        seen = b""
+        while b"> " not in seen:          # the prompt: the REPL waits for a line
+            seen += os.read(leader, 4096)
+        press(p, leader)
+        try:
+            return p.wait(timeout=60)
+        finally:
+            p.kill()
+            os.close(leader)
+    # Ctrl-C: the terminal sends the foreground process SIGINT; Ctrl-D: end of input.
+    assert repl(lambda p, tty: p.send_signal(signal.SIGINT)) == 130
+    assert repl(lambda p, tty: os.write(tty, b"\x04")) == 0
+
+
+def test_config_check_findings_are_its_result_on_stdout(vault):
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace("window_tokens = 24000", 'window_tokens = "lots"'))
+    p = agent_proc("config", "check", vault=vault.root)
+    assert p.returncode == 1
+    assert "chat.window_tokens must be a whole number, not 'lots'" in p.stdout and p.stderr == ""

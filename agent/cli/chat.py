@@ -24,7 +24,7 @@ HELP = """\
 /undo    revert the last turn (its transcript lines and the memory it changed)
 /memory  show MEMORY.md and USER.md
 /help    this list
-/quit    leave (also Ctrl-D, or Ctrl-C at the prompt)
+/quit    leave (also Ctrl-D, or Ctrl-C at the prompt: exit status 130)
 Ctrl-C while a reply is being written stops it; what was said is kept.
 A line typed while a reply is being written joins the running turn: the agent sees it
 at its next step and answers it in the same reply."""
@@ -303,9 +303,12 @@ def _repl(vault, provider, session: str, model: str | None, *, remote=None) -> N
         while True:
             try:
                 line = input("> ")
-            except (EOFError, KeyboardInterrupt):
+            except EOFError:
                 click.echo()
                 return
+            except KeyboardInterrupt:   # as a shell: Ctrl-C at the prompt leaves with 130
+                click.echo()
+                raise SystemExit(130)
             text = line.strip()
             if not text:
                 continue

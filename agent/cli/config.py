@@ -66,8 +66,8 @@ def config_check():
             sched.check_cron(schedule)
         except UserError as e:
             found.append(f"dream.schedule: {e}")
-    for p in found:
-        click.echo(f"{path}: {p}", err=True)
+    for p in found:             # the findings are this command's result: on stdout, as a linter's
+        click.echo(f"{path}: {p}")
     if found:
         raise SystemExit(1)
     n = sum(len(t) for t in data.values() if isinstance(t, dict))
