@@ -404,3 +404,15 @@ def test_config_check_findings_are_its_result_on_stdout(vault):
     p = agent_proc("config", "check", vault=vault.root)
     assert p.returncode == 1
     assert "chat.window_tokens must be a whole number, not 'lots'" in p.stdout and p.stderr == ""
+
+
+def test_completion_prints_the_script_for_each_shell(vault, tmp_path):
+    for shell, mark in (("bash", "complete -o nosort -F _agent_completion agent"),
+                        ("zsh", "compdef _agent_completion agent"),
+                        ("fish", "complete --no-files --command agent")):
+        p = agent_proc("completion", shell, vault=vault.root)
+        assert p.returncode == 0 and mark in p.stdout, (shell, p.stdout[-300:])
+    # The script it prints completes the commands.
+    p = agent_proc(env={"_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": "agent sta",
+                        "COMP_CWORD": "1"})
+    assert "plain,status" in p.stdout.split()

@@ -367,6 +367,16 @@ def import_cmd(file):
                f"session{'s' * (keys != 1)} ({sha[:7]})")
 
 
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell):
+    """Print the shell completion script for bash, zsh or fish (eval it at start-up)."""
+    from click.shell_completion import get_completion_class
+
+    comp = get_completion_class(shell)(cli, {}, "agent", "_AGENT_COMPLETE")
+    click.echo(comp.source())
+
+
 # ---- the other command families -------------------------------------------------------
 # Imported when named (see AgentGroup): name -> (module, attribute, one-line description).
 
