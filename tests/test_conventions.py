@@ -416,3 +416,15 @@ def test_completion_prints_the_script_for_each_shell(vault, tmp_path):
     p = agent_proc(env={"_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": "agent sta",
                         "COMP_CWORD": "1"})
     assert "plain,status" in p.stdout.split()
+
+
+# ---- smaller ones ----------------------------------------------------------------------------
+
+
+def test_doctor_answers_a_404_with_the_url_to_check_not_try_again(fake_anthropic, vault, run,
+                                                                 monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url + "/not/the/api")
+    r = run("doctor")
+    assert r.exit_code == 1
+    assert "answered HTTP 404" in r.output and "check ANTHROPIC_BASE_URL" in r.output
+    assert "try again later" not in r.output
