@@ -428,3 +428,11 @@ def test_doctor_answers_a_404_with_the_url_to_check_not_try_again(fake_anthropic
     assert r.exit_code == 1
     assert "answered HTTP 404" in r.output and "check ANTHROPIC_BASE_URL" in r.output
     assert "try again later" not in r.output
+
+
+def test_config_set_of_a_telegram_token_points_to_the_environment(vault, run):
+    before = (vault.root / "agent.toml").read_text()
+    r = run("config", "set", "channels.telegram.token", "123:SECRET")
+    assert r.exit_code == 1 and "$TELEGRAM_BOT_TOKEN" in r.output
+    assert "enabled" not in r.output and "SECRET" not in r.output
+    assert (vault.root / "agent.toml").read_text() == before
