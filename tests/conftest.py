@@ -18,12 +18,6 @@ from faketelegram import fake_telegram  # noqa: F401  (fixture: the fake Telegra
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The processes tests start never read the test runner's own stdin (a pipe, when pytest
-# runs under another program): `agent chat -m` reads piped text, as simonw/llm does.
-_null = os.open(os.devnull, os.O_RDONLY)
-os.dup2(_null, 0)
-os.close(_null)
-
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path, monkeypatch):

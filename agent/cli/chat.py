@@ -235,10 +235,16 @@ def _piped() -> bool:
     import stat
 
     try:
-        mode = os.fstat(sys.stdin.fileno()).st_mode
+        st = os.fstat(sys.stdin.fileno())
     except (OSError, ValueError, AttributeError):   # (no real file: CliRunner's input)
         return not sys.stdin.isatty()
-    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+    try:
+        null = os.stat(os.devnull)       # (a container may make it a plain file)
+        if (st.st_dev, st.st_ino) == (null.st_dev, null.st_ino):
+            return False
+    except OSError:
+        pass
+    return stat.S_ISFIFO(st.st_mode) or stat.S_ISREG(st.st_mode)
 
 
 def wait_for_runs() -> None:
