@@ -31,19 +31,24 @@ def editor(tmp_path, script: str) -> str:
 # ---- a broken cron.json is refused as a broken agent.toml is ------------------------------
 
 
-def test_a_broken_cron_json_hand_edit_blocks_the_next_commit_and_status_says_so(vault, run, tmp_path):
+def test_a_broken_cron_json_hand_edit_is_never_committed_and_status_says_so(vault, run, tmp_path):
     good = (vault.root / "cron.json").read_text()
     (vault.root / "cron.json").write_text('{"version": 1, "jobs": [\n')
-    before = subjects(vault)
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- Likes tea\n")
+    r = run("status")
+    assert "cron.json is not committed until the problem below is fixed, the rest before" in r.output
+    assert "cron.json:2:1: not valid JSON" in r.output
     r = run("note", "call the dentist")
-    assert r.exit_code == 1
+    assert r.exit_code == 0, r.output
     assert "cron.json:2:1: not valid JSON" in r.output and "agent edit cron.json" in r.output
-    assert subjects(vault) == before                      # nothing committed, not even the note
+    # The other hand edit and the note are committed; the broken cron.json never is.
+    assert subjects(vault)[:2][1] == "edit: MEMORY.md by hand"
+    assert vault.git("show", "HEAD:cron.json") == good
+    assert vault.dirty_paths() == ["cron.json"]
     assert (vault.root / "cron.json").read_text() == '{"version": 1, "jobs": [\n'
     r = run("status")
-    assert "not committed until the problem below is fixed" in r.output
+    assert "cron.json is not committed until the problem below is fixed" in r.output
     assert "committed before the agent's next change" not in r.output
-    assert "cron.json:2:1: not valid JSON" in r.output
     # A broken agent.toml: status does not promise a commit either.
     toml = (vault.root / "agent.toml").read_text()
     (vault.root / "agent.toml").write_text(toml + "x = [\n")

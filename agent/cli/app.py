@@ -120,7 +120,7 @@ def status(as_json):
         tracking = syncing.ahead_behind(vault)
         blocked = _commit_blocker(vault, dirty)
         report({"vault": str(root), "head": vault.head(), "hand_edits": dirty,
-                "hand_edits_blocked_by": blocked, "sessions": n_sessions, "messages": messages,
+                "hand_edits_blocked_by": blocked or vault.broken_hand_edit(dirty), "sessions": n_sessions, "messages": messages,
                 "archive_entries": len(ids), "newest_archive": newest,
                 "facts": {name: facts(name) for name in texts},
                 "sync_conflicts": {name: merge.has_conflicts(t) for name, t in texts.items()},
@@ -134,11 +134,14 @@ def status(as_json):
     click.echo(f"vault:      {root}")
     click.echo(f"HEAD:       {head}")
     blocked = _commit_blocker(vault, dirty)
+    held = vault.broken_hand_edit(dirty)
     if dirty:
         click.echo(f"hand edits: {len(dirty)} uncommitted ({', '.join(dirty[:5])}"
                    f"{', ...' if len(dirty) > 5 else ''}); "
                    + ("not committed until the problem below is fixed" if blocked
-                      else "committed before the agent's next change"))
+                      else "cron.json is not committed until the problem below is fixed"
+                      + (", the rest before the agent's next change" if len(dirty) > 1 else "")
+                      if held else "committed before the agent's next change"))
     else:
         click.echo("hand edits: none")
     click.echo(f"sessions:   {n_sessions} ({messages} message{'s' * (messages != 1)})")
@@ -160,20 +163,19 @@ def status(as_json):
         click.echo(f"sync:       {ahead} ahead, {behind} behind {ref}{when}")
         click.echo(f"host:       {vault.host()} (this machine: it runs the cron jobs and "
                    f"heartbeats marked with it)")
-    if blocked:
-        warnings.insert(0, blocked)
+    if blocked or held:
+        warnings.insert(0, blocked or held)
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)
 
 
 def _commit_blocker(vault: Vault, dirty: list[str]) -> str | None:
-    """Why the vault's next change cannot be committed (a broken agent.toml, or a
-    hand-edited cron.json that does not parse), or None."""
+    """Why the vault's next change cannot be committed (a broken agent.toml), or None."""
     try:
         vault.agent_identity()
     except UserError as e:
         return f"{e}; nothing is committed until it is fixed: run agent edit agent.toml."
-    return vault.broken_hand_edit(dirty)
+    return None
 
 
 @cli.command()

@@ -784,9 +784,10 @@ class Vault:
         dirty, unmerged = self._status()
         if unmerged:
             raise UnfinishedGit(conflicted(self.root, unmerged))
-        problem = self.broken_hand_edit(dirty)
-        if problem:               # refused as a broken agent.toml is, before anything is written
-            raise VaultError(problem)
+        held = self.broken_hand_edit(dirty)
+        if held:                  # left uncommitted and named, never committed (nor synced)
+            self.too_big.append(held)
+            dirty = [p for p in dirty if p != "cron.json"]
         pending = self._read_pending()
         if not dirty:
             if pending:
@@ -817,16 +818,16 @@ class Vault:
         self._clear_pending()
 
     def broken_hand_edit(self, dirty: list[str]) -> str | None:
-        """Why the hand edits in `dirty` cannot be committed (a cron.json that does not
+        """Why a hand edit in `dirty` cannot be committed (a cron.json that does not
         parse), or None. Committed, a broken cron.json would stop every job and sync
-        would spread it, so it blocks every change as a broken agent.toml does."""
+        would spread it: it is left uncommitted, and said so, until it parses."""
         if "cron.json" not in dirty:
             return None
         from agent.stores import cron   # local: the vault knows the format only here
         try:
             cron.read(self.root)
         except UserError as e:
-            return f"{e} Nothing is committed until it is fixed (agent edit cron.json)."
+            return f"{e} It is not committed until it is fixed (agent edit cron.json)."
         return None
 
     def _too_big(self, rel: str) -> bool:
