@@ -405,6 +405,10 @@ def parse_value(k: Key, text: str):
 
 def find_key(key: str) -> Key:
     k = KEYS.get(key)
+    if k is None and key.startswith("channels.") and "token" in key.rsplit(".", 1)[-1].lower():
+        raise SettingsError(f"{key} is not a setting: a bot token is a secret and never goes "
+                            f"in agent.toml (the vault is no place for secrets); set "
+                            f"$TELEGRAM_BOT_TOKEN in agent serve's environment instead.")
     if k is None:
         raise SettingsError(f"Unknown setting {key}{_hint(key, KEYS)}.")
     return k

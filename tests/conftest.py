@@ -61,6 +61,8 @@ def agent_proc(*args, vault=None, env=None, **kw) -> subprocess.CompletedProcess
         cmd += ["--vault", str(vault)]
     full_env = os.environ.copy()
     full_env.update(env or {})
+    if "input" not in kw:       # never the test runner's own stdin: `chat -m` reads a pipe
+        kw.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run(cmd + list(args), capture_output=True, text=True, env=full_env, **kw)
 
 

@@ -156,7 +156,7 @@ def test_a_huge_daily_note_is_appended_to_without_reading_it(vault, run):
     r = run("note", "still appended")
     assert r.exit_code == 0, r.output
     assert path.read_bytes().endswith(b" still appended\n")
-    assert run("search", "filler").exit_code == 0          # left out of the index, no crash
+    assert run("search", "filler").exit_code == 1          # left out of the index, no crash
 
 
 # ---- import ----------------------------------------------------------------------------------

@@ -348,7 +348,7 @@ def test_a_search_in_a_new_process_follows_edits_of_the_vectors(talk, run, tmp_p
                                                    "The bicycle tyre went flat on the old bridge."))
     for _ in range(2):          # the search that notices, then one reading what it left
         p = agent_proc("search", "コーヒー", "--json", vault=talk.root)
-        assert p.returncode == 0, p.stderr
+        assert p.returncode in (0, 1) and "Traceback" not in p.stderr, p.stderr   # 1: no match
         assert "c1" not in _meaning_ids(p.stdout)
     assert index.search(talk, "bicycle tyre")[0].message_ids == ["c1"]
     # Many more messages than the matrix file holds: searched from the index's rows,

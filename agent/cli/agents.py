@@ -11,9 +11,10 @@ from agent.errors import UserError
 
 
 @click.group("agents", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per run (JSON Lines).")
 @vault_option
 @click.pass_context
-def agents(ctx):
+def agents(ctx, as_json):
     """List sub-agent runs (running, done, failed, interrupted) and their parent turns."""
     if ctx.invoked_subcommand is not None:
         return
@@ -21,6 +22,12 @@ def agents(ctx):
 
     vault = get_vault()
     runs = subagents.list_runs(vault)
+    if as_json:
+        from agent.cli.output import records
+
+        records({"id": r.id, "status": r.status, "depth": r.depth, "parent": r.parent,
+                 "prompt": r.prompt} for r in runs)
+        return
     if not runs:
         click.echo("No sub-agent runs yet.")
         return

@@ -22,8 +22,13 @@ from agent.vault.repo import Vault, now
 @click.group(cls=AgentGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @vault_option
 @click.version_option(package_name="agent")
-def cli():
+@click.pass_context
+def cli(ctx):
     """A personal AI agent whose whole mind is a Git repository of plain files."""
+    import os
+
+    if os.environ.get("NO_COLOR"):      # https://no-color.org: every echo strips styles
+        ctx.color = False
 
 
 # ---- the vault ----------------------------------------------------------------------
@@ -88,8 +93,9 @@ def note(text):
 
 
 @cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
 @vault_option
-def status():
+def status(as_json):
     """Show the vault, its HEAD, hand edits, counts and the dream cursor."""
     from agent.stores import archive, merge
     from agent.vault import history, safe
@@ -122,19 +128,45 @@ def status():
     def facts(name):
         return memory.count_facts(texts[name])
 
+    if as_json:
+        from agent.cli.output import report
+        from agent.vault import held as held_changes
+
+        tracking = syncing.ahead_behind(vault)
+        blocked = _commit_blocker(vault, dirty)
+        report({"vault": str(root), "head": vault.head(), "hand_edits": dirty,
+                "hand_edits_blocked_by": blocked or vault.broken_hand_edit(dirty),
+                "left_out": vault.held_back(), "sessions": n_sessions, "messages": messages,
+                "archive_entries": len(ids), "newest_archive": newest,
+                "facts": {name: facts(name) for name in texts},
+                "sync_conflicts": {name: merge.has_conflicts(t) for name, t in texts.items()},
+                "dream_cursor": cursor,
+                "dream_waiting": len(ids) - done.count_in([i for i, _ in ids]),
+                "sync": ({"ref": tracking[0], "ahead": tracking[1], "behind": tracking[2],
+                          "last": (syncing.last_sync(vault) or {}).get("at"),
+                          "host": vault.host()} if tracking else None),
+                "held": [h.key for h in held_changes.pending(vault)],
+                "warnings": warnings})
+        return
     click.echo(f"vault:      {root}")
     click.echo(f"HEAD:       {head}")
-    held = vault.held_back()               # left uncommitted on purpose: not hand edits
-    edits = [p for p in dirty if p not in held]
+    blocked = _commit_blocker(vault, dirty)
+    broken = vault.broken_hand_edit(dirty)
+    held_back = vault.held_back()          # left uncommitted on purpose: not hand edits
+    edits = [p for p in dirty if p not in held_back]
     if edits:
         click.echo(f"hand edits: {len(edits)} uncommitted ({', '.join(edits[:5])}"
-                   f"{', ...' if len(edits) > 5 else ''}); committed before the agent's next change")
+                   f"{', ...' if len(edits) > 5 else ''}); "
+                   + ("not committed until the problem below is fixed" if blocked
+                      else "cron.json is not committed until the problem below is fixed"
+                      + (", the rest before the agent's next change" if len(edits) > 1 else "")
+                      if broken else "committed before the agent's next change"))
     else:
         click.echo("hand edits: none")
-    left = [p for p in dirty if p in held]
+    left = [p for p in dirty if p in held_back]
     if left:
         click.echo(f"left out:   {len(left)} file{'s' * (len(left) != 1)} no commit takes "
-                   f"({'; '.join(f'{p}: {held[p]}' for p in left[:3])}"
+                   f"({'; '.join(f'{p}: {held_back[p]}' for p in left[:3])}"
                    f"{'; ...' if len(left) > 3 else ''})")
     click.echo(f"sessions:   {n_sessions} ({messages} message{'s' * (messages != 1)})")
     click.echo(f"archive:    {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
@@ -162,8 +194,19 @@ def status():
         click.echo(f"held:       {n} incoming change{'s' * (n != 1)} not taken "
                    f"({', '.join(h.key for h in waiting_changes[:4])}"
                    f"{', ...' if n > 4 else ''}): see `agent sync held`")
+    if blocked or broken:
+        warnings.insert(0, blocked or broken)
     for w in warnings:
         click.echo(f"Warning: {w}", err=True)
+
+
+def _commit_blocker(vault: Vault, dirty: list[str]) -> str | None:
+    """Why the vault's next change cannot be committed (a broken agent.toml), or None."""
+    try:
+        vault.agent_identity()
+    except UserError as e:
+        return f"{e}; nothing is committed until it is fixed: run agent edit agent.toml."
+    return None
 
 
 @cli.command()
@@ -172,8 +215,10 @@ def status():
 @click.option("--since", help="Only commits after this date (e.g. 2026-11-01, '2 weeks ago').")
 @click.option("--oneline", is_flag=True, help="One line per commit, no diffs.")
 @click.option("--no-pager", is_flag=True, help="Print straight to the terminal, not through less.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per commit (JSON Lines): its lines added and removed.")
 @vault_option
-def log(paths, max_count, since, oneline, no_pager):
+def log(paths, max_count, since, oneline, no_pager, as_json):
     """Show how memory files changed, newest first (default MEMORY.md and USER.md).
 
     On a terminal the diffs are coloured and paged through $PAGER (default less, with
@@ -183,9 +228,15 @@ def log(paths, max_count, since, oneline, no_pager):
 
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
+    from agent.cli.output import records, use_color
+
+    if as_json:
+        records(history.file_log_records(vault, targets, max_count=max_count, since=since))
+        return
+
     tty = sys.stdout.isatty()
     out = history.file_log(vault, targets, max_count=max_count, since=since, oneline=oneline,
-                           color=tty)
+                           color=use_color())
     # Bytes a person's editor wrote that are not UTF-8 show as U+FFFD, never a crash.
     out = out.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     text = out.rstrip("\n") if out else "No changes to " + ", ".join(targets) + " yet."
@@ -194,18 +245,21 @@ def log(paths, max_count, since, oneline, no_pager):
 
 @cli.command()
 @click.argument("file", required=False)
+@click.option("--new", "new", is_flag=True, help="Make FILE if it does not exist yet.")
 @vault_option
-def edit(file):
+def edit(file, new):
     """Open $VISUAL or $EDITOR on MEMORY.md (or FILE) and commit the change as yours.
 
-    FILE is a path in the vault (relative to the current folder when that is inside
-    the vault, else to the vault's top). agent.toml and cron.json are checked when the
-    editor exits; a broken one is left uncommitted, with the problem named.
+    FILE is a file of the vault: found relative to the current folder when that is
+    inside the vault, else relative to the vault's top (so agent.toml is found from
+    any folder of the vault). A name that is not there is refused with the closest
+    names, unless --new asks for a new file. agent.toml and cron.json are checked when
+    the editor exits; a broken one is left uncommitted, with the problem named.
     """
     import os
 
     vault = get_vault()
-    rel = _edit_target(vault, file)
+    rel = _edit_target(vault, file, new)
     if rel.split("/")[0] in (".git", ".agent"):
         raise UserError(f"{rel} is the agent's or git's own state; it is not edited by hand.")
     path = vault.root / rel
@@ -214,8 +268,10 @@ def edit(file):
     from agent.cli.config import identity_despite_problems
 
     identity_despite_problems(vault)     # so that a broken agent.toml can be repaired here
-    with vault.locked():                 # earlier hand edits go in first, on their own
-        report_recovery(vault)
+    # (and a broken cron.json: it blocks the lock, so it is repaired before taking it)
+    if not (rel == "cron.json" and vault.broken_hand_edit(vault.dirty_paths())):
+        with vault.locked():             # earlier hand edits go in first, on their own
+            report_recovery(vault)
     from agent.vault import safe
     before = safe.read_bytes(vault.root, rel, limit=safe.COMMIT_BYTES)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
@@ -241,16 +297,36 @@ def edit(file):
     click.echo(f"Committed your edit: {line}")
 
 
-def _edit_target(vault: Vault, file: str | None) -> str:
+def _edit_target(vault: Vault, file: str | None, new: bool = False) -> str:
+    """The vault path `agent edit FILE` opens: FILE relative to the current folder when
+    that is in the vault and FILE is there, else relative to the vault's top; a name
+    found in neither is refused with the closest names, unless `new` (then it is made
+    where the current folder says, as an editor would)."""
     if not file:
         return memory.MEMORY
     p = Path(file).expanduser()
-    here = Path.cwd() / p if not p.is_absolute() else p
-    try:
-        here.absolute().relative_to(vault.root)
-        return vault.rel(here.absolute())
-    except ValueError:
-        return vault.rel(p)
+    tried = []
+    if p.is_absolute():
+        tried.append(vault.rel(p))
+    else:
+        try:
+            here = Path.cwd().absolute() / p
+            here.relative_to(vault.root)
+            tried.append(vault.rel(here))
+        except ValueError:
+            pass                         # the current folder is outside the vault
+        tried.append(vault.rel(p))
+    for rel in tried:
+        if (vault.root / rel).exists():
+            return rel
+    if new:
+        return tried[0]
+    from agent.cli.suggest import closest
+
+    near = closest(tried[-1], vault.files())
+    hint = f" Did you mean {' or '.join(near)}?" if near else ""
+    raise UserError(f"There is no {tried[0]} in the vault {vault.root}.{hint} "
+                    f"To make a new file: agent edit --new {file}")
 
 
 def _edit_problem(vault: Vault, rel: str) -> str | None:
@@ -323,6 +399,16 @@ def import_cmd(file):
     after_change(vault)
     click.echo(f"Imported {added} message{'s' * (added != 1)} into {keys} "
                f"session{'s' * (keys != 1)} ({sha[:7]})")
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell):
+    """Print the shell completion script for bash, zsh or fish (eval it at start-up)."""
+    from click.shell_completion import get_completion_class
+
+    comp = get_completion_class(shell)(cli, {}, "agent", "_AGENT_COMPLETE")
+    click.echo(comp.source())
 
 
 # ---- the other command families -------------------------------------------------------

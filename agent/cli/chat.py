@@ -24,7 +24,7 @@ HELP = """\
 /undo    revert the last turn (its transcript lines and the memory it changed)
 /memory  show MEMORY.md and USER.md
 /help    this list
-/quit    leave (also Ctrl-D, or Ctrl-C at the prompt)
+/quit    leave (also Ctrl-D, or Ctrl-C at the prompt: exit status 130)
 Ctrl-C while a reply is being written stops it; what was said is kept.
 A line typed while a reply is being written joins the running turn: the agent sees it
 at its next step and answers it in the same reply."""
@@ -182,6 +182,11 @@ def chat(message, session, continue_, new, model, remote, local):
         sessions.check_key(session)
     if message is None and not sys.stdin.isatty():
         message = read_stdin("message")
+    elif message is not None and _piped():
+        # As simonw/llm: text piped in goes first, then the message about it.
+        piped = read_stdin("text")
+        if piped.strip():
+            message = f"{piped.rstrip()}\n\n{message}"
     if session != DEFAULT_SESSION and not new and not session_exists(vault, session):
         close = did_you_mean(session, sessions.list_sessions(vault.root))
         if message is not None:
@@ -197,7 +202,7 @@ def chat(message, session, continue_, new, model, remote, local):
     _remember_session(vault, session)
     if client is not None:
         if message is not None:
-            answer = _remote_turn(client, session, message)
+            answer = _remote_once(client, session, message)
             if answer.get("interrupted"):
                 sys.exit(130)
             if answer.get("error"):
@@ -221,6 +226,25 @@ def chat(message, session, continue_, new, model, remote, local):
             sys.exit(1)
         return
     _repl(vault, make_provider(), session, model)
+
+
+def _piped() -> bool:
+    """Whether stdin is a pipe or a file given with <, the only stdin `chat -m` reads:
+    not a terminal, /dev/null or a socket a service manager left open."""
+    import os
+    import stat
+
+    try:
+        st = os.fstat(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):   # (no real file: CliRunner's input)
+        return not sys.stdin.isatty()
+    try:
+        null = os.stat(os.devnull)       # (a container may make it a plain file)
+        if (st.st_dev, st.st_ino) == (null.st_dev, null.st_ino):
+            return False
+    except OSError:
+        pass
+    return stat.S_ISFIFO(st.st_mode) or stat.S_ISREG(st.st_mode)
 
 
 def wait_for_runs() -> None:
@@ -285,9 +309,12 @@ def _repl(vault, provider, session: str, model: str | None, *, remote=None) -> N
         while True:
             try:
                 line = input("> ")
-            except (EOFError, KeyboardInterrupt):
+            except EOFError:
                 click.echo()
                 return
+            except KeyboardInterrupt:   # as a shell: Ctrl-C at the prompt leaves with 130
+                click.echo()
+                raise SystemExit(130)
             text = line.strip()
             if not text:
                 continue
@@ -425,6 +452,44 @@ def _remote_turn(remote, session: str, text: str, *, printer=None) -> dict:
         printer.end()
     _remote_report(answer)
     return answer
+
+
+def _remote_once(remote, session: str, text: str) -> dict:
+    """One message through serve (`agent chat -m`), as with --local: Ctrl-C stops the
+    turn in serve, which saves what it had, marked interrupted, and its answer is
+    awaited; a second Ctrl-C leaves at once (serve still saves the turn)."""
+    import threading
+
+    box: dict = {}
+    done = threading.Event()        # (not Thread.join: a join Ctrl-C broke says "not alive")
+
+    def go():
+        try:
+            box["answer"] = _remote_turn(remote, session, text)
+        except BaseException as e:      # raised again in the main thread, whatever it is
+            box["error"] = e
+        finally:
+            done.set()
+    threading.Thread(target=go, daemon=True).start()
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        try:
+            stopped = False
+            while not done.is_set():
+                if not stopped:         # (not yet running in serve: asked again until it is)
+                    try:
+                        stopped = remote.stop(session)
+                    except UserError as e:
+                        click.echo(f"Error: {e}", err=True)
+                        stopped = True
+                done.wait(0.2)
+        except KeyboardInterrupt:
+            _note("[left at once; agent serve saves the turn, marked interrupted]")
+            sys.exit(130)
+    if "error" in box:
+        raise box["error"]
+    return box["answer"]
 
 
 def _remote_report(answer: dict) -> None:

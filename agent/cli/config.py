@@ -66,8 +66,8 @@ def config_check():
             sched.check_cron(schedule)
         except UserError as e:
             found.append(f"dream.schedule: {e}")
-    for p in found:
-        click.echo(f"{path}: {p}", err=True)
+    for p in found:             # the findings are this command's result: on stdout, as a linter's
+        click.echo(f"{path}: {p}")
     if found:
         raise SystemExit(1)
     n = sum(len(t) for t in data.values() if isinstance(t, dict))
@@ -75,11 +75,19 @@ def config_check():
 
 
 @config.command("list")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per setting (JSON Lines): key, value, set.")
 @vault_option
-def config_list():
+def config_list(as_json):
     """Every setting, its value and whether it is the default."""
     vault = get_vault()
     data, _ = cfg.read_data(vault.root)
+    if as_json:
+        from agent.cli.output import records
+
+        records({"key": k.key, "value": value, "set": is_set}
+                for k in cfg.SCHEMA for value, is_set in [_effective(data, k)])
+        return
     width = max(len(k.key) for k in cfg.SCHEMA)
     for k in cfg.SCHEMA:
         value, is_set = _effective(data, k)

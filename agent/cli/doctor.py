@@ -109,6 +109,10 @@ def _api(settings) -> list[Check]:
         if e.status is None:
             return [Check("API key", "fail", f"could not reach {where}: {e.detail or e}",
                           "check the network (and ANTHROPIC_BASE_URL if set)")]
+        if e.status == 404:     # a wrong address, not a busy one: waiting will not help
+            return [Check("API key", "fail", f"{where} answered HTTP 404: no Anthropic API there",
+                          "check ANTHROPIC_BASE_URL (unset it for the Anthropic API; it is "
+                          "the address without /v1)")]
         return [Check("API key", "warn", f"{where} answered HTTP {e.status}",
                       "try again later")]
     out = [Check("API key", "ok", f"set and accepted by {where}")]

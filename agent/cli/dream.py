@@ -124,14 +124,23 @@ def _print_cost(out) -> None:
               help="Allow deleting more than a quarter of a file's facts in one run.")
 @click.option("--poll-interval", type=float, default=5.0, hidden=True,
               help="Seconds between checks of a batch in flight.")
+@click.option("--json", "as_json", is_flag=True, help="With --status: one JSON object.")
 @vault_option
-def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, poll_interval):
+def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, poll_interval,
+          as_json):
     """Consolidate new archive entries into MEMORY.md and USER.md, and commit."""
     from agent import dream as dreaming
     from agent.llm import make_provider
     from agent.vault.repo import now
 
     vault = get_vault()
+    if as_json and not status:
+        raise click.UsageError("--json goes with --status: agent dream --status --json")
+    if status and as_json:
+        from agent.cli.output import report
+
+        report(dreaming.dream_status(vault))
+        return
     if status:
         _print_status(vault)
         return

@@ -78,7 +78,7 @@ def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_
 
 
 @cron.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print the jobs as JSON (one object each).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per job (JSON Lines).")
 @vault_option
 def cron_list(as_json):
     """List the jobs: id, name, schedule, next run (local time), last status; a job held
@@ -89,11 +89,10 @@ def cron_list(as_json):
     cf = cronfile.read(vault.root)
     for problem in cf.problems:
         click.echo(f"Skipped: {problem}", err=True)
-    if as_json:
-        import json
+    if as_json:                 # the jobs as cron.json holds them, and whether one is held
+        from agent.cli.output import records
 
-        click.echo(json.dumps([dict(j.to_json(), held=j.held) for j in cf.jobs], indent=2,
-                              ensure_ascii=False))
+        records(dict(j.to_json(), held=j.held) for j in cf.jobs)
         return
     if not cf.jobs:
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
@@ -232,14 +231,26 @@ def heartbeat():
 
 
 @heartbeat.command("list")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per heartbeat (JSON Lines).")
 @vault_option
-def heartbeat_list():
+def heartbeat_list(as_json):
     """List the heartbeats: name, schedule, active hours, enabled, next and last run."""
     from agent.stores import heartbeat as hbmod
 
     vault = get_vault()
     beats, problems = hbmod.load_all(vault.root)
     state = hbmod.read_state(vault.state)
+    if as_json:
+        from agent.cli.output import records
+
+        for p in problems:
+            click.echo(f"skipped {p}", err=True)
+        records({"name": hb.name, "schedule": hb.describe(), "active": hb.hours(),
+                 "enabled": hb.enabled,
+                 "state": state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}}
+                for hb in beats)
+        return
     if not beats and not problems:
         click.echo("No heartbeats: add heartbeat/<name>.md (frontmatter name, every or cron, "
                    "enabled; the body is the prompt).")

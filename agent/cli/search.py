@@ -37,9 +37,14 @@ def _who(hit) -> str:
     return "note"
 
 
+def _bound(when: date) -> str:
+    return when.isoformat(timespec="seconds") if isinstance(when, datetime) else f"{when:%Y-%m-%d}"
+
+
 def parse_day(vault, text: str | None, flag: str) -> date | None:
     """A day from the forms `agent log --since` takes ("2 weeks ago", "yesterday",
-    "2025-03-01", "last monday"), read by git's own date parser so both agree."""
+    "2025-03-01", "last monday"), read by git's own date parser so both agree; an ISO
+    time with its hour (2026-11-24T01:48:27+00:00) is that moment, not its day."""
     from agent.errors import UserError
 
     if text is None:
@@ -49,6 +54,12 @@ def parse_day(vault, text: str | None, flag: str) -> date | None:
         return date.fromisoformat(t)
     except ValueError:
         pass
+    if "T" in t or ":" in t:
+        try:                            # a moment (2026-11-24T01:48:27+00:00): kept whole
+            moment = datetime.fromisoformat(t)
+            return moment if moment.tzinfo else moment.astimezone()
+        except ValueError:
+            pass
     stamp = vault.date_stamp(t)
     if stamp is None:
         raise UserError(f"{flag} {text!r}: not a date git understands; use e.g. "
@@ -93,7 +104,8 @@ def _short(text: str, width: int = 160) -> str:
 @click.option("--since", metavar="WHEN",
               help="Only hits dated on or after WHEN: a date (2025-03-01) or what `agent log "
                    "--since` takes ('2 weeks ago', yesterday); undated facts are left out.")
-@click.option("--until", metavar="WHEN", help="Only hits dated on or before WHEN (same forms).")
+@click.option("--until", metavar="WHEN", help="Only hits dated on or before WHEN (same forms; "
+                                             "a day means up to its end, a time that second).")
 @click.option("--in", "kinds", type=click.Choice(KINDS), multiple=True,
               help="Only search these (repeatable): sessions, memory (MEMORY.md and USER.md), "
                    "notes (daily notes), archive.")
@@ -129,9 +141,9 @@ def search_cmd(query, limit, as_json, since, until, kinds, mode, as_of):
         click.echo(index.LAST["problem"], err=True)
     if not hits:
         where = f" in {', '.join(kinds)}" if kinds else ""
-        when = (f" since {first:%Y-%m-%d}" if first else "") + (f" until {last:%Y-%m-%d}" if last else "")
+        when = (f" since {_bound(first)}" if first else "") + (f" until {_bound(last)}" if last else "")
         click.echo(f"No matches for {text!r}{where}{when}.", err=as_json)
-        return
+        sys.exit(1)                     # as grep: a search that finds nothing fails
     for hit in hits:
         if as_json:
             click.echo(json.dumps(hit.to_json(), ensure_ascii=False))
@@ -155,13 +167,21 @@ def index_group():
 
 
 @index_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
 @vault_option
-def status_cmd():
+def status_cmd(as_json):
     """Show what the index holds and how far behind the vault it is."""
+    import dataclasses
+
     from agent.search import index
 
     vault = get_vault()
     st = index.status(vault)
+    if as_json:
+        from agent.cli.output import report
+
+        report({k: str(v) if k == "path" else v for k, v in dataclasses.asdict(st).items()})
+        return
     if not st.exists:
         click.echo(f"No index yet at {st.path}: the next `agent search` builds it "
                    f"(or run `agent index rebuild`).")

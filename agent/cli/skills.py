@@ -14,13 +14,21 @@ def skills():
 
 
 @skills.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per skill (JSON Lines).")
 @vault_option
-def skills_list():
+def skills_list(as_json):
     """List the skills: name, where from, whether usable here, description."""
     from agent.stores import skills as store
 
     vault = get_vault()
     found = store.discover(vault.root)
+    if as_json:
+        from agent.cli.output import records
+
+        records({"name": s.name, "from": s.where, "problem": s.problem,
+                 "missing": [] if s.problem else s.missing(), "description": s.description}
+                for s in found)
+        return
     if not found:
         click.echo("No skills. Add one: skills/<name>/SKILL.md (frontmatter name and "
                    "description; the body is the instructions).")

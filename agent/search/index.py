@@ -851,6 +851,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
         lifted = set(by_id)         # what the word ranking brought (hits and their neighbours)
         similarity: dict[int, float] = {}
         level = 0.0
+        crowd = 1.0                 # the mean similarity of the query's ten closest documents
         if used != "words":
             got = early.result() if early is not None else None
             qvec, scanned = got if got is not None else (dense.embedder.query(query), None)
@@ -861,6 +862,7 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
             rows = _rows(db, [i for i, _ in near], since, kinds, until)
             near = [(i, s) for i, s in near if i in rows][:fusion.depth + len(exclude_ids)]
             similarity = dict(near)
+            crowd = sum(s for _, s in near[:10]) / len(near[:10]) if near else 1.0
             if pool:
                 # Dense similarity as a feature of the re-ranking (fusion.py).
                 dense_only = [rows[i] for i, _ in near if i not in by_id] if fusion.extend else []
@@ -894,7 +896,9 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
             matched = (words_in[c.id] if c.id in words_in else held(c)
                        if holding is None or c.id in holding else [])
             sim = similarity.get(c.id)
-            close = (sim is not None and sim >= fusion.floor and sim - level >= fusion.margin
+            close = (sim is not None and sim - level >= fusion.margin
+                     and (sim >= fusion.floor
+                          or (sim >= fusion.soft_floor and sim - crowd >= fusion.stand_out))
                      and fusion_mod.substantial(c.text, fusion.min_words))
             # A hit holds query words or is close in meaning (semantic only); a message
             # with neither that a word hit next to it lifted is that hit's context.

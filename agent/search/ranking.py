@@ -11,7 +11,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 from agent.search.text import STOP_WORDS, Stemmer, is_cjk, lazy_re, tokens
 
@@ -135,13 +135,36 @@ def filters(since: date | None, kinds, until: date | None = None) -> tuple[list[
     if kinds is not None:
         where.append(f"f.kind IN ({','.join('?' * len(kinds))})")
         args.extend(sorted(kinds))
-    if since is not None:
+    if isinstance(since, datetime):     # a moment: compared as one, whatever the offsets
+        where.append("julianday(d.ts) >= julianday(?)")
+        args.append(since.isoformat())
+    elif since is not None:
         where.append("d.ts >= ?")       # ISO strings compare as times
         args.append(since.isoformat())
-    if until is not None:
+    if isinstance(until, datetime):     # on or before that very second
+        where.append("julianday(d.ts) < julianday(?)")
+        args.append((until + timedelta(seconds=1)).isoformat())
+    elif until is not None:
         where.append("d.ts < ?")        # until a day: up to its end
         args.append((until + timedelta(days=1)).isoformat())
     return where, args
+
+
+def within(ts: str | None, since: date | None, until: date | None) -> bool:
+    """Whether a document's time is inside the bounds `filters` puts on the index."""
+    if isinstance(since, datetime) or isinstance(until, datetime):
+        try:
+            t = datetime.fromisoformat(ts) if ts else None
+        except ValueError:
+            t = None
+        if t is None or t.tzinfo is None:
+            return False
+        return ((not isinstance(since, datetime) or t >= since)
+                and (not isinstance(until, datetime) or t < until + timedelta(seconds=1))
+                and within(ts, None if isinstance(since, datetime) else since,
+                           None if isinstance(until, datetime) else until))
+    return ((since is None or (ts or "") >= since.isoformat())
+            and (until is None or (ts or "\uffff") < (until + timedelta(days=1)).isoformat()))
 
 
 def candidates(db, expr: str, n: int, since: date | None, kinds,
@@ -286,8 +309,6 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
                 by_file.setdefault(c.file, []).append(c)
         passed: dict[int, float] = {}
         near_words: set[int] = set()
-        after = since.isoformat() if since is not None else None
-        before = (until + timedelta(days=1)).isoformat() if until is not None else None
         for f, docs in around(db, cands, ranking.reach, known).per_file.items():
             pos = {d.id: i for i, d in enumerate(docs)}
             for c in by_file.get(f, ()):
@@ -301,8 +322,7 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
                                 near_words.add(n.id)
                             if share > passed.get(n.id, 0.0):
                                 passed[n.id] = share
-                            if n.id not in by_id and (after is None or (n.ts or "") >= after) \
-                                    and (before is None or (n.ts or "\uffff") < before):
+                            if n.id not in by_id and within(n.ts, since, until):
                                 by_id[n.id] = n
                                 cands.append(n)
         for c in cands:

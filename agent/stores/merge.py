@@ -9,8 +9,9 @@ Every rule keeps every line either side wrote and never writes git's conflict ma
   The order depends only on the lines, not on which machine merges, so two machines
   that merge the same pair of histories write the same file.
 - Fact files (`MEMORY.md`, `USER.md`): a line-level three-way merge; a fact added on
-  both sides appears once; where one stretch of lines was changed differently on each
-  side, both versions are kept between two comment lines (`CONFLICT_START` ...
+  both sides appears once; where one fact was changed differently on each side (or
+  changed on one and deleted on the other), its versions, and only those, are kept
+  between two comment lines (`CONFLICT_START` ...
   `CONFLICT_END`) that a person sees in the file and the dream is told to resolve.
 - `cron.json`: merged job by job (see `merge_cron`); a job names the one machine that
   runs it (`host`), so two machines never both run it and its state (last run)
@@ -110,22 +111,8 @@ def merge_facts(base: bytes, ours: bytes, theirs: bytes, counts: dict | None = N
     b = _lines(base)
     tally = counts if counts is not None else {}
 
-    def clash(was: list[bytes], o: list[bytes], t: list[bytes]) -> list[bytes]:
-        o_norm = {_norm_fact(x) for x in o}
-        t_only = [x for x in t if _norm_fact(x) not in o_norm]
-        if not t_only:
-            if was and not t:
-                tally["deleted_theirs"] = tally.get("deleted_theirs", 0) + 1
-            return o
-        if not was:  # both sides only added lines here: keep both, ours first
-            return o + t_only
-        if not o:
-            tally["deleted_ours"] = tally.get("deleted_ours", 0) + 1
-            return t
-        tally["both"] = tally.get("both", 0) + 1
-        return [CONFLICT_START.encode() + b"\n", *o, *t_only, CONFLICT_END.encode() + b"\n"]
-
-    merged = _merge3(b, _lines(ours), _lines(theirs), clash)
+    merged = _merge3(b, _lines(ours), _lines(theirs),
+                     lambda was, o, t: _fact_clash(was, o, t, tally))
     # A fact both sides added (in different places) appears once: the first copy stays.
     base_norm = {_norm_fact(x) for x in b}
     out, seen = [], set()
@@ -138,6 +125,83 @@ def merge_facts(base: bytes, ours: bytes, theirs: bytes, counts: dict | None = N
                 seen.add(key)
         out.append(line)
     return b"".join(out)
+
+
+def _fact_clash(was: list[bytes], o: list[bytes], t: list[bytes], tally: dict) -> list[bytes]:
+    """A stretch of a fact file changed on both sides, settled line by line: a fact one
+    side added, changed or deleted while the other left it alone goes in as that side
+    made it; a base line one side changed and the other deleted is kept as changed
+    (nothing lost, no second version to choose); only a base line both sides changed
+    differently becomes a conflict block holding its two versions. Ours' order, then
+    theirs'. `tally` counts the stretches settled each way (see merge_facts)."""
+    def count(key):
+        tally[key] = tally.get(key, 0) + 1
+    o_norm = {_norm_fact(x) for x in o}
+    t_only = [x for x in t if _norm_fact(x) not in o_norm]
+    if not t_only:
+        if was and not t:
+            count("deleted_theirs")
+        return o
+    if not was:  # both sides only added lines here: keep both, ours first
+        return o + t_only
+    if not o:
+        count("deleted_ours")
+        return t
+    norm = {x: _norm_fact(x) for x in [*was, *o, *t]}
+    was_norm, t_norm = {norm[x] for x in was}, {norm[x] for x in t}
+    o_new = [x for x in o if norm[x] not in was_norm and norm[x] not in t_norm]
+    t_new = [x for x in t_only if norm[x] not in was_norm]
+    # The base line each side's new line replaces (the most alike), if any.
+    o_for, t_for = _replacements(was, o, o_new), _replacements(was, t, t_new)
+    blocks: dict[int, list[bytes]] = {}
+    block_of: dict[bytes, int] = {}
+    for i, line in enumerate(was):
+        if norm[line] in o_norm or norm[line] in t_norm:
+            continue                     # one side kept it: the other side's change wins
+        ov, tv = o_for.get(i, []), t_for.get(i, [])
+        if (ov or tv) and [norm[x] for x in ov] != [norm[x] for x in tv]:
+            if not (ov and tv):          # changed on one side, deleted on the other
+                count("deleted_theirs" if ov else "deleted_ours")
+                continue
+            count("both")
+            blocks[i] = [CONFLICT_START.encode() + b"\n", *ov, *tv, CONFLICT_END.encode() + b"\n"]
+            block_of.update({x: i for x in ov + tv})
+    base_at = {norm[x]: i for i, x in enumerate(was)}
+    out: list[bytes] = []
+
+    def emit(lines, once):
+        for x in lines:
+            if x in block_of:
+                out.extend(blocks.pop(block_of[x], []))
+            elif not (once and x in out):
+                out.append(x)
+    for x in o:
+        if norm[x] in was_norm and norm[x] not in t_norm:
+            emit(t_for.get(base_at[norm[x]], []), True)   # theirs changed (or deleted) it
+        else:
+            emit([x], False)
+    emit(t_new, True)
+    return out
+
+
+def _replacements(was: list[bytes], side: list[bytes], new: list[bytes]) -> dict[int, list[bytes]]:
+    """{index in `was` of a line the side dropped: the new line that replaced it}, pairing
+    each dropped line with its most alike new line (a fact reworded keeps most of its
+    words); a new line alike to none is an addition of its own."""
+    import difflib
+
+    side_norm = {_norm_fact(x) for x in side}
+    gone = [i for i, x in enumerate(was) if _norm_fact(x) not in side_norm]
+    free = list(new)
+    out: dict[int, list[bytes]] = {}
+    for i in gone:
+        scored = [(difflib.SequenceMatcher(None, _norm_fact(was[i]), _norm_fact(x)).ratio(), k)
+                  for k, x in enumerate(free)]
+        if scored:
+            score, k = max(scored)
+            if score >= 0.5 or len(gone) == len(new) == 1:
+                out[i] = [free.pop(k)]
+    return out
 
 
 def has_conflicts(text: str) -> int:

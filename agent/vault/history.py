@@ -455,3 +455,31 @@ def _scope(subject: str) -> str | None:
     if "(" in head and head.endswith(")"):
         return head[head.index("(") + 1:-1]
     return None
+
+
+def file_log_records(vault: Vault, paths: list[str], *, max_count: int | None = None,
+                     since: str | None = None) -> list[dict]:
+    """How `paths` changed, newest first, as records for `agent log --json`: the commit,
+    its time, author and subject, and the lines it added and removed in each file."""
+    args = ["log", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "-p", "-U0",
+            f"--format={_RECORD}%H{_FIELD}%aI{_FIELD}%an{_FIELD}%ae{_FIELD}%s"]
+    if max_count:
+        args += ["-n", str(max_count)]
+    if since:
+        args += [f"--since={since}"]
+    out: list[dict] = []
+    rel = ""
+    for row in vault.git(*args, "--", *paths).split("\n"):   # (splitlines splits at \x1e)
+        if row.startswith(_RECORD):
+            sha, when, name, email, subject = (row[1:].split(_FIELD) + [""] * 5)[:5]
+            out.append({"commit": sha, "date": when, "author": name, "email": email,
+                        "subject": subject, "files": {}})
+            rel = ""
+        elif row.startswith("--- "):
+            rel = row[6:] if row.startswith("--- a/") else ""
+        elif row.startswith("+++ "):
+            rel = row[6:] if row.startswith("+++ b/") else rel
+        elif out and rel and row[:1] in ("+", "-"):
+            f = out[-1]["files"].setdefault(rel, {"added": [], "removed": []})
+            f["added" if row[0] == "+" else "removed"].append(row[1:])
+    return out

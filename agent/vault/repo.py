@@ -94,7 +94,9 @@ def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, str]:
     (the default one may be created on use).
     """
     if explicit:
-        return Path(explicit).expanduser().absolute(), "option"
+        path = Path(explicit).expanduser().absolute()
+        # A folder inside a vault names that vault, as `git -C` finds the repository.
+        return (find_vault_above(path) if path.is_dir() else None) or path, "option"
     try:
         here = find_vault_above(Path.cwd())
     except OSError:               # the current folder was deleted under us
@@ -477,8 +479,11 @@ class Vault:
 
     def user_identity(self) -> Identity:
         """The user's git identity, or a fallback named after the login when none is set."""
-        name = self.git("config", "user.name", check=False).strip()
-        email = self.git("config", "user.email", check=False).strip()
+        # $GIT_AUTHOR_NAME / $GIT_AUTHOR_EMAIL first, as git itself honours them.
+        name = (os.environ.get("GIT_AUTHOR_NAME", "").strip()
+                or self.git("config", "user.name", check=False).strip())
+        email = (os.environ.get("GIT_AUTHOR_EMAIL", "").strip()
+                 or self.git("config", "user.email", check=False).strip())
         if name and email:
             return Identity(name, email)
         login = getpass.getuser() or "user"
@@ -919,6 +924,10 @@ class Vault:
         dirty, unmerged = self._status()
         if unmerged:
             raise UnfinishedGit(conflicted(self.root, unmerged))
+        held = self.broken_hand_edit(dirty)
+        if held:                  # left uncommitted and named, never committed (nor synced)
+            self.too_big.append(held)
+            dirty = [p for p in dirty if p != "cron.json"]
         pending = self._read_pending()
         if dirty:
             held = self.held_back(dirty)
@@ -961,6 +970,19 @@ class Vault:
         if edits:
             self._commit_paths(edits, by_hand(edits, self.user_identity()))
         self._clear_pending()
+
+    def broken_hand_edit(self, dirty: list[str]) -> str | None:
+        """Why a hand edit in `dirty` cannot be committed (a cron.json that does not
+        parse), or None. Committed, a broken cron.json would stop every job and sync
+        would spread it: it is left uncommitted, and said so, until it parses."""
+        if "cron.json" not in dirty:
+            return None
+        from agent.stores import cron   # local: the vault knows the format only here
+        try:
+            cron.read(self.root)
+        except UserError as e:
+            return f"{e} It is not committed until it is fixed (agent edit cron.json)."
+        return None
 
     def _too_big(self, rel: str) -> bool:
         """A hand-added file over COMMIT_BYTES: left uncommitted, and said so (once)."""
