@@ -1,0 +1,55 @@
+"""Everyday conventions, second round: piped REPL input, when the vault is named, config
+get and list agreeing, the gateway's whole reply, completion of keys and ids."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import agent_proc, subjects
+from fakeanthropic import reply
+
+
+# ---- piped REPL input ------------------------------------------------------------------------
+
+
+def test_piped_repl_input_runs_slash_commands_as_typed(fake_anthropic, vault, tmp_path):
+    fake_anthropic.add(reply("Hello back"))
+    p = agent_proc("chat", "--session", "cli/script", vault=vault.root,
+                   input="/help\nhello\n/undo\n")
+    assert p.returncode == 0, p.stderr
+    assert "/memory" in p.stdout and "/undo" in p.stdout      # /help's list, not a message
+    assert "Hello back" in p.stdout
+    assert len(fake_anthropic.calls()) == 1
+    sent = fake_anthropic.calls()[0].body["messages"][-1]["content"]
+    assert "/help" not in json.dumps(sent) and "hello" in json.dumps(sent)
+    assert "agent chat - session" not in p.stdout              # no banner, no prompts
+    assert subjects(vault)[0].startswith("undo")                # /undo ran too
+
+
+def test_piped_text_not_starting_with_a_command_is_still_one_message(fake_anthropic, vault):
+    fake_anthropic.add(reply("One answer"))
+    p = agent_proc("chat", "--session", "cli/one", vault=vault.root,
+                   input="first line\n/help is a word here\n")
+    assert p.returncode == 0, p.stderr
+    assert len(fake_anthropic.calls()) == 1
+    assert "/help is a word here" in json.dumps(fake_anthropic.calls()[0].body["messages"])
+
+
+# ---- the (vault ...) line ----------------------------------------------------------------
+
+
+def test_repl_names_an_agent_vault_once_before_the_conversation(fake_anthropic, vault, tmp_path):
+    fake_anthropic.add(reply("First"), reply("Second"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = agent_proc("chat", cwd=elsewhere, env={"AGENT_VAULT": str(vault.root)},
+                   input="/help\none\ntwo\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("(vault ") == 1, p.stderr
+    # before any reply: the line is the first thing said on stderr
+    assert p.stderr.lstrip().startswith("(vault "), p.stderr
+    p = agent_proc("chat", "--vault", str(vault.root / "memory"), cwd=elsewhere,
+                   input="/help\n")
+    assert p.returncode == 0 and "(vault " not in p.stderr
+    p = agent_proc("chat", cwd=vault.root, env={"AGENT_VAULT": str(vault.root)}, input="/help\n")
+    assert p.returncode == 0 and "(vault " not in p.stderr
