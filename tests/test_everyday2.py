@@ -53,3 +53,24 @@ def test_repl_names_an_agent_vault_once_before_the_conversation(fake_anthropic, 
     assert p.returncode == 0 and "(vault " not in p.stderr
     p = agent_proc("chat", cwd=vault.root, env={"AGENT_VAULT": str(vault.root)}, input="/help\n")
     assert p.returncode == 0 and "(vault " not in p.stderr
+
+
+# ---- config get and list agree -------------------------------------------------------------
+
+
+def test_config_get_and_list_agree_on_unset_and_default_settings(vault):
+    p = agent_proc("config", "list", vault=vault.root)
+    rows = {l.split()[0]: l.split(None, 1)[1] for l in p.stdout.splitlines()}
+    assert rows["sync.every"] == "(unset)"                      # no placeholder value
+    assert "(built-in)" not in p.stdout
+    p = agent_proc("config", "get", "sync.every", vault=vault.root)
+    assert p.returncode == 1 and p.stdout == ""                 # as git config on an unset key
+    assert "sync.every is not set" in p.stderr and "serve does not sync" in p.stderr
+    assert rows["web.timeout"] == "20  (default)"
+    p = agent_proc("config", "get", "web.timeout", vault=vault.root)
+    assert p.returncode == 0 and p.stdout == "20\n"             # a default with a value: shown
+    assert agent_proc("config", "set", "sync.every", "5m", vault=vault.root).returncode == 0
+    p = agent_proc("config", "get", "sync.every", vault=vault.root)
+    assert p.returncode == 0 and p.stdout == "5m\n"
+    p = agent_proc("config", "list", vault=vault.root)
+    assert any(l.split() == ["sync.every", '"5m"'] for l in p.stdout.splitlines())
