@@ -12,6 +12,7 @@ import click
 
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
+from agent.cli import complete
 from agent.cli.common import (after_change, get_vault, name_vault, quiet_logs, read_stdin,
                               report_recovery, vault_option)
 
@@ -129,7 +130,7 @@ def unknown_session(vault, key: str) -> str:
 @click.command()
 @click.option("-m", "--message", metavar="TEXT",
               help="Send one message, print the reply and exit (text piped on stdin works too).")
-@click.option("--session", metavar="KEY",
+@click.option("--session", metavar="KEY", shell_complete=complete.sessions,
               help=f"The conversation: CHANNEL/CHAT (default {DEFAULT_SESSION}).")
 @click.option("-c", "--continue", "continue_", is_flag=True,
               help="Resume the conversation used last.")
@@ -612,7 +613,8 @@ def undo_last_turn(vault, session: str) -> str:
 
 
 @click.command("archive")
-@click.option("--session", metavar="KEY", help=f"The conversation (default {DEFAULT_SESSION}).")
+@click.option("--session", metavar="KEY", shell_complete=complete.sessions,
+              help=f"The conversation (default {DEFAULT_SESSION}).")
 @click.option("--all", "all_", is_flag=True, help="Every conversation of the vault.")
 @vault_option
 def archive_cmd(session, all_):

@@ -9,6 +9,7 @@ import json
 import click
 
 from agent import config as cfg
+from agent.cli import complete
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.errors import UserError
 from agent.vault.change import Change
@@ -100,7 +101,7 @@ def config_list(as_json):
 
 
 @config.command("get")
-@click.argument("key")
+@click.argument("key", shell_complete=complete.settings)
 @vault_option
 def config_get(key):
     """Print one setting's value (the default when agent.toml does not set it); exit
@@ -119,7 +120,7 @@ def config_get(key):
 
 
 @config.command("set")
-@click.argument("key")
+@click.argument("key", shell_complete=complete.settings)
 @click.argument("value")
 @vault_option
 def config_set(key, value):
