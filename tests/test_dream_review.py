@@ -372,3 +372,10 @@ def test_undoing_a_dream_withdraws_its_proposals(proposed, run):
     assert r.exit_code == 0, r.output
     assert run("review").output.strip() == "Nothing waits for review."
     assert branches(vault) == []
+
+
+def test_completion_offers_the_numbers_waiting_for_review(proposed):
+    from test_everyday2 import complete
+
+    assert complete(proposed, "review", "accept", "") == ["1"]
+    assert complete(proposed, "review", "edit", "") == ["1"]

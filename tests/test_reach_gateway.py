@@ -67,7 +67,9 @@ def test_a_message_sent_during_a_tool_call_is_injected_and_answered_in_the_same_
     result = first.wait(20)
     assert second.wait(20) is result
     assert result.reply == "The trip is planned, and yes: the hotel is booked too."
-    assert second.reply == result.reply and first.reply == result.reply
+    # Each ticket's answer: what the model wrote after its message reached it (the
+    # first's, the text before the tool call too).
+    assert second.reply == result.reply and first.reply == "Let me look.\n\n" + result.reply
     # The very next model call saw it: after the tool result, in the same user message.
     calls = fake_anthropic.calls()
     assert len(calls) == 2
@@ -174,7 +176,8 @@ def test_events_of_a_turn_arrive_in_order(vault, fake_anthropic):
     assert dict(events[kinds.index("tool_done")][1]) == {"name": "memory_search",
                                                          "is_error": False}
     final = events[-1][1]
-    assert final["reply"] == "Found nothing." and final["session"] == "gateway/e"
+    # The whole reply of the turn, the text written before the tool call too.
+    assert final["reply"] == "Looking.\n\nFound nothing." and final["session"] == "gateway/e"
     assert final["turn"] == 1 and final["commit"] == vault.head() and final["injected"] is False
     assert "".join(d["text"] for k, d in events if k == "text") == "Looking.\n\nFound nothing."
 
@@ -396,7 +399,7 @@ def test_gateway_streams_the_turn_as_server_sent_events_in_order(vault, gateway,
     assert runs == ["text", "tool_start", "tool_done", "text", "reply"]
     assert events[kinds.index("tool_start")][1] == {"name": "memory_search",
                                                      "input": {"query": "kyoto"}}
-    assert events[-1][1]["reply"] == "Nothing about Kyoto yet."
+    assert events[-1][1]["reply"] == "Checking.\n\nNothing about Kyoto yet."   # all the text
     assert events[-1][1]["commit"] == vault.head()
     streamed = "".join(d["text"] for k, d in events if k == "text")
     assert streamed == "Checking.\n\nNothing about Kyoto yet."

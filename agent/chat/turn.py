@@ -65,8 +65,9 @@ class TurnResult:
     interrupted: bool = False
     compacted: int | None = None          # the archive entry made after this turn, if any
     notes: list[str] = field(default_factory=list)   # things the user should hear of
-    # Each reply that ended a model call without tool calls, in order (`reply` joins
-    # them); more than one when a message injected mid-turn (`inbox`) was answered too.
+    # The text of each model call of the turn, in order: those written before a tool call
+    # too, so that a channel tells the whole reply (`reply` joins only the calls that
+    # ended without tool calls, as the transcript's answer).
     replies: list[str] = field(default_factory=list)
     # The messages injected into the turn, in order, each with how many of `replies`
     # came before the model saw it.
@@ -334,6 +335,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     shown = {"any": False, "newline": True}
     reply = ""
     replies: list[str] = []       # replies that ended a call without tool calls
+    texts: list[str] = []         # the text of every call, tool calls' too (a channel's answer)
     injected: list[tuple[str, int]] = []
     error = None
     interrupted = False
@@ -351,7 +353,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             if source:
                 extra["source"] = source
             new.append({"role": "user", "content": said, "extra": extra})
-            injected.append((said, len(replies)))
+            injected.append((said, len(texts)))
 
     def sink(chunk: str) -> None:
         if cancel.is_set():
@@ -392,6 +394,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
                 messages.append({"role": "assistant", "content": list(blocks)})
                 new.append({"role": "assistant", "content": blocks})
             calls = [b for b in blocks if b.get("type") == "tool_use"]
+            texts.append(_text_of(blocks))
             if not calls:
                 replies.append(_text_of(blocks))
                 if inbox is not None and call_no + 1 < calls_allowed and inbox.waiting():
@@ -414,6 +417,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     except KeyboardInterrupt as e:
         interrupted = True
         reply = _joined(replies + ["".join(streamed)])
+        texts.append("".join(streamed))
         if getattr(e, "partial_usage", None) is not None:
             add_usage(usage, e.partial_usage)
         # Every sub-agent this turn started stops too, and saves what it did.
@@ -473,7 +477,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     turn = lines[0]["turn"] if lines else turn
     result = TurnResult(reply, sha, session, turn, usage, used,
                         f"{error} {unsaved}" if error and unsaved else error or unsaved,
-                        interrupted, replies=replies, injected=injected)
+                        interrupted, replies=texts, injected=injected)
     result.notes.extend(fit_notes)
     result.notes.extend(filter(None, [redact.summary(kept + redact.heard(vault))]))
     result.notes.extend(f"Warning: {w}" for w in prompt.warnings)

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from agent.cli import complete
 from agent.cli.common import get_vault, vault_option
 from agent.errors import UserError
 
@@ -39,7 +40,7 @@ def agents(ctx, as_json):
 
 
 @agents.command("show")
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", shell_complete=complete.runs)
 @vault_option
 def show(run_id):
     """Print one run: its record, its prompt, what it did and its reply."""

@@ -12,6 +12,7 @@ import click
 
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
+from agent.cli import complete
 from agent.cli.common import (after_change, get_vault, name_vault, quiet_logs, read_stdin,
                               report_recovery, vault_option)
 
@@ -129,7 +130,7 @@ def unknown_session(vault, key: str) -> str:
 @click.command()
 @click.option("-m", "--message", metavar="TEXT",
               help="Send one message, print the reply and exit (text piped on stdin works too).")
-@click.option("--session", metavar="KEY",
+@click.option("--session", metavar="KEY", shell_complete=complete.sessions,
               help=f"The conversation: CHANNEL/CHAT (default {DEFAULT_SESSION}).")
 @click.option("-c", "--continue", "continue_", is_flag=True,
               help="Resume the conversation used last.")
@@ -180,8 +181,12 @@ def chat(message, session, continue_, new, model, remote, local):
         session = DEFAULT_SESSION
     else:
         sessions.check_key(session)
+    script = None
     if message is None and not sys.stdin.isatty():
         message = read_stdin("message")
+        if _is_script(message):
+            # `printf '/help\nhello\n' | agent chat`: lines played as typed at the prompt.
+            script, message = message.splitlines(), None
     elif message is not None and _piped():
         # As simonw/llm: text piped in goes first, then the message about it.
         piped = read_stdin("text")
@@ -189,7 +194,7 @@ def chat(message, session, continue_, new, model, remote, local):
             message = f"{piped.rstrip()}\n\n{message}"
     if session != DEFAULT_SESSION and not new and not session_exists(vault, session):
         close = did_you_mean(session, sessions.list_sessions(vault.root))
-        if message is not None:
+        if message is not None or script is not None:     # (stdin is read: no question)
             if close:     # most likely a typo: refuse rather than start a stray session
                 raise UserError(f"No session {session} in {vault.root}.{close} "
                                 f"Add --new to start {session}.")
@@ -208,7 +213,7 @@ def chat(message, session, continue_, new, model, remote, local):
             if answer.get("error"):
                 sys.exit(1)
             return
-        _repl(vault, make_provider(lazy=True), session, None, remote=client)
+        _repl(vault, make_provider(lazy=True), session, None, remote=client, script=script)
         return
     if message is not None:
         # The key is checked now; the SDK client is made at the first model call, so the
@@ -225,7 +230,17 @@ def chat(message, session, continue_, new, model, remote, local):
         if result.error:
             sys.exit(1)
         return
-    _repl(vault, make_provider(), session, model)
+    _repl(vault, make_provider(), session, model, script=script)
+
+
+SLASH_WORDS = ("/quit", "/exit", "/q", "/help", "/?", "/memory", "/new", "/undo")
+
+
+def _is_script(text: str) -> bool:
+    """Whether piped text is REPL input (its first line a slash command) rather than
+    one message."""
+    first = text.lstrip().split("\n", 1)[0].split()
+    return bool(first) and first[0].lower() in SLASH_WORDS
 
 
 def _piped() -> bool:
@@ -292,25 +307,33 @@ def _readline(vault):
     return save
 
 
-def _repl(vault, provider, session: str, model: str | None, *, remote=None) -> None:
+def _repl(vault, provider, session: str, model: str | None, *, remote=None,
+          script: list[str] | None = None) -> None:
+    """The conversation at the prompt; with `script` (lines piped in), those lines are
+    played as typed ones, with no banner or prompt (as a shell reading a script)."""
     from agent.config import load_settings
 
-    save_history = _readline(vault)
+    # Named now if not the current folder's, not after the first reply in mid-conversation.
+    name_vault(vault)
+    save_history = _readline(vault) if script is None else (lambda: None)
     settings = load_settings(vault.root)
     where = f"through agent serve at {remote.where}" if remote else \
         f"model {model or settings.model}"
-    click.echo(click.style(f"agent chat - session {session}, {where}. "
-                           f"/help for commands, Ctrl-D to leave.", dim=True))
+    if script is None:
+        click.echo(click.style(f"agent chat - session {session}, {where}. "
+                               f"/help for commands, Ctrl-D to leave.", dim=True))
     from agent.sandbox import startup_note
     note = startup_note(settings)
     if note:
         click.echo(click.style(note, dim=True), err=True)
+    lines = iter(script) if script is not None else None
     try:
         while True:
             try:
-                line = input("> ")
-            except EOFError:
-                click.echo()
+                line = input("> ") if lines is None else next(lines)
+            except (EOFError, StopIteration):
+                if lines is None:
+                    click.echo()
                 return
             except KeyboardInterrupt:   # as a shell: Ctrl-C at the prompt leaves with 130
                 click.echo()
@@ -590,7 +613,8 @@ def undo_last_turn(vault, session: str) -> str:
 
 
 @click.command("archive")
-@click.option("--session", metavar="KEY", help=f"The conversation (default {DEFAULT_SESSION}).")
+@click.option("--session", metavar="KEY", shell_complete=complete.sessions,
+              help=f"The conversation (default {DEFAULT_SESSION}).")
 @click.option("--all", "all_", is_flag=True, help="Every conversation of the vault.")
 @vault_option
 def archive_cmd(session, all_):

@@ -9,6 +9,7 @@ import json
 import click
 
 from agent import config as cfg
+from agent.cli import complete
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.errors import UserError
 from agent.vault.change import Change
@@ -91,15 +92,20 @@ def config_list(as_json):
     width = max(len(k.key) for k in cfg.SCHEMA)
     for k in cfg.SCHEMA:
         value, is_set = _effective(data, k)
-        shown = _toml(value) if value is not None else "(built-in)"
-        click.echo(f"{k.key:<{width}}  {shown}{'' if is_set else '  (default)'}")
+        # As `config get`: a default with a value is shown as the value; a setting with
+        # none (whose absence means something, as "serve does not sync") is unset.
+        if value is None:
+            click.echo(f"{k.key:<{width}}  (unset)")
+        else:
+            click.echo(f"{k.key:<{width}}  {_toml(value)}{'' if is_set else '  (default)'}")
 
 
 @config.command("get")
-@click.argument("key")
+@click.argument("key", shell_complete=complete.settings)
 @vault_option
 def config_get(key):
-    """Print one setting's value (the default when agent.toml does not set it)."""
+    """Print one setting's value (the default when agent.toml does not set it); exit
+    status 1, as git config, for a setting that is unset and has no default value."""
     k = cfg.find_key(key)
     vault = get_vault()
     data, _ = cfg.read_data(vault.root)
@@ -107,13 +113,14 @@ def config_get(key):
     if bad:
         raise cfg.SettingsError(f"{cfg.path_of(vault.root)}: {bad[0]}")
     value, _ = _effective(data, k)
-    if value is None:
-        raise UserError(f"{key} is not set; the built-in default applies.")
+    if value is None:       # as git config: nothing on stdout, exit 1; what that means on stderr
+        click.echo(f"{key} is not set: {k.help}.", err=True)
+        raise SystemExit(1)
     click.echo(_show(value))
 
 
 @config.command("set")
-@click.argument("key")
+@click.argument("key", shell_complete=complete.settings)
 @click.argument("value")
 @vault_option
 def config_set(key, value):

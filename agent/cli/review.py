@@ -6,6 +6,7 @@ import json
 
 import click
 
+from agent.cli import complete
 from agent.cli.common import after_change, get_vault, vault_option
 
 
@@ -91,7 +92,7 @@ def review(ctx, as_json):
 
 
 @review.command()
-@click.argument("numbers", nargs=-1)
+@click.argument("numbers", nargs=-1, shell_complete=complete.review_numbers)
 @click.option("--all", "every", is_flag=True, help="Accept every proposal waiting.")
 @click.option("--json", "as_json", is_flag=True, help="What was done, as JSON.")
 @vault_option
@@ -101,7 +102,7 @@ def accept(numbers, every, as_json):
 
 
 @review.command()
-@click.argument("numbers", nargs=-1)
+@click.argument("numbers", nargs=-1, shell_complete=complete.review_numbers)
 @click.option("--all", "every", is_flag=True, help="Reject every proposal waiting.")
 @click.option("--because", default="", metavar="TEXT", help="Why (kept with the rejection).")
 @click.option("--json", "as_json", is_flag=True, help="What was done, as JSON.")
@@ -112,7 +113,7 @@ def reject(numbers, every, because, as_json):
 
 
 @review.command()
-@click.argument("number")
+@click.argument("number", shell_complete=complete.review_numbers)
 @click.option("--json", "as_json", is_flag=True, help="What was done, as JSON.")
 @vault_option
 def edit(number, as_json):

@@ -10,6 +10,7 @@ from datetime import datetime
 
 import click
 
+from agent.cli import complete
 from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
                               vault_option)
 from agent.vault.change import Change
@@ -51,7 +52,8 @@ def cron():
 @click.option("--every", metavar="DURATION", help="Every interval: 90s, 30m, 2h, 1d.")
 @click.option("--cron", "expr", metavar="EXPR", help='A cron expression, e.g. "0 9 * * *".')
 @click.option("--tz", metavar="ZONE", help="Time zone of --cron/--at (e.g. Europe/Paris; default local).")
-@click.option("--session", metavar="KEY", help="Session to run in (default cron/<id>).")
+@click.option("--session", metavar="KEY", shell_complete=complete.sessions,
+              help="Session to run in (default cron/<id>).")
 @click.option("--misfire", type=click.Choice(["run_once", "skip"]), default="run_once",
               show_default=True, help="When a run was missed while agent serve was not running.")
 @click.option("--delete-after-run/--keep-after-run", default=None,
@@ -119,7 +121,7 @@ def cron_list(as_json):
 
 
 @cron.command("approve")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @vault_option
 def cron_approve(job_id):
     """Let a job the model made with a delivery target run (only to a chat you allowed)."""
@@ -140,7 +142,7 @@ def cron_approve(job_id):
 
 
 @cron.command("move")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @click.argument("host", metavar="HOST")
 @vault_option
 def cron_move(job_id, host):
@@ -158,7 +160,7 @@ def cron_move(job_id, host):
 
 
 @cron.command("remove")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @vault_option
 def cron_remove(job_id):
     """Remove a job (by id, or by name when only one job has it)."""
@@ -184,7 +186,7 @@ def _toggle(job_id: str, enabled: bool):
 
 
 @cron.command("enable")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @vault_option
 def cron_enable(job_id):
     """Enable a job (its next run is reckoned from now)."""
@@ -192,7 +194,7 @@ def cron_enable(job_id):
 
 
 @cron.command("disable")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @vault_option
 def cron_disable(job_id):
     """Disable a job without removing it."""
@@ -200,7 +202,7 @@ def cron_disable(job_id):
 
 
 @cron.command("run")
-@click.argument("job_id", metavar="ID")
+@click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @vault_option
 def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
