@@ -71,17 +71,25 @@ def listed(vault, prefix: str = PREFIX) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
 
 
-def exchange(vault, remote: str, waiting: set[str]) -> tuple[list[str], list[str]]:
+def fetch_refspec(remote: str) -> str:
+    """The refspec that brings the remote's proposal branches to its tracking refs."""
+    return f"+{ref_of(PREFIX)}*:refs/remotes/{remote}/{PREFIX}*"
+
+
+def exchange(vault, remote: str, waiting: set[str],
+             fetched: bool = False) -> tuple[list[str], list[str]]:
     """Carry proposal branches through `remote` in a sync, once `main` (and with it the
     ledger that says what waits) is merged: the names of the `waiting` branches and
     their tips are fetched and pushed; a branch nothing waits on any more (decided on
     this clone or another) is deleted here and on the remote. (brought in, closed).
+    `fetched`: the sync's own fetch already brought them (with --prune).
 
     These branches are views the ledger rebuilds after every decision, so they are
     replaced rather than merged (`+` refspecs); `main` is never force-pushed."""
     tracking = f"refs/remotes/{remote}/{PREFIX}"
-    vault.git("fetch", "--quiet", "--prune", "--no-write-fetch-head", remote,
-              f"+{ref_of(PREFIX)}*:{tracking}*", env={"GIT_TERMINAL_PROMPT": "0"})
+    if not fetched:
+        vault.git("fetch", "--quiet", "--prune", "--no-write-fetch-head", remote,
+                  fetch_refspec(remote), env={"GIT_TERMINAL_PROMPT": "0"})
     cut = len(f"refs/remotes/{remote}/")          # refs/remotes/origin/dream/4-9 -> dream/4-9
     theirs = {ref[cut:]: sha for ref, sha in (
         line.split(" ", 1) for line in vault.git(

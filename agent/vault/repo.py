@@ -383,13 +383,15 @@ class Vault:
             with open(exclude, "a", encoding="utf-8") as f:
                 f.write(("" if not text or text.endswith("\n") else "\n") + f"/{STATE_DIR}/\n")
 
-    def configure_merge_drivers(self) -> None:
+    def configure_merge_drivers(self, have: dict[str, str] | None = None) -> None:
         """Point git at the vault's merge drivers (also for a person's own `git pull`).
 
         The settings live in .git/config, which is not versioned, so a clone or a move
-        to another Python sets them again; unchanged settings are not rewritten."""
-        current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
-        have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
+        to another Python sets them again; unchanged settings are not rewritten.
+        `have`: the config already read (key -> value), to spare a `git config`."""
+        if have is None:
+            current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
+            have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
         from agent.vault import mergedriver
 
         for key, value in mergedriver.git_config():

@@ -229,6 +229,25 @@ def tombstones_at(vault: Vault, rev: str) -> list[Tombstone]:
     return parse_tombstones(p)
 
 
+def _texts_at(vault: Vault, revs: list[str], path: str) -> list[str | None]:
+    """The text of `path` at each of `revs` (None where it is missing), read by one
+    `git cat-file --batch` rather than a `git show` each."""
+    p = subprocess.run(["git", *_GIT_BASE, "cat-file", "--batch"], cwd=vault.root,
+                       input="".join(f"{rev}:{path}\n" for rev in revs).encode(),
+                       capture_output=True)
+    out, texts = p.stdout, []
+    for _ in revs:
+        header, _, out = out.partition(b"\n")
+        parts = header.split()
+        if len(parts) == 3 and parts[1] == b"blob":
+            size = int(parts[2])
+            texts.append(out[:size].decode("utf-8", "replace"))
+            out = out[size + 1:]
+        else:                               # "<rev>:<path> missing" (or no such rev)
+            texts.append(None)
+    return texts
+
+
 def remote_at(vault: Vault, remote: str, branch: str) -> str | None:
     """The commit this vault last saw the remote's branch at, or None."""
     sha = vault.git("rev-parse", "--verify", "-q", f"refs/remotes/{remote}/{branch}",
@@ -381,8 +400,9 @@ def follow(vault: Vault, remote: str, branch: str, result=None) -> bool:
 def _follow(vault: Vault, remote: str, branch: str) -> Followed:
     done = Followed()
     tracking = f"refs/remotes/{remote}/{branch}"
-    stones = {s.id: s for s in tombstones_at(vault, "HEAD")}
-    stones.update({s.id: s for s in tombstones_at(vault, tracking)})
+    stones: dict = {}
+    for text in _texts_at(vault, ["HEAD", tracking], TOMBSTONES):
+        stones.update({s.id: s for s in parse_tombstones(text)})
     todo = []
     for stone in stones.values():
         olds = [o for o in stone.rewrote if _has(vault, o)]

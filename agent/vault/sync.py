@@ -90,27 +90,51 @@ class SyncResult:
 
 
 def current_branch(vault: Vault) -> str:
-    name = vault.git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip()
+    sig = vault.head_from_files()          # no process when .git is a plain folder
+    if sig is not None and sig.startswith(("ref:refs/heads/", "packed:refs/heads/",
+                                           "unborn:refs/heads/")):
+        name = sig.split(":", 2)[1].removeprefix("refs/heads/")
+    else:
+        name = vault.git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip()
     if not name:
         raise SyncError("The vault is on a detached HEAD: run `agent git switch main` "
                         "(or the branch you use) before syncing.")
     return name
 
 
-def upstream(vault: Vault, remote: str | None = None) -> tuple[str, str]:
+def _config(vault: Vault) -> dict[str, str]:
+    """The remotes', branches' and merge drivers' settings, read in one `git config`
+    (a sync needs all three; the last value of a key wins, as with `git config KEY`)."""
+    out = vault.git("config", "-z", "--get-regexp", r"^(remote|branch|merge)\.", check=False)
+    have: dict[str, str] = {}
+    for item in out.split("\0"):
+        key, _, value = item.partition("\n")
+        if key:
+            have[key] = value
+    return have
+
+
+def _remotes(config: dict[str, str]) -> list[str]:
+    names = [k[len("remote."):k.rindex(".")] for k in config
+             if k.startswith("remote.") and k.count(".") >= 2]
+    return list(dict.fromkeys(names))
+
+
+def upstream(vault: Vault, remote: str | None = None,
+             config: dict[str, str] | None = None) -> tuple[str, str]:
     """(remote, branch) to sync with: --remote, else the branch's upstream, else origin."""
     branch = current_branch(vault)
-    remotes = vault.git("remote").split()
+    config = _config(vault) if config is None else config
+    remotes = _remotes(config)
+    merge_ref = config.get(f"branch.{branch}.merge", "").strip()
     if remote:
         if remote not in remotes:
             raise SyncError(f"There is no remote named '{remote}' in this vault "
                             f"(remotes: {', '.join(remotes) or 'none'}). Add it with "
                             f"`agent git remote add {remote} URL`.")
-        merge_ref = vault.git("config", f"branch.{branch}.merge", check=False).strip()
         return remote, merge_ref.removeprefix("refs/heads/") or branch
-    configured = vault.git("config", f"branch.{branch}.remote", check=False).strip()
+    configured = config.get(f"branch.{branch}.remote", "").strip()
     if configured and configured in remotes:
-        merge_ref = vault.git("config", f"branch.{branch}.merge", check=False).strip()
         return configured, merge_ref.removeprefix("refs/heads/") or branch
     if "origin" in remotes:
         return "origin", branch
@@ -130,41 +154,56 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
          now: datetime | None = None) -> SyncResult:
     """Fetch, merge and push; the result says what came in and went out."""
     vault.check_committable()
-    remote, branch = upstream(vault, remote)
-    ensure_setup(vault)
+    config = _config(vault)
+    remote, branch = upstream(vault, remote, config)
+    ensure_setup(vault, config)
     result = SyncResult(remote, branch)
     from agent.vault import rewrite
-    start = vault.head()
-    for _ in range(MAX_ATTEMPTS):
-        _fetch(vault, remote, branch)
-        _check_incoming(vault, remote, branch)
+    start = None
+    ours = None
+    for attempt in range(MAX_ATTEMPTS):
+        # The branch and the dream's proposal branches in one fetch (one connection).
+        dream = _fetch(vault, remote, branch, with_proposals=push)
+        theirs, ours = _refs(vault, remote, branch)
+        if attempt == 0:
+            start = ours
+        behind = _check_incoming(vault, remote, branch, theirs, ours)
         if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
-            start = vault.head()
+            theirs, ours = _refs(vault, remote, branch)
+            start = ours
+            behind = _behind(vault, theirs, ours)
+        # HEAD read from the .git folder (no process) tells whether the lock's repair,
+        # the merge or a claim moved it, so the refs are read again only then.
+        sig = vault.head_from_files()
         with vault.locked():
-            _merge(vault, remote, branch, result)
+            if sig is None or vault.head_from_files() != sig:   # hand edits committed
+                ours = vault.head()
+                behind = _behind(vault, theirs, ours)
+            if behind:
+                _merge(vault, remote, branch, result, theirs, ours)
             result.claimed += claim_jobs(vault)[0]
-            ours = vault.head()
-            theirs = _remote_head(vault, remote, branch)
-        result.commits_out = _count(vault, theirs, ours)
+            if sig is None or vault.head_from_files() != sig:
+                ours = vault.head()
+        result.commits_out = _count(vault, theirs, ours) if theirs != ours else 0
         if not push or not result.commits_out:
             break
-        if _push(vault, remote, branch):
+        if _push(vault, remote, branch, config):
             result.pushed = True
             break
     else:
         raise SyncError(f"{remote} kept moving while this vault pushed ({MAX_ATTEMPTS} "
                         f"tries): run `agent sync` again.")
-    result.head = vault.head()
+    result.head = ours
     if push:
-        _proposals(vault, remote)
+        _proposals(vault, remote, fetched=dream)
     if result.pushed:
-        _point_remote_head(vault, remote, branch)
+        _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
     _save_state(vault, result, now or datetime.now().astimezone())
     return result
 
 
-def _proposals(vault: Vault, remote: str) -> None:
+def _proposals(vault: Vault, remote: str, fetched: bool = False) -> None:
     """The dream's proposal branches (dream/*) go both ways; the merged ledger says
     which still wait, so a decision made on any clone closes them everywhere."""
     from agent.stores import ledger
@@ -172,36 +211,57 @@ def _proposals(vault: Vault, remote: str) -> None:
 
     waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
     try:
-        branches.exchange(vault, remote, waiting)
+        branches.exchange(vault, remote, waiting, fetched=fetched)
     except GitError as e:
         raise SyncError(f"main is synced, but the proposal branches (dream/*) could not be "
                         f"exchanged with {remote}: {_first_error(e.stderr)}") from None
 
 
-def _fetch(vault: Vault, remote: str, branch: str) -> None:
+def _fetch(vault: Vault, remote: str, branch: str, with_proposals: bool = False) -> bool:
+    """Fetch the branch (and, `with_proposals`, the dream/* branches in the same fetch);
+    whether the proposal branches were fetched."""
+    from agent.vault import branches
+    spec = [f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}"]
+    if with_proposals:
+        # --prune drops tracking refs only under these refspecs: a proposal closed on
+        # the remote, never the branch (a missing branch fails the fetch instead).
+        spec = ["--prune", *spec, branches.fetch_refspec(remote)]
     try:
-        vault.git("fetch", "--quiet", "--no-write-fetch-head", remote,
-                  f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}",
+        vault.git("fetch", "--quiet", "--no-write-fetch-head", remote, *spec,
                   env={"GIT_TERMINAL_PROMPT": "0"})
+        return with_proposals
     except GitError as e:
         if "couldn't find remote ref" in e.stderr:
-            return  # an empty remote: nothing to fetch, everything to push
+            return False  # an empty remote: nothing to fetch, everything to push
         url = vault.git("remote", "get-url", remote, check=False).strip()
         raise SyncError(f"Could not fetch from {remote} ({url}): {_first_error(e.stderr)}. "
                         f"Nothing changed.") from None
 
 
-def _check_incoming(vault: Vault, remote: str, branch: str) -> None:
+def _refs(vault: Vault, remote: str, branch: str) -> tuple[str | None, str | None]:
+    """(the fetched remote branch, HEAD) in one `git for-each-ref`; None when missing.
+    HEAD is refs/heads/<branch> (current_branch refuses a detached HEAD)."""
+    here = f"refs/heads/{current_branch(vault)}"
+    tracking = f"refs/remotes/{remote}/{branch}"
+    found = dict(line.split(" ", 1)[::-1] for line in vault.git(
+        "for-each-ref", "--format=%(objectname) %(refname)", tracking, here
+    ).splitlines() if " " in line)
+    return found.get(tracking), found.get(here)
+
+
+def _behind(vault: Vault, theirs: str | None, ours: str | None) -> bool:
+    """Whether the fetched branch holds commits HEAD does not."""
+    return bool(theirs) and theirs != ours and not (ours and _is_ancestor(vault, theirs, ours))
+
+
+def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
+                    ours: str | None) -> bool:
     """Refuse what was fetched, before anything is merged or journalled, when a commit
     new to this machine holds what the vault does not take (agent.vault.incoming); the
     remote-tracking ref is put back (its reflog says where it was), so the vault is
-    exactly as it was."""
-    p = vault.git("rev-parse", f"refs/remotes/{remote}/{branch}", "HEAD", check=False).split()
-    if len(p) != 2 or not all(re.fullmatch(r"[0-9a-f]{40,64}", x) for x in p):
-        p = [_remote_head(vault, remote, branch), vault.head()]   # one of them is missing
-    theirs, ours = p
-    if not theirs or theirs == ours:
-        return
+    exactly as it was. Whether anything new came in (there is something to merge)."""
+    if not _behind(vault, theirs, ours):
+        return False                       # no commit new to this machine: nothing to check
     from agent.vault import incoming       # only when something came in
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
@@ -213,13 +273,16 @@ def _check_incoming(vault: Vault, remote: str, branch: str) -> None:
         else:
             vault.git("update-ref", "-d", ref)
         raise
+    return True
 
 
-def _point_remote_head(vault: Vault, remote: str, branch: str) -> None:
+def _point_remote_head(vault: Vault, remote: str, branch: str,
+                       config: dict[str, str] | None = None) -> None:
     """A bare remote on this disk made with plain `git init --bare` names `master` as its
     HEAD while the vault pushes `main`: point its HEAD at the vault's branch, so a plain
     `git clone` checks the vault out. Other transports are left alone."""
-    url = vault.git("remote", "get-url", remote, check=False).strip()
+    url = (config or {}).get(f"remote.{remote}.url") or \
+        vault.git("remote", "get-url", remote, check=False).strip()
     where = Path(url.removeprefix("file://")) if url.startswith(("/", "file://", ".")) else None
     if where is None:
         return
@@ -257,12 +320,10 @@ def _count(vault: Vault, since: str | None, until: str | None) -> int:
     return int(vault.git("rev-list", "--count", *spec).strip() or 0)
 
 
-def _merge(vault: Vault, remote: str, branch: str, result: SyncResult) -> None:
-    """Bring what came in into HEAD (under the lock): fast-forward or a merge commit."""
-    theirs = _remote_head(vault, remote, branch)
-    ours = vault.head()
-    if not theirs or (ours and _is_ancestor(vault, theirs, ours)):
-        return
+def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: str,
+           ours: str | None) -> None:
+    """Bring what came in (`theirs`, not in HEAD `ours`) into HEAD (under the lock):
+    fast-forward or a merge commit."""
     result.commits_in += _count(vault, ours, theirs)
     if ours is None:
         vault.git("update-ref", "HEAD", theirs)
@@ -432,14 +493,16 @@ def _is_text(data: bytes) -> bool:
     return True
 
 
-def _push(vault: Vault, remote: str, branch: str) -> bool:
+def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
     """Push HEAD; False if the remote moved meanwhile (fetch and merge again)."""
     p = subprocess.run(["git", *_GIT_BASE, "push", "--quiet", "--porcelain", remote,
                         f"HEAD:refs/heads/{branch}"], cwd=vault.root, capture_output=True,
                        text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode == 0:
         vault.git("update-ref", f"refs/remotes/{remote}/{branch}", "HEAD")
-        if not vault.git("config", f"branch.{branch}.remote", check=False).strip():
+        known = (config or {}).get(f"branch.{branch}.remote") or \
+            vault.git("config", f"branch.{branch}.remote", check=False).strip()
+        if not known:
             vault.git("config", f"branch.{branch}.remote", remote)
             vault.git("config", f"branch.{branch}.merge", f"refs/heads/{branch}")
         return True
@@ -534,11 +597,11 @@ def ahead_behind(vault: Vault) -> tuple[str, int, int] | None:
     return f"{remote}/{branch}", int(out[0]), int(out[1])
 
 
-def ensure_setup(vault: Vault) -> str | None:
+def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | None:
     """Merge drivers in .git/config, the vault's merge rules in .gitattributes, and the
     dream's record as a mergeable set: an older vault is converted in one commit that
-    says so."""
-    vault.configure_merge_drivers()
+    says so. `config`: the settings _config read, when the caller has them."""
+    vault.configure_merge_drivers(have=config)
     vault.host()
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
