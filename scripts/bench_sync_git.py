@@ -66,9 +66,13 @@ def main() -> None:
     rows: dict[str, list[tuple[float, int]]] = {}
     for _ in range(args.runs):
         rows.setdefault("agent path (CLI start)", []).append(traced(agent("path"), a))
+        # Both clones share the remote: each first takes in the other's change, untimed,
+        # so that "nothing to do" is nothing to do.
+        traced(agent("sync"), a)
         rows.setdefault("agent sync, nothing to do", []).append(traced(agent("sync"), a))
         subprocess.run(agent("note", "one more"), cwd=a, env=ENV, check=True, capture_output=True)
         rows.setdefault("agent sync, one change", []).append(traced(agent("sync"), a))
+        traced("git pull -q --rebase", plain)
         rows.setdefault("git pull --rebase && git push, nothing", []).append(
             traced("git pull -q --rebase && git push -q", plain))
         (plain / "x.md").write_text(f"{time.time()}\n")

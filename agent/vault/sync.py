@@ -20,6 +20,7 @@ after uncommitted hand edits were committed as the person's own commit.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -27,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from agent.stores import archive, merge
-from agent.stores import cron as cronfile
+from agent.errors import UserError
+from agent.stores import archive
 from agent.vault import atomic, mergedriver, safe
 from agent.vault.change import Change
 from agent.vault.repo import (_GIT_BASE, MARKER, GitError, Vault, VaultError, _no_filters,
@@ -381,6 +382,7 @@ def _fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
         data = [vault.git("cat-file", "blob", x[path]).encode("utf-8", "surrogateescape")
                 for x in (b, o, t)]
         counts: dict[str, int] = {}
+        from agent.stores import merge
         merge.merge_facts(*data, counts=counts)
 
         def n(k):
@@ -422,6 +424,7 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     tree = fields[0].decode()
     if p.returncode == 0:
         return tree, [], []
+    from agent.stores import merge
     stages: dict[str, dict[int, tuple[str, str]]] = {}
     for raw in fields[1:]:
         if not raw:
@@ -539,6 +542,22 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
 # ---- which machine runs a job -------------------------------------------------------
 
 
+_CRON_FILE = "cron.json"    # agent.stores.cron.CRON_FILE, loaded only when a job is unclaimed
+
+
+def _all_claimed(text: str) -> bool:
+    """Whether every job of cron.json's text names a machine, told from the JSON alone,
+    so that a sync with nothing to claim does not load the cron store (a file the store
+    would refuse gets the same answer from claim_jobs: nothing claimed)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    return isinstance(jobs, list) and all(
+        isinstance(j, dict) and isinstance(j.get("host"), str) and j["host"] for j in jobs)
+
+
 def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
     """Give this machine (`vault.host()`) every cron job that names none, in one commit:
     (the jobs' ids, the sha). Called by a sync (after its merge, so the claim goes out
@@ -546,8 +565,14 @@ def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
     every other machine leaves it alone. A cron.json that does not parse is left alone
     (serve and `agent cron list` name its problem)."""
     try:
-        text = cronfile.read_text(vault.root)
-        if text is None or all(j.host for j in cronfile.loads(text).jobs):
+        text = safe.read_text(vault.root, _CRON_FILE)
+    except UserError:
+        return [], None                     # named by serve and `agent cron list`
+    if text is None or _all_claimed(text):
+        return [], None
+    from agent.stores import cron as cronfile
+    try:
+        if all(j.host for j in cronfile.loads(text).jobs):
             return [], None
     except cronfile.CronFileError:
         return [], None
