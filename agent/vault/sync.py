@@ -168,24 +168,26 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         theirs, ours = _refs(vault, remote, branch)
         if attempt == 0:
             start = ours
-        behind = _check_incoming(vault, remote, branch, theirs, ours)
+        ahead, behind = _counts(vault, theirs, ours)
+        _check_incoming(vault, remote, branch, theirs, ours, behind)
         if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
             theirs, ours = _refs(vault, remote, branch)
             start = ours
-            behind = _behind(vault, theirs, ours)
+            ahead, behind = _counts(vault, theirs, ours)
         # HEAD read from the .git folder (no process) tells whether the lock's repair,
         # the merge or a claim moved it, so the refs are read again only then.
         sig = vault.head_from_files()
         with vault.locked():
             if sig is None or vault.head_from_files() != sig:   # hand edits committed
                 ours = vault.head()
-                behind = _behind(vault, theirs, ours)
+                ahead, behind = _counts(vault, theirs, ours)
             if behind:
                 _merge(vault, remote, branch, result, theirs, ours)
             result.claimed += claim_jobs(vault)[0]
             if sig is None or vault.head_from_files() != sig:
                 ours = vault.head()
-        result.commits_out = _count(vault, theirs, ours) if theirs != ours else 0
+                ahead = _count(vault, theirs, ours) if theirs != ours else 0
+        result.commits_out = ahead
         if not push or not result.commits_out:
             break
         if _push(vault, remote, branch, config):
@@ -250,19 +252,25 @@ def _refs(vault: Vault, remote: str, branch: str) -> tuple[str | None, str | Non
     return found.get(tracking), found.get(here)
 
 
-def _behind(vault: Vault, theirs: str | None, ours: str | None) -> bool:
-    """Whether the fetched branch holds commits HEAD does not."""
-    return bool(theirs) and theirs != ours and not (ours and _is_ancestor(vault, theirs, ours))
+def _counts(vault: Vault, theirs: str | None, ours: str | None) -> tuple[int, int]:
+    """(commits HEAD holds that the fetched branch does not, and the other way round),
+    in one `git rev-list` at most."""
+    if theirs == ours:
+        return 0, 0
+    if not theirs or not ours:
+        return _count(vault, None, ours), _count(vault, None, theirs)
+    out = vault.git("rev-list", "--left-right", "--count", f"{ours}...{theirs}").split()
+    return int(out[0]), int(out[1])
 
 
 def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
-                    ours: str | None) -> bool:
+                    ours: str | None, behind: int) -> None:
     """Refuse what was fetched, before anything is merged or journalled, when a commit
-    new to this machine holds what the vault does not take (agent.vault.incoming); the
-    remote-tracking ref is put back (its reflog says where it was), so the vault is
-    exactly as it was. Whether anything new came in (there is something to merge)."""
-    if not _behind(vault, theirs, ours):
-        return False                       # no commit new to this machine: nothing to check
+    new to this machine (`behind` of them) holds what the vault does not take
+    (agent.vault.incoming); the remote-tracking ref is put back (its reflog says where
+    it was), so the vault is exactly as it was."""
+    if not behind:
+        return                             # no commit new to this machine: nothing to check
     from agent.vault import incoming       # only when something came in
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
@@ -274,7 +282,6 @@ def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
         else:
             vault.git("update-ref", "-d", ref)
         raise
-    return True
 
 
 def _point_remote_head(vault: Vault, remote: str, branch: str,
@@ -502,7 +509,9 @@ def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None 
                         f"HEAD:refs/heads/{branch}"], cwd=vault.root, capture_output=True,
                        text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode == 0:
-        vault.git("update-ref", f"refs/remotes/{remote}/{branch}", "HEAD")
+        if (config or {}).get(f"remote.{remote}.fetch") != f"+refs/heads/*:refs/remotes/{remote}/*":
+            # (with that refspec, git's push has moved the tracking ref itself)
+            vault.git("update-ref", f"refs/remotes/{remote}/{branch}", "HEAD")
         known = (config or {}).get(f"branch.{branch}.remote") or \
             vault.git("config", f"branch.{branch}.remote", check=False).strip()
         if not known:
