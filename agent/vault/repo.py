@@ -456,10 +456,13 @@ class Vault:
             self._agent = Identity(s.agent_name, s.agent_email)
         return self._agent
 
-    def host(self) -> str:
+    def host(self, known: str | None = None) -> str:
         """This machine's name for the vault (`git config agent.host` in the vault's own,
         unversioned config): the cron jobs and heartbeats marked with it run here.
-        Set from the hostname the first time it is asked for."""
+        Set from the hostname the first time it is asked for. `known`: the value the
+        caller already read from the vault's config."""
+        if self._host is None and known and known.strip():
+            self._host = known.strip()
         if self._host is None:
             name = self.git("config", "--local", HOST_KEY, check=False).strip()
             if not name:

@@ -32,8 +32,8 @@ from agent.errors import UserError
 from agent.stores import archive
 from agent.vault import atomic, mergedriver, safe
 from agent.vault.change import Change
-from agent.vault.repo import (_GIT_BASE, MARKER, GitError, Vault, VaultError, _no_filters,
-                              check_host)
+from agent.vault.repo import (_GIT_BASE, HOST_KEY, MARKER, GitError, Vault, VaultError,
+                              _no_filters, check_host)
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -104,12 +104,16 @@ def current_branch(vault: Vault) -> str:
 
 
 def _config(vault: Vault) -> dict[str, str]:
-    """The remotes', branches' and merge drivers' settings, read in one `git config`
-    (a sync needs all three; the last value of a key wins, as with `git config KEY`)."""
-    out = vault.git("config", "-z", "--get-regexp", r"^(remote|branch|merge)\.", check=False)
+    """The remotes', branches' and merge drivers' settings and this machine's name,
+    read in one `git config` (the last value of a key wins, as with `git config KEY`;
+    the machine's name counts only from the vault's own config)."""
+    out = vault.git("config", "-z", "--show-scope", "--get-regexp",
+                    r"^(remote|branch|merge|agent)\.", check=False).split("\0")
     have: dict[str, str] = {}
-    for item in out.split("\0"):
+    for scope, item in zip(out[0::2], out[1::2]):
         key, _, value = item.partition("\n")
+        if key == HOST_KEY and scope != "local":
+            continue
         if key:
             have[key] = value
     return have
@@ -636,7 +640,7 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
     dream's record as a mergeable set: an older vault is converted in one commit that
     says so. `config`: the settings _config read, when the caller has them."""
     vault.configure_merge_drivers(have=config)
-    vault.host()
+    vault.host(known=(config or {}).get(HOST_KEY))
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
