@@ -90,12 +90,18 @@ def exchange(vault, remote: str, waiting: set[str],
     if not fetched:
         vault.git("fetch", "--quiet", "--prune", "--no-write-fetch-head", remote,
                   fetch_refspec(remote), env={"GIT_TERMINAL_PROMPT": "0"})
+    # Both sides' branches in one `git for-each-ref`.
     cut = len(f"refs/remotes/{remote}/")          # refs/remotes/origin/dream/4-9 -> dream/4-9
-    theirs = {ref[cut:]: sha for ref, sha in (
-        line.split(" ", 1) for line in vault.git(
-            "for-each-ref", "--format=%(refname) %(objectname)",
-            tracking.rstrip("/")).splitlines() if " " in line)}
-    ours = listed(vault)
+    local = ref_of(PREFIX)
+    theirs: dict[str, str] = {}
+    ours: dict[str, str] = {}
+    for line in vault.git("for-each-ref", "--format=%(refname) %(objectname)",
+                          tracking.rstrip("/"), local.rstrip("/")).splitlines():
+        ref, _, sha = line.partition(" ")
+        if ref.startswith(tracking):
+            theirs[ref[cut:]] = sha
+        elif ref.startswith(local):
+            ours[ref[len("refs/heads/"):]] = sha
     brought, closed, refspecs = [], [], []
     for branch, sha in theirs.items():
         if branch in waiting and branch not in ours:
