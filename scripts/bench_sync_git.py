@@ -24,6 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).absolute().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x",
        "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@x", "AGENT_EMBED": "off"}
+# As installed: modules compiled once, not at every start (PYTHONDONTWRITEBYTECODE would
+# charge each run for compiling every module it imports); the bytecode goes to a
+# folder of its own, not into the source tree.
+ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+ENV["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench-pycache-")
 
 
 def traced(cmd: list[str] | str, cwd: Path) -> tuple[float, int]:
@@ -61,6 +66,7 @@ def main() -> None:
     branch = subprocess.run(["git", "branch", "--show-current"], cwd=a, capture_output=True,
                             text=True, check=True).stdout.strip()
     subprocess.run(["git", "symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=remote, check=True)
+    subprocess.run(agent("--vault", str(a), "sync"), env=ENV, check=True, capture_output=True)
     plain = tmp / "plain"
     subprocess.run(["git", "clone", "-q", str(remote), str(plain)], check=True, env=ENV)
     rows: dict[str, list[tuple[float, int]]] = {}
