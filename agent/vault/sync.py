@@ -166,16 +166,17 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     from agent.vault import rewrite
     start = None
     ours = None
+    seen: dict[str, str] = {}     # the refs as read after the fetch (proposal branches too)
     for attempt in range(MAX_ATTEMPTS):
         # The branch and the dream's proposal branches in one fetch (one connection).
         dream = _fetch(vault, remote, branch, with_proposals=push)
-        theirs, ours = _refs(vault, remote, branch)
+        theirs, ours = _refs(vault, remote, branch, seen)
         if attempt == 0:
             start = ours
         ahead, behind = _counts(vault, theirs, ours)
         _check_incoming(vault, remote, branch, theirs, ours, behind)
         if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
-            theirs, ours = _refs(vault, remote, branch)
+            theirs, ours = _refs(vault, remote, branch, seen)
             start = ours
             ahead, behind = _counts(vault, theirs, ours)
         # HEAD read from the .git folder (no process) tells whether the lock's repair,
@@ -202,7 +203,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
                         f"tries): run `agent sync` again.")
     result.head = ours
     if push:
-        _proposals(vault, remote, fetched=dream)
+        _proposals(vault, remote, refs=seen if dream else None)
     if result.pushed:
         _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
@@ -210,7 +211,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     return result
 
 
-def _proposals(vault: Vault, remote: str, fetched: bool = False) -> None:
+def _proposals(vault: Vault, remote: str, refs: dict[str, str] | None = None) -> None:
     """The dream's proposal branches (dream/*) go both ways; the merged ledger says
     which still wait, so a decision made on any clone closes them everywhere."""
     from agent.stores import ledger
@@ -218,7 +219,7 @@ def _proposals(vault: Vault, remote: str, fetched: bool = False) -> None:
 
     waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
     try:
-        branches.exchange(vault, remote, waiting, fetched=fetched)
+        branches.exchange(vault, remote, waiting, refs=refs)
     except GitError as e:
         raise SyncError(f"main is synced, but the proposal branches (dream/*) could not be "
                         f"exchanged with {remote}: {_first_error(e.stderr)}") from None
@@ -245,14 +246,20 @@ def _fetch(vault: Vault, remote: str, branch: str, with_proposals: bool = False)
                         f"Nothing changed.") from None
 
 
-def _refs(vault: Vault, remote: str, branch: str) -> tuple[str | None, str | None]:
+def _refs(vault: Vault, remote: str, branch: str,
+          seen: dict[str, str] | None = None) -> tuple[str | None, str | None]:
     """(the fetched remote branch, HEAD) in one `git for-each-ref`; None when missing.
-    HEAD is refs/heads/<branch> (current_branch refuses a detached HEAD)."""
+    HEAD is refs/heads/<branch> (current_branch refuses a detached HEAD). The proposal
+    branches (dream/*, here and fetched) are read by the same call into `seen`."""
+    from agent.vault import branches
     here = f"refs/heads/{current_branch(vault)}"
     tracking = f"refs/remotes/{remote}/{branch}"
     found = dict(line.split(" ", 1)[::-1] for line in vault.git(
-        "for-each-ref", "--format=%(objectname) %(refname)", tracking, here
-    ).splitlines() if " " in line)
+        "for-each-ref", "--format=%(objectname) %(refname)", tracking, here,
+        *branches.ref_patterns(remote)).splitlines() if " " in line)
+    if seen is not None:
+        seen.clear()
+        seen.update(found)
     return found.get(tracking), found.get(here)
 
 
