@@ -36,7 +36,7 @@ def holds(vault, phrase: str = PHRASE, word: str = "fernwood") -> list[str]:
         if path.is_file() and ".git" not in path.parts and ".agent" not in path.parts:
             if any(f in path.read_text(errors="replace") for f in forms):
                 places.append(str(path.relative_to(vault.root)))
-    found = agent(vault.root, "search", word, ok=False).output  # 1: no match
+    found = agent(vault.root, "search", word).output
     if not found.startswith("No matches"):
         places.append("agent search")
     return places
