@@ -22,7 +22,7 @@ STRANGER = f"telegram/{EVE}"
 def _listed(run) -> list[dict]:
     out = run("cron", "list", "--json")
     assert out.exit_code == 0, out.output
-    return json.loads(out.output)
+    return [json.loads(line) for line in out.output.splitlines()]     # JSON Lines
 
 
 def _model_schedules(run, fake_anthropic, name: str, deliver: str) -> dict:

@@ -94,7 +94,7 @@ def test_changes_wait_on_a_branch_and_accept_lands_them_with_the_whole_story(see
     assert "old: - Lives in Berlin" in r.output and f"new: {LISBON}" in r.output
     assert "why: archive:2: moved last week" in r.output
     assert 'from: archive 2 (topic 2): "I moved from Berlin to Lisbon last week!"' in r.output
-    items = json.loads(run("review", "--json").output)
+    items = [json.loads(x) for x in run("review", "--json").output.splitlines()]
     assert [(i["number"], i["id"], i["op"], i["file"], i["old"], i["new"], i["archive"], i["stale"])
             for i in items] == [(1, "1..2#1", "update", "USER.md", "- Lives in Berlin", LISBON, [2], "")]
 
@@ -325,7 +325,7 @@ def test_sync_carries_proposal_branches_and_a_decision_closes_them_everywhere(
     agent(b.root, "sync")
     assert branches(b) == ["dream/1-2"]
     assert b.git("rev-parse", "dream/1-2").strip() == vault.git("rev-parse", "dream/1-2").strip()
-    listed = json.loads(agent(b.root, "review", "--json").output)
+    listed = [json.loads(x) for x in agent(b.root, "review", "--json").output.splitlines()]
     assert [i["id"] for i in listed] == ["1..2#1"]
 
     agent(b.root, "review", "accept", "1")

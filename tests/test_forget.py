@@ -36,8 +36,8 @@ def holds(vault, phrase: str = PHRASE, word: str = "fernwood") -> list[str]:
         if path.is_file() and ".git" not in path.parts and ".agent" not in path.parts:
             if any(f in path.read_text(errors="replace") for f in forms):
                 places.append(str(path.relative_to(vault.root)))
-    found = agent(vault.root, "search", word).output
-    if not found.startswith("No matches"):
+    found = agent(vault.root, "search", word, ok=False)
+    if found.exit_code != 1 or not found.output.startswith("No matches"):   # grep's exit 1
         places.append("agent search")
     return places
 

@@ -106,7 +106,7 @@ def test_a_changed_command_line_is_unapproved_again(fake_anthropic, vault, run, 
     vault.git("commit", "-qam", "edit: agent.toml by hand")
     listed = run("mcp", "list", "--json")
     assert listed.exit_code == 1
-    [row] = json.loads(listed.output)["servers"]
+    [row] = [json.loads(x) for x in listed.output.splitlines()]
     assert (row["name"], row["approval"], row["starts"]) == ("helper", "changed", None)
     fake_anthropic.add(reply("Hello."))
     r = run("chat", "-m", "hi")
@@ -115,7 +115,7 @@ def test_a_changed_command_line_is_unapproved_again(fake_anthropic, vault, run, 
     assert not marker.exists()
     assert "changed since it was approved:" in run("mcp", "approve", "helper", "--yes").output
     assert run("mcp", "revoke", "helper").exit_code == 0
-    assert json.loads(run("mcp", "list", "--json").output)["servers"][0]["approval"] == "unapproved"
+    assert json.loads(run("mcp", "list", "--json").output.splitlines()[0])["approval"] == "unapproved"
     assert not marker.exists()
 
 
@@ -130,7 +130,7 @@ def test_a_script_in_the_vault_that_changes_is_unapproved_again(vault, run, tmp_
     run("mcp", "list")
     assert marker.read_text() == "start\n"
     script.write_text(script.read_text() + "import os  # a synced edit\n")
-    [row] = json.loads(run("mcp", "list", "--json").output)["servers"]
+    [row] = [json.loads(x) for x in run("mcp", "list", "--json").output.splitlines()]
     assert row["approval"] == "changed"
     assert marker.read_text() == "start\n"          # not run again
     shown = run("mcp", "approve", "local", input="n\n").output

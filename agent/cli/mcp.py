@@ -3,7 +3,6 @@ tools: `agent mcp list`, `agent mcp approve NAME`, `agent mcp revoke NAME`."""
 
 from __future__ import annotations
 
-import json
 
 import click
 
@@ -33,7 +32,7 @@ def mcp_group(ctx, read_only):
 @mcp_group.command("list")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS",
               help="How long each server may take to start (default: its startup_timeout).")
-@click.option("--json", "as_json", is_flag=True, help="The servers as JSON, for scripts.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per server (JSON Lines).")
 @vault_option
 def list_cmd(timeout, as_json):
     """Show the MCP servers of agent.toml, whether each is approved on this machine,
@@ -42,7 +41,9 @@ def list_cmd(timeout, as_json):
     vault = get_vault()
     if as_json:
         rows = survey(vault, timeout=timeout)
-        click.echo(json.dumps({"servers": rows}, indent=2, ensure_ascii=False))
+        from agent.cli.output import records
+
+        records(rows)                       # JSON Lines, one server a line
         ok = all(not r["enabled"] or (r["approval"] == "approved" and r["starts"]) for r in rows)
     else:
         lines, ok = describe_servers(vault, timeout=timeout)

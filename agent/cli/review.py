@@ -66,7 +66,7 @@ def _decide(picks, every, decision, as_json, *, because="", new_text=None):
 
 
 @click.group(invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="The list as JSON, for scripts.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per pending edit (JSON Lines).")
 @vault_option
 @click.pass_context
 def review(ctx, as_json):
@@ -83,7 +83,9 @@ def review(ctx, as_json):
     reviewing.tidy(vault)
     items = reviewing.pending(vault)
     if as_json:
-        click.echo(json.dumps([i.to_json() for i in items], ensure_ascii=False, indent=2))
+        from agent.cli.output import records
+
+        records(i.to_json() for i in items)     # JSON Lines, one pending edit a line
         return
     _print_list(items)
 
