@@ -653,3 +653,30 @@ def test_compactions_on_both_machines_lose_no_message_and_dream_each_once(tmp_pa
     done = archive.read_consolidated(vault.root)
     assert all(i in done for i, _ in archive.entry_ids(vault.root)), out
     assert "messages other entries cover" in vault.git("log", "-1", "--format=%B")
+
+
+def _git_starts(vault_path, *args) -> tuple[subprocess.CompletedProcess, int]:
+    """Run `agent ARGS` as its own process with GIT_TRACE to a file: (the run, how many
+    git processes it started; each logs its own start as a "built-in" line)."""
+    from conftest import agent_proc
+    trace = vault_path.parent / "git.trace"
+    trace.unlink(missing_ok=True)
+    p = agent_proc(*args, vault=vault_path, env={"GIT_TRACE": str(trace)})
+    text = trace.read_text(errors="replace") if trace.exists() else ""
+    return p, sum(1 for line in text.splitlines() if "trace: built-in: git " in line)
+
+
+def test_a_sync_starts_few_git_processes(vault, remote):
+    """A sync with nothing to do, and one of one change, stay near plain `git pull
+    --rebase && git push` (9 and 15 processes here): 10 and 18, against 30 and 42
+    before issue 28; a bound, so that a change adding git calls to every sync shows."""
+    agent(vault.root, "sync")
+    p, n = _git_starts(vault.root, "sync")
+    assert p.returncode == 0 and "0 commits in, 0 out" in p.stdout, p.stdout + p.stderr
+    assert n <= 12, f"a sync with nothing to do started {n} git processes"
+    agent(vault.root, "note", "one more line")
+    p, n = _git_starts(vault.root, "sync")
+    assert p.returncode == 0 and "0 commits in, 1 out" in p.stdout, p.stdout + p.stderr
+    assert subprocess.run(["git", "rev-parse", "main"], cwd=remote, capture_output=True,
+                          text=True).stdout.strip() == vault.head()
+    assert n <= 20, f"a sync of one change started {n} git processes"

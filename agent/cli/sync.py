@@ -29,9 +29,12 @@ def sync_cmd(ctx, remote, no_push, as_json):
     if ctx.invoked_subcommand is not None:
         return
     vault = get_vault()
+    before = vault.head_from_files()
     result = syncing.sync(vault, remote=remote, push=not no_push)
     report_recovery(vault)
-    after_change(vault)
+    # The search index follows what came in; a sync that left HEAD where it was has
+    # nothing to add (every search refreshes it first anyway), nor its import to pay.
+    after_change(vault, index=before is None or vault.head_from_files() != before)
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return

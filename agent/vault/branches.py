@@ -71,23 +71,45 @@ def listed(vault, prefix: str = PREFIX) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
 
 
-def exchange(vault, remote: str, waiting: set[str]) -> tuple[list[str], list[str]]:
+def fetch_refspec(remote: str) -> str:
+    """The refspec that brings the remote's proposal branches to its tracking refs."""
+    return f"+{ref_of(PREFIX)}*:refs/remotes/{remote}/{PREFIX}*"
+
+
+def ref_patterns(remote: str) -> tuple[str, str]:
+    """The `git for-each-ref` patterns of the proposal branches: fetched, and here."""
+    return f"refs/remotes/{remote}/{PREFIX}".rstrip("/"), ref_of(PREFIX).rstrip("/")
+
+
+def exchange(vault, remote: str, waiting: set[str],
+             refs: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
     """Carry proposal branches through `remote` in a sync, once `main` (and with it the
     ledger that says what waits) is merged: the names of the `waiting` branches and
     their tips are fetched and pushed; a branch nothing waits on any more (decided on
     this clone or another) is deleted here and on the remote. (brought in, closed).
+    `refs` (ref -> sha): the sync's own fetch already brought them (with --prune) and
+    it read both sides' branches since; else they are fetched and read here.
 
     These branches are views the ledger rebuilds after every decision, so they are
     replaced rather than merged (`+` refspecs); `main` is never force-pushed."""
     tracking = f"refs/remotes/{remote}/{PREFIX}"
-    vault.git("fetch", "--quiet", "--prune", "--no-write-fetch-head", remote,
-              f"+{ref_of(PREFIX)}*:{tracking}*", env={"GIT_TERMINAL_PROMPT": "0"})
+    if refs is None:
+        vault.git("fetch", "--quiet", "--prune", "--no-write-fetch-head", remote,
+                  fetch_refspec(remote), env={"GIT_TERMINAL_PROMPT": "0"})
+    # Both sides' branches in one `git for-each-ref`.
     cut = len(f"refs/remotes/{remote}/")          # refs/remotes/origin/dream/4-9 -> dream/4-9
-    theirs = {ref[cut:]: sha for ref, sha in (
-        line.split(" ", 1) for line in vault.git(
+    local = ref_of(PREFIX)
+    theirs: dict[str, str] = {}
+    ours: dict[str, str] = {}
+    if refs is None:
+        refs = dict(line.partition(" ")[::2] for line in vault.git(
             "for-each-ref", "--format=%(refname) %(objectname)",
-            tracking.rstrip("/")).splitlines() if " " in line)}
-    ours = listed(vault)
+            *ref_patterns(remote)).splitlines())
+    for ref, sha in refs.items():
+        if ref.startswith(tracking):
+            theirs[ref[cut:]] = sha
+        elif ref.startswith(local):
+            ours[ref[len("refs/heads/"):]] = sha
     brought, closed, refspecs = [], [], []
     for branch, sha in theirs.items():
         if branch in waiting and branch not in ours:

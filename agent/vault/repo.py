@@ -383,13 +383,15 @@ class Vault:
             with open(exclude, "a", encoding="utf-8") as f:
                 f.write(("" if not text or text.endswith("\n") else "\n") + f"/{STATE_DIR}/\n")
 
-    def configure_merge_drivers(self) -> None:
+    def configure_merge_drivers(self, have: dict[str, str] | None = None) -> None:
         """Point git at the vault's merge drivers (also for a person's own `git pull`).
 
         The settings live in .git/config, which is not versioned, so a clone or a move
-        to another Python sets them again; unchanged settings are not rewritten."""
-        current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
-        have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
+        to another Python sets them again; unchanged settings are not rewritten.
+        `have`: the config already read (key -> value), to spare a `git config`."""
+        if have is None:
+            current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
+            have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
         from agent.vault import mergedriver
 
         for key, value in mergedriver.git_config():
@@ -454,10 +456,13 @@ class Vault:
             self._agent = Identity(s.agent_name, s.agent_email)
         return self._agent
 
-    def host(self) -> str:
+    def host(self, known: str | None = None) -> str:
         """This machine's name for the vault (`git config agent.host` in the vault's own,
         unversioned config): the cron jobs and heartbeats marked with it run here.
-        Set from the hostname the first time it is asked for."""
+        Set from the hostname the first time it is asked for. `known`: the value the
+        caller already read from the vault's config."""
+        if self._host is None and known and known.strip():
+            self._host = known.strip()
         if self._host is None:
             name = self.git("config", "--local", HOST_KEY, check=False).strip()
             if not name:

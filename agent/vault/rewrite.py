@@ -31,12 +31,9 @@ costs what a password hash costs; a short phrase (a 4-digit PIN) can still be gu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import secrets
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -70,11 +67,13 @@ class Tombstone:
 
 
 def digest(salt: str, text: str) -> str:
+    import hashlib       # here: a sync with no tombstones to test need not load OpenSSL
     return hashlib.pbkdf2_hmac("sha256", text.encode("utf-8"), bytes.fromhex(salt),
                                ITERATIONS).hex()
 
 
 def new_tombstone(text: str, at: str, rewrote: dict[str, str]) -> Tombstone:
+    import secrets
     salt = secrets.token_hex(16)
     return Tombstone(f"f-{secrets.token_hex(6)}", at, salt, digest(salt, text), len(text),
                      rewrote)
@@ -143,6 +142,7 @@ def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
         for form in forms(text):
             f.write(f"regex:{_pattern(form)}==>{REPLACEMENT}\n")
     meta = vault.git_dir / "filter-repo"
+    import shutil
     shutil.rmtree(meta, ignore_errors=True)       # a run's leftovers would make it ask
     env = _git_env()
     filters = _no_filters(vault.root)
@@ -227,6 +227,25 @@ def expire_and_prune(vault: Vault) -> None:
 def tombstones_at(vault: Vault, rev: str) -> list[Tombstone]:
     p = vault.git("show", f"{rev}:{TOMBSTONES}", check=False)
     return parse_tombstones(p)
+
+
+def _texts_at(vault: Vault, revs: list[str], path: str) -> list[str | None]:
+    """The text of `path` at each of `revs` (None where it is missing), read by one
+    `git cat-file --batch` rather than a `git show` each."""
+    p = subprocess.run(["git", *_GIT_BASE, "cat-file", "--batch"], cwd=vault.root,
+                       input="".join(f"{rev}:{path}\n" for rev in revs).encode(),
+                       capture_output=True)
+    out, texts = p.stdout, []
+    for _ in revs:
+        header, _, out = out.partition(b"\n")
+        parts = header.split()
+        if len(parts) == 3 and parts[1] == b"blob":
+            size = int(parts[2])
+            texts.append(out[:size].decode("utf-8", "replace"))
+            out = out[size + 1:]
+        else:                               # "<rev>:<path> missing" (or no such rev)
+            texts.append(None)
+    return texts
 
 
 def remote_at(vault: Vault, remote: str, branch: str) -> str | None:
@@ -381,8 +400,9 @@ def follow(vault: Vault, remote: str, branch: str, result=None) -> bool:
 def _follow(vault: Vault, remote: str, branch: str) -> Followed:
     done = Followed()
     tracking = f"refs/remotes/{remote}/{branch}"
-    stones = {s.id: s for s in tombstones_at(vault, "HEAD")}
-    stones.update({s.id: s for s in tombstones_at(vault, tracking)})
+    stones: dict = {}
+    for text in _texts_at(vault, ["HEAD", tracking], TOMBSTONES):
+        stones.update({s.id: s for s in parse_tombstones(text)})
     todo = []
     for stone in stones.values():
         olds = [o for o in stone.rewrote if _has(vault, o)]

@@ -20,6 +20,7 @@ after uncommitted hand edits were committed as the person's own commit.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -27,12 +28,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from agent.stores import archive, merge
-from agent.stores import cron as cronfile
+from agent.errors import UserError
+from agent.stores import archive
 from agent.vault import atomic, mergedriver, safe
 from agent.vault.change import Change
-from agent.vault.repo import (_GIT_BASE, MARKER, GitError, Vault, VaultError, _no_filters,
-                              check_host)
+from agent.vault.repo import (_GIT_BASE, HOST_KEY, MARKER, GitError, Vault, VaultError,
+                              _no_filters, check_host)
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -90,27 +91,55 @@ class SyncResult:
 
 
 def current_branch(vault: Vault) -> str:
-    name = vault.git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip()
+    sig = vault.head_from_files()          # no process when .git is a plain folder
+    if sig is not None and sig.startswith(("ref:refs/heads/", "packed:refs/heads/",
+                                           "unborn:refs/heads/")):
+        name = sig.split(":", 2)[1].removeprefix("refs/heads/")
+    else:
+        name = vault.git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip()
     if not name:
         raise SyncError("The vault is on a detached HEAD: run `agent git switch main` "
                         "(or the branch you use) before syncing.")
     return name
 
 
-def upstream(vault: Vault, remote: str | None = None) -> tuple[str, str]:
+def _config(vault: Vault) -> dict[str, str]:
+    """The remotes', branches' and merge drivers' settings and this machine's name,
+    read in one `git config` (the last value of a key wins, as with `git config KEY`;
+    the machine's name counts only from the vault's own config)."""
+    out = vault.git("config", "-z", "--show-scope", "--get-regexp",
+                    r"^(remote|branch|merge|agent)\.", check=False).split("\0")
+    have: dict[str, str] = {}
+    for scope, item in zip(out[0::2], out[1::2]):
+        key, _, value = item.partition("\n")
+        if key == HOST_KEY and scope != "local":
+            continue
+        if key:
+            have[key] = value
+    return have
+
+
+def _remotes(config: dict[str, str]) -> list[str]:
+    names = [k[len("remote."):k.rindex(".")] for k in config
+             if k.startswith("remote.") and k.count(".") >= 2]
+    return list(dict.fromkeys(names))
+
+
+def upstream(vault: Vault, remote: str | None = None,
+             config: dict[str, str] | None = None) -> tuple[str, str]:
     """(remote, branch) to sync with: --remote, else the branch's upstream, else origin."""
     branch = current_branch(vault)
-    remotes = vault.git("remote").split()
+    config = _config(vault) if config is None else config
+    remotes = _remotes(config)
+    merge_ref = config.get(f"branch.{branch}.merge", "").strip()
     if remote:
         if remote not in remotes:
             raise SyncError(f"There is no remote named '{remote}' in this vault "
                             f"(remotes: {', '.join(remotes) or 'none'}). Add it with "
                             f"`agent git remote add {remote} URL`.")
-        merge_ref = vault.git("config", f"branch.{branch}.merge", check=False).strip()
         return remote, merge_ref.removeprefix("refs/heads/") or branch
-    configured = vault.git("config", f"branch.{branch}.remote", check=False).strip()
+    configured = config.get(f"branch.{branch}.remote", "").strip()
     if configured and configured in remotes:
-        merge_ref = vault.git("config", f"branch.{branch}.merge", check=False).strip()
         return configured, merge_ref.removeprefix("refs/heads/") or branch
     if "origin" in remotes:
         return "origin", branch
@@ -130,41 +159,59 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
          now: datetime | None = None) -> SyncResult:
     """Fetch, merge and push; the result says what came in and went out."""
     vault.check_committable()
-    remote, branch = upstream(vault, remote)
-    ensure_setup(vault)
+    config = _config(vault)
+    remote, branch = upstream(vault, remote, config)
+    ensure_setup(vault, config)
     result = SyncResult(remote, branch)
     from agent.vault import rewrite
-    start = vault.head()
-    for _ in range(MAX_ATTEMPTS):
-        _fetch(vault, remote, branch)
-        _check_incoming(vault, remote, branch)
+    start = None
+    ours = None
+    seen: dict[str, str] = {}     # the refs as read after the fetch (proposal branches too)
+    for attempt in range(MAX_ATTEMPTS):
+        # The branch and the dream's proposal branches in one fetch (one connection).
+        dream = _fetch(vault, remote, branch, with_proposals=push)
+        theirs, ours = _refs(vault, remote, branch, seen)
+        if attempt == 0:
+            start = ours
+        ahead, behind = _counts(vault, theirs, ours)
+        _check_incoming(vault, remote, branch, theirs, ours, behind)
         if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
-            start = vault.head()
+            theirs, ours = _refs(vault, remote, branch, seen)
+            start = ours
+            ahead, behind = _counts(vault, theirs, ours)
+        # HEAD read from the .git folder (no process) tells whether the lock's repair,
+        # the merge or a claim moved it, so the refs are read again only then.
+        sig = vault.head_from_files()
         with vault.locked():
-            _merge(vault, remote, branch, result)
+            if sig is None or vault.head_from_files() != sig:   # hand edits committed
+                ours = vault.head()
+                ahead, behind = _counts(vault, theirs, ours)
+            if behind:
+                _merge(vault, remote, branch, result, theirs, ours)
             result.claimed += claim_jobs(vault)[0]
-            ours = vault.head()
-            theirs = _remote_head(vault, remote, branch)
-        result.commits_out = _count(vault, theirs, ours)
+            if sig is None or vault.head_from_files() != sig:
+                ours = vault.head()
+                ahead = _count(vault, theirs, ours) if theirs != ours else 0
+        result.commits_out = ahead
         if not push or not result.commits_out:
             break
-        if _push(vault, remote, branch):
+        if _push(vault, remote, branch, config):
             result.pushed = True
             break
     else:
         raise SyncError(f"{remote} kept moving while this vault pushed ({MAX_ATTEMPTS} "
                         f"tries): run `agent sync` again.")
-    result.head = vault.head()
+    result.head = ours
     if push:
-        _proposals(vault, remote)
+        _proposals(vault, remote, refs=seen if dream else None)
     if result.pushed:
-        _point_remote_head(vault, remote, branch)
+        _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
     _save_state(vault, result, now or datetime.now().astimezone())
     return result
 
 
-def _proposals(vault: Vault, remote: str) -> None:
+def _proposals(vault: Vault, remote: str, refs: dict[str, str] | None = None) -> None:
     """The dream's proposal branches (dream/*) go both ways; the merged ledger says
     which still wait, so a decision made on any clone closes them everywhere."""
     from agent.stores import ledger
@@ -172,36 +219,69 @@ def _proposals(vault: Vault, remote: str) -> None:
 
     waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
     try:
-        branches.exchange(vault, remote, waiting)
+        branches.exchange(vault, remote, waiting, refs=refs)
     except GitError as e:
         raise SyncError(f"main is synced, but the proposal branches (dream/*) could not be "
                         f"exchanged with {remote}: {_first_error(e.stderr)}") from None
 
 
-def _fetch(vault: Vault, remote: str, branch: str) -> None:
+def _fetch(vault: Vault, remote: str, branch: str, with_proposals: bool = False) -> bool:
+    """Fetch the branch (and, `with_proposals`, the dream/* branches in the same fetch);
+    whether the proposal branches were fetched."""
+    from agent.vault import branches
+    spec = [f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}"]
+    if with_proposals:
+        # --prune drops tracking refs only under these refspecs: a proposal closed on
+        # the remote, never the branch (a missing branch fails the fetch instead).
+        spec = ["--prune", *spec, branches.fetch_refspec(remote)]
     try:
-        vault.git("fetch", "--quiet", "--no-write-fetch-head", remote,
-                  f"+refs/heads/{branch}:refs/remotes/{remote}/{branch}",
+        vault.git("fetch", "--quiet", "--no-write-fetch-head", remote, *spec,
                   env={"GIT_TERMINAL_PROMPT": "0"})
+        return with_proposals
     except GitError as e:
         if "couldn't find remote ref" in e.stderr:
-            return  # an empty remote: nothing to fetch, everything to push
+            return False  # an empty remote: nothing to fetch, everything to push
         url = vault.git("remote", "get-url", remote, check=False).strip()
         raise SyncError(f"Could not fetch from {remote} ({url}): {_first_error(e.stderr)}. "
                         f"Nothing changed.") from None
 
 
-def _check_incoming(vault: Vault, remote: str, branch: str) -> None:
+def _refs(vault: Vault, remote: str, branch: str,
+          seen: dict[str, str] | None = None) -> tuple[str | None, str | None]:
+    """(the fetched remote branch, HEAD) in one `git for-each-ref`; None when missing.
+    HEAD is refs/heads/<branch> (current_branch refuses a detached HEAD). The proposal
+    branches (dream/*, here and fetched) are read by the same call into `seen`."""
+    from agent.vault import branches
+    here = f"refs/heads/{current_branch(vault)}"
+    tracking = f"refs/remotes/{remote}/{branch}"
+    found = dict(line.split(" ", 1)[::-1] for line in vault.git(
+        "for-each-ref", "--format=%(objectname) %(refname)", tracking, here,
+        *branches.ref_patterns(remote)).splitlines() if " " in line)
+    if seen is not None:
+        seen.clear()
+        seen.update(found)
+    return found.get(tracking), found.get(here)
+
+
+def _counts(vault: Vault, theirs: str | None, ours: str | None) -> tuple[int, int]:
+    """(commits HEAD holds that the fetched branch does not, and the other way round),
+    in one `git rev-list` at most."""
+    if theirs == ours:
+        return 0, 0
+    if not theirs or not ours:
+        return _count(vault, None, ours), _count(vault, None, theirs)
+    out = vault.git("rev-list", "--left-right", "--count", f"{ours}...{theirs}").split()
+    return int(out[0]), int(out[1])
+
+
+def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
+                    ours: str | None, behind: int) -> None:
     """Refuse what was fetched, before anything is merged or journalled, when a commit
-    new to this machine holds what the vault does not take (agent.vault.incoming); the
-    remote-tracking ref is put back (its reflog says where it was), so the vault is
-    exactly as it was."""
-    p = vault.git("rev-parse", f"refs/remotes/{remote}/{branch}", "HEAD", check=False).split()
-    if len(p) != 2 or not all(re.fullmatch(r"[0-9a-f]{40,64}", x) for x in p):
-        p = [_remote_head(vault, remote, branch), vault.head()]   # one of them is missing
-    theirs, ours = p
-    if not theirs or theirs == ours:
-        return
+    new to this machine (`behind` of them) holds what the vault does not take
+    (agent.vault.incoming); the remote-tracking ref is put back (its reflog says where
+    it was), so the vault is exactly as it was."""
+    if not behind:
+        return                             # no commit new to this machine: nothing to check
     from agent.vault import incoming       # only when something came in
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
@@ -215,11 +295,13 @@ def _check_incoming(vault: Vault, remote: str, branch: str) -> None:
         raise
 
 
-def _point_remote_head(vault: Vault, remote: str, branch: str) -> None:
+def _point_remote_head(vault: Vault, remote: str, branch: str,
+                       config: dict[str, str] | None = None) -> None:
     """A bare remote on this disk made with plain `git init --bare` names `master` as its
     HEAD while the vault pushes `main`: point its HEAD at the vault's branch, so a plain
     `git clone` checks the vault out. Other transports are left alone."""
-    url = vault.git("remote", "get-url", remote, check=False).strip()
+    url = (config or {}).get(f"remote.{remote}.url") or \
+        vault.git("remote", "get-url", remote, check=False).strip()
     where = Path(url.removeprefix("file://")) if url.startswith(("/", "file://", ".")) else None
     if where is None:
         return
@@ -257,12 +339,10 @@ def _count(vault: Vault, since: str | None, until: str | None) -> int:
     return int(vault.git("rev-list", "--count", *spec).strip() or 0)
 
 
-def _merge(vault: Vault, remote: str, branch: str, result: SyncResult) -> None:
-    """Bring what came in into HEAD (under the lock): fast-forward or a merge commit."""
-    theirs = _remote_head(vault, remote, branch)
-    ours = vault.head()
-    if not theirs or (ours and _is_ancestor(vault, theirs, ours)):
-        return
+def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: str,
+           ours: str | None) -> None:
+    """Bring what came in (`theirs`, not in HEAD `ours`) into HEAD (under the lock):
+    fast-forward or a merge commit."""
     result.commits_in += _count(vault, ours, theirs)
     if ours is None:
         vault.git("update-ref", "HEAD", theirs)
@@ -320,6 +400,7 @@ def _fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
         data = [vault.git("cat-file", "blob", x[path]).encode("utf-8", "surrogateescape")
                 for x in (b, o, t)]
         counts: dict[str, int] = {}
+        from agent.stores import merge
         merge.merge_facts(*data, counts=counts)
 
         def n(k):
@@ -361,6 +442,7 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     tree = fields[0].decode()
     if p.returncode == 0:
         return tree, [], []
+    from agent.stores import merge
     stages: dict[str, dict[int, tuple[str, str]]] = {}
     for raw in fields[1:]:
         if not raw:
@@ -432,14 +514,18 @@ def _is_text(data: bytes) -> bool:
     return True
 
 
-def _push(vault: Vault, remote: str, branch: str) -> bool:
+def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
     """Push HEAD; False if the remote moved meanwhile (fetch and merge again)."""
     p = subprocess.run(["git", *_GIT_BASE, "push", "--quiet", "--porcelain", remote,
                         f"HEAD:refs/heads/{branch}"], cwd=vault.root, capture_output=True,
                        text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode == 0:
-        vault.git("update-ref", f"refs/remotes/{remote}/{branch}", "HEAD")
-        if not vault.git("config", f"branch.{branch}.remote", check=False).strip():
+        if (config or {}).get(f"remote.{remote}.fetch") != f"+refs/heads/*:refs/remotes/{remote}/*":
+            # (with that refspec, git's push has moved the tracking ref itself)
+            vault.git("update-ref", f"refs/remotes/{remote}/{branch}", "HEAD")
+        known = (config or {}).get(f"branch.{branch}.remote") or \
+            vault.git("config", f"branch.{branch}.remote", check=False).strip()
+        if not known:
             vault.git("config", f"branch.{branch}.remote", remote)
             vault.git("config", f"branch.{branch}.merge", f"refs/heads/{branch}")
         return True
@@ -476,6 +562,22 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
 # ---- which machine runs a job -------------------------------------------------------
 
 
+_CRON_FILE = "cron.json"    # agent.stores.cron.CRON_FILE, loaded only when a job is unclaimed
+
+
+def _all_claimed(text: str) -> bool:
+    """Whether every job of cron.json's text names a machine, told from the JSON alone,
+    so that a sync with nothing to claim does not load the cron store (a file the store
+    would refuse gets the same answer from claim_jobs: nothing claimed)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    return isinstance(jobs, list) and all(
+        isinstance(j, dict) and isinstance(j.get("host"), str) and j["host"] for j in jobs)
+
+
 def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
     """Give this machine (`vault.host()`) every cron job that names none, in one commit:
     (the jobs' ids, the sha). Called by a sync (after its merge, so the claim goes out
@@ -483,8 +585,14 @@ def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
     every other machine leaves it alone. A cron.json that does not parse is left alone
     (serve and `agent cron list` name its problem)."""
     try:
-        text = cronfile.read_text(vault.root)
-        if text is None or all(j.host for j in cronfile.loads(text).jobs):
+        text = safe.read_text(vault.root, _CRON_FILE)
+    except UserError:
+        return [], None                     # named by serve and `agent cron list`
+    if text is None or _all_claimed(text):
+        return [], None
+    from agent.stores import cron as cronfile
+    try:
+        if all(j.host for j in cronfile.loads(text).jobs):
             return [], None
     except cronfile.CronFileError:
         return [], None
@@ -534,12 +642,12 @@ def ahead_behind(vault: Vault) -> tuple[str, int, int] | None:
     return f"{remote}/{branch}", int(out[0]), int(out[1])
 
 
-def ensure_setup(vault: Vault) -> str | None:
+def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | None:
     """Merge drivers in .git/config, the vault's merge rules in .gitattributes, and the
     dream's record as a mergeable set: an older vault is converted in one commit that
-    says so."""
-    vault.configure_merge_drivers()
-    vault.host()
+    says so. `config`: the settings _config read, when the caller has them."""
+    vault.configure_merge_drivers(have=config)
+    vault.host(known=(config or {}).get(HOST_KEY))
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
