@@ -328,7 +328,7 @@ def mark_backlog(vault, session: str, settings, appended: dict[str, int]) -> int
     keep_budget = int(settings.window_tokens * KEEP_SHARE)
     total, kept, cut, before = 0, 0, None, None
     for rel in reversed(rels):
-        for off, obj in sessions._backward(root / rel, rel, root):
+        for off, obj in sessions.read_backward(root / rel, rel, root):
             if obj.get("type") == "compact":
                 continue
             total += context.estimate_tokens([obj], settings.max_message_tokens)

@@ -132,7 +132,7 @@ def _answer_of(root, session: str, rid: str) -> str | None:
     read from the session's end a little way back."""
     after: list[dict] = []              # the lines after the one looked at, newest last
     for path in reversed(sessions.Session(root, session).files()[-2:]):
-        for _, obj in sessions._backward(path, path.relative_to(root).as_posix(), root):
+        for _, obj in sessions.read_backward(path, path.relative_to(root).as_posix(), root):
             if obj.get("received") == rid:
                 return _reply_in(after)
             if obj.get("type") == TYPE and obj.get("id") == rid:

@@ -213,7 +213,7 @@ class Session:
 
     def last_turn(self) -> int:
         for f in reversed(self.files()):
-            for _, obj in _backward(f, f.relative_to(self.root).as_posix(), self.root):
+            for _, obj in read_backward(f, f.relative_to(self.root).as_posix(), self.root):
                 if isinstance(obj.get("turn"), int) and not isinstance(obj.get("turn"), bool):
                     return obj["turn"]
         return 0
@@ -251,7 +251,7 @@ def read_window(root: Path, key: str) -> Window:
     done = False
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
-        for off, obj in _backward(f, rel, root):
+        for off, obj in read_backward(f, rel, root):
             if obj.get("type") == "compact":
                 if marker is None and _covered_ids(obj) is not None:
                     return _window_by_ids(root, key, files)
@@ -388,7 +388,7 @@ def _window_by_ids(root: Path, key: str, files: list[Path]) -> Window:
     done = False
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
-        for off, obj in _backward(f, rel, root):
+        for off, obj in read_backward(f, rel, root):
             if obj.get("type") == "compact":
                 if marker is not None and not need:
                     done = True
@@ -483,8 +483,9 @@ def _parse_at(root: Path, rel: str, raw: bytes, offset: int) -> dict:
     return parse_line(raw, rel, n)
 
 
-def _backward(path: Path, rel: str, root: Path | None = None):
-    """(offset, object) of a session file's lines from its last line to its first."""
+def read_backward(path: Path, rel: str, root: Path | None = None):
+    """(byte offset, object) of a session file's lines from its last line to its first:
+    the one backward reader of sessions, for the window, compaction and serve's receipts."""
     path = Path(path)
     if root is None:
         root, rel = path.parent, path.name
@@ -509,7 +510,7 @@ def _after_marker(root: Path, files: list[Path]) -> list[tuple[str, dict, int]]:
     out: list[tuple[str, dict, int]] = []
     for f in reversed(files):
         rel = f.relative_to(root).as_posix()
-        for off, obj in _backward(f, rel, root):
+        for off, obj in read_backward(f, rel, root):
             if obj.get("type") == "compact":
                 return out
             out.append((rel, obj, off))
