@@ -32,7 +32,7 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
                 "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
-                "TELEGRAM_BOT_TOKEN"):
+                "TELEGRAM_BOT_TOKEN", "AGENT_NOW"):
         monkeypatch.delenv(var, raising=False)
     return home
 

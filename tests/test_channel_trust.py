@@ -332,7 +332,7 @@ def test_a_reply_saved_but_not_sent_before_a_kill_is_sent_after_the_restart(
 def test_a_message_that_joined_a_saved_turn_is_not_answered_again_after_a_kill(
         vault, fake_anthropic, procs):
     from agent.stores import sessions
-    from agent.vault.repo import now
+    from agent.clock import now
 
     # As a kill leaves it: both messages' turn saved (the second joined it), their
     # receipts not settled yet.

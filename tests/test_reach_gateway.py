@@ -20,7 +20,7 @@ from fakeanthropic import error, reply, tool_use
 from agent.config import load_settings
 from agent.llm import make_provider
 from agent.serve.conversations import Conversations, ServeStopping
-from agent.vault.repo import now as vault_now
+from agent.clock import now as vault_now
 from conftest import subjects
 
 

@@ -179,7 +179,7 @@ def test_a_slow_sub_agent_moves_to_the_background_and_commits_on_its_own(fake_an
     from agent.chat import subagents
     from agent.chat.turn import run_turn
     from agent.llm import make_provider
-    from agent.vault.repo import now
+    from agent.clock import now
 
     client = make_provider()
     first = run_turn(vault, client, "cli/default", "PARENT start it", now())

@@ -64,8 +64,7 @@ def approve_cmd(name, yes):
     and the vault files it names) and asks first. The approval is kept in .agent/
     (never in git); if the command line changes, the server is unapproved again.
     """
-    from datetime import datetime
-
+    from agent.clock import now
     from agent.mcp import approval
     from agent.mcp.client import find
     vault = get_vault()
@@ -81,7 +80,7 @@ def approve_cmd(name, yes):
     if not yes and not click.confirm("Start it, outside the sandbox, whenever agent chat or "
                                      "agent serve runs?", default=False):
         raise click.ClickException(f"{name} is not approved.")
-    approval.approve(vault.root, c, datetime.now().astimezone())
+    approval.approve(vault.root, c, now())
     click.echo(f"Approved {name} on this machine.")
 
 

@@ -26,9 +26,9 @@ import stat
 import subprocess
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
+from agent import clock
 from agent.errors import UserError
 from agent.package import package_data
 from agent import redact
@@ -1134,7 +1134,7 @@ class Vault:
                 torn = f.read()
                 dest_dir = self.state / "recovered"
                 dest_dir.mkdir(parents=True, exist_ok=True)
-                stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+                stamp = clock.now().strftime("%Y%m%dT%H%M%S")
                 dest = dest_dir / f"{rel.replace('/', '__')}.{stamp}.torn"
                 dest.write_bytes(torn)
                 f.truncate(start)
@@ -1356,9 +1356,4 @@ def default_host() -> str:
     label = (socket.gethostname() or "").split(".")[0]
     label = re.sub(r"[^A-Za-z0-9._-]", "-", label).strip("-._")[:63]
     return label or "machine"
-
-
-def now() -> datetime:
-    """The local time with its offset (the edge where commands take the time)."""
-    return datetime.now().astimezone()
 
