@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,19 @@ def isolated_env(tmp_path, monkeypatch):
                 "TELEGRAM_BOT_TOKEN", "AGENT_NOW"):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+# The instant `fixed_now` gives every command (through AGENT_NOW): a test asserts the exact
+# day's file instead of computing today after the command ran (and racing midnight).
+NOW = datetime(2030, 1, 1, 10, 0, tzinfo=timezone.utc)
+TODAY_NOTE = "memory/2030-01-01.md"
+
+
+@pytest.fixture
+def fixed_now(monkeypatch) -> datetime:
+    """Fix the clock of every command this test runs (in-process or not) at NOW."""
+    monkeypatch.setenv("AGENT_NOW", NOW.isoformat())
+    return NOW
 
 
 @pytest.fixture

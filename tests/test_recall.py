@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-from datetime import date, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -14,7 +14,7 @@ from agent.chat.tools.memory import memory_search
 from agent.chat.tools.registry import ToolContext, use_context
 from agent.search import index
 from agent.vault.staged import StagedVault
-from conftest import agent_proc
+from conftest import NOW, agent_proc
 from test_search import write_import
 
 
@@ -26,7 +26,10 @@ def index_embed_installed() -> bool:
 # run on a plain install too.
 needs_model = pytest.mark.skipif(not index_embed_installed(), reason="the embed extra is not installed")
 
-TODAY = date.today()
+# Every command here runs at conftest.NOW, so "yesterday" and "2 weeks ago" are counted
+# from the same day the talk below is dated from, whenever the suite runs.
+pytestmark = pytest.mark.usefixtures("fixed_now")
+TODAY = NOW.date()
 
 
 def day(n: int) -> str:
@@ -258,7 +261,7 @@ def test_every_markdown_file_a_person_keeps_is_found_by_heading_and_paragraph(va
     run("index", "rebuild")
     assert [h.path for h in index.search(vault, "larch", mode="words")] == ["projects/shed.md"]
     # The model's memory_search tool finds them too.
-    with use_context(ToolContext(StagedVault(vault), "cli/default", datetime.now().astimezone())):
+    with use_context(ToolContext(StagedVault(vault), "cli/default", NOW)):
         assert memory_search("cumin").startswith("- adopted/recipes.md:2")
 
 

@@ -420,7 +420,7 @@ def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
 
 
 def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remote,
-                                                          fake_anthropic, caplog):
+                                                          fake_anthropic, caplog, fixed_now):
     vault.set_host("server")
     set_every(vault, "5m")
     agent(vault.root, "sync")
@@ -430,7 +430,7 @@ def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remo
           "--host", "server")
     agent(b.root, "note", "written on the laptop")
     agent(b.root, "sync")
-    t0 = datetime.now(timezone.utc)        # `agent cron add` took the real time too
+    t0 = fixed_now                         # the time `agent cron add` took too
     s, clock = serve(vault, t0)
     caplog.set_level("INFO", logger="agent.serve")
     s.step(t0)                                     # the first pass syncs

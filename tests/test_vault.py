@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,14 @@ import pytest
 from agent.stores.archive import load as load_entry
 from agent.stores.frontmatter_io import FrontmatterError
 from agent.vault.repo import Vault
-from conftest import agent_proc, authors, subjects
+from conftest import TODAY_NOTE, agent_proc, authors, subjects
+
+# Every command here runs at conftest.NOW (2030-01-01 10:00 UTC), so a note's day is known.
+pytestmark = pytest.mark.usefixtures("fixed_now")
 
 
 def today_note(vault: Vault) -> Path:
-    return vault.root / "memory" / f"{datetime.now().astimezone():%Y-%m-%d}.md"
+    return vault.root / TODAY_NOTE
 
 
 # ---- init ---------------------------------------------------------------------------
@@ -150,8 +152,8 @@ def test_note_appends_a_timestamped_bullet_and_commits(vault, run):
     assert r.exit_code == 0, r.output
     note = today_note(vault)
     lines = note.read_text().splitlines()
-    assert lines[0] == f"# {datetime.now().astimezone():%Y-%m-%d}"
-    assert lines[-1].startswith("- ") and lines[-1].endswith(" call the dentist")
+    assert lines[0] == "# 2030-01-01"
+    assert lines[-1] == "- 10:00 call the dentist"
     rel = f"memory/{note.name}"
     assert subjects(vault)[0] == f"note: add 1 line to {rel}"
     assert vault.git("show", "--stat", "--format=", "HEAD").count("|") == 1
