@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -78,6 +79,18 @@ def agent_proc(*args, vault=None, env=None, **kw) -> subprocess.CompletedProcess
     if "input" not in kw:       # never the test runner's own stdin: `chat -m` reads a pipe
         kw.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run(cmd + list(args), capture_output=True, text=True, env=full_env, **kw)
+
+
+def wait_for(condition, what: str, limit: float = 60.0):
+    """Poll `condition` until it is truthy and return its value. The limit only ends a
+    test that would otherwise hang: it is generous, never the behaviour under test."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def subjects(vault: Vault, *paths: str) -> list[str]:
