@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent.cli.app import cli
-from agent.stores.merge import CONFLICT_END, CONFLICT_START, merge_facts
+from agent.stores.merge import CONFLICT_END, CONFLICT_START
 from agent.vault.repo import Vault
 from conftest import agent_proc, subjects
 from test_serve import procs  # noqa: F401  (fixture: serve processes killed at the end)
@@ -98,40 +98,7 @@ def test_edit_from_a_sub_folder_finds_the_vaults_own_files(vault, tmp_path):
 
 
 # ---- sync conflict blocks hold only what conflicts -----------------------------------------
-
-FACT_MERGES = [
-    # (name, base, ours, theirs, expected)
-    ("one fact changed both ways, ours also added facts after it",
-     "## Facts\n- likes tea\n- lives in Paris\n",
-     "## Facts\n- likes tea\n- lives in Lyon\n- has a cat named Tom\n- plays chess\n- learns Japanese\n",
-     "## Facts\n- likes tea\n- lives in Berlin\n- drives a red car\n",
-     "## Facts\n- likes tea\nSTART\n- lives in Lyon\n- lives in Berlin\nEND\n"
-     "- has a cat named Tom\n- plays chess\n- learns Japanese\n- drives a red car\n"),
-    ("two adjacent facts changed on ours, one of them differently on theirs",
-     "- lives in Paris\n- works at Acme\n",
-     "- lives in Lyon\n- works at Initech\n",
-     "- lives in Berlin\n- works at Acme\n",
-     "START\n- lives in Lyon\n- lives in Berlin\nEND\n- works at Initech\n"),
-    ("the same change on both sides",
-     "- lives in Paris\n", "- lives in Lyon\n- plays chess\n", "- lives in Lyon\n",
-     "- lives in Lyon\n- plays chess\n"),
-    ("deleted on ours, changed on theirs: the change is kept, with no block of one version",
-     "- a\n- lives in Paris\n- b\n", "- a\n- b\n- c\n", "- a\n- lives in Berlin\n- b\n",
-     "- a\n- lives in Berlin\n- b\n- c\n"),
-    ("ours deleted a fact theirs left alone, both changed another",
-     "- likes tea\n- lives in Paris\n",
-     "- lives in Lyon\n",
-     "- likes tea\n- lives in Berlin\n",
-     "START\n- lives in Lyon\n- lives in Berlin\nEND\n"),
-    ("both added different facts at one place",
-     "- a\n", "- a\n- b\n", "- a\n- c\n", "- a\n- b\n- c\n"),
-]
-
-
-@pytest.mark.parametrize("name,base,ours,theirs,expected", FACT_MERGES, ids=[c[0] for c in FACT_MERGES])
-def test_merge_facts_puts_only_the_lines_that_conflict_in_the_block(name, base, ours, theirs, expected):
-    got = merge_facts(base.encode(), ours.encode(), theirs.encode()).decode()
-    assert got.replace(CONFLICT_START, "START").replace(CONFLICT_END, "END") == expected
+# (the merge rule itself: tests/test_merge.py)
 
 
 def cli_ok(*args):
