@@ -345,6 +345,35 @@ def test_gateway_without_the_right_token_is_401_and_stores_nothing(vault, gatewa
     assert fake_anthropic.calls() == [] and vault.dirty_paths() == []
 
 
+@pytest.mark.parametrize("head, status", [
+    ("POST /v1/sessions/gateway/x/messages HTTP/1.1\r\n", 401),              # no token
+    ("POST /v1/nowhere HTTP/1.1\r\nAuthorization: Bearer {token}\r\n", 404),
+    ("PUT /v1/sessions/gateway/x/messages HTTP/1.1\r\nAuthorization: Bearer {token}\r\n", 405),
+    ("POST /v1/sessions/gateway/x/stop HTTP/1.1\r\nAuthorization: Bearer {token}\r\n", 200),
+])
+def test_a_request_answered_before_its_body_was_needed_still_gets_the_answer(vault, gateway,
+                                                                              head, status):
+    # A client that writes its headers and then its body (http.client does) must read
+    # the answer, not a broken pipe: the gateway reads the body it was sent before it
+    # answers and hangs up. The body goes only once the gateway has had time to answer
+    # early (on a Unix socket, writing to a peer that hung up is a broken pipe at once).
+    import select
+    import socket as socketlib
+
+    body = b'{"text": "x"}'
+    with socketlib.socket(socketlib.AF_UNIX) as s:
+        s.connect(str(vault.state / "gateway.sock"))
+        s.sendall((head.format(token=gateway.token) + "Host: localhost\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode())
+        select.select([s], [], [], 1.0)
+        s.sendall(body)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.startswith(f"HTTP/1.0 {status} ".encode()), answer
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])
+
+
 def test_gateway_unknown_paths_are_404(gateway, fake_anthropic):
     for method, path in (("GET", "/"), ("POST", "/v1/sessions/gateway/phone"),
                          ("POST", "/v1/sessions/a/b/c/messages"), ("GET", "/v1/nothing")):
