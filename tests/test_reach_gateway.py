@@ -363,14 +363,14 @@ def test_a_request_answered_before_its_body_was_needed_still_gets_the_answer(vau
     body = b'{"text": "x"}'
     with socketlib.socket(socketlib.AF_UNIX) as s:
         s.connect(str(vault.state / "gateway.sock"))
-        s.sendall((head.format(token=gateway.token) + "Host: localhost\r\n"
+        s.sendall((head.format(token=gateway.token) + "Host: localhost\r\nConnection: close\r\n"
                    f"Content-Length: {len(body)}\r\n\r\n").encode())
         select.select([s], [], [], 1.0)
         s.sendall(body)
         answer = b""
         while chunk := s.recv(65536):
             answer += chunk
-    assert answer.startswith(f"HTTP/1.0 {status} ".encode()), answer
+    assert answer.split(b" ", 2)[1] == str(status).encode(), answer
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1])
 
 
