@@ -14,10 +14,15 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
+
+from test_which_vault import today_lines
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 
@@ -199,3 +204,15 @@ def test_stores_import_nothing_from_the_layers_above(store):
     problems = [f"{where(path, node)}: imports {m}" for m, node in imports(store)
                 if m.startswith(ABOVE_STORES) and not m.startswith(STORES_MAY_USE)]
     assert not problems, "\n".join(problems)
+
+
+def test_a_note_imports_no_other_command_family(vault):
+    code = ("import sys; from agent.cli import main; sys.argv = ['agent', 'note', 'quick']\n"
+            "try: main()\nexcept SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('agent.cli.', 'anthropic', "
+            "'agent.search', 'agent.chat'))))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=vault.root, capture_output=True,
+                       text=True, env={**os.environ, "AGENT_VAULT": str(vault.root)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "['agent.cli.app', 'agent.cli.common']"
+    assert "quick" in today_lines(vault)
