@@ -4,6 +4,7 @@ and no way to reach a real home folder, git config or API key."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,12 @@ from fakeanthropic import fake_anthropic  # noqa: F401  (fixture: the fake Anthr
 from faketelegram import fake_telegram  # noqa: F401  (fixture: the fake Telegram Bot API)
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A runner started in the background by a script (`pytest &`) ignores SIGINT, and every
+# program a test starts would inherit that: the Ctrl-C tests would then fail, or test
+# nothing. Take the default back (a handler, unlike SIG_IGN, is not inherited by exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
