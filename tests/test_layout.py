@@ -113,7 +113,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_rules_see_the_package():
     names = set(modules())
     assert {"agent.vault.repo", "agent.stores.sessions", "agent.llm.anthropic",
-            "agent.cli.app", "agent.search.index", "agent.serve.scheduler"} <= names
+            "agent.cli.app", "agent.search.index", "agent.serve.loop"} <= names
     edges = internal_edges()
     assert "agent.stores.sessions" in edges["agent.search.documents"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -22,7 +22,7 @@ from fakeanthropic import error, json_reply, reply
 from agent.serve import jobs
 from agent import schedule as sched
 from agent.llm import make_provider
-from agent.serve.scheduler import Server
+from agent.serve.loop import Server
 from conftest import subjects
 from dreamkit import finding, op, write_entries
 
