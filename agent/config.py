@@ -231,11 +231,6 @@ class Settings:
     raw: dict = field(default_factory=dict)
 
 
-def _type_name(kind: type) -> str:
-    return {int: "a whole number", str: "a string", list: "a list of strings",
-            bool: "true or false"}[kind]
-
-
 def check_value(k: Key, value) -> str | None:
     """What is wrong with `value` for the setting `k`, or None."""
     if k.check is not None:

@@ -252,8 +252,3 @@ def read_consolidated(root: Path) -> Consolidated:
     except UserError as e:
         raise ArchiveError(str(e)) from None
     return Consolidated.parse(text or "")
-
-
-def read_cursor(root: Path) -> int:
-    """The highest consolidated id (0 when the dream never ran), for display."""
-    return read_consolidated(root).high
