@@ -133,7 +133,7 @@ def _marker(vault, run_id: str) -> Path:
 
 
 def _write_marker(vault, run: Run) -> None:
-    from agent.vault import atomic
+    from agent.fs import atomic
 
     data = {"pid": os.getpid(), "prompt": run.prompt[:200], **asdict(run.record)}
     atomic.write_json(_marker(vault, run.id), data)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agent.stores import archive, memory, sessions
 from agent.stores.frontmatter_io import FrontmatterError
-from agent.vault import safe
+from agent.fs import safe
 
 
 @dataclass

@@ -3,7 +3,7 @@
 The index records the commit it reflects; `refresh` asks git which files changed since
 then (committed or not), re-reads only those, and for a session file that only grew
 reads just the new bytes. Each file is opened once, through the safe reader
-(agent.vault.safe): what is checked is what is read.
+(agent.fs.safe): what is checked is what is read.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from agent.search.documents import (Doc, archive_doc, kind_of, memory_docs, mess
                                     note_docs, walk)
 from agent.search.text import tokens
 from agent.stores import sessions
-from agent.vault import history, safe
+from agent.fs import safe
+from agent.vault import history
 
 
 @dataclass
@@ -183,7 +184,7 @@ def _index_text_file(db, fd: int, rel: str, kind: str, st, row) -> int:
 
 
 def _open_file(root: Path, rel: str, kind: str):
-    """(descriptor, stat) of the file when the index may read it (agent.vault.safe's
+    """(descriptor, stat) of the file when the index may read it (agent.fs.safe's
     rule: a regular file inside the vault, within the size limit), else None: it is
     left unindexed. The caller reads that descriptor, never the path again."""
     limit = sessions.SESSION_BYTES if kind == "sessions" else safe.MAX_BYTES
