@@ -9,6 +9,7 @@ set.
     POST /v1/sessions/<channel>/<chat>/stop       -> {"stopped": true|false}
         stops the session's running turn (it saves what it had, marked interrupted)
     GET  /v1/health  -> {"ok": true, "version", "running", "accepting", "pid", "vault"}
+    POST /v1/web/login -> {"url"}: a one-time login link to the web page (`agent web`)
 
 Every request carries `Authorization: Bearer <token>`; the token is made fresh at each
 start and written to `.agent/gateway-token` (mode 0600; `.agent/` is git-ignored), the
@@ -274,7 +275,12 @@ class Gateway:
         stop = _session_of(path, "/stop")
         if stop is not None:
             return _json(200, {"stopped": self.conversations.cancel(stop)})
-        if path == "/v1/web/login" and self.web is not None:
+        if path == "/v1/web/login":
+            if self.web is None:
+                return _error(404, "the web page is served on the gateway's TCP port, on "
+                                   "this machine's loopback address: set it with agent "
+                                   "config set gateway.port 8765 (and gateway.host "
+                                   "127.0.0.1), then restart agent serve")
             return _json(200, {"url": self.web.login_url()})
         if session is None:
             return _error(404, f"no such endpoint: POST {path} (messages go to "

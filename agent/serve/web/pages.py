@@ -53,21 +53,36 @@ def conversation(root, key: str, n: int = SHOWN) -> list[dict]:
         for _, obj in sessions.read_backward(path, rel, root):
             if not sessions.is_message(obj) or obj.get("type") == "received":
                 continue
-            content = obj.get("content")
-            text = sessions.message_text(content, sep="\n\n")
-            tools = [{"name": b.get("name", ""),
-                      "input": json.dumps(b.get("input", {}), ensure_ascii=False)[:300]}
-                     for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] \
-                if isinstance(content, list) else []
-            if not text.strip() and not tools:
+            parts = _parts(obj.get("content"))
+            if not parts:
                 continue                 # a tool result alone: shown with its call
-            picked.append({"role": obj.get("role"), "text": text, "tools": tools,
+            picked.append({"role": obj.get("role"), "parts": parts,
                            "ts": str(obj.get("ts") or "")[:16].replace("T", " "),
                            "interrupted": bool(obj.get("interrupted")),
                            "source": obj.get("source") or ""})
             if len(picked) >= n:
                 return picked[::-1]
     return picked[::-1]
+
+
+def _parts(content) -> list[tuple[str, str, str]]:
+    """A message's text and tool calls in the order written: ("text", text, "") or
+    ("tool", name, input as JSON)."""
+    if isinstance(content, str):
+        return [("text", content, "")] if content.strip() else []
+    out: list[tuple[str, str, str]] = []
+    for b in content if isinstance(content, list) else []:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text" and isinstance(b.get("text"), str) and b["text"].strip():
+            if out and out[-1][0] == "text":          # blocks of one answer run on
+                out[-1] = ("text", out[-1][1] + b["text"], "")
+            else:
+                out.append(("text", b["text"], ""))
+        elif b.get("type") == "tool_use":
+            out.append(("tool", str(b.get("name", "")),
+                        json.dumps(b.get("input", {}), ensure_ascii=False)[:300]))
+    return out
 
 
 def chat(page, request):
@@ -141,7 +156,8 @@ def memory_page(page, request):
     lines = []
     for n, line in enumerate(text.splitlines(), 1):
         heading = memory.HEADING.match(line)
-        lines.append({"n": n, "text": line,
+        bullet = memory.FACT.match(line)
+        lines.append({"n": n, "text": line[bullet.end() - 1:] if bullet else line,
                       "level": len(heading.group(1)) if heading else 0,
                       "heading": heading.group(2) if heading else "",
                       "fact": bool(memory.FACT.match(line)),
