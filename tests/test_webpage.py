@@ -312,3 +312,29 @@ def test_agent_web_without_a_serve_says_how_to_start_one(vault):
     p = agent_proc("web", vault=vault.root, timeout=60)
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "No agent serve is running" in p.stderr and "agent serve" in p.stderr
+
+
+# ---- schedules and settings -------------------------------------------------------------
+
+
+def test_schedules_disable_a_job_and_settings_show_config_check_and_doctor(page, run):
+    d, vault = page.driver, page.vault
+    assert run("cron", "add", "ping", "-m", "say pong", "--every", "1h").exit_code == 0
+    job = json.loads((vault.root / "cron.json").read_text())["jobs"][0]
+    page.open("/schedules")
+    row = css(d, f'[data-job="{job["id"]}"]')[0]
+    assert "ping" in row.text and "every 1h" in row.text
+    shoot(d, "schedules")
+    row.find_element("css selector", "button.quiet").click()       # Disable
+    wait(d, lambda d: css(d, ".flash.ok"))
+    assert css(d, ".flash.ok")[0].text.startswith('Disabled "ping"')
+    assert json.loads((vault.root / "cron.json").read_text())["jobs"][0]["enabled"] is False
+    assert subjects(vault)[0].startswith("cron")
+    # Settings: agent.toml as it is, config check's verdict, doctor's checks (htmx).
+    page.open("/settings")
+    wait(d, lambda d: css(d, "#doctor .checks li"))
+    assert "agent config check: ok" in css(d, "main")[0].text
+    names = [e.text for e in css(d, "#doctor .checks strong")]
+    assert "git" in names and "held" in names
+    assert "[gateway]" in css(d, "pre.file")[0].text
+    shoot(d, "settings")

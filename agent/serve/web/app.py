@@ -168,10 +168,22 @@ class WebPage:
     @property
     def router(self):
         if self._router is None:
-            from agent.serve.web.pages import routes
+            from starlette.concurrency import run_in_threadpool
             from starlette.routing import Router
 
-            self._router = Router(routes(self))
+            from agent.serve.web import more, pages
+
+            def sync(fn, *args):          # a handler that blocks (git, files): a thread
+                async def endpoint(request):
+                    return await run_in_threadpool(fn, self, request, *args)
+                return endpoint
+
+            def direct(fn):
+                async def endpoint(request):
+                    return await fn(self, request)
+                return endpoint
+
+            self._router = Router(pages.routes(self, sync, direct) + more.routes(self, sync))
         return self._router
 
 

@@ -361,21 +361,8 @@ def search_page(page, request):
 # ---- the routes -------------------------------------------------------------------------
 
 
-def routes(page) -> list:
-    from starlette.concurrency import run_in_threadpool
+def routes(page, sync, direct) -> list:
     from starlette.routing import Route
-
-    def sync(fn, *args):
-        async def endpoint(request):
-            return await run_in_threadpool(fn, page, request, *args)
-        return endpoint
-
-    def direct(fn):
-        async def endpoint(request):
-            return await fn(page, request)
-        return endpoint
-
-    from agent.serve.web import more
 
     return [
         Route("/", sync(chat)),
@@ -392,7 +379,6 @@ def routes(page) -> list:
         Route("/timeline/{sha:str}", sync(commit_page)),
         Route("/undo", sync(undo), methods=["POST"]),
         Route("/search", sync(search_page)),
-        *more.routes(page, sync),
     ]
 
 
