@@ -207,6 +207,24 @@ def pages(messages: int, commits: int, runs: int, keep: str | None) -> None:
                 mark = "" if med < 200 else "  over 200 ms"
                 print(f"  {name:<42} {med:7.1f} ms  (first {first * 1000:6.1f} ms, "
                       f"{status}, {size // 1024} kB){mark}")
+            # The operations two pages call, alone (what `agent why` and `agent search`
+            # pay too): what is left is the page's own cost.
+            from agent import why
+            from agent.search import index
+            from agent.vault.repo import Vault
+
+            os.environ["AGENT_EMBED"] = "off"
+            v = Vault.open(root)
+            alone = {
+                "why.walk (the story)": lambda: why.walk(v, "MEMORY.md", fact, lines[fact - 1]),
+                "index.search (Search)": lambda: index.search(v, "garden plan topic", 20)}
+            for name, fn in alone.items():
+                times = []
+                for _ in range(runs):
+                    t = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - t)
+                print(f"  the operation alone: {name:<24} {statistics.median(times) * 1000:7.1f} ms")
         finally:
             serve.terminate()
             serve.wait(30)
