@@ -20,7 +20,7 @@ from agent.stores import memory, sessions
 CHAT = "web/default"          # the page's own session, unless another is picked
 SHOWN = 60                    # messages of a conversation shown (the newest)
 KINDS = ("chat", "dream", "review", "note", "edit", "sync", "undo", "cron", "heartbeat",
-         "forget", "restore")
+         "archive", "deliver", "receive", "config", "mcp", "forget", "restore", "import")
 
 
 def _back(path: str, **params):
