@@ -231,6 +231,14 @@ def test_review_accept_and_reject_then_a_facts_story_and_the_timeline(vault, bro
     wait(d, lambda d: css(d, "pre.diff .add"))
     assert KYOTO in " ".join(e.text for e in css(d, "pre.diff .add"))
     shoot(d, "commit")
+    # Undo on the newest agent commit, as `agent undo SHA` does it.
+    page.open("/timeline")
+    newest = css(d, "[data-commit]")[0]
+    assert newest.get_attribute("data-commit") == vault.head()
+    newest.find_element("css selector", "form.undo button").click()
+    wait(d, lambda d: css(d, ".flash.ok"))
+    assert subjects(vault)[0] == 'undo: revert "review: reject 1 of 2 from dream 1..2"'
+    assert css(d, ".flash.ok")[0].text.startswith("Reverted ")
     page.open("/search?q=Kyoto")
     assert css(d, ".hit")
     shoot(d, "search")
@@ -306,6 +314,20 @@ def test_a_stranger_is_refused_cross_site_posts_foreign_hosts_used_codes(page, r
                        body=b'{"text": "hi"}', headers={"Cookie": cookie})
     assert status == 401
     assert fake_anthropic.calls() == [] and vault.head() == head
+
+
+def test_a_login_code_expires_after_five_minutes_and_works_once():
+    from agent.serve.web.auth import CODE_TTL, Logins
+
+    now = [1000.0]
+    logins = Logins(clock=lambda: now[0])
+    late, soon = logins.new_code(), None
+    now[0] += CODE_TTL + 1
+    soon = logins.new_code()
+    assert logins.redeem(late) is None
+    login = logins.redeem(soon)
+    assert login is not None and logins.find(login.sid) is login
+    assert logins.redeem(soon) is None and logins.redeem("guessed") is None
 
 
 def test_agent_web_without_a_serve_says_how_to_start_one(vault):
