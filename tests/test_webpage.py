@@ -29,7 +29,7 @@ from conftest import agent_proc, subjects
 from dreamkit import set_review
 from fakeanthropic import reply, tool_use
 from test_dream_review import KYOTO, LISBON, USER, read, script, seed
-from test_reach_gateway import after, enable_gateway, transcript
+from test_reach_gateway import after, enable_gateway, gateway, transcript  # noqa: F401
 from test_serve import ServeProc, procs  # noqa: F401  (fixture)
 
 CHROMIUM = "/usr/bin/chromium"
@@ -100,7 +100,7 @@ class Page:
 
     def login_url(self) -> str:
         p = agent_proc("web", "--no-open", vault=self.vault.root, timeout=60)
-        assert p.returncode == 0, p.stderr
+        assert p.returncode == 0, p.stderr + self.serve.output
         url = re.search(r"http://\S+/login\?code=\S+", p.stdout).group(0)
         assert url.startswith(self.origin + "/login?code=")
         return url
@@ -239,8 +239,12 @@ def test_review_accept_and_reject_then_a_facts_story_and_the_timeline(vault, bro
     wait(d, lambda d: css(d, ".flash.ok"))
     assert subjects(vault)[0] == 'undo: revert "review: reject 1 of 2 from dream 1..2"'
     assert css(d, ".flash.ok")[0].text.startswith("Reverted ")
+    # Search: agent search's results and labels, the matches marked.
     page.open("/search?q=Kyoto")
-    assert css(d, ".hit")
+    cli = agent_proc("search", "-n", "20", "Kyoto", vault=vault.root, timeout=60).stdout
+    heads = [line.split("  ")[0] for line in cli.splitlines() if not line.startswith(" ")]
+    assert [e.text for e in css(d, ".hit .hit-head code")] == heads
+    assert "Kyoto" in [e.text for e in css(d, ".hit mark")]
     shoot(d, "search")
     page.serve.stop()
 
@@ -314,6 +318,17 @@ def test_a_stranger_is_refused_cross_site_posts_foreign_hosts_used_codes(page, r
                        body=b'{"text": "hi"}', headers={"Cookie": cookie})
     assert status == 401
     assert fake_anthropic.calls() == [] and vault.head() == head
+
+
+def test_answers_reach_a_client_that_sends_its_body_after_its_headers(vault, gateway):
+    """urllib (agent web, agent chat) writes the headers, then the body: an answer that
+    needs no body must not close the connection before the body is written."""
+    from agent.serve.remote import Remote
+
+    remote = Remote.find(vault)
+    for _ in range(40):
+        assert remote.stop("gateway/x") is False
+        assert remote.web_login().startswith(gateway.url + "/login?code=")
 
 
 def test_a_login_code_expires_after_five_minutes_and_works_once():

@@ -452,7 +452,7 @@ LAZY = {
     "review": ("agent.cli.review", "review",
                "List the dream's proposals and accept, reject or edit them."),
     "web": ("agent.cli.web", "web_cmd",
-            "Open the agent's web page (agent serve's): a one-time login link."),
+            "Open the agent's web page: chat, memory and its history, review, search."),
     "why": ("agent.cli.why", "why_cmd",
             "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
     "forget": ("agent.cli.forget", "forget_cmd",

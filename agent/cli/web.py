@@ -36,3 +36,6 @@ def web_cmd(no_open, as_json):
 
         if webbrowser.open(url):
             click.echo("Opened in your browser.")
+
+
+COMMANDS = [web_cmd]

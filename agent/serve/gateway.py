@@ -230,12 +230,15 @@ class Gateway:
             request = Request(scope, receive)
             tcp = scope.get("server") is not None       # None: the Unix socket
             path = scope["path"]
+            web = (tcp and self.web is not None and not path.startswith("/v1/")
+                   and "authorization" not in request.headers)
+            if not web:
+                await _take_body(request)
             if tcp and not self.host_allowed(request.headers.get("host")):
                 response = _error(421, f"Host {request.headers.get('host')!r} is not this "
                                        f"machine: the gateway answers requests for "
                                        f"localhost or an IP address only")
-            elif (tcp and self.web is not None and not path.startswith("/v1/")
-                  and "authorization" not in request.headers):
+            elif web:
                 return await self.web.app(scope, receive, send)
             else:
                 response = await self._api(request)
@@ -372,6 +375,17 @@ def _session_of(path: str, tail: str = "/messages") -> str | None:
     if len(parts) != 2:
         return None
     return "/".join(unquote(p) for p in parts)
+
+
+async def _take_body(request) -> None:
+    """Read a request's body (up to MAX_BODY) before anything is answered: a client that
+    sends its headers and its body apart must not find the connection closed by an
+    early answer (a broken pipe instead of the answer). Starlette keeps it for later."""
+    if request.method in ("GET", "HEAD"):
+        return
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) <= MAX_BODY:
+        await request.body()
 
 
 async def _body(request) -> dict:

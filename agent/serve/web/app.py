@@ -106,6 +106,16 @@ class WebPage:
             await send(message)
 
         request = Request(scope, receive)
+        body = b""
+        if request.method not in ("GET", "HEAD"):
+            # Read before anything is answered: a client sending its body after its
+            # headers must get the answer, not a connection closed under it.
+            body = await _read(receive, MAX_FORM)
+            if body is None:
+                response = _plain(413, "The form is too large.")
+                response.headers["Connection"] = "close"      # the rest is never read
+                return await response(scope, receive, secured)
+            receive = _replay(body, receive)
         host = request.headers.get("host", "")
         if host not in self.hosts():
             return await _plain(421, f"This page answers for {self.origin()} only, not for "
@@ -128,9 +138,6 @@ class WebPage:
             if origin is not None and origin != self.origin():
                 return await _plain(403, f"A request from {origin} may not change anything "
                                          f"here.")(scope, receive, secured)
-            body = await _read(receive, MAX_FORM)
-            if body is None:
-                return await _plain(413, "The form is too large.")(scope, receive, secured)
             form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"),
                                                   keep_blank_values=True).items()}
             given = request.headers.get("x-csrf-token") or form.get("csrf")
@@ -138,7 +145,6 @@ class WebPage:
                 return await _plain(403, "Missing or wrong CSRF token: reload the page and "
                                          "try again.")(scope, receive, secured)
             scope["state"]["form"] = form
-            receive = _replay(body, receive)
         await self.router(scope, receive, secured)
 
     def _login(self, request):

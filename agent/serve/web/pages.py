@@ -348,7 +348,7 @@ def search_page(page, request):
         except UserError as e:
             found, problem = [], str(e)
         hits = [{"where": labels.where(h), "when": labels.when(h.ts), "who": labels.who(h),
-                 "snippet": h.snippet, "meaning": h.why == "meaning", "path": h.path,
+                 "snippet": _marked(h.snippet), "meaning": h.why == "meaning", "path": h.path,
                  "line": h.line, "kind": h.kind,
                  "context": [{"where": labels.where(c), "who": c.speaker or "",
                               "text": " ".join(c.text.split())[:160]} for c in h.context]}
@@ -356,6 +356,17 @@ def search_page(page, request):
     return page.render(request, "search.html", nav="search", q=text, since=since,
                        until=until, kind=kind, hits=hits, problem=problem,
                        kinds=("sessions", "memory", "notes", "archive"))
+
+
+def _marked(snippet: str) -> list[tuple[str, bool]]:
+    """A snippet's pieces, each with whether it is a match (the index marks them [so])."""
+    import re
+
+    out, at = [], 0
+    for m in re.finditer(r"\[([^\[\]\n]+)\]", snippet):
+        out += [(snippet[at:m.start()], False), (m.group(1), True)]
+        at = m.end()
+    return out + [(snippet[at:], False)]
 
 
 # ---- the routes -------------------------------------------------------------------------
