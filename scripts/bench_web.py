@@ -209,7 +209,7 @@ def pages(messages: int, commits: int, runs: int, keep: str | None) -> None:
                       f"{status}, {size // 1024} kB){mark}")
             # The operations two pages call, alone (what `agent why` and `agent search`
             # pay too): what is left is the page's own cost.
-            from agent import why
+            from agent.ops import why
             from agent.search import index
             from agent.vault.repo import Vault
 

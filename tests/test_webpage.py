@@ -16,10 +16,8 @@ import http.client
 import json
 import os
 import re
-import shutil
 import tempfile
 import threading
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 

@@ -28,7 +28,7 @@ def doctor(as_json, fix):
     if fix:
         for line in vault.repair_checkout():
             click.echo(f"Fixed: {line}", err=as_json)
-    checks = run_checks(vault)
+    checks = run_checks(vault, _telegram)
     bad = [c for c in checks if c.status != "ok"]
     if as_json:
         click.echo(json.dumps({"vault": str(vault.root), "ok": not bad,
@@ -49,3 +49,10 @@ def doctor(as_json, fix):
 
 
 COMMANDS = [doctor]
+
+
+def _telegram(settings):
+    """The Telegram channel's own check (python-telegram-bot is loaded only for it)."""
+    from agent.serve.channels.telegram import check
+
+    return check(settings)

@@ -193,7 +193,7 @@ def _skills(vault) -> Check:
 
 
 def _held(vault) -> Check:
-    from agent.vault import held
+    from agent.sync import held
 
     items = held.pending(vault)
     if not items:
@@ -206,12 +206,11 @@ def _held(vault) -> Check:
                  "`agent sync reject FILE`")
 
 
-def _telegram(settings) -> list[Check]:
-    """Only when [channels.telegram] is enabled: the token accepted, who may talk."""
-    if settings is None or not getattr(settings, "telegram_enabled", False):
+def _telegram(settings, check) -> list[Check]:
+    """Only when [channels.telegram] is enabled: the token accepted, who may talk (the
+    channel's own `check`, given by the front-end: the channel lives in serve)."""
+    if settings is None or not getattr(settings, "telegram_enabled", False) or check is None:
         return []
-    from agent.channels.telegram import check
-
     ok, detail, fix = check(settings)
     return [Check("telegram", "ok" if ok else "fail", detail, fix)]
 
@@ -220,8 +219,8 @@ def _mcp(vault, settings) -> list[Check]:
     """Only when agent.toml names MCP servers: the enabled ones not approved here."""
     if settings is None or not (settings.raw.get("mcp") or {}).get("servers"):
         return []
-    from agent.mcp import approval
-    from agent.mcp.client import load_configs
+    from agent.chat.mcp import approval
+    from agent.chat.mcp.client import load_configs
 
     configs = [c for c in load_configs(settings.raw) if c.enabled]
     waiting = [c.name for c in configs if approval.status(vault.root, c) != "approved"]
@@ -231,9 +230,11 @@ def _mcp(vault, settings) -> list[Check]:
     return [Check("MCP servers", "ok", f"{len(configs)} approved on this machine")]
 
 
-def run_checks(vault) -> list[Check]:
+def run_checks(vault, telegram=None) -> list[Check]:
+    """Every check; `telegram(settings) -> (ok, detail, fix)` checks the Telegram
+    channel when it is enabled."""
     settings_check, settings = _settings(vault)
     checks = [*_api(settings), settings_check, _git(), _sandbox(), _fsck(vault),
               _checkout(vault), _index(vault), _cron(vault), _heartbeats(vault),
-              _skills(vault), _held(vault), *_telegram(settings), *_mcp(vault, settings)]
+              _skills(vault), _held(vault), *_telegram(settings, telegram), *_mcp(vault, settings)]
     return [c for c in checks if c is not None]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from agent.errors import UserError
 from agent.stores import memory
-from agent.vault import atomic, safe
+from agent.fs import atomic, safe
 
 FILES = (memory.MEMORY, memory.USER)
 _CONFLICT = re.compile(r"^(<<<<<<<|>>>>>>>)( |$)", re.M)

@@ -48,7 +48,7 @@ from agent.serve.conversations import Conversations, ServeStopping, reply_data
 from agent.serve.events import Events
 from agent.serve.remote import INFO_FILE, SOCKET_FILE, TOKEN_FILE
 from agent.serve.turns import log
-from agent.vault import atomic
+from agent.fs import atomic
 
 MAX_BODY = 1_000_000                 # bytes of a request body
 MAX_SOCKET_PATH = 104                # bytes of a Unix socket's path (macOS allows 104)

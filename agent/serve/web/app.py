@@ -11,7 +11,7 @@
 - Every answer has a Content-Security-Policy with no inline script or style, and is
   neither cached nor framed. Templates escape everything they show (Jinja2 autoescape).
 
-The pages themselves are in pages.py; they call the operations (agent/ops, agent.why,
+The pages themselves are in pages.py; they call the operations (agent/ops, why included,
 the search index) and render.
 """
 

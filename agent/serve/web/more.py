@@ -84,7 +84,7 @@ def heartbeat_action(page, request, enabled: bool):
 
 def settings_page(page, request):
     from agent import config as cfg
-    from agent.vault import held
+    from agent.sync import held
 
     vault = page.vault
     path = cfg.path_of(vault.root)
@@ -100,15 +100,14 @@ def settings_page(page, request):
 
 def doctor_part(page, request):
     from agent.ops.doctor import run_checks
-
-    checks = run_checks(page.vault)
+    checks = run_checks(page.vault, _telegram)
     fragment = request.headers.get("hx-request") == "true"
     return page.render(request, "doctor_part.html" if fragment else "doctor.html",
                        nav="settings", checks=checks)
 
 
 def held_action(page, request, accept: bool):
-    from agent.vault import held
+    from agent.sync import held
 
     which = _form(request).get("which") or None
     try:
@@ -139,3 +138,10 @@ def routes(page, sync) -> list:
         Route("/held/accept", sync(held_action, True), methods=["POST"]),
         Route("/held/reject", sync(held_action, False), methods=["POST"]),
     ]
+
+
+def _telegram(settings):
+    """The Telegram channel's own check (python-telegram-bot is loaded only for it)."""
+    from agent.serve.channels.telegram import check
+
+    return check(settings)

@@ -1,5 +1,5 @@
 """The pages: each handler reads its query or form, calls the operation every front-end
-calls (the router, agent/ops, agent.why, the search index, history) and renders a
+calls (the router, agent/ops, the search index, history) and renders a
 template. They run in Starlette's thread pool (git and file reads block); the door in
 app.py has already checked the login and, for a change, the CSRF token.
 
@@ -143,7 +143,7 @@ def chat_stop(page, request):
 
 
 def memory_page(page, request):
-    from agent.vault import safe
+    from agent.fs import safe
 
     rel = request.query_params.get("file") or memory.MEMORY
     if rel not in memory.MEMORY_FILES:
@@ -168,7 +168,7 @@ def memory_page(page, request):
 
 
 def story(page, request):
-    from agent import why
+    from agent.ops import why
 
     rel = request.query_params.get("file") or memory.MEMORY
     try:
@@ -177,7 +177,7 @@ def story(page, request):
         n = 0
     text = None
     if rel in memory.MEMORY_FILES:
-        from agent.vault import safe
+        from agent.fs import safe
         lines = (safe.read_text(page.vault.root, rel) or "").splitlines()
         text = lines[n - 1] if 0 < n <= len(lines) else None
     if text is None or not text.strip():
