@@ -279,40 +279,16 @@ def heartbeat_list(as_json):
         click.echo(f"skipped {p}", err=True)
 
 
-def _find_heartbeat(vault, name: str):
-    from agent.errors import did_you_mean
-    from agent.stores import heartbeat as hbmod
-
-    beats, problems = hbmod.load_all(vault.root)
-    hb = next((b for b in beats if b.name == name), None)
-    if hb is None:
-        broken = [p for p in problems if p.startswith(f"{hbmod.FOLDER}/{name}.md")]
-        if broken:
-            raise click.ClickException(broken[0])
-        known = ", ".join(b.name for b in beats) or "none"
-        raise click.ClickException(f"No heartbeat {name!r} in heartbeat/."
-                                   f"{did_you_mean(name, [b.name for b in beats])} "
-                                   f"Heartbeats: {known}")
-    return hb
-
-
 def _toggle_heartbeat(name: str, enabled: bool) -> None:
-    from agent.stores import heartbeat as hbmod
+    from agent.ops import heartbeats
 
     vault = get_vault()
-    with vault.locked():
-        report_recovery(vault)
-        hb = _find_heartbeat(vault, name)
-        word = "enable" if enabled else "disable"
-        if hb.enabled == enabled:
-            click.echo(f"Heartbeat {hb.name} is already {word}d.")
-            return
-        text = hbmod.with_enabled(vault.read_text(hb.path), enabled, hb.path)
-        if enabled and hb.host is None and vault.has_remote():
-            # A vault on several machines: it runs on this one only.
-            text = hbmod.with_field(text, "host", vault.host(), hb.path)
-        vault.write_text(hb.path, text)
-        sha = vault.commit(Change("heartbeat", f'{word} "{hb.name}"'))
+    hb, sha = heartbeats.set_enabled(vault, name, enabled)
+    report_recovery(vault)
+    word = "enable" if enabled else "disable"
+    if sha is None:
+        click.echo(f"Heartbeat {hb.name} is already {word}d.")
+        return
     after_change(vault)
     click.echo(f"{word.capitalize()}d heartbeat {hb.name} ({hb.describe()}, active "
                f"{hb.hours()})  ({(sha or '')[:7]})")
@@ -381,9 +357,10 @@ def heartbeat_run(name):
     from agent.stores import heartbeat as hbmod
     from agent.serve import heartbeats as serve_heartbeats
     from agent.llm import make_provider
+    from agent.ops import heartbeats
 
     vault = get_vault()
-    hb = _find_heartbeat(vault, name)
+    hb = heartbeats.find(vault, name)
     quiet_logs()
     provider = make_provider()
     outcome = serve_heartbeats.run_heartbeat_now(vault, provider, hb, clock_now(),
