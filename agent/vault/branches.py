@@ -82,11 +82,12 @@ def ref_patterns(remote: str) -> tuple[str, str]:
 
 
 def exchange(vault, remote: str, waiting: set[str],
-             refs: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+             refs: dict[str, str] | None = None) -> tuple[list[str], list[str], list[str]]:
     """Carry proposal branches through `remote` in a sync, once `main` (and with it the
     ledger that says what waits) is merged: the names of the `waiting` branches and
     their tips are fetched and pushed; a branch nothing waits on any more (decided on
-    this clone or another) is deleted here and on the remote. (brought in, closed).
+    this clone or another) is deleted here and on the remote. (brought in, closed,
+    the refspecs pushed).
     `refs` (ref -> sha): the sync's own fetch already brought them (with --prune) and
     it read both sides' branches since; else they are fetched and read here.
 
@@ -126,4 +127,4 @@ def exchange(vault, remote: str, waiting: set[str],
     if refspecs:
         vault.git("push", "--quiet", "--porcelain", remote, *refspecs,
                   env={"GIT_TERMINAL_PROMPT": "0"})
-    return brought, closed
+    return brought, closed, refspecs

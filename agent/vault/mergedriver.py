@@ -14,7 +14,6 @@ import os
 import sys
 from pathlib import Path
 
-from agent.stores import merge
 
 DRIVERS = {
     "agent-lines": "append-only lines (session transcripts, daily notes)",
@@ -48,6 +47,7 @@ def git_config() -> list[tuple[str, str]]:
 
 
 def merge_bytes(kind: str, base: bytes, ours: bytes, theirs: bytes, path: str) -> bytes | None:
+    from agent.stores import merge    # here: a sync reads this module's settings only
     if kind == "lines":
         merged = merge.merge_appended(base, ours, theirs, jsonl=path.endswith(".jsonl"))
         return merged if merged is not None else merge.merge_union_lines(base, ours, theirs)
