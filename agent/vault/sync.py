@@ -57,6 +57,7 @@ class SyncResult:
     head: str | None = None
     claimed: list[str] = field(default_factory=list)   # jobs given to this machine
     held: list[str] = field(default_factory=list)      # incoming changes held (labels)
+    refused: dict[str, str] = field(default_factory=dict)   # proposal branches not taken
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""
@@ -72,6 +73,12 @@ class SyncResult:
             f"{self.commits_out} not pushed"
         return f"sync: {inc}, {out}"
 
+    def refused_lines(self) -> list[str]:
+        """A line for each proposal branch the remote offered and this vault did not take."""
+        return [f"refused: proposal branch {b} from {self.remote}: {why}. It is not taken "
+                f"here; `agent review` lists what waits from the ledger."
+                for b, why in sorted(self.refused.items())]
+
     def held_line(self) -> str | None:
         """The one line saying what came in and was not taken, or None."""
         if not self.held:
@@ -84,7 +91,7 @@ class SyncResult:
                 "out": self.commits_out, "pushed": self.pushed,
                 "facts_added": self.facts_added, "facts_removed": self.facts_removed,
                 "kept_both": self.kept_both, "merge": self.merge_commit, "head": self.head,
-                "claimed": self.claimed, "held": self.held}
+                "claimed": self.claimed, "held": self.held, "refused": self.refused}
 
 
 # ---- which remote -----------------------------------------------------------------
@@ -226,7 +233,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     result.head = ours
     exchanged = False
     if push and not same:
-        exchanged = _proposals(vault, remote, refs=seen if dream else None)
+        exchanged = _proposals(vault, remote, result, refs=seen if dream else None)
     if result.pushed:
         _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
@@ -241,7 +248,8 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     return result
 
 
-def _proposals(vault: Vault, remote: str, refs: dict[str, str] | None = None) -> bool:
+def _proposals(vault: Vault, remote: str, result: SyncResult,
+               refs: dict[str, str] | None = None) -> bool:
     """The dream's proposal branches (dream/*) go both ways; the merged ledger says
     which still wait, so a decision made on any clone closes them everywhere. Whether
     any branch was brought, closed or pushed (none to read when neither side has one)."""
@@ -253,7 +261,9 @@ def _proposals(vault: Vault, remote: str, refs: dict[str, str] | None = None) ->
 
     waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
     try:
-        return any(branches.exchange(vault, remote, waiting, refs=refs))
+        done = branches.exchange(vault, remote, waiting, refs=refs)
+        result.refused.update(done[3])
+        return any(done)
     except GitError as e:
         raise SyncError(f"main is synced, but the proposal branches (dream/*) could not be "
                         f"exchanged with {remote}: {_first_error(e.stderr)}") from None
@@ -378,6 +388,8 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     """Bring what came in (`theirs`, not in HEAD `ours`) into HEAD (under the lock):
     fast-forward or a merge commit."""
     result.commits_in += _count(vault, ours, theirs)
+    from agent.vault import arrivals    # before anything moves: a proposal never goes unmarked
+    arrivals.note(vault, ours, theirs, f"{remote}/{branch}")
     if ours is None:
         vault.git("update-ref", "HEAD", theirs)
         vault.git("read-tree", "--reset", "-u", theirs)
@@ -780,4 +792,6 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
         vault.set_host(host)
     vault._configure_repo()
     vault.state.mkdir(exist_ok=True)
+    from agent.vault import arrivals    # every proposal waiting in a clone came from there
+    arrivals.note(vault, None, "HEAD", f"origin/{current_branch(vault)}")
     return vault
