@@ -232,3 +232,29 @@ def test_accepting_a_proposal_never_writes_beyond_the_memory_files(vault, evil, 
     assert {p: p.read_bytes() for p in vault.root.rglob("*") if p.is_file()
             and ".git" not in p.parts and ".agent" not in p.parts} == files
     assert not (tmp_path / "outside.md").exists()
+
+
+def test_a_remote_branch_on_forgotten_history_does_not_bring_the_phrase_back(vault, evil):
+    """A remote that kept the commits from before an `agent forget` offers a proposal
+    built on them: the phrase is forgotten here again by that sync, never kept."""
+    from test_forget import PHRASE, holds
+
+    agent(vault.root, "note", f"told the agent {PHRASE}")
+    agent(vault.root, "sync")
+    git(evil, "pull", "-q", "--no-rebase", "origin", "main")
+    old = git(evil, "rev-parse", "HEAD").strip()
+    agent(vault.root, "forget", "--yes", PHRASE)
+    assert holds(vault) == []
+    git(evil, "fetch", "-q", "origin")
+    git(evil, "reset", "-q", "--hard", "origin/main")
+    propose(evil, [record()], {"MEMORY.md": memory_with_fact(evil)}, parent=old)
+    out = agent(vault.root, "sync").output
+    assert "forget: applied 1 forgotten phrase from another clone" in out, out
+    assert holds(vault) == []
+    # Rewritten here, the branch is one commit on this vault's branch: taken, and put
+    # back on the remote without the phrase.
+    assert local_branches(vault) == [BRANCH]
+    assert PHRASE not in git(evil.parent / "remote.git", "log", "-p", BRANCH)
+    agent(vault.root, "sync")                       # and again, with nothing new
+    assert holds(vault) == []
+    assert PHRASE not in vault.git("log", "-p", BRANCH)

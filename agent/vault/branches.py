@@ -85,7 +85,7 @@ def ref_patterns(remote: str) -> tuple[str, str]:
 
 
 def exchange(vault, remote: str, waiting: set[str],
-             refs: dict[str, str] | None = None
+             refs: dict[str, str] | None = None, rewritten: bool = False
              ) -> tuple[list[str], list[str], list[str], dict[str, str]]:
     """Carry proposal branches through `remote` in a sync, once `main` (and with it the
     ledger that says what waits) is merged: the names of the `waiting` branches and
@@ -99,6 +99,10 @@ def exchange(vault, remote: str, waiting: set[str],
     top of a commit of this vault's own branch, changing MEMORY.md or USER.md as
     regular files; any other is refused and left where it is, never checked out,
     merged or pushed back (what waits is listed from the ledger all the same).
+
+    `rewritten`: this sync has just forgotten a phrase here (agent.vault.rewrite), the
+    remote's branches included, which the remote itself may still hold: every branch
+    here is pushed, and one of the remote's not taken here is deleted there.
 
     These branches are views the ledger rebuilds after every decision, so they are
     replaced rather than merged (`+` refspecs); `main` is never force-pushed."""
@@ -136,8 +140,10 @@ def exchange(vault, remote: str, waiting: set[str],
             delete(vault, branch)
             del ours[branch]
             closed.append(branch)
-    refspecs += [f"+{ref_of(b)}:{ref_of(b)}" for b, sha in ours.items() if theirs.get(b) != sha]
-    refspecs += [f":{ref_of(b)}" for b in theirs if b not in waiting]
+    refspecs += [f"+{ref_of(b)}:{ref_of(b)}" for b, sha in ours.items()
+                 if rewritten or theirs.get(b) != sha]
+    refspecs += [f":{ref_of(b)}" for b in theirs if b not in waiting
+                 or (rewritten and b not in ours)]
     if refspecs:
         vault.git("push", "--quiet", "--porcelain", remote, *refspecs,
                   env={"GIT_TERMINAL_PROMPT": "0"})

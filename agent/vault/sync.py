@@ -188,7 +188,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     start = None
     ours = None
     seen: dict[str, str] = {}     # the refs as read after the fetch (proposal branches too)
-    same = clean = False
+    same = clean = rewritten = False
     for attempt in range(MAX_ATTEMPTS):
         # The branch and the dream's proposal branches in one fetch (one connection).
         dream = _fetch(vault, remote, branch, with_proposals=push)
@@ -203,6 +203,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         if not same:
             from agent.vault import rewrite
             if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
+                rewritten = True
                 theirs, ours = _refs(vault, remote, branch, seen)
                 start = ours
                 ahead, behind = _counts(vault, theirs, ours)
@@ -233,7 +234,8 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     result.head = ours
     exchanged = False
     if push and not same:
-        exchanged = _proposals(vault, remote, result, refs=seen if dream else None)
+        exchanged = _proposals(vault, remote, result, refs=seen if dream else None,
+                               rewritten=rewritten)
     if result.pushed:
         _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
@@ -249,7 +251,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
 
 
 def _proposals(vault: Vault, remote: str, result: SyncResult,
-               refs: dict[str, str] | None = None) -> bool:
+               refs: dict[str, str] | None = None, rewritten: bool = False) -> bool:
     """The dream's proposal branches (dream/*) go both ways; the merged ledger says
     which still wait, so a decision made on any clone closes them everywhere. Whether
     any branch was brought, closed or pushed (none to read when neither side has one)."""
@@ -261,7 +263,7 @@ def _proposals(vault: Vault, remote: str, result: SyncResult,
 
     waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
     try:
-        done = branches.exchange(vault, remote, waiting, refs=refs)
+        done = branches.exchange(vault, remote, waiting, refs=refs, rewritten=rewritten)
         result.refused.update(done[3])
         return any(done)
     except GitError as e:
