@@ -78,7 +78,7 @@ class Item:
             out.append(f"   from: {self.source}")
         if self.remote:
             out.append(f"   came from {self.remote}, by {self.by or 'an unnamed machine'}: "
-                       f"not made by this machine's dream (accept it by its number)")
+                       f"not made by this machine's dream")
         if self.stale:
             out.append(f"   stale: {self.stale}; it will not be applied (reject it, or edit "
                        f"the file by hand)")
