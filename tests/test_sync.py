@@ -718,3 +718,19 @@ def test_an_edited_agent_toml_is_read_again(tmp_path, vault, remote):
     result = agent(vault.root, "sync", ok=False)
     assert result.exit_code == 1 and "agent.toml" in result.output, result.output
     assert "Traceback" not in result.output and vault.head() == head
+
+
+def test_a_settled_sync_still_takes_a_forget_from_another_clone(tmp_path, vault, remote):
+    """A sync that finds every ref as the last one left them reads no tombstones; one
+    whose remote moved does: a phrase forgotten elsewhere is forgotten here."""
+    from test_forget import PHRASE, holds
+    agent(vault.root, "note", f"told the agent {PHRASE}")
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    agent(b.root, "sync")
+    agent(b.root, "sync")
+    assert "refs" in json.loads((b.root / ".agent" / "sync.json").read_text())
+    agent(vault.root, "forget", "--yes", PHRASE)
+    out = agent(b.root, "sync").output
+    assert "forget: applied 1 forgotten phrase" in out, out
+    assert holds(b) == []
