@@ -673,9 +673,11 @@ def _save_state(vault: Vault, result: SyncResult, when: datetime,
     """What the sync did, for `agent status`; and `refs`, every ref it read as it left
     them, when it had nothing left to repair: the next sync that finds them so reads
     no tombstones and exchanges no proposal branches (nothing changed since)."""
+    # Not fsynced (a disk flush would cost a sync with nothing to do more than its git
+    # work): lost or torn in a crash, it reads as no record, and the next sync does all.
     atomic.write_json(vault.state / STATE_FILE,
                       {"at": when.isoformat(timespec="seconds"), **result.as_dict(),
-                       **({"refs": refs} if refs else {})})
+                       **({"refs": refs} if refs else {})}, durable=False)
 
 
 def last_sync(vault: Vault) -> dict | None:
