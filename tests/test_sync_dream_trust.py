@@ -258,3 +258,27 @@ def test_a_remote_branch_on_forgotten_history_does_not_bring_the_phrase_back(vau
     agent(vault.root, "sync")                       # and again, with nothing new
     assert holds(vault) == []
     assert PHRASE not in vault.git("log", "-p", BRANCH)
+
+
+def test_the_dreams_own_proposals_are_its_own_until_its_record_is_lost(vault, run,
+                                                                      fake_anthropic):
+    """What this machine's dream proposes is not marked and `accept --all` takes it; with
+    `.agent/` deleted, nothing says so any more, and it counts as from elsewhere."""
+    import shutil
+
+    from test_dream_review import script, seed
+    seed(vault)
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    listed = run("review").output
+    assert "1. update USER.md" in listed and "not made by" not in listed, listed
+    assert json.loads(run("review", "--json").output.splitlines()[0])["remote"] == ""
+    shutil.rmtree(vault.root / ".agent")
+    listed = run("review").output
+    assert "not made by this machine's dream, as far as it has a record: where it came " \
+           "from is not known here" in listed, listed
+    user = (vault.root / "USER.md").read_text()
+    out = run("review", "accept", "--all").output
+    assert "Left 1 proposal that came from another machine (1)" in out, out
+    assert (vault.root / "USER.md").read_text() == user
+    assert "Accepted 1: update USER.md" in run("review", "accept", "1").output

@@ -34,7 +34,7 @@ from agent.dream.state import PHASES, DreamError, RunState, Step
 from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
 from agent.dream.provenance import proposal_records, records
 from agent.stores import rejections
-from agent.vault import branches
+from agent.vault import arrivals, branches
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
 from agent.vault.change import Change
@@ -594,6 +594,9 @@ class _Run:
             # again while it waits).
             recs = records(state, applied, at) + proposal_records(state, sp.proposed, at)
             if recs:
+                # Noted first: a proposal of this machine's own is never taken for one
+                # that came from elsewhere (agent.vault.arrivals).
+                arrivals.made_here(self.vault, recs)
                 self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in recs])
             self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
             out = self.outcome("committed" if applied.changed or sp.proposed else "no_changes",

@@ -53,7 +53,8 @@ class Item:
     source: str = ""         # the archive entry and an excerpt of the message it stands on
     stale: str = ""          # why it can no longer be applied as proposed ("" when it can)
     branch: str = ""
-    remote: str = ""         # where a sync or clone brought it from ("": made here)
+    remote: str = ""         # where a sync or clone brought it from ("": made here;
+                             # arrivals.UNKNOWN: not made here, where from not known)
     by: str = ""             # the machine (Host trailer) or author its commit names
 
     def to_json(self) -> dict:
@@ -76,7 +77,10 @@ class Item:
             out.append(f"   why: {self.reason}")
         if self.source:
             out.append(f"   from: {self.source}")
-        if self.remote:
+        if self.remote == arrivals.UNKNOWN:
+            out.append("   not made by this machine's dream, as far as it has a record: "
+                       "where it came from is not known here")
+        elif self.remote:
             out.append(f"   came from {self.remote}, by {self.by or 'an unnamed machine'}: "
                        f"not made by this machine's dream")
         if self.stale:
@@ -165,13 +169,13 @@ def pending(vault) -> list[Item]:
     items = []
     for k, r in enumerate(waiting, 1):
         ids = [int(i) for i in r.get("archive", []) if str(i).isdigit()]
-        mark = came.get(arrivals.key(r)) or {}
+        remote, by = arrivals.origin(came, r)
         items.append(Item(
             k, f"{r['run']}#{r['n']}", r["run"], int(r["n"]), totals[r["run"]],
             str(r.get("op", "")), str(r.get("file", "")), str(r.get("section", "")),
             str(r.get("old", "")), str(r.get("line", "")), str(r.get("reason", "")),
             ids, _excerpt(root, ids, cache, paths), _stale(texts, r), branch_of(r["run"]),
-            str(mark.get("source", "")), str(mark.get("by", ""))))
+            remote, by))
     return items
 
 

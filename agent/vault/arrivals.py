@@ -7,8 +7,11 @@ commit claims about itself (its author, its Host trailer) is the remote's word; 
 this machine knows for itself is which ledger lines came in through a sync or a clone.
 So when one brings commits in, the proposal records they add to the ledger are noted
 in `.agent/arrivals.json` (this machine's own state, never in git), each with where it
-came from and the machine or author its commit names. `agent review` marks them, and
-`agent review accept --all` leaves them for the person to accept one by one.
+came from and the machine or author its commit names; and the proposals this machine's
+own dream records are noted there too. A proposal noted as neither (say `.agent/` was
+deleted) counts as from elsewhere, where from unknown: the safe side. `agent review`
+marks every proposal not made here, and `agent review accept --all` leaves them for
+the person to accept one by one.
 
 A record is known by its whole content (a hash of it), not by its run and number, so
 a remote that reuses a local proposal's number with another text is still marked.
@@ -23,6 +26,7 @@ from agent.stores import ledger
 from agent.vault import atomic
 
 STATE_FILE = "arrivals.json"
+UNKNOWN = "elsewhere"      # the source of a proposal neither made here nor seen arriving
 
 
 def key(record: dict) -> str:
@@ -31,10 +35,40 @@ def key(record: dict) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
-def load(vault) -> dict[str, dict]:
-    """key -> {"source", "by", "commit", "run", "n"} of every proposal a remote brought."""
+def load(vault) -> dict:
+    """{"came": key -> {"source", "by", "commit", "run", "n"}, "here": [key, ...]}."""
     data = atomic.read_json(vault.state / STATE_FILE)
-    return data if isinstance(data, dict) else {}
+    data = data if isinstance(data, dict) else {}
+    came, here = data.get("came"), data.get("here")
+    return {"came": came if isinstance(came, dict) else {},
+            "here": here if isinstance(here, list) else []}
+
+
+def _save(vault, data: dict) -> None:
+    vault.state.mkdir(exist_ok=True)
+    atomic.write_json(vault.state / STATE_FILE, data)
+
+
+def origin(data: dict, record: dict) -> tuple[str, str]:
+    """(where a proposal came from, who its commit names) for a waiting ledger record,
+    with `data` as load() gives it; ("", "") when this machine's dream made it."""
+    k = key(record)
+    mark = data["came"].get(k)
+    if isinstance(mark, dict):
+        return str(mark.get("source") or UNKNOWN), str(mark.get("by") or "")
+    if k in set(data["here"]):
+        return "", ""
+    return UNKNOWN, ""
+
+
+def made_here(vault, records: list[dict]) -> None:
+    """Note the proposal records this machine's dream is about to write to the ledger."""
+    keys = [key(r) for r in records if ledger.is_proposal(r)]
+    if not keys:
+        return
+    data = load(vault)
+    data["here"] = list(dict.fromkeys(data["here"] + keys))
+    _save(vault, data)
 
 
 def note(vault, ours: str | None, theirs: str, source: str) -> int:
@@ -47,7 +81,8 @@ def note(vault, ours: str | None, theirs: str, source: str) -> int:
                     "valueonly,separator=%x2C)", *spec, "--", ledger.LEDGER)
     if not out:
         return 0
-    marks = load(vault)
+    data = load(vault)
+    marks = data["came"]
     fresh = 0
     commit, by = "", ""
     for line in out.splitlines():
@@ -71,6 +106,5 @@ def note(vault, ours: str | None, theirs: str, source: str) -> int:
                         "run": str(record.get("run", "")), "n": record.get("n")}
             fresh += 1
     if fresh:
-        vault.state.mkdir(exist_ok=True)
-        atomic.write_json(vault.state / STATE_FILE, marks)
+        _save(vault, data)
     return fresh
