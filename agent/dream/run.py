@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.errors import UserError
-from agent.stores import archive, ledger
+from agent.stores import archive, arrivals, ledger
 from agent.config import Settings, SettingsError, load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
@@ -34,9 +34,9 @@ from agent.dream.state import PHASES, DreamError, RunState, Step
 from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
 from agent.dream.provenance import proposal_records, records
 from agent.stores import rejections
-from agent.vault import arrivals, branches
+from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import Change
 
 LAST_FAILURE = "dream-failure.json"
@@ -129,7 +129,7 @@ def dream_status(vault) -> dict:
         failure = json.loads((vault.state / LAST_FAILURE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         failure = None
-    from agent.vault import safe
+    from agent.fs import safe
     texts = []
     for name in FILES:
         try:
@@ -358,7 +358,7 @@ class _Run:
     def read_memory(self) -> dict[str, str]:
         """MEMORY.md and USER.md as the dream edits them: read strictly (a bad byte is
         refused, naming the file and line, rather than rewritten as U+FFFD)."""
-        from agent.vault import safe
+        from agent.fs import safe
         return {name: safe.read_text(self.vault.root, name) or "" for name in FILES}
 
     # -- submitting and collecting
@@ -595,8 +595,8 @@ class _Run:
             recs = records(state, applied, at) + proposal_records(state, sp.proposed, at)
             if recs:
                 # Noted first: a proposal of this machine's own is never taken for one
-                # that came from elsewhere (agent.vault.arrivals).
-                arrivals.made_here(self.vault, recs)
+                # that came from elsewhere (agent.stores.arrivals).
+                arrivals.made_here(self.vault.state, recs)
                 self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in recs])
             self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
             out = self.outcome("committed" if applied.changed or sp.proposed else "no_changes",

@@ -24,8 +24,9 @@ from agent.dream import prompts
 from agent.dream.ops import FILES, apply_ops
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
-from agent.stores import archive, ledger, rejections, sessions
-from agent.vault import arrivals, branches, safe
+from agent.stores import archive, arrivals, ledger, rejections, sessions
+from agent.vault import branches
+from agent.fs import safe
 from agent.vault.change import Change
 
 EXCERPT = 160          # characters of the source message shown with a proposal
@@ -165,7 +166,7 @@ def pending(vault) -> list[Item]:
     texts = _texts(root)
     cache = prompts.SessionCache(root)
     paths = dict(archive.entry_ids(root))
-    came = arrivals.load(vault)
+    came = arrivals.load(vault.state)
     items = []
     for k, r in enumerate(waiting, 1):
         ids = [int(i) for i in r.get("archive", []) if str(i).isdigit()]

@@ -14,9 +14,6 @@ import os
 from agent.vault.change import Change
 
 PREFIX = "dream/"
-# What a proposal may change (agent.dream.ops.FILES): a branch from a remote that
-# changes anything else, or these as anything but regular files, is not taken.
-FILES = ("MEMORY.md", "USER.md")
 
 
 def branch_of(run: str) -> str:
@@ -85,8 +82,8 @@ def ref_patterns(remote: str) -> tuple[str, str]:
 
 
 def exchange(vault, remote: str, waiting: set[str],
-             refs: dict[str, str] | None = None, rewritten: bool = False
-             ) -> tuple[list[str], list[str], list[str], dict[str, str]]:
+             refs: dict[str, str] | None = None, rewritten: bool = False, *,
+             check) -> tuple[list[str], list[str], list[str], dict[str, str]]:
     """Carry proposal branches through `remote` in a sync, once `main` (and with it the
     ledger that says what waits) is merged: the names of the `waiting` branches and
     their tips are fetched and pushed; a branch nothing waits on any more (decided on
@@ -95,10 +92,9 @@ def exchange(vault, remote: str, waiting: set[str],
     `refs` (ref -> sha): the sync's own fetch already brought them (with --prune) and
     it read both sides' branches since; else they are fetched and read here.
 
-    A remote's branch is taken only as the dream makes one (`check`): one commit on
-    top of a commit of this vault's own branch, changing MEMORY.md or USER.md as
-    regular files; any other is refused and left where it is, never checked out,
-    merged or pushed back (what waits is listed from the ledger all the same).
+    `check(vault, sha)` says why a remote's branch is not taken (None: it is); one it
+    refuses is left where it is, never checked out, merged or pushed back (what waits
+    is listed from the ledger all the same).
 
     `rewritten`: this sync has just forgotten a phrase here (agent.vault.rewrite), the
     remote's branches included, which the remote itself may still hold: every branch
@@ -148,43 +144,3 @@ def exchange(vault, remote: str, waiting: set[str],
         vault.git("push", "--quiet", "--porcelain", remote, *refspecs,
                   env={"GIT_TERMINAL_PROMPT": "0"})
     return brought, closed, refspecs, refused
-
-
-def check(vault, sha: str) -> str | None:
-    """Why the commit `sha` a remote offers as a proposal branch is not taken (None: it
-    is as the dream makes one): one parent, on this vault's branch (HEAD), and a change
-    of MEMORY.md or USER.md as regular files only (agent.vault.incoming's checks too)."""
-    from agent.vault import incoming
-    parents = vault.git("rev-list", "--parents", "-n", "1", sha, check=False).split()[1:]
-    if len(parents) != 1 or not _ancestor(vault, parents[0]):
-        if vault.git("merge-base", sha, "HEAD", check=False).strip():
-            return ("it is not one commit on top of this vault's branch (as a proposal "
-                    "is)")
-        return "it is not built on this vault's history (it shares no commit with it)"
-    out = vault.git("diff-tree", "-r", "-z", "--no-renames", parents[0], sha).split("\0")
-    changes = []
-    for meta, path in zip(out[0::2], out[1::2]):
-        if not meta.startswith(":"):
-            continue
-        _, new_mode, _, oid, status = meta[1:].split()
-        if path not in FILES:
-            return f"it changes {path} (a proposal changes only {' and '.join(FILES)})"
-        if status == "D" or new_mode != "100644":
-            return (f"it {'deletes' if status == 'D' else 'makes'} {path}"
-                    f"{'' if status == 'D' else ' a link or an executable'} (a proposal "
-                    f"changes only the text of {' and '.join(FILES)})")
-        changes.append(incoming.Incoming(sha, path, new_mode, oid))
-    try:
-        incoming.check_entries(vault.root, changes, f"proposal {sha[:7]}")
-    except incoming.Refused as e:
-        return str(e)
-    return None
-
-
-def _ancestor(vault, sha: str) -> bool:
-    """Whether `sha` is HEAD or one of its ancestors."""
-    import subprocess
-
-    from agent.vault.repo import _GIT_BASE
-    return subprocess.run(["git", *_GIT_BASE, "merge-base", "--is-ancestor", sha, "HEAD"],
-                          cwd=vault.root, capture_output=True).returncode == 0
