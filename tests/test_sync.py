@@ -734,3 +734,13 @@ def test_a_settled_sync_still_takes_a_forget_from_another_clone(tmp_path, vault,
     out = agent(b.root, "sync").output
     assert "forget: applied 1 forgotten phrase" in out, out
     assert holds(b) == []
+
+
+def test_the_file_names_a_sync_knows_without_loading_their_stores_agree():
+    """A sync names cron.json and .dream_cursor without importing their stores (it pays
+    for them only when it must): the names are the stores' own."""
+    import agent.stores
+    from agent.stores import archive, cron
+    from agent.sync import remotes
+    assert remotes._CRON_FILE == cron.CRON_FILE == agent.stores.CRON_FILE
+    assert remotes._CURSOR == archive.CURSOR
