@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from agent import clock
 from agent.errors import UserError
 from agent.fs import atomic, safe
 from agent.vault import attributes
@@ -245,7 +246,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         refs = {**seen, f"refs/heads/{current_branch(vault)}": ours}
         refs[f"refs/remotes/{remote}/{branch}"] = ours if result.pushed else theirs
         refs = {k: v for k, v in refs.items() if v}
-    _save_state(vault, result, now or datetime.now().astimezone(), refs)
+    _save_state(vault, result, now or clock.now(), refs)
     return result
 
 
