@@ -34,8 +34,14 @@ def _print_outcome(out, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(out.to_json(), ensure_ascii=False, indent=2))
         return
+    if out.left:
+        n = len(out.left)
+        click.echo(f"Left {n} proposal{'s' * (n != 1)} that came from another machine "
+                   f"({', '.join(str(i.number) for i in out.left)}): `agent review` shows "
+                   f"where from; accept each by its number if you want it.")
     if not out.done and not out.stale:
-        click.echo("Nothing waits for review.")
+        if not out.left:
+            click.echo("Nothing waits for review.")
         return
     verb = "Accepted" if out.decision == "accept" else "Rejected"
     for item in out.done:

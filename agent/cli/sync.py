@@ -41,6 +41,8 @@ def sync_cmd(ctx, remote, no_push, as_json):
     click.echo("\n".join(getattr(result, "forgotten", []) + [result.line()]))
     if result.held_line():
         click.echo(result.held_line())
+    for line in result.refused_lines():
+        click.echo(line, err=True)
     for path in result.kept_both:
         click.echo(f"  kept both versions of {path}", err=True)
 

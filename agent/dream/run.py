@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.errors import UserError
-from agent.stores import archive, ledger
+from agent.stores import archive, arrivals, ledger
 from agent.config import load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
@@ -586,6 +586,9 @@ class _Run:
             # again while it waits).
             recs = records(state, applied, at) + proposal_records(state, sp.proposed, at)
             if recs:
+                # Noted first: a proposal of this machine's own is never taken for one
+                # that came from elsewhere (agent.stores.arrivals).
+                arrivals.made_here(self.vault.state, recs)
                 self.vault.append_lines(ledger.LEDGER, [ledger.dumps(r) for r in recs])
             self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
             out = self.outcome("committed" if applied.changed or sp.proposed else "no_changes",

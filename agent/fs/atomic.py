@@ -20,9 +20,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_text(path: Path, text: str, *, sync_dir: bool = False, mode: int | None = None) -> None:
+def write_text(path: Path, text: str, *, sync_dir: bool = False, mode: int | None = None,
+               durable: bool = True) -> None:
     """Replace `path` with `text` (bytes as given: no newline translation); `mode` sets
-    the file's permissions before a byte is written (0o600 for a secret)."""
+    the file's permissions before a byte is written (0o600 for a secret). `durable=False`
+    skips the fsync, for a record whose loss or tearing in a crash costs nothing (its
+    reader takes a torn file as none): a reader still sees old or new, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -35,15 +38,17 @@ def write_text(path: Path, text: str, *, sync_dir: bool = False, mode: int | Non
     with opened as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
     if sync_dir:
         fsync_dir(path.parent)
 
 
-def write_json(path: Path, data) -> None:
+def write_json(path: Path, data, *, durable: bool = True) -> None:
     """Replace `path` with `data` as JSON: two-space indents, sorted keys, UTF-8 kept."""
-    write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+               durable=durable)
 
 
 def read_json(path: Path, default=None):

@@ -24,7 +24,7 @@ from agent.dream import prompts
 from agent.dream.ops import FILES, apply_ops
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
-from agent.stores import archive, ledger, rejections, sessions
+from agent.stores import archive, arrivals, ledger, rejections, sessions
 from agent.vault import branches
 from agent.fs import safe
 from agent.vault.change import Change
@@ -54,6 +54,9 @@ class Item:
     source: str = ""         # the archive entry and an excerpt of the message it stands on
     stale: str = ""          # why it can no longer be applied as proposed ("" when it can)
     branch: str = ""
+    remote: str = ""         # where a sync or clone brought it from ("": made here;
+                             # arrivals.UNKNOWN: not made here, where from not known)
+    by: str = ""             # the machine (Host trailer) or author its commit names
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -75,6 +78,12 @@ class Item:
             out.append(f"   why: {self.reason}")
         if self.source:
             out.append(f"   from: {self.source}")
+        if self.remote == arrivals.UNKNOWN:
+            out.append("   not made by this machine's dream, as far as it has a record: "
+                       "where it came from is not known here")
+        elif self.remote:
+            out.append(f"   came from {self.remote}, by {self.by or 'an unnamed machine'}: "
+                       f"not made by this machine's dream")
         if self.stale:
             out.append(f"   stale: {self.stale}; it will not be applied (reject it, or edit "
                        f"the file by hand)")
@@ -90,11 +99,13 @@ class Outcome:
     commits: list[str] = field(default_factory=list)
     subjects: list[str] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)  # branches deleted: nothing waits on them
+    left: list[Item] = field(default_factory=list)   # from remotes, not taken by "all"
 
     def to_json(self) -> dict:
         return {"decision": self.decision, "done": [i.to_json() for i in self.done],
                 "stale": [i.to_json() for i in self.stale], "commits": self.commits,
-                "subjects": self.subjects, "closed": self.closed}
+                "subjects": self.subjects, "closed": self.closed,
+                "left": [i.to_json() for i in self.left]}
 
 
 # ---- the list -------------------------------------------------------------------------
@@ -155,14 +166,17 @@ def pending(vault) -> list[Item]:
     texts = _texts(root)
     cache = prompts.SessionCache(root)
     paths = dict(archive.entry_ids(root))
+    came = arrivals.load(vault.state)
     items = []
     for k, r in enumerate(waiting, 1):
         ids = [int(i) for i in r.get("archive", []) if str(i).isdigit()]
+        remote, by = arrivals.origin(came, r)
         items.append(Item(
             k, f"{r['run']}#{r['n']}", r["run"], int(r["n"]), totals[r["run"]],
             str(r.get("op", "")), str(r.get("file", "")), str(r.get("section", "")),
             str(r.get("old", "")), str(r.get("line", "")), str(r.get("reason", "")),
-            ids, _excerpt(root, ids, cache, paths), _stale(texts, r), branch_of(r["run"])))
+            ids, _excerpt(root, ids, cache, paths), _stale(texts, r), branch_of(r["run"]),
+            remote, by))
     return items
 
 
@@ -191,7 +205,7 @@ def decide(vault, picks: list[str] | None, decision: str, now: datetime, reviewe
     """Accept or reject the proposals `picks` (list numbers or ids; None: all of them).
 
     `new_text` (one pick, accept): the text to apply instead of the proposed one (an
-    edit). One commit per run; the run's branch is rebuilt or, when nothing on it
+    edit). Accepting all (None) leaves the proposals a remote brought (`Outcome.left`). One commit per run; the run's branch is rebuilt or, when nothing on it
     waits any more, deleted.
     """
     if decision not in ("accept", "reject"):
@@ -199,6 +213,11 @@ def decide(vault, picks: list[str] | None, decision: str, now: datetime, reviewe
     out = Outcome(decision)
     with vault.locked():
         items = _pick(pending(vault), picks)
+        if picks is None and decision == "accept":
+            # Accepting everything takes only what this machine's dream proposed: what a
+            # remote brought is accepted by naming it, never swept in unseen.
+            out.left = [i for i in items if i.remote]
+            items = [i for i in items if not i.remote]
         if new_text is not None:
             if len(items) != 1 or decision != "accept":
                 raise ReviewError("An edit applies to one proposal at a time.")

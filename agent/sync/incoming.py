@@ -34,6 +34,9 @@ from agent.vault.repo import GitError, VaultError, run_git
 from agent.fs.safe import COMMIT_BYTES, _size
 
 EMPTY = "0" * 40
+# What a proposal branch may change (agent.dream.ops.FILES): one from a remote that
+# changes anything else, or these as anything but regular files, is not taken.
+FILES = ("MEMORY.md", "USER.md")
 SYMLINK = "120000"
 GITLINK = "160000"
 
@@ -213,3 +216,41 @@ def _sizes(root: Path, oids: set[str]) -> dict[str, int]:
 
 def _blob(root: Path, oid: str) -> bytes:
     return _git(root, "cat-file", "blob", oid)
+
+
+# ---- the dream's proposal branches (dream/*) a remote offers ---------------------------
+
+
+def check_proposal(vault, sha: str) -> str | None:
+    """Why the commit `sha` a remote offers as a proposal branch is not taken (None: it
+    is as the dream makes one): one parent, on this vault's branch (HEAD), and a change
+    of MEMORY.md or USER.md as regular files only (and this module's checks)."""
+    parents = vault.git("rev-list", "--parents", "-n", "1", sha, check=False).split()[1:]
+    if len(parents) != 1 or not _ancestor(vault, parents[0]):
+        if vault.git("merge-base", sha, "HEAD", check=False).strip():
+            return ("it is not one commit on top of this vault's branch (as a proposal "
+                    "is)")
+        return "it is not built on this vault's history (it shares no commit with it)"
+    out = vault.git("diff-tree", "-r", "-z", "--no-renames", parents[0], sha).split("\0")
+    changes = []
+    for meta, path in zip(out[0::2], out[1::2]):
+        if not meta.startswith(":"):
+            continue
+        _, new_mode, _, oid, status = meta[1:].split()
+        if path not in FILES:
+            return f"it changes {path} (a proposal changes only {' and '.join(FILES)})"
+        if status == "D" or new_mode != "100644":
+            return (f"it {'deletes' if status == 'D' else 'makes'} {path}"
+                    f"{'' if status == 'D' else ' a link or an executable'} (a proposal "
+                    f"changes only the text of {' and '.join(FILES)})")
+        changes.append(Incoming(sha, path, new_mode, oid))
+    try:
+        check_entries(vault.root, changes, f"proposal {sha[:7]}")
+    except Refused as e:
+        return str(e)
+    return None
+
+
+def _ancestor(vault, sha: str) -> bool:
+    """Whether `sha` is HEAD or one of its ancestors."""
+    return run_git(["merge-base", "--is-ancestor", sha, "HEAD"], cwd=vault.root).returncode == 0

@@ -14,10 +14,10 @@ import os
 import sys
 from pathlib import Path
 
-from agent.stores import merge
 
 
 def merge_bytes(kind: str, base: bytes, ours: bytes, theirs: bytes, path: str) -> bytes | None:
+    from agent.stores import merge    # here: a sync reads this module's settings only
     if kind == "lines":
         merged = merge.merge_appended(base, ours, theirs, jsonl=path.endswith(".jsonl"))
         return merged if merged is not None else merge.merge_union_lines(base, ours, theirs)

@@ -29,12 +29,12 @@ from pathlib import Path
 
 from agent import clock
 from agent.errors import UserError
-from agent.stores import archive
 from agent.fs import atomic, safe
 from agent.vault import attributes
 from agent.vault.change import Change
-from agent.vault.repo import (HOST_KEY, MARKER, GitError, Vault, VaultError, run_git,
-                              _no_filters, check_host)
+from agent.vault.repo import (HOST_KEY, MARKER, GitError, UnfinishedGit, Vault, VaultError,
+                              _filters_key, _no_filters, check_host, know_filters, run_git,
+                              unfinished_operation)
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -58,6 +58,7 @@ class SyncResult:
     head: str | None = None
     claimed: list[str] = field(default_factory=list)   # jobs given to this machine
     held: list[str] = field(default_factory=list)      # incoming changes held (labels)
+    refused: dict[str, str] = field(default_factory=dict)   # proposal branches not taken
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""
@@ -73,6 +74,12 @@ class SyncResult:
             f"{self.commits_out} not pushed"
         return f"sync: {inc}, {out}"
 
+    def refused_lines(self) -> list[str]:
+        """A line for each proposal branch the remote offered and this vault did not take."""
+        return [f"refused: proposal branch {b} from {self.remote}: {why}. It is not taken "
+                f"here; `agent review` lists what waits from the ledger."
+                for b, why in sorted(self.refused.items())]
+
     def held_line(self) -> str | None:
         """The one line saying what came in and was not taken, or None."""
         if not self.held:
@@ -85,7 +92,7 @@ class SyncResult:
                 "out": self.commits_out, "pushed": self.pushed,
                 "facts_added": self.facts_added, "facts_removed": self.facts_removed,
                 "kept_both": self.kept_both, "merge": self.merge_commit, "head": self.head,
-                "claimed": self.claimed, "held": self.held}
+                "claimed": self.claimed, "held": self.held, "refused": self.refused}
 
 
 # ---- which remote -----------------------------------------------------------------
@@ -107,16 +114,24 @@ def current_branch(vault: Vault) -> str:
 def _config(vault: Vault) -> dict[str, str]:
     """The remotes', branches' and merge drivers' settings and this machine's name,
     read in one `git config` (the last value of a key wins, as with `git config KEY`;
-    the machine's name counts only from the vault's own config)."""
-    out = vault.git("config", "-z", "--show-scope", "--get-regexp",
-                    r"^(remote|branch|merge|agent)\.", check=False).split("\0")
+    the machine's name counts only from the vault's own config). The filter drivers
+    are read by the same call, for the `-c` options that switch them off in every
+    later git call (repo._no_filters), which then need no `git config` of their own."""
+    key = _filters_key(vault.root)
+    p = run_git(["config", "-z", "--show-scope", "--get-regexp",
+                 r"^(remote|branch|merge|agent|filter)\."], cwd=vault.root, text=True)
+    out = p.stdout.split("\0")
     have: dict[str, str] = {}
+    filters = []
     for scope, item in zip(out[0::2], out[1::2]):
-        key, _, value = item.partition("\n")
-        if key == HOST_KEY and scope != "local":
+        name, _, value = item.partition("\n")
+        if name.startswith("filter."):
+            filters.append(name)
+        elif name == HOST_KEY and scope != "local":
             continue
-        if key:
-            have[key] = value
+        elif name:
+            have[name] = value
+    know_filters(vault.root, filters, key)
     return have
 
 
@@ -159,15 +174,21 @@ def upstream(vault: Vault, remote: str | None = None,
 def sync(vault: Vault, remote: str | None = None, push: bool = True,
          now: datetime | None = None) -> SyncResult:
     """Fetch, merge and push; the result says what came in and went out."""
-    vault.check_committable()
+    # Conflicted files are found by the `git status` the vault lock runs (below), before
+    # anything is merged or committed; the rest needs no git process.
+    problem = unfinished_operation(vault.root, unmerged=False)
+    if problem:
+        raise UnfinishedGit(problem)
     config = _config(vault)
     remote, branch = upstream(vault, remote, config)
     ensure_setup(vault, config)
     result = SyncResult(remote, branch)
-    from agent.vault import rewrite
+    # The refs as the last sync left them, when it found nothing to repair (below).
+    settled = (last_sync(vault) or {}).get("refs")
     start = None
     ours = None
     seen: dict[str, str] = {}     # the refs as read after the fetch (proposal branches too)
+    same = clean = rewritten = False
     for attempt in range(MAX_ATTEMPTS):
         # The branch and the dream's proposal branches in one fetch (one connection).
         dream = _fetch(vault, remote, branch, with_proposals=push)
@@ -176,15 +197,23 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
             start = ours
         ahead, behind = _counts(vault, theirs, ours)
         _check_incoming(vault, remote, branch, theirs, ours, behind)
-        if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
-            theirs, ours = _refs(vault, remote, branch, seen)
-            start = ours
-            ahead, behind = _counts(vault, theirs, ours)
+        # Every ref as a sync that had nothing to repair left it: its tombstones were
+        # applied and its proposal branches exchanged then, so they need no reading now.
+        same = dream and seen == settled
+        if not same:
+            from agent.vault import rewrite
+            if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
+                rewritten = True
+                theirs, ours = _refs(vault, remote, branch, seen)
+                start = ours
+                ahead, behind = _counts(vault, theirs, ours)
         # HEAD read from the .git folder (no process) tells whether the lock's repair,
         # the merge or a claim moved it, so the refs are read again only then.
         sig = vault.head_from_files()
         with vault.locked():
-            if sig is None or vault.head_from_files() != sig:   # hand edits committed
+            # Hand edits committed now were not there when the tombstones were read.
+            clean = sig is not None and vault.head_from_files() == sig
+            if not clean:
                 ours = vault.head()
                 ahead, behind = _counts(vault, theirs, ours)
             if behind:
@@ -203,24 +232,42 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         raise SyncError(f"{remote} kept moving while this vault pushed ({MAX_ATTEMPTS} "
                         f"tries): run `agent sync` again.")
     result.head = ours
-    if push:
-        _proposals(vault, remote, refs=seen if dream else None)
+    exchanged = False
+    if push and not same:
+        exchanged = _proposals(vault, remote, result, refs=seen if dream else None,
+                               rewritten=rewritten)
     if result.pushed:
         _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
-    _save_state(vault, result, now or clock.now())
+    refs = None
+    if push and dream and clean and not exchanged and not getattr(result, "forgotten", None):
+        # What the refs are now: HEAD, and the remote's branch where it was fetched or
+        # (pushed) where HEAD is; the proposal branches as read (none moved).
+        refs = {**seen, f"refs/heads/{current_branch(vault)}": ours}
+        refs[f"refs/remotes/{remote}/{branch}"] = ours if result.pushed else theirs
+        refs = {k: v for k, v in refs.items() if v}
+    _save_state(vault, result, now or clock.now(), refs)
     return result
 
 
-def _proposals(vault: Vault, remote: str, refs: dict[str, str] | None = None) -> None:
+def _proposals(vault: Vault, remote: str, result: SyncResult,
+               refs: dict[str, str] | None = None, rewritten: bool = False) -> bool:
     """The dream's proposal branches (dream/*) go both ways; the merged ledger says
-    which still wait, so a decision made on any clone closes them everywhere."""
-    from agent.stores import ledger
+    which still wait, so a decision made on any clone closes them everywhere. Whether
+    any branch was brought, closed or pushed (none to read when neither side has one)."""
     from agent.vault import branches
+    if refs is not None and not any(r.startswith(f"{p}/") for p in branches.ref_patterns(remote)
+                                    for r in refs):
+        return False
+    from agent.stores import ledger
 
     waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
     try:
-        branches.exchange(vault, remote, waiting, refs=refs)
+        from agent.sync import incoming
+        done = branches.exchange(vault, remote, waiting, refs=refs, rewritten=rewritten,
+                                 check=incoming.check_proposal)
+        result.refused.update(done[3])
+        return any(done)
     except GitError as e:
         raise SyncError(f"main is synced, but the proposal branches (dream/*) could not be "
                         f"exchanged with {remote}: {_first_error(e.stderr)}") from None
@@ -343,6 +390,8 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     """Bring what came in (`theirs`, not in HEAD `ours`) into HEAD (under the lock):
     fast-forward or a merge commit."""
     result.commits_in += _count(vault, ours, theirs)
+    from agent.sync import arrivals     # before anything moves: a proposal never goes unmarked
+    arrivals.note(vault, ours, theirs, f"{remote}/{branch}")
     if ours is None:            # no commit here yet: the work tree moves as any other sync
         vault.checkout_commit(theirs, f"sync: check out {remote}/{branch}")
         return
@@ -423,7 +472,7 @@ def _driver_args() -> list[str]:
     return args
 
 
-_STAGE = re.compile(r"^(\d{6}) ([0-9a-f]{40,64}) ([123])\t(.*)$", re.S)
+_STAGE = r"^(\d{6}) ([0-9a-f]{40,64}) ([123])\t(.*)$"   # compiled by the merge that needs it
 
 
 def _merge_tree(vault: Vault, ours: str, theirs: str,
@@ -445,7 +494,7 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     for raw in fields[1:]:
         if not raw:
             break
-        m = _STAGE.match(raw.decode("utf-8", "surrogateescape"))
+        m = re.match(_STAGE, raw.decode("utf-8", "surrogateescape"), re.S)
         if m:
             mode, oid, stage, path = m.groups()
             stages.setdefault(path, {})[int(stage)] = (mode, oid)
@@ -561,6 +610,7 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
 
 
 _CRON_FILE = "cron.json"    # agent.stores.cron.CRON_FILE, loaded only when a job is unclaimed
+_CURSOR = ".dream_cursor"   # agent.stores.archive.CURSOR, loaded only to convert it
 
 
 def _all_claimed(text: str) -> bool:
@@ -617,9 +667,16 @@ def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
 # ---- state and setup ---------------------------------------------------------------
 
 
-def _save_state(vault: Vault, result: SyncResult, when: datetime) -> None:
+def _save_state(vault: Vault, result: SyncResult, when: datetime,
+                refs: dict[str, str] | None = None) -> None:
+    """What the sync did, for `agent status`; and `refs`, every ref it read as it left
+    them, when it had nothing left to repair: the next sync that finds them so reads
+    no tombstones and exchanges no proposal branches (nothing changed since)."""
+    # Not fsynced (a disk flush would cost a sync with nothing to do more than its git
+    # work): lost or torn in a crash, it reads as no record, and the next sync does all.
     atomic.write_json(vault.state / STATE_FILE,
-                      {"at": when.isoformat(timespec="seconds"), **result.as_dict()})
+                      {"at": when.isoformat(timespec="seconds"), **result.as_dict(),
+                       **({"refs": refs} if refs else {})}, durable=False)
 
 
 def last_sync(vault: Vault) -> dict | None:
@@ -650,10 +707,11 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
     missing = [a for a in attributes.ATTRIBUTES if a not in lines]
-    cursor_text = safe.read_text(vault.root, archive.CURSOR, errors="replace") or ""
+    cursor_text = safe.read_text(vault.root, _CURSOR, errors="replace") or ""
     old_cursor = bool(cursor_text.strip()) and not cursor_text.lstrip().startswith("#")
     if not missing and not old_rules & set(lines) and not old_cursor:
         return None
+    from agent.stores import archive
     with vault.locked():
         done = []
         if missing or old_rules & set(lines):
@@ -738,4 +796,6 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
         vault.set_host(host)
     vault._configure_repo()
     vault.state.mkdir(exist_ok=True)
+    from agent.sync import arrivals     # every proposal waiting in a clone came from there
+    arrivals.note(vault, None, "HEAD", f"origin/{current_branch(vault)}")
     return vault

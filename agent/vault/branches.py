@@ -82,13 +82,23 @@ def ref_patterns(remote: str) -> tuple[str, str]:
 
 
 def exchange(vault, remote: str, waiting: set[str],
-             refs: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+             refs: dict[str, str] | None = None, rewritten: bool = False, *,
+             check) -> tuple[list[str], list[str], list[str], dict[str, str]]:
     """Carry proposal branches through `remote` in a sync, once `main` (and with it the
     ledger that says what waits) is merged: the names of the `waiting` branches and
     their tips are fetched and pushed; a branch nothing waits on any more (decided on
-    this clone or another) is deleted here and on the remote. (brought in, closed).
+    this clone or another) is deleted here and on the remote. (brought in, closed,
+    the refspecs pushed, the branches refused -> why).
     `refs` (ref -> sha): the sync's own fetch already brought them (with --prune) and
     it read both sides' branches since; else they are fetched and read here.
+
+    `check(vault, sha)` says why a remote's branch is not taken (None: it is); one it
+    refuses is left where it is, never checked out, merged or pushed back (what waits
+    is listed from the ledger all the same).
+
+    `rewritten`: this sync has just forgotten a phrase here (agent.vault.rewrite), the
+    remote's branches included, which the remote itself may still hold: every branch
+    here is pushed, and one of the remote's not taken here is deleted there.
 
     These branches are views the ledger rebuilds after every decision, so they are
     replaced rather than merged (`+` refspecs); `main` is never force-pushed."""
@@ -111,8 +121,13 @@ def exchange(vault, remote: str, waiting: set[str],
         elif ref.startswith(local):
             ours[ref[len("refs/heads/"):]] = sha
     brought, closed, refspecs = [], [], []
+    refused: dict[str, str] = {}
     for branch, sha in theirs.items():
         if branch in waiting and branch not in ours:
+            problem = check(vault, sha)
+            if problem:
+                refused[branch] = problem
+                continue
             vault.git("update-ref", "-m", f"sync: proposal from {remote}", ref_of(branch), sha)
             ours[branch] = sha
             brought.append(branch)
@@ -121,9 +136,11 @@ def exchange(vault, remote: str, waiting: set[str],
             delete(vault, branch)
             del ours[branch]
             closed.append(branch)
-    refspecs += [f"+{ref_of(b)}:{ref_of(b)}" for b, sha in ours.items() if theirs.get(b) != sha]
-    refspecs += [f":{ref_of(b)}" for b in theirs if b not in waiting]
+    refspecs += [f"+{ref_of(b)}:{ref_of(b)}" for b, sha in ours.items()
+                 if rewritten or theirs.get(b) != sha]
+    refspecs += [f":{ref_of(b)}" for b in theirs if b not in waiting
+                 or (rewritten and b not in ours)]
     if refspecs:
         vault.git("push", "--quiet", "--porcelain", remote, *refspecs,
                   env={"GIT_TERMINAL_PROMPT": "0"})
-    return brought, closed
+    return brought, closed, refspecs, refused

@@ -37,6 +37,7 @@ from agent.vault.change import Change, Identity, by_hand, recovered
 from agent.fs.offlimits import STATE_DIR, is_off_limits, link_problem, refusal
 
 MARKER = "agent.toml"
+IDENTITY_FILE = "identity.json"     # in .agent/: what agent.toml said, and its stamp
 DEFAULT_VAULT = Path("~/.agent/vault")
 
 # Every git call: never run the vault's hooks, never ask for a signing key or an editor,
@@ -112,13 +113,8 @@ def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, str]:
 _FILTERS: dict[str, tuple] = {}
 
 
-def _no_filters(cwd) -> tuple:
-    """`-c` options that switch off every filter driver git's config defines.
-
-    A clean/smudge/process filter named in .gitattributes runs a command of the config
-    on every add or checkout; the agent's own git calls run none (an empty command is
-    no filter). Looked up once per vault and process: one `git config` call.
-    """
+def _filters_key(cwd) -> str:
+    """What _no_filters' answer for `cwd` depends on: the folder and its configs' times."""
     stamps = []
     for cfg in (Path(cwd) / ".git" / "config",
                 os.environ.get("GIT_CONFIG_GLOBAL") or os.path.expanduser("~/.gitconfig")):
@@ -126,22 +122,51 @@ def _no_filters(cwd) -> tuple:
             stamps.append(os.stat(cfg).st_mtime_ns)
         except OSError:
             stamps.append(0)
-    key = f"{cwd}\0{stamps}"
+    return f"{cwd}\0{stamps}"
+
+
+def _no_filters(cwd) -> tuple:
+    """`-c` options that switch off every filter driver git's config defines.
+
+    A clean/smudge/process filter named in .gitattributes runs a command of the config
+    on every add or checkout; the agent's own git calls run none (an empty command is
+    no filter). Looked up once per vault and process: one `git config` call (none when
+    a caller read the config already and passed its keys to `know_filters`).
+    """
+    key = _filters_key(cwd)
     if key not in _FILTERS:
         p = subprocess.run(["git", *_GIT_BASE, "config", "-z", "--get-regexp", r"^filter\."],
                            cwd=cwd, capture_output=True, text=True,
                            errors="surrogateescape")
-        names = set()
-        for item in p.stdout.split("\0"):
-            name = item.split("\n", 1)[0]
-            if name.count(".") >= 2:
-                names.add(name[len("filter."):name.rindex(".")])
-        opts = []
-        for n in sorted(names):
-            opts += ["-c", f"filter.{n}.clean=", "-c", f"filter.{n}.smudge=",
-                     "-c", f"filter.{n}.process=", "-c", f"filter.{n}.required=false"]
-        _FILTERS[key] = tuple(opts)
+        know_filters(cwd, [item.split("\n", 1)[0] for item in p.stdout.split("\0")], key)
     return _FILTERS[key]
+
+
+def know_filters(cwd, keys, key: str | None = None) -> None:
+    """Record the filter drivers among config `keys` (every scope's, as `git config
+    --get-regexp` lists them) for _no_filters, so that it runs no `git config` of its
+    own; `key`: _filters_key(cwd) as read before that config was."""
+    names = set()
+    for name in keys:
+        if name.startswith("filter.") and name.count(".") >= 2:
+            names.add(name[len("filter."):name.rindex(".")])
+    opts = []
+    for n in sorted(names):
+        opts += ["-c", f"filter.{n}.clean=", "-c", f"filter.{n}.smudge=",
+                 "-c", f"filter.{n}.process=", "-c", f"filter.{n}.required=false"]
+    _FILTERS[key or _filters_key(cwd)] = tuple(opts)
+
+
+def _stamp(path: Path) -> list[int] | None:
+    """A regular file's inode, size, modification and change times (None: no such file,
+    or not a regular one): what changes whenever its content does."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def run_git(args, cwd=None, *, env=None, input=None, text: bool = False,
@@ -471,10 +496,26 @@ class Vault:
     # ---- identities ----------------------------------------------------------------
 
     def agent_identity(self) -> Identity:
+        """The agent's name and email from agent.toml; a SettingsError when agent.toml is
+        broken. An agent.toml unchanged (same size and times) since it was last read
+        whole here is not parsed again: what it said is kept in .agent/identity.json, so
+        a command that commits nothing (a sync with nothing to do) loads no TOML parser."""
         if self._agent is None:
+            stamp = _stamp(self.root / "agent.toml")
+            cached = atomic.read_json(self.state / IDENTITY_FILE) if stamp else None
+            if isinstance(cached, dict) and cached.get("stamp") == stamp and \
+                    isinstance(cached.get("name"), str) and isinstance(cached.get("email"), str):
+                self._agent = Identity(cached["name"], cached["email"])
+                return self._agent
             from agent.config import load_settings  # local: config reads agent.toml
             s = load_settings(self.root)
             self._agent = Identity(s.agent_name, s.agent_email)
+            # A file changed within the last seconds might change again within the same
+            # clock tick, unseen by its times: it is read whole until it is older.
+            if stamp and time.time() - stamp[2] / 1e9 > 2 and self.state.is_dir():
+                with contextlib.suppress(OSError):     # a cache: the next read tries again
+                    atomic.write_json(self.state / IDENTITY_FILE, {
+                        "stamp": stamp, "name": s.agent_name, "email": s.agent_email})
         return self._agent
 
     def host(self, known: str | None = None) -> str:
