@@ -66,7 +66,7 @@ def cron():
 def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run, deliver,
              host):
     """Add a job: agent cron add daily --message "plan my day" --cron "0 9 * * *"."""
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = get_vault()
     job, sha = jobs.add(vault, name, message, clock_now(), at=at, every=every, cron=expr, tz=tz,
@@ -85,33 +85,28 @@ def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_
 def cron_list(as_json):
     """List the jobs: id, name, schedule, next run (local time), last status; a job held
     for your approval says so."""
-    from agent.stores import cron as cronfile
+    from agent.ops import cron as jobs
 
     vault = get_vault()
-    cf = cronfile.read(vault.root)
-    for problem in cf.problems:
+    listing = jobs.list_jobs(vault)
+    for problem in listing.problems:
         click.echo(f"Skipped: {problem}", err=True)
     if as_json:                 # the jobs as cron.json holds them, and whether one is held
         from agent.cli.output import records
 
-        records(dict(j.to_json(), held=j.held) for j in cf.jobs)
+        records(dict(j.job.to_json(), held=j.job.held) for j in listing.jobs)
         return
-    if not cf.jobs:
+    if not listing.jobs:
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
         return
     from agent.stores import delivery
 
-    rows = []
-    here = vault.host()
-    for j in cf.jobs:
-        nxt = _when(j.state.next_run) if j.enabled else "disabled"
-        if j.held:
-            nxt = "held"
-        host = j.host or f"{here} (to be claimed)"
-        rows.append([j.id, j.name, j.schedule.describe(), host, nxt,
-                     _status(j.state.last_status, j.state.last_error)])
+    rows = [[j.job.id, j.job.name, j.job.schedule.describe(), j.host,
+             j.why_not or _when(j.next),
+             _status(j.job.state.last_status, j.job.state.last_error)] for j in listing.jobs]
     click.echo(_table(rows, ["ID", "NAME", "SCHEDULE", "HOST", "NEXT RUN", "LAST"]))
-    for j in cf.jobs:          # a job that does not run, or a reply not delivered, is never silent
+    for j in (listed.job for listed in listing.jobs):
+        # a job that does not run, or a reply not delivered, is never silent
         if j.held:
             click.echo(f"{j.id}  {j.name}: held, awaiting your approval: made by the model, "
                        f"it delivers to {j.deliver}; agent cron approve {j.id} (or remove it)")
@@ -126,7 +121,7 @@ def cron_list(as_json):
 def cron_approve(job_id):
     """Let a job the model made with a delivery target run (only to a chat you allowed)."""
     from agent.config import load_settings
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
     from agent.serve.delivery import refusal
 
     vault = get_vault()
@@ -147,7 +142,7 @@ def cron_approve(job_id):
 @vault_option
 def cron_move(job_id, host):
     """Give a job to another machine (by its `agent.host` name): only that one runs it."""
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = get_vault()
     job, sha = jobs.move(vault, job_id, host)
@@ -164,7 +159,7 @@ def cron_move(job_id, host):
 @vault_option
 def cron_remove(job_id):
     """Remove a job (by id, or by name when only one job has it)."""
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = get_vault()
     job, sha = jobs.remove(vault, job_id)
@@ -173,7 +168,7 @@ def cron_remove(job_id):
 
 
 def _toggle(job_id: str, enabled: bool):
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = get_vault()
     job, sha = jobs.set_enabled(vault, job_id, enabled, clock_now())
