@@ -13,7 +13,6 @@ import click
 from agent.cli import complete
 from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
                               vault_option)
-from agent.vault.change import Change
 from agent.vault.repo import now as clock_now
 
 
@@ -113,6 +112,36 @@ def cron_list(as_json):
         line = delivery.describe(j.state.delivery, _when)
         if line:
             click.echo(f"{j.id}  {j.name}: {line}")
+
+
+@cron.command("edit")
+@click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
+@click.option("--name", metavar="NAME", help="A new name.")
+@click.option("--message", "-m", help="A new message: what the agent is asked when it runs.")
+@click.option("--at", "at", metavar="TIME", help="Now once, at HH:MM today or an ISO 8601 time.")
+@click.option("--every", metavar="DURATION", help="Now every interval: 90s, 30m, 2h, 1d.")
+@click.option("--cron", "expr", metavar="EXPR", help='Now on a cron expression, e.g. "0 9 * * *".')
+@click.option("--tz", metavar="ZONE", help="Time zone of the new --cron/--at.")
+@vault_option
+def cron_edit(job_id, name, message, at, every, expr, tz):
+    """Change a job's name, message or schedule, keeping the rest (its id, its history)."""
+    from agent.ops import cron as jobs
+
+    if (name, message, at, every, expr, tz) == (None,) * 6:
+        raise click.UsageError("Say what to change: --name, --message, or a new schedule "
+                               "(--at, --every or --cron).")
+    vault = get_vault()
+    job, sha = jobs.edit(vault, job_id, clock_now(), name=name, message=message, at=at,
+                         every=every, cron=expr, tz=tz)
+    if sha is None:
+        click.echo(f"{job.label()} ({job.id}) is already so; nothing changed.")
+        return
+    report_recovery(vault)
+    after_change(vault)
+    nxt = _when(job.state.next_run) if job.enabled and not job.held else \
+        ("held" if job.held else "disabled")
+    click.echo(f"Edited {job.label()} ({job.id}): {job.schedule.describe()}, next run {nxt}  "
+               f"({sha[:7]})")
 
 
 @cron.command("approve")
@@ -233,81 +262,55 @@ def heartbeat():
 @vault_option
 def heartbeat_list(as_json):
     """List the heartbeats: name, schedule, active hours, enabled, next and last run."""
-    from agent.stores import heartbeat as hbmod
+    from agent.ops import heartbeats as ops
 
     vault = get_vault()
-    beats, problems = hbmod.load_all(vault.root)
-    state = hbmod.read_state(vault.state)
+    listing = ops.list_heartbeats(vault)
     if as_json:
         from agent.cli.output import records
 
-        for p in problems:
+        for p in listing.problems:
             click.echo(f"skipped {p}", err=True)
-        records({"name": hb.name, "schedule": hb.describe(), "active": hb.hours(),
-                 "enabled": hb.enabled,
-                 "state": state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}}
-                for hb in beats)
+        records({"name": b.heartbeat.name, "schedule": b.heartbeat.describe(),
+                 "active": b.heartbeat.hours(), "enabled": b.heartbeat.enabled,
+                 "state": b.state} for b in listing.heartbeats)
         return
-    if not beats and not problems:
+    if not listing.heartbeats and not listing.problems:
         click.echo("No heartbeats: add heartbeat/<name>.md (frontmatter name, every or cron, "
                    "enabled; the body is the prompt).")
-    if beats:
+    if listing.heartbeats:
+        from agent.stores import heartbeat as hbmod
+
         rows = []
-        for hb in beats:
-            e = state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}
-            same = e.get("sig") == hb.signature()
-            nxt = _when(hbmod.due_time(e)) if hb.enabled and same else (
-                "disabled" if not hb.enabled else "when serve starts")
+        for b in listing.heartbeats:
+            hb, e = b.heartbeat, b.state
             last = _status(e.get("last_status"), e.get("last_error"))
             if e.get("last_run"):
                 last += f" ({_when(hbmod.due_time({'next_run': e['last_run']}))})"
             rows.append([hb.name, hb.describe(), hb.hours(), "yes" if hb.enabled else "no",
-                         nxt, last])
+                         b.why_not or _when(b.next), last])
         click.echo(_table(rows, ["NAME", "SCHEDULE", "ACTIVE", "ENABLED", "NEXT RUN", "LAST"]))
         from agent.stores import delivery
-        for hb in beats:
-            e = state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}
-            line = delivery.describe(e.get("delivery"), _when)
+        for b in listing.heartbeats:
+            line = delivery.describe(b.state.get("delivery"), _when)
             if line:
-                click.echo(f"{hb.name}: {line}")
-    for p in problems:
+                click.echo(f"{b.heartbeat.name}: {line}")
+    for p in listing.problems:
         click.echo(f"skipped {p}", err=True)
 
 
-def _find_heartbeat(vault, name: str):
-    from agent.errors import did_you_mean
-    from agent.stores import heartbeat as hbmod
-
-    beats, problems = hbmod.load_all(vault.root)
-    hb = next((b for b in beats if b.name == name), None)
-    if hb is None:
-        broken = [p for p in problems if p.startswith(f"{hbmod.FOLDER}/{name}.md")]
-        if broken:
-            raise click.ClickException(broken[0])
-        known = ", ".join(b.name for b in beats) or "none"
-        raise click.ClickException(f"No heartbeat {name!r} in heartbeat/."
-                                   f"{did_you_mean(name, [b.name for b in beats])} "
-                                   f"Heartbeats: {known}")
-    return hb
-
-
 def _toggle_heartbeat(name: str, enabled: bool) -> None:
-    from agent.stores import heartbeat as hbmod
+    from agent.ops import heartbeats as ops
 
     vault = get_vault()
-    with vault.locked():
+    try:
+        hb, sha = ops.set_enabled(vault, name, enabled)
+    finally:
         report_recovery(vault)
-        hb = _find_heartbeat(vault, name)
-        word = "enable" if enabled else "disable"
-        if hb.enabled == enabled:
-            click.echo(f"Heartbeat {hb.name} is already {word}d.")
-            return
-        text = hbmod.with_enabled(vault.read_text(hb.path), enabled, hb.path)
-        if enabled and hb.host is None and vault.has_remote():
-            # A vault on several machines: it runs on this one only.
-            text = hbmod.with_field(text, "host", vault.host(), hb.path)
-        vault.write_text(hb.path, text)
-        sha = vault.commit(Change("heartbeat", f'{word} "{hb.name}"'))
+    word = "enable" if enabled else "disable"
+    if sha is None:
+        click.echo(f"Heartbeat {hb.name} is already {word}d.")
+        return
     after_change(vault)
     click.echo(f"{word.capitalize()}d heartbeat {hb.name} ({hb.describe()}, active "
                f"{hb.hours()})  ({(sha or '')[:7]})")
@@ -342,30 +345,21 @@ def heartbeat_disable(name):
 @vault_option
 def heartbeat_add(name, message, every, expr, active_hours, tz, disabled, deliver):
     """Add a heartbeat: agent heartbeat add inbox --every 2h -m "check my inbox note"."""
-    from agent.stores import heartbeat as hbmod
+    from agent.ops import heartbeats as ops
 
     if (every is None) == (expr is None):
         raise click.UsageError("Give exactly one of --every DURATION or --cron EXPR.")
     vault = get_vault()
-    rel = f"{hbmod.FOLDER}/{name}.md"
-    with vault.locked():
+    try:
+        hb, sha = ops.add(vault, name, message, every=every, cron=expr,
+                          active_hours=active_hours, tz=tz, enabled=not disabled,
+                          deliver=deliver)
+    finally:
         report_recovery(vault)
-        text = hbmod.new_file(name, message, every=every, cron=expr, active_hours=active_hours,
-                              tz=tz, enabled=not disabled, deliver=deliver,
-                              host=vault.host())
-        beats, _ = hbmod.load_all(vault.root)
-        if (vault.root / rel).exists() or any(b.name == name for b in beats):
-            raise click.ClickException(f"A heartbeat named {name!r} exists already ({rel}); "
-                                       f"choose another name or edit it: agent edit {rel}")
-        vault.write_text(rel, text)
-        hb = hbmod.parse({"name": name, **({"every": every} if every else {"cron": expr}),
-                          "enabled": not disabled, "active_hours": active_hours, "tz": tz,
-                          "deliver": deliver},
-                         message, rel)
-        sha = vault.commit(Change("heartbeat", f'add "{name}" ({hb.describe()})'))
     after_change(vault)
     state = "disabled" if disabled else f"active {hb.hours()}"
-    click.echo(f"Added heartbeat {name} ({hb.describe()}, {state}): {rel}  ({(sha or '')[:7]})")
+    click.echo(f"Added heartbeat {name} ({hb.describe()}, {state}): {hb.path}  "
+               f"({(sha or '')[:7]})")
 
 
 @heartbeat.command("run")
@@ -373,12 +367,13 @@ def heartbeat_add(name, message, every, expr, active_hours, tz, disabled, delive
 @vault_option
 def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
-    from agent.stores import heartbeat as hbmod
-    from agent.serve import heartbeats as serve_heartbeats
     from agent.llm import make_provider
+    from agent.ops import heartbeats as ops
+    from agent.serve import heartbeats as serve_heartbeats
+    from agent.stores import heartbeat as hbmod
 
     vault = get_vault()
-    hb = _find_heartbeat(vault, name)
+    hb = ops.find(vault, name)
     quiet_logs()
     provider = make_provider()
     outcome = serve_heartbeats.run_heartbeat_now(vault, provider, hb, clock_now(),

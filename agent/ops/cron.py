@@ -121,7 +121,7 @@ def edit(vault, ref: str, now: datetime, *, name: str | None = None,
             if same is not None:
                 raise sched.ScheduleError(f'a cron job is already named "{new_name}" '
                                           f"({same.id}); choose another name")
-            what.append(f"rename from {job.name!r}")
+            what.append(f'renamed from "{job.name}"')
             job.name = new_name
         if message is not None and message != job.message:
             if not message.strip():
@@ -132,7 +132,7 @@ def edit(vault, ref: str, now: datetime, *, name: str | None = None,
         if schedule is not None and schedule != job.schedule:
             job.schedule = schedule
             job.state.next_run = sched.first_run(schedule, now)
-            what.append(f"now {schedule.describe()}")
+            what.append(schedule.describe())
         if not what:
             return None
         return Change("cron", f"edit {job.label()}: {', '.join(what)}", trailers={"Job": job.id})
