@@ -340,14 +340,14 @@ def _edit_problem(vault: Vault, rel: str) -> str | None:
 @vault_option
 def undo(sha):
     """Revert the newest agent commit (or the one named) with a new commit."""
-    from agent.vault import history
+    from agent.ops.undo import undo as undo_change
 
     vault = get_vault()
     try:
-        done = history.undo(vault, sha)
+        done = undo_change(vault, sha)
     finally:
         report_recovery(vault)
-    after_change(vault)
+    after_change(vault, index=False)      # (the operation brought the index up to date)
     c = done.commit
     if done.sha is None:
         click.echo(f"Nothing to undo: {c.short} ({c.subject}) changes nothing any more.")
