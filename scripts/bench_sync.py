@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vault import build  # noqa: E402
 
 from agent.stores import memory, sessions  # noqa: E402
-from agent.vault import sync  # noqa: E402
+from agent.sync import remotes as sync  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 MARKERS = ("<<<<<<<", ">>>>>>>")

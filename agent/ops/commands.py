@@ -91,7 +91,7 @@ def _undo(ctx: Context, text: str) -> Reply:
 def _memory(ctx: Context, text: str) -> Reply:
     from agent.errors import UserError
     from agent.stores import memory
-    from agent.vault import safe
+    from agent.fs import safe
 
     out = []
     for name in (memory.MEMORY, memory.USER):

@@ -20,7 +20,7 @@ from typing import Callable
 from agent import redact
 from agent.errors import UserError
 from agent.stores import memory
-from agent.vault import safe
+from agent.fs import safe
 from agent.vault.change import Change
 
 TARGETS = ("daily", "memory", "user")

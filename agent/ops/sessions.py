@@ -15,7 +15,7 @@ from typing import Callable
 
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
-from agent.vault import atomic
+from agent.fs import atomic
 
 DEFAULT_SESSION = "cli/default"
 LAST_SESSION = "last_session"       # in .agent/: the session `agent chat -c` resumes

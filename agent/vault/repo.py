@@ -32,9 +32,9 @@ from pathlib import Path
 from agent.errors import UserError
 from agent.package import package_data
 from agent import redact
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import Change, Identity, by_hand, recovered
-from agent.vault.offlimits import STATE_DIR, is_off_limits, link_problem, refusal
+from agent.fs.offlimits import STATE_DIR, is_off_limits, link_problem, refusal
 
 MARKER = "agent.toml"
 DEFAULT_VAULT = Path("~/.agent/vault")
@@ -142,6 +142,21 @@ def _no_filters(cwd) -> tuple:
                      "-c", f"filter.{n}.process=", "-c", f"filter.{n}.required=false"]
         _FILTERS[key] = tuple(opts)
     return _FILTERS[key]
+
+
+def run_git(args, cwd=None, *, env=None, input=None, text: bool = False,
+            check: bool = False) -> subprocess.CompletedProcess:
+    """One git command with the vault's base options, its output captured (bytes, or text
+    with `text`): the runner for code above the vault (sync) that needs bytes, another
+    git dir or index file, or the exit status rather than an error. With `check`, a
+    failure raises GitError."""
+    kw = {"text": True, "errors": "surrogateescape"} if text else {}
+    p = subprocess.run(["git", *_GIT_BASE, *args], cwd=cwd, env=env, input=input,
+                       capture_output=True, **kw)
+    if check and p.returncode:
+        err = p.stderr if text else p.stderr.decode("utf-8", "replace")
+        raise GitError(list(args), p.returncode, err)
+    return p
 
 
 def _run(args, cwd, env=None, input=None) -> subprocess.CompletedProcess:
@@ -279,8 +294,12 @@ def _git_process_in(root: Path, match) -> int | None:
 
 
 class Vault:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, checks: dict | None = None):
         self.root = Path(root)
+        # path -> check(root) giving why a hand edit of that file cannot be committed (a
+        # cron.json that does not parse), or None: the formats are known above the vault,
+        # which only runs them (see agent.stores.hand_edit_checks).
+        self.checks: dict = dict(checks or {})
         self.state = self.root / STATE_DIR
         self._lock_depth = 0
         self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
@@ -297,8 +316,10 @@ class Vault:
     # ---- opening -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "Vault":
-        """The vault at `path`, or a NotAVault error saying how to make one."""
+    def open(cls, path: str | os.PathLike, checks: dict | None = None) -> "Vault":
+        """The vault at `path`, or a NotAVault error saying how to make one.
+
+        `checks`: the hand-edit checks of the formats (agent.stores.hand_edit_checks)."""
         root = Path(path).expanduser().absolute()
         if root.exists() and not root.is_dir():
             raise NotAVault(f"{root} is a file, not a vault folder. "
@@ -313,7 +334,7 @@ class Vault:
             raise VaultError(f"{state} should be the agent's folder of derived state, but it "
                              f"is {'a link' if state.is_symlink() else 'a file'}: move it away "
                              f"(it is rebuilt on its own).")
-        return cls(root)
+        return cls(root, checks)
 
     @classmethod
     def init(cls, path: str | os.PathLike) -> tuple["Vault", str]:
@@ -392,9 +413,9 @@ class Vault:
         if have is None:
             current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
             have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
-        from agent.vault import mergedriver
+        from agent.vault import attributes
 
-        for key, value in mergedriver.git_config():
+        for key, value in attributes.git_config():
             if have.get(key) != value:
                 self.git("config", key, value)
 
@@ -421,7 +442,7 @@ class Vault:
         return copied
 
     def _ensure_line(self, rel: str, line: str) -> None:
-        from agent.vault import safe
+        from agent.fs import safe
         path = self.root / rel
         text = safe.read_text(self.root, rel, errors="replace") or ""
         if line in text.splitlines():
@@ -929,10 +950,10 @@ class Vault:
         dirty, unmerged = self._status()
         if unmerged:
             raise UnfinishedGit(conflicted(self.root, unmerged))
-        held = self.broken_hand_edit(dirty)
-        if held:                  # left uncommitted and named, never committed (nor synced)
-            self.too_big.append(held)
-            dirty = [p for p in dirty if p != "cron.json"]
+        broken = self.broken_hand_edits(dirty)
+        if broken:                # left uncommitted and named, never committed (nor synced)
+            self.too_big.extend(broken.values())
+            dirty = [p for p in dirty if p not in broken]
         pending = self._read_pending()
         if dirty:
             held = self.held_back(dirty)
@@ -976,22 +997,26 @@ class Vault:
             self._commit_paths(edits, by_hand(edits, self.user_identity()))
         self._clear_pending()
 
+    def broken_hand_edits(self, dirty: list[str]) -> dict[str, str]:
+        """Of the hand-edited files in `dirty`, those that cannot be committed, each with
+        why (a cron.json that does not parse). Committed, a broken cron.json would stop
+        every job and sync would spread it: it is left uncommitted, and said so, until it
+        parses."""
+        out = {}
+        for rel, check in self.checks.items():
+            if rel in dirty:
+                problem = check(self.root)
+                if problem:
+                    out[rel] = problem
+        return out
+
     def broken_hand_edit(self, dirty: list[str]) -> str | None:
-        """Why a hand edit in `dirty` cannot be committed (a cron.json that does not
-        parse), or None. Committed, a broken cron.json would stop every job and sync
-        would spread it: it is left uncommitted, and said so, until it parses."""
-        if "cron.json" not in dirty:
-            return None
-        from agent.stores import cron   # local: the vault knows the format only here
-        try:
-            cron.read(self.root)
-        except UserError as e:
-            return f"{e} It is not committed until it is fixed (agent edit cron.json)."
-        return None
+        """Why a hand edit in `dirty` cannot be committed, or None (the first reason)."""
+        return next(iter(self.broken_hand_edits(dirty).values()), None)
 
     def _too_big(self, rel: str) -> bool:
         """A hand-added file over COMMIT_BYTES: left uncommitted, and said so (once)."""
-        from agent.vault.safe import COMMIT_BYTES, _size
+        from agent.fs.safe import COMMIT_BYTES, _size
         try:
             st = os.lstat(self.root / rel)
         except OSError:
@@ -1319,8 +1344,8 @@ class Vault:
             path.unlink()
 
     def read_text(self, rel: str, errors: str = "strict") -> str:
-        """A vault file's text through the one safe read (agent.vault.safe)."""
-        from agent.vault import safe
+        """A vault file's text through the one safe read (agent.fs.safe)."""
+        from agent.fs import safe
         text = safe.read_text(self.root, rel, errors=errors)
         if text is None:
             raise FileNotFoundError(f"{rel}: no such file in the vault")
@@ -1332,9 +1357,9 @@ def _is_state(rel: str) -> bool:
 
 
 def _union_lines() -> list[str]:
-    from agent.vault import mergedriver
+    from agent.vault import attributes
 
-    return list(mergedriver.ATTRIBUTES)
+    return list(attributes.ATTRIBUTES)
 
 
 HOST_KEY = "agent.host"

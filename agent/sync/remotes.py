@@ -23,16 +23,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from agent.errors import UserError
 from agent.stores import archive
-from agent.vault import atomic, mergedriver, safe
+from agent.fs import atomic, safe
+from agent.vault import attributes
 from agent.vault.change import Change
-from agent.vault.repo import (_GIT_BASE, HOST_KEY, MARKER, GitError, Vault, VaultError,
+from agent.vault.repo import (HOST_KEY, MARKER, GitError, Vault, VaultError, run_git,
                               _no_filters, check_host)
 
 MAX_ATTEMPTS = 4
@@ -278,11 +278,11 @@ def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
                     ours: str | None, behind: int) -> None:
     """Refuse what was fetched, before anything is merged or journalled, when a commit
     new to this machine (`behind` of them) holds what the vault does not take
-    (agent.vault.incoming); the remote-tracking ref is put back (its reflog says where
+    (agent.sync.incoming); the remote-tracking ref is put back (its reflog says where
     it was), so the vault is exactly as it was."""
     if not behind:
         return                             # no commit new to this machine: nothing to check
-    from agent.vault import incoming       # only when something came in
+    from agent.sync import incoming       # only when something came in
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
     except incoming.Refused:
@@ -314,11 +314,9 @@ def _point_remote_head(vault: Vault, remote: str, branch: str,
     if not text.startswith("ref: ") or target == f"refs/heads/{branch}":
         return
     gd = ["--git-dir", str(where)]
-    exists = subprocess.run(["git", *_GIT_BASE, *gd, "rev-parse", "--verify", "-q", target],
-                            capture_output=True).returncode == 0
+    exists = run_git([*gd, "rev-parse", "--verify", "-q", target]).returncode == 0
     if not exists:
-        subprocess.run(["git", *_GIT_BASE, *gd, "symbolic-ref", "HEAD", f"refs/heads/{branch}"],
-                       capture_output=True)
+        run_git([*gd, "symbolic-ref", "HEAD", f"refs/heads/{branch}"])
 
 
 def _remote_head(vault: Vault, remote: str, branch: str) -> str | None:
@@ -328,8 +326,8 @@ def _remote_head(vault: Vault, remote: str, branch: str) -> str | None:
 
 
 def _is_ancestor(vault: Vault, a: str, b: str) -> bool:
-    return subprocess.run(["git", *_GIT_BASE, "merge-base", "--is-ancestor", a, b],
-                          cwd=vault.root, capture_output=True).returncode == 0
+    return run_git(["merge-base", "--is-ancestor", a, b],
+                          cwd=vault.root).returncode == 0
 
 
 def _count(vault: Vault, since: str | None, until: str | None) -> int:
@@ -348,7 +346,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
         vault.git("update-ref", "HEAD", theirs)
         vault.git("read-tree", "--reset", "-u", theirs)
         return
-    from agent.vault import held
+    from agent.sync import held
     source = f"{remote}/{branch}"
     forward = _is_ancestor(vault, ours, theirs)
     if forward:
@@ -420,7 +418,7 @@ def _fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
 
 def _driver_args() -> list[str]:
     args = []
-    for key, value in mergedriver.git_config():
+    for key, value in attributes.git_config():
         args += ["-c", f"{key}={value}"]
     return args
 
@@ -433,9 +431,9 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     """The merged tree of two commits, every path settled; what happened to each path
     git could not merge (a line each, for the merge commit); and the paths kept both
     ways."""
-    p = subprocess.run(["git", *_GIT_BASE, *_driver_args(), "merge-tree", "--write-tree",
+    p = run_git([*_driver_args(), "merge-tree", "--write-tree",
                         "-z", "--allow-unrelated-histories", ours, theirs],
-                       cwd=vault.root, capture_output=True)
+                       cwd=vault.root)
     if p.returncode not in (0, 1):
         raise GitError(["merge-tree", ours, theirs], p.returncode, p.stderr.decode("utf-8", "replace"))
     fields = p.stdout.split(b"\0")
@@ -456,8 +454,8 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
 
     def git(*args, input: bytes | None = None) -> bytes:
-        q = subprocess.run(["git", *_GIT_BASE, *args], cwd=vault.root, env=env,
-                           input=input, capture_output=True)
+        q = run_git([*args], cwd=vault.root, env=env,
+                           input=input)
         if q.returncode:
             raise GitError(list(args), q.returncode, q.stderr.decode("utf-8", "replace"))
         return q.stdout
@@ -516,8 +514,8 @@ def _is_text(data: bytes) -> bool:
 
 def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
     """Push HEAD; False if the remote moved meanwhile (fetch and merge again)."""
-    p = subprocess.run(["git", *_GIT_BASE, "push", "--quiet", "--porcelain", remote,
-                        f"HEAD:refs/heads/{branch}"], cwd=vault.root, capture_output=True,
+    p = run_git(["push", "--quiet", "--porcelain", remote,
+                        f"HEAD:refs/heads/{branch}"], cwd=vault.root,
                        text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode == 0:
         if (config or {}).get(f"remote.{remote}.fetch") != f"+refs/heads/*:refs/remotes/{remote}/*":
@@ -655,7 +653,7 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
-    missing = [a for a in mergedriver.ATTRIBUTES if a not in lines]
+    missing = [a for a in attributes.ATTRIBUTES if a not in lines]
     cursor_text = safe.read_text(vault.root, archive.CURSOR, errors="replace") or ""
     old_cursor = bool(cursor_text.strip()) and not cursor_text.lstrip().startswith("#")
     if not missing and not old_rules & set(lines) and not old_cursor:
@@ -680,9 +678,9 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
 def _check_out_vault(url: str, path: Path) -> None:
     """Check out the branch that holds the vault, whatever the remote's HEAD names (a
     plain `git init --bare` says `master` while the vault pushes `main`), after its
-    newest tree was checked (agent.vault.incoming)."""
+    newest tree was checked (agent.sync.incoming)."""
     def git(*args, check=True):
-        q = subprocess.run(["git", *_GIT_BASE, *args], cwd=path, capture_output=True, text=True)
+        q = run_git([*args], cwd=path, text=True)
         if check and q.returncode:
             raise GitError(list(args), q.returncode, q.stderr)
         return q
@@ -703,7 +701,7 @@ def _check_out_vault(url: str, path: Path) -> None:
         raise SyncError(f"{url} is not a vault: no branch of it ({', '.join(sorted(branches))}) "
                         f"has an agent.toml. Nothing was made at {path}. Check the URL.")
     branch = vaults[0]
-    from agent.vault import incoming
+    from agent.sync import incoming
     incoming.check_tree(path, f"refs/remotes/origin/{branch}", url)
     local = git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
     git(*_no_filters(path), "checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
@@ -728,8 +726,7 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
     made = not path.exists()
-    p = subprocess.run(["git", *_GIT_BASE, "clone", "--quiet", "--no-checkout", url, str(path)],
-                       capture_output=True, text=True,
+    p = run_git(["clone", "--quiet", "--no-checkout", url, str(path)], text=True,
                        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode:
         raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
@@ -738,7 +735,9 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
     except VaultError:
         _remove_clone(path, made)
         raise
-    vault = Vault.open(path)
+    from agent.stores import hand_edit_checks
+
+    vault = Vault.open(path, hand_edit_checks())
     if host:
         vault.set_host(host)
     vault._configure_repo()

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.vault import mergedriver
-from agent.vault import offlimits
-from agent.vault.offlimits import STATE_DIR
-from agent.vault.repo import _GIT_BASE, GitError, VaultError
-from agent.vault.safe import COMMIT_BYTES, _size
+from agent.vault import attributes
+from agent.fs import offlimits
+from agent.fs.offlimits import STATE_DIR
+from agent.vault.repo import GitError, VaultError, run_git
+from agent.fs.safe import COMMIT_BYTES, _size
 
 EMPTY = "0" * 40
 SYMLINK = "120000"
@@ -181,7 +180,7 @@ def attributes_problem(text: str) -> str | None:
                 continue              # `merge`, `diff`: git's built-in behaviour
             if kind == "filter":
                 return f"line {n} names a filter ({word}), which would run a command"
-            if kind == "merge" and name not in _BUILTIN_MERGE | set(mergedriver.DRIVERS):
+            if kind == "merge" and name not in _BUILTIN_MERGE | set(attributes.DRIVERS):
                 return f"line {n} names a merge driver the vault did not install ({word})"
             if kind == "diff" and name not in _BUILTIN_DIFF:
                 return f"line {n} names a diff driver the vault did not install ({word})"
@@ -195,7 +194,7 @@ def _refuse(source: str, c: Incoming, problem: str) -> None:
 
 
 def _git(root: Path, *args: str, input: bytes | None = None) -> bytes:
-    p = subprocess.run(["git", *_GIT_BASE, *args], cwd=root, input=input, capture_output=True)
+    p = run_git([*args], cwd=root, input=input)
     if p.returncode:
         raise GitError(list(args), p.returncode, p.stderr.decode("utf-8", "replace"))
     return p.stdout

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import asdict, dataclass
 
 from agent.stores import cron as cronfile
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import Change
-from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError
+from agent.vault.repo import GitError, Vault, VaultError, run_git
 
 STATE_FILE = "held.json"
 REF_PREFIX = "refs/agent/held/"
@@ -120,8 +119,8 @@ def hold(vault: Vault, ours: str, tree: str, theirs: str, source: str) -> tuple[
     """The tree a sync commits (`tree` with this machine's version of every protected
     change) and the changes newly held. Nothing is read from or written to the work
     tree; the held changes are recorded in .agent/held.json."""
-    p = subprocess.run(["git", *_GIT_BASE, "diff-tree", "-r", "-z", "--no-renames", ours, tree],
-                       cwd=vault.root, capture_output=True)
+    p = run_git(["diff-tree", "-r", "-z", "--no-renames", ours, tree],
+                       cwd=vault.root)
     if p.returncode:
         raise GitError(["diff-tree", ours, tree], p.returncode, p.stderr.decode("utf-8", "replace"))
     fields = p.stdout.split(b"\0")
@@ -281,8 +280,7 @@ def diff(vault: Vault, h: Held) -> str:
 
 
 def _text(vault: Vault, oid: str) -> list[str] | None:
-    data = subprocess.run(["git", *_GIT_BASE, "cat-file", "blob", oid], cwd=vault.root,
-                          capture_output=True).stdout
+    data = run_git(["cat-file", "blob", oid], cwd=vault.root).stdout
     try:
         return data.decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -328,8 +326,7 @@ def reject(vault: Vault, which: str | None) -> list[Held]:
 
 
 def _write_blob(vault: Vault, h: Held) -> None:
-    data = subprocess.run(["git", *_GIT_BASE, "cat-file", "blob", h.oid], cwd=vault.root,
-                          capture_output=True, check=True).stdout
+    data = run_git(["cat-file", "blob", h.oid], cwd=vault.root, check=True).stdout
     path = vault._writable(h.path)
     if path.is_symlink() or path.exists():
         path.unlink()
