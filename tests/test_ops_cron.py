@@ -105,3 +105,21 @@ def test_list_jobs_gives_each_job_its_next_run_or_why_none(vault):
     assert [(j.job.name, j.next, j.why_not) for j in listing.jobs] == [
         ("water", T0 + timedelta(hours=1), None), ("tea", None, "disabled")]
     assert {j.host for j in listing.jobs} == {vault.host()} and listing.problems == []
+
+
+def test_run_now_is_one_commit_holding_the_turn_and_the_jobs_record(vault, fake_anthropic):
+    from agent.llm import make_provider
+    from fakeanthropic import reply
+
+    job, _ = cron.add(vault, "water", "remind me to drink water", T0, every="1h")
+    fake_anthropic.add(reply("Drink a glass of water."))
+    later = T0 + timedelta(minutes=5)
+    outcome = cron.run_now(vault, make_provider(), "water", later)
+    assert (outcome.status, outcome.reply) == ("ok", "Drink a glass of water.")
+    assert outcome.sha == head(vault)
+    changed = vault.git("show", "--format=", "--name-only", "HEAD").split()
+    assert "cron.json" in changed and any(p.startswith(f"sessions/cron/{job.id}/")
+                                          for p in changed)
+    state = jobs_on_disk(vault)[0]["state"]
+    assert state["last_status"] == "ok" and state["last_run"].startswith("2030-01-01T10:05")
+    assert cron.list_jobs(vault).jobs[0].next == T0 + timedelta(hours=1)   # as it was

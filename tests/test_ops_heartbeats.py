@@ -43,3 +43,21 @@ def test_a_name_taken_or_unknown_is_refused_saying_what_there_is(vault):
     with pytest.raises(HeartbeatError, match="exactly one of"):
         heartbeats.add(vault, "news", "read the news")
     assert len(subjects(vault)) == n
+
+
+def test_run_now_that_finds_nothing_to_do_leaves_no_commit(vault, fake_anthropic):
+    import json
+    from datetime import datetime, timezone
+
+    from agent.llm import make_provider
+    from fakeanthropic import reply
+
+    heartbeats.add(vault, "inbox", "check my inbox note", every="2h", enabled=False)
+    n = len(subjects(vault))
+    fake_anthropic.add(reply("HEARTBEAT_OK"))
+    now = datetime(2030, 1, 1, 10, 0, tzinfo=timezone.utc)
+    outcome = heartbeats.run_now(vault, make_provider(), "inbox", now)
+    assert outcome.status == "quiet" and outcome.sha is None
+    assert len(subjects(vault)) == n and vault.dirty_paths() == []
+    state = json.loads((vault.state / "heartbeat-state.json").read_text())["inbox"]
+    assert state["last_status"] == "quiet" and state["last_run"].startswith("2030-01-01T10:00")

@@ -230,16 +230,15 @@ def cron_disable(job_id):
 @vault_option
 def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
-    from agent.stores import cron as cronfile
-    from agent.serve import cron as serve_cron
     from agent.llm import make_provider
+    from agent.ops import cron as jobs
 
     vault = get_vault()
-    job = cronfile.read(vault.root).find(job_id)
+    job = jobs.find(vault, job_id)
     quiet_logs()
     provider = make_provider()
-    outcome = serve_cron.run_job_now(vault, provider, job.id, clock_now(),
-                                     on_text=lambda s: click.echo(s, nl=False))
+    outcome = jobs.run_now(vault, provider, job.id, clock_now(),
+                           on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")
     if outcome.status != "ok":
@@ -369,15 +368,14 @@ def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
     from agent.llm import make_provider
     from agent.ops import heartbeats as ops
-    from agent.serve import heartbeats as serve_heartbeats
     from agent.stores import heartbeat as hbmod
 
     vault = get_vault()
     hb = ops.find(vault, name)
     quiet_logs()
     provider = make_provider()
-    outcome = serve_heartbeats.run_heartbeat_now(vault, provider, hb, clock_now(),
-                                                 on_text=lambda s: click.echo(s, nl=False))
+    outcome = ops.run_now(vault, provider, hb.name, clock_now(),
+                          on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")
     if outcome.status == "quiet":

@@ -10,8 +10,8 @@ parse is never written: the change is refused with its line and column.
     job, sha = add(vault, "water", "remind me to drink", now, every="1h")
     listing = list_jobs(vault)            # the jobs, each with its next run
 
-Running a job now (`agent cron run`) is a turn with the run recorded in its commit:
-that is serve's machinery (agent.serve.cron.run_job_now), which sits above this layer.
+Running a job now (`run_now`) is a turn with the run recorded in its commit
+(agent.ops.runs, which `agent serve` runs due jobs with too).
 """
 
 from __future__ import annotations
@@ -207,6 +207,22 @@ def move(vault, ref: str, host: str) -> Done:
                       trailers={"Job": job.id})
 
     return _one(vault, ref, fn)
+
+
+def find(vault, ref: str) -> Job:
+    """The job `ref` names (its id, or a name only it has); ScheduleError naming the
+    jobs there are otherwise."""
+    return cronfile.read(vault.root).find(ref)
+
+
+def run_now(vault, provider, ref: str, now: datetime, *, on_text=None):
+    """Run the job `ref` names at once, in the foreground (its schedule is unchanged);
+    the run's agent.ops.runs.Outcome (status ok, error or interrupted; the commit)."""
+    from agent.ops import runs
+
+    with vault.locked():
+        job = cronfile.read(vault.root).find(ref)
+    return runs.run_job_now(vault, provider, job.id, now, on_text=on_text)
 
 
 @dataclass

@@ -2,8 +2,8 @@
 implementation `agent heartbeat` and the web page call; they only render.
 
 A heartbeat is a file a person edits: enabling one changes its `enabled:` line and
-nothing else (agent.stores.heartbeat keeps the rest byte for byte). Running one now is a
-turn (agent.serve.heartbeats.run_heartbeat_now), serve's machinery above this layer.
+nothing else (agent.stores.heartbeat keeps the rest byte for byte). Running one now
+(`run_now`) is a turn, recorded as its run (agent.ops.runs, as serve runs them).
 
     hb, sha = add(vault, "inbox", "check my inbox note", every="2h")
     listing = list_heartbeats(vault)       # each with its next and last run
@@ -124,3 +124,12 @@ def add(vault, name: str, message: str, *, every: str | None = None, cron: str |
                           "deliver": deliver}, message, rel)
         sha = vault.commit(Change("heartbeat", f'add "{name}" ({hb.describe()})'))
     return Done(hb, sha)
+
+
+def run_now(vault, provider, name: str, now: datetime, *, on_text=None):
+    """Run heartbeat `name` at once (even disabled or outside its active hours); it
+    counts as its run. The agent.ops.runs.Outcome: "quiet" when it answered
+    HEARTBEAT_OK and changed nothing (no commit, no transcript)."""
+    from agent.ops import runs
+
+    return runs.run_heartbeat_now(vault, provider, find(vault, name), now, on_text=on_text)
