@@ -148,6 +148,26 @@ def test_two_phases_end_to_end(seeded, run, fake_anthropic):
     assert dream_status(vault)["waiting"] == 0
 
 
+def test_the_dreams_token_budgets_are_settings_with_the_defaults_it_runs_with(seeded, run,
+                                                                           fake_anthropic):
+    # `agent config` shows the budgets the dream runs with (they were `(unset)` while
+    # their defaults lived in the dream's code); a value set in agent.toml is the one sent.
+    assert run("config", "get", "dream.max_tokens").output == "16000\n"
+    assert run("config", "get", "dream.raw_tokens").output == "2000\n"
+    listed = run("config", "list").output
+    assert "dream.max_tokens              16000  (default)" in listed
+    script_kyoto(fake_anthropic)
+    assert run("dream", *FAST).exit_code == 0
+    assert [b["requests"][0]["params"]["max_tokens"]
+            for b in batch_creates(fake_anthropic)] == [16000, 16000]
+    assert run("config", "set", "dream.max_tokens", "9000").exit_code == 0
+    write_entries(seeded, ["Bought a bicycle."])
+    script_kyoto(fake_anthropic)
+    assert run("dream", *FAST).exit_code == 0
+    assert [b["requests"][0]["params"]["max_tokens"]
+            for b in batch_creates(fake_anthropic)][2:] == [9000, 9000]
+
+
 def test_both_phases_share_byte_identical_cached_prefix(seeded, run, fake_anthropic):
     vault, server = seeded, fake_anthropic
     # A small chunk budget: three analyst requests, all with the same prefix as the editor.
@@ -381,7 +401,7 @@ def test_no_op_run_advances_the_cursor_in_a_commit_that_says_so(seeded, run, fak
 def test_shrink_guard_refuses_mass_deletion_unless_allowed(seeded, run, fake_anthropic):
     vault, server = seeded, fake_anthropic
     # The facts as the agent's own (a person's lines have their own guard, see
-    # test_hardening_dream): this test is about how many facts one run may remove.
+    # test_dream_guard): this test is about how many facts one run may remove.
     (vault.root / "MEMORY.md").write_text("")
     vault.git("commit", "-qam", "emptied")
     (vault.root / "MEMORY.md").write_text(MEMORY)

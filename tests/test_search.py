@@ -178,6 +178,75 @@ def test_a_hand_edit_of_an_earlier_session_line_that_keeps_the_length_is_seen(fi
     assert first(index.search(filled, "Paros", mode="words")) == ["m1"]
 
 
+def _bytes_read() -> int:
+    """What this process has read so far (Linux: rchar of /proc/self/io)."""
+    with open("/proc/self/io", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def test_a_session_file_that_grew_is_read_from_where_the_index_left_it(vault, run, tmp_path):
+    # A month of long messages (about 1 MB), indexed; one line appended: the refresh that
+    # follows reads that line (and a few KB before it), not the month again.
+    talk = [{"session": "import/long", "id": f"m{i}", "ts": "2025-03-02T10:00:00+00:00",
+             "role": "user", "content": f"entry {i} " + "lorem ipsum dolor " * 600}
+            for i in range(100)]
+    assert run("import", str(write_import(tmp_path, talk))).exit_code == 0
+    session = vault.root / "sessions/import/long/2025-03.jsonl"
+    assert session.stat().st_size > 1_000_000
+    index.refresh(vault)
+    with open(session, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "m100", "ts": "2025-03-03T10:00:00+00:00", "role": "user",
+                            "content": "Pack the snorkel."}) + "\n")
+    before = _bytes_read()
+    index.refresh(vault, dirty=["sessions/import/long/2025-03.jsonl"])
+    assert _bytes_read() - before < 200_000
+    assert first(index.search(vault, "snorkel", mode="words")) == ["m100"]
+    assert first(index.search(vault, "entry 99", mode="words"))[0] == "m99"
+
+
+def _opens(paths: list, action) -> dict:
+    """How many times each file was opened while `action` ran (inotify, any process)."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK)
+    assert fd >= 0
+    try:
+        # IN_OPEN and IN_CLOSE_NOWRITE: two opens in a row are two events, not one merged.
+        watches = {libc.inotify_add_watch(fd, str(p).encode(), 0x20 | 0x10): p for p in paths}
+        action()
+        counts = dict.fromkeys(paths, 0)
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            data = b""
+        at = 0
+        while at < len(data):
+            wd, mask, _, size = struct.unpack_from("iIII", data, at)
+            counts[watches[wd]] += bool(mask & 0x20)
+            at += 16 + size
+        return counts
+    finally:
+        os.close(fd)
+
+
+def test_the_index_reads_each_changed_file_once_through_the_safe_reader(filled):
+    # Checked and read are one open descriptor: a file swapped for a link to a secret
+    # between a check and a second open by path could not be read into the index.
+    rels = ["sessions/import/trip/2025-06.jsonl", "MEMORY.md", "archive/2025/06/1.md"]
+    paths = [filled.root / rel for rel in rels]
+    with open(paths[0], "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "m5", "ts": "2025-06-10T09:07:00+00:00", "role": "user",
+                            "content": "And the rosin.", "turn": 3}) + "\n")
+    paths[1].write_text(paths[1].read_text() + "- Plays the cello on Sundays\n")
+    paths[2].write_text(paths[2].read_text().replace("boat", "ferry boat"))
+    counts = _opens(paths, lambda: index.refresh(filled, dirty=rels))
+    assert list(counts.values()) == [1, 1, 1]
+    assert first(index.search(filled, "rosin", mode="words")) == ["m5"]
+    assert index.search(filled, "cello Sundays", mode="words")[0].path == "MEMORY.md"
+    assert index.search(filled, "ferry boat", kinds={"archive"}, mode="words")
+
+
 def _seen(vault) -> bool:
     """Whether the index holds a record of the tree that lets a search skip git."""
     import sqlite3
@@ -420,3 +489,41 @@ def test_threads_that_make_the_index_at_once_all_find_what_it_holds(vault):
                        text=True, env={**os.environ, "AGENT_EMBED": "off"}, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split(maxsplit=1)[0] == "0", r.stdout
+
+
+# ---- import: a byte order mark, an empty file ----------------------------------------
+
+
+def test_import_accepts_a_byte_order_mark_and_names_an_empty_file(vault, run, tmp_path):
+    f = tmp_path / "bom.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + json.dumps({"session": "telegram/me", "role": "user",
+                                                 "content": "hi", "ts": "2024-03-01T10:00:00+09:00",
+                                                 "id": "t1"}).encode() + b"\n")
+    r = run("import", str(f))
+    assert r.exit_code == 0 and "Imported 1 message into 1 session" in r.output
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    r = run("import", str(empty))
+    assert r.exit_code == 0 and "Nothing to import: empty.jsonl is empty." in r.output
+
+
+def test_search_until_a_moment_keeps_that_second_and_no_match_exits_1(vault, run, tmp_path):
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps(m) + "\n" for m in [
+        {"session": "import/x", "role": "user", "content": "the walrus sings at dawn",
+         "ts": "2026-11-24T01:48:27+00:00", "id": "a"},
+        {"session": "import/x", "role": "assistant", "content": "a walrus sings at noon",
+         "ts": "2026-11-24T01:48:28+00:00", "id": "b"}]))
+    assert run("import", str(src)).exit_code == 0
+    for until in ("2026-11-24T01:48:27+00:00", "2026-11-24T02:48:27+01:00"):
+        r = run("search", "--mode", "words", "--json", "--until", until, "walrus")
+        assert r.exit_code == 0, r.output
+        assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["a"]]
+    r = run("search", "--mode", "words", "--json", "--since", "2026-11-24T01:48:28+00:00", "walrus")
+    assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["b"]]
+    r = run("search", "--mode", "words", "--until", "2026-11-24", "walrus")
+    assert r.exit_code == 0 and "dawn" in r.output and "noon" in r.output
+    r = run("search", "--mode", "words", "--until", "2026-11-24T01:48:26Z", "walrus")
+    assert r.exit_code == 1
+    assert "No matches for 'walrus' until 2026-11-24T01:48:26+00:00." in r.output
+    assert run("search", "xylophone").exit_code == 1

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent.cli.app import cli
+from agent.stores.merge import CONFLICT_END, CONFLICT_START
 from agent.vault.repo import Vault
 from conftest import subjects
 
@@ -256,6 +257,24 @@ def test_a_kill_during_the_move_is_finished_by_the_next_command(tmp_path, vault,
     assert "0 commits in, 1 out" in agent(vault.root, "sync").output
 
 
+def test_a_kill_during_the_first_move_into_a_vault_with_no_commit_is_finished(vault, remote):
+    # A vault whose branch has no commit yet takes the remote's as its first: that move
+    # is journalled as any other, so a kill in the middle of it leaves no hand-edit
+    # commit of half the files (which the next sync would push as deleting the rest).
+    new = vault.head()
+    vault.git("update-ref", "-d", "refs/heads/main")        # no commit here yet
+    vault.git("read-tree", "--empty")
+    (vault.root / "MEMORY.md").unlink()                      # the move was half done
+    (vault.root / ".agent" / "checkout.json").write_text(
+        json.dumps({"old": None, "new": new, "reflog": "sync: check out origin/main"}))
+    out = agent(vault.root, "note", "after the kill")
+    assert "interrupted sync was finished" in out.output
+    assert vault.git("rev-parse", "HEAD~1").strip() == new  # no hand-edit commit between
+    assert (vault.root / "MEMORY.md").exists()
+    assert vault.dirty_paths() == []
+    assert not (vault.root / ".agent" / "checkout.json").exists()
+
+
 def test_kill_9_at_random_instants_of_a_sync_loses_nothing(tmp_path, vault, remote):
     b = clone(tmp_path, remote, "b")
     for i in range(20):
@@ -420,7 +439,7 @@ def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
 
 
 def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remote,
-                                                          fake_anthropic, caplog):
+                                                          fake_anthropic, caplog, fixed_now):
     vault.set_host("server")
     set_every(vault, "5m")
     agent(vault.root, "sync")
@@ -430,7 +449,7 @@ def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remo
           "--host", "server")
     agent(b.root, "note", "written on the laptop")
     agent(b.root, "sync")
-    t0 = datetime.now(timezone.utc)        # `agent cron add` took the real time too
+    t0 = fixed_now                         # the time `agent cron add` took too
     s, clock = serve(vault, t0)
     caplog.set_level("INFO", logger="agent.serve")
     s.step(t0)                                     # the first pass syncs
@@ -680,3 +699,37 @@ def test_a_sync_starts_few_git_processes(vault, remote):
     assert subprocess.run(["git", "rev-parse", "main"], cwd=remote, capture_output=True,
                           text=True).stdout.strip() == vault.head()
     assert n <= 20, f"a sync of one change started {n} git processes"
+
+
+# ---- a sync conflict block holds only what conflicts ---------------------------------
+
+
+def cli_ok(*args):
+    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def test_a_sync_conflict_block_holds_the_two_versions_and_nothing_else(tmp_path, vault):
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Berlin\n")
+    cli_ok("--vault", vault.root, "note", "facts")
+    cli_ok("--vault", vault.root, "sync")
+    cli_ok("clone", bare, tmp_path / "b")
+    b = Vault.open(tmp_path / "b")
+    (vault.root / "MEMORY.md").write_text(
+        "# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Paris\n- Has a cat named Miso\n"
+        "- Plays the cello\n- Learns Japanese\n")
+    (b.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Lisbon\n")
+    cli_ok("--vault", vault.root, "note", "a")
+    cli_ok("--vault", b.root, "note", "b")
+    cli_ok("--vault", b.root, "sync")
+    cli_ok("--vault", vault.root, "sync")
+    cli_ok("--vault", b.root, "sync")
+    for v in (vault, b):
+        text = (v.root / "MEMORY.md").read_text()
+        assert text == ("# Memory\n\n## Facts\n\n- Likes tea\n" + CONFLICT_START + "\n"
+                        "- Lives in Paris\n- Lives in Lisbon\n" + CONFLICT_END + "\n"
+                        "- Has a cat named Miso\n- Plays the cello\n- Learns Japanese\n"), text

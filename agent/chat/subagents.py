@@ -133,12 +133,10 @@ def _marker(vault, run_id: str) -> Path:
 
 
 def _write_marker(vault, run: Run) -> None:
-    path = _marker(vault, run.id)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from agent.fs import atomic
+
     data = {"pid": os.getpid(), "prompt": run.prompt[:200], **asdict(run.record)}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    atomic.write_json(_marker(vault, run.id), data)
 
 
 def running_here() -> list[Run]:
@@ -150,7 +148,7 @@ def start(vault, provider, settings, *, prompt: str, parent_ctx, context: str, r
           background: bool, timeout: float, prefix: list[dict], now: datetime) -> Run:
     """Start a run in its own thread (it saves and commits itself when it ends)."""
     from agent.chat.turn import run_turn
-    from agent.vault.repo import now as clock
+    from agent.clock import now as clock
 
     record = RunRecord(new_run_id(now), parent_ctx.parent or parent_ctx.session,
                        parent_ctx.depth + 1, context, readonly, background, timeout,

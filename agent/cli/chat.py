@@ -56,7 +56,7 @@ def _turn(vault, provider, session: str, text: str, model: str | None, *, inbox=
     from agent.chat.turn import run_turn
 
     quiet_logs()
-    from agent.vault.repo import now
+    from agent.clock import now
 
     printer = _Printer()
     try:

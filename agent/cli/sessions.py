@@ -45,7 +45,7 @@ def archive_cmd(session, all_):
     quiet_logs()
     from agent.chat.compact import CompactError
     from agent.llm import make_provider
-    from agent.vault.repo import now
+    from agent.clock import now
 
     provider = make_provider()
     failed, done = 0, []

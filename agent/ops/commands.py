@@ -31,7 +31,7 @@ class Context:
     session: str
     front: str                                   # one of FRONTS
     provider: object = None                      # the model, for /new's summary
-    clock: Callable[[], datetime] | None = None  # now (default: agent.vault.repo.now)
+    clock: Callable[[], datetime] | None = None  # now (default: agent.clock.now)
     # Stops the conversation's running turn; True when one was running. None: no turn
     # runs while this command does (the terminal's prompt).
     stop: Callable[[], bool] | None = None
@@ -42,7 +42,7 @@ class Context:
     def now(self) -> datetime:
         if self.clock is not None:
             return self.clock()
-        from agent.vault.repo import now
+        from agent.clock import now
         return now()
 
 

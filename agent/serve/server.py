@@ -8,7 +8,7 @@ How it keeps the vault right:
   (cron.py).
 - Every write of cron.json re-reads it under the vault lock, so state written by serve
   and by a `cron` command or a chat at the same moment is never lost (jobs.py).
-- The scheduler (scheduler.py) does one pass of due work at a time, sleeps until the
+- The loop (loop.py) does one pass of due work at a time, sleeps until the
   next due time, notices hand edits, and stops on a signal after the running turn.
 - The gateway (gateway.py) takes messages for the router (conversations.py) for the
   whole serve: on the Unix socket `.agent/gateway.sock` always (`agent chat` on this
@@ -37,10 +37,10 @@ from agent.chat import subagents
 from agent.llm import make_provider
 from agent.serve.channels.telegram import from_environment as channel_from_environment
 from agent.serve.lock import ServeLock
-from agent.serve.scheduler import STOP_GRACE, Server
+from agent.serve.loop import STOP_GRACE, Server
 from agent.serve.turns import log
 from agent.vault.repo import Vault
-from agent.vault.repo import now as vault_now
+from agent.clock import now as clock_now
 
 LOG_FILE = "serve.log"
 
@@ -67,7 +67,7 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
     lock = ServeLock(vault).acquire()
     handlers = _setup_logging(vault)
     try:
-        clock = clock or vault_now
+        clock = clock or clock_now
         server = Server(vault, make_provider(eager=True), clock=clock, tick=tick)
         start = clock()
         server.watching_since = start

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from agent import clock
 from agent.errors import UserError
 from agent.stores import archive
 from agent.fs import atomic, safe
@@ -207,7 +208,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     if result.pushed:
         _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
-    _save_state(vault, result, now or datetime.now().astimezone())
+    _save_state(vault, result, now or clock.now())
     return result
 
 
@@ -342,9 +343,8 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     """Bring what came in (`theirs`, not in HEAD `ours`) into HEAD (under the lock):
     fast-forward or a merge commit."""
     result.commits_in += _count(vault, ours, theirs)
-    if ours is None:
-        vault.git("update-ref", "HEAD", theirs)
-        vault.git("read-tree", "--reset", "-u", theirs)
+    if ours is None:            # no commit here yet: the work tree moves as any other sync
+        vault.checkout_commit(theirs, f"sync: check out {remote}/{branch}")
         return
     from agent.sync import held
     source = f"{remote}/{branch}"

@@ -26,9 +26,9 @@ import stat
 import subprocess
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 
+from agent import clock
 from agent.errors import UserError
 from agent.package import package_data
 from agent import redact
@@ -591,16 +591,20 @@ class Vault:
                        "--", *patterns, check=False)
         return [p for p in out.split("\0") if p and not _is_state(p)]
 
-    def date_stamp(self, text: str) -> int | None:
+    def date_stamp(self, text: str, now: float) -> int | None:
         """A date as `git log --since` reads it ("2 weeks ago", "yesterday", "2025-03-01"),
-        as a Unix time; None when git does not understand it (it reads unknown words as
-        now, or as 1970)."""
-        out = self.git("rev-parse", f"--since={text}", check=False).strip()
+        counted back from the Unix time `now`, as a Unix time; None when git does not
+        understand it (it reads unknown words as now, or as 1970)."""
+        # git's date parser takes "now" from GIT_TEST_DATE_NOW (whole seconds) when set:
+        # "yesterday" is then the day before the clock the command runs at (AGENT_NOW).
+        now = int(now)
+        out = self.git("rev-parse", f"--since={text}", check=False,
+                       env={"GIT_TEST_DATE_NOW": str(now)}).strip()
         try:
             stamp = int(out.rpartition("=")[2])
         except ValueError:
             return None
-        if not stamp or (abs(stamp - time.time()) < 5 and text.strip().lower() not in ("now", "today")):
+        if not stamp or (abs(stamp - now) < 5 and text.strip().lower() not in ("now", "today")):
             return None
         return stamp
 
@@ -754,25 +758,29 @@ class Vault:
         fast-forward), so that a kill at any instant is finished by the next command.
 
         The work tree is clean here (hand edits were committed first, under the lock),
-        so the two-tree `read-tree -m -u` only writes what differs between the commits.
+        so the two-tree `read-tree -m -u` only writes what differs between the commits
+        (from nothing when HEAD has no commit yet: `old` is then None).
         """
         old = self.head()
         journal = self.state / CHECKOUT_JOURNAL
         atomic.write_json(journal, {"old": old, "new": new, "reflog": reflog})
         try:
-            self.git("read-tree", "-m", "-u", old, new)
+            self.git("read-tree", "-m", "-u", old or self._empty_tree(), new)
         except GitError:
             # Git refuses that commit (a path it will not write, ...): a replay would
             # too, so it is given up at once and the vault stays as it was.
             self.abandon_checkout()
             raise
-        self.git("update-ref", "-m", reflog, "HEAD", new, old)
+        self.git("update-ref", "-m", reflog, "HEAD", new, old or "")   # "": HEAD had none
         journal.unlink()
 
-    def _checkout_journal(self) -> tuple[str, str, str] | None:
+    def _empty_tree(self) -> str:
+        return self.git("hash-object", "-t", "tree", "--stdin", input="").strip()
+
+    def _checkout_journal(self) -> tuple[str | None, str, str] | None:
         """(old, new, reflog) of a checkout journal that still has work to do: HEAD is
-        at `old` and `new` is a commit. None otherwise (a stale or unreadable journal is
-        removed)."""
+        at `old` (None: no commit yet) and `new` is a commit. None otherwise (a stale or
+        unreadable journal is removed)."""
         journal = self.state / CHECKOUT_JOURNAL
         j = atomic.read_json(journal)
         try:
@@ -780,7 +788,8 @@ class Vault:
         except (KeyError, TypeError):
             journal.unlink(missing_ok=True)
             return None
-        if not (isinstance(old, str) and isinstance(new, str) and isinstance(reflog, str)) \
+        if not ((old is None or isinstance(old, str)) and isinstance(new, str)
+                and isinstance(reflog, str)) \
                 or self.head() != old \
                 or self.git("cat-file", "-t", new, check=False).strip() != "commit":
             journal.unlink(missing_ok=True)
@@ -798,13 +807,14 @@ class Vault:
             # Forward: git writes the index last, so --reset rewrites every path the
             # interrupted checkout may have left half-done, and nothing else.
             self.git("read-tree", "--reset", "-u", new)
-            self.git("update-ref", "-m", reflog, "HEAD", new, old)
+            self.git("update-ref", "-m", reflog, "HEAD", new, old or "")
         except GitError as e:
             raise CheckoutStuck(self._stuck(old, new, e.stderr)) from None
         self.recovered.append(f"an interrupted sync was finished ({reflog})")
         (self.state / CHECKOUT_JOURNAL).unlink()
 
-    def _stuck(self, old: str, new: str, why: str, short: bool = False) -> str:
+    def _stuck(self, old: str | None, new: str, why: str, short: bool = False) -> str:
+        back = f"{old[:7]}, the commit before that sync" if old else "before that sync"
         why = " ".join((why.strip().splitlines() or ["git refused it"])[-1].split())
         what = f"moving the vault to commit {new[:7]} fails ({why.removeprefix('error: ')})"
         if short:
@@ -812,7 +822,7 @@ class Vault:
                     f"{STATE_DIR}/{CHECKOUT_JOURNAL}")
         return (f"The vault {self.root} is stuck in an interrupted sync: {what}, and its "
                 f"journal {self.state / CHECKOUT_JOURNAL} cannot be replayed. Run "
-                f"`{FIX_CHECKOUT}` to go back to {old[:7]}, the commit before that sync "
+                f"`{FIX_CHECKOUT}` to go back to {back} "
                 f"(your files and edits are kept).")
 
     def checkout_problem(self) -> str | None:
@@ -858,13 +868,13 @@ class Vault:
             return []
         old, new, _ = todo
         # The index back to HEAD's tree; the work tree is not touched by this.
-        self.git("read-tree", old)
+        self.git("read-tree", old or "--empty")
         moved = {p for p in self.git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
-                                     old, new).split("\0") if p}
+                                     old or self._empty_tree(), new).split("\0") if p}
         written = [p for p in self.dirty_paths() if p in moved and self._holds(p, new)]
         restore = []
         for rel in written:
-            if self.git("ls-tree", "--name-only", old, "--", rel).strip():
+            if old and self.git("ls-tree", "--name-only", old, "--", rel).strip():
                 restore.append(rel)
             else:
                 # A file only the refused commit has: not a person's (it is that
@@ -1159,7 +1169,7 @@ class Vault:
                 torn = f.read()
                 dest_dir = self.state / "recovered"
                 dest_dir.mkdir(parents=True, exist_ok=True)
-                stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+                stamp = clock.now().strftime("%Y%m%dT%H%M%S")
                 dest = dest_dir / f"{rel.replace('/', '__')}.{stamp}.torn"
                 dest.write_bytes(torn)
                 f.truncate(start)
@@ -1381,9 +1391,4 @@ def default_host() -> str:
     label = (socket.gethostname() or "").split(".")[0]
     label = re.sub(r"[^A-Za-z0-9._-]", "-", label).strip("-._")[:63]
     return label or "machine"
-
-
-def now() -> datetime:
-    """The local time with its offset (the edge where commands take the time)."""
-    return datetime.now().astimezone()
 
