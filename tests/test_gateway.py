@@ -190,7 +190,7 @@ def test_gateway_bad_session_key_is_400_and_a_huge_body_413(vault, gateway, fake
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
-    assert answer.startswith(b"HTTP/1.0 413 ") and b"at most" in answer
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"at most" in answer
     assert fake_anthropic.calls() == [] and not (vault.root / "sessions" / "gateway").exists()
 
 

@@ -440,6 +440,8 @@ LAZY = {
             "Serve the vault as memory to MCP clients (Claude Code, Claude Desktop) over stdio."),
     "review": ("agent.cli.review", "review",
                "List the dream's proposals and accept, reject or edit them."),
+    "web": ("agent.cli.web", "web_cmd",
+            "Open the agent's web page: chat, memory and its history, review, search."),
     "why": ("agent.cli.why", "why_cmd",
             "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
     "forget": ("agent.cli.forget", "forget_cmd",

@@ -11,7 +11,6 @@ import click
 from agent import config as cfg
 from agent.cli import complete
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
-from agent.errors import UserError
 from agent.vault.change import Change
 
 
@@ -59,14 +58,7 @@ def config_check():
     if text is None:
         click.echo(f"{path}: none; the defaults apply (agent config list shows them).")
         return
-    found = cfg.problems(data)
-    schedule = (data.get("dream") or {}).get("schedule") if isinstance(data.get("dream"), dict) else None
-    if isinstance(schedule, str) and schedule.strip():
-        from agent import schedule as sched
-        try:
-            sched.check_cron(schedule)
-        except UserError as e:
-            found.append(f"dream.schedule: {e}")
+    found = cfg.findings(data)
     for p in found:             # the findings are this command's result: on stdout, as a linter's
         click.echo(f"{path}: {p}")
     if found:

@@ -6,67 +6,19 @@ import contextlib
 import json
 import sys
 import time
-from datetime import date, datetime
 
 import click
 
 from agent.cli.common import AgentGroup, get_vault, vault_option
+from agent.ops.search import bound as _bound
+from agent.ops.search import parse_day
+from agent.ops.search import when as _when
+from agent.ops.search import where as _where
+from agent.ops.search import who as _who
 
 
 KINDS = ("sessions", "memory", "notes", "archive")    # agent.search.index.KINDS, imported late
 MODES = ("auto", "words", "dense", "hybrid")          # agent.search.index.MODES
-
-
-def _when(ts: str | None) -> str:
-    if not ts:
-        return ""
-    return ts[:16].replace("T", " ")
-
-
-def _where(hit) -> str:
-    return f"{hit.path}:{hit.line}" if hit.line else hit.path
-
-
-def _who(hit) -> str:
-    if hit.kind == "sessions":
-        return hit.speaker or ""
-    if hit.kind == "memory":
-        return f"fact ({hit.topic})" if hit.topic else "fact"
-    if hit.kind == "archive":
-        return f"archive: {hit.topic}" if hit.topic else "archive"
-    return "note"
-
-
-def _bound(when: date) -> str:
-    return when.isoformat(timespec="seconds") if isinstance(when, datetime) else f"{when:%Y-%m-%d}"
-
-
-def parse_day(vault, text: str | None, flag: str) -> date | None:
-    """A day from the forms `agent log --since` takes ("2 weeks ago", "yesterday",
-    "2025-03-01", "last monday"), read by git's own date parser so both agree; an ISO
-    time with its hour (2026-11-24T01:48:27+00:00) is that moment, not its day."""
-    from agent import clock
-    from agent.errors import UserError
-
-    if text is None:
-        return None
-    t = text.strip()
-    try:
-        return date.fromisoformat(t)
-    except ValueError:
-        pass
-    if "T" in t or ":" in t:
-        try:                            # a moment (2026-11-24T01:48:27+00:00): kept whole
-            moment = datetime.fromisoformat(t)
-            return moment if moment.tzinfo else moment.astimezone()
-        except ValueError:
-            pass
-    now = clock.now()
-    stamp = vault.date_stamp(t, now.timestamp())
-    if stamp is None:
-        raise UserError(f"{flag} {text!r}: not a date git understands; use e.g. "
-                        f"2025-03-01, yesterday, '2 weeks ago', 'last monday'.")
-    return datetime.fromtimestamp(stamp, now.tzinfo).date()
 
 
 @contextlib.contextmanager

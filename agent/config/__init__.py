@@ -278,6 +278,21 @@ def _nested(prefix: str) -> list[str]:
     return sorted(s for s in SECTIONS if s.startswith(prefix + "."))
 
 
+def findings(data: dict) -> list[str]:
+    """What `agent config check` reports of parsed agent.toml data: its problems, and a
+    dream schedule that is no cron expression."""
+    found = problems(data)
+    dream = data.get("dream")
+    schedule = dream.get("schedule") if isinstance(dream, dict) else None
+    if isinstance(schedule, str) and schedule.strip():
+        from agent import schedule as sched
+        try:
+            sched.check_cron(schedule)
+        except UserError as e:
+            found.append(f"dream.schedule: {e}")
+    return found
+
+
 def problems(data: dict, prefix: str = "") -> list[str]:
     """Every problem of parsed agent.toml data, each naming its key."""
     out = []

@@ -1,5 +1,5 @@
 """Undo: an agent change reverted with a new commit (`agent undo`, `/undo` in a
-conversation, the MCP server). The one implementation every front-end calls; the
+conversation, the web page's Undo button). The one implementation every front-end calls; the
 revert itself (which commit, the conflict check) is agent.vault.history's.
 
     done = undo(vault)                            # the newest agent change, any session
@@ -23,6 +23,12 @@ def undo(vault, ref: str | None = None, *, session: str | None = None) -> histor
 
         index.refresh(vault, after_commit=True)
     return done
+
+
+def undoable(commit, agent_email: str) -> bool:
+    """Whether a commit is one `undo` may revert (the agent's, not the vault's birth nor
+    an undo)."""
+    return commit.email == agent_email and commit.kind not in history.NEVER_UNDONE
 
 
 @dataclass

@@ -136,6 +136,11 @@ class Remote:
 
         return f"/v1/sessions/{quote(channel, safe='')}/{quote(chat, safe='')}/{tail}"
 
+    def web_login(self) -> str:
+        """A one-time login link to the web page of this serve."""
+        with self._request("POST", "/v1/web/login", {}, timeout=10) as r:
+            return json.loads(r.read().decode())["url"]
+
     def stop(self, session: str) -> bool:
         """Stop the session's running turn; False when none was running."""
         with self._request("POST", self._path(session, "stop"), {}, timeout=10) as r:

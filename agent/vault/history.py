@@ -164,6 +164,69 @@ def count_between(vault: Vault, older: str, newer: str) -> int | None:
 # ---- undo -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A commit as the timeline shows it."""
+    sha: str
+    author: str
+    email: str
+    date: str               # ISO 8601, the author's
+    subject: str
+
+    @property
+    def kind(self) -> str:
+        return Commit(self.sha, self.email, self.subject).kind
+
+
+def timeline(vault: Vault, *, limit: int = 50, path: str | None = None,
+             kinds: set[str] | None = None, before: str | None = None,
+             scan: int = 5000) -> tuple[list[Entry], str | None]:
+    """Commits newest first (those touching `path`, of the `kinds` given, older than
+    commit `before`): at most `limit`, and the sha to pass as `before` for the next
+    ones (None: no more). At most `scan` commits are read for one page of a kind."""
+    if vault.head() is None:
+        return [], None
+    start = "HEAD" if before is None else f"{before}^"
+    if before is not None and find(vault, before) is None:
+        raise UserError(f"No commit {before} in the vault.")
+    out: list[Entry] = []
+    skip = 0
+    batch = limit if not kinds else max(limit * 4, 200)
+    while len(out) < limit and skip < scan:
+        args = ["log", "-n", str(batch), "--skip", str(skip),
+                f"--format=%H{_FIELD}%an{_FIELD}%ae{_FIELD}%aI{_FIELD}%s{_RECORD}", start]
+        if path:
+            args += ["--", path]
+        raw = vault.git(*args, check=False)
+        got = [r.strip("\n").split(_FIELD) for r in raw.split(_RECORD) if r.strip("\n")]
+        for fields in got:
+            if len(fields) != 5:
+                continue
+            e = Entry(*fields)
+            if kinds and e.kind not in kinds:
+                continue
+            out.append(e)
+            if len(out) == limit:
+                return out, e.sha
+        if len(got) < batch:
+            return out, None
+        skip += batch
+    return out, (out[-1].sha if out else None)
+
+
+def show(vault: Vault, sha: str, max_bytes: int = 400_000) -> str:
+    """`git show` of a commit (its message, the files' stat and the diff), plain."""
+    c = find(vault, sha)
+    if c is None:
+        raise UserError(f"No commit {sha} in the vault.")
+    out = vault.git("show", "--no-color", "--no-ext-diff", "--no-textconv", "--stat", "-p",
+                    "--format=fuller", c.sha)
+    out = out.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if len(out) > max_bytes:
+        out = out[:max_bytes] + "\n[... cut here: the diff goes on; see agent git show]\n"
+    return out
+
+
 class NothingToUndo(UserError):
     pass
 
@@ -188,6 +251,7 @@ class Undone:
 
 # Never undone: the vault's birth, undos themselves, and crash leftovers.
 _NEVER = ("init", "undo", "recover")
+NEVER_UNDONE = _NEVER
 
 
 def undoable(commits: list[Commit], agent_email: str, session: str | None = None) -> Commit | None:

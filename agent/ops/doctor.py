@@ -1,0 +1,240 @@
+"""The checks of `agent doctor` (and of the web page's Settings): each gives ok, warn or
+fail with one line, and for what is not ok one line on how to fix it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from agent.vault.repo import git_version
+
+MIN_GIT = (2, 31)
+
+
+@dataclass
+class Check:
+    name: str
+    status: str          # "ok", "warn" or "fail"
+    detail: str
+    fix: str = ""
+
+
+def _git() -> Check:
+    try:
+        out = git_version()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Check("git", "fail", f"git does not run ({e})", "install git 2.31 or newer")
+    m = re.search(r"(\d+)\.(\d+)", out)
+    version = tuple(int(x) for x in m.groups()) if m else (0, 0)
+    if version < MIN_GIT:
+        return Check("git", "fail", f"{out}: too old", "install git 2.31 or newer")
+    return Check("git", "ok", out)
+
+
+def _sandbox() -> Check:
+    try:
+        from agent import sandbox          # the `exec` tool's sandbox, where it exists
+    except ImportError:
+        sandbox = None
+    if sandbox is not None and hasattr(sandbox, "sandbox_status"):
+        st = sandbox.sandbox_status()
+        return Check("sandbox", "ok" if st.ok else "warn", st.message,
+                     "" if st.ok else "the agent works without it, but runs no shell commands")
+    path = shutil.which("bwrap")
+    if path is None:
+        return Check("sandbox", "warn", "bwrap (bubblewrap) not found",
+                     "install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap) to "
+                     "let the agent run commands in a sandbox")
+    try:
+        v = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Check("sandbox", "warn", f"bwrap at {path} does not run ({e})",
+                     "reinstall bubblewrap")
+    return Check("sandbox", "ok", f"{v.stdout.strip() or 'bwrap'} at {path}")
+
+
+def _settings(vault) -> tuple[Check, object]:
+    from agent import config as cfg
+
+    path = cfg.path_of(vault.root)
+    try:
+        data, text = cfg.read_data(vault.root)
+    except cfg.SettingsError as e:
+        return Check("agent.toml", "fail", str(e), "fix the file (agent edit agent.toml)"), None
+    found = cfg.problems(data)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        return Check("agent.toml", "fail", f"{found[0]}{more}",
+                     "agent config check lists them; agent config set KEY VALUE fixes one"), None
+    settings = cfg.from_data(data, str(path))
+    try:
+        from agent import schedule as sched
+        sched.check_cron(settings.dream_schedule)
+    except Exception as e:      # noqa: BLE001 - shown to the person, not raised
+        return Check("agent.toml", "fail", f"dream.schedule: {e}",
+                     "agent config set dream.schedule '0 3 * * *'"), settings
+    return Check("agent.toml", "ok", "valid" if text is not None else "none; defaults apply"), settings
+
+
+def _api(settings) -> list[Check]:
+    """The key present and accepted (one authenticated call listing the models), and
+    the models of agent.toml known to the API."""
+    key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
+    if not key:
+        return [Check("API key", "fail", "ANTHROPIC_API_KEY is not set",
+                      "export ANTHROPIC_API_KEY=sk-ant-... (from console.anthropic.com)")]
+    from agent.llm import ProviderError, make_provider
+
+    provider = make_provider(max_retries=0, timeout=15)
+    where = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
+    try:
+        known = set(provider.list_models())
+    except ProviderError as e:
+        if e.status == 401:
+            return [Check("API key", "fail", "ANTHROPIC_API_KEY was refused (HTTP 401)",
+                          "check ANTHROPIC_API_KEY: a current key from console.anthropic.com")]
+        if e.status == 403:
+            return [Check("API key", "fail", "ANTHROPIC_API_KEY may not use the API (HTTP 403)",
+                          "check the key's workspace and permissions")]
+        if e.status is None:
+            return [Check("API key", "fail", f"could not reach {where}: {e.detail or e}",
+                          "check the network (and ANTHROPIC_BASE_URL if set)")]
+        if e.status == 404:     # a wrong address, not a busy one: waiting will not help
+            return [Check("API key", "fail", f"{where} answered HTTP 404: no Anthropic API there",
+                          "check ANTHROPIC_BASE_URL (unset it for the Anthropic API; it is "
+                          "the address without /v1)")]
+        return [Check("API key", "warn", f"{where} answered HTTP {e.status}",
+                      "try again later")]
+    out = [Check("API key", "ok", f"set and accepted by {where}")]
+    if settings is None:
+        return out
+    wanted = [settings.model, *settings.fallback_models, settings.dream_model]
+    wanted = [m for i, m in enumerate(wanted) if m not in wanted[:i]]
+    unknown = [m for m in wanted if m not in known]
+    if unknown:
+        out.append(Check("models", "fail", f"unknown to the API: {', '.join(unknown)}",
+                         "agent config set model.name NAME (with a model the API lists)"))
+    else:
+        out.append(Check("models", "ok", ", ".join(wanted)))
+    return out
+
+
+def _index(vault) -> Check:
+    """Bring the index up to date (as any search would) and say what it holds."""
+    from agent.search import index
+
+    try:
+        index.refresh(vault)
+        st = index.status(vault)
+    except Exception as e:      # noqa: BLE001 - a damaged index is reported, not raised
+        return Check("index", "fail", f"{index.db_path(vault)} is unusable ({e})",
+                     "agent index rebuild")
+    docs = sum(st.documents.values())
+    if st.problems:
+        return Check("index", "warn", f"{docs} documents; skipped: {st.problems[0]}",
+                     "fix the file named")
+    return Check("index", "ok", f"{docs} documents, up to date")
+
+
+def _fsck(vault) -> Check:
+    problem = vault.fsck()
+    if problem:
+        return Check("git fsck", "fail", problem,
+                     "the repository is damaged: restore it from a clone or backup")
+    return Check("git fsck", "ok", "the repository is sound")
+
+
+def _checkout(vault) -> Check | None:
+    """An interrupted sync whose checkout git refuses: every writing command fails
+    until it is given up (None when there is none)."""
+    from agent.vault.repo import FIX_CHECKOUT
+
+    problem = vault.checkout_problem()
+    if problem is None:
+        return None
+    return Check("sync journal", "fail", problem,
+                 f"{FIX_CHECKOUT} (goes back to the commit before that sync; your files "
+                 f"and edits are kept)")
+
+
+def _cron(vault) -> Check:
+    from agent.stores import cron
+    from agent.errors import UserError
+
+    try:
+        cf = cron.read(vault.root)
+    except UserError as e:
+        return Check("cron.json", "fail", str(e), "fix it by hand (agent edit cron.json)")
+    n = len(cf.jobs)
+    return Check("cron.json", "ok", f"{n} job{'s' * (n != 1)}")
+
+
+def _heartbeats(vault) -> Check:
+    from agent.stores import heartbeat
+
+    beats, problems = heartbeat.load_all(vault.root)
+    if problems:
+        return Check("heartbeats", "fail", problems[0], "fix the file named")
+    n = len(beats)
+    return Check("heartbeats", "ok", f"{n} parsed ({sum(b.enabled for b in beats)} enabled)")
+
+
+def _skills(vault) -> Check:
+    from agent.stores import skills
+
+    found = skills.discover(vault.root)
+    broken = [s for s in found if s.problem]
+    if broken:
+        return Check("skills", "fail", broken[0].problem, "fix the file named")
+    return Check("skills", "ok", f"{len(found)} ({', '.join(s.name for s in found)})")
+
+
+def _held(vault) -> Check:
+    from agent.sync import held
+
+    items = held.pending(vault)
+    if not items:
+        return Check("held", "ok", "none: every change a sync brought in was taken")
+    n = len(items)
+    return Check("held", "warn",
+                 f"{n} incoming change{'s' * (n != 1)} a sync did not take: "
+                 f"{', '.join(h.key for h in items)}",
+                 "review them with `agent sync held`, then `agent sync accept FILE` or "
+                 "`agent sync reject FILE`")
+
+
+def _telegram(settings, check) -> list[Check]:
+    """Only when [channels.telegram] is enabled: the token accepted, who may talk (the
+    channel's own `check`, given by the front-end: the channel lives in serve)."""
+    if settings is None or not getattr(settings, "telegram_enabled", False) or check is None:
+        return []
+    ok, detail, fix = check(settings)
+    return [Check("telegram", "ok" if ok else "fail", detail, fix)]
+
+
+def _mcp(vault, settings) -> list[Check]:
+    """Only when agent.toml names MCP servers: the enabled ones not approved here."""
+    if settings is None or not (settings.raw.get("mcp") or {}).get("servers"):
+        return []
+    from agent.chat.mcp import approval
+    from agent.chat.mcp.client import load_configs
+
+    configs = [c for c in load_configs(settings.raw) if c.enabled]
+    waiting = [c.name for c in configs if approval.status(vault.root, c) != "approved"]
+    if waiting:
+        return [Check("MCP servers", "warn", f"not approved on this machine: {', '.join(waiting)}",
+                      f"review agent.toml, then run agent mcp approve {waiting[0]}")]
+    return [Check("MCP servers", "ok", f"{len(configs)} approved on this machine")]
+
+
+def run_checks(vault, telegram=None) -> list[Check]:
+    """Every check; `telegram(settings) -> (ok, detail, fix)` checks the Telegram
+    channel when it is enabled."""
+    settings_check, settings = _settings(vault)
+    checks = [*_api(settings), settings_check, _git(), _sandbox(), _fsck(vault),
+              _checkout(vault), _index(vault), _cron(vault), _heartbeats(vault),
+              _skills(vault), _held(vault), *_telegram(settings, telegram), *_mcp(vault, settings)]
+    return [c for c in checks if c is not None]

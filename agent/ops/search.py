@@ -1,0 +1,58 @@
+"""How a search hit is labelled wherever it is shown (`agent search`, the web page), and
+the dates --since/--until take: one place, so both front-ends agree."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from agent import clock
+from agent.errors import UserError
+
+
+def when(ts: str | None) -> str:
+    if not ts:
+        return ""
+    return ts[:16].replace("T", " ")
+
+
+def where(hit) -> str:
+    return f"{hit.path}:{hit.line}" if hit.line else hit.path
+
+
+def who(hit) -> str:
+    if hit.kind == "sessions":
+        return hit.speaker or ""
+    if hit.kind == "memory":
+        return f"fact ({hit.topic})" if hit.topic else "fact"
+    if hit.kind == "archive":
+        return f"archive: {hit.topic}" if hit.topic else "archive"
+    return "note"
+
+
+def bound(day: date) -> str:
+    return day.isoformat(timespec="seconds") if isinstance(day, datetime) else f"{day:%Y-%m-%d}"
+
+
+def parse_day(vault, text: str | None, flag: str) -> date | None:
+    """A day from the forms `agent log --since` takes ("2 weeks ago", "yesterday",
+    "2025-03-01", "last monday"), read by git's own date parser so both agree; an ISO
+    time with its hour (2026-11-24T01:48:27+00:00) is that moment, not its day."""
+    if text is None:
+        return None
+    t = text.strip()
+    try:
+        return date.fromisoformat(t)
+    except ValueError:
+        pass
+    if "T" in t or ":" in t:
+        try:                            # a moment (2026-11-24T01:48:27+00:00): kept whole
+            moment = datetime.fromisoformat(t)
+            return moment if moment.tzinfo else moment.astimezone()
+        except ValueError:
+            pass
+    now = clock.now()
+    stamp = vault.date_stamp(t, now.timestamp())
+    if stamp is None:
+        raise UserError(f"{flag} {text!r}: not a date git understands; use e.g. "
+                        f"2025-03-01, yesterday, '2 weeks ago', 'last monday'.")
+    return datetime.fromtimestamp(stamp, now.tzinfo).date()

@@ -1,0 +1,1 @@
+"""The local web page of `agent serve` (issue 25)."""

@@ -1,0 +1,376 @@
+"""The web page of `agent serve` (issue 25), driven as a person uses it: a real serve
+process with the fake Anthropic server, `agent web` for the login link, and Debian's
+headless Chromium through Selenium (chromedriver from the system: Selenium Manager
+downloads nothing). One browser is shared by the module.
+
+What is asserted is what a person relies on: what the page shows, the files on disk,
+`git log`, the requests the fake model received; and that the page refuses a stranger
+(a cross-site POST, a foreign Host, a used login code).
+
+Screenshots of every page, at a laptop's and a phone's width, are saved under
+$AGENT_SCREENSHOTS (default: a folder in the system's temp dir, printed)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from conftest import agent_proc, subjects
+from dreamkit import set_review
+from fakeanthropic import reply, tool_use
+from test_dream_review import KYOTO, LISBON, USER, read, script, seed
+from test_conversations import after, transcript  # noqa: F401
+from test_gateway import enable_gateway, gateway  # noqa: F401
+from test_serve import ServeProc, procs  # noqa: F401  (fixture)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SHOTS = Path(os.environ.get("AGENT_SCREENSHOTS") or Path(tempfile.gettempdir()) / "agent-web-shots")
+SIZES = {"laptop": (1280, 800), "phone": (390, 844)}
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.skip("no /usr/bin/chromium and /usr/bin/chromedriver (apt-get install "
+                    "chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1280,800",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots of the web page: {SHOTS}")
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(driver, condition, timeout=30.0):
+    """Wait until `condition(driver)` is true (its value), else fail saying what."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
+
+
+def css(driver, selector):
+    from selenium.webdriver.common.by import By
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def shoot(driver, name: str) -> None:
+    """The page as it is, at a laptop's and at a phone's width."""
+    for size, (w, h) in SIZES.items():
+        driver.set_window_size(w, h)
+        driver.execute_script("return document.fonts ? document.fonts.ready : null")
+        driver.save_screenshot(str(SHOTS / f"{name}-{size}.png"))
+    driver.set_window_size(*SIZES["laptop"])
+
+
+class Page:
+    """A running serve with its web page, and the browser logged in to it."""
+
+    def __init__(self, vault, driver, procs):
+        enable_gateway(vault)
+        self.vault = vault
+        self.serve = ServeProc(vault)
+        procs.append(self.serve)
+        self.serve.wait_for("agent serve on")
+        info = json.loads((vault.state / "gateway.json").read_text())
+        self.origin = info["url"]
+        self.port = info["port"]
+        self.driver = driver
+
+    def login_url(self) -> str:
+        p = agent_proc("web", "--no-open", vault=self.vault.root, timeout=60)
+        assert p.returncode == 0, p.stderr + self.serve.output
+        url = re.search(r"http://\S+/login\?code=\S+", p.stdout).group(0)
+        assert url.startswith(self.origin + "/login?code=")
+        return url
+
+    def login(self) -> None:
+        self.driver.delete_all_cookies()
+        self.driver.get(self.login_url())
+        wait(self.driver, lambda d: urlsplit(d.current_url).path == "/")
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.origin + path)
+        wait(self.driver, lambda d: d.execute_script("return document.readyState") == "complete")
+
+    def cookie(self) -> str:
+        c = self.driver.get_cookie(f"agent_session_{self.port}")
+        return f"{c['name']}={c['value']}"
+
+
+@pytest.fixture
+def page(vault, browser, procs, fake_anthropic):
+    p = Page(vault, browser, procs)
+    p.login()
+    yield p
+    p.serve.stop()
+
+
+def raw(page, method, path, *, body=b"", headers=None):
+    """(status, headers, text) of one request to serve's port, as any program sends it."""
+    conn = http.client.HTTPConnection("127.0.0.1", page.port, timeout=30)
+    h = {"Host": f"127.0.0.1:{page.port}"}
+    h.update(headers or {})
+    conn.request(method, path, body=body, headers=h)
+    r = conn.getresponse()
+    out = r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read().decode()
+    conn.close()
+    return out
+
+
+# ---- chat -------------------------------------------------------------------------------
+
+
+def test_chat_streams_the_reply_shows_tool_calls_and_keeps_script_as_text(page, fake_anthropic):
+    d = page.driver
+    shoot(d, "chat-empty")
+    cue = threading.Event()
+    fake_anthropic.add(reply("Let me look.", tool_use("memory_search", {"query": "kyoto"})),
+                       after(cue, reply("Nothing about Kyoto yet, ", "but I can plan it.",
+                                        chunk_delay=0.05, chunk_size=6)))
+    box = css(d, "#text")[0]
+    box.send_keys("<script>document.title='pwned'</script> plan Kyoto")
+    css(d, "#send-button")[0].click()
+    # The tool call shows while the turn runs, and Stop is offered.
+    wait(d, lambda d: css(d, ".msg.assistant .tool .tool-name"))
+    assert css(d, ".msg.assistant .tool .tool-name")[0].text == "memory_search"
+    assert css(d, "#stop-button")[0].is_displayed()
+    cue.set()
+    wait(d, lambda d: css(d, ".msg.assistant:not(.streaming)"))
+    bubble = css(d, ".msg.assistant")[-1]
+    assert "Let me look." in bubble.text and "Nothing about Kyoto yet, but I can plan it." in bubble.text
+    assert bubble.get_attribute("data-commit") == page.vault.head()
+    # What the person typed is text, never markup: the script did not run.
+    mine = css(d, ".msg.user")[-1]
+    assert "<script>document.title='pwned'</script> plan Kyoto" in mine.text
+    assert d.title != "pwned"
+    # Saved as a turn of the page's session, through the router, like any channel.
+    assert subjects(page.vault)[0].startswith("chat(web/default): <script>")
+    lines = transcript(page.vault, "web/default")
+    assert lines[0]["content"].startswith("<script>") and lines[0]["source"] == "web"
+    assert "plan Kyoto" in json.dumps(fake_anthropic.calls()[0].body["messages"])
+    # Rendered by the server too, after a reload: still text.
+    page.open("/")
+    texts = [e.text for e in css(d, ".msg.user .text")]
+    assert "<script>document.title='pwned'</script> plan Kyoto" in texts
+    assert d.title != "pwned" and not css(d, ".msg script")
+    shoot(d, "chat")
+
+
+# ---- review, memory and its stories, the timeline ----------------------------------------
+
+
+def test_review_accept_and_reject_then_a_facts_story_and_the_timeline(vault, browser, procs,
+                                                                      run, fake_anthropic):
+    seed(vault)
+    set_review(vault, "all")
+    script(fake_anthropic)
+    assert run("dream", "--sync").exit_code == 0
+    page = Page(vault, browser, procs)
+    page.login()
+    d = page.driver
+    page.open("/review")
+    ops = [e.get_attribute("data-op") for e in css(d, "[data-op]")]
+    assert ops == ["1..2#1", "1..2#2"]
+    shoot(d, "review")
+    # Accept the trip, reject the move with a reason.
+    css(d, '[data-op="1..2#1"] button.accept')[0].click()
+    wait(d, lambda d: [e.get_attribute("data-op") for e in css(d, "[data-op]")] == ["1..2#2"])
+    assert "Accepted 1." in css(d, ".flash.ok")[0].text
+    css(d, '[data-op="1..2#2"] input[name=because]')[0].send_keys("I still live in Berlin")
+    css(d, '[data-op="1..2#2"] button.reject')[0].click()
+    wait(d, lambda d: not css(d, "[data-op]"))
+    assert KYOTO in read(vault, "MEMORY.md")
+    assert read(vault, "USER.md") == USER and LISBON not in read(vault, "USER.md")
+    assert subjects(vault)[:2] == ["review: reject 1 of 2 from dream 1..2",
+                                   "review: accept 1 of 2 from dream 1..2"]
+    assert "because: I still live in Berlin" in vault.git("log", "-1", "--format=%B")
+    assert vault.dirty_paths() == []
+    # The accepted fact's story, as agent why tells it.
+    page.open("/memory")
+    n = read(vault, "MEMORY.md").splitlines().index(KYOTO) + 1
+    css(d, f'a.line[data-line="{n}"]')[0].click()
+    wait(d, lambda d: css(d, "#story .story"))
+    story = css(d, "#story")[0].text
+    assert "review" in story and vault.git("log", "-1", "--format=%h", "--", "MEMORY.md").strip() in story
+    why = agent_proc("why", KYOTO[2:], vault=vault.root, timeout=60).stdout
+    assert css(d, "#story pre.why")[0].get_attribute("textContent").strip() == why.strip()
+    shoot(d, "memory")
+    # The timeline, filtered to reviews: each entry one, newest first, with its diff.
+    page.open("/timeline")
+    shoot(d, "timeline")
+    from selenium.webdriver.support.ui import Select
+    Select(css(d, "select[name=kind]")[0]).select_by_value("review")
+    css(d, ".filters button")[0].click()
+    wait(d, lambda d: "kind=review" in d.current_url)
+    entries = css(d, "[data-commit]")
+    shas = vault.git("log", "--format=%H", "--grep=^review:").split()
+    assert [e.get_attribute("data-commit") for e in entries] == shas
+    entries[-1].find_element("css selector", "a").click()
+    wait(d, lambda d: css(d, "pre.diff .add"))
+    assert KYOTO in " ".join(e.text for e in css(d, "pre.diff .add"))
+    shoot(d, "commit")
+    # Undo on the newest agent commit, as `agent undo SHA` does it.
+    page.open("/timeline")
+    newest = css(d, "[data-commit]")[0]
+    assert newest.get_attribute("data-commit") == vault.head()
+    newest.find_element("css selector", "form.undo button").click()
+    wait(d, lambda d: css(d, ".flash.ok"))
+    assert subjects(vault)[0] == 'undo: revert "review: reject 1 of 2 from dream 1..2"'
+    assert css(d, ".flash.ok")[0].text.startswith("Reverted ")
+    # Search: agent search's results and labels, the matches marked.
+    page.open("/search?q=Kyoto")
+    cli = agent_proc("search", "-n", "20", "Kyoto", vault=vault.root, timeout=60).stdout
+    heads = [line.split("  ")[0] for line in cli.splitlines() if not line.startswith(" ")]
+    assert [e.text for e in css(d, ".hit .hit-head code")] == heads
+    assert "Kyoto" in [e.text for e in css(d, ".hit mark")]
+    shoot(d, "search")
+    page.serve.stop()
+
+
+def test_memory_edited_by_hand_is_committed_as_the_persons_and_a_broken_edit_refused(
+        page, fake_anthropic):
+    d, vault = page.driver, page.vault
+    page.open("/memory/edit?file=MEMORY.md")
+    shoot(d, "edit")
+    before = read(vault, "MEMORY.md")
+    head = vault.head()
+    area = css(d, "#memtext")[0]
+    area.send_keys("\n<<<<<<< HEAD\n")
+    css(d, ".editor button")[0].click()
+    wait(d, lambda d: css(d, ".flash.bad"))
+    assert "merge conflict marker" in css(d, ".flash.bad")[0].text
+    assert read(vault, "MEMORY.md") == before and vault.head() == head
+    page.open("/memory/edit?file=MEMORY.md")
+    css(d, "#memtext")[0].send_keys("- Keeps bees on the roof\n")
+    css(d, ".editor button")[0].click()
+    wait(d, lambda d: css(d, ".flash.ok"))
+    assert read(vault, "MEMORY.md") == before + "- Keeps bees on the roof\n"
+    assert subjects(vault)[0] == "edit: MEMORY.md by hand"
+    assert vault.git("log", "-1", "--format=%an").strip() == "Test User"
+
+
+# ---- the door ---------------------------------------------------------------------------
+
+
+def test_a_stranger_is_refused_cross_site_posts_foreign_hosts_used_codes(page, run,
+                                                                        fake_anthropic):
+    vault = page.vault
+    head = vault.head()
+    status, headers, _ = raw(page, "GET", "/")
+    assert status == 401                              # no cookie: the page says agent web
+    cookie = page.cookie()
+    status, headers, text = raw(page, "GET", "/", headers={"Cookie": cookie})
+    assert status == 200 and "script-src 'self'" in headers["content-security-policy"]
+    assert "unsafe-inline" not in headers["content-security-policy"]
+    # A cross-site form post: the browser sends the cookie only to its own site
+    # (SameSite=Strict), and without the CSRF token nothing happens even with it.
+    form = "session=web%2Fdefault&text=READFILE+MEMORY.md"
+    for h in ({"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded"},
+              {"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded",
+               "Origin": "http://evil.example"},
+              {"Content-Type": "application/x-www-form-urlencoded"}):
+        status, _, text = raw(page, "POST", "/chat/send", body=form.encode(), headers=h)
+        assert status == 403, text
+    csrf = css(page.driver, "body")[0].get_attribute("data-csrf")
+    status, _, _ = raw(page, "POST", "/review/accept", headers={
+        "Cookie": cookie, "Origin": "http://evil.example", "X-CSRF-Token": csrf,
+        "Content-Type": "application/x-www-form-urlencoded"}, body=b"all=1")
+    assert status == 403
+    assert fake_anthropic.calls() == [] and vault.head() == head
+    assert not (vault.root / "sessions" / "web").exists()
+    # DNS rebinding: a name that points at 127.0.0.1 is not this page's.
+    for host in ("evil.example", f"evil.example:{page.port}", f"127.0.0.1.nip.io:{page.port}"):
+        status, _, _ = raw(page, "GET", "/", headers={"Host": host, "Cookie": cookie})
+        assert status == 421, host
+    # The session cookie: HttpOnly, SameSite=Strict; a login code works once.
+    url = page.login_url()
+    path = url[len(page.origin):]
+    status, headers, _ = raw(page, "GET", path)
+    assert status == 303 and headers["location"] == "/"
+    assert re.search(r"HttpOnly", headers["set-cookie"], re.I)
+    assert re.search(r"SameSite=strict", headers["set-cookie"], re.I)
+    status, headers, text = raw(page, "GET", path)
+    assert status == 403 and "set-cookie" not in headers and "used already" in text
+    # The API keeps its bearer token: the cookie is no key to it.
+    status, _, _ = raw(page, "POST", "/v1/sessions/web/default/messages",
+                       body=b'{"text": "hi"}', headers={"Cookie": cookie})
+    assert status == 401
+    assert fake_anthropic.calls() == [] and vault.head() == head
+
+
+def test_answers_reach_a_client_that_sends_its_body_after_its_headers(vault, gateway):
+    """urllib (agent web, agent chat) writes the headers, then the body: an answer that
+    needs no body must not close the connection before the body is written."""
+    from agent.serve.remote import Remote
+
+    remote = Remote.find(vault)
+    for _ in range(40):
+        assert remote.stop("gateway/x") is False
+        assert remote.web_login().startswith(gateway.url + "/login?code=")
+
+
+def test_a_login_code_expires_after_five_minutes_and_works_once():
+    from agent.serve.web.auth import CODE_TTL, Logins
+
+    now = [1000.0]
+    logins = Logins(clock=lambda: now[0])
+    late, soon = logins.new_code(), None
+    now[0] += CODE_TTL + 1
+    soon = logins.new_code()
+    assert logins.redeem(late) is None
+    login = logins.redeem(soon)
+    assert login is not None and logins.find(login.sid) is login
+    assert logins.redeem(soon) is None and logins.redeem("guessed") is None
+
+
+def test_agent_web_without_a_serve_says_how_to_start_one(vault):
+    p = agent_proc("web", vault=vault.root, timeout=60)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "No agent serve is running" in p.stderr and "agent serve" in p.stderr
+
+
+# ---- schedules and settings -------------------------------------------------------------
+
+
+def test_schedules_disable_a_job_and_settings_show_config_check_and_doctor(page, run):
+    d, vault = page.driver, page.vault
+    assert run("cron", "add", "ping", "-m", "say pong", "--every", "1h").exit_code == 0
+    job = json.loads((vault.root / "cron.json").read_text())["jobs"][0]
+    page.open("/schedules")
+    row = css(d, f'[data-job="{job["id"]}"]')[0]
+    assert "ping" in row.text and "every 1h" in row.text
+    shoot(d, "schedules")
+    row.find_element("css selector", "button.quiet").click()       # Disable
+    wait(d, lambda d: css(d, ".flash.ok"))
+    assert css(d, ".flash.ok")[0].text.startswith('Disabled "ping"')
+    assert json.loads((vault.root / "cron.json").read_text())["jobs"][0]["enabled"] is False
+    assert subjects(vault)[0].startswith("cron")
+    # Settings: agent.toml as it is, config check's verdict, doctor's checks (htmx).
+    page.open("/settings")
+    wait(d, lambda d: css(d, "#doctor .checks li"))
+    assert "agent config check: ok" in css(d, "main")[0].text
+    names = [e.text for e in css(d, "#doctor .checks strong")]
+    assert "git" in names and "held" in names
+    assert "[gateway]" in css(d, "pre.file")[0].text
+    shoot(d, "settings")
