@@ -499,12 +499,12 @@ def test_the_working_set_carries_memories_to_a_follow_up_and_a_new_search_replac
     assert quotes(3) == ["My dentist is Dr Ramirez on Elm Street"]
     assert "ids" not in memories(3)                 # bookkeeping never reaches the model
     # /new starts afresh: no working set any more.
-    from agent.chat.commands import new_conversation
+    from agent.ops.sessions import new_conversation
 
     fake_anthropic.add(json_reply({"topic": "Kyoto and the dentist", "importance": 0.3,
                                    "summary": "Asked about the ryokan and the dentist."}))
     said = new_conversation(vault, make_provider(), "cli/default", datetime.now(timezone.utc))
-    assert said.startswith("Archived as entry")
+    assert said.said.startswith("Archived as entry")
     assert not (vault.root / ".agent/working/cli/default.json").exists()
     assert "working" not in vault.git("ls-files")     # derived state, never committed
 

@@ -84,6 +84,20 @@ def test_remember_and_note_are_one_commit_each_named_after_the_client(vault, fix
     assert vault.dirty_paths() == []
 
 
+def test_a_key_a_client_sends_in_a_note_or_fact_never_reaches_the_vault(vault):
+    key = "sk-ant-api03-" + "Zq7_" * 20 + "AA"
+
+    async def steps(c):
+        a = await c.call_tool("note", {"text": f"my key is {key}"})
+        b = await c.call_tool("remember", {"text": f"API key: {key}", "target": "memory"})
+        return [text_of(r) for r in (a, b)]
+    texts = drive(vault, steps)
+    assert all(key not in t for t in texts)
+    assert key not in vault.git("log", "-p", "--all")
+    assert not [p for p in vault.root.rglob("*") if p.is_file() and ".git" not in p.parts
+                and key in p.read_text(errors="replace")]
+
+
 def test_a_hand_edit_is_committed_first_as_the_users(vault):
     path = vault.root / "MEMORY.md"
     path.write_text(path.read_text() + "- Written by hand\n")

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from fakeanthropic import error, json_reply, reply
 
-from agent.serve import jobs
+from agent.ops import cron as jobs
 from agent import schedule as sched
 from agent.llm import make_provider
 from agent.serve.loop import Server

@@ -15,7 +15,6 @@ from agent.stores import memory
 from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
                               report_recovery, vault_option, vault_path)
 from agent.errors import UserError
-from agent.vault.change import Change
 from agent.clock import now
 from agent.vault.repo import Vault
 
@@ -69,28 +68,16 @@ def note(text):
         raise click.ClickException('Nothing to note: give the text, as in agent note "call the dentist"')
     vault = get_vault()
     from agent import redact
-    body, kept = redact.door(vault.root, body)     # a pasted key never lands in the note
-    t = now()
-    rel = memory.daily_path(t.date())
-    vault.check_writable(rel)
-    written = False
+    from agent.ops import notes
+
     try:
-        with vault.locked():
-            report_recovery(vault)
-            vault.append_line(rel, memory.note_line(body, t),
-                              header=memory.daily_header(t.date()))
-            written = True
-            sha = vault.commit(Change("note", f"add 1 line to {rel}"))
-    except UserError as e:
-        # The text is never dropped silently: written and left for the next command
-        # to commit (it is journalled), or given back to be noted again.
-        raise UserError(f"{e}\n" + (f"Your note is in {rel} but not committed; the next "
-                                     f"command that can commits it." if written else
-                                     f"Your note was not saved: {body}")) from None
+        noted = notes.note(vault, body, now())
+    finally:
+        report_recovery(vault)
     after_change(vault, index=False)
-    click.echo(f"{rel}: {memory.note_line(body, t)}  ({sha[:7]})")
-    if kept:
-        click.echo(redact.summary(kept))
+    click.echo(f"{noted.rel}: {noted.line}  ({noted.sha[:7]})")
+    if noted.kept:
+        click.echo(redact.summary(noted.kept))
 
 
 @cli.command()
@@ -355,14 +342,14 @@ def _edit_problem(vault: Vault, rel: str) -> str | None:
 @vault_option
 def undo(sha):
     """Revert the newest agent commit (or the one named) with a new commit."""
-    from agent.vault import history
+    from agent.ops.undo import undo as undo_change
 
     vault = get_vault()
     try:
-        done = history.undo(vault, sha)
+        done = undo_change(vault, sha)
     finally:
         report_recovery(vault)
-    after_change(vault)
+    after_change(vault, index=False)      # (the operation brought the index up to date)
     c = done.commit
     if done.sha is None:
         click.echo(f"Nothing to undo: {c.short} ({c.subject}) changes nothing any more.")
@@ -423,9 +410,9 @@ LAZY = {
               "Inspect or rebuild the search index (.agent/index.sqlite, derived from the files)."),
     "chat": ("agent.cli.chat", "chat",
              "Talk with the agent (a conversation, or one message with -m)."),
-    "archive": ("agent.cli.chat", "archive_cmd",
+    "archive": ("agent.cli.sessions", "archive_cmd",
                 "Archive conversations now, so the dream sees recent talk."),
-    "sessions": ("agent.cli.chat", "sessions_cmd",
+    "sessions": ("agent.cli.sessions", "sessions_cmd",
                  "List the conversations: messages, first and last time, the last line."),
     "dream": ("agent.cli.dream", "dream",
               "Consolidate new archive entries into MEMORY.md and USER.md, and commit."),

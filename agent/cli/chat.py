@@ -1,4 +1,4 @@
-"""Commands of the chat family: `agent chat` and `agent archive`.
+"""`agent chat`: a conversation at the prompt, or one message with -m.
 
 Nothing here imports the Anthropic SDK, the loop or the tools at module level: they are
 imported inside the commands, so `agent --help` and the other commands stay fast.
@@ -11,25 +11,15 @@ import sys
 import click
 
 from agent.errors import UserError, did_you_mean
+from agent.ops import commands
+from agent.ops.sessions import DEFAULT_SESSION
 from agent.stores import sessions
 from agent.cli import complete
-from agent.cli.common import (after_change, get_vault, name_vault, quiet_logs, read_stdin,
-                              report_recovery, vault_option)
+from agent.cli.common import (get_vault, name_vault, quiet_logs, read_stdin, report_recovery,
+                              vault_option)
 
-DEFAULT_SESSION = "cli/default"
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 2000
-
-HELP = """\
-/new     archive this conversation and start a fresh one
-/undo    revert the last turn (its transcript lines and the memory it changed)
-/memory  show MEMORY.md and USER.md
-/help    this list
-/quit    leave (also Ctrl-D, or Ctrl-C at the prompt: exit status 130)
-Ctrl-C while a reply is being written stops it; what was said is kept.
-A line typed while a reply is being written joins the running turn: the agent sees it
-at its next step and answers it in the same reply."""
-
 
 class _Printer:
     """Streams reply text to stdout and tool calls, dimmed, to stderr."""
@@ -93,40 +83,6 @@ def _turn(vault, provider, session: str, text: str, model: str | None, *, inbox=
     return result
 
 
-LAST_SESSION = "last_session"       # in .agent/: the session `agent chat -c` resumes
-
-
-def last_session(vault) -> str | None:
-    """The session `agent chat` used last (else the one with the newest message)."""
-    try:
-        key = (vault.state / LAST_SESSION).read_text(encoding="utf-8").strip()
-        return sessions.check_key(key)
-    except (OSError, UserError):
-        pass
-    from agent.search import index
-    found = index.session_summaries(vault)
-    return found[0].key if found else None
-
-
-def _remember_session(vault, key: str) -> None:
-    try:
-        vault.state.mkdir(exist_ok=True)
-        (vault.state / LAST_SESSION).write_text(key + "\n", encoding="utf-8")
-    except OSError:
-        pass
-
-
-def session_exists(vault, key: str) -> bool:
-    return bool(sessions.Session(vault.root, key).files())
-
-
-def unknown_session(vault, key: str) -> str:
-    """The message for a session key the vault has no transcript of."""
-    known = sessions.list_sessions(vault.root)
-    return (f"No session {key} in {vault.root}.{did_you_mean(key, known)} "
-            f"`agent sessions` lists them.")
-
-
 @click.command()
 @click.option("-m", "--message", metavar="TEXT",
               help="Send one message, print the reply and exit (text piped on stdin works too).")
@@ -147,6 +103,7 @@ def chat(message, session, continue_, new, model, remote, local):
     """Talk with the agent (a conversation, or one message with -m)."""
     from agent.llm import make_provider
     from agent.llm.preload import preload
+    from agent.ops import sessions as ops
 
     if continue_ and session:
         raise click.UsageError("Give --session KEY or --continue, not both.")
@@ -173,7 +130,7 @@ def chat(message, session, continue_, new, model, remote, local):
         preload()   # the SDK loads while the vault is read, the prompt built, the person types
         vault.check_committable()   # before a model call whose turn could not be saved
     if continue_:
-        session = last_session(vault)
+        session = ops.last_session(vault)
         if session is None:
             raise UserError("Nothing to continue: no conversation yet. Start one with agent chat.")
         click.echo(click.style(f"[continuing {session}]", dim=True), err=True)
@@ -192,7 +149,7 @@ def chat(message, session, continue_, new, model, remote, local):
         piped = read_stdin("text")
         if piped.strip():
             message = f"{piped.rstrip()}\n\n{message}"
-    if session != DEFAULT_SESSION and not new and not session_exists(vault, session):
+    if session != DEFAULT_SESSION and not new and not ops.exists(vault, session):
         close = did_you_mean(session, sessions.list_sessions(vault.root))
         if message is not None or script is not None:     # (stdin is read: no question)
             if close:     # most likely a typo: refuse rather than start a stray session
@@ -204,7 +161,7 @@ def chat(message, session, continue_, new, model, remote, local):
             raise SystemExit(1)
     if message is not None and not message.strip():
         raise click.UsageError('Nothing to send: give the message, as in agent chat -m "hello"')
-    _remember_session(vault, session)
+    ops.remember_last(vault, session)
     if client is not None:
         if message is not None:
             answer = _remote_once(client, session, message)
@@ -233,14 +190,11 @@ def chat(message, session, continue_, new, model, remote, local):
     _repl(vault, make_provider(), session, model, script=script)
 
 
-SLASH_WORDS = ("/quit", "/exit", "/q", "/help", "/?", "/memory", "/new", "/undo")
-
-
 def _is_script(text: str) -> bool:
     """Whether piped text is REPL input (its first line a slash command) rather than
     one message."""
     first = text.lstrip().split("\n", 1)[0].split()
-    return bool(first) and first[0].lower() in SLASH_WORDS
+    return bool(first) and commands.word(first[0]) in commands.words("repl")
 
 
 def _piped() -> bool:
@@ -420,11 +374,15 @@ def _while_reading(work, on_line, on_interrupt):
     return box.get("value")
 
 
-def _typed(inbox, late: list[str]):
-    """What a line typed during a turn does: joins the turn (or the next one)."""
+def _typed(inbox, late: list[str], stop=None):
+    """What a line typed during a turn does: joins the turn (or the next one); /stop
+    stops it (`stop()`, as Ctrl-C does)."""
     def on_line(line: str) -> None:
         text = line.strip()
         if not text:
+            return
+        if commands.word(text) == "/stop" and stop is not None:
+            _note(f"[{commands.run(commands.Context(None, '', 'repl', stop=stop), text).text}]")
             return
         if text.startswith("/"):
             _note(f"[{text.split()[0]} waits for the prompt: Ctrl-C stops the reply]")
@@ -453,7 +411,7 @@ def _local_turns(vault, provider, session: str, text: str, model: str | None) ->
         first = pending[0]
         _while_reading(lambda: _turn(vault, provider, session, first, model, inbox=inbox,
                                      cancel=cancel),
-                       _typed(inbox, late), cancel.set)
+                       _typed(inbox, late, lambda: not cancel.set()), cancel.set)
         pending = inbox.close() + late
 
 
@@ -551,175 +509,54 @@ def _remote_turns(remote, session: str, text: str) -> None:
             send_more(line)
             return True
 
-    def stop():
+    def stop() -> bool:
         try:
-            remote.stop(session)
+            return remote.stop(session)
         except UserError as e:
             click.echo(f"Error: {e}", err=True)
+            return False
 
-    _while_reading(lambda: _remote_turn(remote, session, text), _typed(_Joined(), []), stop)
+    _while_reading(lambda: _remote_turn(remote, session, text), _typed(_Joined(), [], stop),
+                   stop)
     for t in sent:
         t.join()
 
 
+# ---- slash commands: agent.ops.commands, rendered for the terminal -------------------------
+
+REPL_HELP = """\
+Ctrl-C while a reply is being written stops it; what was said is kept.
+A line typed while a reply is being written joins the running turn: the agent sees it
+at its next step and answers it in the same reply."""
+
+
 def _slash(vault, provider, session: str, text: str) -> str | None:
-    word = text.split()[0].lower()
-    if word in ("/quit", "/exit", "/q"):
+    """Run a slash command typed at the prompt and print its reply; "quit" when the
+    conversation ends. (Nothing runs at the prompt: /stop says so.)"""
+    ctx = commands.Context(vault, session, "repl", provider=provider)
+    try:
+        reply = commands.run(ctx, text)
+    finally:
+        report_recovery(vault)
+    if reply.changed:
+        name_vault(vault)
+    if reply.quit:
         return "quit"
-    if word in ("/help", "/?"):
-        click.echo(HELP)
-    elif word == "/memory":
-        from agent.chat.commands import memory_files
-        for name, body in memory_files(vault):
-            click.echo(click.style(f"--- {name}", bold=True))
-            click.echo(body)
-    elif word == "/new":
-        _new(vault, provider, session)
-    elif word == "/undo":
-        click.echo(undo_last_turn(vault, session))
-    else:
-        click.echo(f"Unknown command {word}; /help lists them.")
+    for name, body in reply.sections:
+        click.echo(click.style(f"--- {name}", bold=True))
+        click.echo(body)
+    if reply.text:
+        click.echo(reply.text, err=reply.aside)
+    if commands.word(text) in ("/help", "/?"):
+        click.echo(REPL_HELP)
+    for item in reply.review:
+        click.echo("")
+        for line in item.lines():
+            click.echo(line)
+    if reply.review:
+        click.echo("")
+        click.echo("agent review accept N... | reject N... [--because TEXT] | edit N")
     return None
 
 
-def _new(vault, provider, session: str) -> None:
-    from agent.chat.commands import new_conversation
-    from agent.clock import now
-
-    said = new_conversation(vault, provider, session, now())
-    report_recovery(vault)
-    click.echo(said, err=said.endswith("goes on as it was."))
-
-
-def _topic(vault, entry_id: int) -> str:
-    from agent.chat.commands import topic
-    return topic(vault, entry_id)
-
-
-def undo_last_turn(vault, session: str) -> str:
-    """Revert the newest turn commit of `session` not yet undone; says what happened."""
-    from agent.chat.commands import undo_last_turn as undo
-
-    try:
-        said, changed = undo(vault, session)
-    finally:
-        report_recovery(vault)
-    if changed:
-        after_change(vault)
-    return said
-
-
-# ---- agent archive ------------------------------------------------------------------------
-
-
-@click.command("archive")
-@click.option("--session", metavar="KEY", shell_complete=complete.sessions,
-              help=f"The conversation (default {DEFAULT_SESSION}).")
-@click.option("--all", "all_", is_flag=True, help="Every conversation of the vault.")
-@vault_option
-def archive_cmd(session, all_):
-    """Archive conversations now, so the dream sees recent talk.
-
-    Compacts the whole window of the conversation (or of every one) into an archive
-    entry with a model-written topic and summary.
-    """
-    if session and all_:
-        raise click.UsageError("Give --session KEY or --all, not both.")
-    vault = get_vault()
-    if all_:
-        keys = sessions.list_sessions(vault.root)
-    else:
-        key = sessions.check_key(session or DEFAULT_SESSION)
-        if session and not session_exists(vault, key):
-            raise UserError(unknown_session(vault, key))
-        keys = [key]
-    from agent.llm.preload import preload
-
-    preload()
-    quiet_logs()
-    from agent.chat.compact import CompactError, backlog_bytes, compact_backlog, compact_until
-    from agent.llm import make_provider
-    from agent.clock import now
-
-    provider = make_provider()
-    failed, done = 0, []
-    for key in keys:
-        def shown(entry, left=None):
-            more = f", about {left // 1024:,} KB of imported history left" if left else ""
-            click.echo(f"{key}: archive entry {entry} ({_topic(vault, entry)}){more}")
-        try:
-            # Imported history waiting beyond the window first, one chunk a request.
-            made = []
-            while (entry := compact_backlog(vault, provider, key, now())) is not None:
-                made.append(entry)
-                shown(entry, backlog_bytes(vault.root, key))
-            made += compact_until(vault, provider, key, now(), force=True, on_entry=shown)
-            entry = made[-1] if made else None
-        except CompactError as e:
-            failed += 1
-            click.echo(str(e), err=True)
-            continue
-        except KeyboardInterrupt:
-            kept = (f"{', '.join(done)} archived; " if done else "")
-            click.echo(f"\n[interrupted: {kept}{key} is unchanged]", err=True)
-            sys.exit(130)
-        report_recovery(vault)
-        if entry is None:
-            click.echo(f"{key}: nothing to archive")
-        else:
-            done.append(key)
-    if not keys:
-        click.echo("No conversations yet.")
-    if done:
-        name_vault(vault)
-    if failed:
-        sys.exit(1)
-
-
-# ---- agent sessions -----------------------------------------------------------------------
-
-
-def _short(text: str, width: int) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[:width - 3].rstrip() + "..."
-
-
-@click.command("sessions")
-@click.option("--json", "as_json", is_flag=True, help="A JSON array, for scripts.")
-@vault_option
-def sessions_cmd(as_json):
-    """List the conversations: messages, first and last time, the last line."""
-    import json
-    import shutil
-
-    from agent.search import index
-
-    vault = get_vault()
-    found = index.session_summaries(vault)
-    if as_json:
-        click.echo(json.dumps([{"session": s.key, "messages": s.messages, "first": s.first,
-                                "last": s.last, "last_speaker": s.last_speaker,
-                                "last_text": s.last_text} for s in found],
-                              ensure_ascii=False, indent=2))
-        return
-    if not found:
-        click.echo('No conversations yet. Start one: agent chat -m "hello"')
-        return
-
-    def when(ts):
-        return ts[:16].replace("T", " ") if ts else "-"
-
-    head = ["SESSION", "MESSAGES", "FIRST", "LAST", "LAST LINE"]
-    rows = [[s.key, str(s.messages), when(s.first), when(s.last),
-             f"{s.last_speaker}: {s.last_text}" if s.last_speaker else s.last_text]
-            for s in found]
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
-    width = shutil.get_terminal_size((100, 24)).columns
-    room = max(20, width - sum(widths) - 2 * 4)
-    for r in [head, *rows]:
-        cells = [r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].ljust(widths[2]),
-                 r[3].ljust(widths[3]), _short(r[4], room)]
-        click.echo("  ".join(cells).rstrip())
-
-
-COMMANDS = [chat, archive_cmd, sessions_cmd]
+COMMANDS = [chat]

@@ -13,7 +13,6 @@ import click
 from agent.cli import complete
 from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
                               vault_option)
-from agent.vault.change import Change
 from agent.clock import now as clock_now
 
 
@@ -66,7 +65,7 @@ def cron():
 def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run, deliver,
              host):
     """Add a job: agent cron add daily --message "plan my day" --cron "0 9 * * *"."""
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = get_vault()
     job, sha = jobs.add(vault, name, message, clock_now(), at=at, every=every, cron=expr, tz=tz,
@@ -85,33 +84,28 @@ def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_
 def cron_list(as_json):
     """List the jobs: id, name, schedule, next run (local time), last status; a job held
     for your approval says so."""
-    from agent.stores import cron as cronfile
+    from agent.ops import cron as jobs
 
     vault = get_vault()
-    cf = cronfile.read(vault.root)
-    for problem in cf.problems:
+    listing = jobs.list_jobs(vault)
+    for problem in listing.problems:
         click.echo(f"Skipped: {problem}", err=True)
     if as_json:                 # the jobs as cron.json holds them, and whether one is held
         from agent.cli.output import records
 
-        records(dict(j.to_json(), held=j.held) for j in cf.jobs)
+        records(dict(j.job.to_json(), held=j.job.held) for j in listing.jobs)
         return
-    if not cf.jobs:
+    if not listing.jobs:
         click.echo('No cron jobs. Add one: agent cron add NAME --message TEXT --every 1h')
         return
     from agent.stores import delivery
 
-    rows = []
-    here = vault.host()
-    for j in cf.jobs:
-        nxt = _when(j.state.next_run) if j.enabled else "disabled"
-        if j.held:
-            nxt = "held"
-        host = j.host or f"{here} (to be claimed)"
-        rows.append([j.id, j.name, j.schedule.describe(), host, nxt,
-                     _status(j.state.last_status, j.state.last_error)])
+    rows = [[j.job.id, j.job.name, j.job.schedule.describe(), j.host,
+             j.why_not or _when(j.next),
+             _status(j.job.state.last_status, j.job.state.last_error)] for j in listing.jobs]
     click.echo(_table(rows, ["ID", "NAME", "SCHEDULE", "HOST", "NEXT RUN", "LAST"]))
-    for j in cf.jobs:          # a job that does not run, or a reply not delivered, is never silent
+    for j in (listed.job for listed in listing.jobs):
+        # a job that does not run, or a reply not delivered, is never silent
         if j.held:
             click.echo(f"{j.id}  {j.name}: held, awaiting your approval: made by the model, "
                        f"it delivers to {j.deliver}; agent cron approve {j.id} (or remove it)")
@@ -120,13 +114,43 @@ def cron_list(as_json):
             click.echo(f"{j.id}  {j.name}: {line}")
 
 
+@cron.command("edit")
+@click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
+@click.option("--name", metavar="NAME", help="A new name.")
+@click.option("--message", "-m", help="A new message: what the agent is asked when it runs.")
+@click.option("--at", "at", metavar="TIME", help="Now once, at HH:MM today or an ISO 8601 time.")
+@click.option("--every", metavar="DURATION", help="Now every interval: 90s, 30m, 2h, 1d.")
+@click.option("--cron", "expr", metavar="EXPR", help='Now on a cron expression, e.g. "0 9 * * *".')
+@click.option("--tz", metavar="ZONE", help="Time zone of the new --cron/--at.")
+@vault_option
+def cron_edit(job_id, name, message, at, every, expr, tz):
+    """Change a job's name, message or schedule, keeping the rest (its id, its history)."""
+    from agent.ops import cron as jobs
+
+    if (name, message, at, every, expr, tz) == (None,) * 6:
+        raise click.UsageError("Say what to change: --name, --message, or a new schedule "
+                               "(--at, --every or --cron).")
+    vault = get_vault()
+    job, sha = jobs.edit(vault, job_id, clock_now(), name=name, message=message, at=at,
+                         every=every, cron=expr, tz=tz)
+    if sha is None:
+        click.echo(f"{job.label()} ({job.id}) is already so; nothing changed.")
+        return
+    report_recovery(vault)
+    after_change(vault)
+    nxt = _when(job.state.next_run) if job.enabled and not job.held else \
+        ("held" if job.held else "disabled")
+    click.echo(f"Edited {job.label()} ({job.id}): {job.schedule.describe()}, next run {nxt}  "
+               f"({sha[:7]})")
+
+
 @cron.command("approve")
 @click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @vault_option
 def cron_approve(job_id):
     """Let a job the model made with a delivery target run (only to a chat you allowed)."""
     from agent.config import load_settings
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
     from agent.serve.delivery import refusal
 
     vault = get_vault()
@@ -147,7 +171,7 @@ def cron_approve(job_id):
 @vault_option
 def cron_move(job_id, host):
     """Give a job to another machine (by its `agent.host` name): only that one runs it."""
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = get_vault()
     job, sha = jobs.move(vault, job_id, host)
@@ -164,7 +188,7 @@ def cron_move(job_id, host):
 @vault_option
 def cron_remove(job_id):
     """Remove a job (by id, or by name when only one job has it)."""
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = get_vault()
     job, sha = jobs.remove(vault, job_id)
@@ -173,7 +197,7 @@ def cron_remove(job_id):
 
 
 def _toggle(job_id: str, enabled: bool):
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = get_vault()
     job, sha = jobs.set_enabled(vault, job_id, enabled, clock_now())
@@ -206,16 +230,15 @@ def cron_disable(job_id):
 @vault_option
 def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
-    from agent.stores import cron as cronfile
-    from agent.serve import cron as serve_cron
     from agent.llm import make_provider
+    from agent.ops import cron as jobs
 
     vault = get_vault()
-    job = cronfile.read(vault.root).find(job_id)
+    job = jobs.find(vault, job_id)
     quiet_logs()
     provider = make_provider()
-    outcome = serve_cron.run_job_now(vault, provider, job.id, clock_now(),
-                                     on_text=lambda s: click.echo(s, nl=False))
+    outcome = jobs.run_now(vault, provider, job.id, clock_now(),
+                           on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")
     if outcome.status != "ok":
@@ -238,53 +261,51 @@ def heartbeat():
 @vault_option
 def heartbeat_list(as_json):
     """List the heartbeats: name, schedule, active hours, enabled, next and last run."""
-    from agent.stores import heartbeat as hbmod
+    from agent.ops import heartbeats as ops
 
     vault = get_vault()
-    beats, problems = hbmod.load_all(vault.root)
-    state = hbmod.read_state(vault.state)
+    listing = ops.list_heartbeats(vault)
     if as_json:
         from agent.cli.output import records
 
-        for p in problems:
+        for p in listing.problems:
             click.echo(f"skipped {p}", err=True)
-        records({"name": hb.name, "schedule": hb.describe(), "active": hb.hours(),
-                 "enabled": hb.enabled,
-                 "state": state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}}
-                for hb in beats)
+        records({"name": b.heartbeat.name, "schedule": b.heartbeat.describe(),
+                 "active": b.heartbeat.hours(), "enabled": b.heartbeat.enabled,
+                 "state": b.state} for b in listing.heartbeats)
         return
-    if not beats and not problems:
+    if not listing.heartbeats and not listing.problems:
         click.echo("No heartbeats: add heartbeat/<name>.md (frontmatter name, every or cron, "
                    "enabled; the body is the prompt).")
-    if beats:
+    if listing.heartbeats:
+        from agent.stores import heartbeat as hbmod
+
         rows = []
-        for hb in beats:
-            e = state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}
-            same = e.get("sig") == hb.signature()
-            nxt = _when(hbmod.due_time(e)) if hb.enabled and same else (
-                "disabled" if not hb.enabled else "when serve starts")
+        for b in listing.heartbeats:
+            hb, e = b.heartbeat, b.state
             last = _status(e.get("last_status"), e.get("last_error"))
             if e.get("last_run"):
                 last += f" ({_when(hbmod.due_time({'next_run': e['last_run']}))})"
             rows.append([hb.name, hb.describe(), hb.hours(), "yes" if hb.enabled else "no",
-                         nxt, last])
+                         b.why_not or _when(b.next), last])
         click.echo(_table(rows, ["NAME", "SCHEDULE", "ACTIVE", "ENABLED", "NEXT RUN", "LAST"]))
         from agent.stores import delivery
-        for hb in beats:
-            e = state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}
-            line = delivery.describe(e.get("delivery"), _when)
+        for b in listing.heartbeats:
+            line = delivery.describe(b.state.get("delivery"), _when)
             if line:
-                click.echo(f"{hb.name}: {line}")
-    for p in problems:
+                click.echo(f"{b.heartbeat.name}: {line}")
+    for p in listing.problems:
         click.echo(f"skipped {p}", err=True)
 
 
 def _toggle_heartbeat(name: str, enabled: bool) -> None:
-    from agent.ops import heartbeats
+    from agent.ops import heartbeats as ops
 
     vault = get_vault()
-    hb, sha = heartbeats.set_enabled(vault, name, enabled)
-    report_recovery(vault)
+    try:
+        hb, sha = ops.set_enabled(vault, name, enabled)
+    finally:
+        report_recovery(vault)
     word = "enable" if enabled else "disable"
     if sha is None:
         click.echo(f"Heartbeat {hb.name} is already {word}d.")
@@ -323,30 +344,21 @@ def heartbeat_disable(name):
 @vault_option
 def heartbeat_add(name, message, every, expr, active_hours, tz, disabled, deliver):
     """Add a heartbeat: agent heartbeat add inbox --every 2h -m "check my inbox note"."""
-    from agent.stores import heartbeat as hbmod
+    from agent.ops import heartbeats as ops
 
     if (every is None) == (expr is None):
         raise click.UsageError("Give exactly one of --every DURATION or --cron EXPR.")
     vault = get_vault()
-    rel = f"{hbmod.FOLDER}/{name}.md"
-    with vault.locked():
+    try:
+        hb, sha = ops.add(vault, name, message, every=every, cron=expr,
+                          active_hours=active_hours, tz=tz, enabled=not disabled,
+                          deliver=deliver)
+    finally:
         report_recovery(vault)
-        text = hbmod.new_file(name, message, every=every, cron=expr, active_hours=active_hours,
-                              tz=tz, enabled=not disabled, deliver=deliver,
-                              host=vault.host())
-        beats, _ = hbmod.load_all(vault.root)
-        if (vault.root / rel).exists() or any(b.name == name for b in beats):
-            raise click.ClickException(f"A heartbeat named {name!r} exists already ({rel}); "
-                                       f"choose another name or edit it: agent edit {rel}")
-        vault.write_text(rel, text)
-        hb = hbmod.parse({"name": name, **({"every": every} if every else {"cron": expr}),
-                          "enabled": not disabled, "active_hours": active_hours, "tz": tz,
-                          "deliver": deliver},
-                         message, rel)
-        sha = vault.commit(Change("heartbeat", f'add "{name}" ({hb.describe()})'))
     after_change(vault)
     state = "disabled" if disabled else f"active {hb.hours()}"
-    click.echo(f"Added heartbeat {name} ({hb.describe()}, {state}): {rel}  ({(sha or '')[:7]})")
+    click.echo(f"Added heartbeat {name} ({hb.describe()}, {state}): {hb.path}  "
+               f"({(sha or '')[:7]})")
 
 
 @heartbeat.command("run")
@@ -354,17 +366,16 @@ def heartbeat_add(name, message, every, expr, active_hours, tz, disabled, delive
 @vault_option
 def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
-    from agent.stores import heartbeat as hbmod
-    from agent.serve import heartbeats as serve_heartbeats
     from agent.llm import make_provider
-    from agent.ops import heartbeats
+    from agent.ops import heartbeats as ops
+    from agent.stores import heartbeat as hbmod
 
     vault = get_vault()
-    hb = heartbeats.find(vault, name)
+    hb = ops.find(vault, name)
     quiet_logs()
     provider = make_provider()
-    outcome = serve_heartbeats.run_heartbeat_now(vault, provider, hb, clock_now(),
-                                                 on_text=lambda s: click.echo(s, nl=False))
+    outcome = ops.run_now(vault, provider, hb.name, clock_now(),
+                          on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
     click.echo("")
     if outcome.status == "quiet":

@@ -342,49 +342,36 @@ class VaultTools:
         lines += [f"Committed {sha[:7]} {subject}" for sha, subject in zip(out.commits, out.subjects)]
         return "\n".join(lines)
 
-    def _commit(self, client: str | None, what: str, text: str, rel: str, tool: str,
-                write) -> str:
-        from agent.search import index
-        scope = _client_scope(client)
-        with self.vault.locked():
-            result = write()
-            sha = self.vault.commit(Change("mcp", f"{what}: {_shorten(text)}", scope=scope,
-                                           trailers={"Client": client or "unknown",
-                                                     "Tool": tool, "File": rel}))
+    def _via(self, client: str | None, tool: str, what: str):
+        """The commit of a client's note or fact: who asked, with which tool."""
+        def change(rel: str, text: str) -> Change:
+            return Change("mcp", f"{what} in {rel}: {_shorten(text)}",
+                          scope=_client_scope(client),
+                          trailers={"Client": client or "unknown", "Tool": tool, "File": rel})
+        return change
+
+    def _refresh(self, sha: str | None) -> str:
         if sha:
+            from agent.search import index
             index.refresh(self.vault, after_commit=True)
-        return result + (f" ({sha[:7]})" if sha else "")
+        return f" ({sha[:7]})" if sha else ""
 
     def remember(self, text: str, target: str, section: str | None, client: str | None) -> str:
-        from agent.chat.tools.memory import TITLES
-        one = " ".join(text.split())
+        from agent.ops import notes
+        done = notes.remember(self.vault, text, target, self.clock(), section=section,
+                              via=self._via(client, "remember", "remember"))
         if target == "daily":
-            return self._note(one, client, "remember")
-        rel = memory.MEMORY if target == "memory" else memory.USER
-        section = section.strip() if section and section.strip() else None
-
-        def write():
-            old = safe.read_text(self.vault.root, rel)     # strict: it is rewritten
-            new = memory.add_fact(old, one, section, TITLES[rel])
-            if new == (old or ""):
-                return f"{rel} already has: - {one}"
-            self.vault.write_text(rel, new)
-            where = f" under {section}" if section else ""
-            return f"Added to {rel}{where}: - {one}"
-        return self._commit(client, f"remember in {rel}", one, rel, "remember", write)
+            return f"Noted in {done.rel}: {done.line}" + self._refresh(done.sha)
+        if not done.added:
+            return f"{done.rel} already has: - {done.line}"
+        where = f" under {done.section}" if done.section else ""
+        return f"Added to {done.rel}{where}: - {done.line}" + self._refresh(done.sha)
 
     def note(self, text: str, client: str | None) -> str:
-        return self._note(" ".join(text.split()), client, "note")
-
-    def _note(self, one: str, client: str | None, tool: str) -> str:
-        now = self.clock()
-        rel = memory.daily_path(now.date())
-        line = memory.note_line(one, now)
-
-        def write():
-            self.vault.append_line(rel, line, header=memory.daily_header(now.date()))
-            return f"Noted in {rel}: {line}"
-        return self._commit(client, f"{tool} in {rel}", one, rel, tool, write)
+        from agent.ops import notes
+        done = notes.note(self.vault, " ".join(text.split()), self.clock(),
+                          via=self._via(client, "note", "note"))
+        return f"Noted in {done.rel}: {done.line}" + self._refresh(done.sha)
 
     # -- resources
 

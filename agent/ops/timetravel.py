@@ -100,10 +100,9 @@ def restore(vault: Vault, text: str) -> Restored:
     fact = last.old.strip().lstrip("-*+").strip()
     before = tt.file_at(vault, f"{last.sha}^", last.file) or ""
     section = heading_above(before, last.old)
-    from agent.chat.tools.memory import TITLES
     with vault.locked():
         old = safe.read_text(vault.root, last.file)
-        vault.write_text(last.file, memory.add_fact(old, fact, section, TITLES[last.file]))
+        vault.write_text(last.file, memory.add_fact(old, fact, section, memory.TITLES[last.file]))
         sha = vault.commit(Change(
             "restore", _short(fact),
             body=(f"Brings back the line of {last.file} that {last.sha[:7]} "

@@ -43,7 +43,8 @@ from agent.chat.inbox import Inbox
 from agent.errors import UserError
 from agent.serve.receipts import Receipts
 from agent import redact
-from agent.serve.turns import log, run_turn, short
+from agent.ops.runs import run_turn, short
+from agent.serve.turns import log
 from agent.stores import sessions
 
 if TYPE_CHECKING:

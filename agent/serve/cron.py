@@ -1,5 +1,5 @@
-"""Cron jobs in serve: running one job, and the part of the scheduler that runs the due
-ones.
+"""Cron jobs in serve: the part of the scheduler that runs the due ones (running one,
+and recording its run, is agent/ops/runs.py).
 
 A job runs once per due time. Just before running it, serve re-reads cron.json under
 the vault lock and checks the job is still enabled and still due at that time (a
@@ -7,7 +7,7 @@ command, a chat's cron tool or a hand edit may have changed it). The job's new s
 (next run, last run, status) is written to cron.json in the same commit as the turn's
 transcript (through run_turn's on_save), so a run is recorded exactly when its turn is; a run cut short before its
 turn was saved never happened and is due again after a restart. (Changing cron.json
-outside a run is agent/serve/jobs.py.)
+outside a run is agent/ops/cron.py.)
 
 A job runs on one machine only: the one its `host` names (`agent.host` in the vault's
 git config). Serve leaves other machines' jobs alone, and gives itself the jobs that
@@ -19,118 +19,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from agent import schedule as sched
-from agent.config import load_settings
 from agent.errors import UserError
-from agent.llm import Provider
-from agent.serve import jobs
-from agent.serve.turns import Outcome, local, log, log_outcome, run_turn, short
+from agent.ops import cron as jobs
+from agent.ops.runs import execute_job
+from agent.serve.turns import local, log, log_outcome
 from agent.serve.watch import Watch, stat
 from agent.stores import cron as cronfile
-from agent.stores import delivery
-from agent.stores.cron import CRON_FILE, CronFile, CronFileError, Job
+from agent.stores.cron import CRON_FILE, CronFile, CronFileError
 from agent.sync import remotes as syncing
 from agent.vault.change import Change
 from agent.vault.repo import Vault
-
-
-def job_text(job: Job, due: datetime | None, now: datetime) -> str:
-    """What the model is told when a job runs: its message, then which job is running
-    (after it, so the commit subject made from the text starts with the message)."""
-    when = (due or now).astimezone(sched.zone(job.schedule.tz))
-    how = f"due {when:%a %Y-%m-%d %H:%M %Z}" if due else "run by hand"
-    return (f"{job.message}\n\n(Scheduled job \"{job.name}\", {job.schedule.describe()}, "
-            f"{how}: this message was scheduled earlier and is running now; do what it asks.)")
-
-
-def _recorder(job_id: str, now: datetime, due: datetime | None, following: datetime | None,
-              problems: list[str]):
-    """A function writing a run's result into cron.json as it is (call under the lock)."""
-    def record(vault: Vault, status: str, error: str | None) -> list[str]:
-        try:
-            before = cronfile.read_text(vault.root)
-            if before is None:
-                return []
-            cf = cronfile.loads(before)
-        except CronFileError as e:
-            problems.append(f"the run's state was not recorded: {e}")
-            return []
-        job = cf.get(job_id)
-        if job is None:                       # removed while it ran
-            return []
-        if not job.runs_on(vault.host()):
-            # Another machine's job (run here by hand): its state is that machine's.
-            return []
-        if due is not None and job.state.next_run == due:
-            job.state.next_run = following    # else someone rescheduled it meanwhile
-        job.state.last_run = now
-        job.state.last_status = status
-        job.state.last_error = error
-        if status == "ok" and job.deliver:          # sent after the commit (delivery.py)
-            job.state.delivery = delivery.pending(job.deliver, now)
-        if (status == "ok" and due is not None and job.delete_after_run
-                and job.state.next_run is None and job.state.delivery is None):
-            cf.remove(job_id)       # (one with a reply to deliver goes once it is delivered)
-        after = cronfile.dumps(cf)
-        if after == before:
-            return []
-        vault.write_text(CRON_FILE, after)
-        return [CRON_FILE]
-    return record
-
-
-def execute_job(vault: Vault, provider: Provider, job: Job, now: datetime, *, due: datetime | None,
-                following: datetime | None, settings=None, on_text=None) -> Outcome:
-    """Run `job`'s turn and record the run in cron.json: in the turn's commit, or, when
-    the turn was cut short before it was saved, in a commit of its own."""
-    problems: list[str] = []
-    record = _recorder(job.id, now, due, following, problems)
-    recorded: list[tuple[str, str | None]] = []
-
-    def on_save(error: str | None, interrupted: bool) -> None:
-        # The turn is being saved: its commit carries the run's record too.
-        if interrupted:
-            status, why = "interrupted", "stopped before the reply was complete"
-        elif error:
-            status, why = "error", error
-        else:
-            status, why = "ok", None
-        record(vault, status, why)
-        recorded.append((status, why))
-
-    result, failure = run_turn(vault, provider, job.session, job_text(job, due, now), now,
-                               kind="cron", settings=settings, on_text=on_text, on_save=on_save)
-    sha = getattr(result, "sha", None)
-    if recorded:
-        status, error = recorded[0]
-    else:
-        if result is not None and result.interrupted:
-            status, error = "interrupted", "stopped before the reply was complete"
-        elif result is not None and result.error:
-            status, error = "error", str(result.error)
-        elif failure == "interrupted":
-            status, error = "interrupted", "stopped before the turn was saved"
-        elif failure:
-            status, error = "error", failure
-        else:
-            status, error = "ok", None
-        with vault.locked():
-            if record(vault, status, error):
-                what = {"error": "failed", "interrupted": "was interrupted"}.get(status, "ran")
-                reason = f": {short(error)}" if error else ""
-                sha = vault.commit(Change("cron", f"{job.label()} {what}{reason}",
-                                          trailers={"Job": job.id})) or sha
-    for p in problems:
-        log.warning("cron %s (%s): %s", job.label(), job.id, p)
-    return Outcome(status, sha, error, getattr(result, "reply", "") or "")
-
-
-def run_job_now(vault: Vault, provider: Provider, job_id: str, now: datetime, *,
-                on_text=None) -> Outcome:
-    """`agent cron run`: run a job at once; its next run stays as it was."""
-    with vault.locked():
-        job = cronfile.read(vault.root).find(job_id)
-    return execute_job(vault, provider, job, now, due=None, following=None,
-                       settings=load_settings(vault.root), on_text=on_text)
 
 
 class CronJobs:

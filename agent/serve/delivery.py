@@ -25,7 +25,8 @@ import secrets
 from datetime import datetime
 
 from agent.errors import UserError
-from agent.serve.turns import local, log, short
+from agent.ops.runs import short
+from agent.serve.turns import local, log
 from agent.stores import cron as cronfile
 from agent.stores import delivery, sessions
 from agent.stores import heartbeat as hbmod
@@ -247,15 +248,6 @@ def _talked_in(root, key: str, allow: set[int]) -> bool:
         if any(line.get("role") == "user" and line.get("source") in who for line in lines):
             return True
     return False
-
-
-def pending_for(target: str | None, now: datetime, status: str, text: str | None = None):
-    """The record a run leaves: pending when it went well and has somewhere to go."""
-    if target is None or status != "ok":
-        return None
-    if text is not None and (not text.strip() or text.strip() == hbmod.OK):
-        return None
-    return delivery.pending(target, now, text)
 
 
 def _ts(line: dict) -> datetime:

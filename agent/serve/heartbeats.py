@@ -1,5 +1,5 @@
-"""Heartbeats in serve: running one, recording it in `.agent/heartbeat-state.json`, and
-the part of the scheduler that runs the due ones.
+"""Heartbeats in serve: the part of the scheduler that runs the due ones (running one and
+recording it in `.agent/heartbeat-state.json` is agent/ops/runs.py).
 
 Only serve and `agent heartbeat run` write that derived state, and only after a run
 (under the vault lock); a pass that finds nothing due takes no lock.
@@ -10,61 +10,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from agent import schedule as sched
-from agent.config import load_settings
 from agent.errors import UserError
-from agent.llm import Provider
-from agent.serve.delivery import pending_for
-from agent.serve.turns import Outcome, log, log_outcome, run_turn
+from agent.ops.runs import execute_heartbeat, record_heartbeat
+from agent.serve.turns import log, log_outcome
 from agent.serve.watch import Watch
 from agent.stores import heartbeat as hbmod
 from agent.fs import atomic
 from agent.vault.change import Change
 from agent.vault.repo import Vault
-
-
-def execute_heartbeat(vault: Vault, provider: Provider, hb: hbmod.Heartbeat, now: datetime, *,
-                      settings=None, on_text=None) -> Outcome:
-    """Run a heartbeat's prompt; a reply of HEARTBEAT_OK with no change leaves no trace."""
-    result, failure = run_turn(vault, provider, hb.session, hb.message(), now, kind="heartbeat",
-                               settings=settings, on_text=on_text, discard_reply=hbmod.OK)
-    if result is None:
-        return Outcome("interrupted" if failure == "interrupted" else "error", None, failure)
-    if getattr(result, "interrupted", False):
-        return Outcome("interrupted", result.sha, "stopped before the reply was complete")
-    if getattr(result, "error", None):
-        return Outcome("error", result.sha, str(result.error))
-    reply = (result.reply or "").strip()
-    if result.sha is None and reply == hbmod.OK:
-        return Outcome("quiet", None, None, reply)
-    return Outcome("ok", result.sha, None, reply)
-
-
-def record_heartbeat(vault: Vault, hb: hbmod.Heartbeat, now: datetime, outcome: Outcome,
-                     *, advance: bool = True) -> None:
-    with vault.locked():
-        state = hbmod.read_state(vault.state)
-        e = hbmod.entry(state, hb, now)
-        e["last_run"] = sched.iso(now)
-        e["last_status"] = outcome.status
-        e["last_error"] = outcome.error
-        if hb.deliver:
-            record = pending_for(hb.deliver, now, outcome.status, outcome.reply)
-            if record is not None:
-                e["delivery"] = record
-        if advance:
-            e["next_run"] = sched.iso(hbmod.after_run(hb, now))
-        atomic.write_json(vault.state / hbmod.STATE_FILE, state)
-
-
-def run_heartbeat_now(vault: Vault, provider: Provider, hb: hbmod.Heartbeat, now: datetime, *,
-                      on_text=None) -> Outcome:
-    """`agent heartbeat run`: run one heartbeat at once; it counts as its run, so serve
-    runs it next one interval (or its next cron time) from now."""
-    outcome = execute_heartbeat(vault, provider, hb, now, settings=load_settings(vault.root),
-                                on_text=on_text)
-    record_heartbeat(vault, hb, now, outcome)
-    return outcome
 
 
 class Heartbeats:

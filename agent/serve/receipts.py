@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.serve.turns import short
+from agent.ops.runs import short
 from agent.stores import sessions
 from agent.fs import atomic
 from agent.vault.change import Change

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from agent.errors import UserError
 from agent.schedule import (KINDS, MAX_SECONDS, Schedule, ScheduleError, check_cron, first_run, iso,
-                            zone)
+                            make_schedule, zone)
 from agent.schedule import parse_iso as _parse_iso
 from agent.stores.delivery import DeliveryError, check_target
 from agent.stores.sessions import SessionError, check_key
@@ -222,6 +222,17 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
                # person's keeps the format it always had
                created_by=created_by if deliver is not None or created_by != "person" else None,
                approved=None if deliver is None else created_by == "person")
+
+
+def add(cron: CronFile, name: str, message: str, now: datetime, *, at=None, every=None,
+        expr=None, tz=None, **options) -> Job:
+    """A job made from a person's or the model's words (`at`, `every` or a cron `expr`,
+    validated as `new_job` validates the rest) and added to `cron`: the one way a job
+    comes to be, for `agent cron add`, the MCP server and the model's cron_add tool."""
+    schedule = make_schedule(at=at, every=every, cron=expr, tz=tz, now=now)
+    job = new_job(cron, name, message, schedule, now, **options)
+    cron.jobs.append(job)
+    return job
 
 
 def claim(cron: CronFile, host: str) -> list[Job]:

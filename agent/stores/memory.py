@@ -17,6 +17,7 @@ FACT = re.compile(r"^\s*[-*+]\s+\S")
 _MARKER = re.compile(r"^(\s*[-*+]\s+)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 MEMORY_FILES = (MEMORY, USER)
+TITLES = {MEMORY: "# Memory", USER: "# User"}      # the heading a new file starts with
 _DAILY = re.compile(r"^memory/(?:.*/)?(\d{4}-\d{2}-\d{2})\.md$")
 _BULLET = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(.*\S)\s*$")   # its text, no checkbox
 _NOTE_TIME = re.compile(r"^(\d{1,2}):(\d{2})\s+(.*)$")

@@ -644,23 +644,27 @@ def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
             return [], None
     except cronfile.CronFileError:
         return [], None
+    from agent.vault.edit import edit
+
     here = vault.host()
-    with vault.locked():
+    claimed: list = []
+
+    def claim(text: str | None):
         try:
-            text = cronfile.read_text(vault.root)
             cf = cronfile.loads(text or "")
         except cronfile.CronFileError:
-            return [], None
-        claimed = cronfile.claim(cf, here)
+            return None, None
+        claimed.extend(cronfile.claim(cf, here))
         if not claimed:
-            return [], None
-        vault.write_text(cronfile.CRON_FILE, cronfile.dumps(cf))
+            return None, None
         what = claimed[0].label() if len(claimed) == 1 else f"{len(claimed)} jobs"
-        sha = vault.commit(Change(
+        return cronfile.dumps(cf), Change(
             "cron", f"run {what} on {here}",
             body="Jobs that named no machine run on this one only from now on (`agent cron "
                  "move JOB HOST` gives one to another machine):\n"
-                 + "\n".join(f"- {j.label()} ({j.id})" for j in claimed)))
+                 + "\n".join(f"- {j.label()} ({j.id})" for j in claimed))
+
+    _, sha = edit(vault, cronfile.CRON_FILE, claim)
     return [j.id for j in claimed], sha
 
 

@@ -51,17 +51,17 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
             with a delivery target waits for the person's approval before it runs.
     """
     ctx = current_context()
-    schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=ctx.now)
+    sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=ctx.now)   # before staging
     made: list[cronfile.Job] = []
 
     def add(text: str | None) -> str:
         cf = _load(text)
-        job = cronfile.new_job(cf, name, message, schedule, ctx.now, session=session,
-                            misfire=misfire, job_id=made[0].id if made else None,
-                            host=ctx.vault.host(), deliver=deliver, created_by="model")
+        job = cronfile.add(cf, name, message, ctx.now, at=at, every=every, expr=cron, tz=tz,
+                           session=session, misfire=misfire,
+                           job_id=made[0].id if made else None, host=ctx.vault.host(),
+                           deliver=deliver, created_by="model")
         if not made:
             made.append(job)
-        cf.jobs.append(job)
         return cronfile.dumps(cf)
 
     ctx.vault.update(CRON_FILE, add)

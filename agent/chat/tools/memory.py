@@ -8,7 +8,7 @@ from agent.stores import memory
 from agent.chat.tools.files import _read, confine
 from agent.chat.tools.registry import ToolError, current_context, tool
 
-TITLES = {memory.MEMORY: "# Memory", memory.USER: "# User"}
+TITLES = memory.TITLES
 
 
 @tool(writes=True)

@@ -22,8 +22,9 @@ What a person can rely on:
   `_italic_`, code spans and blocks, links); MarkdownV2 needs `.`, `-`, `(`, `!` ...
   escaped outside entities, which a model's prose never is, so nearly every reply
   would be rejected; HTML would need a Markdown-to-HTML conversion.
-- `/new`, `/undo`, `/memory`, `/help` as in the terminal, and `/stop` stops the chat's
-  running turn. Photos and stickers get one line (text only); edits are ignored.
+- The slash commands of agent/ops/commands.py (`/new`, `/undo`, `/memory`, `/stop`,
+  `/review`, `/help`), the same table the terminal and the web page serve. Photos and
+  stickers get one line (text only); edits are ignored.
 - Telegram unreachable or the token refused: one line in serve's log, retried with
   exponential backoff (up to 5 minutes) while cron, heartbeats and the rest go on.
 - A message is written down (agent/serve/receipts.py: in the chat's transcript,
@@ -59,15 +60,6 @@ TYPING_EVERY = 4.0           # a typing action lasts about 5 s
 BACKOFF_CAP = 300.0
 REVIEW_SHOWN = 10            # proposals /review shows at once (one message each)
 REVIEW_DATA = "rv:"          # callback data of review buttons: rv:a:<run>#<n>, rv:r:<run>#<n>
-
-HELP = """\
-/new     archive this conversation and start a fresh one
-/undo    revert the last turn (its messages and the memory it changed)
-/memory  show MEMORY.md and USER.md
-/stop    stop the reply being written
-/review  the dream's proposals, with Accept and Reject buttons
-/help    this list"""
-
 
 class DeliveryFailed(Exception):
     """A message could not be sent; str() says why (the token scrubbed)."""
@@ -395,61 +387,29 @@ class TelegramChannel:
                 pass
 
     async def _command(self, chat_id: int, session: str, text: str) -> None:
-        from agent.chat import commands
+        """A slash command (agent.ops.commands, the table every front-end serves), run
+        in a thread; /new and /undo once the chat's running turn is saved."""
+        from agent.ops import commands
 
-        word = text.split()[0].split("@", 1)[0].lower()
-        if word in ("/help", "/start"):
-            await self.send(chat_id, HELP, markdown=False)
-        elif word == "/new":
-            said = await asyncio.to_thread(self._held, session, commands.new_conversation,
-                                           self.vault, self.provider, session, self.clock())
-            await self.send(chat_id, said, markdown=False)
-        elif word == "/undo":
-            said = await asyncio.to_thread(self._held, session, self._undo, session)
-            await self.send(chat_id, said, markdown=False)
-        elif word == "/memory":
-            shown = "\n\n".join(f"--- {name}\n{body}" for name, body in
-                                await asyncio.to_thread(commands.memory_files, self.vault))
-            await self.send(chat_id, shown, markdown=False)
-        elif word == "/review":
-            await self._review(chat_id)
-        elif word == "/stop":
-            stopped = self.router.cancel(session)
-            await self.send(chat_id, "Stopped; what was said is kept." if stopped else
-                            "Nothing is running.", markdown=False)
-        else:
-            await self.send(chat_id, f"Unknown command {word}; /help lists them.",
-                            markdown=False)
-
-    def _held(self, session: str, fn, *args):
-        """`fn(*args)` once the chat's running turn is saved, its next messages waiting."""
-        hold = getattr(self.router, "hold", None)
-        if hold is None:
-            return fn(*args)
-        with hold(session):
-            return fn(*args)
-
-    def _undo(self, session: str) -> str:
-        from agent.chat import commands
-        from agent.search import index
-
-        said, changed = commands.undo_last_turn(self.vault, session)
-        if changed:
-            index.refresh(self.vault, after_commit=True)
-        return said
+        ctx = commands.Context(self.vault, session, "telegram", provider=self.provider,
+                               clock=self.clock, stop=lambda: self.router.cancel(session),
+                               hold=getattr(self.router, "hold", None))
+        reply = await asyncio.to_thread(commands.run, ctx, text)
+        if reply.review:
+            await self._review(chat_id, reply)
+            return
+        shown = "\n\n".join([f"--- {name}\n{body}" for name, body in reply.sections]
+                             + ([reply.text] if reply.text else []))
+        await self.send(chat_id, shown, markdown=False)
 
     # -- review: the dream's proposals, decided with inline buttons (agent.ops.review) --
 
-    async def _review(self, chat_id: int) -> None:
+    async def _review(self, chat_id: int, reply) -> None:
+        """/review's proposals, one message each with Accept and Reject buttons."""
         from telegram import InlineKeyboardButton, InlineKeyboardMarkup
-        from agent.ops import review
 
-        items = await asyncio.to_thread(review.pending, self.vault)
-        if not items:
-            await self.send(chat_id, "Nothing waits for review.", markdown=False)
-            return
-        await self.send(chat_id, f"{len(items)} proposal{'s' * (len(items) != 1)} "
-                                 f"wait{'s' * (len(items) == 1)} for review:", markdown=False)
+        items = reply.review
+        await self.send(chat_id, reply.text, markdown=False)
         for item in items[:REVIEW_SHOWN]:
             markup = InlineKeyboardMarkup([[
                 InlineKeyboardButton("Accept", callback_data=f"{REVIEW_DATA}a:{item.id}"),

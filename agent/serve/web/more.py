@@ -37,7 +37,7 @@ def schedules(page, request):
 
 
 def cron_action(page, request, action: str):
-    from agent.serve import jobs
+    from agent.ops import cron as jobs
 
     vault = page.vault
     job_id = _form(request).get("id", "")
@@ -56,12 +56,9 @@ def cron_action(page, request, action: str):
             said = (f"{job.label()} is not held; nothing to approve." if sha is None else
                     f"Approved {job.label()}: it delivers to {job.deliver} ({sha[:7]}).")
         else:                                  # run now, in the background: a turn
-            from agent.serve import cron as serve_cron
-            from agent.stores import cron as cronfile
-
-            job = cronfile.read(vault.root).find(job_id)
+            job = jobs.find(vault, job_id)
             provider = page.conversations.provider
-            threading.Thread(target=serve_cron.run_job_now, daemon=True,
+            threading.Thread(target=jobs.run_now, daemon=True,
                              args=(vault, provider, job.id, _now()),
                              name=f"cron run {job.id}").start()
             said = f"Running {job.label()} now; its commit shows in the Timeline when done."
