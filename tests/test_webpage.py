@@ -374,3 +374,38 @@ def test_schedules_disable_a_job_and_settings_show_config_check_and_doctor(page,
     assert "git" in names and "held" in names
     assert "[gateway]" in css(d, "pre.file")[0].text
     shoot(d, "settings")
+
+
+def test_the_chat_box_runs_the_slash_commands_the_terminal_and_telegram_run(page, fake_anthropic):
+    """One table of slash commands (agent.ops.commands) serves the page too: /help lists
+    the page's commands, /memory shows the files, /undo reverts the last turn; none of
+    them reaches the model."""
+    from agent.ops import commands
+
+    fake_anthropic.add(reply("Noted."))
+    d = page.driver
+    page.open("/")
+
+    def send(text):
+        box = css(d, "#text")[0]
+        box.clear()
+        box.send_keys(text)
+        n = len(css(d, ".msg.assistant:not(.streaming)"))
+        css(d, "#send-button")[0].click()
+        wait(d, lambda d: len(css(d, ".msg.assistant:not(.streaming)")) > n)
+        return css(d, ".msg.assistant")[-1].text
+
+    send("remember that I like green tea")
+    turn = page.vault.head()
+    assert subjects(page.vault)[0].startswith("chat(web/default): remember")
+    shown = send("/help")
+    for c in commands.offered("web"):
+        if c.name != "/start":
+            assert c.name in shown
+    assert "/quit" not in shown and "/start" not in shown
+    assert "--- MEMORY.md" in send("/memory")
+    said = send("/undo")
+    assert "Undid" in said and turn[:7] in said
+    assert subjects(page.vault)[0].startswith("undo:")
+    assert "Unknown command /fly" in send("/fly")
+    assert len(fake_anthropic.calls()) == 1          # no slash command reached the model

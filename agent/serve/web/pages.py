@@ -112,6 +112,16 @@ async def chat_send(page, request):
     events = Events()
     try:
         sessions.check_key(key)
+        if text.strip().startswith("/"):
+            # A slash command: the table the terminal and Telegram serve (agent.ops.commands),
+            # answered on the page and never sent to the model.
+            shown, commit = await run_in_threadpool(_command, page, key, text)
+            if not stream:
+                return _back("/", session=key, msg=shown)
+            events.put("text", {"text": shown})
+            events.put("reply", {"commit": commit, "command": True})
+            return StreamingResponse(events.sse(), media_type="text/event-stream; charset=utf-8",
+                                     headers={"Cache-Control": "no-store"})
         await run_in_threadpool(page.conversations.submit, key, text, source="web",
                                 on_event=events.put)
     except ServeStopping as e:
@@ -123,6 +133,25 @@ async def chat_send(page, request):
                                  headers={"Cache-Control": "no-store"})
     data = await events.reply()          # without JavaScript: the page once it is answered
     return _back("/", session=key, error=data.get("error") or "")
+
+
+def _command(page, key: str, text: str) -> tuple[str, str | None]:
+    """A slash command of the chat box run as the terminal and Telegram run it: its
+    answer as text, and the commit it made (None: it changed nothing)."""
+    from agent.ops import commands
+
+    conversations = page.conversations
+    ctx = commands.Context(page.vault, key, "web", provider=conversations.provider,
+                           stop=lambda: conversations.cancel(key), hold=conversations.hold)
+    reply = commands.run(ctx, text)
+    parts = [f"--- {name}\n{body}" for name, body in reply.sections]
+    if reply.text:
+        parts.append(reply.text)
+    if reply.review:
+        parts += [f"{item.number}. {item.op} {item.file}: {item.new or item.old}"
+                  for item in reply.review]
+        parts.append("Decide them on the Review page.")
+    return "\n\n".join(parts), (page.vault.head() if reply.changed else None)
 
 
 def _sse_error(status: int, e: Exception):
