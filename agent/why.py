@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -232,32 +231,17 @@ def _turn_source(vault, c, text: str) -> dict:
         return source
     rel = files[0]
     source["file"] = rel
-    needle = f'"turn":{turn}'.encode()
-    lines = []
     from agent.vault import safe
     try:
-        fd, _ = safe.open_file(vault.root, rel, limit=None)
+        lines = sessions.turn_lines(vault.root, rel, turn)
     except (FileNotFoundError, safe.UnsafeFile):
         return source          # gone, or not a file the agent reads: no detail to add
-    with os.fdopen(fd, "rb") as f:
-        for raw in f:
-            if needle not in raw.replace(b" ", b""):
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if str(obj.get("turn")) == str(turn):
-                lines.append(obj)
-    user = next((m for m in lines if m.get("role") == "user"
-                 and isinstance(m.get("content"), str)), None)
+    user = next((m for m in lines if m.role == "user" and isinstance(m.content, str)), None)
     if user:
-        source["message"] = {"id": user.get("id"), "ts": user.get("ts"),
-                             "text": _short(user["content"])}
+        source["message"] = {"id": user.id, "ts": user.ts, "text": _short(user.content)}
     body = re.sub(r"^\s*[-*+]\s+", "", text).strip()
     for m in lines:
-        content = m.get("content")
-        for block in content if isinstance(content, list) else []:
+        for block in m.content if isinstance(m.content, list) else []:
             if (isinstance(block, dict) and block.get("type") == "tool_use"
                     and block.get("name") == "remember"):
                 said = " ".join(str((block.get("input") or {}).get("text", "")).split())
@@ -330,8 +314,7 @@ def _review_source(vault, c, rel: str, text: str) -> dict:
 
 def _entry(vault, entry_id: int) -> dict:
     from agent.dream import prompts
-    paths = dict(archive.entry_ids(vault.root))
-    rel = paths.get(entry_id)
+    rel = archive.find(vault.root, entry_id)
     if rel is None:
         return {"id": entry_id, "missing": True}
     try:
@@ -342,12 +325,12 @@ def _entry(vault, entry_id: int) -> dict:
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
     cache = prompts.SessionCache(vault.root)
     for file, obj in prompts.covered_lines(cache, archive.source_ranges(e.meta.get("source"))):
-        if "role" not in obj:
+        msg = sessions.Line.read(obj)
+        if msg is None:
             continue
-        out["messages"].append({"file": file, "id": obj.get("id"),
-                                "ts": obj.get("ts"), "role": obj.get("role"),
-                                "text": _short(sessions.message_text(
-                                    obj.get("content", ""), sep=" "), 160)})
+        out["messages"].append({"file": file, "id": msg.id, "ts": msg.ts, "role": msg.role,
+                                "text": _short(sessions.message_text(msg.content, sep=" "),
+                                               160)})
     return out
 
 

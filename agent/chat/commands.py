@@ -8,9 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from agent.errors import UserError
+from agent.stores import memory
 from agent.vault import history
 
-MEMORY_FILES = ("MEMORY.md", "USER.md")
 
 
 def new_conversation(vault, provider, session: str, now: datetime) -> str:
@@ -32,10 +32,8 @@ def new_conversation(vault, provider, session: str, now: datetime) -> str:
 def topic(vault, entry_id: int) -> str:
     from agent.stores import archive
 
-    found = next(iter(sorted(vault.root.glob(f"{archive.ARCHIVE}/*/*/{entry_id}.md"))), None)
-    if found is None:
-        return ""
-    return archive.load(vault.root, found.relative_to(vault.root).as_posix()).topic
+    found = archive.find(vault.root, entry_id)
+    return "" if found is None else archive.load(vault.root, found).topic
 
 
 def undo_last_turn(vault, session: str) -> tuple[str, bool]:
@@ -59,7 +57,7 @@ def memory_files(vault) -> list[tuple[str, str]]:
     from agent.vault import safe
 
     out = []
-    for name in MEMORY_FILES:
+    for name in memory.MEMORY_FILES:
         try:
             text = safe.read_text(vault.root, name)
         except UserError as e:          # a link out of the vault, too big: say so

@@ -171,11 +171,9 @@ def _hold_sigint():
         signal.signal(signal.SIGINT, previous)
 
 
-def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> dict:
-    line = {"id": f"{turn}.{n}-{secrets.token_hex(3)}", "ts": now.isoformat(timespec="seconds"),
-            "role": role, "content": content, "turn": turn}
-    line.update(extra)
-    return line
+def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> sessions.Line:
+    return sessions.Line.new(turn, role, content, now, id=f"{turn}.{n}-{secrets.token_hex(3)}",
+                             **extra)
 
 
 class NotCommitted(Exception):
@@ -183,7 +181,8 @@ class NotCommitted(Exception):
     its commit could not be made; or, said so, it could not even be written."""
 
 
-def persist(vault, staged: StagedVault | None, session: str, now: datetime, lines: list[dict],
+def persist(vault, staged: StagedVault | None, session: str, now: datetime,
+            lines: list[sessions.Line],
             change: Change, before_commit: Callable[[], None] | None = None) -> str | None:
     """Apply the turn's staged changes, append its lines and commit, under the vault lock.
 
@@ -205,7 +204,7 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
         # goes in before the memory files, so a fact never lands without it.
         vault.intend(change)
         if lines:
-            vault.append_lines(rel, [sessions.dumps(line) for line in lines])
+            vault.append_lines(rel, [line.dumps() for line in lines])
         done["lines"] = True
         if staged is not None:
             staged.apply()
@@ -253,22 +252,22 @@ def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
     return prefix + messages
 
 
-def _renumber(vault, session: str, lines: list[dict], change: Change) -> Change:
+def _renumber(vault, session: str, lines: list[sessions.Line], change: Change) -> Change:
     """Give the turn the next free number as the session is now, under the lock.
 
     The number was taken when the prompt was built, before the model call; a concurrent
     turn on the same session may have saved that number meanwhile.
     """
-    if not lines or not isinstance(lines[0].get("turn"), int):
+    if not lines or lines[0].turn is None:
         return change
     last = sessions.Session(vault.root, session).last_turn()
-    if last < lines[0]["turn"]:
+    if last < lines[0].turn:
         return change
     turn = last + 1
     for line in lines:
-        line["turn"] = turn
-        if isinstance(line.get("id"), str) and "." in line["id"]:
-            line["id"] = f"{turn}.{line['id'].split('.', 1)[1]}"
+        line.turn = turn
+        if isinstance(line.id, str) and "." in line.id:
+            line.id = f"{turn}.{line.id.split('.', 1)[1]}"
     if "Turn" in change.trailers:
         change = dataclasses.replace(change, trailers={**change.trailers, "Turn": str(turn)})
     return change
@@ -446,11 +445,11 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
             lines.append(_line(turn, len(lines), now, "assistant", reply, model=used,
                                interrupted=True))
         else:
-            lines[-1]["interrupted"] = True
+            lines[-1].extra["interrupted"] = True
     if error and not interrupted:
-        lines[0]["error"] = error
+        lines[0].extra["error"] = error
     if line_extra:
-        lines[0].update(line_extra)
+        lines[0].extra.update(line_extra)
 
     trailers = {"Session": session, "Turn": str(turn), "Model": used,
                 "Tokens": tokens_trailer(usage)}
@@ -474,7 +473,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         # The reply was shown (streamed) already: it must not read as a saved turn.
         sha, unsaved = None, str(e)
         log.error("turn of %s: %s", session, unsaved)
-    turn = lines[0]["turn"] if lines else turn
+    turn = lines[0].turn if lines else turn
     result = TurnResult(reply, sha, session, turn, usage, used,
                         f"{error} {unsaved}" if error and unsaved else error or unsaved,
                         interrupted, replies=texts, injected=injected)
@@ -484,7 +483,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     result.notes.extend(staged.problems)
     result.notes.extend(mcp_notes + (mcp.problems() if mcp is not None else []))
 
-    window = prompt.window + lines
+    window = prompt.window + [line.to_dict() for line in lines]
     # The window's share of [chat] window_tokens: what the system prompt and tools leave
     # of it (this turn's message, counted apart in its own request, is window now).
     budget = (settings.window_tokens if prompt.window_budget is None else
