@@ -11,6 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from agent.vault.change import Change
 from agent.cli.app import cli
 from agent.vault.repo import Vault
 from conftest import agent_proc, subjects
@@ -495,7 +496,7 @@ def test_undo_conflict_names_a_deleted_file(vault, run):
     run("note", "commit the file")                     # notes.md committed as a hand edit
     with vault.locked():
         vault.write_text("notes.md", "a\nb\n")
-        agent_sha = vault.commit("remember: add b to notes.md")
+        agent_sha = vault.commit(Change("remember", "add b to notes.md"))
     (vault.root / "notes.md").unlink()
     run("note", "deleted by hand")
     r = run("undo", agent_sha)

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from fakeanthropic import error, json_reply, reply
 
+from agent.vault.change import Change
 from agent.serve import jobs
 from agent import schedule as sched
 from agent.llm import make_provider
@@ -360,7 +361,7 @@ def _session(vault, key, ts):
                         "content": "I am flying to Kyoto on 3 December.", "turn": 1}),
             json.dumps({"id": "1.1-b", "ts": ts.isoformat(), "role": "assistant",
                         "content": "Noted, have a good trip.", "turn": 1})])
-        vault.commit(f"chat({key}): kyoto")
+        vault.commit(Change("chat", "kyoto", scope=key))
     return rel
 
 

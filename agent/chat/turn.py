@@ -37,14 +37,14 @@ from agent.chat import prompt as context
 from agent.chat.cancel import Cancelled, cancellable, new_turn_cancel
 from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact_backlog,
                                 compact_session, compact_until)
-from agent.chat.subjects import shorten, tokens_trailer
+from agent.chat.subjects import shorten
 from agent.chat.tools import registry
 from agent import redact
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
 from agent.stores import sessions
-from agent.vault.change import Change
+from agent.vault.change import Change, tokens
 from agent.vault.staged import StagedVault
 
 log = logging.getLogger("agent.chat.turn")
@@ -452,7 +452,7 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
         lines[0].extra.update(line_extra)
 
     trailers = {"Session": session, "Turn": str(turn), "Model": used,
-                "Tokens": tokens_trailer(usage)}
+                "Tokens": tokens(usage)}
     error_line = " ".join(error.split())[:200] if error else None
     if interrupted:
         trailers["Interrupted"] = "yes"

@@ -37,7 +37,7 @@ from agent.stores import rejections
 from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
 from agent.vault import atomic
-from agent.vault.change import Change
+from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
 
 LAST_FAILURE = "dream-failure.json"
 LOCK = "dream.lock"
@@ -654,18 +654,10 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
     return Change("dream", subject, body="\n".join(lines), trailers=trailers)
 
 
-def tokens_text(usage: dict[str, dict]) -> str:
-    """`analyst in=.. out=.. cache_write=.. cache_read=..; editor ...`"""
-    return "; ".join(f"{phase} in={u.get('input_tokens', 0)} out={u.get('output_tokens', 0)} "
-                     f"cache_write={u.get('cache_creation_input_tokens', 0)} "
-                     f"cache_read={u.get('cache_read_input_tokens', 0)}"
-                     for phase, u in usage.items())
-
-
 def trailers(state: RunState, out: DreamOutcome) -> dict[str, str]:
-    t = {"Run": state.run, "Cursor": f"{state.cursor} -> {state.through}",
-         "Batch": ", ".join(out.batches) if out.batches else "none (plain Messages calls)",
-         "Model": state.model}
+    t = {RUN: state.run, CURSOR: f"{state.cursor} -> {state.through}",
+         BATCH: ", ".join(out.batches) if out.batches else "none (plain Messages calls)",
+         MODEL: state.model}
     if out.usage:
-        t["Tokens"] = tokens_text(out.usage)
+        t[TOKENS] = tokens(out.usage)
     return t

@@ -629,7 +629,7 @@ class Vault:
         if problem:
             raise UnfinishedGit(problem)
 
-    def _commit_paths(self, paths: list[str] | None, change: Change | str) -> str | None:
+    def _commit_paths(self, paths: list[str] | None, change: Change) -> str | None:
         """Stage `paths` (all changes when None) and commit them; None if nothing changed.
 
         Plumbing rather than `git commit`: it stages only the named paths and never
@@ -686,17 +686,17 @@ class Vault:
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
 
-    def _message(self, change: Change | str) -> tuple[str, Identity]:
-        if isinstance(change, str):
-            return change, self.agent_identity()
+    def _message(self, change: Change) -> tuple[str, Identity]:
         return change.message(), change.author or self.agent_identity()
 
-    def commit(self, change: Change | str, paths: list[str] | None = None) -> str | None:
+    def commit(self, change: Change, paths: list[str] | None = None) -> str | None:
         """Commit what this process wrote (or `paths`): the sha, or None if nothing changed.
 
-        `change` says what changed (its author is the agent unless it names one); a
-        plain string is taken as the whole message, by the agent (for tests and scripts).
+        `change` says what changed (its author is the agent unless it names one).
         """
+        if not isinstance(change, Change):
+            # Commit text is made in one place, Change.message: never a string.
+            raise TypeError(f"a commit is a Change, not {type(change).__name__}")
         targets = list(paths) if paths is not None else list(self._touched)
         sha = self._commit_paths(targets, change)
         self._touched = [] if paths is None else [p for p in self._touched if p not in targets]
