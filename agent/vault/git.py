@@ -44,6 +44,7 @@ def no_filters(cwd) -> tuple:
     An empty command is no filter. Looked up once per repository and process (again
     when its config or the global one changes): one `git config` call.
     """
+    cwd = "." if cwd is None else cwd          # None: this process's current folder
     stamps = []
     for cfg in (Path(cwd) / ".git" / "config",
                 os.environ.get("GIT_CONFIG_GLOBAL") or os.path.expanduser("~/.gitconfig")):
@@ -76,7 +77,8 @@ def argv(args, cwd) -> list[str]:
 
 def run(args, cwd, *, env: dict | None = None, input=None, text: bool = True,
         errors: str = "surrogateescape", wait_lock: bool = False) -> subprocess.CompletedProcess:
-    """Run git `args` in `cwd` and capture its output (str, or bytes when not `text`).
+    """Run git `args` in `cwd` (None: the current folder) and capture its output (str,
+    or bytes when not `text`).
 
     `env` replaces the environment (None: this process's). With `wait_lock`, a command
     that finds a lock file taken (a git command a person runs meanwhile, or their

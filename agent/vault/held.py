@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import asdict, dataclass
 
 from agent.stores import cron as cronfile
 from agent.vault import atomic
 from agent.vault.change import Change
-from agent.vault.repo import _GIT_BASE, GitError, Vault, VaultError
+from agent.vault import git
+from agent.vault.repo import GitError, Vault, VaultError
 
 STATE_FILE = "held.json"
 REF_PREFIX = "refs/agent/held/"
@@ -120,8 +120,7 @@ def hold(vault: Vault, ours: str, tree: str, theirs: str, source: str) -> tuple[
     """The tree a sync commits (`tree` with this machine's version of every protected
     change) and the changes newly held. Nothing is read from or written to the work
     tree; the held changes are recorded in .agent/held.json."""
-    p = subprocess.run(["git", *_GIT_BASE, "diff-tree", "-r", "-z", "--no-renames", ours, tree],
-                       cwd=vault.root, capture_output=True)
+    p = git.run(["diff-tree", "-r", "-z", "--no-renames", ours, tree], vault.root, text=False)
     if p.returncode:
         raise GitError(["diff-tree", ours, tree], p.returncode, p.stderr.decode("utf-8", "replace"))
     fields = p.stdout.split(b"\0")
@@ -281,8 +280,7 @@ def diff(vault: Vault, h: Held) -> str:
 
 
 def _text(vault: Vault, oid: str) -> list[str] | None:
-    data = subprocess.run(["git", *_GIT_BASE, "cat-file", "blob", oid], cwd=vault.root,
-                          capture_output=True).stdout
+    data = git.run(["cat-file", "blob", oid], vault.root, text=False).stdout
     try:
         return data.decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -328,8 +326,7 @@ def reject(vault: Vault, which: str | None) -> list[Held]:
 
 
 def _write_blob(vault: Vault, h: Held) -> None:
-    data = subprocess.run(["git", *_GIT_BASE, "cat-file", "blob", h.oid], cwd=vault.root,
-                          capture_output=True, check=True).stdout
+    data = git.output(["cat-file", "blob", h.oid], vault.root, text=False)
     path = vault._writable(h.path)
     if path.is_symlink() or path.exists():
         path.unlink()

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.vault import mergedriver
 from agent.vault import offlimits
 from agent.vault.offlimits import STATE_DIR
-from agent.vault.repo import _GIT_BASE, GitError, VaultError
+from agent.vault import git
+from agent.vault.repo import GitError, VaultError
 from agent.vault.safe import COMMIT_BYTES, _size
 
 EMPTY = "0" * 40
@@ -195,7 +195,7 @@ def _refuse(source: str, c: Incoming, problem: str) -> None:
 
 
 def _git(root: Path, *args: str, input: bytes | None = None) -> bytes:
-    p = subprocess.run(["git", *_GIT_BASE, *args], cwd=root, input=input, capture_output=True)
+    p = git.run(args, root, input=input, text=False)
     if p.returncode:
         raise GitError(list(args), p.returncode, p.stderr.decode("utf-8", "replace"))
     return p.stdout

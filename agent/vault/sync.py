@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,8 +31,8 @@ from agent.errors import UserError
 from agent.stores import archive
 from agent.vault import atomic, mergedriver, safe
 from agent.vault.change import Change
-from agent.vault.repo import (_GIT_BASE, HOST_KEY, MARKER, GitError, Vault, VaultError,
-                              _no_filters, check_host)
+from agent.vault import git as gitrun
+from agent.vault.repo import HOST_KEY, MARKER, GitError, Vault, VaultError, check_host
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -314,11 +313,9 @@ def _point_remote_head(vault: Vault, remote: str, branch: str,
     if not text.startswith("ref: ") or target == f"refs/heads/{branch}":
         return
     gd = ["--git-dir", str(where)]
-    exists = subprocess.run(["git", *_GIT_BASE, *gd, "rev-parse", "--verify", "-q", target],
-                            capture_output=True).returncode == 0
+    exists = gitrun.run([*gd, "rev-parse", "--verify", "-q", target], where).returncode == 0
     if not exists:
-        subprocess.run(["git", *_GIT_BASE, *gd, "symbolic-ref", "HEAD", f"refs/heads/{branch}"],
-                       capture_output=True)
+        gitrun.run([*gd, "symbolic-ref", "HEAD", f"refs/heads/{branch}"], where)
 
 
 def _remote_head(vault: Vault, remote: str, branch: str) -> str | None:
@@ -328,8 +325,7 @@ def _remote_head(vault: Vault, remote: str, branch: str) -> str | None:
 
 
 def _is_ancestor(vault: Vault, a: str, b: str) -> bool:
-    return subprocess.run(["git", *_GIT_BASE, "merge-base", "--is-ancestor", a, b],
-                          cwd=vault.root, capture_output=True).returncode == 0
+    return gitrun.run(["merge-base", "--is-ancestor", a, b], vault.root).returncode == 0
 
 
 def _count(vault: Vault, since: str | None, until: str | None) -> int:
@@ -433,9 +429,8 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     """The merged tree of two commits, every path settled; what happened to each path
     git could not merge (a line each, for the merge commit); and the paths kept both
     ways."""
-    p = subprocess.run(["git", *_GIT_BASE, *_driver_args(), "merge-tree", "--write-tree",
-                        "-z", "--allow-unrelated-histories", ours, theirs],
-                       cwd=vault.root, capture_output=True)
+    p = gitrun.run([*_driver_args(), "merge-tree", "--write-tree", "-z",
+                 "--allow-unrelated-histories", ours, theirs], vault.root, text=False)
     if p.returncode not in (0, 1):
         raise GitError(["merge-tree", ours, theirs], p.returncode, p.stderr.decode("utf-8", "replace"))
     fields = p.stdout.split(b"\0")
@@ -455,14 +450,10 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     index.unlink(missing_ok=True)
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
 
-    def git(*args, input: bytes | None = None) -> bytes:
-        q = subprocess.run(["git", *_GIT_BASE, *args], cwd=vault.root, env=env,
-                           input=input, capture_output=True)
-        if q.returncode:
-            raise GitError(list(args), q.returncode, q.stderr.decode("utf-8", "replace"))
-        return q.stdout
+    def in_index(*args, input: bytes | None = None) -> bytes:
+        return gitrun.output(args, vault.root, env=env, input=input, text=False)
 
-    git("read-tree", tree)
+    in_index("read-tree", tree)
     notes, both = [], []
     short = theirs[:7]
     for path, st in sorted(stages.items()):
@@ -470,18 +461,18 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
         if mine is None or other is None:
             # Deleted on one side, changed on the other: the changed version stays.
             keep = mine or other
-            git("update-index", "--add", "--cacheinfo", f"{keep[0]},{keep[1]},{path}")
+            in_index("update-index", "--add", "--cacheinfo", f"{keep[0]},{keep[1]},{path}")
             notes.append(f"- {path}: deleted on {remote}, changed here: kept this machine's "
                          f"version" if mine else
                          f"- {path}: deleted here, changed on {remote}: kept {remote}'s version")
             continue
-        data = [git("cat-file", "blob", s[1]) if s else b"" for s in (base, mine, other)]
+        data = [in_index("cat-file", "blob", s[1]) if s else b"" for s in (base, mine, other)]
         merged = None
         if path.endswith(".md") and all(_is_text(d) for d in data):
             merged = merge.merge_facts(*data)
         if merged is not None:
-            oid = git("hash-object", "-w", "--stdin", input=merged).decode().strip()
-            git("update-index", "--add", "--cacheinfo", f"{mine[0]},{oid},{path}")
+            oid = in_index("hash-object", "-w", "--stdin", input=merged).decode().strip()
+            in_index("update-index", "--add", "--cacheinfo", f"{mine[0]},{oid},{path}")
             clashes = merge.has_conflicts(merged.decode()) - merge.has_conflicts(data[1].decode())
             if clashes > 0:
                 both.append(path)
@@ -490,15 +481,15 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
             else:
                 notes.append(f"- {path}: changed on both machines: merged line by line")
         else:
-            git("update-index", "--add", "--cacheinfo", f"{mine[0]},{mine[1]},{path}")
+            in_index("update-index", "--add", "--cacheinfo", f"{mine[0]},{mine[1]},{path}")
             stem, dot, ext = path.rpartition(".")
             copy = f"{stem}.sync-conflict-{short}.{ext}" if dot and "/" not in ext else \
                 f"{path}.sync-conflict-{short}"
-            git("update-index", "--add", "--cacheinfo", f"{other[0]},{other[1]},{copy}")
+            in_index("update-index", "--add", "--cacheinfo", f"{other[0]},{other[1]},{copy}")
             both.append(path)
             notes.append(f"- {path}: changed on both machines: kept this machine's version, "
                          f"{remote}'s beside it as {copy}")
-    new_tree = git("write-tree").decode().strip()
+    new_tree = in_index("write-tree").decode().strip()
     index.unlink(missing_ok=True)
     head = "What could not be merged line by line:\n" if notes else ""
     return new_tree, [head + "\n".join(notes)] if notes else [], both
@@ -516,9 +507,8 @@ def _is_text(data: bytes) -> bool:
 
 def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
     """Push HEAD; False if the remote moved meanwhile (fetch and merge again)."""
-    p = subprocess.run(["git", *_GIT_BASE, "push", "--quiet", "--porcelain", remote,
-                        f"HEAD:refs/heads/{branch}"], cwd=vault.root, capture_output=True,
-                       text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    p = gitrun.run(["push", "--quiet", "--porcelain", remote, f"HEAD:refs/heads/{branch}"],
+                vault.root, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode == 0:
         if (config or {}).get(f"remote.{remote}.fetch") != f"+refs/heads/*:refs/remotes/{remote}/*":
             # (with that refspec, git's push has moved the tracking ref itself)
@@ -678,7 +668,7 @@ def _check_out_vault(url: str, path: Path) -> None:
     plain `git init --bare` says `master` while the vault pushes `main`), after its
     newest tree was checked (agent.vault.incoming)."""
     def git(*args, check=True):
-        q = subprocess.run(["git", *_GIT_BASE, *args], cwd=path, capture_output=True, text=True)
+        q = gitrun.run(args, path)
         if check and q.returncode:
             raise GitError(list(args), q.returncode, q.stderr)
         return q
@@ -702,7 +692,7 @@ def _check_out_vault(url: str, path: Path) -> None:
     from agent.vault import incoming
     incoming.check_tree(path, f"refs/remotes/origin/{branch}", url)
     local = git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
-    git(*_no_filters(path), "checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
+    git("checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
     if local and local != branch:
         git("branch", "-D", local, check=False)   # the remote HEAD's branch, not a vault
 
@@ -724,9 +714,8 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
     made = not path.exists()
-    p = subprocess.run(["git", *_GIT_BASE, "clone", "--quiet", "--no-checkout", url, str(path)],
-                       capture_output=True, text=True,
-                       env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None,
+                env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode:
         raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
     try:
