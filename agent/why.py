@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from agent.errors import UserError
 from agent.stores import archive, ledger, memory, sessions
 from agent.vault import history as lineage
+from agent.vault.change import CLIENT, REVERTS, REVIEWER, RUN, SESSION, TOOL, TURN
 
 FILES = (memory.MEMORY, memory.USER)
 MAX_STEPS = 12
@@ -179,7 +180,7 @@ def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
         return "mcp"
     if k in ("edit",) or c.email != agent_email:
         return "hand edit"
-    if "Session" in c.trailers and "Turn" in c.trailers:
+    if SESSION in c.trailers and TURN in c.trailers:
         return "chat turn"
     return {"init": "vault template", "undo": "undo", "recover": "recovered",
             "import": "import"}.get(k, k or "commit")
@@ -195,15 +196,15 @@ def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
     elif kind == "review":
         step.source = _review_source(vault, c, rel, text)
     elif kind == "mcp":
-        step.source = {"client": c.trailers.get("Client", c.scope or ""),
-                       "tool": c.trailers.get("Tool", "")}
+        step.source = {"client": c.trailers.get(CLIENT, c.scope or ""),
+                       "tool": c.trailers.get(TOOL, "")}
     elif kind == "hand edit":
         step.source = {"note": f"written by hand by {c.author}"}
     elif kind == "sync merge":
         step.source = {"note": "the merge itself wrote this line (a conflict resolved)",
                        "parents": c.parents}
     elif kind == "undo":
-        step.source = {"reverts": c.trailers.get("Reverts", "")}
+        step.source = {"reverts": c.trailers.get(REVERTS, "")}
     return step
 
 
@@ -223,7 +224,7 @@ def _short(text: str, limit: int = SHORT) -> str:
 
 
 def _turn_source(vault, c, text: str) -> dict:
-    session, turn = c.trailers.get("Session", ""), c.trailers.get("Turn", "")
+    session, turn = c.trailers.get(SESSION, ""), c.trailers.get(TURN, "")
     source = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
     files = [p for p in lineage.changed_paths(vault, c.sha)
              if p.startswith("sessions/") and p.endswith(".jsonl")]
@@ -253,7 +254,7 @@ def _turn_source(vault, c, text: str) -> dict:
 def _run_of(c) -> tuple[str | None, int | None, int | None]:
     """A dream commit's run id (`first..through`) and its two ends: from its `Run:`
     trailer, else (a commit from before the trailer) from its subject's `(archive A..B)`."""
-    m = re.fullmatch(r"\s*(\d+)\.\.(\d+)\s*", c.trailers.get("Run", ""))
+    m = re.fullmatch(r"\s*(\d+)\.\.(\d+)\s*", c.trailers.get(RUN, ""))
     if m is None:
         m = re.search(r"\(archive (\d+)\.\.(\d+)\)", c.subject)
     if m is None:
@@ -285,13 +286,13 @@ def _dream_source(vault, c, rel: str, text: str) -> dict:
 def _review_source(vault, c, rel: str, text: str) -> dict:
     """A line a person accepted in `agent review`: who and when, the proposal, and the
     dream run's evidence behind it (from the ledger's proposal and decision records)."""
-    run = c.trailers.get("Run", "").strip() or None
+    run = c.trailers.get(RUN, "").strip() or None
     records = ledger.read(vault.root)
     want = text.strip()
     decided = next((r for r in reversed(records) if ledger.is_decision(r)
                     and r.get("decision") == "accepted" and r.get("run") == run
                     and r.get("file") == rel and str(r.get("line", "")).strip() == want), None)
-    source: dict = {"run": run, "reviewer": c.trailers.get("Reviewer", ""), "accepted": c.date}
+    source: dict = {"run": run, "reviewer": c.trailers.get(REVIEWER, ""), "accepted": c.date}
     if decided is None:
         source.update({"exact": False, "archive_ids": [], "archive": [],
                        "note": "no ledger record of this decision"})

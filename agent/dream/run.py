@@ -538,7 +538,7 @@ class _Run:
             self.vault.write_text(archive.CURSOR, done.add(sel.ids).render())
             sha = self.vault.commit(Change("dream", f"no changes (archive {sel.first}..{sel.through})",
                                            body=why,
-                                           trailers={"Run": f"{sel.first}..{sel.through}",
+                                           trailers={RUN: f"{sel.first}..{sel.through}",
                                                      "Cursor": f"{sel.cursor} -> {sel.through}"}))
         self._clear_failure()
         return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", sha=sha,
@@ -607,7 +607,7 @@ class _Run:
                     {n: sp.branch[n] for n in FILES if sp.branch[n] != applied.texts[n]},
                     Change("dream", f"propose {_plural(len(sp.proposed), 'edit')} for review "
                                     f"({state.span})",
-                           body="\n".join(applied.describe()), trailers={"Run": state.run}))
+                           body="\n".join(applied.describe()), trailers={RUN: state.run}))
         clear_state(self.vault)
         self._clear_failure()
         out.message = change.head
