@@ -278,7 +278,7 @@ def scrub_files(root: Path, rels: list[str]) -> list[str]:
     for rel in rels:
         path = Path(root) / rel
         from agent.errors import UserError
-        from agent.vault import safe
+        from agent.fs import safe
         try:
             data = safe.read_bytes(root, rel, limit=5_000_000)
         except (OSError, UserError):
@@ -291,7 +291,7 @@ def scrub_files(root: Path, rels: list[str]) -> list[str]:
             continue                      # a binary file: not text a key is pasted into
         new, k = scrub_file_text(rel, text)
         if k:
-            from agent.vault import atomic
+            from agent.fs import atomic
             atomic.write_text(path, new)
             kinds.extend(k)
     return kinds

@@ -14,7 +14,7 @@ the gateway (agent/serve/gateway.py, through agent/serve/conversations.py):
   (target: every time), the time from the POST to that call's request reaching the
   server, and of that the part after the first call ended (tool + the turn's step).
 
-and for Telegram (agent/channels/telegram.py, with the fake Bot API of
+and for Telegram (agent/serve/channels/telegram.py, with the fake Bot API of
 tests/faketelegram.py answering too): turn overhead beyond the model, median and p95 over
 --turns turns: from a message being queued at the fake Bot API to the reply's
 sendMessage reaching it (the long poll waking, the update parsed, the turn run through
@@ -183,7 +183,7 @@ def bench_gateway(args) -> None:
 def bench_telegram(args) -> None:
     from faketelegram import FakeTelegram
 
-    from agent.channels.telegram import TelegramChannel
+    from agent.serve.channels.telegram import TelegramChannel
 
     with tempfile.TemporaryDirectory() as d, FakeAnthropic() as fake, FakeTelegram() as tg:
         os.environ.update(ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY="bench-key")

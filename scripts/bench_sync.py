@@ -51,7 +51,7 @@ from bench_vault import build  # noqa: E402
 
 from agent.vault.change import Change  # noqa: E402
 from agent.stores import memory, sessions  # noqa: E402
-from agent.vault import sync  # noqa: E402
+from agent.sync import remotes as sync  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 MARKERS = ("<<<<<<<", ">>>>>>>")

@@ -165,7 +165,7 @@ def words(text: str) -> set[str]:
 
 
 def score(vault: Vault, gold: list[tuple[str, set[str]]]) -> dict:
-    from agent import why
+    from agent.ops import why
     from agent.stores.memory import FACT
     rows = []
     for name in ("MEMORY.md", "USER.md"):

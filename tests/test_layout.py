@@ -4,10 +4,14 @@
   functions count: a lazy import is still a dependency);
 - only agent/llm talks to the model: imports the `anthropic` SDK or calls
   `client.messages...`;
-- only agent/vault runs git: no `git` command run by subprocess, no `.git(...)` call,
-  no GitPython import elsewhere;
+- the packages are ranked (shared/DESIGN.md section 7, RANKS below) and a package imports
+  only from lower ranks: no import from a lower rank to a higher one, nor between two
+  packages of the same rank;
+- only agent/vault runs git: no `git` command run by subprocess, no GitPython import
+  elsewhere, and no `.git(...)` call but from agent/sync, which drives git through the
+  vault's runner;
 - nothing imports the CLI layer (agent.cli) but agent/__main__.py;
-- only agent/channels/telegram.py uses the Telegram library (python-telegram-bot);
+- only agent/serve/channels/telegram.py uses the Telegram library (python-telegram-bot);
 - the stores (file formats) import nothing from the layers above them.
 """
 
@@ -21,13 +25,35 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 
-# The stores read and write file formats; the layers that use them are off limits.
-# agent.vault.safe is the one exception: the vault's single safe read of a file (no link
-# out of the vault, no FIFO, size limits), which every store's read goes through; it
-# runs no git and knows no Vault.
-ABOVE_STORES = ("agent.vault", "agent.llm", "agent.chat", "agent.dream", "agent.serve",
-                "agent.search", "agent.cli", "agent.channels")
-STORES_MAY_USE = ("agent.vault.safe",)
+# The ranks of shared/DESIGN.md section 7, lowest first. Base (0-3) holds what knows nothing
+# of the vault: errors and the clock; the package's data, files (the one safe reader,
+# atomic writes, the off-limits paths), schedules (durations, times, next_run) and the
+# sandbox; agent.toml's reader; the secrets scanner, which reads its allowlist there and
+# which the vault's commits consult.
+RANKS = {
+    "agent": 0, "agent.errors": 0, "agent.clock": 0,
+    "agent.package": 1, "agent.fs": 1, "agent.schedule": 1, "agent.sandbox": 1,
+    "agent.config": 2,
+    "agent.redact": 3,
+    "agent.vault": 4,                          # git, and only git
+    "agent.stores": 5, "agent.llm": 5,         # file formats; the model
+    "agent.search": 6, "agent.dream": 6,
+    "agent.chat": 7, "agent.sync": 7,          # chat's tools include the MCP client
+    "agent.ops": 8,                            # every operation a front-end offers
+    "agent.cli": 9, "agent.serve": 9, "agent.mcp": 9,   # front-ends
+    "agent.__main__": 10,                      # `python -m agent`: the CLI
+}
+# The CLI wires the other front-ends: `agent serve`, `agent mcp`.
+FRONT_ENDS_THE_CLI_STARTS = ("agent.serve", "agent.mcp")
+
+
+def package_of(name: str) -> str:
+    """The ranked package a module belongs to (agent.sync.held -> agent.sync)."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in RANKS:
+            return ".".join(parts[:n])
+    raise KeyError(name)
 
 
 def module_name(path: Path) -> str:
@@ -164,7 +190,8 @@ def test_only_agent_vault_runs_git():
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
-            if isinstance(f, ast.Attribute) and f.attr == "git":
+            if isinstance(f, ast.Attribute) and f.attr == "git" \
+                    and not name.startswith("agent.sync."):
                 problems.append(f"{where(path, node)}: calls .git(...)")
             elif isinstance(f, ast.Attribute) and f.attr in (
                     "run", "Popen", "call", "check_call", "check_output") and _runs_git(node):
@@ -200,17 +227,53 @@ def test_nothing_imports_the_cli_but_main():
 def test_only_the_telegram_channel_uses_the_telegram_library():
     problems = []
     for name, (path, _) in modules().items():
-        if name == "agent.channels.telegram":
+        if name == "agent.serve.channels.telegram":
             continue
         problems += [f"{where(path, node)}: imports {m}" for m, node in imports(name)
                      if m == "telegram" or m.startswith("telegram.")]
     assert not problems, "\n".join(problems)
-    assert any(m.startswith("telegram") for m, _ in imports("agent.channels.telegram"))
+    assert any(m.startswith("telegram") for m, _ in imports("agent.serve.channels.telegram"))
+
+
+def test_every_module_has_a_rank():
+    unranked = []
+    for name in modules():
+        try:
+            package_of(name)
+        except KeyError:
+            unranked.append(name)
+    assert not unranked, f"modules with no rank in RANKS: {unranked}"
+
+
+@pytest.mark.parametrize("package", sorted(RANKS))
+def test_a_package_imports_only_from_lower_ranks(package):
+    problems = []
+    for name, (path, _) in modules().items():
+        if package_of(name) != package:
+            continue
+        for m, node in imports(name):
+            if m not in modules():
+                continue                       # the standard library or a dependency
+            other = package_of(m)
+            if other == package or RANKS[other] < RANKS[package]:
+                continue
+            if package == "agent.cli" and other in FRONT_ENDS_THE_CLI_STARTS:
+                continue
+            problems.append(f"{where(path, node)}: imports {m} "
+                            f"(rank {RANKS[other]}, from rank {RANKS[package]})")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_rank_rule_catches_an_import_upward():
+    # The rule itself: a lower rank importing a higher one is refused, the other way not.
+    assert RANKS[package_of("agent.vault.repo")] < RANKS[package_of("agent.stores.cron")]
+    assert RANKS[package_of("agent.fs.safe")] < RANKS[package_of("agent.vault.repo")]
+    assert package_of("agent.serve.channels.telegram") == "agent.serve"
 
 
 @pytest.mark.parametrize("store", sorted(n for n in modules() if n.startswith("agent.stores.")))
-def test_stores_import_nothing_from_the_layers_above(store):
+def test_stores_know_nothing_of_git(store):
     path, _ = modules()[store]
     problems = [f"{where(path, node)}: imports {m}" for m, node in imports(store)
-                if m.startswith(ABOVE_STORES) and not m.startswith(STORES_MAY_USE)]
+                if m in modules() and package_of(m) == "agent.vault"]
     assert not problems, "\n".join(problems)

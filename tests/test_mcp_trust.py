@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.mcp.client import LOG_BYTES, MAX_BAD_LINES, close_all
+from agent.chat.mcp.client import LOG_BYTES, MAX_BAD_LINES, close_all
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
 from test_mcp_client import configure

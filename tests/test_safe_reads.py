@@ -1,5 +1,5 @@
 """One safe reader for every read of a vault file (issue 22): the code is walked (ast) for
-reads that bypass agent.vault.safe (`.read_text(`, `.read_bytes(`, `open(`, `os.open(`
+reads that bypass agent.fs.safe (`.read_text(`, `.read_bytes(`, `open(`, `os.open(`
 for reading), and each one found must be on the allowlist below with the reason it is not
 a read of a vault file a sync or a hand may have replaced by a link to ~/.ssh/id_rsa.
 
@@ -15,10 +15,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 
 # (file, function): why its direct read is not a read of a vault file.
 ALLOWED = {
-    ("agent/vault/safe.py", "open_file"): "the safe reader itself",
-    ("agent/vault/safe.py", "read_given"): "a file the person names on the command line",
-    ("agent/vault/atomic.py", "fsync_dir"): "opens a folder to fsync it; reads nothing",
-    ("agent/vault/atomic.py", "read_json"): "derived state in .agent/ (its callers' paths)",
+    ("agent/fs/safe.py", "open_file"): "the safe reader itself",
+    ("agent/fs/safe.py", "read_given"): "a file the person names on the command line",
+    ("agent/fs/atomic.py", "fsync_dir"): "opens a folder to fsync it; reads nothing",
+    ("agent/fs/atomic.py", "read_json"): "derived state in .agent/ (its callers' paths)",
     ("agent/vault/gitstate.py", "git_dir_of"): "git's own .git file",
     ("agent/vault/gitstate.py", "unfinished_operation"): "git's own files under .git/",
     ("agent/vault/repo.py", "head_from_files"): "git's own files under .git/ (HEAD, refs)",
@@ -31,7 +31,7 @@ ALLOWED = {
     ("agent/vault/lock.py", "_claims"): "claims of live processes in .agent/claims/",
     ("agent/vault/journal.py", "_read_journal"): "the checkout journal in .agent/",
     ("agent/vault/history.py", "ensure_path_filters"): "git's commit-graph under .git/",
-    ("agent/vault/mergedriver.py", "main"): "the temporary files git gives a merge driver",
+    ("agent/sync/mergedriver.py", "main"): "the temporary files git gives a merge driver",
     ("agent/search/vectors.py", "_map"): "the index's vectors file in .agent/",
     ("agent/serve/lock.py", "acquire"): "serve's lock file in .agent/",
     ("agent/chat/subagents.py", "list_runs"): "subagent runs in .agent/runs/",
@@ -40,7 +40,7 @@ ALLOWED = {
     ("agent/sandbox.py", "kill_all"): "a cgroup's cgroup.procs under /sys/fs/cgroup",
     ("agent/sandbox.py", "_cgroup_parent"): "the process's cgroup under /proc and /sys",
     ("agent/sandbox.py", "oom_kills"): "a cgroup's memory.events under /sys/fs/cgroup",
-    ("agent/vault/sync.py", "_point_remote_head"): "a bare remote's own HEAD file, not the vault",
+    ("agent/sync/remotes.py", "_point_remote_head"): "a bare remote's own HEAD file, not the vault",
     ("agent/ops/forget.py", "verify"): "the search index's own files in .agent/",
     ("agent/redact.py", "patterns"): "the secret patterns' cache in ~/.cache/agent/",
     ("agent/vault/rewrite.py", "scrub_state"): "the agent's own files in .agent/ (lstat-"
@@ -118,7 +118,7 @@ def direct_reads() -> list[tuple[str, int, str, str]]:
 def test_every_read_of_a_vault_file_goes_through_the_safe_reader():
     offenders = [f"{rel}:{line} in {fn}(): {code}" for rel, line, fn, code in direct_reads()
                  if (rel, fn) not in ALLOWED]
-    assert not offenders, ("read vault files with agent.vault.safe (or Vault.read_text), or add "
+    assert not offenders, ("read vault files with agent.fs.safe (or Vault.read_text), or add "
                            "the read to ALLOWED with the reason it is not a vault file:\n"
                            + "\n".join(offenders))
 

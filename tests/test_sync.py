@@ -68,7 +68,7 @@ def test_clone_makes_a_ready_vault_and_sync_reports_in_and_out(tmp_path, vault, 
     b = clone(tmp_path, remote, "b")
     assert (b.root / "MEMORY.md").read_text() == (vault.root / "MEMORY.md").read_text()
     # The clone is set up as init sets a vault up: merge drivers, split index.
-    assert "agent.vault.mergedriver" in b.git("config", "merge.agent-facts.driver")
+    assert "agent.sync.mergedriver" in b.git("config", "merge.agent-facts.driver")
     assert b.git("config", "core.splitIndex").strip() == "true"
     agent(b.root, "note", "from the laptop")
     agent(b.root, "note", "again from the laptop")

@@ -13,7 +13,7 @@ import time
 import pytest
 from fakeanthropic import json_reply, reply
 
-from agent.channels.telegram import LIMIT, TelegramChannel, split_message, utf16_len
+from agent.serve.channels.telegram import LIMIT, TelegramChannel, split_message, utf16_len
 from agent.config import load_settings
 from agent.llm import make_provider
 from agent.serve.conversations import Conversations

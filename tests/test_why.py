@@ -145,7 +145,7 @@ def test_a_fact_remembered_over_mcp_names_the_client(vault):
     from agent.mcp.ops import VaultTools
     VaultTools(vault).call("remember", {"text": "Standup moved to 9:30", "target": "memory"},
                            client="Claude Code")
-    from agent import why as why_mod
+    from agent.ops import why as why_mod
     story = why_mod.explain(vault, "standup")
     assert story.steps[0].kind == "mcp"
     assert "remember from the MCP client Claude Code (tool remember)." in why_mod.render(story)

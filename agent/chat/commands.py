@@ -54,7 +54,7 @@ def undo_last_turn(vault, session: str) -> tuple[str, bool]:
 
 def memory_files(vault) -> list[tuple[str, str]]:
     """`/memory`: (name, text) of MEMORY.md and USER.md as they are on disk."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     out = []
     for name in memory.MEMORY_FILES:

@@ -24,7 +24,7 @@ from pathlib import Path
 from agent.stores import memory
 from agent.stores import sessions
 from agent.stores import skills
-from agent.vault import safe
+from agent.fs import safe
 
 CACHE = {"type": "ephemeral"}
 RETRIEVE_LIMIT = 6

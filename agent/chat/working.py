@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from agent.stores import sessions
-from agent.vault import atomic
+from agent.fs import atomic
 
 FOLDER = ".agent/working"
 IDLE = timedelta(hours=2)

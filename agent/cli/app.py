@@ -98,8 +98,9 @@ def note(text):
 def status(as_json):
     """Show the vault, its HEAD, hand edits, counts and the dream cursor."""
     from agent.stores import archive, merge
-    from agent.vault import history, safe
-    from agent.vault import sync as syncing
+    from agent.vault import history
+    from agent.fs import safe
+    from agent.sync import remotes as syncing
 
     vault = get_vault()
     root = vault.root
@@ -130,7 +131,7 @@ def status(as_json):
 
     if as_json:
         from agent.cli.output import report
-        from agent.vault import held as held_changes
+        from agent.sync import held as held_changes
 
         tracking = syncing.ahead_behind(vault)
         blocked = _commit_blocker(vault, dirty)
@@ -187,7 +188,7 @@ def status(as_json):
         click.echo(f"sync:       {ahead} ahead, {behind} behind {ref}{when}")
         click.echo(f"host:       {vault.host()} (this machine: it runs the cron jobs and "
                    f"heartbeats marked with it)")
-    from agent.vault import held
+    from agent.sync import held
     waiting_changes = held.pending(vault)
     if waiting_changes:
         n = len(waiting_changes)
@@ -272,7 +273,7 @@ def edit(file, new):
     if not (rel == "cron.json" and vault.broken_hand_edit(vault.dirty_paths())):
         with vault.locked():             # earlier hand edits go in first, on their own
             report_recovery(vault)
-    from agent.vault import safe
+    from agent.fs import safe
     before = safe.read_bytes(vault.root, rel, limit=safe.COMMIT_BYTES)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from agent.errors import UserError
+from agent.stores import hand_edit_checks
 from agent.vault.repo import Vault, resolve_path
 
 
@@ -86,10 +87,11 @@ def get_vault() -> Vault:
     ctx.meta["agent.vault.source"] = source
     if source == "default" and not path.exists():
         vault, _ = Vault.init(path)
+        vault.checks = hand_edit_checks()
         click.echo(f"Created a new vault at {path}", err=True)
         ctx.meta["agent.vault.named"] = True
         return vault
-    return Vault.open(path)
+    return Vault.open(path, hand_edit_checks())
 
 
 def short_path(path: Path) -> str:

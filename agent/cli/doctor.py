@@ -200,7 +200,7 @@ def _skills(vault) -> Check:
 
 
 def _held(vault) -> Check:
-    from agent.vault import held
+    from agent.sync import held
 
     items = held.pending(vault)
     if not items:
@@ -217,7 +217,7 @@ def _telegram(settings) -> list[Check]:
     """Only when [channels.telegram] is enabled: the token accepted, who may talk."""
     if settings is None or not getattr(settings, "telegram_enabled", False):
         return []
-    from agent.channels.telegram import check
+    from agent.serve.channels.telegram import check
 
     ok, detail, fix = check(settings)
     return [Check("telegram", "ok" if ok else "fail", detail, fix)]
@@ -227,8 +227,8 @@ def _mcp(vault, settings) -> list[Check]:
     """Only when agent.toml names MCP servers: the enabled ones not approved here."""
     if settings is None or not (settings.raw.get("mcp") or {}).get("servers"):
         return []
-    from agent.mcp import approval
-    from agent.mcp.client import load_configs
+    from agent.chat.mcp import approval
+    from agent.chat.mcp.client import load_configs
 
     configs = [c for c in load_configs(settings.raw) if c.enabled]
     waiting = [c.name for c in configs if approval.status(vault.root, c) != "approved"]

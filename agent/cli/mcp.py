@@ -37,7 +37,7 @@ def mcp_group(ctx, read_only):
 def list_cmd(timeout, as_json):
     """Show the MCP servers of agent.toml, whether each is approved on this machine,
     whether it starts, and its tools (only approved servers are started)."""
-    from agent.mcp.client import describe_servers, survey
+    from agent.chat.mcp.client import describe_servers, survey
     vault = get_vault()
     if as_json:
         rows = survey(vault, timeout=timeout)
@@ -66,8 +66,8 @@ def approve_cmd(name, yes):
     """
     from datetime import datetime
 
-    from agent.mcp import approval
-    from agent.mcp.client import find
+    from agent.chat.mcp import approval
+    from agent.chat.mcp.client import find
     vault = get_vault()
     c = find(vault, name)
     state = approval.status(vault.root, c)
@@ -91,7 +91,7 @@ def approve_cmd(name, yes):
 def revoke_cmd(name):
     """Take back the approval of MCP server NAME on this machine: it is not started
     until approved again."""
-    from agent.mcp import approval
+    from agent.chat.mcp import approval
     vault = get_vault()
     if not approval.revoke(vault.root, name):
         raise click.ClickException(f"{name} is not approved on this machine.")

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from agent.cli.common import after_change, get_vault, report_recovery, vault_option
-from agent.vault import sync as syncing
+from agent.sync import remotes as syncing
 
 
 @click.group("sync", invoke_without_command=True)
@@ -51,7 +51,7 @@ def sync_cmd(ctx, remote, no_push, as_json):
 @vault_option
 def held_cmd(as_json):
     """Show each incoming change waiting for your decision, as a diff."""
-    from agent.vault import held
+    from agent.sync import held
     vault = get_vault()
     items = held.pending(vault)
     if as_json:
@@ -75,7 +75,7 @@ def held_cmd(as_json):
 @vault_option
 def accept_cmd(which):
     """Take a held change (all of them without FILE), in one commit."""
-    from agent.vault import held
+    from agent.sync import held
     vault = get_vault()
     chosen, sha = held.accept(vault, which)
     report_recovery(vault)
@@ -89,7 +89,7 @@ def accept_cmd(which):
 @vault_option
 def reject_cmd(which):
     """Drop a held change (all of them without FILE); this machine keeps its version."""
-    from agent.vault import held
+    from agent.sync import held
     vault = get_vault()
     chosen = held.reject(vault, which)
     click.echo(f"Rejected {', '.join(h.label() for h in chosen)}: this machine keeps its "

@@ -22,7 +22,7 @@ def why_cmd(text, as_json, history):
     an MCP client, a dream, a sync merge), its source (the conversation; the archive
     entries and messages a dream stood on), and earlier versions of the line.
     """
-    from agent import why
+    from agent.ops import why
     vault = get_vault()
     if history:
         from agent.ops import timetravel

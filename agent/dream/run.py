@@ -36,7 +36,7 @@ from agent.dream.provenance import proposal_records, records
 from agent.stores import rejections
 from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
 
 LAST_FAILURE = "dream-failure.json"
@@ -129,7 +129,7 @@ def dream_status(vault) -> dict:
         failure = json.loads((vault.state / LAST_FAILURE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
         failure = None
-    from agent.vault import safe
+    from agent.fs import safe
     texts = []
     for name in FILES:
         try:
@@ -358,7 +358,7 @@ class _Run:
     def read_memory(self) -> dict[str, str]:
         """MEMORY.md and USER.md as the dream edits them: read strictly (a bad byte is
         refused, naming the file and line, rather than rewritten as U+FFFD)."""
-        from agent.vault import safe
+        from agent.fs import safe
         return {name: safe.read_text(self.vault.root, name) or "" for name in FILES}
 
     # -- submitting and collecting

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
-from agent.vault import atomic
+from agent.fs import atomic
 
 FILE = "dream.json"           # under .agent/
 VERSION = 1

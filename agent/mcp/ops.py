@@ -17,7 +17,7 @@ from typing import Callable
 
 from agent.errors import UserError
 from agent.stores import memory
-from agent.vault import safe
+from agent.fs import safe
 from agent.vault.change import Change
 
 MAX_TEXT = 4000          # remember, note: one fact or note, not a document
@@ -292,7 +292,7 @@ class VaultTools:
         return _cap(out)
 
     def _vault_path(self, path: str) -> str:
-        from agent.vault.offlimits import is_off_limits
+        from agent.fs.offlimits import is_off_limits
         from agent.vault.repo import VaultError
         try:
             rel = self.vault.rel(path)
@@ -303,7 +303,7 @@ class VaultTools:
         return rel
 
     def why(self, text: str) -> str:
-        from agent import why
+        from agent.ops import why
         return why.render(why.explain(self.vault, text))
 
     def review_list(self) -> str:

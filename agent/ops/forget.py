@@ -16,7 +16,8 @@ from datetime import datetime
 
 from agent.errors import UserError
 from agent.stores import memory, sessions
-from agent.vault import rewrite, safe
+from agent.vault import rewrite
+from agent.fs import safe
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
@@ -125,7 +126,7 @@ def fact_text(vault: Vault, text: str) -> str:
 
 def _upstream(vault: Vault) -> tuple[str, str, str | None] | None:
     """(remote, branch, the commit the remote branch is at) of the sync upstream, or None."""
-    from agent.vault import sync as syncing
+    from agent.sync import remotes as syncing
     if not vault.has_remote():
         return None
     try:
@@ -137,7 +138,7 @@ def _upstream(vault: Vault) -> tuple[str, str, str | None] | None:
 
 def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -> Receipt:
     """Remove `text` everywhere, record the tombstone, update the remote, verify."""
-    from agent.vault import sync as syncing
+    from agent.sync import remotes as syncing
 
     text = check_phrase(text)
     receipt = Receipt(survey(vault, text))

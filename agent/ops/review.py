@@ -25,7 +25,8 @@ from agent.dream.ops import FILES, apply_ops
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
 from agent.stores import archive, ledger, rejections, sessions
-from agent.vault import branches, safe
+from agent.vault import branches
+from agent.fs import safe
 from agent.vault.change import Change
 
 EXCERPT = 160          # characters of the source message shown with a proposal

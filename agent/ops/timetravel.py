@@ -10,10 +10,13 @@ from dataclasses import dataclass
 
 from agent.errors import UserError
 from agent.stores import memory
-from agent.vault import safe
+from agent.fs import safe
 from agent.vault import timetravel as tt
 from agent.vault.change import Change
 from agent.vault.repo import Vault
+
+
+FACT_FILES = (memory.MEMORY, memory.USER)
 
 
 @dataclass
@@ -50,7 +53,7 @@ def search_as_of(vault: Vault, query: str, when: str, limit: int = 10, **kw):
 
 
 def history(vault: Vault, text: str) -> list[tt.Event]:
-    events = tt.fact_history(vault, text)
+    events = tt.fact_history(vault, text, FACT_FILES)
     if not events:
         raise UserError(f"No line of MEMORY.md or USER.md has ever held {text!r}.")
     return events
@@ -82,10 +85,10 @@ class Restored:
 def restore(vault: Vault, text: str) -> Restored:
     """Bring back the line of MEMORY.md or USER.md holding `text` that was removed most
     recently, under the heading it had, as one commit `restore: …`."""
-    events = tt.fact_history(vault, text)
+    events = tt.fact_history(vault, text, FACT_FILES)
     gone = [e for e in events if e.kind in ("removed", "updated") and e.old is not None]
     needle = " ".join(text.split()).lower()
-    for rel in tt.FACT_FILES:
+    for rel in FACT_FILES:
         now = safe.read_text(vault.root, rel) or ""
         for row in now.splitlines():
             if needle in " ".join(row.split()).lower() and memory.FACT.match(row):
@@ -96,7 +99,7 @@ def restore(vault: Vault, text: str) -> Restored:
     last = gone[-1]
     fact = last.old.strip().lstrip("-*+").strip()
     before = tt.file_at(vault, f"{last.sha}^", last.file) or ""
-    section = tt.heading_above(before, last.old)
+    section = heading_above(before, last.old)
     from agent.chat.tools.memory import TITLES
     with vault.locked():
         old = safe.read_text(vault.root, last.file)
@@ -114,3 +117,15 @@ def restore(vault: Vault, text: str) -> Restored:
 def _short(text: str, limit: int = 60) -> str:
     one = " ".join(text.split())
     return one if len(one) <= limit else one[:limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def heading_above(text: str, line: str) -> str | None:
+    """The heading of the section that holds `line` in `text`, or None."""
+    heading = None
+    for row in text.splitlines():
+        m = memory.HEADING.match(row)
+        if m and len(m.group(1)) > 1:
+            heading = m.group(2).strip()
+        if row == line:
+            return heading
+    return None

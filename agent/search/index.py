@@ -42,7 +42,8 @@ from agent.search.snippets import snippet
 from agent.search.text import (HAS_CJK, WORD, Stemmer, fold, is_cjk, match_expression,
                                query_terms, tokens)
 from agent.stores import sessions
-from agent.vault import history, safe
+from agent.vault import history
+from agent.fs import safe
 
 JSON_TEXT = 2000         # of a hit's text `search --json` prints (a huge message: its start)
 
@@ -305,9 +306,9 @@ def _index_text_file(db, root: Path, rel: str, kind: str, st, row) -> int:
 
 
 def _safe_stat(root: Path, rel: str, kind: str | None):
-    """The file's stat when the index may read it (agent.vault.safe's rule: a regular
+    """The file's stat when the index may read it (agent.fs.safe's rule: a regular
     file inside the vault, within the size limit), else None: it is left unindexed."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     limit = sessions.SESSION_BYTES if kind == "sessions" else safe.MAX_BYTES
     try:

@@ -28,7 +28,7 @@ from agent.serve.watch import Watch, stat
 from agent.stores import cron as cronfile
 from agent.stores import delivery
 from agent.stores.cron import CRON_FILE, CronFile, CronFileError, Job
-from agent.vault import sync as syncing
+from agent.sync import remotes as syncing
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 

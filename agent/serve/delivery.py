@@ -30,7 +30,7 @@ from agent.stores import cron as cronfile
 from agent.stores import delivery, sessions
 from agent.stores import heartbeat as hbmod
 from agent.stores.cron import CRON_FILE, CronFileError
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import Change
 
 NO_CHANNEL = ("agent serve has no Telegram channel: set [channels.telegram] enabled = true "

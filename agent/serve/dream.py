@@ -13,7 +13,7 @@ from agent.errors import UserError
 from agent.llm import ProviderError
 from agent.serve.turns import local, log
 from agent.stores import heartbeat as hbmod
-from agent.vault import atomic
+from agent.fs import atomic
 
 STATE_FILE = "serve-state.json"
 DREAM_POLL = timedelta(seconds=60)
@@ -110,7 +110,7 @@ class Dream:
 
     def _tell_review(self, n: int) -> None:
         """The dream left proposals: one message to each allow_from Telegram chat."""
-        from agent.channels.telegram import DeliveryFailed
+        from agent.serve.channels.telegram import DeliveryFailed
 
         sender = self.server.outbox.senders.get("telegram")
         if sender is None:

@@ -46,7 +46,7 @@ from agent.errors import UserError
 from agent.serve.conversations import Conversations, ServeStopping, reply_data
 from agent.serve.remote import INFO_FILE, SOCKET_FILE, TOKEN_FILE
 from agent.serve.turns import log
-from agent.vault import atomic
+from agent.fs import atomic
 
 MAX_BODY = 1_000_000                 # bytes of a request body
 MAX_SOCKET_PATH = 104                # bytes of a Unix socket's path (macOS allows 104)

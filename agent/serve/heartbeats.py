@@ -18,7 +18,7 @@ from agent.serve.delivery import pending_for
 from agent.serve.turns import Outcome, log, log_outcome, run_turn
 from agent.serve.watch import Watch
 from agent.stores import heartbeat as hbmod
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 

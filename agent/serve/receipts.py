@@ -31,7 +31,7 @@ from datetime import datetime
 
 from agent.serve.turns import short
 from agent.stores import sessions
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import Change
 
 FILE = "received.json"

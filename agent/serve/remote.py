@@ -13,7 +13,7 @@ import json
 from typing import Callable
 
 from agent.errors import UserError
-from agent.vault import atomic
+from agent.fs import atomic
 
 INFO_FILE = "gateway.json"           # in .agent/: the gateway's address (gateway.py writes it)
 TOKEN_FILE = "gateway-token"         # in .agent/: its bearer token, mode 0600

@@ -16,7 +16,7 @@ How it keeps the vault right:
   the chat turns in flight finish (at most STOP_GRACE seconds, then they are
   interrupted and save what they had) and their answers are sent, then serve exits.
 - With `[channels.telegram] enabled` and $TELEGRAM_BOT_TOKEN set, Telegram
-  (agent/channels/telegram.py) takes messages for the same router, polling in a thread
+  (agent/serve/channels/telegram.py) takes messages for the same router, polling in a thread
   of its own; it stops polling at a signal and sends the replies of the turns in flight
   before serve exits. Scheduled replies go to their chats through delivery.py.
 
@@ -35,7 +35,7 @@ from typing import Callable
 
 from agent.chat import subagents
 from agent.llm import make_provider
-from agent.channels.telegram import from_environment as channel_from_environment
+from agent.serve.channels.telegram import from_environment as channel_from_environment
 from agent.serve.lock import ServeLock
 from agent.serve.scheduler import STOP_GRACE, Server
 from agent.serve.turns import log

@@ -1,6 +1,6 @@
 """Sync in serve: with `[sync] every = "5m"` in agent.toml, `agent serve` syncs the
 vault with its remote at that interval (the first time as it starts) and again after
-each dream, as `agent sync` does (agent/vault/sync.py: fetch and push outside the vault
+each dream, as `agent sync` does (agent/sync/remotes.py: fetch and push outside the vault
 lock, the merge under it, so never while a turn is being written).
 
 A sync that fails (no remote, the remote unreachable, a push refused) is logged in one
@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from agent import schedule as sched
 from agent.errors import UserError
 from agent.serve.turns import local, log
-from agent.vault import sync as syncing
+from agent.sync import remotes as syncing
 
 MAX_BACKOFF = 8                     # intervals at most between tries after failures
 MIN_CAP = timedelta(hours=1)        # ... unless an hour is longer

@@ -250,7 +250,7 @@ def render(entry_id: int, meta: dict, summary: str) -> str:
 
 def read_consolidated(root: Path) -> Consolidated:
     """What `.dream_cursor` says the dream has consolidated (nothing when it never ran)."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     try:
         text = safe.read_text(root, CURSOR, limit=4 * 1024 * 1024)

@@ -384,6 +384,15 @@ def dumps(cron: CronFile) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+def hand_edit_problem(root: Path) -> str | None:
+    """Why a hand-edited cron.json cannot be committed (it does not parse), or None."""
+    try:
+        read(root)
+    except UserError as e:
+        return f"{e} It is not committed until it is fixed (agent edit cron.json)."
+    return None
+
+
 def read(root: Path) -> CronFile:
     """The vault's cron.json (an empty one when the file does not exist)."""
     text = read_text(root)
@@ -392,7 +401,7 @@ def read(root: Path) -> CronFile:
 
 def read_text(root: Path) -> str | None:
     """cron.json's text through the vault's one safe read (None when missing)."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     try:
         return safe.read_text(root, CRON_FILE)

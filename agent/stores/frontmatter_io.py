@@ -23,10 +23,10 @@ def read_text(path: Path, rel: str | None = None, root: Path | None = None) -> s
     """The text of a frontmatter file; FrontmatterError names it when it cannot be read.
 
     `root` is the folder the file must stay inside (the vault, or the package's data):
-    the read goes through agent.vault.safe, so a link out of it, a FIFO or a huge file
+    the read goes through agent.fs.safe, so a link out of it, a FIFO or a huge file
     is refused; without it, the file's own folder.
     """
-    from agent.vault import safe
+    from agent.fs import safe
 
     name = rel or str(path)
     path = Path(path)

@@ -38,7 +38,7 @@ def dumps(record: dict) -> str:
 
 def read(root: Path) -> list[dict]:
     """Every record; a line that is not JSON (a torn or hand-mangled one) is skipped."""
-    from agent.vault import safe
+    from agent.fs import safe
     out = []
     text = safe.read_text(root, LEDGER, limit=LEDGER_BYTES, errors="replace") or ""
     for line in text.splitlines():

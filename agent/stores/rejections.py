@@ -35,7 +35,7 @@ def dumps(rec: dict) -> str:
 
 def read(root: Path) -> list[dict]:
     """Every rejection, oldest first; a line that is not a JSON object is skipped."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     text = safe.read_text(root, FILE, errors="replace") or ""
     out = []

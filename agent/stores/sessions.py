@@ -175,7 +175,7 @@ SESSION_BYTES = 256 * 1024 * 1024     # one month of one session, read whole
 
 def _bytes(path: Path, rel: str | None, root: Path | None) -> bytes:
     """A session file's bytes through the vault's one safe read (no link out, no FIFO)."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     path = Path(path)
     if root is None or rel is None:
@@ -494,7 +494,7 @@ TAIL_BLOCK = 64 * 1024
 def _tail(root: Path, rel: str):
     """(offset, raw bytes) of a session file's lines from its last to its first, read
     in blocks from the end (a block doubles while one line is longer), not whole."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     fd, size = safe.open_file(root, rel, limit=None)
     with os.fdopen(fd, "rb") as f:
@@ -522,7 +522,7 @@ def _tail(root: Path, rel: str):
 def _forward(root: Path, rel: str, offset: int):
     """(offset, object) of a session file's lines from byte `offset` to its end (a torn
     last line left out)."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     fd, size = safe.open_file(root, rel, limit=None)
     with os.fdopen(fd, "rb") as f:
@@ -575,7 +575,7 @@ def turn_lines(root: Path, rel: str, turn) -> list[Line]:
     """The messages of turn `turn` in one session file (through the safe reader; lines
     of other turns are skipped before they are parsed). FileNotFoundError when the file
     is gone, UnsafeFile when it is not one the agent reads."""
-    from agent.vault import safe
+    from agent.fs import safe
 
     needle = f'"turn":{turn}'.encode()
     out = []
@@ -627,7 +627,7 @@ def parse_import(path: Path) -> list[dict]:
     Raises SessionError listing every malformed line by number; nothing is returned
     from a file with any.
     """
-    from agent.vault import safe
+    from agent.fs import safe
 
     records, problems = [], []
     seen_ids: dict[tuple[str, str], int] = {}

@@ -75,7 +75,7 @@ def _strings(value, where: str, key: str) -> list[str]:
 def read_skill(path: Path, where: str, rel: str, root: Path | None = None) -> Skill:
     """One skill file; a broken one comes back with `problem` set (never raises).
 
-    Read through agent.vault.safe inside `root` (the vault or the package's skills), so
+    Read through agent.fs.safe inside `root` (the vault or the package's skills), so
     a SKILL.md linking out of it is refused, not read.
     """
     fallback = path.parent.name

@@ -287,7 +287,7 @@ def undo(vault: Vault, ref: str | None = None, session: str | None = None) -> Un
 # commit); commit_record: a commit's parents, author, date, subject, body, trailers;
 # hunk_at: the lines the hunk that added a line removed (its earlier version);
 # merge_bringing: the merge that brought a commit in from another clone;
-# changed_paths: the files a commit changed. The story is told by agent.why.
+# changed_paths: the files a commit changed. The story is told by agent.ops.why.
 
 UNCOMMITTED = "0" * 40
 

@@ -18,10 +18,11 @@ import stat
 from pathlib import Path
 
 from agent import redact
-from agent.vault import atomic, git
+from agent.fs import atomic
+from agent.vault import git
 from agent.vault.change import Change
 from agent.vault.git import GitError, VaultError
-from agent.vault.offlimits import STATE_DIR, is_off_limits
+from agent.fs.offlimits import STATE_DIR, is_off_limits
 
 # The command that gives up a checkout that cannot be finished (Journal.abandon_checkout).
 FIX_CHECKOUT = "agent doctor --fix"

@@ -22,11 +22,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from agent.errors import UserError
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import by_hand, recovered
 from agent.vault.gitstate import UnfinishedGit, _git_process_in, conflicted, unfinished_operation
-from agent.vault.offlimits import link_problem
+from agent.fs.offlimits import link_problem
 
 HELD_FILE = "uncommitted.json"              # in .agent/: files left uncommitted on purpose
 
@@ -74,10 +73,10 @@ class LockAndRepair:
         dirty, unmerged = self._status()
         if unmerged:
             raise UnfinishedGit(conflicted(self.root, unmerged))
-        held = self.broken_hand_edit(dirty)
-        if held:                  # left uncommitted and named, never committed (nor synced)
-            self.too_big.append(held)
-            dirty = [p for p in dirty if p != "cron.json"]
+        broken = self.broken_hand_edits(dirty)
+        if broken:                # left uncommitted and named, never committed (nor synced)
+            self.too_big.extend(broken.values())
+            dirty = [p for p in dirty if p not in broken]
         pending = self._read_pending()
         if dirty:
             held = self.held_back(dirty)
@@ -121,22 +120,26 @@ class LockAndRepair:
             self._commit_paths(edits, by_hand(edits, self.user_identity()))
         self._clear_pending()
 
+    def broken_hand_edits(self, dirty: list[str]) -> dict[str, str]:
+        """Of the hand-edited files in `dirty`, those that cannot be committed, each with
+        why (a cron.json that does not parse). Committed, a broken cron.json would stop
+        every job and sync would spread it: it is left uncommitted, and said so, until it
+        parses."""
+        out = {}
+        for rel, check in self.checks.items():
+            if rel in dirty:
+                problem = check(self.root)
+                if problem:
+                    out[rel] = problem
+        return out
+
     def broken_hand_edit(self, dirty: list[str]) -> str | None:
-        """Why a hand edit in `dirty` cannot be committed (a cron.json that does not
-        parse), or None. Committed, a broken cron.json would stop every job and sync
-        would spread it: it is left uncommitted, and said so, until it parses."""
-        if "cron.json" not in dirty:
-            return None
-        from agent.stores import cron   # local: the vault knows the format only here
-        try:
-            cron.read(self.root)
-        except UserError as e:
-            return f"{e} It is not committed until it is fixed (agent edit cron.json)."
-        return None
+        """Why a hand edit in `dirty` cannot be committed, or None (the first reason)."""
+        return next(iter(self.broken_hand_edits(dirty).values()), None)
 
     def _too_big(self, rel: str) -> bool:
         """A hand-added file over COMMIT_BYTES: left uncommitted, and said so (once)."""
-        from agent.vault.safe import COMMIT_BYTES, _size
+        from agent.fs.safe import COMMIT_BYTES, _size
         try:
             st = os.lstat(self.root / rel)
         except OSError:

@@ -40,7 +40,7 @@ from agent.vault.git import GitError, VaultError
 from agent.vault.gitstate import _UNMERGED, UnfinishedGit, git_dir_of, unfinished_operation
 from agent.vault.journal import Journal
 from agent.vault.lock import LockAndRepair
-from agent.vault.offlimits import STATE_DIR
+from agent.fs.offlimits import STATE_DIR
 from agent.vault.writes import Writes
 
 MARKER = "agent.toml"
@@ -96,8 +96,12 @@ class Vault(Journal, LockAndRepair, Writes):
     """A vault: its files, its git repository, its lock and journals (see the module's
     docstring); the journals, the lock and the writes are mixins of their own modules."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, checks: dict | None = None):
         self.root = Path(root)
+        # path -> check(root) giving why a hand edit of that file cannot be committed (a
+        # cron.json that does not parse), or None: the formats are known above the vault,
+        # which only runs them (see agent.stores.hand_edit_checks).
+        self.checks: dict = dict(checks or {})
         self.state = self.root / STATE_DIR
         self._lock_depth = 0
         self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
@@ -114,8 +118,10 @@ class Vault(Journal, LockAndRepair, Writes):
     # ---- opening -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "Vault":
-        """The vault at `path`, or a NotAVault error saying how to make one."""
+    def open(cls, path: str | os.PathLike, checks: dict | None = None) -> "Vault":
+        """The vault at `path`, or a NotAVault error saying how to make one.
+
+        `checks`: the hand-edit checks of the formats (agent.stores.hand_edit_checks)."""
         root = Path(path).expanduser().absolute()
         if root.exists() and not root.is_dir():
             raise NotAVault(f"{root} is a file, not a vault folder. "
@@ -130,7 +136,7 @@ class Vault(Journal, LockAndRepair, Writes):
             raise VaultError(f"{state} should be the agent's folder of derived state, but it "
                              f"is {'a link' if state.is_symlink() else 'a file'}: move it away "
                              f"(it is rebuilt on its own).")
-        return cls(root)
+        return cls(root, checks)
 
     @classmethod
     def init(cls, path: str | os.PathLike) -> tuple["Vault", str]:
@@ -209,9 +215,9 @@ class Vault(Journal, LockAndRepair, Writes):
         if have is None:
             current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
             have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
-        from agent.vault import mergedriver
+        from agent.vault import attributes
 
-        for key, value in mergedriver.git_config():
+        for key, value in attributes.git_config():
             if have.get(key) != value:
                 self.git("config", key, value)
 
@@ -238,7 +244,7 @@ class Vault(Journal, LockAndRepair, Writes):
         return copied
 
     def _ensure_line(self, rel: str, line: str) -> None:
-        from agent.vault import safe
+        from agent.fs import safe
         path = self.root / rel
         text = safe.read_text(self.root, rel, errors="replace") or ""
         if line in text.splitlines():
@@ -541,9 +547,9 @@ def _is_state(rel: str) -> bool:
 
 
 def _union_lines() -> list[str]:
-    from agent.vault import mergedriver
+    from agent.vault import attributes
 
-    return list(mergedriver.ATTRIBUTES)
+    return list(attributes.ATTRIBUTES)
 
 
 HOST_KEY = "agent.host"

@@ -431,7 +431,7 @@ def scrub_state(vault: Vault, text: str) -> list[str]:
         for form in forms(text):
             new = new.replace(form, REPLACEMENT)
         if new != data:
-            from agent.vault import atomic
+            from agent.fs import atomic
             atomic.write_text(path, new)
             changed.append(str(path.relative_to(vault.root)))
     return changed

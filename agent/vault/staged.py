@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agent.errors import UserError
-from agent.vault import safe
-from agent.vault.offlimits import is_off_limits, refusal
+from agent.fs import safe
+from agent.fs.offlimits import is_off_limits, refusal
 from agent.vault.repo import CONTROL_FILES, Vault, VaultError
 
 

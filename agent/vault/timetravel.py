@@ -3,7 +3,7 @@ and a fact's timeline (added, updated, removed, restored).
 
     sha, subject = resolve(vault, "2026-11-20")          # or "3 days ago", or a commit
     text = file_at(vault, sha, "MEMORY.md")
-    events = fact_history(vault, "Kyoto")                # oldest first
+    events = fact_history(vault, "Kyoto", ("MEMORY.md", "USER.md"))   # oldest first
 """
 
 from __future__ import annotations
@@ -13,11 +13,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.stores import memory
 from agent.vault import git
 from agent.vault.repo import Vault, VaultError
-
-FACT_FILES = (memory.MEMORY, memory.USER)
 
 
 class TimeError(VaultError):
@@ -99,7 +96,7 @@ def _trailers(text: str) -> dict:
     return out
 
 
-def fact_history(vault: Vault, text: str) -> list[Event]:
+def fact_history(vault: Vault, text: str, files: tuple[str, ...]) -> list[Event]:
     """Every change to a line of MEMORY.md or USER.md holding `text` (any case), oldest
     first; the first parent's view, so a sync merge shows as the change it brought."""
     needle = " ".join(text.split()).lower()
@@ -107,7 +104,7 @@ def fact_history(vault: Vault, text: str) -> list[Event]:
         return []
     out = vault.git("log", "--reverse", "--first-parent", "-m", "--no-color", "--unified=0",
                     "--format=%x1e%H%x1f%an <%ae>%x1f%aI%x1f%s%x1f%(trailers:only,unfold)%x1f",
-                    "-p", "--", *FACT_FILES, check=False)
+                    "-p", "--", *files, check=False)
     events = []
     for record in out.split("\x1e")[1:]:
         parts = record.split("\x1f")
@@ -142,15 +139,3 @@ def fact_history(vault: Vault, text: str) -> list[Event]:
                 events.append(Event(kind, sha, date, author, subject, rel, old, new,
                                     _trailers(trailers)))
     return events
-
-
-def heading_above(text: str, line: str) -> str | None:
-    """The heading of the section that holds `line` in `text`, or None."""
-    heading = None
-    for row in text.splitlines():
-        m = memory.HEADING.match(row)
-        if m and len(m.group(1)) > 1:
-            heading = m.group(2).strip()
-        if row == line:
-            return heading
-    return None

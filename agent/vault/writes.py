@@ -2,7 +2,7 @@
 flushed and fsynced; whole files replaced through a temporary file and `os.replace`;
 each path journalled before it is written (agent.vault.journal) and refused when it is
 off limits (.git/, .agent/, outside the vault, not a regular file); secrets kept out
-(agent.redact). Reads go through the one safe reader (agent.vault.safe).
+(agent.redact). Reads go through the one safe reader (agent.fs.safe).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import stat
 from pathlib import Path
 
 from agent import redact
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.git import VaultError
-from agent.vault.offlimits import is_off_limits, refusal
+from agent.fs.offlimits import is_off_limits, refusal
 
 
 class Writes:
@@ -81,8 +81,8 @@ class Writes:
             path.unlink()
 
     def read_text(self, rel: str, errors: str = "strict") -> str:
-        """A vault file's text through the one safe read (agent.vault.safe)."""
-        from agent.vault import safe
+        """A vault file's text through the one safe read (agent.fs.safe)."""
+        from agent.fs import safe
         text = safe.read_text(self.root, rel, errors=errors)
         if text is None:
             raise FileNotFoundError(f"{rel}: no such file in the vault")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from agent.chat.tools.registry import ToolError, current_context, tool
-from agent.vault.offlimits import OFF_LIMITS, is_off_limits
+from agent.fs.offlimits import OFF_LIMITS, is_off_limits
 from agent.errors import UserError
 from agent.vault.repo import CONTROL_FILES
 

@@ -94,7 +94,7 @@ def score(query: str, line: str) -> float:
 
 def candidates(vault, query: str) -> list[Candidate]:
     out = []
-    from agent.vault import safe
+    from agent.fs import safe
     for rel in FILES:
         # The one safe read: a USER.md linked to ~/.ssh/id_rsa is refused, and bytes that
         # are not UTF-8 are an error naming the file and line (both UserErrors).
@@ -232,7 +232,7 @@ def _turn_source(vault, c, text: str) -> dict:
         return source
     rel = files[0]
     source["file"] = rel
-    from agent.vault import safe
+    from agent.fs import safe
     try:
         lines = sessions.turn_lines(vault.root, rel, turn)
     except (FileNotFoundError, safe.UnsafeFile):

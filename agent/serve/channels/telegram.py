@@ -45,7 +45,7 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from agent.vault import atomic
+from agent.fs import atomic
 
 log = logging.getLogger("agent.serve")
 

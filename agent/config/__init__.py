@@ -287,8 +287,8 @@ def problems(data: dict, prefix: str = "") -> list[str]:
         if prefix:
             section = f"{prefix}.{section}"
         elif section == "mcp":
-            # MCP servers are named tables of their own; agent.mcp.client checks them.
-            from agent.mcp.settings import problems as mcp_problems
+            # MCP servers are named tables of their own; agent.chat.mcp.client checks them.
+            from agent.config.mcp import problems as mcp_problems
             out.extend(mcp_problems(table))
             continue
         if section not in SECTIONS and _nested(section):
@@ -329,8 +329,8 @@ def path_of(root: Path) -> Path:
 def read_data(root: Path) -> tuple[dict, str | None]:
     """(parsed agent.toml, its text) — ({}, None) when there is none; SettingsError names
     the file and line of a syntax error (and a file that is no regular file, too big or
-    not UTF-8: agent.vault.safe)."""
-    from agent.vault import safe
+    not UTF-8: agent.fs.safe)."""
+    from agent.fs import safe
 
     path = path_of(root)
     try:

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from agent.errors import UserError
 from agent.stores import archive
-from agent.vault import atomic, mergedriver, safe
+from agent.fs import atomic, safe
+from agent.vault import attributes
 from agent.vault.change import Change
 from agent.vault import git as gitrun
 from agent.vault.repo import HOST_KEY, MARKER, GitError, Vault, VaultError, check_host
@@ -277,11 +278,11 @@ def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
                     ours: str | None, behind: int) -> None:
     """Refuse what was fetched, before anything is merged or journalled, when a commit
     new to this machine (`behind` of them) holds what the vault does not take
-    (agent.vault.incoming); the remote-tracking ref is put back (its reflog says where
+    (agent.sync.incoming); the remote-tracking ref is put back (its reflog says where
     it was), so the vault is exactly as it was."""
     if not behind:
         return                             # no commit new to this machine: nothing to check
-    from agent.vault import incoming       # only when something came in
+    from agent.sync import incoming       # only when something came in
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
     except incoming.Refused:
@@ -344,7 +345,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
         vault.git("update-ref", "HEAD", theirs)
         vault.git("read-tree", "--reset", "-u", theirs)
         return
-    from agent.vault import held
+    from agent.sync import held
     source = f"{remote}/{branch}"
     forward = _is_ancestor(vault, ours, theirs)
     if forward:
@@ -416,7 +417,7 @@ def _fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
 
 def _driver_args() -> list[str]:
     args = []
-    for key, value in mergedriver.git_config():
+    for key, value in attributes.git_config():
         args += ["-c", f"{key}={value}"]
     return args
 
@@ -430,7 +431,7 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     git could not merge (a line each, for the merge commit); and the paths kept both
     ways."""
     p = gitrun.run([*_driver_args(), "merge-tree", "--write-tree", "-z",
-                 "--allow-unrelated-histories", ours, theirs], vault.root, text=False)
+                    "--allow-unrelated-histories", ours, theirs], vault.root, text=False)
     if p.returncode not in (0, 1):
         raise GitError(["merge-tree", ours, theirs], p.returncode, p.stderr.decode("utf-8", "replace"))
     fields = p.stdout.split(b"\0")
@@ -508,7 +509,7 @@ def _is_text(data: bytes) -> bool:
 def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
     """Push HEAD; False if the remote moved meanwhile (fetch and merge again)."""
     p = gitrun.run(["push", "--quiet", "--porcelain", remote, f"HEAD:refs/heads/{branch}"],
-                vault.root, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+                   vault.root, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode == 0:
         if (config or {}).get(f"remote.{remote}.fetch") != f"+refs/heads/*:refs/remotes/{remote}/*":
             # (with that refspec, git's push has moved the tracking ref itself)
@@ -641,7 +642,7 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
-    missing = [a for a in mergedriver.ATTRIBUTES if a not in lines]
+    missing = [a for a in attributes.ATTRIBUTES if a not in lines]
     cursor_text = safe.read_text(vault.root, archive.CURSOR, errors="replace") or ""
     old_cursor = bool(cursor_text.strip()) and not cursor_text.lstrip().startswith("#")
     if not missing and not old_rules & set(lines) and not old_cursor:
@@ -666,7 +667,7 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
 def _check_out_vault(url: str, path: Path) -> None:
     """Check out the branch that holds the vault, whatever the remote's HEAD names (a
     plain `git init --bare` says `master` while the vault pushes `main`), after its
-    newest tree was checked (agent.vault.incoming)."""
+    newest tree was checked (agent.sync.incoming)."""
     def git(*args, check=True):
         q = gitrun.run(args, path)
         if check and q.returncode:
@@ -689,7 +690,7 @@ def _check_out_vault(url: str, path: Path) -> None:
         raise SyncError(f"{url} is not a vault: no branch of it ({', '.join(sorted(branches))}) "
                         f"has an agent.toml. Nothing was made at {path}. Check the URL.")
     branch = vaults[0]
-    from agent.vault import incoming
+    from agent.sync import incoming
     incoming.check_tree(path, f"refs/remotes/origin/{branch}", url)
     local = git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
     git("checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
@@ -715,7 +716,7 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
     made = not path.exists()
     p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None,
-                env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode:
         raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
     try:
@@ -723,7 +724,9 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
     except VaultError:
         _remove_clone(path, made)
         raise
-    vault = Vault.open(path)
+    from agent.stores import hand_edit_checks
+
+    vault = Vault.open(path, hand_edit_checks())
     if host:
         vault.set_host(host)
     vault._configure_repo()

@@ -1,7 +1,7 @@
 """The merge drivers git runs for the vault's own formats during a sync.
 
 `.gitattributes` names a driver per path (`MEMORY.md merge=agent-facts`); the vault's
-git config says how to run it (`python -m agent.vault.mergedriver facts %O %A %B %P`),
+git config says how to run it (`python -m agent.sync.mergedriver facts %O %A %B %P`),
 and `agent sync` passes the same settings on its own git calls. git hands the driver
 three temporary files (base, ours, theirs); the merged result replaces "ours". Exit 0
 is a clean merge; exit 1 leaves the path to the sync's fallback, which keeps both
@@ -15,36 +15,6 @@ import sys
 from pathlib import Path
 
 from agent.stores import merge
-
-DRIVERS = {
-    "agent-lines": "append-only lines (session transcripts, daily notes)",
-    "agent-facts": "facts (MEMORY.md, USER.md)",
-    "agent-cron": "cron.json, job by job",
-    "agent-set": "a set of lines (.dream_cursor)",
-}
-
-ATTRIBUTES = [
-    "sessions/**/*.jsonl merge=agent-lines",
-    "memory/*.md merge=agent-lines",
-    "MEMORY.md merge=agent-facts",
-    "USER.md merge=agent-facts",
-    "cron.json merge=agent-cron",
-    ".dream_cursor merge=agent-set",
-    ".dream_ledger.jsonl merge=agent-lines",
-    ".dream_rejected.jsonl merge=agent-lines",
-]
-
-
-def git_config() -> list[tuple[str, str]]:
-    """The `merge.<driver>.*` settings that make git run these drivers."""
-    import shlex
-    exe = shlex.quote(sys.executable)
-    out = []
-    for name, what in DRIVERS.items():
-        kind = name.removeprefix("agent-")
-        out.append((f"merge.{name}.name", f"agent: {what}"))
-        out.append((f"merge.{name}.driver", f"{exe} -m agent.vault.mergedriver {kind} %O %A %B %P"))
-    return out
 
 
 def merge_bytes(kind: str, base: bytes, ours: bytes, theirs: bytes, path: str) -> bytes | None:
@@ -62,7 +32,7 @@ def merge_bytes(kind: str, base: bytes, ours: bytes, theirs: bytes, path: str) -
 
 def main(argv: list[str]) -> int:
     if len(argv) != 5:
-        print("usage: python -m agent.vault.mergedriver KIND BASE OURS THEIRS PATH", file=sys.stderr)
+        print("usage: python -m agent.sync.mergedriver KIND BASE OURS THEIRS PATH", file=sys.stderr)
         return 2
     kind, base, ours, theirs, path = argv
     try:

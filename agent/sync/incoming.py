@@ -27,12 +27,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.vault import mergedriver
-from agent.vault import offlimits
-from agent.vault.offlimits import STATE_DIR
+from agent.vault import attributes
+from agent.fs import offlimits
+from agent.fs.offlimits import STATE_DIR
 from agent.vault import git
 from agent.vault.repo import GitError, VaultError
-from agent.vault.safe import COMMIT_BYTES, _size
+from agent.fs.safe import COMMIT_BYTES, _size
 
 EMPTY = "0" * 40
 SYMLINK = "120000"
@@ -181,7 +181,7 @@ def attributes_problem(text: str) -> str | None:
                 continue              # `merge`, `diff`: git's built-in behaviour
             if kind == "filter":
                 return f"line {n} names a filter ({word}), which would run a command"
-            if kind == "merge" and name not in _BUILTIN_MERGE | set(mergedriver.DRIVERS):
+            if kind == "merge" and name not in _BUILTIN_MERGE | set(attributes.DRIVERS):
                 return f"line {n} names a merge driver the vault did not install ({word})"
             if kind == "diff" and name not in _BUILTIN_DIFF:
                 return f"line {n} names a diff driver the vault did not install ({word})"

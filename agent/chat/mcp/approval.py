@@ -26,9 +26,9 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from agent.mcp.settings import ServerConfig
-from agent.vault import atomic, safe
-from agent.vault.offlimits import STATE_DIR, is_off_limits
+from agent.config.mcp import ServerConfig
+from agent.fs import atomic, safe
+from agent.fs.offlimits import STATE_DIR, is_off_limits
 
 FILE = "mcp-approved.json"
 FILE_BYTES = safe.COMMIT_BYTES       # a script the command line names, hashed whole

@@ -20,7 +20,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from agent.stores import cron as cronfile
-from agent.vault import atomic
+from agent.fs import atomic
 from agent.vault.change import Change
 from agent.vault import git
 from agent.vault.repo import GitError, Vault, VaultError

@@ -1,0 +1,41 @@
+"""The merge drivers the vault's own formats use, as git configuration and attributes.
+
+`.gitattributes` names a driver per path (`MEMORY.md merge=agent-facts`); the vault's
+git config says how to run it (`python -m agent.sync.mergedriver facts %O %A %B %P`).
+The vault writes these settings (it runs git); the drivers themselves live with sync
+(agent/sync/mergedriver.py), above the formats they merge.
+"""
+
+from __future__ import annotations
+
+import sys
+
+DRIVERS = {
+    "agent-lines": "append-only lines (session transcripts, daily notes)",
+    "agent-facts": "facts (MEMORY.md, USER.md)",
+    "agent-cron": "cron.json, job by job",
+    "agent-set": "a set of lines (.dream_cursor)",
+}
+
+ATTRIBUTES = [
+    "sessions/**/*.jsonl merge=agent-lines",
+    "memory/*.md merge=agent-lines",
+    "MEMORY.md merge=agent-facts",
+    "USER.md merge=agent-facts",
+    "cron.json merge=agent-cron",
+    ".dream_cursor merge=agent-set",
+    ".dream_ledger.jsonl merge=agent-lines",
+    ".dream_rejected.jsonl merge=agent-lines",
+]
+
+
+def git_config() -> list[tuple[str, str]]:
+    """The `merge.<driver>.*` settings that make git run these drivers."""
+    import shlex
+    exe = shlex.quote(sys.executable)
+    out = []
+    for name, what in DRIVERS.items():
+        kind = name.removeprefix("agent-")
+        out.append((f"merge.{name}.name", f"agent: {what}"))
+        out.append((f"merge.{name}.driver", f"{exe} -m agent.sync.mergedriver {kind} %O %A %B %P"))
+    return out
