@@ -26,7 +26,7 @@ from agent.stores import archive, ledger, memory, sessions
 from agent.vault import history as lineage
 from agent.vault.change import CLIENT, REVERTS, REVIEWER, RUN, SESSION, TOOL, TURN
 
-FILES = (memory.MEMORY, memory.USER)
+FILES = memory.MEMORY_FILES
 MAX_STEPS = 12
 MATCH = 0.5                  # below this, TEXT matches no line
 SHORT = 240                  # characters of a quoted message

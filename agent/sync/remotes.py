@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.errors import UserError
-from agent.stores import archive
+from agent.stores import archive, memory
 from agent.fs import atomic, safe
 from agent.vault import attributes
 from agent.vault.change import Change
@@ -374,7 +374,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     result.merge_commit = sha
 
 
-FACT_FILES = ("MEMORY.md", "USER.md")
+FACT_FILES = memory.MEMORY_FILES
 
 
 def _fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
@@ -540,7 +540,7 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
     """Facts of MEMORY.md/USER.md that came in: (+added, -removed)."""
     if not old or not new or old == new or not result.commits_in:
         return 0, 0
-    diff = vault.git("diff", "--no-color", "-U0", old, new, "--", "MEMORY.md", "USER.md")
+    diff = vault.git("diff", "--no-color", "-U0", old, new, "--", *FACT_FILES)
     added = removed = 0
     for line in diff.splitlines():
         if line.startswith("+- ") or line.startswith("+* "):
