@@ -91,8 +91,9 @@ class Line:
     On disk it is a JSON object whose keys come in this order: `id`, `ts`, `role`,
     `content`, `turn` (left out when None, as a delivered reply has none), then every
     other key (`model`, `error`, `interrupted`, `injected`, `speaker`, `source`, ...) in
-    `extra`, in the order it was written. `Line.read(obj).to_dict()` gives back what was
-    read, so the format of existing vaults is the format.
+    `extra`, in the order it was written. For every line the agent has written,
+    `Line.read(obj).dumps()` gives back its bytes: the format of existing vaults is the
+    format (tests/test_session_lines.py holds lines of each kind).
     """
     id: str | None
     ts: str | None
