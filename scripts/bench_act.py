@@ -45,7 +45,8 @@ from fakeanthropic import FakeAnthropic, reply, tool_use  # noqa: E402
 from agent import sandbox  # noqa: E402
 from agent.chat import subagents  # noqa: E402
 from agent.chat.turn import run_turn  # noqa: E402
-from agent.vault.repo import Vault, now  # noqa: E402
+from agent.clock import now  # noqa: E402
+from agent.vault.repo import Vault  # noqa: E402
 
 
 def pct(values, q):

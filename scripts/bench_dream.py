@@ -76,7 +76,7 @@ def fake_model(params: dict):
 def bench(n: int, chunk_tokens: int | None) -> dict:
     from agent.dream import run_dream
     from agent.llm import make_provider
-    from agent.vault.repo import now
+    from agent.clock import now
 
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as server:
         vault = build_vault(Path(tmp) / "vault", n)

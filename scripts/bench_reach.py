@@ -52,7 +52,7 @@ from agent.llm import make_provider  # noqa: E402
 from agent.serve.conversations import Conversations  # noqa: E402
 from agent.serve.gateway import Gateway  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
-from agent.vault.repo import now as vault_now  # noqa: E402
+from agent.clock import now as vault_now  # noqa: E402
 
 
 # ---- shared -----------------------------------------------------------------------------

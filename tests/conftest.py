@@ -4,8 +4,11 @@ and no way to reach a real home folder, git config or API key."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,12 @@ from fakeanthropic import fake_anthropic  # noqa: F401  (fixture: the fake Anthr
 from faketelegram import fake_telegram  # noqa: F401  (fixture: the fake Telegram Bot API)
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A runner started in the background by a script (`pytest &`) ignores SIGINT, and every
+# program a test starts would inherit that: the Ctrl-C tests would then fail, or test
+# nothing. Take the default back (a handler, unlike SIG_IGN, is not inherited by exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
@@ -32,9 +41,22 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
                 "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
-                "TELEGRAM_BOT_TOKEN"):
+                "TELEGRAM_BOT_TOKEN", "AGENT_NOW"):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+# The instant `fixed_now` gives every command (through AGENT_NOW): a test asserts the exact
+# day's file instead of computing today after the command ran (and racing midnight).
+NOW = datetime(2030, 1, 1, 10, 0, tzinfo=timezone.utc)
+TODAY_NOTE = "memory/2030-01-01.md"
+
+
+@pytest.fixture
+def fixed_now(monkeypatch) -> datetime:
+    """Fix the clock of every command this test runs (in-process or not) at NOW."""
+    monkeypatch.setenv("AGENT_NOW", NOW.isoformat())
+    return NOW
 
 
 @pytest.fixture
@@ -64,6 +86,18 @@ def agent_proc(*args, vault=None, env=None, **kw) -> subprocess.CompletedProcess
     if "input" not in kw:       # never the test runner's own stdin: `chat -m` reads a pipe
         kw.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run(cmd + list(args), capture_output=True, text=True, env=full_env, **kw)
+
+
+def wait_for(condition, what: str, limit: float = 60.0):
+    """Poll `condition` until it is truthy and return its value. The limit only ends a
+    test that would otherwise hang: it is generous, never the behaviour under test."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def subjects(vault: Vault, *paths: str) -> list[str]:

@@ -122,7 +122,7 @@ def test_the_person_adds_approved_jobs_and_the_model_cannot_write_cron_json(
 
 def _gateway(vault, **kw):
     from agent.serve.gateway import Gateway
-    from test_reach_gateway import router
+    from test_conversations import router
 
     conv = router(vault)
     return conv, Gateway(vault, conv, port=0, **kw).start()
@@ -134,7 +134,7 @@ def test_idle_connections_are_closed_after_the_timeout_and_bounded_in_number(
     import threading
 
     from agent.serve.gateway import MAX_CONNECTIONS
-    from test_reach_gateway import http
+    from test_gateway import http
 
     conv, gw = _gateway(vault, timeout=1)
     before = threading.active_count()
@@ -167,7 +167,7 @@ def test_idle_connections_are_closed_after_the_timeout_and_bounded_in_number(
 
 
 def test_a_request_naming_another_host_is_refused_on_tcp(vault, fake_anthropic):
-    from test_reach_gateway import MSG, http
+    from test_gateway import MSG, http
 
     conv, gw = _gateway(vault)
     try:
@@ -332,7 +332,7 @@ def test_a_reply_saved_but_not_sent_before_a_kill_is_sent_after_the_restart(
 def test_a_message_that_joined_a_saved_turn_is_not_answered_again_after_a_kill(
         vault, fake_anthropic, procs):
     from agent.stores import sessions
-    from agent.vault.repo import now
+    from agent.clock import now
 
     # As a kill leaves it: both messages' turn saved (the second joined it), their
     # receipts not settled yet.
@@ -367,7 +367,7 @@ def test_resuming_at_start_never_takes_a_message_that_came_meanwhile_for_a_left_
         vault, fake_anthropic):
     import threading
 
-    from test_reach_gateway import router, transcript
+    from test_conversations import router, transcript
 
     conv = router(vault)                   # serve starts: nothing was left over
     go = threading.Event()

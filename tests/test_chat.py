@@ -391,9 +391,10 @@ def test_system_blocks_are_byte_identical_between_turns_and_hit_the_cache(fake_a
     assert c["system"][0] == b["system"][0]
 
 
-def test_prompt_carries_memory_files_daily_notes_and_the_time(fake_anthropic, vault, run):
+def test_prompt_carries_memory_files_daily_notes_and_the_time(fake_anthropic, vault, run,
+                                                              fixed_now):
     (vault.root / "USER.md").write_text("# User\n\n## About\n- Name: Ana\n")
-    today = datetime.now().astimezone().date()
+    today = fixed_now.date()                      # the day the chat below runs on
     (vault.root / "memory").mkdir(exist_ok=True)
     (vault.root / f"memory/{today - timedelta(days=1):%Y-%m-%d}.md").write_text("# y\n\n- 09:00 yesterday thing\n")
     (vault.root / f"memory/{today:%Y-%m-%d}.md").write_text("# t\n\n- 10:00 today thing\n")

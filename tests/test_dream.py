@@ -383,7 +383,7 @@ def test_no_op_run_advances_the_cursor_in_a_commit_that_says_so(seeded, run, fak
 def test_shrink_guard_refuses_mass_deletion_unless_allowed(seeded, run, fake_anthropic):
     vault, server = seeded, fake_anthropic
     # The facts as the agent's own (a person's lines have their own guard, see
-    # test_hardening_dream): this test is about how many facts one run may remove.
+    # test_dream_guard): this test is about how many facts one run may remove.
     (vault.root / "MEMORY.md").write_text("")
     vault.git("commit", "-qam", "emptied")
     (vault.root / "MEMORY.md").write_text(MEMORY)

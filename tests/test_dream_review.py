@@ -375,7 +375,7 @@ def test_undoing_a_dream_withdraws_its_proposals(proposed, run):
 
 
 def test_completion_offers_the_numbers_waiting_for_review(proposed):
-    from test_everyday2 import complete
+    from test_completion import complete
 
     assert complete(proposed, "review", "accept", "") == ["1"]
     assert complete(proposed, "review", "edit", "") == ["1"]

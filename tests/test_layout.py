@@ -18,21 +18,26 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
 
+from test_which_vault import today_lines
+
 PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 
 # The ranks of shared/DESIGN.md section 7, lowest first. Base (0-3) holds what knows nothing
-# of the vault: errors and the clock; the package's data, files (the one safe reader,
+# of the vault: errors; the clock, the package's data, files (the one safe reader,
 # atomic writes, the off-limits paths), schedules (durations, times, next_run) and the
 # sandbox; agent.toml's reader; the secrets scanner, which reads its allowlist there and
 # which the vault's commits consult.
 RANKS = {
-    "agent": 0, "agent.errors": 0, "agent.clock": 0,
-    "agent.package": 1, "agent.fs": 1, "agent.schedule": 1, "agent.sandbox": 1,
+    "agent": 0, "agent.errors": 0,
+    "agent.clock": 1, "agent.package": 1, "agent.fs": 1, "agent.schedule": 1, "agent.sandbox": 1,
     "agent.config": 2,
     "agent.redact": 3,
     "agent.vault": 4,                          # git, and only git
@@ -277,3 +282,15 @@ def test_stores_know_nothing_of_git(store):
     problems = [f"{where(path, node)}: imports {m}" for m, node in imports(store)
                 if m in modules() and package_of(m) == "agent.vault"]
     assert not problems, "\n".join(problems)
+
+
+def test_a_note_imports_no_other_command_family(vault):
+    code = ("import sys; from agent.cli import main; sys.argv = ['agent', 'note', 'quick']\n"
+            "try: main()\nexcept SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('agent.cli.', 'anthropic', "
+            "'agent.search', 'agent.chat'))))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=vault.root, capture_output=True,
+                       text=True, env={**os.environ, "AGENT_VAULT": str(vault.root)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "['agent.cli.app', 'agent.cli.common']"
+    assert "quick" in today_lines(vault)

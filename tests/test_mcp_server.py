@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import asynccontextmanager
-from datetime import datetime
-
 import anyio
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_types import Implementation
 
-from conftest import subjects
+from conftest import TODAY_NOTE, subjects
 
 
 @asynccontextmanager
@@ -57,7 +55,7 @@ def test_tools_and_resources_are_listed(vault):
     assert info.name == "agent"
 
 
-def test_remember_and_note_are_one_commit_each_named_after_the_client(vault):
+def test_remember_and_note_are_one_commit_each_named_after_the_client(vault, fixed_now):
     async def steps(c):
         a = await c.call_tool("remember", {"text": "Prefers  window seats on trains",
                                             "target": "user", "section": "Travel"})
@@ -69,7 +67,7 @@ def test_remember_and_note_are_one_commit_each_named_after_the_client(vault):
     texts, errors = drive(vault, steps)
     assert errors == [False] * 4
     assert texts[0].startswith("Added to USER.md under Travel: - Prefers window seats on trains")
-    today = f"memory/{datetime.now():%Y-%m-%d}.md"
+    today = TODAY_NOTE                               # the server took AGENT_NOW
     assert subjects(vault)[:4] == [
         f"mcp(claude-code): remember in {today}: bought a new kettle",
         f"mcp(claude-code): note in {today}: called the dentist",
@@ -201,13 +199,13 @@ def test_help(run):
 
 @pytest.mark.parametrize("target", ["key", "/proc/self/environ"])
 def test_a_vault_file_linked_outside_is_refused_not_returned(vault, tmp_path, target,
-                                                            monkeypatch):
+                                                            monkeypatch, fixed_now):
     key = tmp_path / "id_rsa"                       # stands in for ~/.ssh/id_rsa
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-bytes\n")
     monkeypatch.setenv("SOME_API_KEY", "sk-secret-in-the-environment")
     (vault.root / "USER.md").unlink()
     (vault.root / "USER.md").symlink_to(key if target == "key" else target)
-    today = vault.root / f"memory/{datetime.now():%Y-%m-%d}.md"
+    today = vault.root / TODAY_NOTE
     today.parent.mkdir(exist_ok=True)
     today.symlink_to(key if target == "key" else target)
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from agent.chat.mcp.client import LOG_BYTES, MAX_BAD_LINES, close_all
-from conftest import agent_proc, subjects
+from conftest import agent_proc, subjects, wait_for
 from fakeanthropic import reply
 from test_mcp_client import configure
 
@@ -35,16 +34,6 @@ def hostile(name: str, mode: str, marker: Path, *extra: str, settings: str = "")
 
 def tools_offered(request) -> set[str]:
     return {t["name"] for t in request.body["tools"]}
-
-
-def wait_for(condition, what: str, limit: float = 60.0):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_an_unapproved_server_is_not_started_until_the_person_approves_it(

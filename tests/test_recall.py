@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-from datetime import date, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -15,7 +15,7 @@ from agent.chat.tools.memory import memory_search
 from agent.chat.tools.registry import ToolContext, use_context
 from agent.search import index
 from agent.vault.staged import StagedVault
-from conftest import agent_proc
+from conftest import NOW, agent_proc
 from test_search import write_import
 
 
@@ -27,7 +27,10 @@ def index_embed_installed() -> bool:
 # run on a plain install too.
 needs_model = pytest.mark.skipif(not index_embed_installed(), reason="the embed extra is not installed")
 
-TODAY = date.today()
+# Every command here runs at conftest.NOW, so "yesterday" and "2 weeks ago" are counted
+# from the same day the talk below is dated from, whenever the suite runs.
+pytestmark = pytest.mark.usefixtures("fixed_now")
+TODAY = NOW.date()
 
 
 def day(n: int) -> str:
@@ -259,7 +262,7 @@ def test_every_markdown_file_a_person_keeps_is_found_by_heading_and_paragraph(va
     run("index", "rebuild")
     assert [h.path for h in index.search(vault, "larch", mode="words")] == ["projects/shed.md"]
     # The model's memory_search tool finds them too.
-    with use_context(ToolContext(StagedVault(vault), "cli/default", datetime.now().astimezone())):
+    with use_context(ToolContext(StagedVault(vault), "cli/default", NOW)):
         assert memory_search("cumin").startswith("- adopted/recipes.md:2")
 
 
@@ -429,3 +432,40 @@ def test_searches_at_once_after_new_messages_show_each_message_once(vault, run, 
     assert all(len(ids) == len(set(ids)) == len(lines) for ids in seen)
     ids = [m for h in index.search(vault, "tomatoes in the garden", limit=30) for m in h.message_ids]
     assert sorted(ids) == sorted(set(ids)) and {"s8", "s11"} <= set(ids)
+
+
+# ---- search by meaning has a floor ---------------------------------------------------
+
+
+CHATTER = ["Hey Joanna, glad I could help. Let me know how it turns out!",
+           "Wow, that sounds great! What flavors are you experimenting with?",
+           "Thanks Nate! It's been a wild ride. I've been decompressing, but it's hard to switch off.",
+           "Cheers, Nate! Your support means a lot. I'll definitely keep you updated.",
+           "No worries. Hope you enjoy it! Let me know how it turns out.",
+           "We are going to Kyoto in April, window seat please.",
+           "Done, the train leaves at nine.",
+           "My sister finished her first marathon last weekend.",
+           "I painted the living room a pale green.",
+           "The team won the regional tournament yesterday, I am so proud of them!",
+           "I adopted a puppy from the shelter, her name is Luna.",
+           "Thanks for the book recommendation, I loved the ending."]
+
+
+def test_a_query_about_nothing_in_the_vault_finds_nothing_by_meaning(vault, run, tmp_path):
+    from test_recall import index_embed_installed
+
+    if not index_embed_installed():
+        pytest.skip("the embed extra is not installed")
+    src = tmp_path / "chatter.jsonl"
+    src.write_text("".join(json.dumps({"session": "import/x", "id": f"m{i}", "role": "user",
+                                       "ts": f"2026-11-{10 + i:02d}T10:00:00+00:00", "content": m}) + "\n"
+                           for i, m in enumerate(CHATTER)))
+    assert run("import", str(src)).exit_code == 0
+    for query in ("咖啡", "vaccine booster side effects", "Kubernetes pod eviction"):
+        r = run("search", query)
+        assert r.exit_code == 1, (query, r.output)
+        assert r.output.strip() == f"No matches for {query!r}."
+    # What is there is still found by meaning alone.
+    r = run("search", "--json", "Japan", "trip")
+    hits = [json.loads(x) for x in r.stdout.splitlines()]
+    assert r.exit_code == 0 and "Kyoto" in hits[0]["text"] + hits[1]["text"]

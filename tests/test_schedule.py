@@ -17,7 +17,8 @@ from agent.stores import heartbeat as hb
 from agent import schedule as sched
 from agent.stores import cron as cronfile
 from agent.schedule import Schedule, next_run, settle
-from conftest import subjects
+from conftest import agent_proc, subjects
+from test_edit import editor
 
 PARIS = ZoneInfo("Europe/Paris")
 NY = ZoneInfo("America/New_York")
@@ -455,3 +456,82 @@ def test_cron_tools_validate_like_the_command_and_keep_concurrent_state(vault, r
             vault.commit(Change("chat", "remove water", scope="cli/default"))
     names = [j["name"] for j in json.loads((vault.root / "cron.json").read_text())["jobs"]]
     assert names == ["standup"]
+
+
+# ---- agent heartbeat and agent cron from the command line ----------------------------
+
+
+def test_heartbeat_enable_disable_changes_one_line_and_commits(vault, run):
+    path = vault.root / "heartbeat" / "morning.md"
+    before = path.read_text()
+    r = run("heartbeat", "enable", "morning")
+    assert r.exit_code == 0, r.output
+    assert path.read_text() == before.replace("enabled: false", "enabled: true")
+    assert subjects(vault)[0] == 'heartbeat: enable "morning"'
+    assert "already enabled" in run("heartbeat", "enable", "morning").output
+    assert run("heartbeat", "disable", "morning").exit_code == 0
+    assert path.read_text() == before
+    assert subjects(vault)[0] == 'heartbeat: disable "morning"'
+    r = run("heartbeat", "enable", "mornin")
+    assert r.exit_code == 1 and "Did you mean morning?" in r.output
+
+
+def test_heartbeat_add_writes_a_file_the_list_shows(vault, run):
+    r = run("heartbeat", "add", "inbox", "--every", "2h", "--active-hours", "08:00-20:00",
+            "-m", "Look at the inbox note")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0] == 'heartbeat: add "inbox" (every 2h)'
+    text = (vault.root / "heartbeat" / "inbox.md").read_text()
+    assert "every: 2h" in text and text.rstrip().endswith("Look at the inbox note")
+    listing = run("heartbeat", "list").output
+    assert any(l.startswith("inbox") and "08:00-20:00" in l and " yes " in l
+               for l in listing.splitlines())
+    head = vault.head()
+    r = run("heartbeat", "add", "inbox", "--every", "1h", "-m", "again")
+    assert r.exit_code == 1 and "exists already" in r.output
+    r = run("heartbeat", "add", "bad", "--every", "often", "-m", "x")
+    assert r.exit_code == 1 and "'often' is not a duration" in r.output
+    assert vault.head() == head and not (vault.root / "heartbeat" / "bad.md").exists()
+
+
+def test_cron_add_refuses_a_second_job_of_the_same_name(vault, run):
+    assert run("cron", "add", "daily", "-m", "plan", "--every", "1h").exit_code == 0
+    head = vault.head()
+    r = run("cron", "add", "daily", "-m", "again", "--every", "2h")
+    assert r.exit_code == 1 and 'a cron job is already named "daily"' in r.output
+    assert vault.head() == head
+    assert run("cron", "remove", "daily").exit_code == 0
+
+
+def test_a_broken_cron_json_hand_edit_is_never_committed_and_status_says_so(vault, run, tmp_path):
+    good = (vault.root / "cron.json").read_text()
+    (vault.root / "cron.json").write_text('{"version": 1, "jobs": [\n')
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- Likes tea\n")
+    r = run("status")
+    assert "cron.json is not committed until the problem below is fixed, the rest before" in r.output
+    assert "cron.json:2:1: not valid JSON" in r.output
+    r = run("note", "call the dentist")
+    assert r.exit_code == 0, r.output
+    assert "cron.json:2:1: not valid JSON" in r.output and "agent edit cron.json" in r.output
+    # The other hand edit and the note are committed; the broken cron.json never is.
+    assert subjects(vault)[:2][1] == "edit: MEMORY.md by hand"
+    assert vault.git("show", "HEAD:cron.json") == good
+    assert vault.dirty_paths() == ["cron.json"]
+    assert (vault.root / "cron.json").read_text() == '{"version": 1, "jobs": [\n'
+    r = run("status")
+    assert "cron.json is not committed until the problem below is fixed" in r.output
+    assert "committed before the agent's next change" not in r.output
+    # A broken agent.toml: status does not promise a commit either.
+    toml = (vault.root / "agent.toml").read_text()
+    (vault.root / "agent.toml").write_text(toml + "x = [\n")
+    r = run("status")
+    assert "not committed until the problem below is fixed" in r.output
+    assert "agent.toml" in r.output and "agent edit agent.toml" in r.output
+    (vault.root / "agent.toml").write_text(toml)
+    # `agent edit cron.json` is how it is repaired, and then the commit goes through.
+    fix = editor(tmp_path, f"open(p, 'w').write({good!r})\n"
+                           "open(p, 'a').write('\\n')\n")
+    p = agent_proc("edit", "cron.json", vault=vault.root, env={"VISUAL": fix})
+    assert p.returncode == 0, p.stderr
+    assert subjects(vault)[0] == "edit: cron.json by hand"
+    assert run("note", "call the dentist").exit_code == 0

@@ -421,3 +421,41 @@ def test_threads_that_make_the_index_at_once_all_find_what_it_holds(vault):
                        text=True, env={**os.environ, "AGENT_EMBED": "off"}, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split(maxsplit=1)[0] == "0", r.stdout
+
+
+# ---- import: a byte order mark, an empty file ----------------------------------------
+
+
+def test_import_accepts_a_byte_order_mark_and_names_an_empty_file(vault, run, tmp_path):
+    f = tmp_path / "bom.jsonl"
+    f.write_bytes(b"\xef\xbb\xbf" + json.dumps({"session": "telegram/me", "role": "user",
+                                                 "content": "hi", "ts": "2024-03-01T10:00:00+09:00",
+                                                 "id": "t1"}).encode() + b"\n")
+    r = run("import", str(f))
+    assert r.exit_code == 0 and "Imported 1 message into 1 session" in r.output
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    r = run("import", str(empty))
+    assert r.exit_code == 0 and "Nothing to import: empty.jsonl is empty." in r.output
+
+
+def test_search_until_a_moment_keeps_that_second_and_no_match_exits_1(vault, run, tmp_path):
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps(m) + "\n" for m in [
+        {"session": "import/x", "role": "user", "content": "the walrus sings at dawn",
+         "ts": "2026-11-24T01:48:27+00:00", "id": "a"},
+        {"session": "import/x", "role": "assistant", "content": "a walrus sings at noon",
+         "ts": "2026-11-24T01:48:28+00:00", "id": "b"}]))
+    assert run("import", str(src)).exit_code == 0
+    for until in ("2026-11-24T01:48:27+00:00", "2026-11-24T02:48:27+01:00"):
+        r = run("search", "--mode", "words", "--json", "--until", until, "walrus")
+        assert r.exit_code == 0, r.output
+        assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["a"]]
+    r = run("search", "--mode", "words", "--json", "--since", "2026-11-24T01:48:28+00:00", "walrus")
+    assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["b"]]
+    r = run("search", "--mode", "words", "--until", "2026-11-24", "walrus")
+    assert r.exit_code == 0 and "dawn" in r.output and "noon" in r.output
+    r = run("search", "--mode", "words", "--until", "2026-11-24T01:48:26Z", "walrus")
+    assert r.exit_code == 1
+    assert "No matches for 'walrus' until 2026-11-24T01:48:26+00:00." in r.output
+    assert run("search", "xylophone").exit_code == 1

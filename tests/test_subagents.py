@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -179,7 +178,7 @@ def test_a_slow_sub_agent_moves_to_the_background_and_commits_on_its_own(fake_an
     from agent.chat import subagents
     from agent.chat.turn import run_turn
     from agent.llm import make_provider
-    from agent.vault.repo import now
+    from agent.clock import now
 
     client = make_provider()
     first = run_turn(vault, client, "cli/default", "PARENT start it", now())
@@ -220,9 +219,12 @@ def test_ctrl_c_stops_a_three_level_tree_and_each_saves_what_it_did(fake_anthrop
     stuck = threading.Event()
     never = threading.Event()
 
+    answered = threading.Event()
+
     def hang(body):
         stuck.set()
-        never.wait(60)
+        never.wait(600)                 # answered only after the program has exited
+        answered.set()
         return reply("too late")
 
     fake_anthropic.default_reply = Script(
@@ -236,16 +238,16 @@ def test_ctrl_c_stops_a_three_level_tree_and_each_saves_what_it_did(fake_anthrop
                             stderr=subprocess.PIPE, text=True)
     try:
         assert stuck.wait(60), "the third level never called the model"
-        start = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-        took = time.monotonic() - start
+        out, err = proc.communicate(timeout=120)
+        # It stopped while the deepest run's model call was still unanswered: Ctrl-C
+        # cut every level at once, nothing waited for the model.
+        assert not answered.is_set()
     finally:
         never.set()
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert took < 10
     ids = run_ids(vault)
     assert len(ids) == 3
     for rid in ids:

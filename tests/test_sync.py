@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from agent.vault.change import Change
 from agent.cli.app import cli
+from agent.stores.merge import CONFLICT_END, CONFLICT_START
 from agent.vault.repo import Vault
 from conftest import subjects
 
@@ -421,7 +422,7 @@ def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
 
 
 def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remote,
-                                                          fake_anthropic, caplog):
+                                                          fake_anthropic, caplog, fixed_now):
     vault.set_host("server")
     set_every(vault, "5m")
     agent(vault.root, "sync")
@@ -431,7 +432,7 @@ def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remo
           "--host", "server")
     agent(b.root, "note", "written on the laptop")
     agent(b.root, "sync")
-    t0 = datetime.now(timezone.utc)        # `agent cron add` took the real time too
+    t0 = fixed_now                         # the time `agent cron add` took too
     s, clock = serve(vault, t0)
     caplog.set_level("INFO", logger="agent.serve")
     s.step(t0)                                     # the first pass syncs
@@ -681,3 +682,37 @@ def test_a_sync_starts_few_git_processes(vault, remote):
     assert subprocess.run(["git", "rev-parse", "main"], cwd=remote, capture_output=True,
                           text=True).stdout.strip() == vault.head()
     assert n <= 20, f"a sync of one change started {n} git processes"
+
+
+# ---- a sync conflict block holds only what conflicts ---------------------------------
+
+
+def cli_ok(*args):
+    r = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def test_a_sync_conflict_block_holds_the_two_versions_and_nothing_else(tmp_path, vault):
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Berlin\n")
+    cli_ok("--vault", vault.root, "note", "facts")
+    cli_ok("--vault", vault.root, "sync")
+    cli_ok("clone", bare, tmp_path / "b")
+    b = Vault.open(tmp_path / "b")
+    (vault.root / "MEMORY.md").write_text(
+        "# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Paris\n- Has a cat named Miso\n"
+        "- Plays the cello\n- Learns Japanese\n")
+    (b.root / "MEMORY.md").write_text("# Memory\n\n## Facts\n\n- Likes tea\n- Lives in Lisbon\n")
+    cli_ok("--vault", vault.root, "note", "a")
+    cli_ok("--vault", b.root, "note", "b")
+    cli_ok("--vault", b.root, "sync")
+    cli_ok("--vault", vault.root, "sync")
+    cli_ok("--vault", b.root, "sync")
+    for v in (vault, b):
+        text = (v.root / "MEMORY.md").read_text()
+        assert text == ("# Memory\n\n## Facts\n\n- Likes tea\n" + CONFLICT_START + "\n"
+                        "- Lives in Paris\n- Lives in Lisbon\n" + CONFLICT_END + "\n"
+                        "- Has a cat named Miso\n- Plays the cello\n- Learns Japanese\n"), text

@@ -17,7 +17,7 @@ from agent.serve.channels.telegram import LIMIT, TelegramChannel, split_message,
 from agent.config import load_settings
 from agent.llm import make_provider
 from agent.serve.conversations import Conversations
-from agent.vault.repo import now as vault_now
+from agent.clock import now as vault_now
 from conftest import subjects
 from test_serve import ServeProc, procs  # noqa: F401  (fixture)
 

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,14 @@ from agent.vault.change import Change
 from agent.stores.archive import load as load_entry
 from agent.stores.frontmatter_io import FrontmatterError
 from agent.vault.repo import Vault
-from conftest import agent_proc, authors, subjects
+from conftest import TODAY_NOTE, agent_proc, authors, subjects
+
+# Every command here runs at conftest.NOW (2030-01-01 10:00 UTC), so a note's day is known.
+pytestmark = pytest.mark.usefixtures("fixed_now")
 
 
 def today_note(vault: Vault) -> Path:
-    return vault.root / "memory" / f"{datetime.now().astimezone():%Y-%m-%d}.md"
+    return vault.root / TODAY_NOTE
 
 
 # ---- init ---------------------------------------------------------------------------
@@ -151,8 +153,8 @@ def test_note_appends_a_timestamped_bullet_and_commits(vault, run):
     assert r.exit_code == 0, r.output
     note = today_note(vault)
     lines = note.read_text().splitlines()
-    assert lines[0] == f"# {datetime.now().astimezone():%Y-%m-%d}"
-    assert lines[-1].startswith("- ") and lines[-1].endswith(" call the dentist")
+    assert lines[0] == "# 2030-01-01"
+    assert lines[-1] == "- 10:00 call the dentist"
     rel = f"memory/{note.name}"
     assert subjects(vault)[0] == f"note: add 1 line to {rel}"
     assert vault.git("show", "--stat", "--format=", "HEAD").count("|") == 1
@@ -521,3 +523,55 @@ def test_status_outside_the_lock_never_takes_gits_index_lock(vault, run):
     before = (vault.root / ".git" / "index").stat().st_mtime_ns
     assert run("status").exit_code == 0
     assert (vault.root / ".git" / "index").stat().st_mtime_ns == before
+
+
+# ---- undo and init say what they did -------------------------------------------------
+
+
+def test_undo_says_truthfully_when_everything_was_undone(vault, run):
+    r = run("undo")
+    assert r.exit_code == 1
+    assert "Nothing to undo: the agent has changed nothing since the vault was made." in r.output
+    run("note", "one")
+    assert run("undo").exit_code == 0
+    undo_sha = vault.head()[:7]
+    r = run("undo")
+    assert r.exit_code == 1
+    assert (f"Nothing to undo: every agent change since the vault was made has been undone "
+            f"(the last by {undo_sha}).") in r.output
+
+
+def test_undo_conflict_names_a_deleted_file(vault, run):
+    (vault.root / "notes.md").write_text("a\n")
+    run("note", "commit the file")                     # notes.md committed as a hand edit
+    with vault.locked():
+        vault.write_text("notes.md", "a\nb\n")
+        agent_sha = vault.commit(Change("remember", "add b to notes.md"))
+    (vault.root / "notes.md").unlink()
+    run("note", "deleted by hand")
+    r = run("undo", agent_sha)
+    assert r.exit_code == 1
+    assert "conflicts with later changes in notes.md." in r.output
+    assert "tree" not in r.output
+
+
+def test_init_counts_what_the_commit_adds(tmp_path, run):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.md").write_text("- milk\n")
+    r = run("init", str(notes))
+    assert r.exit_code == 0, r.output
+    v = Vault.open(notes)
+    subject = v.git("log", "-1", "--format=%s").strip()
+    added = v.git("show", "--name-status", "--format=", "HEAD").splitlines()
+    n = sum(1 for l in added if l.startswith("A"))
+    assert subject == f"init: adopt this folder as a vault ({n} files added)"
+
+
+def test_hand_edits_are_committed_as_git_author_name_and_email(vault):
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- Likes tea\n")
+    p = agent_proc("note", "x", vault=vault.root,
+                   env={"GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_AUTHOR_EMAIL": "ada@example.org"})
+    assert p.returncode == 0, p.stderr
+    assert vault.git("log", "-1", "--format=%an <%ae>|%s", "--", "MEMORY.md").strip() == \
+        "Ada Lovelace <ada@example.org>|edit: MEMORY.md by hand"

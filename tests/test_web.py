@@ -33,6 +33,7 @@ and the temples of Higashiyama are busiest in the mornings.</p>
 
 class _Site(BaseHTTPRequestHandler):
     hits: list = []
+    release = threading.Event()     # /slow answers only once the test lets it
 
     def log_message(self, *a):
         pass
@@ -55,7 +56,7 @@ class _Site(BaseHTTPRequestHandler):
         elif self.path == "/image":
             self._send(200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
         elif self.path == "/slow":
-            time.sleep(3)
+            _Site.release.wait(60)
             self._send(200, "text/plain", b"late")
         elif self.path == "/plain":
             self._send(200, "text/plain; charset=latin-1", "caf\xe9 au lait".encode("latin-1"))
@@ -76,6 +77,7 @@ class _Site(BaseHTTPRequestHandler):
 @pytest.fixture
 def site():
     _Site.hits = []
+    _Site.release = threading.Event()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -122,10 +124,12 @@ def test_limits_on_size_time_and_characters(fetch, site):
     out = fetch(f"{site}/big", max_chars=1000)
     assert "only its start was read" in out
     assert "more characters not shown" in out and len(out) < 1400
-    start = time.monotonic()
+    # /slow answers only when told to, after the fetch returned: a fetch that waited
+    # for the answer instead of giving up at its deadline would hang here.
     with pytest.raises(ToolError, match="no answer within 2 s"):
         fetch(f"{site}/slow")
-    assert time.monotonic() - start < 2.9
+    _Site.release.set()
+    assert _Site.hits.count("/slow") == 1
     with pytest.raises(ToolError, match="max_chars must be between"):
         fetch(f"{site}/article", max_chars=0)
 
@@ -178,7 +182,7 @@ class Trickler:
     line, then header bytes (or, with `body`, whole headers and then the body), for at
     most `most` seconds."""
 
-    def __init__(self, *, body: bool = False, most: float = 8.0):
+    def __init__(self, *, body: bool = False, most: float = 60.0):
         import socket
 
         self.sock = socket.socket()
@@ -214,18 +218,17 @@ class Trickler:
 def test_a_trickling_server_is_cut_off_at_the_one_deadline(vault, body):
     settings = set_web(vault, "allow_private = true\ntimeout = 1\n")
     trickler = Trickler(body=body)
-    start = time.monotonic()
     try:
         with use_context(ToolContext(StagedVault(vault), "cli/default", NOW, settings)):
             with pytest.raises(ToolError) as e:
                 web_fetch(f"http://127.0.0.1:{trickler.port}/")
-        took = time.monotonic() - start
     finally:
         trickler.close()
     said = str(e.value)
     assert ("no answer within 1 s" in said) if not body else ("longer than 1 s" in said), said
-    assert took < 5 * settings.web_timeout, took   # the server would trickle for 8 s
-    assert trickler.closed.wait(10)                # and the connection was let go
+    # The server would trickle for a minute; it saw the client hang up while it still
+    # had more to send: the fetch was cut at its deadline, not at the server's end.
+    assert trickler.closed.wait(30)
 
 
 def test_a_private_port_open_or_closed_gives_the_model_the_same_answer(vault):

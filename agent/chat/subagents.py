@@ -150,7 +150,7 @@ def start(vault, provider, settings, *, prompt: str, parent_ctx, context: str, r
           background: bool, timeout: float, prefix: list[dict], now: datetime) -> Run:
     """Start a run in its own thread (it saves and commits itself when it ends)."""
     from agent.chat.turn import run_turn
-    from agent.vault.repo import now as clock
+    from agent.clock import now as clock
 
     record = RunRecord(new_run_id(now), parent_ctx.parent or parent_ctx.session,
                        parent_ctx.depth + 1, context, readonly, background, timeout,

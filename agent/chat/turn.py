@@ -39,7 +39,7 @@ from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact
                                 compact_session, compact_until)
 from agent.chat.subjects import shorten
 from agent.chat.tools import registry
-from agent import redact
+from agent import clock, redact
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
@@ -90,7 +90,7 @@ def _tool_logger(vault):
         logs = vault.state / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / "tools.log", "a", encoding="utf-8") as f:
-            f.write(f"--- {datetime.now().astimezone().isoformat()} tool {name}\n")
+            f.write(f"--- {clock.now().isoformat()} tool {name}\n")
             f.write("".join(traceback.format_exception(exc)))
     return log_exception
 

@@ -16,7 +16,8 @@ from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_st
                               report_recovery, vault_option, vault_path)
 from agent.errors import UserError
 from agent.vault.change import Change
-from agent.vault.repo import Vault, now
+from agent.clock import now
+from agent.vault.repo import Vault
 
 
 @click.group(cls=AgentGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -66,7 +66,7 @@ def _turn(vault, provider, session: str, text: str, model: str | None, *, inbox=
     from agent.chat.turn import run_turn
 
     quiet_logs()
-    from agent.vault.repo import now
+    from agent.clock import now
 
     printer = _Printer()
     try:
@@ -584,7 +584,7 @@ def _slash(vault, provider, session: str, text: str) -> str | None:
 
 def _new(vault, provider, session: str) -> None:
     from agent.chat.commands import new_conversation
-    from agent.vault.repo import now
+    from agent.clock import now
 
     said = new_conversation(vault, provider, session, now())
     report_recovery(vault)
@@ -639,7 +639,7 @@ def archive_cmd(session, all_):
     quiet_logs()
     from agent.chat.compact import CompactError, backlog_bytes, compact_backlog, compact_until
     from agent.llm import make_provider
-    from agent.vault.repo import now
+    from agent.clock import now
 
     provider = make_provider()
     failed, done = 0, []

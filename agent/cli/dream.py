@@ -131,7 +131,7 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
     """Consolidate new archive entries into MEMORY.md and USER.md, and commit."""
     from agent import dream as dreaming
     from agent.llm import make_provider
-    from agent.vault.repo import now
+    from agent.clock import now
 
     vault = get_vault()
     if as_json and not status:

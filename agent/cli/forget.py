@@ -32,8 +32,7 @@ def forget_cmd(text, message_id, fact, yes, as_json):
     Give TEXT as an argument or on stdin (so it stays out of your shell history:
     agent forget < file).
     """
-    from datetime import datetime
-
+    from agent.clock import now
     from agent.ops import forget as op
 
     vault = get_vault()
@@ -63,7 +62,7 @@ def forget_cmd(text, message_id, fact, yes, as_json):
                             "--yes.")
         click.confirm("Replace it by [forgotten] everywhere, rewriting history on every "
                       "branch and the remote?", abort=True)
-    receipt = op.forget(vault, phrase, datetime.now().astimezone())
+    receipt = op.forget(vault, phrase, now())
     report_recovery(vault)
     if as_json:
         click.echo(json.dumps(receipt.as_dict()))

@@ -64,10 +64,9 @@ def approve_cmd(name, yes):
     and the vault files it names) and asks first. The approval is kept in .agent/
     (never in git); if the command line changes, the server is unapproved again.
     """
-    from datetime import datetime
-
     from agent.chat.mcp import approval
     from agent.chat.mcp.client import find
+    from agent.clock import now
     vault = get_vault()
     c = find(vault, name)
     state = approval.status(vault.root, c)
@@ -81,7 +80,7 @@ def approve_cmd(name, yes):
     if not yes and not click.confirm("Start it, outside the sandbox, whenever agent chat or "
                                      "agent serve runs?", default=False):
         raise click.ClickException(f"{name} is not approved.")
-    approval.approve(vault.root, c, datetime.now().astimezone())
+    approval.approve(vault.root, c, now())
     click.echo(f"Approved {name} on this machine.")
 
 

@@ -52,7 +52,7 @@ def _print_outcome(out, as_json: bool) -> None:
 
 def _decide(picks, every, decision, as_json, *, because="", new_text=None):
     from agent.ops import review
-    from agent.vault.repo import now
+    from agent.clock import now
 
     if not picks and not every:
         raise click.UsageError("Give the numbers of the proposals (see `agent review`), or --all.")

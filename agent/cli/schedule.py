@@ -14,7 +14,7 @@ from agent.cli import complete
 from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
                               vault_option)
 from agent.vault.change import Change
-from agent.vault.repo import now as clock_now
+from agent.clock import now as clock_now
 
 
 def _when(t: datetime | None) -> str:

@@ -45,6 +45,7 @@ def parse_day(vault, text: str | None, flag: str) -> date | None:
     """A day from the forms `agent log --since` takes ("2 weeks ago", "yesterday",
     "2025-03-01", "last monday"), read by git's own date parser so both agree; an ISO
     time with its hour (2026-11-24T01:48:27+00:00) is that moment, not its day."""
+    from agent import clock
     from agent.errors import UserError
 
     if text is None:
@@ -60,11 +61,12 @@ def parse_day(vault, text: str | None, flag: str) -> date | None:
             return moment if moment.tzinfo else moment.astimezone()
         except ValueError:
             pass
-    stamp = vault.date_stamp(t)
+    now = clock.now()
+    stamp = vault.date_stamp(t, now.timestamp())
     if stamp is None:
         raise UserError(f"{flag} {text!r}: not a date git understands; use e.g. "
                         f"2025-03-01, yesterday, '2 weeks ago', 'last monday'.")
-    return datetime.fromtimestamp(stamp).date()
+    return datetime.fromtimestamp(stamp, now.tzinfo).date()
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
+from agent.clock import now as clock_now
 from agent.errors import UserError
 from agent.stores import memory
 from agent.fs import safe
@@ -135,7 +136,7 @@ class VaultTools:
     def __init__(self, vault, *, read_only: bool = False, clock=None):
         self.vault = vault
         self.read_only = read_only
-        self.clock = clock or (lambda: datetime.now().astimezone())
+        self.clock = clock or clock_now
         specs = [
             Spec("search", "Search everything the agent remembers: past conversations, "
                  "MEMORY.md, USER.md, daily notes and the archive. Returns the best hits with "

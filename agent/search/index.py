@@ -28,9 +28,10 @@ import threading
 import time
 import unicodedata
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 
+from agent import clock
 from agent.errors import UserError
 from agent.search.documents import (Doc, archive_doc, kind_of, memory_docs, message_doc,
                                     note_docs, walk)
@@ -504,7 +505,7 @@ def _update(vault, db, full: bool = False, after_commit: bool = False,
         _set_meta(db, "commit", head or "")
         _set_meta(db, "dirty", json.dumps(sorted(p for p in dirty if kind_of(p))))
         if full:
-            _set_meta(db, "built", datetime.now().astimezone().isoformat(timespec="seconds"))
+            _set_meta(db, "built", clock.now().isoformat(timespec="seconds"))
         if asking:
             _set_meta(db, "asked", head or "")
             if record is not None:

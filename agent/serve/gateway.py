@@ -272,12 +272,15 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "agent-gateway"
     protocol_version = "HTTP/1.0"
 
+    _body_read = False                          # set per request by _body or _drain
+
     def log_message(self, *args) -> None:      # serve's log says what matters
         pass
 
     # ---- answers --------------------------------------------------------------------
 
     def _json(self, status: int, payload: dict) -> None:
+        self._drain()
         body = (json.dumps(payload, ensure_ascii=False) + "\n").encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -286,6 +289,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("WWW-Authenticate", 'Bearer realm="agent"')
         self.end_headers()
         self.wfile.write(body)
+
+    def _drain(self) -> None:
+        """Read the body of a request answered without it (a 401, a 404, /stop): hanging
+        up with the client's bytes unread resets the connection, and a client still
+        writing its body then gets a broken pipe instead of the answer."""
+        if self._body_read:
+            return
+        self._body_read = True
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return
+        if 0 < n <= MAX_BODY:           # a bigger one is refused (413) unread
+            self.rfile.read(n)
 
     def _error(self, status: int, message: str) -> None:
         self._json(status, {"error": message})
@@ -341,6 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
         return "/".join(unquote(p) for p in parts)
 
     def _body(self) -> dict:
+        self._body_read = True
         length = self.headers.get("Content-Length")
         if length is None:
             raise _BadRequest(411, "missing Content-Length")

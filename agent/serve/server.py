@@ -40,7 +40,7 @@ from agent.serve.lock import ServeLock
 from agent.serve.scheduler import STOP_GRACE, Server
 from agent.serve.turns import log
 from agent.vault.repo import Vault
-from agent.vault.repo import now as vault_now
+from agent.clock import now as clock_now
 
 LOG_FILE = "serve.log"
 
@@ -67,7 +67,7 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
     lock = ServeLock(vault).acquire()
     handlers = _setup_logging(vault)
     try:
-        clock = clock or vault_now
+        clock = clock or clock_now
         server = Server(vault, make_provider(eager=True), clock=clock, tick=tick)
         start = clock()
         server.watching_since = start

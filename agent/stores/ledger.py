@@ -41,7 +41,9 @@ def read(root: Path) -> list[dict]:
     from agent.fs import safe
     out = []
     text = safe.read_text(root, LEDGER, limit=LEDGER_BYTES, errors="replace") or ""
-    for line in text.splitlines():
+    # Records end at "\n" only: JSON keeps U+2028, U+0085 and the like raw inside a
+    # string, and splitlines() would cut a fact holding one into two broken records.
+    for line in text.split("\n"):
         line = line.strip()
         if not line:
             continue
@@ -80,14 +82,20 @@ def for_line(root: Path, run: str | None, file: str, line: str,
     return None
 
 
+def _key(rec: dict) -> tuple[str, int] | None:
+    """(run, n) of a proposal or decision; None for a mangled one (a list for a number)."""
+    run, n = rec.get("run"), rec.get("n")
+    return (run, n) if isinstance(run, str) and isinstance(n, int) else None
+
+
 def proposals(records: list[dict]) -> list[dict]:
     """The proposals that wait for a decision, oldest first (a proposal recorded twice,
     as a union merge of two clones may leave it, counts once)."""
-    decided = {(r.get("run"), r.get("n")) for r in records if is_decision(r)}
+    decided = {_key(r) for r in records if is_decision(r)}
     out, seen = [], set()
     for r in records:
-        key = (r.get("run"), r.get("n"))
-        if is_proposal(r) and key not in decided and key not in seen:
+        key = _key(r)
+        if key is not None and is_proposal(r) and key not in decided and key not in seen:
             seen.add(key)
             out.append(r)
     return out

@@ -5,7 +5,8 @@ format's rule cannot merge them (the caller then keeps both versions another way
 Every rule keeps every line either side wrote and never writes git's conflict markers.
 
 - Append-only files (session JSONL, daily notes): the common start, then the lines
-  each side appended, interleaved by time; a line both sides appended is kept once.
+  each side appended, interleaved by time; a line both sides appended is kept once
+  (as often as the side that appended it more often did).
   The order depends only on the lines, not on which machine merges, so two machines
   that merge the same pair of histories write the same file.
 - Fact files (`MEMORY.md`, `USER.md`): a line-level three-way merge; a fact added on
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from datetime import datetime
 
 from agent.stores import archive, memory
 
@@ -69,9 +72,12 @@ def merge_appended(base: bytes, ours: bytes, theirs: bytes, *, jsonl: bool) -> b
         return None
     new_o, new_t = o[len(b):], t[len(b):]
     ko, kt = _keys(new_o, jsonl), _keys(new_t, jsonl)
-    seen_base = set(b)
-    both = set(new_o) & set(new_t)
-    out, emitted = list(b), set()
+    # A line both sides appended is one line, kept as many times as the side that
+    # appended it more often did (a note made twice in a minute is two notes); a new
+    # line equal to one of the start (a blank line, "- 09:00 pills" again) is new.
+    count_o, count_t = Counter(new_o), Counter(new_t)
+    room = {x: max(count_o[x], count_t[x]) for x in count_o.keys() & count_t.keys()}
+    out = list(b)
     i = j = 0
     while i < len(new_o) or j < len(new_t):
         take_o = j >= len(new_t) or (i < len(new_o) and (ko[i], new_o[i]) <= (kt[j], new_t[j]))
@@ -80,10 +86,10 @@ def merge_appended(base: bytes, ours: bytes, theirs: bytes, *, jsonl: bool) -> b
             i += 1
         else:
             j += 1
-        if line in both or line in seen_base:
-            if line in emitted or line in seen_base:
+        if line in room:
+            if not room[line]:
                 continue
-            emitted.add(line)
+            room[line] -= 1
         out.append(line)
     return b"".join(out)
 
@@ -223,6 +229,19 @@ def _stamp(job: dict, key: str) -> str:
     return str(value)
 
 
+def _later(a: str, b: str) -> bool:
+    """Whether time `a` is after `b`: by the instant when both are ISO times with an
+    offset (two machines, or one on a trip, write different offsets: 08:00-05:00 is
+    after 12:00+01:00), else as text (an empty one is before any)."""
+    try:
+        ta, tb = datetime.fromisoformat(a), datetime.fromisoformat(b)
+    except ValueError:
+        return a > b
+    if ta.tzinfo is None or tb.tzinfo is None:
+        return a > b
+    return ta > tb
+
+
 def merge_cron(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
     """cron.json merged by job id: a job added on either side is kept; a job changed on
     both sides keeps the newer definition (by `updated`) and the newer state (by last
@@ -267,7 +286,7 @@ def _merge_job(b: dict | None, o: dict, t: dict) -> dict:
     elif b is not None and definition(b) == dt:
         winner = o
     elif _stamp(t, "updated") != _stamp(o, "updated"):
-        winner = t if _stamp(t, "updated") > _stamp(o, "updated") else o
+        winner = t if _later(_stamp(t, "updated"), _stamp(o, "updated")) else o
     else:
         # No way to tell which is newer (two machines that each gave a job without a
         # host to themselves): the same choice on every machine, so they agree at once
@@ -277,7 +296,7 @@ def _merge_job(b: dict | None, o: dict, t: dict) -> dict:
     # State: the side that ran the job last knows best.
     so, st = o.get("state") or {}, t.get("state") or {}
     if isinstance(so, dict) and isinstance(st, dict):
-        newer = st if str(st.get("last_run") or "") > str(so.get("last_run") or "") else so
+        newer = st if _later(str(st.get("last_run") or ""), str(so.get("last_run") or "")) else so
         if "state" in o or "state" in t:
             job["state"] = newer
     return job

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from agent import clock
 from agent.errors import UserError
 from agent.stores import archive, memory
 from agent.fs import atomic, safe
@@ -207,7 +208,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     if result.pushed:
         _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
-    _save_state(vault, result, now or datetime.now().astimezone())
+    _save_state(vault, result, now or clock.now())
     return result
 
 

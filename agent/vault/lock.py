@@ -19,9 +19,9 @@ import json
 import os
 import stat
 import time
-from datetime import datetime
 from pathlib import Path
 
+from agent import clock
 from agent.fs import atomic
 from agent.vault.change import by_hand, recovered
 from agent.vault.gitstate import UnfinishedGit, _git_process_in, conflicted, unfinished_operation
@@ -282,7 +282,7 @@ class LockAndRepair:
                 torn = f.read()
                 dest_dir = self.state / "recovered"
                 dest_dir.mkdir(parents=True, exist_ok=True)
-                stamp = datetime.now().strftime("%Y%m%dT%H%M%S")
+                stamp = clock.now().strftime("%Y%m%dT%H%M%S")
                 dest = dest_dir / f"{rel.replace('/', '__')}.{stamp}.torn"
                 dest.write_bytes(torn)
                 f.truncate(start)

@@ -29,8 +29,6 @@ import getpass
 import os
 import re
 import threading
-import time
-from datetime import datetime
 from pathlib import Path
 
 from agent.package import package_data
@@ -388,16 +386,20 @@ class Vault(Journal, LockAndRepair, Writes):
                        "--", *patterns, check=False)
         return [p for p in out.split("\0") if p and not _is_state(p)]
 
-    def date_stamp(self, text: str) -> int | None:
+    def date_stamp(self, text: str, now: float) -> int | None:
         """A date as `git log --since` reads it ("2 weeks ago", "yesterday", "2025-03-01"),
-        as a Unix time; None when git does not understand it (it reads unknown words as
-        now, or as 1970)."""
-        out = self.git("rev-parse", f"--since={text}", check=False).strip()
+        counted back from the Unix time `now`, as a Unix time; None when git does not
+        understand it (it reads unknown words as now, or as 1970)."""
+        # git's date parser takes "now" from GIT_TEST_DATE_NOW (whole seconds) when set:
+        # "yesterday" is then the day before the clock the command runs at (AGENT_NOW).
+        now = int(now)
+        out = self.git("rev-parse", f"--since={text}", check=False,
+                       env={"GIT_TEST_DATE_NOW": str(now)}).strip()
         try:
             stamp = int(out.rpartition("=")[2])
         except ValueError:
             return None
-        if not stamp or (abs(stamp - time.time()) < 5 and text.strip().lower() not in ("now", "today")):
+        if not stamp or (abs(stamp - now) < 5 and text.strip().lower() not in ("now", "today")):
             return None
         return stamp
 
@@ -571,9 +573,4 @@ def default_host() -> str:
     label = (socket.gethostname() or "").split(".")[0]
     label = re.sub(r"[^A-Za-z0-9._-]", "-", label).strip("-._")[:63]
     return label or "machine"
-
-
-def now() -> datetime:
-    """The local time with its offset (the edge where commands take the time)."""
-    return datetime.now().astimezone()
 

@@ -43,8 +43,9 @@ import logging
 import os
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import timezone
 
+from agent import clock
 from agent.fs import atomic
 
 log = logging.getLogger("agent.serve")
@@ -338,7 +339,7 @@ class TelegramChannel:
         await asyncio.to_thread(self.router.receipts.settle, [receipt.id])
 
     async def _refuse(self, user, chat) -> None:
-        entry = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        entry = {"time": clock.now().astimezone(timezone.utc).isoformat(timespec="seconds"),
                  "user_id": user.id, "chat_id": chat.id, "username": user.username,
                  "chat_type": chat.type}
         await asyncio.to_thread(self._append_refusal, entry)

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import subjects
+from conftest import TODAY_NOTE, subjects
 from fakeanthropic import reply, tool_use
 
 SECRET = "sk-ant-VERY-SECRET-KEY"
@@ -288,9 +288,8 @@ def test_fsmonitor_and_filter_drivers_never_run_for_agent_git_calls(vault, run, 
                                    "edit: .gitattributes, MEMORY.md by hand"]
 
 
-def test_note_to_a_daily_note_linking_out_changes_nothing(vault, run, secret_file):
-    from datetime import datetime
-    rel = f"memory/{datetime.now().astimezone():%Y-%m-%d}.md"
+def test_note_to_a_daily_note_linking_out_changes_nothing(vault, run, secret_file, fixed_now):
+    rel = TODAY_NOTE                                  # the day the note is written to
     (vault.root / "memory").mkdir(exist_ok=True)
     os.symlink(secret_file, vault.root / rel)
     head = vault.head()

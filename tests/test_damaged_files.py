@@ -9,14 +9,18 @@ import json
 import subprocess
 import sys
 import threading
-from datetime import datetime
+import pytest
 
-from conftest import ROOT, subjects
+from conftest import ROOT, TODAY_NOTE, subjects
 from fakeanthropic import reply
+
+# Every command here runs at conftest.NOW (2030-01-01 10:00 UTC): the day's note and the
+# month's session file are known before the command runs.
+pytestmark = pytest.mark.usefixtures("fixed_now")
 
 
 def today_note(vault) -> str:
-    return f"memory/{datetime.now().astimezone():%Y-%m-%d}.md"
+    return TODAY_NOTE
 
 
 # ---- bad bytes ----------------------------------------------------------------------------
@@ -190,7 +194,7 @@ def test_import_refuses_what_would_corrupt_a_session(vault, run, tmp_path):
 def test_chat_after_an_archive_with_a_torn_last_line(fake_anthropic, vault, run):
     d = vault.root / "sessions" / "cli" / "default"
     d.mkdir(parents=True)
-    month = f"{datetime.now().astimezone():%Y-%m}.jsonl"
+    month = "2030-01.jsonl"
     (d / month).write_text(
         json.dumps({"id": "1.0-a", "ts": "2026-11-20T10:00:00+00:00", "role": "user",
                     "content": "hi", "turn": 1}) + "\n" +

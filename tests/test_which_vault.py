@@ -1,0 +1,77 @@
+"""Which vault a command works on, as git finds its repository: --vault, the vault
+containing the current folder, $AGENT_VAULT, ~/.agent/vault; and that a vault other
+than the current folder's is named."""
+
+from __future__ import annotations
+
+from agent.vault.repo import Vault
+from conftest import agent_proc, subjects
+from fakeanthropic import reply
+
+
+def today_lines(vault: Vault) -> str:
+    return "".join(p.read_text() for p in sorted((vault.root / "memory").glob("*.md")))
+
+
+def test_the_vault_containing_the_current_folder_wins_over_agent_vault(vault, tmp_path):
+    other, _ = Vault.init(tmp_path / "other")
+    sub = vault.root / "memory"
+    p = agent_proc("note", "from inside", cwd=sub, env={"AGENT_VAULT": str(other.root)})
+    assert p.returncode == 0, p.stderr
+    assert "from inside" in today_lines(vault)
+    assert "from inside" not in today_lines(other)
+    assert "(vault" not in p.stderr        # the current folder's vault goes without saying
+    p = agent_proc("path", cwd=sub, env={"AGENT_VAULT": str(other.root)})
+    assert p.stdout.strip() == str(vault.root)
+
+
+def test_outside_any_vault_agent_vault_is_used_and_named(vault, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = agent_proc("note", "from outside", cwd=elsewhere, env={"AGENT_VAULT": str(vault.root)})
+    assert p.returncode == 0, p.stderr
+    assert "from outside" in today_lines(vault)
+    assert f"(vault {vault.root})" in p.stderr
+    # Reading commands do not say it.
+    p = agent_proc("status", cwd=elsewhere, env={"AGENT_VAULT": str(vault.root)})
+    assert "(vault" not in p.stderr
+
+
+def test_vault_option_wins_over_the_current_folder(vault, tmp_path):
+    other, _ = Vault.init(tmp_path / "other")
+    p = agent_proc("--vault", str(other.root), "note", "explicit", cwd=vault.root)
+    assert p.returncode == 0, p.stderr
+    assert "explicit" in today_lines(other) and "explicit" not in today_lines(vault)
+    assert "(vault" not in p.stderr
+
+
+def test_the_default_vault_is_named_when_it_is_not_the_current_folders(isolated_env, tmp_path):
+    p = agent_proc("note", "first", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert f"Created a new vault at {isolated_env / '.agent' / 'vault'}" in p.stderr
+
+
+def test_vault_option_pointing_inside_a_vault_finds_the_vault(vault, tmp_path):
+    p = agent_proc("--vault", str(vault.root / "memory"), "note", "from a sub-folder", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert subjects(vault)[0].startswith("note: add 1 line to memory/")
+    assert not (vault.root / "memory" / "memory").exists()
+    p = agent_proc("--vault", str(vault.root / "memory"), "path", cwd=tmp_path)
+    assert p.stdout.strip() == str(vault.root)
+
+
+def test_repl_names_an_agent_vault_once_before_the_conversation(fake_anthropic, vault, tmp_path):
+    fake_anthropic.add(reply("First"), reply("Second"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = agent_proc("chat", cwd=elsewhere, env={"AGENT_VAULT": str(vault.root)},
+                   input="/help\none\ntwo\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("(vault ") == 1, p.stderr
+    # before any reply: the line is the first thing said on stderr
+    assert p.stderr.lstrip().startswith("(vault "), p.stderr
+    p = agent_proc("chat", "--vault", str(vault.root / "memory"), cwd=elsewhere,
+                   input="/help\n")
+    assert p.returncode == 0 and "(vault " not in p.stderr
+    p = agent_proc("chat", cwd=vault.root, env={"AGENT_VAULT": str(vault.root)}, input="/help\n")
+    assert p.returncode == 0 and "(vault " not in p.stderr
