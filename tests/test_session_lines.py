@@ -1,6 +1,5 @@
-"""The session line format and the commit trailers: what existing vaults hold reads back
-the same, a turn writes the same shape it always did, the Tokens trailer has one syntax
-(and the dream's older one is still read), and a commit is only ever a Change."""
+"""The session line format: what existing vaults hold reads back byte for byte through
+`Line`, and a turn, a delivery and an import write the shape they always did."""
 
 import json
 import re
@@ -10,7 +9,6 @@ from fakeanthropic import reply
 
 from agent.stores import sessions
 from agent.stores.sessions import Line
-from agent.vault.change import Change, read_tokens, tokens
 
 # Lines as vaults written by earlier versions hold them, byte for byte.
 OLD_LINES = [
@@ -78,47 +76,3 @@ def test_an_import_writes_speakers_and_turns_as_before(vault, run, tmp_path):
     assert list(obj) == ["id", "ts", "role", "content", "turn", "speaker"]
     assert obj["ts"] == "2026-01-02T03:04:05+00:00" and obj["turn"] == 1
     assert sessions.dumps(obj) == raw
-
-
-USAGE = {"input_tokens": 12, "output_tokens": 5, "cache_read_input_tokens": 3,
-         "cache_creation_input_tokens": 0}
-
-
-@pytest.mark.parametrize("usage, text", [
-    (USAGE, "12 in, 5 out, 3 cache read, 0 cache write"),
-    ({"analyst": USAGE, "editor": {**USAGE, "input_tokens": 40}},
-     "analyst: 12 in, 5 out, 3 cache read, 0 cache write; "
-     "editor: 40 in, 5 out, 3 cache read, 0 cache write"),
-])
-def test_the_tokens_trailer_has_one_syntax_and_reads_back(usage, text):
-    assert tokens(usage) == text
-    back = read_tokens(text)
-    assert back == ({"": usage} if "analyst" not in text else usage)
-
-
-@pytest.mark.parametrize("text, usage", [
-    ("analyst in=719 out=92 cache_write=593 cache_read=0; editor in=545 out=55 "
-     "cache_write=0 cache_read=593",
-     {"analyst": {"input_tokens": 719, "output_tokens": 92, "cache_creation_input_tokens": 593,
-                  "cache_read_input_tokens": 0},
-      "editor": {"input_tokens": 545, "output_tokens": 55, "cache_creation_input_tokens": 0,
-                 "cache_read_input_tokens": 593}}),
-    ("7 in, 2 out, 0 cache read, 1 cache write",
-     {"": {"input_tokens": 7, "output_tokens": 2, "cache_read_input_tokens": 0,
-           "cache_creation_input_tokens": 1}}),
-    ("", {}),
-    ("garbage; more garbage", {}),
-])
-def test_tokens_trailers_of_older_commits_still_read(text, usage):
-    assert read_tokens(text) == usage
-
-
-def test_a_commit_is_only_ever_a_change(vault):
-    before = vault.git("rev-parse", "HEAD").strip()
-    with vault.locked():
-        vault.write_text("notes/a.md", "a\n")
-        with pytest.raises(TypeError, match="a commit is a Change"):
-            vault.commit("test: a message made by hand")
-        assert vault.git("rev-parse", "HEAD").strip() == before
-        sha = vault.commit(Change("test", "a message made by Change"))
-    assert vault.git("log", "-1", "--format=%s", sha).strip() == "test: a message made by Change"
