@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tokens of retrieved context per turn, and whether the evidence reaches it, on a
 scripted 50-turn conversation: before the memory scheduler, with it, and with it and
-the session's working set (agent/search/scheduler.py, agent/chat/working.py).
+the session's working set (agent/search/recall.py, agent/chat/working.py).
 
 The vault is one LoCoMo conversation imported as `agent import` does; the 50 turns
 repeat: a question (categories 1-4, in order), a follow-up about the same thing that
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 sys.path.insert(0, str(Path(__file__).absolute().parent))
 
 from agent.chat import prompt  # noqa: E402
-from agent.search import index, scheduler  # noqa: E402
+from agent.search import index, recall  # noqa: E402
 from eval_retrieval import CATEGORIES, build_vault, evidence  # noqa: E402
 
 SMALL_TALK = ["hi", "thanks!", "ok", "haha nice", "你好", "ありがとう", "cool, thanks",
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
                 "max": max(tokens),
                 **{f"{k}_mean": round(statistics.mean(v), 1) for k, v in by_kind.items()},
                 "searches": sum(1 for text, _, _ in turns
-                                if not MODES[mode][0] or scheduler.needs_retrieval(text)),
+                                if not MODES[mode][0] or recall.needs_retrieval(text)),
                 **{f"{k}s_with_evidence_in_context": f"{sum(v)}/{len(v)}"
                    for k, v in found.items()}}
             print(f"{mode:<12} tokens per turn: " + " ".join(map(str, tokens)))

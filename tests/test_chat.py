@@ -368,6 +368,43 @@ def test_ctrl_c_during_a_reply_keeps_the_partial_reply(fake_anthropic, vault):
     assert assistant["content"][-1]["text"] == "[interrupted by the user]"
 
 
+def _waiting_for_lock(pid: int) -> bool:
+    """Whether process `pid` waits for an flock (a blocked request in /proc/locks)."""
+    with open("/proc/locks", encoding="ascii") as f:
+        return any("->" in line and f" {pid} " in line for line in f)
+
+
+def test_ctrl_c_while_the_turn_is_saved_takes_effect_once_it_is(fake_anthropic, vault):
+    # The save waits for the vault lock another process holds (here the test, as `agent
+    # serve` would); Ctrl-C then must not be lost: the turn is saved, and the command
+    # leaves with 130 as Ctrl-C makes it.
+    import fcntl
+    fake_anthropic.add(reply("Saved in full."))
+    vault.state.mkdir(exist_ok=True)
+    fd = os.open(vault.state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    fcntl.flock(fd, fcntl.LOCK_EX)      # (the prompt is built and the model asked without it)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root),
+                                 "chat", "-m", "hello"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env,
+                                stdin=subprocess.DEVNULL)
+        assert proc.stdout.read(len("Saved in full.")) == "Saved in full."
+        while not _waiting_for_lock(proc.pid):
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert subjects(vault)[0] == "chat(cli/default): hello"
+    assert [m["content"] for m in session_lines(vault)] == ["hello", "Saved in full."]
+    assert vault.dirty_paths() == []
+
+
 # ---- the prompt ----------------------------------------------------------------------------
 
 

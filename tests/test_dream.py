@@ -150,6 +150,26 @@ def test_two_phases_end_to_end(seeded, run, fake_anthropic):
     assert dream_status(vault)["waiting"] == 0
 
 
+def test_the_dreams_token_budgets_are_settings_with_the_defaults_it_runs_with(seeded, run,
+                                                                           fake_anthropic):
+    # `agent config` shows the budgets the dream runs with (they were `(unset)` while
+    # their defaults lived in the dream's code); a value set in agent.toml is the one sent.
+    assert run("config", "get", "dream.max_tokens").output == "16000\n"
+    assert run("config", "get", "dream.raw_tokens").output == "2000\n"
+    listed = run("config", "list").output
+    assert "dream.max_tokens              16000  (default)" in listed
+    script_kyoto(fake_anthropic)
+    assert run("dream", *FAST).exit_code == 0
+    assert [b["requests"][0]["params"]["max_tokens"]
+            for b in batch_creates(fake_anthropic)] == [16000, 16000]
+    assert run("config", "set", "dream.max_tokens", "9000").exit_code == 0
+    write_entries(seeded, ["Bought a bicycle."])
+    script_kyoto(fake_anthropic)
+    assert run("dream", *FAST).exit_code == 0
+    assert [b["requests"][0]["params"]["max_tokens"]
+            for b in batch_creates(fake_anthropic)][2:] == [9000, 9000]
+
+
 def test_both_phases_share_byte_identical_cached_prefix(seeded, run, fake_anthropic):
     vault, server = seeded, fake_anthropic
     # A small chunk budget: three analyst requests, all with the same prefix as the editor.

@@ -144,7 +144,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_rules_see_the_package():
     names = set(modules())
     assert {"agent.vault.repo", "agent.stores.sessions", "agent.llm.anthropic",
-            "agent.cli.app", "agent.search.index", "agent.serve.scheduler"} <= names
+            "agent.cli.app", "agent.search.index", "agent.serve.loop"} <= names
     edges = internal_edges()
     assert "agent.stores.sessions" in edges["agent.search.documents"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -294,3 +294,35 @@ def test_a_note_imports_no_other_command_family(vault):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "['agent.cli.app', 'agent.cli.common']"
     assert "quick" in today_lines(vault)
+
+
+# Methods the frameworks call by name (click's Group), never named in our code.
+CALLED_BY_NAME = {"format_commands"}
+
+
+def test_no_function_is_left_that_nothing_calls():
+    """A function of the package, not decorated (a command, a tool, a hook registered by
+    decorator), whose name appears nowhere else in the package, its tests or scripts:
+    dead code that a reader would take for a path the program takes."""
+    import re
+    from collections import Counter
+
+    root = PACKAGE.parent
+    names: Counter = Counter()
+    for folder in ("agent", "tests", "scripts"):
+        for path in (root / folder).rglob("*.py"):
+            names.update(re.findall(r"[A-Za-z_]\w*", path.read_text(encoding="utf-8")))
+    names.update(re.findall(r"[A-Za-z_]\w*", (root / "pyproject.toml").read_text()))
+    dead = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defs = [(n.name, n) for n in tree.body if hasattr(n, "name")]
+        defs += [(f"{c.name}.{m.name}", m) for c in tree.body if isinstance(c, ast.ClassDef)
+                 for m in c.body if hasattr(m, "name")]
+        for name, node in defs:
+            short = name.rsplit(".", 1)[-1]
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and not node.decorator_list and not short.startswith("__")
+                    and short not in CALLED_BY_NAME and names[short] <= 1):
+                dead.append(f"{module_name(path)}.{name}")
+    assert dead == []

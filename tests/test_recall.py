@@ -308,7 +308,8 @@ def test_a_search_makes_a_bounded_number_of_vectors_and_rebuild_makes_them_all(
              "content": f"note {i} about the garden shed and the {['roof', 'door', 'floor'][i % 3]}"}
             for i in range(200)]
     assert run("import", str(write_import(tmp_path, talk, "long.jsonl"))).exit_code == 0
-    monkeypatch.setattr(index, "SEARCH_EMBED_BUDGET", 64)
+    from agent.search import query
+    monkeypatch.setattr(query, "SEARCH_EMBED_BUDGET", 64)
     hits = index.search(vault, "roof")
     assert hits and any("roof" in h.text for h in hits)      # words still find everything
     out = run("index", "status").output

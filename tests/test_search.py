@@ -179,6 +179,75 @@ def test_a_hand_edit_of_an_earlier_session_line_that_keeps_the_length_is_seen(fi
     assert first(index.search(filled, "Paros", mode="words")) == ["m1"]
 
 
+def _bytes_read() -> int:
+    """What this process has read so far (Linux: rchar of /proc/self/io)."""
+    with open("/proc/self/io", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def test_a_session_file_that_grew_is_read_from_where_the_index_left_it(vault, run, tmp_path):
+    # A month of long messages (about 1 MB), indexed; one line appended: the refresh that
+    # follows reads that line (and a few KB before it), not the month again.
+    talk = [{"session": "import/long", "id": f"m{i}", "ts": "2025-03-02T10:00:00+00:00",
+             "role": "user", "content": f"entry {i} " + "lorem ipsum dolor " * 600}
+            for i in range(100)]
+    assert run("import", str(write_import(tmp_path, talk))).exit_code == 0
+    session = vault.root / "sessions/import/long/2025-03.jsonl"
+    assert session.stat().st_size > 1_000_000
+    index.refresh(vault)
+    with open(session, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "m100", "ts": "2025-03-03T10:00:00+00:00", "role": "user",
+                            "content": "Pack the snorkel."}) + "\n")
+    before = _bytes_read()
+    index.refresh(vault, dirty=["sessions/import/long/2025-03.jsonl"])
+    assert _bytes_read() - before < 200_000
+    assert first(index.search(vault, "snorkel", mode="words")) == ["m100"]
+    assert first(index.search(vault, "entry 99", mode="words"))[0] == "m99"
+
+
+def _opens(paths: list, action) -> dict:
+    """How many times each file was opened while `action` ran (inotify, any process)."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK)
+    assert fd >= 0
+    try:
+        # IN_OPEN and IN_CLOSE_NOWRITE: two opens in a row are two events, not one merged.
+        watches = {libc.inotify_add_watch(fd, str(p).encode(), 0x20 | 0x10): p for p in paths}
+        action()
+        counts = dict.fromkeys(paths, 0)
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            data = b""
+        at = 0
+        while at < len(data):
+            wd, mask, _, size = struct.unpack_from("iIII", data, at)
+            counts[watches[wd]] += bool(mask & 0x20)
+            at += 16 + size
+        return counts
+    finally:
+        os.close(fd)
+
+
+def test_the_index_reads_each_changed_file_once_through_the_safe_reader(filled):
+    # Checked and read are one open descriptor: a file swapped for a link to a secret
+    # between a check and a second open by path could not be read into the index.
+    rels = ["sessions/import/trip/2025-06.jsonl", "MEMORY.md", "archive/2025/06/1.md"]
+    paths = [filled.root / rel for rel in rels]
+    with open(paths[0], "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "m5", "ts": "2025-06-10T09:07:00+00:00", "role": "user",
+                            "content": "And the rosin.", "turn": 3}) + "\n")
+    paths[1].write_text(paths[1].read_text() + "- Plays the cello on Sundays\n")
+    paths[2].write_text(paths[2].read_text().replace("boat", "ferry boat"))
+    counts = _opens(paths, lambda: index.refresh(filled, dirty=rels))
+    assert list(counts.values()) == [1, 1, 1]
+    assert first(index.search(filled, "rosin", mode="words")) == ["m5"]
+    assert index.search(filled, "cello Sundays", mode="words")[0].path == "MEMORY.md"
+    assert index.search(filled, "ferry boat", kinds={"archive"}, mode="words")
+
+
 def _seen(vault) -> bool:
     """Whether the index holds a record of the tree that lets a search skip git."""
     import sqlite3

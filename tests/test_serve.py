@@ -23,7 +23,7 @@ from agent.vault.change import Change
 from agent.serve import jobs
 from agent import schedule as sched
 from agent.llm import make_provider
-from agent.serve.scheduler import Server
+from agent.serve.loop import Server
 from conftest import subjects
 from dreamkit import finding, op, write_entries
 
@@ -554,6 +554,42 @@ def test_sigterm_during_a_job_lets_the_turn_finish_and_commit(vault, run, fake_a
     assert _transcript(vault, job_id)[-1]["content"] == "one two three four five six."
     assert jobs_json(vault)[0]["state"]["last_status"] == "ok"
     assert len(fake_anthropic.calls()) == 1                  # no new job started after SIGTERM
+
+
+def _waiting_for_lock(pid: int) -> bool:
+    """Whether process `pid` waits for an flock (a blocked request in /proc/locks)."""
+    with open("/proc/locks", encoding="ascii") as f:
+        return any("->" in line and f" {pid} " in line for line in f)
+
+
+def test_sigint_while_a_jobs_turn_is_saved_stops_serve_once_it_is(vault, run, fake_anthropic,
+                                                                   procs):
+    # The turn's save waits for the vault lock (held here, as a chat in a terminal would):
+    # the SIGINT that came meanwhile must still stop serve, after the turn is saved.
+    import fcntl
+    run("cron", "add", "tea", "-m", "make tea", "--every", "1s")
+    job_id = jobs_json(vault)[0]["id"]
+    fake_anthropic.default_reply = reply("Tea is ready.")
+    serve = ServeProc(vault)
+    procs.append(serve)
+    serve.wait_for("agent serve on")
+    fd = os.open(vault.state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        fake_anthropic.wait_for_requests(1)[0].wait()
+        while not _waiting_for_lock(serve.p.pid):
+            assert serve.p.poll() is None, serve.output
+            time.sleep(0.01)
+        serve.p.send_signal(signal.SIGINT)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    assert serve.p.wait(30) == 0, serve.output
+    serve._t.join(2)
+    assert "SIGINT: stopping" in serve.output
+    assert subjects(vault)[0].startswith(f"cron(cron/{job_id}): ")
+    assert _transcript(vault, job_id)[-1]["content"] == "Tea is ready."
+    assert len(fake_anthropic.calls()) == 1                  # no new run after SIGINT
 
 
 def test_second_sigterm_interrupts_the_turn_and_records_it(vault, run, fake_anthropic, procs):

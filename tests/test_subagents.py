@@ -109,6 +109,29 @@ def test_a_sub_agent_runs_on_its_own_session_and_commit(fake_anthropic, vault, r
     assert missing.exit_code == 1 and "No sub-agent run nope" in missing.output
 
 
+def test_a_runs_marker_is_on_disk_before_it_is_in_place(fake_anthropic, vault, run,
+                                                         monkeypatch):
+    # `.agent/runs/<id>.json` says a run is alive (or, its process gone, interrupted): it
+    # is written as every state file is, flushed to disk before it replaces the old one,
+    # so a crash never leaves an empty marker in its place.
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    script = Script(PARENT=[reply(tool_use("spawn_agent", {"prompt": "CHILD count the notes"})),
+                            reply("There are three.")],
+                    CHILD=[reply("I counted 3 notes.")])
+    fake_anthropic.default_reply = script
+    assert run("chat", "-m", "PARENT how many notes?").exit_code == 0
+    [rid] = run_ids(vault)
+    runs = str(vault.state / "runs") + os.sep
+    assert any(p.startswith(runs) and rid in p for p in synced), synced
+    assert not [p.name for p in (vault.state / "runs").iterdir()]      # ended: removed
+
+
 def test_read_only_concurrent_runs_and_the_depth_limit(fake_anthropic, vault, run):
     set_key(vault, "agents", "max_depth", "1")
     meet = threading.Barrier(2, timeout=10)

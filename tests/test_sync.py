@@ -258,6 +258,24 @@ def test_a_kill_during_the_move_is_finished_by_the_next_command(tmp_path, vault,
     assert "0 commits in, 1 out" in agent(vault.root, "sync").output
 
 
+def test_a_kill_during_the_first_move_into_a_vault_with_no_commit_is_finished(vault, remote):
+    # A vault whose branch has no commit yet takes the remote's as its first: that move
+    # is journalled as any other, so a kill in the middle of it leaves no hand-edit
+    # commit of half the files (which the next sync would push as deleting the rest).
+    new = vault.head()
+    vault.git("update-ref", "-d", "refs/heads/main")        # no commit here yet
+    vault.git("read-tree", "--empty")
+    (vault.root / "MEMORY.md").unlink()                      # the move was half done
+    (vault.root / ".agent" / "checkout.json").write_text(
+        json.dumps({"old": None, "new": new, "reflog": "sync: check out origin/main"}))
+    out = agent(vault.root, "note", "after the kill")
+    assert "interrupted sync was finished" in out.output
+    assert vault.git("rev-parse", "HEAD~1").strip() == new  # no hand-edit commit between
+    assert (vault.root / "MEMORY.md").exists()
+    assert vault.dirty_paths() == []
+    assert not (vault.root / ".agent" / "checkout.json").exists()
+
+
 def test_kill_9_at_random_instants_of_a_sync_loses_nothing(tmp_path, vault, remote):
     b = clone(tmp_path, remote, "b")
     for i in range(20):

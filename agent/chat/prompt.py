@@ -223,7 +223,7 @@ def strip_marks(messages: list[dict], keep_from: int) -> None:
 # ---- retrieval and the new message ----------------------------------------------------
 
 
-# The memory scheduler (agent/search/scheduler.py): no search for small talk, and
+# The memory scheduler (agent/search/recall.py): no search for small talk, and
 # candidates merged with what the window holds. False gives the retrieval before it
 # (scripts/bench_scheduler.py compares the two).
 SCHEDULER = True
@@ -239,17 +239,17 @@ def retrieve(vault, query: str, window: list[dict], now: datetime, session: str 
     quotes: what a search finds that the prompt does not already show, or, when the
     message gives nothing to search for, the session's working set."""
     from agent.chat import working
-    from agent.search import index, scheduler
+    from agent.search import index, recall
 
     keep = WORKING_SET and SCHEDULER and session is not None
     texts = [sessions.message_text(m.get("content")) for m in window]
-    if not query.strip() or (SCHEDULER and not scheduler.needs_retrieval(query)):
+    if not query.strip() or (SCHEDULER and not recall.needs_retrieval(query)):
         if not keep:
             return []
-        held = scheduler.unseen(working.load(vault.root, session, now), texts)
+        held = recall.unseen(working.load(vault.root, session, now), texts)
         working.touch(vault.root, session, now, held)
         # Small talk costs no tokens; a follow-up is about what the set holds.
-        return [] if scheduler.is_small_talk(query) else held
+        return [] if recall.is_small_talk(query) else held
     today = now.date()
     exclude = {str(m.get("id")) for m in window if m.get("id") is not None}
     shown = {memory.MEMORY, memory.USER, memory.daily_path(today),
@@ -258,12 +258,12 @@ def retrieve(vault, query: str, window: list[dict], now: datetime, session: str 
     hits = [h for h in hits if h.path not in shown]
     if not SCHEDULER:
         return [hit_record(h) for h in hits[:limit]]
-    found = [hit_record(h) for h in scheduler.select(hits, texts, limit)]
+    found = [hit_record(h) for h in recall.select(hits, texts, limit)]
     if keep:
         if found:
             working.save(vault.root, session, now, found)
         else:                    # nothing found: the conversation is still about the last
-            found = scheduler.unseen(working.load(vault.root, session, now), texts)
+            found = recall.unseen(working.load(vault.root, session, now), texts)
             working.touch(vault.root, session, now, found)
     return found
 

@@ -133,12 +133,10 @@ def _marker(vault, run_id: str) -> Path:
 
 
 def _write_marker(vault, run: Run) -> None:
-    path = _marker(vault, run.id)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from agent.fs import atomic
+
     data = {"pid": os.getpid(), "prompt": run.prompt[:200], **asdict(run.record)}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    atomic.write_json(_marker(vault, run.id), data)
 
 
 def running_here() -> list[Run]:

@@ -19,7 +19,6 @@ message and the partial reply, marked `"interrupted": true`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -153,22 +152,48 @@ def _mcp_servers(vault, settings):
 # ---- persisting -----------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _hold_sigint():
-    """Ctrl-C waits while the turn is being written (it is a few milliseconds)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *a: got.append(a))
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+class _HeldSigint:
+    """Ctrl-C waits while the turn is being written (milliseconds, or as long as another
+    process holds the vault lock), then takes effect: the handler that was in place runs
+    (a KeyboardInterrupt in the terminal; `agent serve` stops as on SIGINT)."""
+
+    def __init__(self):
+        self.got: list = []
+        self.previous = None
+        self.holding = False
+
+    def __enter__(self) -> "_HeldSigint":
+        if threading.current_thread() is threading.main_thread():
+            try:
+                self.previous = signal.signal(signal.SIGINT, lambda *a: self.got.append(a))
+                self.holding = True
+            except ValueError:      # a main thread without signals (an embedding host)
+                pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.holding:
+            signal.signal(signal.SIGINT, self.previous)
+            self.holding = False
+
+    def deliver(self) -> None:
+        """The Ctrl-C held meanwhile, given to the handler it was meant for."""
+        if not self.got:
+            return
+        signum, frame = self.got[0]
+        self.got.clear()
+        if callable(self.previous):
+            self.previous(signum, frame)
+        elif self.previous == signal.SIG_DFL:
+            signal.raise_signal(signum)
+
+
+class SavedThenInterrupted(KeyboardInterrupt):
+    """Ctrl-C came while the turn was being saved: it is saved (commit `sha`), then stopped."""
+
+    def __init__(self, sha: str | None):
+        super().__init__()
+        self.sha = sha
 
 
 def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> sessions.Line:
@@ -212,25 +237,39 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime,
             before_commit()
         return change
 
-    with _hold_sigint():
-        try:
-            with vault.locked():
-                sha = vault.commit(write(change))
-        except UserError as e:
-            if not done["lines"]:
-                try:
-                    with vault.locked(repair=False):
-                        write(change)
-                except (UserError, OSError) as again:
-                    raise NotCommitted(f"This turn could not be saved: {again} (and: {e})") \
-                        from None
-            # The error's own advice is for a command that wrote nothing; this one did.
-            why = str(e).replace("; then run the command again", "").replace(
-                " Nothing was changed.", "")
-            raise NotCommitted(f"This turn is saved in {rel} but not committed; the next "
-                               f"command commits it once this is fixed: {why}") from None
-        index.refresh(vault, after_commit=True)
+    held = _HeldSigint()
+    try:
+        with held:
+            sha = _save(vault, rel, change, write, done)
+            index.refresh(vault, after_commit=True)
+    except BaseException:
+        held.deliver()      # a Ctrl-C pressed meanwhile: it wins over the failure
+        raise
+    try:
+        held.deliver()
+    except KeyboardInterrupt:
+        raise SavedThenInterrupted(sha) from None
     return sha
+
+
+def _save(vault, rel: str, change: Change, write, done: dict) -> str | None:
+    """The turn written and committed under the lock, or NotCommitted (see persist)."""
+    try:
+        with vault.locked():
+            return vault.commit(write(change))
+    except UserError as e:
+        if not done["lines"]:
+            try:
+                with vault.locked(repair=False):
+                    write(change)
+            except (UserError, OSError) as again:
+                raise NotCommitted(f"This turn could not be saved: {again} (and: {e})") \
+                    from None
+        # The error's own advice is for a command that wrote nothing; this one did.
+        why = str(e).replace("; then run the command again", "").replace(
+            " Nothing was changed.", "")
+        raise NotCommitted(f"This turn is saved in {rel} but not committed; the next "
+                           f"command commits it once this is fixed: {why}") from None
 
 
 def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
@@ -276,21 +315,40 @@ def _renumber(vault, session: str, lines: list[sessions.Line], change: Change) -
 # ---- the turn -------------------------------------------------------------------------
 
 
-def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, *, settings=None,
-             model: str | None = None, kind: str = "chat", on_text=None,
-             discard_reply: str | None = None, on_tool=None,
-             on_save: Callable[[str | None, bool], None] | None = None, cancel=None,
-             depth: int = 0, readonly: bool = False, prefix_messages: list[dict] | None = None,
-             scope: str | None = None, extra_trailers: dict | None = None,
-             line_extra: dict | None = None, inbox=None, on_tool_done=None) -> TurnResult:
+@dataclass
+class TurnOptions:
+    """How a turn runs and what it saves, beyond the message it answers (see run_turn).
+
+    run_turn takes these as an object (`options=`) or as keywords, which override it."""
+    settings: object = None              # agent.config.Settings; read from the vault if None
+    model: str | None = None             # the first model to try (then the fallbacks)
+    kind: str = "chat"                   # the commit's kind: chat, cron, heartbeat, agent
+    on_text: Callable[[str], None] | None = None       # the reply as it streams
+    on_tool: Callable | None = None                    # (name, input) as a tool call starts
+    on_tool_done: Callable | None = None               # (name, is_error) as it ends
+    discard_reply: str | None = None     # a reply equal to it that changed nothing: no trace
+    on_save: Callable[[str | None, bool], None] | None = None   # (error, interrupted), locked
+    cancel: object = None                # agent.chat.cancel's event; a new one if None
+    depth: int = 0                       # how deep in sub-agents
+    readonly: bool = False
+    prefix_messages: list[dict] | None = None   # a parent's window (context=full)
+    scope: str | None = None             # the commit's scope (default the session)
+    extra_trailers: dict | None = None
+    line_extra: dict | None = None       # added to the first transcript line
+    inbox: object = None                 # agent.chat.inbox.Inbox
+
+
+def run_turn(vault, provider: Provider, session: str, text: str, now: datetime,
+             options: TurnOptions | None = None, **keywords) -> TurnResult:
     """Answer `text` in `session`, using tools, and save the turn as one commit.
 
-    `on_text(chunk)` receives the reply as it streams; `on_tool(name, input)` hears of
-    each tool call. With `discard_reply` (e.g. "HEARTBEAT_OK"): a reply equal to it
-    from a turn that changed no file leaves no trace (sha None). `on_save(error,
-    interrupted)` runs under the vault lock as the turn is saved, with how the turn
-    went (`error` in one line, as its Error trailer says it, or None): what it writes
-    through the vault lands in the turn's commit (`agent serve` records a job's run so).
+    `options` (TurnOptions, or its fields as keywords): `on_text(chunk)` receives the
+    reply as it streams; `on_tool(name, input)` hears of each tool call. With
+    `discard_reply` (e.g. "HEARTBEAT_OK"): a reply equal to it from a turn that changed
+    no file leaves no trace (sha None). `on_save(error, interrupted)` runs under the vault
+    lock as the turn is saved, with how the turn went (`error` in one line, as its Error
+    trailer says it, or None): what it writes through the vault lands in the turn's
+    commit (`agent serve` records a job's run so).
 
     Sub-agents (agent.chat.subagents) run turns too: `cancel` stops the turn and every
     run it started (Ctrl-C sets it as well); `depth`, `readonly` and `prefix_messages`
@@ -305,193 +363,284 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
     them, and the commit says `Injected: N`. What arrives after the last model call is
     the caller's (`inbox.close()`), to run as the next turn. `on_tool_done(name,
     is_error)` hears of each tool call as it ends.
+
+    Ctrl-C pressed while the turn is saved waits for the save, then stops the turn
+    (`interrupted`, and no compaction after it).
     """
-    cancel = cancel if cancel is not None else new_turn_cancel()
-    settings = settings or load_settings(vault.root)
-    text, kept = redact.door(vault.root, text)    # a pasted key reaches neither vault nor model
-    sessions.check_key(session)
-    models = models_for(model, settings)
-    tools = registry.definitions(settings=settings, readonly=readonly)
-    # MCP servers' tools may change anything outside the vault: not for a read-only run.
-    mcp, mcp_notes = (None, []) if readonly else _mcp_servers(vault, settings)
-    if mcp is not None:
-        tools = tools + mcp.definitions()
-    prompt, fit_notes = _fitted_prompt(vault, provider, session, text, now, settings, tools,
-                                       prefix_messages)
-    # The provider imports the SDK at its first call, after the prompt is built: `agent
-    # chat` starts importing it in the background (agent.llm.preload), so the two overlap.
-    turn = prompt.last_turn + 1
-    staged = StagedVault(vault)
-    messages = _with_prefix(prefix_messages, prompt.messages)
-    window_end = len(messages) - 2 if len(messages) > 1 else -1
-    ctx = registry.ToolContext(staged, session, now, settings, depth, provider, cancel=cancel,
-                               readonly=readonly, messages=messages,
-                               parent=f"{session} turn {turn}")
+    opts = dataclasses.replace(options or TurnOptions(), **keywords)
+    turn = _Turn.start(vault, provider, session, text, now, opts)
+    turn.loop()
+    if turn.leaves_no_trace():
+        turn.staged.release_claims()
+        return TurnResult(turn.reply, None, session, turn.number, turn.usage, turn.used)
+    result = turn.save(turn.transcript())
+    if not result.interrupted and not turn.unsaved:
+        turn.compact_after(result)
+    return result
 
-    usage = zero_usage()
-    new: list[dict] = []          # the turn's messages after the user's: (role, content)
-    streamed: list[str] = []      # text of the call in progress
-    shown = {"any": False, "newline": True}
-    reply = ""
-    replies: list[str] = []       # replies that ended a call without tool calls
-    texts: list[str] = []         # the text of every call, tool calls' too (a channel's answer)
-    injected: list[tuple[str, int]] = []
-    error = None
-    interrupted = False
-    used = models[0]
-    calls_allowed = max(1, settings.max_iterations)
 
-    def inject(target: dict) -> None:
+@dataclass
+class _Turn:
+    """One turn's state as it goes: what run_turn's steps share."""
+    vault: object
+    provider: Provider
+    session: str
+    text: str
+    now: datetime
+    opts: TurnOptions
+    settings: object
+    kept: list                    # what redact.door held back (keys pasted or read)
+    models: list[str]
+    tools: list[dict]
+    mcp: object
+    mcp_notes: list[str]
+    prompt: context.Prompt
+    fit_notes: list[str]
+    number: int                   # the turn's number (renumbered under the lock if taken)
+    staged: StagedVault
+    messages: list[dict]          # the request's messages
+    window_end: int
+    ctx: registry.ToolContext
+    cancel: object
+    usage: dict = field(default_factory=zero_usage)
+    new: list[dict] = field(default_factory=list)        # the turn's messages after the user's
+    streamed: list[str] = field(default_factory=list)    # text of the call in progress
+    shown: dict = field(default_factory=lambda: {"any": False, "newline": True})
+    reply: str = ""
+    replies: list[str] = field(default_factory=list)     # replies that ended a call without tools
+    texts: list[str] = field(default_factory=list)       # every call's text (a channel's answer)
+    injected: list[tuple[str, int]] = field(default_factory=list)
+    error: str | None = None
+    interrupted: bool = False
+    used: str = ""
+    unsaved: str | None = None
+    lines: list[sessions.Line] = field(default_factory=list)   # the transcript lines saved
+
+    @classmethod
+    def start(cls, vault, provider: Provider, session: str, text: str, now: datetime,
+              opts: TurnOptions) -> "_Turn":
+        """The prompt built, the tools listed and the MCP servers started."""
+        cancel = opts.cancel if opts.cancel is not None else new_turn_cancel()
+        settings = opts.settings or load_settings(vault.root)
+        text, kept = redact.door(vault.root, text)    # a pasted key reaches neither vault nor model
+        sessions.check_key(session)
+        models = models_for(opts.model, settings)
+        tools = registry.definitions(settings=settings, readonly=opts.readonly)
+        # MCP servers' tools may change anything outside the vault: not for a read-only run.
+        mcp, mcp_notes = (None, []) if opts.readonly else _mcp_servers(vault, settings)
+        if mcp is not None:
+            tools = tools + mcp.definitions()
+        prompt, fit_notes = _fitted_prompt(vault, provider, session, text, now, settings, tools,
+                                           opts.prefix_messages)
+        # The provider imports the SDK at its first call, after the prompt is built: `agent
+        # chat` starts importing it in the background (agent.llm.preload), so the two overlap.
+        number = prompt.last_turn + 1
+        staged = StagedVault(vault)
+        messages = _with_prefix(opts.prefix_messages, prompt.messages)
+        ctx = registry.ToolContext(staged, session, now, settings, opts.depth, provider,
+                                   cancel=cancel, readonly=opts.readonly, messages=messages,
+                                   parent=f"{session} turn {number}")
+        return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
+                   mcp, mcp_notes, prompt, fit_notes, number, staged, messages,
+                   len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0])
+
+    # -- the tool loop --
+
+    def inject(self, target: dict) -> None:
         """The messages waiting in the inbox, added to `target` (the user message about
         to be sent) and to the transcript."""
-        for said, source in inbox.drain():
-            said, found = redact.door(vault.root, said)
-            kept.extend(found)
+        for said, source in self.opts.inbox.drain():
+            said, found = redact.door(self.vault.root, said)
+            self.kept.extend(found)
             target["content"].append({"type": "text", "text": said})
             extra = {"injected": True}
             if source:
                 extra["source"] = source
-            new.append({"role": "user", "content": said, "extra": extra})
-            injected.append((said, len(texts)))
+            self.new.append({"role": "user", "content": said, "extra": extra})
+            self.injected.append((said, len(self.texts)))
 
-    def sink(chunk: str) -> None:
-        if cancel.is_set():
+    def sink(self, chunk: str) -> None:
+        if self.cancel.is_set():
             raise Cancelled()
-        streamed.append(chunk)
+        self.streamed.append(chunk)
+        on_text, shown = self.opts.on_text, self.shown
         if on_text is not None and chunk:
-            if shown["any"] and not streamed[:-1] and not shown["newline"]:
+            if shown["any"] and not self.streamed[:-1] and not shown["newline"]:
                 on_text("\n\n")
             on_text(chunk)
             shown["any"] = True
             shown["newline"] = chunk.endswith("\n")
 
-    try:
-        for call_no in range(calls_allowed):
-            cancel.check()
-            if inbox is not None and messages and messages[-1]["role"] == "user":
-                if isinstance(messages[-1]["content"], str):
-                    messages[-1]["content"] = [{"type": "text",
-                                                "text": messages[-1]["content"]}]
-                inject(messages[-1])
-                if not messages[-1]["content"]:       # nothing came after all
-                    messages.pop()
-                    reply = _joined(replies)
+    def loop(self) -> None:
+        """Call the model and run its tools until a reply without tool calls, the limit
+        of calls, Ctrl-C or an API failure (the last two recorded, not raised)."""
+        calls_allowed = max(1, self.settings.max_iterations)
+        try:
+            for call_no in range(calls_allowed):
+                if self.call(more_allowed=call_no + 1 < calls_allowed):
                     break
-            context.strip_marks(messages, window_end)
-            context.mark_last(messages)
-            streamed.clear()
-            msg = cancellable(
-                cancel, provider.stream, models[models.index(used):], on_text=sink,
-                max_tokens=settings.max_tokens, system=prompt.system, messages=messages,
-                tools=tools)
-            used = msg.model
-            add_usage(usage, msg.usage)
-            blocks = [b for b in msg.content if not (b.get("type") == "text" and not b.get("text"))]
-            streamed.clear()
-            if blocks:
-                # Separate lists: cache breakpoints go on the request, never the transcript.
-                messages.append({"role": "assistant", "content": list(blocks)})
-                new.append({"role": "assistant", "content": blocks})
-            calls = [b for b in blocks if b.get("type") == "tool_use"]
-            texts.append(_text_of(blocks))
-            if not calls:
-                replies.append(_text_of(blocks))
-                if inbox is not None and call_no + 1 < calls_allowed and inbox.waiting():
-                    # Messages came while the model wrote this reply: it is kept, and
-                    # they are answered by the next call (injected at the loop's top).
-                    if messages[-1]["role"] != "user":
-                        messages.append({"role": "user", "content": []})
-                    continue
-                reply = _joined(replies)
-                break
-            results = run_tools(calls, ctx, on_tool=on_tool, mcp=mcp, on_tool_done=on_tool_done,
-                                kept=kept)
-            messages.append({"role": "user", "content": list(results)})
-            new.append({"role": "user", "content": results})
-        else:
-            last = next((m for m in reversed(new) if m["role"] == "assistant"), None)
-            reply = _joined(replies + [_text_of(last["content"]) if last else ""])
-            error = (f"Stopped: the turn reached its limit of {settings.max_iterations} model "
-                     f"calls (chat.max_iterations in agent.toml).")
-    except KeyboardInterrupt as e:
-        interrupted = True
-        reply = _joined(replies + ["".join(streamed)])
-        texts.append("".join(streamed))
-        if getattr(e, "partial_usage", None) is not None:
-            add_usage(usage, e.partial_usage)
-        # Every sub-agent this turn started stops too, and saves what it did.
-        cancel.set()
-        cancel.settle()
-    except ProviderError as e:
-        error = str(e)
-        reply = _joined(replies)
-        log.warning("turn %s of %s: %s", turn, session, error)
+            else:
+                last = next((m for m in reversed(self.new) if m["role"] == "assistant"), None)
+                self.reply = _joined(self.replies + [_text_of(last["content"]) if last else ""])
+                self.error = (f"Stopped: the turn reached its limit of "
+                              f"{self.settings.max_iterations} model calls "
+                              f"(chat.max_iterations in agent.toml).")
+        except KeyboardInterrupt as e:
+            self.interrupted = True
+            self.reply = _joined(self.replies + ["".join(self.streamed)])
+            self.texts.append("".join(self.streamed))
+            if getattr(e, "partial_usage", None) is not None:
+                add_usage(self.usage, e.partial_usage)
+            # Every sub-agent this turn started stops too, and saves what it did.
+            self.cancel.set()
+            self.cancel.settle()
+        except ProviderError as e:
+            self.error = str(e)
+            self.reply = _joined(self.replies)
+            log.warning("turn %s of %s: %s", self.number, self.session, self.error)
 
-    if (discard_reply is not None and error is None and not interrupted
-            and reply.strip() == discard_reply and not staged.changed() and not ctx.runs
-            and not injected):
-        staged.release_claims()
-        return TurnResult(reply, None, session, turn, usage, used)
+    def call(self, more_allowed: bool) -> bool:
+        """One model call and the tools it asks for; True when the turn's reply is done."""
+        messages = self.messages
+        self.cancel.check()
+        if self.opts.inbox is not None and messages and messages[-1]["role"] == "user":
+            if isinstance(messages[-1]["content"], str):
+                messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}]
+            self.inject(messages[-1])
+            if not messages[-1]["content"]:       # nothing came after all
+                messages.pop()
+                self.reply = _joined(self.replies)
+                return True
+        context.strip_marks(messages, self.window_end)
+        context.mark_last(messages)
+        self.streamed.clear()
+        models = self.models
+        msg = cancellable(
+            self.cancel, self.provider.stream, models[models.index(self.used):],
+            on_text=self.sink, max_tokens=self.settings.max_tokens, system=self.prompt.system,
+            messages=messages, tools=self.tools)
+        self.used = msg.model
+        add_usage(self.usage, msg.usage)
+        blocks = [b for b in msg.content if not (b.get("type") == "text" and not b.get("text"))]
+        self.streamed.clear()
+        if blocks:
+            # Separate lists: cache breakpoints go on the request, never the transcript.
+            messages.append({"role": "assistant", "content": list(blocks)})
+            self.new.append({"role": "assistant", "content": blocks})
+        calls = [b for b in blocks if b.get("type") == "tool_use"]
+        self.texts.append(_text_of(blocks))
+        if not calls:
+            self.replies.append(_text_of(blocks))
+            inbox = self.opts.inbox
+            if inbox is not None and more_allowed and inbox.waiting():
+                # Messages came while the model wrote this reply: it is kept, and
+                # they are answered by the next call (injected at the loop's top).
+                if messages[-1]["role"] != "user":
+                    messages.append({"role": "user", "content": []})
+                return False
+            self.reply = _joined(self.replies)
+            return True
+        results = run_tools(calls, self.ctx, on_tool=self.opts.on_tool, mcp=self.mcp,
+                            on_tool_done=self.opts.on_tool_done, kept=self.kept)
+        messages.append({"role": "user", "content": list(results)})
+        self.new.append({"role": "user", "content": results})
+        return False
 
-    lines = [_line(turn, 0, now, "user", text)]
-    for n, m in enumerate(new, 1):
-        content = m["content"]
-        if m["role"] == "assistant" and len(content) == 1 and content[0]["type"] == "text":
-            content = content[0]["text"]
-        extra = {"model": used} if m["role"] == "assistant" else m.get("extra", {})
-        lines.append(_line(turn, n, now, m["role"], content, **extra))
-    if interrupted:
-        if reply:
-            lines.append(_line(turn, len(lines), now, "assistant", reply, model=used,
-                               interrupted=True))
-        else:
-            lines[-1].extra["interrupted"] = True
-    if error and not interrupted:
-        lines[0].extra["error"] = error
-    if line_extra:
-        lines[0].extra.update(line_extra)
+    # -- saving --
 
-    trailers = {"Session": session, "Turn": str(turn), "Model": used,
-                "Tokens": tokens(usage)}
-    error_line = " ".join(error.split())[:200] if error else None
-    if interrupted:
-        trailers["Interrupted"] = "yes"
-    if error_line:
-        trailers["Error"] = error_line
-    if ctx.runs:
-        trailers["Runs"] = ", ".join(ctx.runs)
-    if injected:
-        trailers["Injected"] = str(len(injected))
-    trailers.update(extra_trailers or {})
-    unsaved = None
-    try:
-        sha = persist(vault, staged, session, now, lines,
-                      Change(kind, shorten(text), scope=scope or session, trailers=trailers),
-                      before_commit=(lambda: on_save(error_line, interrupted)) if on_save
-                      else None)
-    except NotCommitted as e:
-        # The reply was shown (streamed) already: it must not read as a saved turn.
-        sha, unsaved = None, str(e)
-        log.error("turn of %s: %s", session, unsaved)
-    turn = lines[0].turn if lines else turn
-    result = TurnResult(reply, sha, session, turn, usage, used,
-                        f"{error} {unsaved}" if error and unsaved else error or unsaved,
-                        interrupted, replies=texts, injected=injected)
-    result.notes.extend(fit_notes)
-    result.notes.extend(filter(None, [redact.summary(kept + redact.heard(vault))]))
-    result.notes.extend(f"Warning: {w}" for w in prompt.warnings)
-    result.notes.extend(staged.problems)
-    result.notes.extend(mcp_notes + (mcp.problems() if mcp is not None else []))
+    def leaves_no_trace(self) -> bool:
+        """A `discard_reply` answer from a turn that changed nothing (a quiet heartbeat)."""
+        return (self.opts.discard_reply is not None and self.error is None
+                and not self.interrupted and self.reply.strip() == self.opts.discard_reply
+                and not self.staged.changed() and not self.ctx.runs and not self.injected)
 
-    window = prompt.window + [line.to_dict() for line in lines]
-    # The window's share of [chat] window_tokens: what the system prompt and tools leave
-    # of it (this turn's message, counted apart in its own request, is window now).
-    budget = (settings.window_tokens if prompt.window_budget is None else
-              prompt.window_budget + min(len(text), settings.max_message_tokens * 4) // 4)
-    budget = max(budget, 1)
-    over = context.estimate_tokens(window, settings.max_message_tokens) > budget
-    if not interrupted and not unsaved and \
-            (over or backlog_of(vault.root, session) is not None):
+    def transcript(self) -> list[sessions.Line]:
+        """The turn's session lines: the user's message, then what the turn said and did."""
+        turn, now, text, used = self.number, self.now, self.text, self.used
+        new, reply, interrupted, error = self.new, self.reply, self.interrupted, self.error
+        line_extra = self.opts.line_extra
+        lines = [_line(turn, 0, now, "user", text)]
+        for n, m in enumerate(new, 1):
+            content = m["content"]
+            if m["role"] == "assistant" and len(content) == 1 and content[0]["type"] == "text":
+                content = content[0]["text"]
+            extra = {"model": used} if m["role"] == "assistant" else m.get("extra", {})
+            lines.append(_line(turn, n, now, m["role"], content, **extra))
+        if interrupted:
+            if reply:
+                lines.append(_line(turn, len(lines), now, "assistant", reply, model=used,
+                                   interrupted=True))
+            else:
+                lines[-1].extra["interrupted"] = True
+        if error and not interrupted:
+            lines[0].extra["error"] = error
+        if line_extra:
+            lines[0].extra.update(line_extra)
+        return lines
+
+    def error_line(self) -> str | None:
+        """The error in one line, as the Error trailer and `on_save` say it."""
+        return " ".join(self.error.split())[:200] if self.error else None
+
+    def trailers(self) -> dict:
+        trailers = {"Session": self.session, "Turn": str(self.number), "Model": self.used,
+                    "Tokens": tokens(self.usage)}
+        if self.interrupted:
+            trailers["Interrupted"] = "yes"
+        if self.error_line():
+            trailers["Error"] = self.error_line()
+        if self.ctx.runs:
+            trailers["Runs"] = ", ".join(self.ctx.runs)
+        if self.injected:
+            trailers["Injected"] = str(len(self.injected))
+        trailers.update(self.opts.extra_trailers or {})
+        return trailers
+
+    def save(self, lines: list[sessions.Line]) -> TurnResult:
+        """Write and commit the turn (persist), and what the caller hears of it."""
+        on_save, error_line = self.opts.on_save, self.error_line()
+        change = Change(self.opts.kind, shorten(self.text), scope=self.opts.scope or self.session,
+                        trailers=self.trailers())
+        stopped = False
+        try:
+            sha = persist(self.vault, self.staged, self.session, self.now, lines, change,
+                          before_commit=(lambda: on_save(error_line, self.interrupted))
+                          if on_save else None)
+        except NotCommitted as e:
+            # The reply was shown (streamed) already: it must not read as a saved turn.
+            sha, self.unsaved = None, str(e)
+            log.error("turn of %s: %s", self.session, self.unsaved)
+        except SavedThenInterrupted as e:
+            sha, stopped = e.sha, True
+        turn = lines[0].turn if lines else self.number
+        error, unsaved = self.error, self.unsaved
+        result = TurnResult(self.reply, sha, self.session, turn, self.usage, self.used,
+                            f"{error} {unsaved}" if error and unsaved else error or unsaved,
+                            self.interrupted or stopped, replies=self.texts,
+                            injected=self.injected)
+        result.notes.extend(self.fit_notes)
+        result.notes.extend(filter(None, [redact.summary(self.kept + redact.heard(self.vault))]))
+        result.notes.extend(f"Warning: {w}" for w in self.prompt.warnings)
+        result.notes.extend(self.staged.problems)
+        result.notes.extend(self.mcp_notes + (self.mcp.problems() if self.mcp is not None else []))
+        self.lines = lines
+        return result
+
+    def compact_after(self, result: TurnResult) -> None:
+        """If the window is now over its budget (or imported history waits), archive its
+        oldest part; a failure is a note, and the conversation is kept."""
+        vault, provider, session, now, settings = (self.vault, self.provider, self.session,
+                                                   self.now, self.settings)
+        prompt, text = self.prompt, self.text
+        window = prompt.window + [line.to_dict() for line in self.lines]
+        # The window's share of [chat] window_tokens: what the system prompt and tools leave
+        # of it (this turn's message, counted apart in its own request, is window now).
+        budget = (settings.window_tokens if prompt.window_budget is None else
+                  prompt.window_budget + min(len(text), settings.max_message_tokens * 4) // 4)
+        budget = max(budget, 1)
+        over = context.estimate_tokens(window, settings.max_message_tokens) > budget
+        if not over and backlog_of(vault.root, session) is None:
+            return
         try:
             if over:
                 result.compacted = compact_session(vault, provider, session, now,
@@ -510,7 +659,6 @@ def run_turn(vault, provider: Provider, session: str, text: str, now: datetime, 
                                 f"after the next turn.)")
         except KeyboardInterrupt:
             result.notes.append("Compaction interrupted; it is tried again after the next turn.")
-    return result
 
 
 def _fitted_prompt(vault, provider: Provider, session: str, text: str, now: datetime, settings,

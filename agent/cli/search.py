@@ -83,11 +83,13 @@ def _progress(index):
             state["bar"].__enter__()
         state["bar"].update(done - state["bar"].pos)
 
-    index.PROGRESS = progress if sys.stderr.isatty() else None
+    from agent.search import query      # where the search that embeds reads it
+
+    query.PROGRESS = progress if sys.stderr.isatty() else None
     try:
         yield
     finally:
-        index.PROGRESS = None
+        query.PROGRESS = None
         if "bar" in state:
             state["bar"].__exit__(None, None, None)
 

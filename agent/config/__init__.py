@@ -131,9 +131,10 @@ SCHEMA: tuple[Key, ...] = (
         "dream_schedule"),
     Key("dream.chunk_tokens", int, 60000, "archive tokens per dream request",
         "dream_chunk_tokens", min=1),
-    Key("dream.raw_tokens", int, None, "raw transcript tokens shown with each archive entry",
-        min=0),
-    Key("dream.max_tokens", int, None, "the most tokens a dream reply may have", min=1),
+    Key("dream.raw_tokens", int, 2000, "raw transcript tokens shown with each archive entry",
+        "dream_raw_tokens", min=0),
+    Key("dream.max_tokens", int, 16000, "the most tokens a dream reply may have",
+        "dream_max_tokens", min=1),
     Key("dream.review", str, "changes", "which dream edits wait for `agent review`: "
         "\"changes\" (updates and removals), \"all\" or \"off\"", "dream_review",
         check=lambda v: None if v in ("all", "changes", "off") else
@@ -205,6 +206,8 @@ class Settings:
     dream_model: str = DEFAULT_MODEL
     dream_schedule: str = "0 3 * * *"
     dream_chunk_tokens: int = 60000
+    dream_raw_tokens: int = 2000      # raw messages shown per archive entry, besides its summary
+    dream_max_tokens: int = 16000     # a dream reply's output budget, in both phases
     dream_review: str = "changes"     # which dream edits wait for `agent review`
     idle_compact_minutes: int = 120
     exec_enabled: bool = True
@@ -229,11 +232,6 @@ class Settings:
     gateway_host: str = "127.0.0.1"
     gateway_timeout: int = 30         # seconds a connection may sit idle
     raw: dict = field(default_factory=dict)
-
-
-def _type_name(kind: type) -> str:
-    return {int: "a whole number", str: "a string", list: "a list of strings",
-            bool: "true or false"}[kind]
 
 
 def check_value(k: Key, value) -> str | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 
+from agent.config import Settings
 from agent.stores import archive
 from agent.stores import sessions
 from agent.stores.merge import has_conflicts
@@ -23,8 +24,6 @@ from agent.errors import UserError
 
 CACHE = {"type": "ephemeral", "ttl": "1h"}
 SKIP_SESSIONS = ("heartbeat/", "dream/")   # their entries are not dream input
-RAW_TOKENS = 2000                          # raw messages per entry, besides its summary
-MAX_TOKENS = 16000                         # a reply's output budget in both phases
 
 # The response schemas are a contract with the model: keep them exactly.
 ANALYST_SCHEMA = {
@@ -316,7 +315,8 @@ def raw_messages(cache: SessionCache, meta: dict, budget: int) -> tuple[list[dic
     return out, omitted, "; ".join(problems)
 
 
-def render_entry(entry: archive.Entry, cache: SessionCache, raw_tokens: int = RAW_TOKENS) -> str:
+def render_entry(entry: archive.Entry, cache: SessionCache,
+                 raw_tokens: int = Settings.dream_raw_tokens) -> str:
     """An entry as one JSON line of data for the analyst."""
     meta = entry.meta
     obj = {"id": entry.id, "session": entry.session, "created": meta.get("created"),
@@ -428,7 +428,8 @@ RECENT_REJECTIONS = 20
 
 
 def analyst_params(model: str, memory: str, c: Chunk, today: str,
-                   max_tokens: int = MAX_TOKENS, rejected: list[dict] | None = None) -> dict:
+                   max_tokens: int = Settings.dream_max_tokens,
+                   rejected: list[dict] | None = None) -> dict:
     """The Messages API parameters of one analyst request (after the shared, cached
     prefix: the most recent `rejected` statements, as examples of what not to propose)."""
     tail = ANALYST.format(today=today, first=c.ids[0], last=c.ids[-1], data=c.data)
@@ -442,7 +443,7 @@ def analyst_params(model: str, memory: str, c: Chunk, today: str,
 
 def editor_params(model: str, memory: str, findings: list[dict], first: int, last: int,
                   today: str, budget: int, memory_lines: int,
-                  max_tokens: int = MAX_TOKENS, conflicts: int = 0) -> dict:
+                  max_tokens: int = Settings.dream_max_tokens, conflicts: int = 0) -> dict:
     """The Messages API parameters of the editor request (told to settle the memory
     files' `conflicts` sync-conflict blocks too, when there are any)."""
     data = "\n".join(data_json(f) for f in findings)

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from agent.errors import UserError
 from agent.stores import archive, ledger
-from agent.config import Settings, SettingsError, load_settings
+from agent.config import load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
 from agent.dream.ops import Applied, FILES, OpResult
@@ -142,15 +142,6 @@ def dream_status(vault) -> dict:
             "last_failure": failure, "conflicts": prompts.conflicts(*texts)}
 
 
-# ---- settings -------------------------------------------------------------------------
-
-def _dream_setting(settings: Settings, key: str, default: int) -> int:
-    value = (settings.raw.get("dream") or {}).get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise SettingsError(f"agent.toml: [dream] {key} must be a whole number, found {value!r}")
-    return value
-
-
 # ---- running --------------------------------------------------------------------------
 
 def run_dream(vault, provider: Provider, now: datetime, *, wait: bool = True, sync: bool = False,
@@ -258,7 +249,7 @@ class _Run:
                                 f"cursor ({cursor}).", cursor=cursor, through=cursor)
         if not sel.entries:
             return self.skip_only(sel)
-        raw_tokens = _dream_setting(self.settings, "raw_tokens", prompts.RAW_TOKENS)
+        raw_tokens = self.settings.dream_raw_tokens
         cache = prompts.SessionCache(root)
         rendered = [(e.id, prompts.render_entry(e, cache, raw_tokens)) for e in sel.entries]
         chunks = prompts.chunk(rendered, self.settings.dream_chunk_tokens)
@@ -267,7 +258,7 @@ class _Run:
             phase="analyst", cursor=sel.cursor, through=sel.through,
             model=self.settings.dream_model, started=self.now.isoformat(),
             today=prompts.today_of(self.now),
-            max_tokens=_dream_setting(self.settings, "max_tokens", prompts.MAX_TOKENS),
+            max_tokens=self.settings.dream_max_tokens,
             entries=[e.id for e in sel.entries], skipped=[e.id for e in sel.skipped],
             memory_text=texts[MEMORY], user_text=texts[USER],
             mode="sync" if self.sync else "batch")
@@ -291,7 +282,7 @@ class _Run:
             phase="analyst_done", cursor=sel.cursor, through=sel.cursor,
             model=self.settings.dream_model, started=self.now.isoformat(),
             today=prompts.today_of(self.now),
-            max_tokens=_dream_setting(self.settings, "max_tokens", prompts.MAX_TOKENS),
+            max_tokens=self.settings.dream_max_tokens,
             memory_text=texts[MEMORY], user_text=texts[USER], findings=[],
             mode="sync" if self.sync else "batch")
         self.say(f"No archive entries wait; settling {_plural(n, 'sync conflict')} in memory.")
@@ -349,7 +340,8 @@ class _Run:
         evidence = []
         for entry_id, rel in archive.entry_ids(self.vault.root):
             if entry_id in wanted:
-                evidence.append(prompts.render_entry(archive.load(self.vault.root, rel), cache))
+                evidence.append(prompts.render_entry(archive.load(self.vault.root, rel), cache,
+                                                      self.settings.dream_raw_tokens))
         return {"hand": hand, "evidence": "\n".join(evidence)}
 
     def memory_prompt(self, state: RunState) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from agent.stores import archive, memory, sessions
 from agent.stores.frontmatter_io import FrontmatterError
+from agent.fs import safe
 
 
 @dataclass
@@ -138,10 +139,11 @@ def markdown_docs(text: str) -> list[Doc]:
     return docs
 
 
-def archive_doc(rel: str, root: Path) -> tuple[Doc | None, str | None]:
+def archive_doc(rel: str, data: bytes) -> tuple[Doc | None, str | None]:
+    """The document of an archive entry from its file's bytes, or why there is none."""
     try:
-        entry = archive.load(root, rel)
-    except FrontmatterError as e:
+        entry = archive.parse(rel, safe.decode(data, rel, errors="strict"))
+    except (FrontmatterError, safe.BadBytes) as e:
         return None, str(e)
     topic = str(entry.meta.get("topic") or "").strip() or None
     importance = entry.importance

@@ -8,7 +8,7 @@ How it keeps the vault right:
   (cron.py).
 - Every write of cron.json re-reads it under the vault lock, so state written by serve
   and by a `cron` command or a chat at the same moment is never lost (jobs.py).
-- The scheduler (scheduler.py) does one pass of due work at a time, sleeps until the
+- The loop (loop.py) does one pass of due work at a time, sleeps until the
   next due time, notices hand edits, and stops on a signal after the running turn.
 - The gateway (gateway.py) takes messages for the router (conversations.py) for the
   whole serve: on the Unix socket `.agent/gateway.sock` always (`agent chat` on this
@@ -37,7 +37,7 @@ from agent.chat import subagents
 from agent.llm import make_provider
 from agent.serve.channels.telegram import from_environment as channel_from_environment
 from agent.serve.lock import ServeLock
-from agent.serve.scheduler import STOP_GRACE, Server
+from agent.serve.loop import STOP_GRACE, Server
 from agent.serve.turns import log
 from agent.vault.repo import Vault
 from agent.clock import now as clock_now

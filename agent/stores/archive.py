@@ -230,7 +230,12 @@ def _normalise(ranges) -> tuple[tuple[int, int], ...]:
 
 
 def load(root: Path, rel: str) -> Entry:
-    meta, body = frontmatter_io.load(Path(root) / rel, rel, root=root)
+    return parse(rel, frontmatter_io.read_text(Path(root) / rel, rel, root=root))
+
+
+def parse(rel: str, text: str) -> Entry:
+    """The entry at `rel` from its file's text (FrontmatterError names a broken one)."""
+    meta, body = frontmatter_io.loads(text, rel)
     m = _NAME.match(Path(rel).name)
     return Entry(int(m.group(1)) if m else int(meta.get("id", 0)), rel, meta, body.strip())
 
@@ -257,8 +262,3 @@ def read_consolidated(root: Path) -> Consolidated:
     except UserError as e:
         raise ArchiveError(str(e)) from None
     return Consolidated.parse(text or "")
-
-
-def read_cursor(root: Path) -> int:
-    """The highest consolidated id (0 when the dream never ran), for display."""
-    return read_consolidated(root).high

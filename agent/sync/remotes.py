@@ -342,9 +342,8 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     """Bring what came in (`theirs`, not in HEAD `ours`) into HEAD (under the lock):
     fast-forward or a merge commit."""
     result.commits_in += _count(vault, ours, theirs)
-    if ours is None:
-        vault.git("update-ref", "HEAD", theirs)
-        vault.git("read-tree", "--reset", "-u", theirs)
+    if ours is None:            # no commit here yet: the work tree moves as any other sync
+        vault.checkout_commit(theirs, f"sync: check out {remote}/{branch}")
         return
     from agent.sync import held
     source = f"{remote}/{branch}"

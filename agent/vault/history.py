@@ -444,11 +444,6 @@ def _is_ancestor(vault, a: str, b: str) -> bool:
     return git.run(["merge-base", "--is-ancestor", a, b], vault.root).returncode == 0
 
 
-def show_file(vault, rev: str, rel: str) -> str | None:
-    out = vault.git("show", f"{rev}:{rel}", check=False)
-    return out if out else None
-
-
 def _scope(subject: str) -> str | None:
     """`cli/default` of `chat(cli/default): hello`, None when there is none."""
     head = subject.split(": ", 1)[0]

@@ -45,25 +45,29 @@ class Journal:
         fast-forward), so that a kill at any instant is finished by the next command.
 
         The work tree is clean here (hand edits were committed first, under the lock),
-        so the two-tree `read-tree -m -u` only writes what differs between the commits.
+        so the two-tree `read-tree -m -u` only writes what differs between the commits
+        (from nothing when HEAD has no commit yet: `old` is then None).
         """
         old = self.head()
         journal = self.state / CHECKOUT_JOURNAL
         atomic.write_json(journal, {"old": old, "new": new, "reflog": reflog})
         try:
-            self.git("read-tree", "-m", "-u", old, new)
+            self.git("read-tree", "-m", "-u", old or self._empty_tree(), new)
         except GitError:
             # Git refuses that commit (a path it will not write, ...): a replay would
             # too, so it is given up at once and the vault stays as it was.
             self.abandon_checkout()
             raise
-        self.git("update-ref", "-m", reflog, "HEAD", new, old)
+        self.git("update-ref", "-m", reflog, "HEAD", new, old or "")   # "": HEAD had none
         journal.unlink()
 
-    def _checkout_journal(self) -> tuple[str, str, str] | None:
+    def _empty_tree(self) -> str:
+        return self.git("hash-object", "-t", "tree", "--stdin", input="").strip()
+
+    def _checkout_journal(self) -> tuple[str | None, str, str] | None:
         """(old, new, reflog) of a checkout journal that still has work to do: HEAD is
-        at `old` and `new` is a commit. None otherwise (a stale or unreadable journal is
-        removed)."""
+        at `old` (None: no commit yet) and `new` is a commit. None otherwise (a stale or
+        unreadable journal is removed)."""
         journal = self.state / CHECKOUT_JOURNAL
         j = atomic.read_json(journal)
         try:
@@ -71,7 +75,8 @@ class Journal:
         except (KeyError, TypeError):
             journal.unlink(missing_ok=True)
             return None
-        if not (isinstance(old, str) and isinstance(new, str) and isinstance(reflog, str)) \
+        if not ((old is None or isinstance(old, str)) and isinstance(new, str)
+                and isinstance(reflog, str)) \
                 or self.head() != old \
                 or self.git("cat-file", "-t", new, check=False).strip() != "commit":
             journal.unlink(missing_ok=True)
@@ -89,13 +94,14 @@ class Journal:
             # Forward: git writes the index last, so --reset rewrites every path the
             # interrupted checkout may have left half-done, and nothing else.
             self.git("read-tree", "--reset", "-u", new)
-            self.git("update-ref", "-m", reflog, "HEAD", new, old)
+            self.git("update-ref", "-m", reflog, "HEAD", new, old or "")
         except GitError as e:
             raise CheckoutStuck(self._stuck(old, new, e.stderr)) from None
         self.recovered.append(f"an interrupted sync was finished ({reflog})")
         (self.state / CHECKOUT_JOURNAL).unlink()
 
-    def _stuck(self, old: str, new: str, why: str, short: bool = False) -> str:
+    def _stuck(self, old: str | None, new: str, why: str, short: bool = False) -> str:
+        back = f"{old[:7]}, the commit before that sync" if old else "before that sync"
         why = " ".join((why.strip().splitlines() or ["git refused it"])[-1].split())
         what = f"moving the vault to commit {new[:7]} fails ({why.removeprefix('error: ')})"
         if short:
@@ -103,7 +109,7 @@ class Journal:
                     f"{STATE_DIR}/{CHECKOUT_JOURNAL}")
         return (f"The vault {self.root} is stuck in an interrupted sync: {what}, and its "
                 f"journal {self.state / CHECKOUT_JOURNAL} cannot be replayed. Run "
-                f"`{FIX_CHECKOUT}` to go back to {old[:7]}, the commit before that sync "
+                f"`{FIX_CHECKOUT}` to go back to {back} "
                 f"(your files and edits are kept).")
 
     def checkout_problem(self) -> str | None:
@@ -149,13 +155,13 @@ class Journal:
             return []
         old, new, _ = todo
         # The index back to HEAD's tree; the work tree is not touched by this.
-        self.git("read-tree", old)
+        self.git("read-tree", old or "--empty")
         moved = {p for p in self.git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
-                                     old, new).split("\0") if p}
+                                     old or self._empty_tree(), new).split("\0") if p}
         written = [p for p in self.dirty_paths() if p in moved and self._holds(p, new)]
         restore = []
         for rel in written:
-            if self.git("ls-tree", "--name-only", old, "--", rel).strip():
+            if old and self.git("ls-tree", "--name-only", old, "--", rel).strip():
                 restore.append(rel)
             else:
                 # A file only the refused commit has: not a person's (it is that

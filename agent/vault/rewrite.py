@@ -206,11 +206,6 @@ def expire_and_prune(vault: Vault) -> None:
     prune_repository(vault.root, vault.git_dir)
 
 
-def tombstones_at(vault: Vault, rev: str) -> list[Tombstone]:
-    p = vault.git("show", f"{rev}:{TOMBSTONES}", check=False)
-    return parse_tombstones(p)
-
-
 def _texts_at(vault: Vault, revs: list[str], path: str) -> list[str | None]:
     """The text of `path` at each of `revs` (None where it is missing), read by one
     `git cat-file --batch` rather than a `git show` each."""

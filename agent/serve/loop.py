@@ -1,4 +1,4 @@
-"""The scheduler of `agent serve`: one pass (`step(now)`) does the work due at `now`, the
+"""The loop of `agent serve` (its scheduler): one pass (`step(now)`) does the work due at `now`, the
 loop sleeps until the next due time (at most `tick` seconds), and signals stop it.
 
 The work is in parts, each with `run(now)` and `wake_times(now)`: cron jobs

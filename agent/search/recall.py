@@ -1,4 +1,4 @@
-"""What a chat turn retrieves: the memory scheduler's ideas (MemOS), each measured by
+"""What a chat turn recalls: the memory scheduler's ideas (MemOS), each measured by
 scripts/bench_scheduler.py on a scripted 50-turn conversation and kept where it helped.
 
 - A message that needs no memory (a greeting, thanks, "ok") runs no search and adds no
