@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from fakeanthropic import FakeAnthropic, json_reply  # noqa: E402
 
+from agent.vault.change import Change  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 SUMMARY = ("The user and the agent planned step {i} of the house move: they compared two "
@@ -51,7 +52,7 @@ def build_vault(path: Path, n: int) -> Vault:
     from dreamkit import write_entries
     vault, _ = Vault.init(path)
     vault.write_text("MEMORY.md", memory_md())
-    vault.commit("bench: memory")
+    vault.commit(Change("bench", "memory"))
     specs = [{"summary": SUMMARY.format(i=i + 1), "message": MESSAGE.format(k=0, i=i + 1)}
              for i in range(n)]
     write_entries(vault, specs, start=1, messages_per_entry=6)

@@ -42,6 +42,7 @@ from fakeanthropic import FakeAnthropic, json_reply, reply  # noqa: E402
 import bench_window  # noqa: E402
 from bench_dream import fake_model as dream_model, memory_md  # noqa: E402
 
+from agent.vault.change import Change  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 ENTRIES = 1000
@@ -62,7 +63,7 @@ def build(root: Path, n: int) -> Vault:
     from dreamkit import write_entries
     vault, _ = Vault.init(root)
     vault.write_text("MEMORY.md", memory_md())
-    vault.commit("bench: memory")
+    vault.commit(Change("bench", "memory"))
     bench_window.build(root, n, True)
     specs = [{"summary": f"They planned step {i} of the garden: tomatoes, roses and the shed.",
               "session": "cli/archived"} for i in range(ENTRIES)]

@@ -56,6 +56,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
+from agent.vault.change import Change  # noqa: E402
 from agent.search import index  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
@@ -291,7 +292,7 @@ def turn_refresh(vault, tag: str, turns: int = 5) -> tuple[float, float]:
             vault.append_lines(rel, [json.dumps(
                 {"id": f"turn-{tag}-{t}-{role}", "ts": "2030-01-01T00:00:00+00:00", "role": role,
                  "content": Words(t).sentence(), "turn": 90000 + t}) for role in ("user", "assistant")])
-            vault.commit(f"chat(bench): turn {t}")
+            vault.commit(Change("chat", f"turn {t}", scope="bench"))
         t0 = time.perf_counter()
         index.refresh(vault, after_commit=True)
         times.append(time.perf_counter() - t0)

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fakeanthropic import FakeAnthropic, reply  # noqa: E402
 
+from agent.vault.change import Change  # noqa: E402
 from agent import schedule as sched  # noqa: E402
 from agent.stores import cron as cronfile  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
@@ -115,7 +116,7 @@ def main() -> None:
     parse_ms = (time.perf_counter() - t) / 5 * 1000
     with vault.locked():
         vault.write_text("cron.json", text)
-        vault.commit(f"bench: {args.jobs} jobs")
+        vault.commit(Change("bench", f"{args.jobs} jobs"))
 
     arrivals: dict[str, float] = {}
 
@@ -153,7 +154,7 @@ def main() -> None:
             due_at[name] = at
         with vault.locked():
             vault.write_text("cron.json", cronfile.dumps(cf))
-            vault.commit(f"bench: {args.due} due jobs")
+            vault.commit(Change("bench", f"{args.due} due jobs"))
         serve = Serve(vault.root, args.tick, env)
         serve.wait_for("agent serve on")
         last = max(due_at.values())

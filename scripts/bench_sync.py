@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_vault import build  # noqa: E402
 
+from agent.vault.change import Change  # noqa: E402
 from agent.stores import memory, sessions  # noqa: E402
 from agent.sync import remotes as sync  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
@@ -66,7 +67,7 @@ def turns(vault: Vault, who: str, round_no: int, n: int, start: datetime) -> lis
                  for r in ("user", "assistant")]
         with vault.locked():
             vault.append_lines(rel, lines)
-            vault.commit(f"chat(cli/default): {who} turn {i}")
+            vault.commit(Change("chat", f"{who} turn {i}", scope="cli/default"))
         written += lines
     return written
 
@@ -78,7 +79,7 @@ def notes(vault: Vault, who: str, round_no: int, n: int, when: datetime) -> list
         line = f"- {when:%H:%M} {who} note {round_no}.{i}"
         with vault.locked():
             vault.append_line(rel, line, header=memory.daily_header(when.date()))
-            vault.commit(f"note: add 1 line to {rel}")
+            vault.commit(Change("note", f"add 1 line to {rel}"))
         written.append(line)
     return written
 
@@ -95,7 +96,7 @@ def compact(vault: Vault, who: str, round_no: int, session: str, when: datetime)
               + (1 if who == "b" else 0), "through": ids[-1], "ids": ids}
     with vault.locked():
         vault.append_line(sessions.month_file(session, when), sessions.dumps(marker))
-        vault.commit(f"archive({session}): {who} round {round_no}")
+        vault.commit(Change("archive", f"{who} round {round_no}", scope=session))
     return set(ids)
 
 
@@ -132,7 +133,7 @@ def main() -> None:
             with a.locked():
                 a.append_line(old.files()[-1].relative_to(a.root).as_posix(), sessions.dumps(
                     {"type": "compact", "archive": 1, "through": str(last["id"])}))
-                a.commit("archive(cli/default): the old history")
+                a.commit(Change("archive", "the old history", scope="cli/default"))
         bare = tmp / "remote.git"
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
         a.git("remote", "add", "origin", str(bare))

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # meaning (with the embed extra, `index rebuild` here would embed every message).
 os.environ.setdefault("AGENT_EMBED", "off")
 
+from agent.vault.change import Change  # noqa: E402
 from agent.stores import memory  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
@@ -130,7 +131,7 @@ def measure(vault: Vault, runs: int) -> list[float]:
         t = time.perf_counter()
         with vault.locked():
             vault.append_line(rel, f"- 10:00 bench line {i}", header="# 2099-01-01\n\n")
-            vault.commit(f"note: add 1 line to {rel}")
+            vault.commit(Change("note", f"add 1 line to {rel}"))
         changes.append((time.perf_counter() - t) * 1000)
     return changes
 

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from agent.vault.change import Change  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
@@ -103,7 +104,7 @@ def build(vault: Vault, sample: dict, limit: int | None) -> list[int]:
     from agent.stores import archive
     a, b = sample["conversation"]["speaker_a"], sample["conversation"]["speaker_b"]
     (vault.root / "USER.md").write_text(f"# User\n\n## About\n\n- The user is {a}; they talk with {b}.\n")
-    vault.commit("eval: who the user is")
+    vault.commit(Change("eval", "who the user is"))
     ids = []
     for n, turns, when in sessions_of(sample, limit):
         created = T0 + timedelta(days=7 * n)
@@ -123,10 +124,10 @@ def build(vault: Vault, sample: dict, limit: int | None) -> list[int]:
         vault.write_text(archive.entry_path(entry_id, created),
                          archive.render(entry_id, meta, summary))
         ids.append(entry_id)
-    vault.commit(f"eval: {len(ids)} archive entries")
+    vault.commit(Change("eval", f"{len(ids)} archive entries"))
     text = (vault.root / "agent.toml").read_text()
     (vault.root / "agent.toml").write_text(text.replace('review = "changes"', 'review = "off"'))
-    vault.commit("eval: every fact lands")
+    vault.commit(Change("eval", "every fact lands"))
     return ids
 
 

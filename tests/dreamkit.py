@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+from agent.vault.change import Change
 from agent.stores import archive
 
 T0 = datetime(2026, 11, 20, 14, 0, tzinfo=timezone.utc)
@@ -45,7 +46,7 @@ def write_entries(vault, specs, *, start: int | None = None, messages_per_entry:
                          archive.render(entry_id, meta, spec["summary"]))
         ids.append(entry_id)
     if commit:
-        vault.commit(f"compact: {len(ids)} archive entries")
+        vault.commit(Change("compact", f"{len(ids)} archive entries"))
     return ids
 
 

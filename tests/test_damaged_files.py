@@ -236,6 +236,7 @@ KILLED_TURN = """
 import os, sys
 from datetime import datetime, timezone
 from agent.chat.turn import persist
+from agent.stores.sessions import Line
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 from agent.vault.staged import StagedVault
@@ -244,7 +245,7 @@ vault = Vault.open(sys.argv[1])
 staged = StagedVault(vault)
 staged.append_line("MEMORY.md", "- Remembered just before the kill")
 now = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
-line = {"id": "1.0-x", "ts": now.isoformat(), "role": "user", "content": "remember it", "turn": 1}
+line = Line("1.0-x", now.isoformat(), "user", "remember it", 1)
 persist(vault, staged, "cli/default", now, [line],
         Change("chat", "remember it", scope="cli/default",
                trailers={"Session": "cli/default", "Turn": "1"}),

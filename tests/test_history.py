@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from agent.vault import history
-from agent.vault.change import Change, Identity, by_hand, recovered
+from agent.vault.change import Change, Identity, by_hand, read_tokens, recovered, tokens
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 
@@ -104,7 +106,7 @@ def test_only_the_vault_runs_git_and_every_commit_is_a_change():
         if rel.startswith("agent/vault/"):
             continue
         for n, line in enumerate(text.splitlines(), 1):
-            # agent/sync drives git through the vault's runner (vault.git, run_git).
+            # agent/sync drives git through the vault's runner (vault.git, agent.vault.git).
             runner = r"subprocess\.\w+\(\s*\[\s*[\"']git[\"']"
             if not rel.startswith("agent/sync/"):
                 runner = r"\.git\(|" + runner
@@ -120,3 +122,50 @@ def test_nothing_tells_vaults_apart_by_their_attributes():
              for n, line in enumerate(text.splitlines(), 1)
              if re.search(r"hasattr\(\s*(ctx\.)?vault\b", line)]
     assert found == []
+
+
+# ---- the Tokens trailer, and only Change makes a commit ------------------------------
+
+
+USAGE = {"input_tokens": 12, "output_tokens": 5, "cache_read_input_tokens": 3,
+         "cache_creation_input_tokens": 0}
+
+
+@pytest.mark.parametrize("usage, text", [
+    (USAGE, "12 in, 5 out, 3 cache read, 0 cache write"),
+    ({"analyst": USAGE, "editor": {**USAGE, "input_tokens": 40}},
+     "analyst: 12 in, 5 out, 3 cache read, 0 cache write; "
+     "editor: 40 in, 5 out, 3 cache read, 0 cache write"),
+])
+def test_the_tokens_trailer_has_one_syntax_and_reads_back(usage, text):
+    assert tokens(usage) == text
+    back = read_tokens(text)
+    assert back == ({"": usage} if "analyst" not in text else usage)
+
+
+@pytest.mark.parametrize("text, usage", [
+    ("analyst in=719 out=92 cache_write=593 cache_read=0; editor in=545 out=55 "
+     "cache_write=0 cache_read=593",
+     {"analyst": {"input_tokens": 719, "output_tokens": 92, "cache_creation_input_tokens": 593,
+                  "cache_read_input_tokens": 0},
+      "editor": {"input_tokens": 545, "output_tokens": 55, "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 593}}),
+    ("7 in, 2 out, 0 cache read, 1 cache write",
+     {"": {"input_tokens": 7, "output_tokens": 2, "cache_read_input_tokens": 0,
+           "cache_creation_input_tokens": 1}}),
+    ("", {}),
+    ("garbage; more garbage", {}),
+])
+def test_tokens_trailers_of_older_commits_still_read(text, usage):
+    assert read_tokens(text) == usage
+
+
+def test_a_commit_is_only_ever_a_change(vault):
+    before = vault.git("rev-parse", "HEAD").strip()
+    with vault.locked():
+        vault.write_text("notes/a.md", "a\n")
+        with pytest.raises(TypeError, match="a commit is a Change"):
+            vault.commit("test: a message made by hand")
+        assert vault.git("rev-parse", "HEAD").strip() == before
+        sha = vault.commit(Change("test", "a message made by Change"))
+    assert vault.git("log", "-1", "--format=%s", sha).strip() == "test: a message made by Change"

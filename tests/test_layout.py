@@ -204,6 +204,21 @@ def test_only_agent_vault_runs_git():
     assert not problems, "\n".join(problems)
 
 
+def test_only_the_git_runner_starts_git():
+    """Every git process starts in agent/vault/git.py, so each runs with hooks, filter
+    drivers and fsmonitor off (sync's own calls once skipped the filters)."""
+    problems = []
+    for name, (path, tree) in modules().items():
+        if name == "agent.vault.git":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("run", "Popen", "call", "check_call",
+                                           "check_output") and _runs_git(node):
+                problems.append(f"{where(path, node)}: starts git, not through agent.vault.git")
+    assert not problems, "\n".join(problems)
+
+
 def test_nothing_imports_the_cli_but_main():
     problems = []
     for name, (path, _) in modules().items():

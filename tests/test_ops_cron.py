@@ -12,6 +12,7 @@ import pytest
 from agent.ops import cron
 from agent.schedule import ScheduleError
 from agent.stores import cron as cronfile
+from agent.vault.change import Change
 from conftest import subjects
 
 T0 = datetime(2030, 1, 1, 10, 0, tzinfo=timezone.utc)
@@ -81,7 +82,7 @@ def test_a_held_job_runs_only_once_approved_for_an_allowed_chat(vault):
     held = cronfile.add(cf, "digest", "send my digest", T0, every="1d", host=vault.host(),
                         deliver="telegram/42", created_by="model")
     vault.write_text("cron.json", cronfile.dumps(cf))
-    vault.commit("cron: the model's job")
+    vault.commit(Change("cron", "the model's job"))
     assert [j.why_not for j in cron.list_jobs(vault).jobs] == ["held"]
 
     sha = head(vault)

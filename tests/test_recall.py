@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 
+from agent.vault.change import Change
 from agent.chat.tools.memory import memory_search
 from agent.chat.tools.registry import ToolContext, use_context
 from agent.search import index
@@ -242,7 +243,7 @@ def test_every_markdown_file_a_person_keeps_is_found_by_heading_and_paragraph(va
         vault.write_text("projects/shed.md", "# Garden shed\n\nBuild it from larch planks.\n\n"
                                              "## Roof\n- corrugated iron sheets\n")
         vault.write_text(".gitignore", "private/\n")
-        vault.commit("test: notes of a person")
+        vault.commit(Change("test", "notes of a person"))
     (vault.root / "adopted").mkdir()
     (vault.root / "adopted" / "recipes.md").write_text("## Soup\nLentils, cumin and lemon.\n")
     (vault.root / "private").mkdir()

@@ -19,17 +19,17 @@ ALLOWED = {
     ("agent/fs/safe.py", "read_given"): "a file the person names on the command line",
     ("agent/fs/atomic.py", "fsync_dir"): "opens a folder to fsync it; reads nothing",
     ("agent/fs/atomic.py", "read_json"): "derived state in .agent/ (its callers' paths)",
-    ("agent/vault/repo.py", "git_dir_of"): "git's own .git file",
-    ("agent/vault/repo.py", "unfinished_operation"): "git's own files under .git/",
+    ("agent/vault/gitstate.py", "git_dir_of"): "git's own .git file",
+    ("agent/vault/gitstate.py", "unfinished_operation"): "git's own files under .git/",
     ("agent/vault/repo.py", "head_from_files"): "git's own files under .git/ (HEAD, refs)",
-    ("agent/vault/repo.py", "_git_process_in"): "/proc/<pid>/cmdline of a running git",
+    ("agent/vault/gitstate.py", "_git_process_in"): "/proc/<pid>/cmdline of a running git",
     ("agent/vault/repo.py", "_exclude_state"): "git's own .git/info/exclude",
-    ("agent/vault/repo.py", "_repair_torn"): "repairs a torn JSONL line in place; lstat "
+    ("agent/vault/lock.py", "_repair_torn"): "repairs a torn JSONL line in place; lstat "
                                              "refuses anything but a regular file",
-    ("agent/vault/repo.py", "append_lines"): "reads the last byte of the file it appends to, "
+    ("agent/vault/writes.py", "append_lines"): "reads the last byte of the file it appends to, "
                                              "a path Vault._writable checked",
-    ("agent/vault/repo.py", "_claims"): "claims of live processes in .agent/claims/",
-    ("agent/vault/repo.py", "_read_journal"): "the checkout journal in .agent/",
+    ("agent/vault/lock.py", "_claims"): "claims of live processes in .agent/claims/",
+    ("agent/vault/journal.py", "_read_journal"): "the checkout journal in .agent/",
     ("agent/vault/history.py", "ensure_path_filters"): "git's commit-graph under .git/",
     ("agent/sync/mergedriver.py", "main"): "the temporary files git gives a merge driver",
     ("agent/search/vectors.py", "_map"): "the index's vectors file in .agent/",

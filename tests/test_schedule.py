@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from agent.vault.change import Change
 from agent.stores import heartbeat as hb
 from agent import schedule as sched
 from agent.stores import cron as cronfile
@@ -445,14 +446,14 @@ def test_cron_tools_validate_like_the_command_and_keep_concurrent_state(vault, r
     run("cron", "add", "water", "-m", "drink", "--every", "1h")
     with vault.locked():
         ctx.vault.apply()
-        vault.commit("chat(cli/default): schedule the standup")
+        vault.commit(Change("chat", "schedule the standup", scope="cli/default"))
     names = [j["name"] for j in json.loads((vault.root / "cron.json").read_text())["jobs"]]
     assert names == ["water", "standup"]
     with use_context(_tool_ctx(vault, now)) as c2:
         assert "Removed job \"water\"" in tools.cron_remove("water")
         with vault.locked():
             c2.vault.apply()
-            vault.commit("chat(cli/default): remove water")
+            vault.commit(Change("chat", "remove water", scope="cli/default"))
     names = [j["name"] for j in json.loads((vault.root / "cron.json").read_text())["jobs"]]
     assert names == ["standup"]
 

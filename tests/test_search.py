@@ -12,6 +12,7 @@ from datetime import date
 
 import pytest
 
+from agent.vault.change import Change
 from agent.search import index
 from conftest import agent_proc
 
@@ -46,7 +47,7 @@ def filled(vault, run, tmp_path):
                          "source:\n  file: sessions/import/trip/2025-03.jsonl\n  from: m1\n"
                          "  through: m2\ntopic: Greek island holiday\nimportance: 0.8\ntokens: 40\n"
                          "---\nAda planned a trip by boat; the port shuts early on Sundays.\n")
-        vault.commit("test: a fact and an archive entry")
+        vault.commit(Change("test", "a fact and an archive entry"))
     r = run("note", "bought", "oat", "milk", "and", "saffron")
     assert r.exit_code == 0, r.output
     index.refresh(vault)     # as any search or turn does first (`note` leaves it to them)

@@ -20,6 +20,7 @@ import pytest
 from fakeanthropic import error, json_reply, reply
 
 from agent.ops import cron as jobs
+from agent.vault.change import Change
 from agent import schedule as sched
 from agent.llm import make_provider
 from agent.serve.loop import Server
@@ -360,7 +361,7 @@ def _session(vault, key, ts):
                         "content": "I am flying to Kyoto on 3 December.", "turn": 1}),
             json.dumps({"id": "1.1-b", "ts": ts.isoformat(), "role": "assistant",
                         "content": "Noted, have a good trip.", "turn": 1})])
-        vault.commit(f"chat({key}): kyoto")
+        vault.commit(Change("chat", "kyoto", scope=key))
     return rel
 
 

@@ -15,6 +15,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from agent.vault.change import Change
 from agent.cli.app import cli
 from agent.stores.merge import CONFLICT_END, CONFLICT_START
 from agent.vault.repo import Vault
@@ -99,13 +100,13 @@ def test_notes_and_sessions_written_on_both_machines_keep_every_line(tmp_path, v
     for v in (vault, b):
         with v.locked():
             v.append_line(rel, json.dumps(shared))
-            v.commit("chat: shared")
+            v.commit(Change("chat", "shared"))
     for v, who in ((vault, "a"), (b, "b")):
         with v.locked():
             for i in range(2):
                 v.append_line(rel, json.dumps({"id": f"{who}{i}", "ts": f"2026-11-20T1{i + 1}:0{ord(who) - 97}:00+00:00",
                                                "role": "user", "content": f"{who}{i}", "turn": i + 2}))
-            v.commit(f"chat: {who}")
+            v.commit(Change("chat", f"{who}"))
     agent(vault.root, "sync")
     out = agent(b.root, "sync").output
     assert out.startswith("sync: ")
@@ -326,14 +327,14 @@ def test_archive_entries_from_both_machines_are_each_consolidated_once(tmp_path,
         with v.locked():
             v.write_text(archive.entry_path(eid, when),
                          archive.render(eid, {"session": "cli/default"}, f"from {who}"))
-            v.commit(f"archive(cli/default): {who}")
+            v.commit(Change("archive", f"{who}", scope="cli/default"))
         made[who] = eid
     assert made["a"] != made["b"] and min(made.values()) > 3
     # Each machine's dream consolidates its own entry (the record the dream writes).
     for v, who in ((vault, "a"), (b, "b")):
         with v.locked():
             v.write_text(archive.CURSOR, archive.read_consolidated(v.root).add([made[who]]).render())
-            v.commit(f"dream: no changes ({who})")
+            v.commit(Change("dream", f"no changes ({who})"))
     agent(vault.root, "sync")
     agent(b.root, "sync")
     agent(vault.root, "sync")
@@ -632,7 +633,7 @@ def test_compactions_on_both_machines_lose_no_message_and_dream_each_once(tmp_pa
                 "id": mid, "ts": (when + timedelta(minutes=minutes)).isoformat(),
                 "role": "user" if minutes % 2 == 0 else "assistant",
                 "content": f"message {mid}", "turn": minutes // 2 + 1}))
-            v.commit(f"chat({session}): {mid}")
+            v.commit(Change("chat", f"{mid}", scope=session))
 
     def compact(v, session):
         fake_anthropic.add(json_reply({"topic": f"talk in {session}", "summary": "They talked.",
@@ -763,6 +764,8 @@ def test_the_file_names_a_sync_knows_without_loading_their_stores_agree():
     from agent.sync import remotes
     assert remotes._CRON_FILE == cron.CRON_FILE == agent.stores.CRON_FILE
     assert remotes._CURSOR == archive.CURSOR
+    from agent.stores import memory
+    assert remotes.FACT_FILES == memory.MEMORY_FILES
 
 
 # ---- a sync conflict block holds only what conflicts ---------------------------------

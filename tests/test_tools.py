@@ -11,6 +11,7 @@ from typing import Literal
 import pytest
 
 import agent.chat.tools
+from agent.vault.change import Change
 from agent.vault.staged import StagedVault
 from agent.chat.tools import registry
 from agent.chat.tools.files import edit_file, list_dir, read_file, write_file
@@ -29,7 +30,7 @@ def staged(vault):
         yield s
 
 
-def save(vault, staged, message="test: apply"):
+def save(vault, staged, message=Change("test", "apply")):
     with vault.locked():
         staged.apply()
         return vault.commit(message)
@@ -223,7 +224,7 @@ def test_staged_edit_is_replayed_on_the_file_as_it_is_when_saved(vault, staged):
     # Meanwhile the person edits MEMORY.md by hand (another line).
     path = vault.root / "MEMORY.md"
     path.write_text(path.read_text().replace("## Facts", "## Facts\n- Hand fact"))
-    save(vault, staged, "chat(cli/default): test")
+    save(vault, staged, Change("chat", "test", scope="cli/default"))
     text = path.read_text()
     assert "- Hand fact" in text and text.endswith("## Family\n\n- The user's sister is Ana\n")
     assert subjects(vault)[:2] == ["chat(cli/default): test", "edit: MEMORY.md by hand"]
@@ -233,7 +234,7 @@ def test_an_edit_whose_text_vanished_is_skipped_and_reported(vault, staged):
     (vault.root / "notes").mkdir()
     (vault.root / "notes/a.md").write_text("alpha\nbeta\n")
     vault.git("add", "notes/a.md")
-    vault.commit("test: add", paths=["notes/a.md"])
+    vault.commit(Change("test", "add"), paths=["notes/a.md"])
     edit_file("notes/a.md", "beta", "gamma")
     (vault.root / "notes/a.md").write_text("alpha\nBETA by hand\n")
     save(vault, staged)

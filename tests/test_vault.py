@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.vault.change import Change
 from agent.stores.archive import load as load_entry
 from agent.stores.frontmatter_io import FrontmatterError
 from agent.vault.repo import Vault
@@ -278,7 +279,7 @@ def test_undo_refuses_hand_edits_init_and_conflicts(vault, run):
     # An agent change to a line the user then rewrote cannot be reverted cleanly.
     with vault.locked():
         vault.write_text("USER.md", "# User\n\n- Lives in Oslo\n")
-        agent_sha = vault.commit("remember: update USER.md")
+        agent_sha = vault.commit(Change("remember", "update USER.md"))
     (vault.root / "USER.md").write_text("# User\n\n- Lives in Bergen\n")
     run("note", "moved")
     head = vault.head()
@@ -408,7 +409,7 @@ with v.locked():
         while True:
             i += 1
             v.append_line(rel, json.dumps({"id": f"m{i}", "ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "x" * (i % 5000), "turn": i}))
-            v.commit(f"chat(cli/default): message {i}")
+            v.commit(Change("chat", f"message {i}", scope="cli/default"))
 """
 
 
@@ -545,7 +546,7 @@ def test_undo_conflict_names_a_deleted_file(vault, run):
     run("note", "commit the file")                     # notes.md committed as a hand edit
     with vault.locked():
         vault.write_text("notes.md", "a\nb\n")
-        agent_sha = vault.commit("remember: add b to notes.md")
+        agent_sha = vault.commit(Change("remember", "add b to notes.md"))
     (vault.root / "notes.md").unlink()
     run("note", "deleted by hand")
     r = run("undo", agent_sha)

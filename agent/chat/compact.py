@@ -37,12 +37,12 @@ import logging
 from datetime import datetime
 
 from agent.chat import prompt as context
-from agent.chat.subjects import shorten, tokens_trailer
+from agent.chat.subjects import shorten
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, models_for
 from agent.stores import archive, sessions
-from agent.vault.change import Change
+from agent.vault.change import MODEL, SESSION, TOKENS, Change, tokens
 
 log = logging.getLogger("agent.chat.compact")
 
@@ -278,8 +278,8 @@ def compact_session(vault, provider: Provider, session: str, now: datetime, *, f
             marker["backlog"] = backlog
         _append_marker(vault, session, now, marker, start_here=not kept)
         vault.commit(Change("archive", shorten(topic), scope=session,
-                            trailers={"Session": session, "Archive": str(entry_id),
-                                      "Model": used, "Tokens": tokens_trailer(usage)}))
+                            trailers={SESSION: session, "Archive": str(entry_id),
+                                      MODEL: used, TOKENS: tokens(usage)}))
     index.refresh(vault, after_commit=True)
     return entry_id
 
@@ -481,10 +481,10 @@ def compact_backlog(vault, provider: Provider, session: str, now: datetime, *,
         vault.append_line(sessions.month_file(session, now), sessions.dumps(marker))
         if part:
             vault.commit(Change("archive", shorten(topic), scope=session,
-                                trailers={"Session": session, "Archive": str(entry_id),
-                                          "Model": used, "Tokens": tokens_trailer(usage)}))
+                                trailers={SESSION: session, "Archive": str(entry_id),
+                                          MODEL: used, TOKENS: tokens(usage)}))
         else:
             vault.commit(Change("archive", "imported history all archived", scope=session,
-                                trailers={"Session": session}))
+                                trailers={SESSION: session}))
     index.refresh(vault, after_commit=True)
     return entry_id

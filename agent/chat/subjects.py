@@ -1,5 +1,5 @@
-"""The short texts chat commits are made of: a message shortened to a subject line, and
-the Tokens trailer. Shared by the turn (agent.chat.turn) and compaction
+"""The short text chat commits are made of: a message shortened to a subject line
+(the Tokens trailer is agent.vault.change.tokens). Shared by the turn (agent.chat.turn) and compaction
 (agent.chat.compact), which must not import each other."""
 
 from __future__ import annotations
@@ -17,10 +17,3 @@ def shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
     if len(cut) < limit // 2:
         cut = one[:limit]
     return cut.rstrip(" ,.;:") + "..."
-
-
-def tokens_trailer(u: dict) -> str:
-    """`12 in, 5 out, 0 cache read, 0 cache write` from the four token counts."""
-    return (f"{u['input_tokens']} in, {u['output_tokens']} out, "
-            f"{u['cache_read_input_tokens']} cache read, "
-            f"{u['cache_creation_input_tokens']} cache write")

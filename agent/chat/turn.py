@@ -36,14 +36,14 @@ from agent.chat import prompt as context
 from agent.chat.cancel import Cancelled, cancellable, new_turn_cancel
 from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact_backlog,
                                 compact_session, compact_until)
-from agent.chat.subjects import shorten, tokens_trailer
+from agent.chat.subjects import shorten
 from agent.chat.tools import registry
 from agent import clock, redact
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
 from agent.stores import sessions
-from agent.vault.change import Change
+from agent.vault.change import Change, tokens
 from agent.vault.staged import StagedVault
 
 log = logging.getLogger("agent.chat.turn")
@@ -196,11 +196,9 @@ class SavedThenInterrupted(KeyboardInterrupt):
         self.sha = sha
 
 
-def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> dict:
-    line = {"id": f"{turn}.{n}-{secrets.token_hex(3)}", "ts": now.isoformat(timespec="seconds"),
-            "role": role, "content": content, "turn": turn}
-    line.update(extra)
-    return line
+def _line(turn: int, n: int, now: datetime, role: str, content, **extra) -> sessions.Line:
+    return sessions.Line.new(turn, role, content, now, id=f"{turn}.{n}-{secrets.token_hex(3)}",
+                             **extra)
 
 
 class NotCommitted(Exception):
@@ -208,7 +206,8 @@ class NotCommitted(Exception):
     its commit could not be made; or, said so, it could not even be written."""
 
 
-def persist(vault, staged: StagedVault | None, session: str, now: datetime, lines: list[dict],
+def persist(vault, staged: StagedVault | None, session: str, now: datetime,
+            lines: list[sessions.Line],
             change: Change, before_commit: Callable[[], None] | None = None) -> str | None:
     """Apply the turn's staged changes, append its lines and commit, under the vault lock.
 
@@ -230,7 +229,7 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime, line
         # goes in before the memory files, so a fact never lands without it.
         vault.intend(change)
         if lines:
-            vault.append_lines(rel, [sessions.dumps(line) for line in lines])
+            vault.append_lines(rel, [line.dumps() for line in lines])
         done["lines"] = True
         if staged is not None:
             staged.apply()
@@ -292,22 +291,22 @@ def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
     return prefix + messages
 
 
-def _renumber(vault, session: str, lines: list[dict], change: Change) -> Change:
+def _renumber(vault, session: str, lines: list[sessions.Line], change: Change) -> Change:
     """Give the turn the next free number as the session is now, under the lock.
 
     The number was taken when the prompt was built, before the model call; a concurrent
     turn on the same session may have saved that number meanwhile.
     """
-    if not lines or not isinstance(lines[0].get("turn"), int):
+    if not lines or lines[0].turn is None:
         return change
     last = sessions.Session(vault.root, session).last_turn()
-    if last < lines[0]["turn"]:
+    if last < lines[0].turn:
         return change
     turn = last + 1
     for line in lines:
-        line["turn"] = turn
-        if isinstance(line.get("id"), str) and "." in line["id"]:
-            line["id"] = f"{turn}.{line['id'].split('.', 1)[1]}"
+        line.turn = turn
+        if isinstance(line.id, str) and "." in line.id:
+            line.id = f"{turn}.{line.id.split('.', 1)[1]}"
     if "Turn" in change.trailers:
         change = dataclasses.replace(change, trailers={**change.trailers, "Turn": str(turn)})
     return change
@@ -415,7 +414,7 @@ class _Turn:
     interrupted: bool = False
     used: str = ""
     unsaved: str | None = None
-    lines: list[dict] = field(default_factory=list)      # the transcript lines saved
+    lines: list[sessions.Line] = field(default_factory=list)   # the transcript lines saved
 
     @classmethod
     def start(cls, vault, provider: Provider, session: str, text: str, now: datetime,
@@ -555,7 +554,7 @@ class _Turn:
                 and not self.interrupted and self.reply.strip() == self.opts.discard_reply
                 and not self.staged.changed() and not self.ctx.runs and not self.injected)
 
-    def transcript(self) -> list[dict]:
+    def transcript(self) -> list[sessions.Line]:
         """The turn's session lines: the user's message, then what the turn said and did."""
         turn, now, text, used = self.number, self.now, self.text, self.used
         new, reply, interrupted, error = self.new, self.reply, self.interrupted, self.error
@@ -572,11 +571,11 @@ class _Turn:
                 lines.append(_line(turn, len(lines), now, "assistant", reply, model=used,
                                    interrupted=True))
             else:
-                lines[-1]["interrupted"] = True
+                lines[-1].extra["interrupted"] = True
         if error and not interrupted:
-            lines[0]["error"] = error
+            lines[0].extra["error"] = error
         if line_extra:
-            lines[0].update(line_extra)
+            lines[0].extra.update(line_extra)
         return lines
 
     def error_line(self) -> str | None:
@@ -585,7 +584,7 @@ class _Turn:
 
     def trailers(self) -> dict:
         trailers = {"Session": self.session, "Turn": str(self.number), "Model": self.used,
-                    "Tokens": tokens_trailer(self.usage)}
+                    "Tokens": tokens(self.usage)}
         if self.interrupted:
             trailers["Interrupted"] = "yes"
         if self.error_line():
@@ -597,7 +596,7 @@ class _Turn:
         trailers.update(self.opts.extra_trailers or {})
         return trailers
 
-    def save(self, lines: list[dict]) -> TurnResult:
+    def save(self, lines: list[sessions.Line]) -> TurnResult:
         """Write and commit the turn (persist), and what the caller hears of it."""
         on_save, error_line = self.opts.on_save, self.error_line()
         change = Change(self.opts.kind, shorten(self.text), scope=self.opts.scope or self.session,
@@ -613,7 +612,7 @@ class _Turn:
             log.error("turn of %s: %s", self.session, self.unsaved)
         except SavedThenInterrupted as e:
             sha, stopped = e.sha, True
-        turn = lines[0]["turn"] if lines else self.number
+        turn = lines[0].turn if lines else self.number
         error, unsaved = self.error, self.unsaved
         result = TurnResult(self.reply, sha, self.session, turn, self.usage, self.used,
                             f"{error} {unsaved}" if error and unsaved else error or unsaved,
@@ -633,7 +632,7 @@ class _Turn:
         vault, provider, session, now, settings = (self.vault, self.provider, self.session,
                                                    self.now, self.settings)
         prompt, text = self.prompt, self.text
-        window = prompt.window + self.lines
+        window = prompt.window + [line.to_dict() for line in self.lines]
         # The window's share of [chat] window_tokens: what the system prompt and tools leave
         # of it (this turn's message, counted apart in its own request, is window now).
         budget = (settings.window_tokens if prompt.window_budget is None else

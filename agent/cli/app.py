@@ -107,7 +107,7 @@ def status(as_json):
     cursor = done.high
 
     texts = {}
-    for name in (memory.MEMORY, memory.USER):
+    for name in memory.MEMORY_FILES:
         try:
             texts[name] = safe.read_text(root, name, errors="replace", warnings=warnings) or ""
         except UserError as e:

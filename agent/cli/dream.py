@@ -97,10 +97,10 @@ def _print_report(out) -> None:
 
 
 def _print_cost(out) -> None:
-    from agent.dream.run import tokens_text
+    from agent.vault.change import tokens
     if not out.usage:
         return
-    click.echo(f"Tokens: {tokens_text(out.usage)}")
+    click.echo(f"Tokens: {tokens(out.usage)}")
     prices = "batch prices" if out.mode == "batch" else "full price (plain Messages calls)"
     if out.cost is None:
         click.echo(f"Estimated cost: unknown (no price on record for {out.model}).")

@@ -20,10 +20,10 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
-from agent.stores.memory import FACT, HEADING, MEMORY, USER, normalise
+from agent.stores.memory import FACT, HEADING, MEMORY, MEMORY_FILES, normalise
 from agent.stores.merge import CONFLICT_END, CONFLICT_RE
 
-FILES = (MEMORY, USER)
+FILES = MEMORY_FILES
 SHRINK_LIMIT = 0.25            # a run may rewrite (update or delete) at most this share of a
                                # file's facts (and always at least one)
 _MARKER = re.compile(r"^(\s*[-*+]\s+)")

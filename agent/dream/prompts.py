@@ -19,7 +19,7 @@ from agent.config import Settings
 from agent.stores import archive
 from agent.stores import sessions
 from agent.stores.merge import has_conflicts
-from agent.stores.memory import MEMORY, USER
+from agent.stores.memory import MEMORY, MEMORY_FILES, USER
 from agent.errors import UserError
 
 CACHE = {"type": "ephemeral", "ttl": "1h"}
@@ -32,7 +32,7 @@ ANALYST_SCHEMA = {
         "type": "object",
         "properties": {
             "kind": {"enum": ["new", "update", "contradiction", "stale"]},
-            "file": {"enum": ["MEMORY.md", "USER.md"]},
+            "file": {"enum": list(MEMORY_FILES)},
             "statement": {"type": "string"},
             "evidence": {"type": "array", "items": {"type": "string"}},
             "date": {"type": "string"}},
@@ -47,7 +47,7 @@ EDITOR_SCHEMA = {
         "type": "object",
         "properties": {
             "op": {"enum": ["add", "update", "delete"]},
-            "file": {"enum": ["MEMORY.md", "USER.md"]},
+            "file": {"enum": list(MEMORY_FILES)},
             "section": {"type": "string"},
             "old": {"type": "string"},
             "new": {"type": "string"},

@@ -37,7 +37,7 @@ from agent.stores import rejections
 from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
 from agent.fs import atomic
-from agent.vault.change import Change
+from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
 
 LAST_FAILURE = "dream-failure.json"
 LOCK = "dream.lock"
@@ -530,7 +530,7 @@ class _Run:
             self.vault.write_text(archive.CURSOR, done.add(sel.ids).render())
             sha = self.vault.commit(Change("dream", f"no changes (archive {sel.first}..{sel.through})",
                                            body=why,
-                                           trailers={"Run": f"{sel.first}..{sel.through}",
+                                           trailers={RUN: f"{sel.first}..{sel.through}",
                                                      "Cursor": f"{sel.cursor} -> {sel.through}"}))
         self._clear_failure()
         return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", sha=sha,
@@ -602,7 +602,7 @@ class _Run:
                     {n: sp.branch[n] for n in FILES if sp.branch[n] != applied.texts[n]},
                     Change("dream", f"propose {_plural(len(sp.proposed), 'edit')} for review "
                                     f"({state.span})",
-                           body="\n".join(applied.describe()), trailers={"Run": state.run}))
+                           body="\n".join(applied.describe()), trailers={RUN: state.run}))
         clear_state(self.vault)
         self._clear_failure()
         out.message = change.head
@@ -649,18 +649,10 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
     return Change("dream", subject, body="\n".join(lines), trailers=trailers)
 
 
-def tokens_text(usage: dict[str, dict]) -> str:
-    """`analyst in=.. out=.. cache_write=.. cache_read=..; editor ...`"""
-    return "; ".join(f"{phase} in={u.get('input_tokens', 0)} out={u.get('output_tokens', 0)} "
-                     f"cache_write={u.get('cache_creation_input_tokens', 0)} "
-                     f"cache_read={u.get('cache_read_input_tokens', 0)}"
-                     for phase, u in usage.items())
-
-
 def trailers(state: RunState, out: DreamOutcome) -> dict[str, str]:
-    t = {"Run": state.run, "Cursor": f"{state.cursor} -> {state.through}",
-         "Batch": ", ".join(out.batches) if out.batches else "none (plain Messages calls)",
-         "Model": state.model}
+    t = {RUN: state.run, CURSOR: f"{state.cursor} -> {state.through}",
+         BATCH: ", ".join(out.batches) if out.batches else "none (plain Messages calls)",
+         MODEL: state.model}
     if out.usage:
-        t["Tokens"] = tokens_text(out.usage)
+        t[TOKENS] = tokens(out.usage)
     return t

@@ -270,7 +270,7 @@ class VaultTools:
     def _facts_since(self, since: datetime) -> list[str]:
         from agent.vault import history
         facts = [f"{line.strip()}  ({rel}, {when})" for when, rel, line in
-                 history.added_lines(self.vault, [memory.MEMORY, memory.USER], since.isoformat())
+                 history.added_lines(self.vault, list(memory.MEMORY_FILES), since.isoformat())
                  if memory.FACT.match(line)]
         # A fact added then changed again: show each line once, at its last change.
         seen, unique = set(), []

@@ -94,7 +94,7 @@ def _memory(ctx: Context, text: str) -> Reply:
     from agent.fs import safe
 
     out = []
-    for name in (memory.MEMORY, memory.USER):
+    for name in memory.MEMORY_FILES:
         try:
             body = safe.read_text(ctx.vault.root, name)
         except UserError as e:          # a link out of the vault, too big: say so

@@ -108,7 +108,7 @@ def message_text(vault: Vault, message_id: str) -> str:
 def fact_text(vault: Vault, text: str) -> str:
     """The one line of MEMORY.md or USER.md that holds `text` (its words, no bullet)."""
     hits = []
-    for name in (memory.MEMORY, memory.USER):
+    for name in memory.MEMORY_FILES:
         for n, line in enumerate((safe.read_text(vault.root, name) or "").splitlines(), 1):
             if text.lower() in line.lower() and line.strip():
                 hits.append((name, n, line.strip().lstrip("-*").strip()))

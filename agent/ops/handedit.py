@@ -14,7 +14,7 @@ from agent.errors import UserError
 from agent.stores import memory
 from agent.fs import atomic, safe
 
-FILES = (memory.MEMORY, memory.USER)
+FILES = memory.MEMORY_FILES
 _CONFLICT = re.compile(r"^(<<<<<<<|>>>>>>>)( |$)", re.M)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

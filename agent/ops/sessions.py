@@ -73,10 +73,8 @@ def topic(vault, entry_id: int) -> str:
     """The topic of archive entry `entry_id` ("" when there is none)."""
     from agent.stores import archive
 
-    found = next(iter(sorted(vault.root.glob(f"{archive.ARCHIVE}/*/*/{entry_id}.md"))), None)
-    if found is None:
-        return ""
-    return archive.load(vault.root, found.relative_to(vault.root).as_posix()).topic
+    found = archive.find(vault.root, entry_id)
+    return "" if found is None else archive.load(vault.root, found).topic
 
 
 @dataclass

@@ -16,7 +16,7 @@ from agent.vault.change import Change
 from agent.vault.repo import Vault
 
 
-FACT_FILES = (memory.MEMORY, memory.USER)
+FACT_FILES = memory.MEMORY_FILES
 
 
 @dataclass

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 
 from agent.errors import UserError
 from agent.stores import archive, ledger, memory, sessions
 from agent.vault import history as lineage
+from agent.vault.change import CLIENT, REVERTS, REVIEWER, RUN, SESSION, TOOL, TURN
 
-FILES = (memory.MEMORY, memory.USER)
+FILES = memory.MEMORY_FILES
 MAX_STEPS = 12
 MATCH = 0.5                  # below this, TEXT matches no line
 SHORT = 240                  # characters of a quoted message
@@ -180,7 +180,7 @@ def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
         return "mcp"
     if k in ("edit",) or c.email != agent_email:
         return "hand edit"
-    if "Session" in c.trailers and "Turn" in c.trailers:
+    if SESSION in c.trailers and TURN in c.trailers:
         return "chat turn"
     return {"init": "vault template", "undo": "undo", "recover": "recovered",
             "import": "import"}.get(k, k or "commit")
@@ -196,15 +196,15 @@ def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
     elif kind == "review":
         step.source = _review_source(vault, c, rel, text)
     elif kind == "mcp":
-        step.source = {"client": c.trailers.get("Client", c.scope or ""),
-                       "tool": c.trailers.get("Tool", "")}
+        step.source = {"client": c.trailers.get(CLIENT, c.scope or ""),
+                       "tool": c.trailers.get(TOOL, "")}
     elif kind == "hand edit":
         step.source = {"note": f"written by hand by {c.author}"}
     elif kind == "sync merge":
         step.source = {"note": "the merge itself wrote this line (a conflict resolved)",
                        "parents": c.parents}
     elif kind == "undo":
-        step.source = {"reverts": c.trailers.get("Reverts", "")}
+        step.source = {"reverts": c.trailers.get(REVERTS, "")}
     return step
 
 
@@ -224,7 +224,7 @@ def _short(text: str, limit: int = SHORT) -> str:
 
 
 def _turn_source(vault, c, text: str) -> dict:
-    session, turn = c.trailers.get("Session", ""), c.trailers.get("Turn", "")
+    session, turn = c.trailers.get(SESSION, ""), c.trailers.get(TURN, "")
     source = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
     files = [p for p in lineage.changed_paths(vault, c.sha)
              if p.startswith("sessions/") and p.endswith(".jsonl")]
@@ -232,32 +232,17 @@ def _turn_source(vault, c, text: str) -> dict:
         return source
     rel = files[0]
     source["file"] = rel
-    needle = f'"turn":{turn}'.encode()
-    lines = []
     from agent.fs import safe
     try:
-        fd, _ = safe.open_file(vault.root, rel, limit=None)
+        lines = sessions.turn_lines(vault.root, rel, turn)
     except (FileNotFoundError, safe.UnsafeFile):
         return source          # gone, or not a file the agent reads: no detail to add
-    with os.fdopen(fd, "rb") as f:
-        for raw in f:
-            if needle not in raw.replace(b" ", b""):
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                continue
-            if str(obj.get("turn")) == str(turn):
-                lines.append(obj)
-    user = next((m for m in lines if m.get("role") == "user"
-                 and isinstance(m.get("content"), str)), None)
+    user = next((m for m in lines if m.role == "user" and isinstance(m.content, str)), None)
     if user:
-        source["message"] = {"id": user.get("id"), "ts": user.get("ts"),
-                             "text": _short(user["content"])}
+        source["message"] = {"id": user.id, "ts": user.ts, "text": _short(user.content)}
     body = re.sub(r"^\s*[-*+]\s+", "", text).strip()
     for m in lines:
-        content = m.get("content")
-        for block in content if isinstance(content, list) else []:
+        for block in m.content if isinstance(m.content, list) else []:
             if (isinstance(block, dict) and block.get("type") == "tool_use"
                     and block.get("name") == "remember"):
                 said = " ".join(str((block.get("input") or {}).get("text", "")).split())
@@ -269,7 +254,7 @@ def _turn_source(vault, c, text: str) -> dict:
 def _run_of(c) -> tuple[str | None, int | None, int | None]:
     """A dream commit's run id (`first..through`) and its two ends: from its `Run:`
     trailer, else (a commit from before the trailer) from its subject's `(archive A..B)`."""
-    m = re.fullmatch(r"\s*(\d+)\.\.(\d+)\s*", c.trailers.get("Run", ""))
+    m = re.fullmatch(r"\s*(\d+)\.\.(\d+)\s*", c.trailers.get(RUN, ""))
     if m is None:
         m = re.search(r"\(archive (\d+)\.\.(\d+)\)", c.subject)
     if m is None:
@@ -301,13 +286,13 @@ def _dream_source(vault, c, rel: str, text: str) -> dict:
 def _review_source(vault, c, rel: str, text: str) -> dict:
     """A line a person accepted in `agent review`: who and when, the proposal, and the
     dream run's evidence behind it (from the ledger's proposal and decision records)."""
-    run = c.trailers.get("Run", "").strip() or None
+    run = c.trailers.get(RUN, "").strip() or None
     records = ledger.read(vault.root)
     want = text.strip()
     decided = next((r for r in reversed(records) if ledger.is_decision(r)
                     and r.get("decision") == "accepted" and r.get("run") == run
                     and r.get("file") == rel and str(r.get("line", "")).strip() == want), None)
-    source: dict = {"run": run, "reviewer": c.trailers.get("Reviewer", ""), "accepted": c.date}
+    source: dict = {"run": run, "reviewer": c.trailers.get(REVIEWER, ""), "accepted": c.date}
     if decided is None:
         source.update({"exact": False, "archive_ids": [], "archive": [],
                        "note": "no ledger record of this decision"})
@@ -330,8 +315,7 @@ def _review_source(vault, c, rel: str, text: str) -> dict:
 
 def _entry(vault, entry_id: int) -> dict:
     from agent.dream import prompts
-    paths = dict(archive.entry_ids(vault.root))
-    rel = paths.get(entry_id)
+    rel = archive.find(vault.root, entry_id)
     if rel is None:
         return {"id": entry_id, "missing": True}
     try:
@@ -342,12 +326,12 @@ def _entry(vault, entry_id: int) -> dict:
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
     cache = prompts.SessionCache(vault.root)
     for file, obj in prompts.covered_lines(cache, archive.source_ranges(e.meta.get("source"))):
-        if "role" not in obj:
+        msg = sessions.Line.read(obj)
+        if msg is None:
             continue
-        out["messages"].append({"file": file, "id": obj.get("id"),
-                                "ts": obj.get("ts"), "role": obj.get("role"),
-                                "text": _short(sessions.message_text(
-                                    obj.get("content", ""), sep=" "), 160)})
+        out["messages"].append({"file": file, "id": msg.id, "ts": msg.ts, "role": msg.role,
+                                "text": _short(sessions.message_text(msg.content, sep=" "),
+                                               160)})
     return out
 
 

@@ -59,19 +59,16 @@ def is_person_note(rel: str) -> bool:
 
 def message_doc(line_no: int, raw: bytes) -> Doc | None:
     try:
-        obj = json.loads(raw)
+        msg = sessions.Line.read(json.loads(raw))
     except (ValueError, RecursionError):   # a line nested too deeply is no message
         return None
-    if not sessions.is_message(obj):
+    if msg is None:
         return None
-    text = sessions.message_text(obj.get("content"))
+    text = msg.text
     if not text.strip():
         return None
-    speaker = obj.get("speaker") if isinstance(obj.get("speaker"), str) else None
-    who = speaker or (obj.get("role") if isinstance(obj.get("role"), str) else None)
-    ts = obj.get("ts") if isinstance(obj.get("ts"), str) else None
-    mid = obj.get("id")
-    return Doc(line_no, text, ts=ts, speaker=who, msg=str(mid) if mid is not None else None)
+    return Doc(line_no, text, ts=msg.ts_text, speaker=msg.speaker,
+               msg=str(msg.id) if msg.id is not None else None)
 
 
 def memory_docs(rel: str, text: str) -> list[Doc]:

@@ -130,7 +130,7 @@ class Outbox:
             trailers={"Job": job.id}))
         self._log_failure(what, target, after, error, sha)
 
-    def _update_job(self, job_id: str, record: dict | None, line: dict | None,
+    def _update_job(self, job_id: str, record: dict | None, line: sessions.Line | None,
                     change: Change | None = None) -> str | None:
         """Set the job's delivery record (and append the transcript line), one commit."""
         vault = self.vault
@@ -152,8 +152,7 @@ class Outbox:
                     vault.write_text(CRON_FILE, after)
             if line is not None:
                 target = change.scope
-                vault.append_lines(sessions.month_file(target, _ts(line)),
-                                   [sessions.dumps(line)])
+                vault.append_lines(sessions.month_file(target, _ts(line)), [line.dumps()])
             sha = vault.commit(change or Change("cron", f"delivery of {job_id} settled"))
         self._refresh(line)
         self.server.cron.reload(self.server.clock(), quiet=True)
@@ -182,7 +181,7 @@ class Outbox:
                 atomic.write_json(vault.state / hbmod.STATE_FILE, state)
             if error is None and text.strip() and text.strip() != hbmod.OK:
                 line = self._line(target, text, f"heartbeat/{name}", now)
-                vault.append_lines(sessions.month_file(target, now), [sessions.dumps(line)])
+                vault.append_lines(sessions.month_file(target, now), [line.dumps()])
                 sha = vault.commit(Change("deliver", short(text, 60), scope=target,
                                           trailers={"Heartbeat": name}))
         if error is None:
@@ -195,9 +194,9 @@ class Outbox:
     # -- helpers --
 
     @staticmethod
-    def _line(target: str, text: str, source: str, now: datetime) -> dict:
-        return {"id": f"d-{secrets.token_hex(4)}", "ts": now.isoformat(timespec="seconds"),
-                "role": "assistant", "content": text, "source": source}
+    def _line(target: str, text: str, source: str, now: datetime) -> sessions.Line:
+        return sessions.Line.new(None, "assistant", text, now, id=f"d-{secrets.token_hex(4)}",
+                                 source=source)
 
     def _refresh(self, changed) -> None:
         if changed:
@@ -245,18 +244,19 @@ def _talked_in(root, key: str, allow: set[int]) -> bool:
             lines = sessions.read_file(path, path.relative_to(root).as_posix(), root)
         except (OSError, UserError):
             continue
-        if any(line.get("role") == "user" and line.get("source") in who for line in lines):
+        if any(m is not None and m.role == "user" and m.extra.get("source") in who
+               for m in map(sessions.Line.read, lines)):
             return True
     return False
 
 
-def _ts(line: dict) -> datetime:
-    return datetime.fromisoformat(line["ts"])
+def _ts(line: sessions.Line) -> datetime:
+    return datetime.fromisoformat(line.ts)
 
 
 def _last_reply(root, session: str) -> str | None:
     """The reply of a job's last turn (for a record left pending by a restart)."""
-    last = sessions.Session(root, session).last_line()
-    if isinstance(last, dict) and last.get("role") == "assistant":
-        return sessions.message_text(last.get("content"), sep="")
+    last = sessions.Line.read(sessions.Session(root, session).last_line())
+    if last is not None and last.role == "assistant":
+        return sessions.message_text(last.content, sep="")
     return None

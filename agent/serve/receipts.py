@@ -138,8 +138,9 @@ def _answer_of(root, session: str, rid: str) -> str | None:
             if obj.get("type") == TYPE and obj.get("id") == rid:
                 # Reached its receipt. A message that joined a running turn is saved
                 # where the model saw it, as an injected user line of its words.
-                joined = any(o.get("role") == "user" and o.get("injected")
-                             and o.get("content") == obj.get("content") for o in after)
+                joined = any(m is not None and m.role == "user" and m.extra.get("injected")
+                             and m.content == obj.get("content")
+                             for m in map(sessions.Line.read, after))
                 return "" if joined else None
             after.insert(0, obj)
     return None
@@ -150,9 +151,10 @@ def _reply_in(lines: list[dict]) -> str:
     next turn's."""
     words = []
     for obj in lines:
-        role = obj.get("role")
-        if obj.get("type") == TYPE or (role == "user" and obj.get("received")):
+        m = sessions.Line.read(obj)
+        if obj.get("type") == TYPE or (m is not None and m.role == "user"
+                                       and m.extra.get("received")):
             break
-        if role == "assistant":
-            words.append(sessions.message_text(obj.get("content"), sep=""))
+        if m is not None and m.role == "assistant":
+            words.append(sessions.message_text(m.content, sep=""))
     return "\n\n".join(w for w in words if w.strip()) or "(no reply)"

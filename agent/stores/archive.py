@@ -129,6 +129,16 @@ def entry_ids(root: Path) -> list[tuple[int, str]]:
     return sorted(out)
 
 
+def find(root: Path, entry_id: int) -> str | None:
+    """The vault-relative path of entry `entry_id`, or None when the archive has none."""
+    name = f"{int(entry_id)}.md"
+    for year in sorted(_subdirs(os.path.join(root, ARCHIVE)), key=lambda e: e.name):
+        for month in sorted(_subdirs(year.path), key=lambda e: e.name):
+            if os.path.isfile(os.path.join(month.path, name)):
+                return f"{ARCHIVE}/{year.name}/{month.name}/{name}"
+    return None
+
+
 def _subdirs(path: str) -> list[os.DirEntry]:
     """The folders in `path` (as `glob("*")` finds them: no hidden names)."""
     try:

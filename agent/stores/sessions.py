@@ -81,6 +81,73 @@ def dumps(obj: dict) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+_FIELDS = ("id", "ts", "role", "content", "turn")
+
+
+@dataclass
+class Line:
+    """One message of a session: the one way to make a message line or read one back.
+
+    On disk it is a JSON object whose keys come in this order: `id`, `ts`, `role`,
+    `content`, `turn` (left out when None, as a delivered reply has none), then every
+    other key (`model`, `error`, `interrupted`, `injected`, `speaker`, `source`, ...) in
+    `extra`, in the order it was written. For every line the agent has written,
+    `Line.read(obj).dumps()` gives back its bytes: the format of existing vaults is the
+    format (tests/test_session_lines.py holds lines of each kind).
+    """
+    id: str | None
+    ts: str | None
+    role: str
+    content: str | list
+    turn: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, turn: int | None, role: str, content, now: datetime, *, id: str,
+            **extra) -> "Line":
+        """A line written now (`ts` to the second, with its offset)."""
+        return cls(id, now.isoformat(timespec="seconds"), role, content, turn, dict(extra))
+
+    @classmethod
+    def read(cls, obj) -> "Line | None":
+        """The message a parsed session line holds, or None for a compact marker, a
+        receipt or anything else that is not a message."""
+        if not is_message(obj):
+            return None
+        turn = obj.get("turn")
+        return cls(obj.get("id"), obj.get("ts"), obj["role"], obj.get("content", ""),
+                   turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+                   {k: v for k, v in obj.items() if k not in _FIELDS})
+
+    def to_dict(self) -> dict:
+        out = {"id": self.id, "ts": self.ts, "role": self.role, "content": self.content}
+        if self.turn is not None:
+            out["turn"] = self.turn
+        out.update(self.extra)
+        return out
+
+    def dumps(self) -> str:
+        """The line as it is appended to its month file (without the newline)."""
+        return dumps(self.to_dict())
+
+    @property
+    def text(self) -> str:
+        """The message's words (see message_text)."""
+        return message_text(self.content)
+
+    @property
+    def speaker(self) -> str | None:
+        """Who said it: the `speaker` a group chat or an import names, else the role."""
+        who = self.extra.get("speaker")
+        if isinstance(who, str) and who:
+            return who
+        return self.role if isinstance(self.role, str) else None
+
+    @property
+    def ts_text(self) -> str | None:
+        return self.ts if isinstance(self.ts, str) else None
+
+
 def message_text(content, tool=None, sep: str = "\n") -> str:
     """A message's text: its content when a string, else its text blocks joined by `sep`.
 
@@ -505,6 +572,28 @@ def read_backward(path: Path, rel: str, root: Path | None = None):
         yield off, obj
 
 
+def turn_lines(root: Path, rel: str, turn) -> list[Line]:
+    """The messages of turn `turn` in one session file (through the safe reader; lines
+    of other turns are skipped before they are parsed). FileNotFoundError when the file
+    is gone, UnsafeFile when it is not one the agent reads."""
+    from agent.fs import safe
+
+    needle = f'"turn":{turn}'.encode()
+    out = []
+    fd, _ = safe.open_file(Path(root), rel, limit=None)
+    with os.fdopen(fd, "rb") as f:
+        for raw in f:
+            if needle not in raw.replace(b" ", b""):
+                continue
+            try:
+                line = Line.read(json.loads(raw))
+            except ValueError:
+                continue
+            if line is not None and str(line.turn) == str(turn):
+                out.append(line)
+    return out
+
+
 def _after_marker(root: Path, files: list[Path]) -> list[tuple[str, dict, int]]:
     """(file, message, offset) after the last marker, newest first."""
     out: list[tuple[str, dict, int]] = []
@@ -618,8 +707,7 @@ def plan_import(root: Path, records: list) -> dict[str, list[str]]:
             existing.add(rec["id"])
             if rec["role"] == "user" or turn == 0:
                 turn += 1
-            line = {"id": rec["id"], "ts": rec["ts"], "role": rec["role"],
-                    "content": rec["content"], "turn": turn}
-            line.update({k: v for k, v in rec.items() if k not in line})
-            plan.setdefault(month_file(key, ts), []).append(dumps(line))
+            line = Line(rec["id"], rec["ts"], rec["role"], rec["content"], turn,
+                        {k: v for k, v in rec.items() if k not in _FIELDS})
+            plan.setdefault(month_file(key, ts), []).append(line.dumps())
     return plan

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 from agent.stores import cron as cronfile
 from agent.fs import atomic
 from agent.vault.change import Change
-from agent.vault.repo import GitError, Vault, VaultError, run_git
+from agent.vault import git
+from agent.vault.repo import GitError, Vault, VaultError
 
 STATE_FILE = "held.json"
 REF_PREFIX = "refs/agent/held/"
@@ -119,8 +120,7 @@ def hold(vault: Vault, ours: str, tree: str, theirs: str, source: str) -> tuple[
     """The tree a sync commits (`tree` with this machine's version of every protected
     change) and the changes newly held. Nothing is read from or written to the work
     tree; the held changes are recorded in .agent/held.json."""
-    p = run_git(["diff-tree", "-r", "-z", "--no-renames", ours, tree],
-                       cwd=vault.root)
+    p = git.run(["diff-tree", "-r", "-z", "--no-renames", ours, tree], vault.root, text=False)
     if p.returncode:
         raise GitError(["diff-tree", ours, tree], p.returncode, p.stderr.decode("utf-8", "replace"))
     fields = p.stdout.split(b"\0")
@@ -280,7 +280,7 @@ def diff(vault: Vault, h: Held) -> str:
 
 
 def _text(vault: Vault, oid: str) -> list[str] | None:
-    data = run_git(["cat-file", "blob", oid], cwd=vault.root).stdout
+    data = git.run(["cat-file", "blob", oid], vault.root, text=False).stdout
     try:
         return data.decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -326,7 +326,7 @@ def reject(vault: Vault, which: str | None) -> list[Held]:
 
 
 def _write_blob(vault: Vault, h: Held) -> None:
-    data = run_git(["cat-file", "blob", h.oid], cwd=vault.root, check=True).stdout
+    data = git.output(["cat-file", "blob", h.oid], vault.root, text=False)
     path = vault._writable(h.path)
     if path.is_symlink() or path.exists():
         path.unlink()

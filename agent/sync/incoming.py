@@ -30,7 +30,9 @@ from pathlib import Path
 from agent.vault import attributes
 from agent.fs import offlimits
 from agent.fs.offlimits import STATE_DIR
-from agent.vault.repo import GitError, VaultError, run_git
+from agent.vault import git
+from agent.vault.git import run_git
+from agent.vault.repo import GitError, VaultError
 from agent.fs.safe import COMMIT_BYTES, _size
 
 EMPTY = "0" * 40
@@ -197,7 +199,7 @@ def _refuse(source: str, c: Incoming, problem: str) -> None:
 
 
 def _git(root: Path, *args: str, input: bytes | None = None) -> bytes:
-    p = run_git([*args], cwd=root, input=input)
+    p = git.run(args, root, input=input, text=False)
     if p.returncode:
         raise GitError(list(args), p.returncode, p.stderr.decode("utf-8", "replace"))
     return p.stdout

@@ -32,9 +32,10 @@ from agent.errors import UserError
 from agent.fs import atomic, safe
 from agent.vault import attributes
 from agent.vault.change import Change
-from agent.vault.repo import (HOST_KEY, MARKER, GitError, UnfinishedGit, Vault, VaultError,
-                              _filters_key, _no_filters, check_host, know_filters, run_git,
-                              unfinished_operation)
+from agent.vault import git as gitrun
+from agent.vault.git import filters_key, know_filters, run_git
+from agent.vault.gitstate import UnfinishedGit, unfinished_operation
+from agent.vault.repo import HOST_KEY, MARKER, GitError, Vault, VaultError, check_host
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -116,10 +117,11 @@ def _config(vault: Vault) -> dict[str, str]:
     read in one `git config` (the last value of a key wins, as with `git config KEY`;
     the machine's name counts only from the vault's own config). The filter drivers
     are read by the same call, for the `-c` options that switch them off in every
-    later git call (repo._no_filters), which then need no `git config` of their own."""
-    key = _filters_key(vault.root)
+    later git call (git.no_filters), which then need no `git config` of their own."""
+    key = filters_key(vault.root)
     p = run_git(["config", "-z", "--show-scope", "--get-regexp",
-                 r"^(remote|branch|merge|agent|filter)\."], cwd=vault.root, text=True)
+                 r"^(remote|branch|merge|agent|filter)\."], cwd=vault.root, text=True,
+                filters=False)      # it reads them: no filter runs on a config read
     out = p.stdout.split("\0")
     have: dict[str, str] = {}
     filters = []
@@ -362,9 +364,9 @@ def _point_remote_head(vault: Vault, remote: str, branch: str,
     if not text.startswith("ref: ") or target == f"refs/heads/{branch}":
         return
     gd = ["--git-dir", str(where)]
-    exists = run_git([*gd, "rev-parse", "--verify", "-q", target]).returncode == 0
+    exists = gitrun.run([*gd, "rev-parse", "--verify", "-q", target], where).returncode == 0
     if not exists:
-        run_git([*gd, "symbolic-ref", "HEAD", f"refs/heads/{branch}"])
+        gitrun.run([*gd, "symbolic-ref", "HEAD", f"refs/heads/{branch}"], where)
 
 
 def _remote_head(vault: Vault, remote: str, branch: str) -> str | None:
@@ -374,8 +376,7 @@ def _remote_head(vault: Vault, remote: str, branch: str) -> str | None:
 
 
 def _is_ancestor(vault: Vault, a: str, b: str) -> bool:
-    return run_git(["merge-base", "--is-ancestor", a, b],
-                          cwd=vault.root).returncode == 0
+    return gitrun.run(["merge-base", "--is-ancestor", a, b], vault.root).returncode == 0
 
 
 def _count(vault: Vault, since: str | None, until: str | None) -> int:
@@ -424,7 +425,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     result.merge_commit = sha
 
 
-FACT_FILES = ("MEMORY.md", "USER.md")
+FACT_FILES = ("MEMORY.md", "USER.md")   # agent.stores.memory.MEMORY_FILES, unloaded
 
 
 def _fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
@@ -480,9 +481,8 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     """The merged tree of two commits, every path settled; what happened to each path
     git could not merge (a line each, for the merge commit); and the paths kept both
     ways."""
-    p = run_git([*_driver_args(), "merge-tree", "--write-tree",
-                        "-z", "--allow-unrelated-histories", ours, theirs],
-                       cwd=vault.root)
+    p = gitrun.run([*_driver_args(), "merge-tree", "--write-tree", "-z",
+                    "--allow-unrelated-histories", ours, theirs], vault.root, text=False)
     if p.returncode not in (0, 1):
         raise GitError(["merge-tree", ours, theirs], p.returncode, p.stderr.decode("utf-8", "replace"))
     fields = p.stdout.split(b"\0")
@@ -502,14 +502,10 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
     index.unlink(missing_ok=True)
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
 
-    def git(*args, input: bytes | None = None) -> bytes:
-        q = run_git([*args], cwd=vault.root, env=env,
-                           input=input)
-        if q.returncode:
-            raise GitError(list(args), q.returncode, q.stderr.decode("utf-8", "replace"))
-        return q.stdout
+    def in_index(*args, input: bytes | None = None) -> bytes:
+        return gitrun.output(args, vault.root, env=env, input=input, text=False)
 
-    git("read-tree", tree)
+    in_index("read-tree", tree)
     notes, both = [], []
     short = theirs[:7]
     for path, st in sorted(stages.items()):
@@ -517,18 +513,18 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
         if mine is None or other is None:
             # Deleted on one side, changed on the other: the changed version stays.
             keep = mine or other
-            git("update-index", "--add", "--cacheinfo", f"{keep[0]},{keep[1]},{path}")
+            in_index("update-index", "--add", "--cacheinfo", f"{keep[0]},{keep[1]},{path}")
             notes.append(f"- {path}: deleted on {remote}, changed here: kept this machine's "
                          f"version" if mine else
                          f"- {path}: deleted here, changed on {remote}: kept {remote}'s version")
             continue
-        data = [git("cat-file", "blob", s[1]) if s else b"" for s in (base, mine, other)]
+        data = [in_index("cat-file", "blob", s[1]) if s else b"" for s in (base, mine, other)]
         merged = None
         if path.endswith(".md") and all(_is_text(d) for d in data):
             merged = merge.merge_facts(*data)
         if merged is not None:
-            oid = git("hash-object", "-w", "--stdin", input=merged).decode().strip()
-            git("update-index", "--add", "--cacheinfo", f"{mine[0]},{oid},{path}")
+            oid = in_index("hash-object", "-w", "--stdin", input=merged).decode().strip()
+            in_index("update-index", "--add", "--cacheinfo", f"{mine[0]},{oid},{path}")
             clashes = merge.has_conflicts(merged.decode()) - merge.has_conflicts(data[1].decode())
             if clashes > 0:
                 both.append(path)
@@ -537,15 +533,15 @@ def _merge_tree(vault: Vault, ours: str, theirs: str,
             else:
                 notes.append(f"- {path}: changed on both machines: merged line by line")
         else:
-            git("update-index", "--add", "--cacheinfo", f"{mine[0]},{mine[1]},{path}")
+            in_index("update-index", "--add", "--cacheinfo", f"{mine[0]},{mine[1]},{path}")
             stem, dot, ext = path.rpartition(".")
             copy = f"{stem}.sync-conflict-{short}.{ext}" if dot and "/" not in ext else \
                 f"{path}.sync-conflict-{short}"
-            git("update-index", "--add", "--cacheinfo", f"{other[0]},{other[1]},{copy}")
+            in_index("update-index", "--add", "--cacheinfo", f"{other[0]},{other[1]},{copy}")
             both.append(path)
             notes.append(f"- {path}: changed on both machines: kept this machine's version, "
                          f"{remote}'s beside it as {copy}")
-    new_tree = git("write-tree").decode().strip()
+    new_tree = in_index("write-tree").decode().strip()
     index.unlink(missing_ok=True)
     head = "What could not be merged line by line:\n" if notes else ""
     return new_tree, [head + "\n".join(notes)] if notes else [], both
@@ -563,9 +559,8 @@ def _is_text(data: bytes) -> bool:
 
 def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
     """Push HEAD; False if the remote moved meanwhile (fetch and merge again)."""
-    p = run_git(["push", "--quiet", "--porcelain", remote,
-                        f"HEAD:refs/heads/{branch}"], cwd=vault.root,
-                       text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    p = gitrun.run(["push", "--quiet", "--porcelain", remote, f"HEAD:refs/heads/{branch}"],
+                   vault.root, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode == 0:
         if (config or {}).get(f"remote.{remote}.fetch") != f"+refs/heads/*:refs/remotes/{remote}/*":
             # (with that refspec, git's push has moved the tracking ref itself)
@@ -596,7 +591,7 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
     """Facts of MEMORY.md/USER.md that came in: (+added, -removed)."""
     if not old or not new or old == new or not result.commits_in:
         return 0, 0
-    diff = vault.git("diff", "--no-color", "-U0", old, new, "--", "MEMORY.md", "USER.md")
+    diff = vault.git("diff", "--no-color", "-U0", old, new, "--", *FACT_FILES)
     added = removed = 0
     for line in diff.splitlines():
         if line.startswith("+- ") or line.startswith("+* "):
@@ -738,7 +733,7 @@ def _check_out_vault(url: str, path: Path) -> None:
     plain `git init --bare` says `master` while the vault pushes `main`), after its
     newest tree was checked (agent.sync.incoming)."""
     def git(*args, check=True):
-        q = run_git([*args], cwd=path, text=True)
+        q = gitrun.run(args, path)
         if check and q.returncode:
             raise GitError(list(args), q.returncode, q.stderr)
         return q
@@ -762,7 +757,7 @@ def _check_out_vault(url: str, path: Path) -> None:
     from agent.sync import incoming
     incoming.check_tree(path, f"refs/remotes/origin/{branch}", url)
     local = git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
-    git(*_no_filters(path), "checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
+    git("checkout", "--quiet", "-B", branch, "--track", f"origin/{branch}")
     if local and local != branch:
         git("branch", "-D", local, check=False)   # the remote HEAD's branch, not a vault
 
@@ -784,8 +779,8 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
     made = not path.exists()
-    p = run_git(["clone", "--quiet", "--no-checkout", url, str(path)], text=True,
-                       env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None,
+                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode:
         raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
     try:

@@ -21,9 +21,69 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-# Trailer keys other parts read back.
-SESSION = "Session"
+# Trailer keys: the `Key: value` lines the product writes and reads back.
+SESSION = "Session"          # the session key of a chat turn, compaction or undo
+TURN = "Turn"                # the turn's number in its session
+MODEL = "Model"
+TOKENS = "Tokens"            # written by tokens(), read back by read_tokens()
+RUN = "Run"                  # a dream run: `first..through` archive ids
+CURSOR = "Cursor"
+BATCH = "Batch"
 REVERTS = "Reverts"
+ERROR = "Error"
+INTERRUPTED = "Interrupted"
+INJECTED = "Injected"
+RUNS = "Runs"
+CLIENT = "Client"            # the MCP client that asked
+TOOL = "Tool"
+REVIEWER = "Reviewer"
+
+_USAGE = (("input_tokens", "in"), ("output_tokens", "out"),
+          ("cache_read_input_tokens", "cache read"),
+          ("cache_creation_input_tokens", "cache write"))
+
+
+def tokens(usage) -> str:
+    """The Tokens trailer: `12 in, 5 out, 0 cache read, 0 cache write` for one usage
+    dict; for usage by phase (the dream's analyst and editor), the phases in order:
+    `analyst: 12 in, ...; editor: 40 in, ...`."""
+    if any(isinstance(v, dict) for v in usage.values()):
+        return "; ".join(f"{phase}: {tokens(u)}" for phase, u in usage.items())
+    return ", ".join(f"{int(usage.get(k) or 0)} {name}" for k, name in _USAGE)
+
+
+_OLD_USAGE = {"in": "input_tokens", "out": "output_tokens",
+              "cache_read": "cache_read_input_tokens",
+              "cache_write": "cache_creation_input_tokens"}
+
+
+def read_tokens(value: str) -> dict[str, dict[str, int]]:
+    """The usage a Tokens trailer tells, by phase ("" when it has none): reads what
+    tokens() writes and what dreams wrote before it (`analyst in=12 out=5 cache_write=0
+    cache_read=0; editor in=...`). A part it cannot read is left out."""
+    names = {name: k for k, name in _USAGE}
+    out: dict[str, dict[str, int]] = {}
+    for part in value.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" in part:                       # the dream's older syntax
+            phase, _, rest = part.partition(" ")
+            pairs = [p.partition("=") for p in rest.split()]
+            usage = {_OLD_USAGE[k]: int(v) for k, _, v in pairs
+                     if k in _OLD_USAGE and v.isdigit()}
+        else:
+            phase, colon, rest = part.partition(":")
+            if not colon:
+                phase, rest = "", part
+            usage = {}
+            for item in rest.split(","):
+                n, _, name = item.strip().partition(" ")
+                if n.isdigit() and name in names:
+                    usage[names[name]] = int(n)
+        if usage:
+            out[phase.strip()] = usage
+    return out
 
 
 

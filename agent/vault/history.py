@@ -26,6 +26,7 @@ from typing import Mapping
 
 from agent.errors import UserError
 from agent.vault.change import REVERTS, SESSION, Change
+from agent.vault import git
 from agent.vault.repo import GitError, Vault
 
 # How far back `undo` looks for the change to revert; it reads the newest few first, as
@@ -504,8 +505,7 @@ def merge_bringing(vault, sha: str, head: str = "HEAD") -> str | None:
 
 
 def _is_ancestor(vault, a: str, b: str) -> bool:
-    from agent.vault.repo import _run
-    return _run(["merge-base", "--is-ancestor", a, b], cwd=vault.root).returncode == 0
+    return git.run(["merge-base", "--is-ancestor", a, b], vault.root).returncode == 0
 
 
 def _scope(subject: str) -> str | None:

@@ -38,7 +38,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from agent.vault.repo import _GIT_BASE, Vault, VaultError, _no_filters
+from agent.vault import git
+from agent.vault.repo import Vault, VaultError
 
 TOMBSTONES = ".forgotten"
 REPLACEMENT = "[forgotten]"
@@ -118,19 +119,6 @@ def _pattern(form: str) -> str:
     return "".join(r"\n" if c == "\n" else r"\r" if c == "\r" else re.escape(c) for c in form)
 
 
-def _git_env() -> dict:
-    """The vault's git settings (no hooks, no filters, no fsmonitor) for the git commands
-    git-filter-repo runs itself, through git's environment configuration."""
-    pairs = list(_GIT_BASE)
-    env = dict(os.environ)
-    opts = [pairs[i + 1] for i in range(0, len(pairs), 2)]
-    env["GIT_CONFIG_COUNT"] = str(len(opts))
-    for n, kv in enumerate(opts):
-        k, _, v = kv.partition("=")
-        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = k, v
-    return env
-
-
 def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
     """Replace `text` by [forgotten] in every commit of every ref and in the work tree;
     the commits that changed, old -> new (new is 40 zeros for a commit left empty)."""
@@ -144,13 +132,9 @@ def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
     meta = vault.git_dir / "filter-repo"
     import shutil
     shutil.rmtree(meta, ignore_errors=True)       # a run's leftovers would make it ask
-    env = _git_env()
-    filters = _no_filters(vault.root)
-    for n in range(0, len(filters), 2):
-        k, _, v = filters[n + 1].partition("=")
-        i = int(env["GIT_CONFIG_COUNT"])
-        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = k, v
-        env["GIT_CONFIG_COUNT"] = str(i + 1)
+    # The vault's git settings (no hooks, no filters, no fsmonitor) for the git commands
+    # git-filter-repo runs itself.
+    env = git.config_env(vault.root)
     try:
         p = subprocess.run(
             [sys.executable, "-c", "import git_filter_repo as g; g.main()",
@@ -179,8 +163,7 @@ def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
 def _git_in(where, *args: str) -> str:
     """A git command in the repository at `where`, its stdin an empty pipe; RewriteError
     if it fails."""
-    p = subprocess.run(["git", *_GIT_BASE, *args], cwd=where, capture_output=True, input="",
-                       text=True, errors="replace")
+    p = git.run(args, where, input="", errors="replace")
     if p.returncode:
         raise RewriteError(f"git {args[0]} failed in {where}: {p.stderr.strip()[-300:]}; the "
                            f"history is rewritten but old copies may remain: run `agent git "
@@ -205,9 +188,8 @@ def prune_repository(where, git_dir, *, work_tree: bool = True) -> None:
                      *(["--indexed-objects"] if work_tree else []))
     packs = git_dir / "objects" / "pack"
     packs.mkdir(parents=True, exist_ok=True)
-    p = subprocess.run(["git", *_GIT_BASE, "pack-objects", "-q", str(packs / "pack")],
-                       cwd=where, capture_output=True, input=listed, text=True,
-                       errors="replace")
+    p = git.run(["pack-objects", "-q", str(packs / "pack")], where, input=listed,
+                errors="replace")
     if p.returncode:
         raise RewriteError(f"git pack-objects failed in {where}: {p.stderr.strip()[-300:]}")
     keep = f"pack-{p.stdout.strip()}"
@@ -227,9 +209,8 @@ def expire_and_prune(vault: Vault) -> None:
 def _texts_at(vault: Vault, revs: list[str], path: str) -> list[str | None]:
     """The text of `path` at each of `revs` (None where it is missing), read by one
     `git cat-file --batch` rather than a `git show` each."""
-    p = subprocess.run(["git", *_GIT_BASE, "cat-file", "--batch"], cwd=vault.root,
-                       input="".join(f"{rev}:{path}\n" for rev in revs).encode(),
-                       capture_output=True)
+    p = git.run(["cat-file", "--batch"], vault.root,
+                input="".join(f"{rev}:{path}\n" for rev in revs).encode(), text=False)
     out, texts = p.stdout, []
     for _ in revs:
         header, _, out = out.partition(b"\n")
@@ -254,9 +235,8 @@ def push_rewritten(vault: Vault, remote: str, branch: str, local: str, lease: st
     """Put rewritten `local` on the remote's `branch`, only if the remote still is at
     `lease` (what it was before the rewrite): '' when done, else what went wrong."""
     spec = [f"--force-with-lease=refs/heads/{branch}:{lease}"] if lease else []
-    p = subprocess.run(["git", *_GIT_BASE, "push", "--quiet", "--porcelain", *spec, remote,
-                        f"{local}:refs/heads/{branch}"], cwd=vault.root, capture_output=True,
-                       text=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    p = git.run(["push", "--quiet", "--porcelain", *spec, remote, f"{local}:refs/heads/{branch}"],
+                vault.root, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if p.returncode:
         return (p.stderr or p.stdout).strip().splitlines()[-1] if (p.stderr or p.stdout) \
             else "push failed"
@@ -323,8 +303,7 @@ def _from_texts(stone: Tombstone, old: str, new: str) -> str | None:
 
 
 def _cat(vault: Vault, obj: str) -> str:
-    p = subprocess.run(["git", *_GIT_BASE, "cat-file", "-p", obj], cwd=vault.root,
-                       capture_output=True)
+    p = git.run(["cat-file", "-p", obj], vault.root, text=False)
     return p.stdout.decode("utf-8", "replace")
 
 
@@ -333,9 +312,8 @@ def _message(vault: Vault, sha: str) -> str:
 
 
 def _has(vault: Vault, sha: str) -> bool:
-    return bool(re.fullmatch(r"[0-9a-f]{40}", sha)) and subprocess.run(
-        ["git", *_GIT_BASE, "cat-file", "-e", f"{sha}^{{commit}}"], cwd=vault.root,
-        capture_output=True).returncode == 0
+    return bool(re.fullmatch(r"[0-9a-f]{40}", sha)) and git.run(
+        ["cat-file", "-e", f"{sha}^{{commit}}"], vault.root, text=False).returncode == 0
 
 
 def recover(vault: Vault, stone: Tombstone) -> str | None:
@@ -458,8 +436,7 @@ def scrub_state(vault: Vault, text: str) -> list[str]:
 
 
 def _git_out(vault: Vault, *args: str) -> str:
-    return subprocess.run(["git", *_GIT_BASE, *args], cwd=vault.root, capture_output=True,
-                          input="", text=True, errors="replace").stdout
+    return git.run(args, vault.root, input="", errors="replace").stdout
 
 
 def _grep_args(text: str) -> list[str]:
@@ -508,9 +485,8 @@ def count_in_objects(vault: Vault, text: str) -> int:
     (`git cat-file --batch-all-objects --batch`), read as a stream."""
     patterns = [f.encode("utf-8") for f in forms(text)]
     keep = max(len(f) for f in patterns)
-    proc = subprocess.Popen(["git", *_GIT_BASE, "cat-file", "--batch-all-objects", "--batch"],
-                            cwd=vault.root, stdout=subprocess.PIPE, stdin=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    proc = git.popen(["cat-file", "--batch-all-objects", "--batch"], vault.root,
+                     stdout=subprocess.PIPE, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdin is not None
     proc.stdin.close()
     hits, tail = 0, b""

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.vault.repo import _GIT_BASE, Vault, VaultError
-
+from agent.vault import git
+from agent.vault.repo import Vault, VaultError
 
 
 class TimeError(VaultError):
@@ -44,8 +43,7 @@ def resolve(vault: Vault, when: str) -> tuple[str, str]:
 
 def file_at(vault: Vault, sha: str, rel: str) -> str | None:
     """The text of vault file `rel` in commit `sha`, or None when it had no such file."""
-    p = subprocess.run(["git", *_GIT_BASE, "cat-file", "blob", f"{sha}:{rel}"], cwd=vault.root,
-                       capture_output=True, input=b"")
+    p = git.run(["cat-file", "blob", f"{sha}:{rel}"], vault.root, input=b"", text=False)
     if p.returncode:
         return None
     return p.stdout.decode("utf-8", "replace")
@@ -57,10 +55,10 @@ def copy_at(vault: Vault, sha: str, dest: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    for args in (["clone", "--quiet", "--shared", "--no-checkout", str(vault.root), str(dest)],
-                 ["-C", str(dest), "checkout", "--quiet", "--detach", sha]):
-        p = subprocess.run(["git", *_GIT_BASE, *args], capture_output=True, text=True,
-                           input="", errors="replace")
+    for where, args in ((vault.root, ["clone", "--quiet", "--shared", "--no-checkout",
+                                      str(vault.root), str(dest)]),
+                        (dest, ["checkout", "--quiet", "--detach", sha])):
+        p = git.run(args, where, input="", errors="replace")
         if p.returncode:
             shutil.rmtree(dest, ignore_errors=True)
             raise TimeError(f"Could not make the vault as of {sha[:7]}: "

@@ -1,0 +1,172 @@
+"""The one git runner: every git process the agent starts is started here.
+
+Each runs with the same settings, whoever asks (the vault, sync, history, forget):
+the vault's hooks never run, no signing key or editor is asked for, no file-system
+monitor starts, paths are not quoted, and every filter driver git's config defines is
+switched off (a clean/smudge/process filter named in .gitattributes would run a
+command of the config on every add or checkout). Output is text (undecodable bytes
+kept as surrogates) or, with `text=False`, bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from agent.errors import UserError
+
+# Every git call: never run the vault's hooks, never ask for a signing key or an editor,
+# never start a file-system monitor; filter drivers are switched off per repository
+# (no_filters).
+BASE = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false",
+        "-c", "core.quotePath=false", "-c", "core.fsmonitor=false")
+
+
+class VaultError(UserError):
+    """A problem a user can fix; the message says what and how."""
+
+
+class GitError(VaultError):
+    def __init__(self, args, returncode, stderr):
+        self.returncode = returncode
+        self.stderr = stderr
+        super().__init__(f"git {' '.join(args)} failed ({returncode}): {stderr.strip()}")
+
+
+_FILTERS: dict[str, tuple] = {}
+
+
+def filters_key(cwd) -> str:
+    """What no_filters' answer for `cwd` depends on: the folder and its configs' times."""
+    cwd = "." if cwd is None else cwd          # None: this process's current folder
+    stamps = []
+    for cfg in (Path(cwd) / ".git" / "config",
+                os.environ.get("GIT_CONFIG_GLOBAL") or os.path.expanduser("~/.gitconfig")):
+        try:
+            stamps.append(os.stat(cfg).st_mtime_ns)
+        except OSError:
+            stamps.append(0)
+    return f"{cwd}\0{stamps}"
+
+
+def no_filters(cwd) -> tuple:
+    """`-c` options that switch off every filter driver git's config defines.
+
+    An empty command is no filter. Looked up once per repository and process (again
+    when its config or the global one changes): one `git config` call, none when a
+    caller read the config already and passed its keys to `know_filters` (sync does).
+    """
+    key = filters_key(cwd)
+    if key not in _FILTERS:
+        p = subprocess.run(["git", *BASE, "config", "-z", "--get-regexp", r"^filter\."],
+                           cwd="." if cwd is None else cwd, capture_output=True, text=True,
+                           errors="surrogateescape")
+        know_filters(cwd, [item.split("\n", 1)[0] for item in p.stdout.split("\0")], key)
+    return _FILTERS[key]
+
+
+def know_filters(cwd, keys, key: str | None = None) -> None:
+    """Record the filter drivers among config `keys` (every scope's, as `git config
+    --get-regexp` lists them) for no_filters, so that it runs no `git config` of its
+    own; `key`: filters_key(cwd) as read before that config was."""
+    names = set()
+    for name in keys:
+        if name.startswith("filter.") and name.count(".") >= 2:
+            names.add(name[len("filter."):name.rindex(".")])
+    opts = []
+    for n in sorted(names):
+        opts += ["-c", f"filter.{n}.clean=", "-c", f"filter.{n}.smudge=",
+                 "-c", f"filter.{n}.process=", "-c", f"filter.{n}.required=false"]
+    _FILTERS[key or filters_key(cwd)] = tuple(opts)
+
+
+def argv(args, cwd, filters: bool = True) -> list[str]:
+    """The command line of git `args` run in `cwd`, with the settings above. Without
+    `filters`, the filter drivers are left as they are: only for a command that never
+    runs one (reading the config that names them)."""
+    return ["git", *BASE, *(no_filters(cwd) if filters else ()), *args]
+
+
+def run(args, cwd, *, env: dict | None = None, input=None, text: bool = True,
+        errors: str = "surrogateescape", wait_lock: bool = False,
+        filters: bool = True) -> subprocess.CompletedProcess:
+    """Run git `args` in `cwd` (None: the current folder) and capture its output (str,
+    or bytes when not `text`).
+
+    `env` replaces the environment (None: this process's). With `wait_lock`, a command
+    that finds a lock file taken (a git command a person runs meanwhile, or their
+    editor's git integration, holds the index lock for a moment) is tried again for up
+    to two seconds rather than failed.
+    """
+    kw = {"text": True, "errors": errors} if text else {}
+    cmd = argv(args, cwd, filters)
+    p = subprocess.run(cmd, cwd=cwd, env=env, input=input, capture_output=True, **kw)
+    if wait_lock:
+        deadline = time.monotonic() + 2.0
+        while (p.returncode == 128 and _lock_taken(p.stderr)
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+            p = subprocess.run(cmd, cwd=cwd, env=env, input=input, capture_output=True, **kw)
+    return p
+
+
+def run_git(args, cwd=None, *, env=None, input=None, text: bool = False,
+            check: bool = False, filters: bool = True) -> subprocess.CompletedProcess:
+    """`run` as sync calls it: bytes unless `text`, and with `check` a failure raises
+    GitError."""
+    p = run(args, cwd, env=env, input=input, text=text, filters=filters)
+    if check and p.returncode:
+        err = p.stderr if text else p.stderr.decode("utf-8", "replace")
+        raise GitError(list(args), p.returncode, err)
+    return p
+
+
+def _lock_taken(stderr) -> bool:
+    return (".lock': File exists" in stderr if isinstance(stderr, str)
+            else b".lock': File exists" in stderr)
+
+
+def output(args, cwd, **kw):
+    """The output of git `args` (see run); GitError when it fails."""
+    p = run(args, cwd, **kw)
+    if p.returncode:
+        err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode("utf-8", "replace")
+        raise GitError(list(args), p.returncode, err)
+    return p.stdout
+
+
+def popen(args, cwd, **kw) -> subprocess.Popen:
+    """Start git `args` in `cwd` and do not wait (streamed output, background work)."""
+    return subprocess.Popen(argv(args, cwd), cwd=cwd, **kw)
+
+
+def background(args, cwd) -> None:
+    """Start git `args` that maintains derived data (gc, commit-graph) in its own
+    session, its output dropped, and do not wait for it."""
+    popen(args, cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+          stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def call(args, cwd) -> int:
+    """Run git `args` with the terminal attached (`agent git`, `agent log`): its status."""
+    return subprocess.call(argv(args, cwd), cwd=cwd)
+
+
+def config_env(cwd, env: dict | None = None) -> dict:
+    """An environment that gives these settings, through git's environment
+    configuration, to the git commands a program runs itself (git-filter-repo)."""
+    env = dict(os.environ if env is None else env)
+    opts = [o for i, o in enumerate((*BASE, *no_filters(cwd))) if i % 2]
+    env["GIT_CONFIG_COUNT"] = str(len(opts))
+    for n, kv in enumerate(opts):
+        k, _, v = kv.partition("=")
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = k, v
+    return env
+
+
+def version() -> str:
+    """What `git --version` says (`git version 2.43.0`); OSError when git does not run."""
+    return subprocess.run(["git", "--version"], capture_output=True, text=True,
+                          timeout=10).stdout.strip()

@@ -1,0 +1,135 @@
+"""What git's own files say about the vault's repository, read without starting git
+where it can be: where the repository is, whether an operation (a merge, a rebase, a
+person's `git commit`) is unfinished in it, and whether a git process runs there.
+Anything about to commit asks `unfinished_operation` first."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agent.vault import git
+from agent.vault.git import VaultError
+
+
+class UnfinishedGit(VaultError):
+    """The vault's repository is mid-operation (merge, rebase, ...): the agent commits nothing."""
+
+
+def git_dir_of(root: Path) -> Path:
+    """The repository folder of the vault at `root` (`.git`, or where a gitfile points)."""
+    dotgit = Path(root) / ".git"
+    if dotgit.is_file():
+        try:
+            line = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            line = ""
+        if line.startswith("gitdir:"):
+            target = Path(line[len("gitdir:"):].strip())
+            return target if target.is_absolute() else (Path(root) / target).resolve()
+    return dotgit
+
+
+def unfinished_operation(root: Path, *, unmerged: bool = True) -> str | None:
+    """What stops the agent committing in the vault at `root` now, or None.
+
+    The answer is one sentence saying what to finish: an unfinished merge, rebase,
+    cherry-pick, revert or bisect, conflicted files, a detached HEAD, or a person's own
+    `git commit` waiting for its message. Any code about to commit (the vault's commit
+    path, sync) calls this first; it runs no git command in the common case.
+    `unmerged=False` leaves out the conflicted files (one `git ls-files`): the vault
+    lock's `prepare` finds them in the `git status` it runs anyway.
+    """
+    root = Path(root)
+    g = git_dir_of(root)
+    finish = "; then run the command again. Nothing was changed."
+    if (g / "rebase-merge").is_dir() or (g / "rebase-apply").is_dir():
+        if (g / "rebase-apply" / "applying").exists():
+            return (f"A `git am` is unfinished in the vault {root}: run `git am --continue` "
+                    f"or `git am --abort`" + finish)
+        return (f"A rebase is unfinished in the vault {root}: resolve it and run "
+                f"`git rebase --continue`, or `git rebase --abort`" + finish)
+    for head, what in (("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick"),
+                       ("REVERT_HEAD", "revert")):
+        if (g / head).exists():
+            return (f"A {what} is unfinished in the vault {root}: resolve the conflicts and "
+                    f"run `git {what} --continue`, or `git {what} --abort`" + finish)
+    if (g / "BISECT_LOG").exists():
+        return (f"A git bisect is under way in the vault {root}: run `git bisect reset`"
+                + finish)
+    try:
+        head = (g / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        head = ""
+    if head and not head.startswith("ref:"):
+        return (f"The vault {root} has a detached HEAD (at {head[:7]}): a commit there "
+                f"belongs to no branch. Run `git switch main` (or your branch)" + finish)
+    if unmerged and (g / "index").exists():
+        p = git.run(["ls-files", "-u", "-z"], root)
+        if p.returncode == 0 and p.stdout:
+            return conflicted(root, {item.split("\t", 1)[-1]
+                                     for item in p.stdout.split("\0") if item})
+    busy = _git_commit_running(root, g)
+    if busy:
+        return (f"A `git commit` is waiting for its message in the vault {root} (process "
+                f"{busy}): finish or abandon it" + finish)
+    return None
+
+
+def conflicted(root: Path, files) -> str:
+    """The sentence for a vault with conflicted (unmerged) files."""
+    files = sorted(files)
+    return (f"The vault {root} has conflicted files ({', '.join(files[:3])}"
+            f"{', ...' if len(files) > 3 else ''}): resolve them and `git add` them; then "
+            f"run the command again. Nothing was changed.")
+
+
+# The two-letter codes `git status --porcelain` gives a path with a conflict.
+_UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})
+
+
+def _git_commit_running(root: Path, g: Path) -> int | None:
+    """The pid of a person's `git commit` running in the vault, or None (Linux's /proc).
+
+    Checked only when COMMIT_EDITMSG is newer than the last ref update, that is when a
+    commit started and has not ended with one.
+    """
+    try:
+        started = (g / "COMMIT_EDITMSG").stat().st_mtime
+    except OSError:
+        return None
+    try:
+        last = (g / "logs" / "HEAD").stat().st_mtime
+    except OSError:
+        last = 0.0
+    if started < last:
+        return None
+    return _git_process_in(root, lambda argv: "commit" in argv[1:])
+
+
+def _git_process_in(root: Path, match) -> int | None:
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    real = os.path.realpath(root)
+    me = os.getpid()
+    for d in proc.iterdir():
+        if not d.name.isdigit() or int(d.name) == me:
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            if not argv or os.path.basename(argv[0]) not in (b"git", b"git.exe"):
+                continue
+            args = [a.decode("utf-8", "replace") for a in argv if a]
+            if not match(args):
+                continue
+            cwd = os.path.realpath(os.readlink(d / "cwd"))
+        except OSError:
+            continue
+        for i, a in enumerate(args):
+            if a == "-C" and i + 1 < len(args):
+                cwd = os.path.realpath(os.path.join(cwd, args[i + 1]))
+        if cwd == real or cwd.startswith(real + os.sep):
+            return int(d.name)
+    return None
+

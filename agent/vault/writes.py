@@ -1,0 +1,89 @@
+"""The vault's writes (a mixin of agent.vault.repo.Vault): whole lines appended,
+flushed and fsynced; whole files replaced through a temporary file and `os.replace`;
+each path journalled before it is written (agent.vault.journal) and refused when it is
+off limits (.git/, .agent/, outside the vault, not a regular file); secrets kept out
+(agent.redact). Reads go through the one safe reader (agent.fs.safe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+
+from agent import redact
+from agent.fs import atomic
+from agent.vault.git import VaultError
+from agent.fs.offlimits import is_off_limits, refusal
+
+
+class Writes:
+    """The file writes of a Vault."""
+
+    def check_writable(self, rel: str) -> str:
+        """The vault path the agent would write for `rel`, or VaultError saying why not
+        (outside the vault, .git/ or .agent/, not a regular file). A command checks its
+        target this way before taking the lock, so a refusal commits nothing."""
+        rel = self.rel(rel)
+        if is_off_limits(rel):
+            raise VaultError(refusal(rel))
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            if not stat.S_ISREG(os.stat(self.root / rel).st_mode):
+                raise VaultError(f"{rel} is not a regular file (a FIFO, device or folder); "
+                                 f"the agent does not write to it.")
+        return rel
+
+    def _writable(self, rel: str) -> Path:
+        rel = self.rel(rel)
+        if is_off_limits(rel):
+            raise VaultError(refusal(rel))
+        path = self.root / rel
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise VaultError(f"{rel} is not a regular file (a FIFO, device or folder); "
+                                 f"the agent does not write to it.")
+        self._note_pending(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> None:
+        """Append whole lines, flushed and fsynced; `header` starts a new file."""
+        path = self._writable(rel)
+        lines = redact.guard_lines(self, rel, lines)                 # keys stay out (issue 26)
+        new = not path.exists() or path.stat().st_size == 0
+        data = "".join(line.rstrip("\n") + "\n" for line in lines)
+        if new and header:
+            data = header + data
+        elif not new:
+            with open(path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    data = "\n" + data
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if new:
+            atomic.fsync_dir(path.parent)
+
+    def append_line(self, rel: str, line: str, header: str | None = None) -> None:
+        self.append_lines(rel, [line], header)
+
+    def write_text(self, rel: str, text: str) -> None:
+        """Replace a file atomically: a temporary file, fsync, then os.replace."""
+        text = redact.guard(self, rel, text)                         # keys stay out (issue 26)
+        atomic.write_text(self._writable(rel), text, sync_dir=True)
+
+    def delete(self, rel: str) -> None:
+        path = self._writable(rel)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def read_text(self, rel: str, errors: str = "strict") -> str:
+        """A vault file's text through the one safe read (agent.fs.safe)."""
+        from agent.fs import safe
+        text = safe.read_text(self.root, rel, errors=errors)
+        if text is None:
+            raise FileNotFoundError(f"{rel}: no such file in the vault")
+        return text
