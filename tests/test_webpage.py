@@ -345,6 +345,12 @@ def test_a_login_code_expires_after_five_minutes_and_works_once():
 
 
 def test_agent_web_without_a_serve_says_how_to_start_one(vault):
+    # No [gateway] port: the page has nowhere to be served; it says how to set one.
+    p = agent_proc("web", vault=vault.root, timeout=60)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "agent config set gateway.port" in p.stderr and "agent serve" in p.stderr
+    # A port, but no serve running: it says to start one.
+    enable_gateway(vault)
     p = agent_proc("web", vault=vault.root, timeout=60)
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "No agent serve is running" in p.stderr and "agent serve" in p.stderr

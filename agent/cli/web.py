@@ -22,7 +22,14 @@ def web_cmd(no_open, as_json):
     there is a desktop ($DISPLAY or $WAYLAND_DISPLAY). agent serve must be running."""
     from agent.serve.remote import Remote
 
+    from agent.config import load_settings
+
     vault = get_vault()
+    if load_settings(vault.root).gateway_port is None:
+        raise click.ClickException(
+            "The web page is served by agent serve on its [gateway] port, and none is set: "
+            "run `agent config set gateway.port 8765`, start (or restart) `agent serve`, "
+            "then `agent web` again.")
     remote = Remote.find(vault)           # RemoteError: no serve, and how to start one
     url = remote.web_login()
     if as_json:
