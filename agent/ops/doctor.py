@@ -150,7 +150,7 @@ def _fsck(vault) -> Check:
 def _checkout(vault) -> Check | None:
     """An interrupted sync whose checkout git refuses: every writing command fails
     until it is given up (None when there is none)."""
-    from agent.vault.repo import FIX_CHECKOUT
+    from agent.vault.journal import FIX_CHECKOUT
 
     problem = vault.checkout_problem()
     if problem is None:
