@@ -63,10 +63,15 @@ def browser(tmp_path_factory):
 
 
 def wait(driver, condition, timeout=30.0):
-    """Wait until `condition(driver)` is true (its value), else fail saying what."""
+    """Wait until `condition(driver)` is true (its value), else fail saying what.
+
+    An element read while htmx swaps the part of the page that holds it goes stale
+    mid-read: that is a condition not met yet, asked again at the next poll."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=[StaleElementReferenceException]).until(condition)
 
 
 def css(driver, selector):
