@@ -31,7 +31,6 @@ from agent.vault import attributes
 from agent.fs import offlimits
 from agent.fs.offlimits import STATE_DIR
 from agent.vault import git
-from agent.vault.git import run_git
 from agent.vault.repo import GitError, VaultError
 from agent.fs.safe import COMMIT_BYTES, _size
 
@@ -255,4 +254,4 @@ def check_proposal(vault, sha: str) -> str | None:
 
 def _ancestor(vault, sha: str) -> bool:
     """Whether `sha` is HEAD or one of its ancestors."""
-    return run_git(["merge-base", "--is-ancestor", sha, "HEAD"], cwd=vault.root).returncode == 0
+    return git.run(["merge-base", "--is-ancestor", sha, "HEAD"], vault.root).returncode == 0

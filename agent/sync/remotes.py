@@ -33,7 +33,7 @@ from agent.fs import atomic, safe
 from agent.vault import attributes
 from agent.vault.change import Change
 from agent.vault import git as gitrun
-from agent.vault.git import filters_key, know_filters, run_git
+from agent.vault.git import filters_key, know_filters
 from agent.vault.gitstate import UnfinishedGit, unfinished_operation
 from agent.vault.repo import HOST_KEY, MARKER, GitError, Vault, VaultError, check_host
 
@@ -119,9 +119,9 @@ def _config(vault: Vault) -> dict[str, str]:
     are read by the same call, for the `-c` options that switch them off in every
     later git call (git.no_filters), which then need no `git config` of their own."""
     key = filters_key(vault.root)
-    p = run_git(["config", "-z", "--show-scope", "--get-regexp",
-                 r"^(remote|branch|merge|agent|filter)\."], cwd=vault.root, text=True,
-                filters=False)      # it reads them: no filter runs on a config read
+    p = gitrun.run(["config", "-z", "--show-scope", "--get-regexp",
+                    r"^(remote|branch|merge|agent|filter)\."], vault.root,
+                   filters=False)      # it reads them: no filter runs on a config read
     out = p.stdout.split("\0")
     have: dict[str, str] = {}
     filters = []

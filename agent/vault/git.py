@@ -112,17 +112,6 @@ def run(args, cwd, *, env: dict | None = None, input=None, text: bool = True,
     return p
 
 
-def run_git(args, cwd=None, *, env=None, input=None, text: bool = False,
-            check: bool = False, filters: bool = True) -> subprocess.CompletedProcess:
-    """`run` as sync calls it: bytes unless `text`, and with `check` a failure raises
-    GitError."""
-    p = run(args, cwd, env=env, input=input, text=text, filters=filters)
-    if check and p.returncode:
-        err = p.stderr if text else p.stderr.decode("utf-8", "replace")
-        raise GitError(list(args), p.returncode, err)
-    return p
-
-
 def _lock_taken(stderr) -> bool:
     return (".lock': File exists" in stderr if isinstance(stderr, str)
             else b".lock': File exists" in stderr)
