@@ -30,14 +30,15 @@ from pathlib import Path
 from agent.vault import attributes
 from agent.fs import offlimits
 from agent.fs.offlimits import STATE_DIR
+from agent.stores import memory
 from agent.vault import git
 from agent.vault.repo import GitError, VaultError
 from agent.fs.safe import COMMIT_BYTES, _size
 
 EMPTY = "0" * 40
-# What a proposal branch may change (agent.dream.ops.FILES): one from a remote that
+# What a proposal branch may change (the fact files): one from a remote that
 # changes anything else, or these as anything but regular files, is not taken.
-FILES = ("MEMORY.md", "USER.md")
+FILES = memory.MEMORY_FILES
 SYMLINK = "120000"
 GITLINK = "160000"
 
