@@ -217,6 +217,9 @@ def log(paths, max_count, since, oneline, no_pager, as_json):
 
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
+    if since is not None and vault.date_stamp(since, now().timestamp()) is None:
+        raise UserError(f"--since {since!r}: not a date git understands; use e.g. "
+                        f"2026-11-01, yesterday, '2 weeks ago', 'last monday'.")
     from agent.cli.output import records, use_color
 
     if as_json:
