@@ -13,7 +13,8 @@ import click
 
 from agent.stores import memory
 from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
-                              report_recovery, vault_option, vault_path)
+                              report_recovery, vault_option, vault_path,
+                              warn_if_identity_guessed)
 from agent.errors import UserError
 from agent.clock import now
 from agent.vault.repo import Vault
@@ -47,6 +48,8 @@ def init(path):
         click.echo(f"Adopted {target} as a vault: {vault.head()[:7]} init")
     else:
         click.echo(f"Created a new vault at {target}")
+    if what != "exists":
+        warn_if_identity_guessed(vault)
 
 
 @cli.command("path")

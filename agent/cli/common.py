@@ -99,9 +99,20 @@ def get_vault() -> Vault:
         vault, _ = Vault.init(path)
         vault.checks = hand_edit_checks()
         click.echo(f"Created a new vault at {path}", err=True)
+        warn_if_identity_guessed(vault)
         ctx.meta["agent.vault.named"] = True
         return vault
     return Vault.open(path, hand_edit_checks())
+
+
+def warn_if_identity_guessed(vault: Vault) -> None:
+    """Say, once a vault is made, that hand edits would be committed under a made-up name."""
+    if vault.user_identity_guessed():
+        who = vault.user_identity()
+        click.echo(f"Note: git has no user.name and user.email here, so your own edits will be "
+                   f"committed as {who.name} <{who.email}>. Set them with: git config --global "
+                   f'user.name "Your Name" && git config --global user.email you@example.org',
+                   err=True)
 
 
 def short_path(path: Path) -> str:
