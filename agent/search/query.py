@@ -259,7 +259,7 @@ class _Query:
         budget = within_budget(db, terms)
         cands = candidates(db, match_expression(budget.ranked), self.n, self.since, self.kinds,
                            self.until, recent=match_expression(budget.common))
-        if len(cands) < self.n and budget.ranked == terms:
+        if len(cands) < self.n and sorted(budget.ranked) == sorted(terms):
             self.holding = {c.id for c in cands}
         if self.pool and early is not None and not early.done():
             # Done while the query's vector is made: only the dense candidates'

@@ -306,7 +306,7 @@ def within_budget(db, terms: list[str]) -> Budget:
     stems = {t: stem(t) for t in plain}
     df = {k: postings(db, k) for k in set(stems.values())}
     ranked, common, total = [t for t in terms if t not in stems], [], 0
-    for t in sorted((t for t in plain if df[stems[t]]), key=lambda t: df[stems[t]]):
+    for t in sorted(plain, key=lambda t: df[stems[t]]):
         kept = len(ranked) + len(common)
         if df[stems[t]] > POSTINGS_BUDGET:          # counted only so far: too common to rank
             if kept < _MIN_TERMS:
@@ -314,8 +314,6 @@ def within_budget(db, terms: list[str]) -> Budget:
         elif total + df[stems[t]] <= POSTINGS_BUDGET or kept < _MIN_TERMS:
             ranked.append(t)
             total += df[stems[t]]
-    if not ranked and not common:
-        return Budget(list(terms), [])     # no word is indexed: nothing to find either way
     return Budget(ranked, common)
 
 
