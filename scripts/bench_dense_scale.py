@@ -86,7 +86,7 @@ def search(root: Path) -> tuple[float, int]:
     p = subprocess.run(["/usr/bin/time", "-f", "RSS %M", sys.executable, "-m", "agent",
                         "--vault", str(root), "search", "--mode", "hybrid", "garden trip"],
                        env={**os.environ, **ENV}, capture_output=True, text=True,
-                       stdin=subprocess.DEVNULL)
+                       stdin=subprocess.DEVNULL, cwd=tempfile.gettempdir())  # not this checkout's code
     took = time.perf_counter() - t
     if p.returncode:
         raise SystemExit(f"search failed ({p.returncode}): {p.stderr[-500:]}")
