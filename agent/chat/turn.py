@@ -98,7 +98,7 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
               mcp=None, on_tool_done=None, kept: list | None = None) -> list[dict]:
     """tool_result blocks for the tool_use blocks `calls`, run at once, in their order.
 
-    `mcp` (an agent.chat.mcp.client.Hub) answers the calls of its servers' tools;
+    `mcp` (an agent.chat.mcp_client.client.Hub) answers the calls of its servers' tools;
     `on_tool_done(name, is_error)` hears of each call as it ends (from its thread).
     """
     logger = _tool_logger(ctx.vault)
@@ -142,7 +142,7 @@ def _mcp_servers(vault, settings):
     that failed; (None, []) when there are none (the SDK is not even imported)."""
     if not (settings.raw.get("mcp") or {}).get("servers"):
         return None, []
-    from agent.chat.mcp.client import hub_for
+    from agent.chat.mcp_client.client import hub_for
     hub = hub_for(vault.root, settings.raw)
     if hub is None:
         return None, []

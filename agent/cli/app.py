@@ -329,9 +329,9 @@ def _edit_problem(vault: Vault, rel: str) -> str | None:
         found = cfg.problems(data)
         return f"{rel}: {found[0]}" if found else None
     if rel == "cron.json":
-        from agent.stores import cron
+        from agent.stores import cronfile
         try:
-            cron.read(vault.root)
+            cronfile.read(vault.root)
         except UserError as e:
             return str(e)
     return None

@@ -45,7 +45,7 @@ def _sessions(vault):
 
 
 def _jobs(vault):
-    from agent.stores import cron as cronfile
+    from agent.stores import cronfile
     return ((j.id, j.name) for j in cronfile.read(vault.root).jobs)
 
 

@@ -14,9 +14,7 @@ The vault lock is held only to apply and commit, never while waiting for the mod
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ from agent.stores import archive, arrivals, ledger
 from agent.config import load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
-from agent.dream.ops import Applied, FILES, OpResult
+from agent.dream.edits import Applied, FILES, OpResult
 import agent.dream.proposals as proposals
 import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
@@ -37,6 +35,7 @@ from agent.stores import rejections
 from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
 from agent.fs import atomic
+from agent.fs.pidlock import PidLock
 from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
 
 LAST_FAILURE = "dream-failure.json"
@@ -85,23 +84,14 @@ clear_state = runstate.clear
 @contextlib.contextmanager
 def _dream_lock(vault):
     """Yields None when this process holds the dream lock, else the holder's pid."""
-    vault.state.mkdir(exist_ok=True)
-    fd = os.open(vault.state / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = PidLock(vault.state / LOCK)
+    if not lock.acquire():
+        yield lock.holder or "?"
+        return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            yield holder
-            return
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        try:
-            yield None
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield None
     finally:
-        os.close(fd)
+        lock.release()
 
 
 def dream_status(vault) -> dict:

@@ -161,11 +161,11 @@ def _checkout(vault) -> Check | None:
 
 
 def _cron(vault) -> Check:
-    from agent.stores import cron
+    from agent.stores import cronfile
     from agent.errors import UserError
 
     try:
-        cf = cron.read(vault.root)
+        cf = cronfile.read(vault.root)
     except UserError as e:
         return Check("cron.json", "fail", str(e), "fix it by hand (agent edit cron.json)")
     n = len(cf.jobs)
@@ -173,9 +173,9 @@ def _cron(vault) -> Check:
 
 
 def _heartbeats(vault) -> Check:
-    from agent.stores import heartbeat
+    from agent.stores import heartbeatfile
 
-    beats, problems = heartbeat.load_all(vault.root)
+    beats, problems = heartbeatfile.load_all(vault.root)
     if problems:
         return Check("heartbeats", "fail", problems[0], "fix the file named")
     n = len(beats)
@@ -219,8 +219,8 @@ def _mcp(vault, settings) -> list[Check]:
     """Only when agent.toml names MCP servers: the enabled ones not approved here."""
     if settings is None or not (settings.raw.get("mcp") or {}).get("servers"):
         return []
-    from agent.chat.mcp import approval
-    from agent.chat.mcp.client import load_configs
+    from agent.chat.mcp_client import approval
+    from agent.chat.mcp_client.client import load_configs
 
     configs = [c for c in load_configs(settings.raw) if c.enabled]
     waiting = [c.name for c in configs if approval.status(vault.root, c) != "approved"]

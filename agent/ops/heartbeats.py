@@ -2,7 +2,7 @@
 implementation `agent heartbeat` and the web page call; they only render.
 
 A heartbeat is a file a person edits: enabling one changes its `enabled:` line and
-nothing else (agent.stores.heartbeat keeps the rest byte for byte). Running one now
+nothing else (agent.stores.heartbeatfile keeps the rest byte for byte). Running one now
 (`run_now`) is a turn, recorded as its run (agent.ops.runs, as serve runs them).
 
     hb, sha = add(vault, "inbox", "check my inbox note", every="2h")
@@ -16,8 +16,8 @@ from datetime import datetime
 from typing import NamedTuple
 
 from agent.errors import did_you_mean
-from agent.stores import heartbeat as hbmod
-from agent.stores.heartbeat import Heartbeat, HeartbeatError
+from agent.stores import heartbeatfile
+from agent.stores.heartbeatfile import Heartbeat, HeartbeatError
 from agent.vault.change import Change
 
 
@@ -49,8 +49,8 @@ def _state_of(state: dict, name: str) -> dict:
 
 def list_heartbeats(vault) -> Listing:
     """Every heartbeat with serve's record of it (.agent/heartbeats.json)."""
-    beats, problems = hbmod.load_all(vault.root)
-    state = hbmod.read_state(vault.state)
+    beats, problems = heartbeatfile.load_all(vault.root)
+    state = heartbeatfile.read_state(vault.state)
     out = Listing(problems=problems)
     for hb in beats:
         e = _state_of(state, hb.name)
@@ -59,7 +59,7 @@ def list_heartbeats(vault) -> Listing:
         elif e.get("sig") != hb.signature():
             nxt, why = None, "when serve starts"
         else:
-            nxt, why = hbmod.due_time(e), None
+            nxt, why = heartbeatfile.due_time(e), None
         out.heartbeats.append(Listed(hb, nxt, why, e))
     return out
 
@@ -67,10 +67,10 @@ def list_heartbeats(vault) -> Listing:
 def find(vault, name: str) -> Heartbeat:
     """The heartbeat called `name`; HeartbeatError naming its file's problem, or the
     heartbeats there are."""
-    beats, problems = hbmod.load_all(vault.root)
+    beats, problems = heartbeatfile.load_all(vault.root)
     hb = next((b for b in beats if b.name == name), None)
     if hb is None:
-        broken = [p for p in problems if p.startswith(f"{hbmod.FOLDER}/{name}.md")]
+        broken = [p for p in problems if p.startswith(f"{heartbeatfile.FOLDER}/{name}.md")]
         if broken:
             raise HeartbeatError(broken[0])
         known = ", ".join(b.name for b in beats) or "none"
@@ -87,9 +87,9 @@ def set_enabled(vault, name: str, enabled: bool) -> Done:
         hb = find(vault, name)
         if hb.enabled == enabled:
             return Done(hb, None)
-        text = hbmod.with_enabled(vault.read_text(hb.path), enabled, hb.path)
+        text = heartbeatfile.with_enabled(vault.read_text(hb.path), enabled, hb.path)
         if enabled and hb.host is None and vault.has_remote():
-            text = hbmod.with_field(text, "host", vault.host(), hb.path)
+            text = heartbeatfile.with_field(text, "host", vault.host(), hb.path)
         vault.write_text(hb.path, text)
         word = "enable" if enabled else "disable"
         return Done(hb, vault.commit(Change("heartbeat", f'{word} "{hb.name}"')))
@@ -110,16 +110,16 @@ def add(vault, name: str, message: str, *, every: str | None = None, cron: str |
     HeartbeatError when one has that name already."""
     if (every is None) == (cron is None):
         raise HeartbeatError("Give exactly one of --every DURATION or --cron EXPR.")
-    rel = f"{hbmod.FOLDER}/{name}.md"
+    rel = f"{heartbeatfile.FOLDER}/{name}.md"
     with vault.locked():
-        text = hbmod.new_file(name, message, every=every, cron=cron, active_hours=active_hours,
+        text = heartbeatfile.new_file(name, message, every=every, cron=cron, active_hours=active_hours,
                               tz=tz, enabled=enabled, deliver=deliver, host=vault.host())
-        beats, _ = hbmod.load_all(vault.root)
+        beats, _ = heartbeatfile.load_all(vault.root)
         if (vault.root / rel).exists() or any(b.name == name for b in beats):
             raise HeartbeatError(f"A heartbeat named {name!r} exists already ({rel}); "
                                  f"choose another name or edit it: agent edit {rel}")
         vault.write_text(rel, text)
-        hb = hbmod.parse({"name": name, **({"every": every} if every else {"cron": cron}),
+        hb = heartbeatfile.parse({"name": name, **({"every": every} if every else {"cron": cron}),
                           "enabled": enabled, "active_hours": active_hours, "tz": tz,
                           "deliver": deliver}, message, rel)
         sha = vault.commit(Change("heartbeat", f'add "{name}" ({hb.describe()})'))

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from agent.dream import prompts
-from agent.dream.ops import FILES, apply_ops
+from agent.dream.edits import FILES, apply_ops
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
 from agent.stores import archive, arrivals, ledger, rejections, sessions

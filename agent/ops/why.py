@@ -21,6 +21,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
+from agent.oneline import shorten
 from agent.errors import UserError
 from agent.stores import archive, ledger, memory, sessions
 from agent.vault import history as lineage
@@ -219,8 +220,7 @@ def _merge_step(vault, merge: str, original, rel: str, line: int, text: str) -> 
 
 
 def _short(text: str, limit: int = SHORT) -> str:
-    one = " ".join(str(text).split())
-    return one if len(one) <= limit else one[:limit - 3].rstrip() + "..."
+    return shorten(text, limit)
 
 
 def _turn_source(vault, c, text: str) -> dict:

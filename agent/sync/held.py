@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from agent.stores import cron as cronfile
+from agent.stores import cronfile
 from agent.fs import atomic
 from agent.vault.change import Change
 from agent.vault import git

@@ -52,7 +52,7 @@ _ATTR = re.compile(r"^([!-]?)(filter|merge|diff)(?:=(.*))?$")
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
-class Refused(VaultError):
+class IncomingRefused(VaultError):
     """An incoming commit the vault will not take; nothing was changed."""
 
 
@@ -65,13 +65,13 @@ class Incoming:
 
 
 def check(root: Path, ours: str | None, theirs: str, source: str) -> None:
-    """Refuse (Refused) when a commit reachable from `theirs` and not from `ours` holds
+    """Refuse (IncomingRefused) when a commit reachable from `theirs` and not from `ours` holds
     something the vault will not take; `source` names where it came from."""
     check_entries(root, new_changes(root, ours, theirs), source)
 
 
 def check_tree(root: Path, commit: str, source: str) -> None:
-    """Refuse (Refused) when the tree of `commit` holds something the vault will not take
+    """Refuse (IncomingRefused) when the tree of `commit` holds something the vault will not take
     (a clone checks out only the newest tree)."""
     p = _git(root, "ls-tree", "-r", "-z", "--full-tree", commit)
     out = []
@@ -193,7 +193,7 @@ def attributes_problem(text: str) -> str | None:
 
 
 def _refuse(source: str, c: Incoming, problem: str) -> None:
-    raise Refused(f"Refused what {source} sent: commit {c.commit[:7]} has {c.path!r}, which "
+    raise IncomingRefused(f"Refused what {source} sent: commit {c.commit[:7]} has {c.path!r}, which "
                   f"{problem}. Nothing was changed here; fix or remove that commit on the "
                   f"remote, then sync again.")
 
@@ -248,7 +248,7 @@ def check_proposal(vault, sha: str) -> str | None:
         changes.append(Incoming(sha, path, new_mode, oid))
     try:
         check_entries(vault.root, changes, f"proposal {sha[:7]}")
-    except Refused as e:
+    except IncomingRefused as e:
         return str(e)
     return None
 

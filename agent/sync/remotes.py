@@ -335,7 +335,7 @@ def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
     from agent.sync import incoming       # only when something came in
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
-    except incoming.Refused:
+    except incoming.IncomingRefused:
         ref = f"refs/remotes/{remote}/{branch}"
         before = vault.git("rev-parse", "--verify", "-q", f"{ref}@{{1}}", check=False).strip()
         if before:
@@ -604,7 +604,7 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
 # ---- which machine runs a job -------------------------------------------------------
 
 
-_CRON_FILE = "cron.json"    # agent.stores.cron.CRON_FILE, loaded only when a job is unclaimed
+_CRON_FILE = "cron.json"    # agent.stores.cronfile.CRON_FILE, loaded only when a job is unclaimed
 _CURSOR = ".dream_cursor"   # agent.stores.archive.CURSOR, loaded only to convert it
 
 
@@ -633,7 +633,7 @@ def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
         return [], None                     # named by serve and `agent cron list`
     if text is None or _all_claimed(text):
         return [], None
-    from agent.stores import cron as cronfile
+    from agent.stores import cronfile
     try:
         if all(j.host for j in cronfile.loads(text).jobs):
             return [], None

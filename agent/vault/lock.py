@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import stat
@@ -44,12 +43,7 @@ class LockAndRepair:
         """
         with self._thread_lock:
             if self._lock_depth == 0:
-                self.state.mkdir(exist_ok=True)
-                fd = os.open(self.state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
-                self._lock_fd = fd
+                self._lock_file.acquire(block=True)
             self._lock_depth += 1
             try:
                 if self._lock_depth == 1 and repair:
@@ -61,9 +55,7 @@ class LockAndRepair:
             finally:
                 self._lock_depth -= 1
                 if self._lock_depth == 0:
-                    fd, self._lock_fd = self._lock_fd, None
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                    os.close(fd)
+                    self._lock_file.release()
 
     def prepare(self) -> None:
         """Make the work tree consistent and commit what is not the agent's next change."""

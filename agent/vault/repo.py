@@ -34,7 +34,9 @@ import time
 from pathlib import Path
 
 from agent.fs import atomic
+from agent.fs.pidlock import PidLock
 from agent.package import package_data
+from agent.schedule import HOST_NAME
 from agent.vault import git
 from agent.vault.change import Change, Identity
 from agent.vault.git import GitError, VaultError
@@ -119,7 +121,7 @@ class Vault(Journal, LockAndRepair, Writes):
         self.state = self.root / STATE_DIR
         self._lock_depth = 0
         self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
-        self._lock_fd: int | None = None
+        self._lock_file = PidLock(self.state / "lock")
         self._thread_lock = threading.RLock()
         self._touched: list[str] = []
         self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
@@ -587,13 +589,12 @@ def _union_lines() -> list[str]:
 
 
 HOST_KEY = "agent.host"
-_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 def check_host(name: str) -> str:
     """A machine name as jobs and heartbeats store it; VaultError says what is allowed."""
     name = str(name).strip()
-    if not _HOST.match(name):
+    if not HOST_NAME.match(name):
         raise VaultError(f"{name!r} is not a machine name: use letters, digits, '.', '_' "
                          f"and '-' (as in laptop or home-server)")
     return name

@@ -1,6 +1,6 @@
 """Cron tools: cron_add, cron_list, cron_remove — the model's `agent cron`.
 
-They validate exactly as the command does (agent/schedule.py, agent/stores/cron.py). Their change to cron.json
+They validate exactly as the command does (agent/schedule.py, agent/stores/cronfile.py). Their change to cron.json
 is staged as a function of the file's text (`ctx.vault.update`), so when the turn is
 saved it is applied again to cron.json as it is then, under the vault lock: state that
 `agent serve` wrote meanwhile is kept.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Literal
 
 from agent import schedule as sched
-from agent.stores import cron as cronfile
-from agent.stores.cron import CRON_FILE
+from agent.stores import cronfile
+from agent.stores.cronfile import CRON_FILE
 from agent.chat.tools.registry import ToolError, current_context, tool
 
 

@@ -20,9 +20,9 @@ line for each line it prints that is not JSON-RPC; after MAX_BAD_LINES of those 
 stopped.
 
 No server starts before the person approved its command line on this machine
-(agent.chat.mcp.approval, `agent mcp approve NAME`). The servers start at once, side by side:
+(agent.chat.mcp_client.approval, `agent mcp approve NAME`). The servers start at once, side by side:
 a server that hangs costs one startup timeout, however many there are. A stdio server
-runs in `.agent/mcp/`, not in the vault (see agent.chat.mcp.approval.server_cwd).
+runs in `.agent/mcp/`, not in the vault (see agent.chat.mcp_client.approval.server_cwd).
 
 The `mcp` SDK is imported only when a server is configured.
 """
@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import SettingsError
-from agent.chat.mcp import approval
-from agent.config.mcp import VAR, ServerConfig, problems, read_server
+from agent.chat.mcp_client import approval
+from agent.config.mcp_servers import VAR, ServerConfig, problems, read_server
 
 MAX_RESULT = 100_000          # characters of one tool result given to the model
 MAX_BAD_LINES = 20            # lines that are not JSON-RPC before a server is stopped

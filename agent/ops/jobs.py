@@ -1,6 +1,6 @@
 """Scheduled jobs (cron.json): add, edit, remove, enable, disable, approve, move and list
 them. The one implementation `agent cron`, `agent serve` and the web page call; they
-only render. (The model's cron tools stage the same `agent.stores.cron.add` in its turn.)
+only render. (The model's cron tools stage the same `agent.stores.cronfile.add` in its turn.)
 
 Every change re-reads cron.json under the vault lock, so none is lost when a command,
 serve and a conversation change it at the same moment, and is written atomically and
@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Callable, NamedTuple
 
 from agent import schedule as sched
-from agent.stores import cron as cronfile
-from agent.stores.cron import CRON_FILE, CronFile, Job
+from agent.stores import cronfile
+from agent.stores.cronfile import CRON_FILE, CronFile, Job
 from agent.vault.change import Change
 from agent.vault.edit import edit as edit_file
 from agent.vault.repo import check_host

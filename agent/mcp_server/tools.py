@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable
 
+from agent.oneline import subject
 from agent.clock import now as clock_now
 from agent.errors import UserError
 from agent.stores import memory
@@ -47,13 +48,7 @@ def _client_scope(name: str | None) -> str:
 
 
 def _shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
-    one = " ".join(text.split())
-    if len(one) <= limit:
-        return one
-    cut = one[:limit].rsplit(" ", 1)[0]
-    if len(cut) < limit // 2:
-        cut = one[:limit]
-    return cut.rstrip(" ,.;:") + "..."
+    return subject(text, limit)
 
 
 # ---- checking arguments ----------------------------------------------------------------

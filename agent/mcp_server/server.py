@@ -3,7 +3,7 @@
     agent mcp               # search, remember, note, recent, history, why + resources
     agent mcp --read-only   # the reading tools only
 
-The tools are in `agent.mcp.ops` (plain functions over the vault); this module wires
+The tools are in `agent.mcp_server.tools` (plain functions over the vault); this module wires
 them to the SDK's low-level `Server`. Bad input is answered with a JSON-RPC error
 (-32602, invalid params) naming the problem, before anything is read or written; a line
 that is not JSON with a parse error (-32700), JSON that is not a JSON-RPC message with an
@@ -27,7 +27,7 @@ from mcp.shared.message import SessionMessage
 
 from agent import version
 from agent.errors import UserError
-from agent.mcp.ops import BadInput, VaultTools
+from agent.mcp_server.tools import BadInput, VaultTools
 
 NAME = "agent"
 INSTRUCTIONS = """\
