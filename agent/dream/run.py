@@ -37,6 +37,10 @@ from agent.stores.memory import MEMORY, USER
 from agent.fs import atomic
 from agent.fs.pidlock import PidLock
 from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 LAST_FAILURE = "dream-failure.json"
 LOCK = "dream.lock"
@@ -82,7 +86,7 @@ clear_state = runstate.clear
 
 
 @contextlib.contextmanager
-def _dream_lock(vault):
+def _dream_lock(vault: Vault):
     """Yields None when this process holds the dream lock, else the holder's pid."""
     lock = PidLock(vault.state / LOCK)
     if not lock.acquire():
@@ -94,7 +98,7 @@ def _dream_lock(vault):
         lock.release()
 
 
-def dream_status(vault) -> dict:
+def dream_status(vault: Vault) -> dict:
     """Where the dream stands: cursor, newest archive id, entries waiting, what is in
     flight (or None) and the last failure (or None). Reads local files only."""
     root = vault.root
@@ -134,7 +138,7 @@ def dream_status(vault) -> dict:
 
 # ---- running --------------------------------------------------------------------------
 
-def run_dream(vault, provider: Provider, now: datetime, *, wait: bool = True, sync: bool = False,
+def run_dream(vault: Vault, provider: Provider, now: datetime, *, wait: bool = True, sync: bool = False,
               dry_run: bool = False, max_entries: int | None = None, allow_shrink: bool = False,
               progress=None, poll_interval: float = 5.0) -> DreamOutcome:
     """Consolidate the archive entries after the cursor into MEMORY.md and USER.md.
@@ -150,7 +154,7 @@ def run_dream(vault, provider: Provider, now: datetime, *, wait: bool = True, sy
                 poll_interval=poll_interval).go()
 
 
-def cancel_dream(vault, provider: Provider) -> DreamOutcome:
+def cancel_dream(vault: Vault, provider: Provider) -> DreamOutcome:
     """Cancel the dream in flight: its batch is canceled, memory and cursor stay as they are."""
     try:
         state = load_state(vault)
@@ -175,7 +179,7 @@ def cancel_dream(vault, provider: Provider) -> DreamOutcome:
 
 
 class _Run:
-    def __init__(self, vault, provider: Provider, now, *, wait, sync, dry_run, max_entries,
+    def __init__(self, vault: Vault, provider: Provider, now, *, wait, sync, dry_run, max_entries,
                  allow_shrink, progress, poll_interval):
         self.vault = vault
         self.provider = provider

@@ -19,6 +19,10 @@ from agent.errors import did_you_mean
 from agent.stores import heartbeatfile
 from agent.stores.heartbeatfile import Heartbeat, HeartbeatError
 from agent.vault.change import Change
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
 class Done(NamedTuple):
@@ -47,7 +51,7 @@ def _state_of(state: dict, name: str) -> dict:
     return e if isinstance(e, dict) else {}
 
 
-def list_heartbeats(vault) -> Listing:
+def list_heartbeats(vault: Vault) -> Listing:
     """Every heartbeat with serve's record of it (.agent/heartbeats.json)."""
     beats, problems = heartbeatfile.load_all(vault.root)
     state = heartbeatfile.read_state(vault.state)
@@ -64,7 +68,7 @@ def list_heartbeats(vault) -> Listing:
     return out
 
 
-def find(vault, name: str) -> Heartbeat:
+def find(vault: Vault, name: str) -> Heartbeat:
     """The heartbeat called `name`; HeartbeatError naming its file's problem, or the
     heartbeats there are."""
     beats, problems = heartbeatfile.load_all(vault.root)
@@ -80,7 +84,7 @@ def find(vault, name: str) -> Heartbeat:
     return hb
 
 
-def set_enabled(vault, name: str, enabled: bool) -> Done:
+def set_enabled(vault: Vault, name: str, enabled: bool) -> Done:
     """Enable or disable a heartbeat: its `enabled:` line, nothing else. On a vault
     synced between machines, one enabled here runs here only (its `host:`)."""
     with vault.locked():
@@ -95,15 +99,15 @@ def set_enabled(vault, name: str, enabled: bool) -> Done:
         return Done(hb, vault.commit(Change("heartbeat", f'{word} "{hb.name}"')))
 
 
-def enable(vault, name: str) -> Done:
+def enable(vault: Vault, name: str) -> Done:
     return set_enabled(vault, name, True)
 
 
-def disable(vault, name: str) -> Done:
+def disable(vault: Vault, name: str) -> Done:
     return set_enabled(vault, name, False)
 
 
-def add(vault, name: str, message: str, *, every: str | None = None, cron: str | None = None,
+def add(vault: Vault, name: str, message: str, *, every: str | None = None, cron: str | None = None,
         active_hours: str | None = None, tz: str | None = None, enabled: bool = True,
         deliver: str | None = None) -> Done:
     """Write heartbeat/<name>.md (every interval or on a cron expression) and commit it;
@@ -126,7 +130,7 @@ def add(vault, name: str, message: str, *, every: str | None = None, cron: str |
     return Done(hb, sha)
 
 
-def run_now(vault, provider, name: str, now: datetime, *, on_text=None):
+def run_now(vault: Vault, provider, name: str, now: datetime, *, on_text=None):
     """Run heartbeat `name` at once (even disabled or outside its active hours); it
     counts as its run. The agent.ops.runs.Outcome: "quiet" when it answered
     HEARTBEAT_OK and changed nothing (no commit, no transcript)."""

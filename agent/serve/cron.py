@@ -26,7 +26,7 @@ from agent.serve.turns import local, log, log_outcome
 from agent.serve.watch import Watch, stat
 from agent.stores import cronfile
 from agent.stores.cronfile import CRON_FILE, CronFile, CronFileError
-from agent.sync import remotes as syncing
+from agent.sync.jobclaims import claim_jobs
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
@@ -83,7 +83,7 @@ class CronJobs:
         here = self.vault.host()
         if any(j.host is None for j in self.cron.jobs):
             try:
-                claimed, sha = syncing.claim_jobs(self.vault)
+                claimed, sha = claim_jobs(self.vault)
             except UserError as e:
                 log.error("cron: could not give the jobs without a machine to %s: %s", here, e)
                 return

@@ -34,6 +34,10 @@ from agent.stores import memory
 from agent.vault import git
 from agent.vault.repo import GitError, VaultError
 from agent.fs.safe import COMMIT_BYTES, _size
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 EMPTY = "0" * 40
 # What a proposal branch may change (the fact files): one from a remote that
@@ -223,7 +227,7 @@ def _blob(root: Path, oid: str) -> bytes:
 # ---- the dream's proposal branches (dream/*) a remote offers ---------------------------
 
 
-def check_proposal(vault, sha: str) -> str | None:
+def check_proposal(vault: Vault, sha: str) -> str | None:
     """Why the commit `sha` a remote offers as a proposal branch is not taken (None: it
     is as the dream makes one): one parent, on this vault's branch (HEAD), and a change
     of MEMORY.md or USER.md as regular files only (and this module's checks)."""
@@ -253,6 +257,6 @@ def check_proposal(vault, sha: str) -> str | None:
     return None
 
 
-def _ancestor(vault, sha: str) -> bool:
+def _ancestor(vault: Vault, sha: str) -> bool:
     """Whether `sha` is HEAD or one of its ancestors."""
     return git.run(["merge-base", "--is-ancestor", sha, "HEAD"], vault.root).returncode == 0

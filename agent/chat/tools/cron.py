@@ -14,13 +14,17 @@ from agent import schedule as sched
 from agent.stores import cronfile
 from agent.stores.cronfile import CRON_FILE
 from agent.chat.tools.registry import ToolError, current_context, tool
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.turnvault import TurnVault
 
 
 def _load(text: str | None) -> cronfile.CronFile:
     return cronfile.loads(text) if text is not None else cronfile.CronFile()
 
 
-def _text(vault) -> str | None:
+def _text(vault: TurnVault) -> str | None:
     """cron.json as this turn sees it (with its staged changes)."""
     return vault.current(CRON_FILE)
 
