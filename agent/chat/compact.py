@@ -421,7 +421,7 @@ def _backlog_part(root, session: str, back: dict) -> tuple[list[dict], list[str]
     nxt = None
     for rel in rels[rels.index(back["file"]):]:
         offset = back["offset"] if rel == back["file"] else 0
-        for off, obj in sessions._forward(root, rel, offset):
+        for off, obj in sessions.read_forward(root, rel, offset):
             if _position(rels, rel, off) >= hi:
                 return [m for _, _, m in part], [r for r, _, _ in part], None
             if obj.get("type") == "compact" or obj.get("id") is None or "role" not in obj:

@@ -260,7 +260,7 @@ class Session:
         for path in reversed(self.files()):
             rel = path.relative_to(self.root).as_posix()
             try:
-                for _, raw in _tail(self.root, rel):
+                for _, raw in raw_backward(self.root, rel):
                     if is_marker_raw(raw):
                         continue
                     try:
@@ -290,7 +290,7 @@ def is_marker_raw(raw: bytes) -> bool:
 TAIL_BLOCK = 64 * 1024
 
 
-def _tail(root: Path, rel: str):
+def raw_backward(root: Path, rel: str):
     """(offset, raw bytes) of a session file's lines from its last to its first, read
     in blocks from the end (a block doubles while one line is longer), not whole."""
     from agent.fs import safe
@@ -318,7 +318,7 @@ def _tail(root: Path, rel: str):
             block = min(block * 2, 64 * 1024 * 1024)
 
 
-def _forward(root: Path, rel: str, offset: int):
+def read_forward(root: Path, rel: str, offset: int):
     """(offset, object) of a session file's lines from byte `offset` to its end (a torn
     last line left out)."""
     from agent.fs import safe
@@ -359,7 +359,7 @@ def read_backward(path: Path, rel: str, root: Path | None = None):
         size = os.stat(path).st_size
     except FileNotFoundError:
         raise FileNotFoundError(2, "no such session file", str(path)) from None
-    for off, raw in _tail(root, rel):
+    for off, raw in raw_backward(root, rel):
         last, first = first, False
         try:
             obj = _parse_at(root, rel, raw, off)

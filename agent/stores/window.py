@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.stores.sessions import (Session, SessionError, _forward, _tail, is_marker_raw,
-                                   read_backward, session_dir)
+from agent.stores.sessions import (Session, SessionError, is_marker_raw, raw_backward,
+                                   read_backward, read_forward, session_dir)
 
 
 @dataclass
@@ -72,7 +72,7 @@ def last_marker(root: Path, files: list[Path] | None = None, key: str | None = N
     files = Session(root, key).files() if files is None else files
     for f in reversed(files):
         rel = f"{f.parent.relative_to(root).as_posix()}/{f.name}"
-        for off, raw in _tail(root, rel):
+        for off, raw in raw_backward(root, rel):
             if is_marker_raw(raw):
                 try:
                     obj = json.loads(raw)
@@ -113,7 +113,7 @@ def _window_from_start(root: Path, key: str, files: list[Path], found) -> Window
     for rel in rels[i:]:
         offset = start["offset"] if rel == start["file"] else 0
         try:
-            lines = list(_forward(root, rel, offset))
+            lines = list(read_forward(root, rel, offset))
         except (FileNotFoundError, SessionError):
             return None       # not at a line's start any more: found by ids instead
         for off, obj in lines:
