@@ -271,7 +271,7 @@ def compact_session(vault: Vault, provider: Provider, session: str, now: datetim
                 "tokens": context.estimate_tokens(part)}
         vault.write_text(archive.entry_path(entry_id, now), archive.render(entry_id, meta, summary))
         # The ids it covers: after a sync, lines of another machine may sit among them
-        # (see sessions.read_window).
+        # (see window.read_window).
         marker = {"type": "compact", "archive": entry_id, "through": str(part[-1]["id"]),
                   "ids": [str(m["id"]) for m in part if m.get("id") is not None]}
         kept = n < len(now_w.messages) and n < len(now_w.offsets)
