@@ -29,6 +29,18 @@ def list_sessions(vault) -> list:
     return index.session_summaries(vault)
 
 
+def titles(vault, found: list) -> dict[str, str]:
+    """The titles of the imported conversations among `found` (key -> title)."""
+    from agent.stores.exports import title_of
+
+    out = {}
+    for s in found:
+        title = title_of(vault.root, s.key)
+        if title:
+            out[s.key] = title
+    return out
+
+
 def exists(vault, key: str) -> bool:
     return bool(sessions.Session(vault.root, key).files())
 
