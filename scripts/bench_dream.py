@@ -7,6 +7,9 @@ fresh vault with a realistic MEMORY.md (~100 lines), archive entries with ~150-t
 summaries, and 6 session messages per entry.
 
     python scripts/bench_dream.py [--sizes 10,100,1000] [--chunk-tokens 60000]
+
+With two sizes or more it prints how CPU per entry grows from the smallest to the
+largest (1.0x is flat).
 """
 
 from __future__ import annotations
@@ -125,6 +128,12 @@ def main() -> None:
               f"{r['input_tokens']:>10} {r['input_per_entry']:>9.0f} {r['cacheable_share']:>9.1%} "
               f"{r['cache_read_share']:>10.1%} {r['editor_input_tokens']:>10} {r['local_s']:>8.2f} "
               f"{r['cpu_s']:>6.2f} {1000 * r['cpu_s'] / r['entries']:>12.2f} {r['cost']:>7.3f}")
+    if len(rows) > 1:
+        lo, hi = rows[0], rows[-1]
+        ratio = (hi["cpu_s"] / hi["entries"]) / (lo["cpu_s"] / lo["entries"])
+        wall = (hi["local_s"] / hi["entries"]) / (lo["local_s"] / lo["entries"])
+        print(f"per entry, {hi['entries']:,} entries against {lo['entries']:,}: CPU "
+              f"{ratio:.2f}x, local time {wall:.2f}x (flat is 1.0x)")
     print("tokens: the fake API's estimate (4 characters a token); local s: run_dream's wall "
           "time minus the time it slept between polls (round trips to the in-process fake "
           "included); CPU s: the dreaming thread's own CPU time (the fake's threads excluded); "

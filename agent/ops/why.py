@@ -267,20 +267,27 @@ def _dream_source(vault, c, rel: str, text: str) -> dict:
     rec = ledger.for_line(vault.root, run, rel, text)
     source: dict = {"run": run}
     if rec is None:
-        # The entries of the whole run: the ids the archive holds between its ends
-        # (ids are 18-digit stamps: never a range() over the numbers in between).
-        ids = [] if first is None else [i for i, _ in archive.entry_ids(vault.root)
-                                        if first <= i <= through]
+        ids = _run_ids(vault, first, through)
         source.update({"exact": False, "archive_ids": ids,
                        "note": "no ledger record: the entries of the whole run"})
     else:
         ids = [int(i) for i in rec.get("archive", []) if str(i).isdigit()]
+        if not ids and not rec.get("exact"):
+            ids = _run_ids(vault, first, through)     # no finer link: the run's entries
         source.update({"exact": bool(rec.get("exact")), "archive_ids": ids,
                        "op": rec.get("op"), "reason": rec.get("reason", ""),
                        "replaced": rec.get("old") or None,
                        "findings": rec.get("findings", [])})
     source["archive"] = [_entry(vault, i) for i in ids[:10]]
     return source
+
+
+def _run_ids(vault, first: int | None, through: int | None) -> list[int]:
+    """The entries of a whole run: the ids the archive holds between its ends (ids are
+    18-digit stamps: never a range() over the numbers in between)."""
+    if first is None or through is None:
+        return []
+    return [i for i, _ in archive.entry_ids(vault.root) if first <= i <= through]
 
 
 def _review_source(vault, c, rel: str, text: str) -> dict:
