@@ -291,3 +291,35 @@ def test_format_option_overrides_what_the_content_says(vault, run, tmp_path):
         in r.output
     r = run("import", "--format", "claude", str(tmp_path / "export.json"))
     assert "Imported 2 messages in 1 conversation" in r.output
+
+
+def test_an_imported_conversation_is_dreamed_into_proposals_that_name_it(
+        vault, run, tmp_path, fake_anthropic):
+    from dreamkit import finding, op, set_review
+    from fakeanthropic import json_reply
+
+    set_review(vault, "off")          # even so, what an import brought waits for review
+    (tmp_path / "conversations.json").write_text(json.dumps([gpt_conversation()]))
+    assert run("import", str(tmp_path / "conversations.json")).exit_code == 0
+    fake_anthropic.add(json_reply({"topic": "Kyoto trip in April", "importance": 0.8,
+                                   "summary": "The user plans to visit Kyoto in April."}))
+    r = run("archive", "--session", "import/chatgpt-c-kyoto")
+    assert r.exit_code == 0, r.output
+    [entry] = [int(p.stem) for p in (vault.root / "archive").rglob("*.md")]
+    fake_anthropic.add(json_reply({"findings": [finding(
+        "Plans to visit Kyoto in April", evidence=[f"archive:{entry}"])]}))
+    fake_anthropic.add(json_reply({"ops": [op("add", section="Travel",
+                                              new="- Plans to visit Kyoto in April",
+                                              reason=f"archive:{entry}")]}))
+    memory = (vault.root / "MEMORY.md").read_text()
+    r = run("dream", "--poll-interval", "0.01")
+    assert r.exit_code == 0, r.output
+    assert (vault.root / "MEMORY.md").read_text() == memory
+    listed = run("review")
+    assert f"archive {entry} (Kyoto trip in April), from ChatGPT: 'Trip to Kyoto' " \
+           f"(import/chatgpt-c-kyoto): \"Plan a trip to Kyoto in April\"" in listed.output
+    assert run("review", "accept", "1").exit_code == 0
+    why = run("why", "Kyoto in April")
+    assert why.exit_code == 0, why.output
+    assert f"session import/chatgpt-c-kyoto \"Trip to Kyoto\"" in why.output
+    assert "u1 2023-11-14 22:13 user: Plan a trip to Kyoto in April" in why.output

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -542,7 +543,10 @@ class _Run:
         root = self.vault.root
         ops, dropped = proposals.screen(state.ops or [], rejections.read(root),
                                         ledger.proposals(ledger.read(root)))
-        sp = proposals.split(texts, ops, self.settings.dream_review,
+        # What another assistant's export brought in is a person's history told by a
+        # third party: every edit it leads to waits for review, whatever the setting.
+        mode = "all" if imported(root, state.entries) else self.settings.dream_review
+        sp = proposals.split(texts, ops, mode,
                              allow_shrink=self.allow_shrink,
                              max_lines=self.settings.memory_max_lines,
                              **self.guard_input(state, texts))
@@ -611,6 +615,23 @@ class _Run:
     def _clear_failure(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.vault.state / LAST_FAILURE).unlink()
+
+
+def imported(root, ids: list[int]) -> bool:
+    """Whether any of the archive entries `ids` comes from an imported conversation
+    (agent import: sessions under `import/`); only each entry's head is read."""
+    want = set(ids)
+    for entry_id, rel in archive.entry_ids(root):
+        if entry_id not in want:
+            continue
+        try:
+            with open(root / rel, "rb") as f:
+                head = f.read(1024)
+        except OSError:
+            continue
+        if re.search(rb"(?m)^session: ['\"]?import/", head):
+            return True
+    return False
 
 
 def _plural(n: int, word: str, words: str | None = None) -> str:

@@ -30,14 +30,12 @@ from collections.abc import Callable, Iterator
 
 from agent.chat.compact import mark_imported
 from agent.stores import archive, chatgpt, claude, exports, sessions
-from agent.stores.exports import (CHATGPT, CLAUDE, JSONL, ExportError, Imported, Part,
-                                  Skipped)
+from agent.stores.exports import (CHATGPT, CLAUDE, JSONL, MEMORIES_SESSION, NAMES, ExportError,
+                                  Imported, Part, Skipped)
 from agent.vault.change import Change
 
 CHUNK_CONVERSATIONS = 500       # conversations a commit holds at most
 CHUNK_MESSAGES = 20_000         # ... and messages
-MEMORIES_SESSION = "import/claude-memories"
-NAMES = {CHATGPT: "ChatGPT", CLAUDE: "Claude"}
 _KEYCHARS = re.compile(r"[^A-Za-z0-9._@+-]")
 
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from agent.errors import UserError
 from agent.stores import archive, ledger, memory, sessions
+from agent.stores.exports import title_of
 from agent.vault import history as lineage
 from agent.vault.change import CLIENT, REVERTS, REVIEWER, RUN, SESSION, TOOL, TURN
 
@@ -331,6 +332,9 @@ def _entry(vault, entry_id: int) -> dict:
         return {"id": entry_id, "path": rel, "problem": str(err)}
     out = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
+    title = title_of(vault.root, e.session)       # a conversation `agent import` brought
+    if title:
+        out["title"] = title
     cache = prompts.SessionCache(vault.root)
     for file, obj in prompts.covered_lines(cache, archive.source_ranges(e.meta.get("source"))):
         msg = sessions.Line.read(obj)
@@ -421,7 +425,8 @@ def _evidence(src: dict) -> list[str]:
         if e.get("missing"):
             lines.append(f"archive {e['id']}: not in the vault any more")
             continue
-        lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}, "
+        title = f" \"{e['title']}\"" if e.get("title") else ""
+        lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}{title}, "
                      f"{_date(str(e.get('created') or ''))}): {e.get('topic')}")
         for msg in e.get("messages", [])[:6]:
             lines.append(f"  {msg['file']} {msg['id']} {_date(msg.get('ts') or '')} "

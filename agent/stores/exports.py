@@ -34,6 +34,8 @@ SNIFF = 64 * 1024                   # bytes read to tell a format
 
 CHATGPT, CLAUDE, JSONL = "chatgpt", "claude", "jsonl"
 FORMATS = (CHATGPT, CLAUDE, JSONL)
+NAMES = {CHATGPT: "ChatGPT", CLAUDE: "Claude"}
+MEMORIES_SESSION = "import/claude-memories"     # the archive entry of memories.json
 _SPLIT = re.compile(r"^conversations(-\d{1,6})?\.json$")
 _MANIFEST = re.compile(r"^manifest.*\.json$")
 
