@@ -323,3 +323,30 @@ def test_an_imported_conversation_is_dreamed_into_proposals_that_name_it(
     assert why.exit_code == 0, why.output
     assert f"session import/chatgpt-c-kyoto \"Trip to Kyoto\"" in why.output
     assert "u1 2023-11-14 22:13 user: Plan a trip to Kyoto in April" in why.output
+
+
+def _embed_installed() -> bool:
+    from agent.search import embed
+    return embed.installed() and embed.wanted() != "off"
+
+
+@pytest.mark.skipif(not _embed_installed(), reason="the embed extra is not installed")
+def test_after_a_large_import_a_search_answers_by_words_and_says_meaning_is_catching_up(
+        vault, run, tmp_path):
+    import re
+
+    convs = [simple_gpt(f"g{n}", f"Garden {n}", [
+        ("user", f"note {n}.{k} about the garden shed and the {['roof', 'door'][k % 2]}")
+        for k in range(20)]) for n in range(10)]
+    (tmp_path / "conversations.json").write_text(json.dumps(convs))
+    assert run("import", str(tmp_path / "conversations.json")).exit_code == 0
+    r = run("search", "roof")
+    assert r.exit_code == 0 and "roof" in r.output
+    waiting = re.search(r"Meaning-search is catching up: ([\d,]+) documents still wait",
+                        r.output)
+    assert waiting and int(waiting[1].replace(",", "")) > 100, r.output    # a slice made
+    done = run("index", "embed")
+    assert done.exit_code == 0, done.output
+    assert f"Embedded {waiting[1]} documents" in done.output
+    again = run("search", "roof")
+    assert "catching up" not in again.output and "roof" in again.output
