@@ -350,3 +350,24 @@ def test_after_a_large_import_a_search_answers_by_words_and_says_meaning_is_catc
     assert f"Embedded {waiting[1]} documents" in done.output
     again = run("search", "roof")
     assert "catching up" not in again.output and "roof" in again.output
+
+
+def test_archive_all_summarises_imported_conversations_in_the_order_they_were_lived(
+        vault, run, tmp_path, fake_anthropic, fixed_now):
+    from fakeanthropic import json_reply
+
+    newer = simple_gpt("a-newer", "Newer", [("user", "spring plans"), ("assistant", "ok")])
+    older = simple_gpt("z-older", "Older", [("user", "winter plans"), ("assistant", "ok")])
+    for node in older["mapping"].values():
+        if node["message"]:
+            node["message"]["create_time"] -= 90 * 86400
+    older["create_time"] -= 90 * 86400
+    (tmp_path / "conversations.json").write_text(json.dumps([newer, older]))
+    assert run("import", str(tmp_path / "conversations.json")).exit_code == 0
+    for topic in ("first summarised", "second summarised"):
+        fake_anthropic.add(json_reply({"topic": topic, "summary": topic, "importance": 0.5}))
+    r = run("archive", "--all")
+    assert r.exit_code == 0, r.output
+    entries = sorted((int(p.stem), p.read_text()) for p in (vault.root / "archive").rglob("*.md"))
+    assert ["session: import/chatgpt-z-older" in entries[0][1],
+            "session: import/chatgpt-a-newer" in entries[1][1]] == [True, True]

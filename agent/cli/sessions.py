@@ -34,7 +34,7 @@ def archive_cmd(session, all_):
         raise click.UsageError("Give --session KEY or --all, not both.")
     vault = get_vault()
     if all_:
-        keys = sessions.list_sessions(vault.root)
+        keys = ops.oldest_first(vault, sessions.list_sessions(vault.root))
     elif session:
         keys = [ops.check_known(vault, session)]
     else:

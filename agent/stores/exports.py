@@ -286,8 +286,9 @@ def read_json(part: Part, limit: int = 64 * 1024 * 1024):
         raise ExportError(f"{part.name}: is not valid JSON ({e}).") from None
 
 
-def title_of(root: Path, key: str) -> str | None:
-    """The title an imported conversation had (kept on its session's first line)."""
+def conversation_of(root: Path, key: str) -> dict | None:
+    """What an imported conversation's session keeps of it (its first line's
+    `conversation`: from, id, title, created, updated, model), or None."""
     from agent.stores import sessions
 
     if not key.startswith("import/"):
@@ -301,4 +302,10 @@ def title_of(root: Path, key: str) -> str | None:
         about = sessions.parse_line(first, key, 1).get("conversation")
     except (OSError, UserError):
         return None
-    return about.get("title") if isinstance(about, dict) else None
+    return about if isinstance(about, dict) else None
+
+
+def title_of(root: Path, key: str) -> str | None:
+    """The title an imported conversation had."""
+    title = (conversation_of(root, key) or {}).get("title")
+    return title if isinstance(title, str) else None
