@@ -371,3 +371,32 @@ def test_archive_all_summarises_imported_conversations_in_the_order_they_were_li
     entries = sorted((int(p.stem), p.read_text()) for p in (vault.root / "archive").rglob("*.md"))
     assert ["session: import/chatgpt-z-older" in entries[0][1],
             "session: import/chatgpt-a-newer" in entries[1][1]] == [True, True]
+
+
+def test_a_kill_mid_import_leaves_a_consistent_vault_and_a_rerun_finishes(vault, tmp_path):
+    import os
+    import signal
+    import sys
+
+    convs = [simple_gpt(f"k{n:03d}", f"Kill {n}", [("user", f"question {n}"),
+                                                    ("assistant", f"answer {n}")])
+             for n in range(400)]
+    (tmp_path / "conversations.json").write_text(json.dumps(convs))
+    p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "import",
+                          str(tmp_path / "conversations.json")], env=os.environ.copy(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    written = vault.root / "sessions" / "import"
+    while p.poll() is None and not (written.is_dir() and len(list(written.iterdir())) >= 20):
+        pass                                    # until it is writing conversations
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    again = agent_proc("import", str(tmp_path / "conversations.json"), vault=vault.root)
+    assert again.returncode == 0, again.stderr
+    assert "Imported" in again.stdout or "Nothing new" in again.stdout
+    assert git(vault, "status", "--porcelain") == ""
+    ids = [m["id"] for n in range(400) for m in messages(vault, f"import/chatgpt-k{n:03d}")]
+    assert len(ids) == 800 and len(set(ids)) == 800
+    assert all(any(o.get("type") == "compact" for o in session_lines(vault, f"import/chatgpt-k{n:03d}"))
+               for n in range(400))                 # every conversation waits to be archived
+    third = agent_proc("import", str(tmp_path / "conversations.json"), vault=vault.root)
+    assert "Nothing new: all 400 conversations (800 messages)" in third.stdout

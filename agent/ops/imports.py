@@ -154,8 +154,9 @@ def _write(vault, batch: list[Imported], path: Path, result: ImportResult,
     """One commit for a chunk of whole conversations: only messages the vault lacks."""
     source = NAMES[batch[0].source]
     with vault.locked():
-        plans = [(session_key(c.source, c.id), *_plan(vault.root, session_key(c.source, c.id), c))
-                 for c in batch]
+        plans = [(key, *_plan(vault.root, key, c))
+                 for c in batch for key in [session_key(c.source, c.id)]]
+        _mark_unmarked(vault, [key for key, plan, _ in plans if not plan])
         plans = [p for p in plans if p[1]]
         added = sum(len(lines) for _, plan, _ in plans for lines in plan.values())
         if not added:
@@ -178,6 +179,21 @@ def _write(vault, batch: list[Imported], path: Path, result: ImportResult,
     result.new_sessions += new
     if sha:
         result.commits.append(sha)
+
+
+def _mark_unmarked(vault, keys: list[str]) -> None:
+    """The sessions a killed import wrote but had not yet marked for archiving (their
+    messages are all in, so the rerun adds none): marked now, in their own commit."""
+    keys = [k for k in keys if sessions.last_marker(vault.root, key=k) is None]
+    if not keys:
+        return
+    change = Change("import", f"{len(keys)} conversation{'s' * (len(keys) != 1)} an "
+                              f"interrupted import left wait to be archived")
+    vault.intend(change)
+    for key in keys:
+        first = sessions.Session(vault.root, key).files()[0]
+        mark_imported(vault, key, {first.relative_to(vault.root).as_posix(): 0})
+    vault.commit(change)
 
 
 def _plan(root: Path, key: str, conv: Imported) -> tuple[dict[str, list[str]], bool]:
