@@ -321,7 +321,7 @@ def test_an_imported_conversation_is_dreamed_into_proposals_that_name_it(
     assert run("review", "accept", "1").exit_code == 0
     why = run("why", "Kyoto in April")
     assert why.exit_code == 0, why.output
-    assert f"session import/chatgpt-c-kyoto \"Trip to Kyoto\"" in why.output
+    assert "session import/chatgpt-c-kyoto \"Trip to Kyoto\"" in why.output
     assert "u1 2023-11-14 22:13 user: Plan a trip to Kyoto in April" in why.output
 
 

@@ -60,7 +60,7 @@ class Findings:
         return out
 
 
-def link(result, findings: "list[dict] | Findings", entries: list[int]) -> dict:
+def link(result, findings: list[dict] | Findings, entries: list[int]) -> dict:
     """The ledger fields of one applied operation: findings (the closest few), archive
     ids, exact. Without an exact link the ids are left to the run (`agent why` reads
     the run's range), so no record grows with the run."""

@@ -23,15 +23,24 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Callable, Iterator
 
 from agent.chat.compact import mark_imported
 from agent.stores import archive, chatgpt, claude, exports, sessions
-from agent.stores.exports import (CHATGPT, CLAUDE, JSONL, MEMORIES_SESSION, NAMES, ExportError,
-                                  Imported, Part, Skipped)
+from agent.stores.exports import (
+    CHATGPT,
+    CLAUDE,
+    JSONL,
+    MEMORIES_SESSION,
+    NAMES,
+    ExportError,
+    Imported,
+    Part,
+    Skipped,
+)
 from agent.vault.change import Change
 
 CHUNK_CONVERSATIONS = 500       # conversations a commit holds at most

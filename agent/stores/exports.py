@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import IO
