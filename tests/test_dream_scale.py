@@ -40,3 +40,22 @@ def test_each_edit_names_its_own_entry_and_a_few_findings_not_the_whole_run(
         assert rec["archive"] == [step] and rec["exact"] is True
         assert rec["findings"][0]["statement"] == f"Move step {step} is planned"
         assert len(rec["findings"]) <= 3
+
+
+def test_a_dream_over_more_entries_than_a_run_takes_goes_on_run_after_run_oldest_first(
+        vault, run, fake_anthropic, monkeypatch):
+    from agent.dream import run as dream_run
+
+    monkeypatch.setattr(dream_run, "RUN_ENTRIES", 2)    # 1,000 in a vault; 2 here
+    set_review(vault, "off")
+    write_entries(vault, [f"Step {i} of the house move was planned." for i in range(1, 6)],
+                  start=1)
+    fake_anthropic.default_reply = alike_model
+    r = run("dream", "--poll-interval", "0.01")
+    assert r.exit_code == 0, r.output
+    assert "3 entries still wait; the next run takes them, oldest first." in r.output
+    log = vault.git("log", "--format=%s").splitlines()
+    assert [s for s in log if s.startswith("dream:")] == [
+        "dream: +1 fact, 0 updated, 0 removed (archive 5..5)",
+        "dream: +2 facts, 0 updated, 0 removed (archive 3..4)",
+        "dream: +2 facts, 0 updated, 0 removed (archive 1..2)"]

@@ -240,7 +240,7 @@ class _Run:
     def start(self) -> RunState | DreamOutcome:
         root = self.vault.root
         done = archive.read_consolidated(root)
-        sel = prompts.select(root, done, self.max_entries)
+        sel = prompts.select(root, done, self.max_entries or RUN_ENTRIES)
         cursor = sel.cursor
         if sel.empty:
             texts = self.read_memory()
@@ -615,6 +615,12 @@ class _Run:
     def _clear_failure(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.vault.state / LAST_FAILURE).unlink()
+
+
+# The most archive entries one run consolidates: the editor reads every finding of the
+# run in one request, which a run over a ten-year export (10,000 entries and more) would
+# take past the model's context window. `agent dream` runs again until none wait.
+RUN_ENTRIES = 1000
 
 
 def imported(root, ids: list[int]) -> bool:
