@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.chat.compact import mark_imported
-from agent.stores import archive, chatgpt, claude, exports, sessions
+from agent.stores import archive, chatgpt, claude, exports, sessions, window
 from agent.stores.exports import (
     CHATGPT,
     CLAUDE,
@@ -193,7 +193,7 @@ def _write(vault, batch: list[Imported], path: Path, result: ImportResult,
 def _mark_unmarked(vault, keys: list[str]) -> None:
     """The sessions a killed import wrote but had not yet marked for archiving (their
     messages are all in, so the rerun adds none): marked now, in their own commit."""
-    keys = [k for k in keys if sessions.last_marker(vault.root, key=k) is None]
+    keys = [k for k in keys if window.last_marker(vault.root, key=k) is None]
     if not keys:
         return
     change = Change("import", f"{len(keys)} conversation{'s' * (len(keys) != 1)} an "

@@ -34,6 +34,10 @@ from agent.search.text import query_terms
 from agent.search.update import (RACY_NS, WATCH_LIMIT, Stats, changed_paths,
                                  refresh, update)
 from agent.vault import history
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 # Names tests and scripts reach for (agent.search.db's own).
 _connect, _remove_db = connect, remove_db
@@ -44,7 +48,7 @@ __all__ = ["DB_NAME", "SCHEMA", "JSON_TEXT", "KINDS", "LAST", "MODES", "RACY_NS"
            "search", "session_summaries", "status", "vectors_now", "vectors_waiting"]
 
 
-def vectors_now(vault, limit: int | None = None) -> Dense:
+def vectors_now(vault: Vault, limit: int | None = None) -> Dense:
     """Make the queued vectors now (every one, or at most `limit`: serve's slice), as
     the next search would (the embedding model, or why search runs on words alone)."""
     with open_index(vault) as db:
@@ -53,7 +57,7 @@ def vectors_now(vault, limit: int | None = None) -> Dense:
         return dense_for(db, limit=limit)
 
 
-def vectors_waiting(vault) -> int:
+def vectors_waiting(vault: Vault) -> int:
     """How many documents wait for their vectors (0 without the embed extra)."""
     from agent.search import embed, vectors
 
@@ -63,7 +67,7 @@ def vectors_waiting(vault) -> int:
         return vectors.pending(db) if vectors.enabled(db) else 0
 
 
-def rebuild(vault) -> Stats:
+def rebuild(vault: Vault) -> Stats:
     """Build the index again from every file of the vault."""
     remove_db(db_path(vault))
     with open_index(vault) as db:
@@ -108,7 +112,7 @@ def _mode_line(db) -> str:
                f"them all" if todo > query.SEARCH_EMBED_BUDGET else ""))
 
 
-def status(vault) -> Status:
+def status(vault: Vault) -> Status:
     """What the index holds and how far behind the vault it is (without updating it)."""
     path = db_path(vault)
     st = Status(path, path.exists(), head=vault.head())
@@ -164,7 +168,7 @@ class SessionSummary:
     path: str               # the newest file
 
 
-def session_summaries(vault) -> list[SessionSummary]:
+def session_summaries(vault: Vault) -> list[SessionSummary]:
     """Every session the index knows (brought up to date first), most recent first."""
     refresh(vault)
     out = []
@@ -184,7 +188,7 @@ def session_summaries(vault) -> list[SessionSummary]:
     return out
 
 
-def message_counts(vault, dirty: list[str] | None = None) -> tuple[int, int]:
+def message_counts(vault: Vault, dirty: list[str] | None = None) -> tuple[int, int]:
     """(sessions, messages) from the index, brought up to date first: a cost that does
     not grow with history, unlike reading every transcript. `dirty` as for `refresh`."""
     refresh(vault, dirty=dirty)
