@@ -7,6 +7,9 @@ fresh vault with a realistic MEMORY.md (~100 lines), archive entries with ~150-t
 summaries, and 6 session messages per entry.
 
     python scripts/bench_dream.py [--sizes 10,100,1000] [--chunk-tokens 60000]
+
+With two sizes or more it prints how CPU per entry grows from the smallest to the
+largest (1.0x is flat).
 """
 
 from __future__ import annotations
@@ -90,23 +93,26 @@ def bench(n: int, chunk_tokens: int | None) -> dict:
         os.environ["ANTHROPIC_API_KEY"] = "bench"
         provider = make_provider(eager=True)   # the SDK loaded before the clock starts, as before
         t0, c0 = time.perf_counter(), time.thread_time()
-        out = run_dream(vault, provider, now(), poll_interval=0.01)
+        runs = []                  # as `agent dream` does: run after run until none wait
+        while (out := run_dream(vault, provider, now(), poll_interval=0.01)).kind != "nothing":
+            assert out.kind == "committed", out.message
+            runs.append(out)
         total, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        assert out.kind == "committed", out.message
         creates = server.calls("/v1/messages/batches")
         model_requests = sum(len(r.body["requests"]) for r in creates)
-        u = {k: sum(p[k] for p in out.usage.values()) for k in out.usage["analyst"]}
+        u = {k: sum(p[k] for o in runs for p in o.usage.values()) for k in runs[0].usage["analyst"]}
+        waited = sum(o.waited for o in runs)
         inp = u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"]
         editor = creates[-1].body["requests"][0]["params"]
         return {
-            "entries": n, "http_requests": len(server.requests), "batches": len(creates),
+            "entries": n, "runs": len(runs), "http_requests": len(server.requests), "batches": len(creates),
             "model_requests": model_requests,
             "input_tokens": inp, "input_per_entry": inp / n,
             "cacheable_share": (u["cache_creation_input_tokens"] + u["cache_read_input_tokens"]) / inp,
             "cache_read_share": u["cache_read_input_tokens"] / inp,
             "editor_input_tokens": len(json.dumps(editor)) // 4,
-            "local_s": total - out.waited, "waited_s": out.waited, "cpu_s": cpu,
-            "cost": out.cost, "added": out.report.added,
+            "local_s": total - waited, "waited_s": waited, "cpu_s": cpu,
+            "cost": sum(o.cost or 0 for o in runs), "added": sum(o.report.added for o in runs),
         }
 
 
@@ -125,6 +131,12 @@ def main() -> None:
               f"{r['input_tokens']:>10} {r['input_per_entry']:>9.0f} {r['cacheable_share']:>9.1%} "
               f"{r['cache_read_share']:>10.1%} {r['editor_input_tokens']:>10} {r['local_s']:>8.2f} "
               f"{r['cpu_s']:>6.2f} {1000 * r['cpu_s'] / r['entries']:>12.2f} {r['cost']:>7.3f}")
+    if len(rows) > 1:
+        lo, hi = rows[0], rows[-1]
+        ratio = (hi["cpu_s"] / hi["entries"]) / (lo["cpu_s"] / lo["entries"])
+        wall = (hi["local_s"] / hi["entries"]) / (lo["local_s"] / lo["entries"])
+        print(f"per entry, {hi['entries']:,} entries against {lo['entries']:,}: CPU "
+              f"{ratio:.2f}x, local time {wall:.2f}x (flat is 1.0x)")
     print("tokens: the fake API's estimate (4 characters a token); local s: run_dream's wall "
           "time minus the time it slept between polls (round trips to the in-process fake "
           "included); CPU s: the dreaming thread's own CPU time (the fake's threads excluded); "

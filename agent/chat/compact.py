@@ -373,6 +373,39 @@ def mark_backlog(vault: Vault, session: str, settings, appended: dict[str, int])
     return kept_at
 
 
+def mark_imported(vault, session: str, appended: dict[str, int]) -> None:
+    """After an import of a finished conversation (another assistant's export), under the
+    vault lock: all of what was appended, and what still waited before it, waits to be
+    archived (`backlog`), and the window starts empty after it, so the dream learns
+    from every imported message and a turn in the session sends none of its history.
+
+    `appended` maps each session file written to its size before (see mark_backlog)."""
+    root = vault.root
+    files = sessions.Session(root, session).files()
+    rels = [f.relative_to(root).as_posix() for f in files]
+    if not rels or not appended:
+        return
+    first = min(((r, o) for r, o in appended.items() if r in rels),
+                key=lambda p: _position(rels, *p))
+    found = window.last_marker(root, files)
+    back = found[0].get("backlog") if found is not None else None
+    if isinstance(back, dict) and isinstance(back.get("file"), str) and \
+            isinstance(back.get("offset"), int) and back["file"] in rels:
+        first = min(first, (back["file"], back["offset"]), key=lambda p: _position(rels, *p))
+    last = rels[-1]
+    size = (root / last).stat().st_size
+    through = None
+    for _, obj in sessions.read_backward(root / last, last, root):
+        if obj.get("type") != "compact" and obj.get("id") is not None:
+            through = str(obj["id"])
+            break
+    marker = {"type": "compact", "through": through,
+              "start": {"file": last, "offset": 0, "id": None},
+              "backlog": {"file": first[0], "offset": first[1],
+                          "end": {"file": last, "offset": size}}}
+    vault.append_line(last, _marker_line(marker, size, start_here=True))
+
+
 def backlog_of(root, session: str):
     """(marker, backlog) when the session has imported history waiting to be archived."""
     found = window.last_marker(root, key=session)

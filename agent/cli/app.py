@@ -324,10 +324,70 @@ def git_cmd(args):
 
 
 @cli.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["chatgpt", "claude", "jsonl"]),
+              help="The export's format, when telling it by content is not wanted.")
 @vault_option
-def import_cmd(file):
-    """Import a transcript (JSONL: session, role, content, ts, optional id)."""
+def import_cmd(path, fmt):
+    """Import ChatGPT's or Claude's export (a folder, .zip or file) or a JSONL transcript.
+
+    Each conversation becomes a session import/chatgpt-ID or import/claude-UUID, with
+    its title and times; importing again adds only what is new.
+    """
+    if fmt == "jsonl" or (fmt is None and path.is_file() and path.suffix == ".jsonl"):
+        return _import_jsonl(path)
+    from agent.ops.imports import import_path
+
+    vault = get_vault()
+    with _import_progress() as shown:
+        done = import_path(vault, path, now=now(), fmt=fmt, on_progress=shown)
+    report_recovery(vault)
+    for s in done.skipped:
+        click.echo(f"Skipped {s.where}: {s.why}.", err=True)
+    if done.added:
+        after_change(vault)
+        click.echo(f"Imported {done.added:,} message{'s' * (done.added != 1)} in "
+                   f"{done.sessions:,} conversation{'s' * (done.sessions != 1)} "
+                   f"({done.new_sessions:,} new) from {path.name}, in {len(done.commits)} "
+                   f"commit{'s' * (len(done.commits) != 1)}.")
+        click.echo("They wait to be archived for the dream: agent archive --all (or agent "
+                   "serve, in the background), then agent dream.")
+    elif done.conversations:
+        click.echo(f"Nothing new: all {done.conversations:,} conversations "
+                   f"({done.messages:,} messages) of {path.name} are already in the vault.")
+    if done.memories is not None:
+        click.echo(f"Claude's memories are archive entry {done.memories}: agent dream turns "
+                   f"them into proposals for agent review.")
+    if not done.added and done.memories is None and not done.conversations:
+        click.echo(f"Nothing to import from {path.name}.")
+
+
+def _import_progress():
+    """A progress bar on a terminal (stderr), nothing otherwise: a callback for the import."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def bar():
+        if not sys.stderr.isatty():
+            yield None
+            return
+        state: dict = {}
+
+        def shown(p):
+            if "bar" not in state:
+                state["bar"] = click.progressbar(length=p.total, label="Importing",
+                                                 file=sys.stderr, show_pos=True)
+                state["bar"].__enter__()
+            state["bar"].update(p.done - state["bar"].pos)
+        try:
+            yield shown
+        finally:
+            if "bar" in state:
+                state["bar"].__exit__(None, None, None)
+    return bar()
+
+
+def _import_jsonl(file: Path):
     from agent.chat.importer import import_file
     from agent.stores import sessions
 

@@ -157,53 +157,62 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
         # Said before any provider is made: nothing to do needs no key and calls no model.
         click.echo(f"Nothing to dream: no archive entries after the cursor ({st['cursor']}).")
         return
-    progress = _Progress()
-    try:
-        out = dreaming.run_dream(vault, make_provider(lazy=True), now(), wait=not no_wait, sync=sync,
-                                 dry_run=dry_run, max_entries=max_entries,
-                                 allow_shrink=allow_shrink, progress=progress,
-                                 poll_interval=poll_interval)
-    except KeyboardInterrupt:
-        progress.end()
-        flight = dreaming.dream_status(vault)["in_flight"]
-        if flight and flight.get("batch"):
-            click.echo(f"Interrupted. The {flight['phase']} batch {flight['batch']} keeps running; "
-                       f"`agent dream` picks it up (`agent dream --cancel` stops it).", err=True)
-        else:
-            click.echo("Interrupted; memory and cursor are unchanged.", err=True)
-        sys.exit(130)
-    finally:
-        progress.end()
-    report_recovery(vault)
-    if out.kind == "failed":
-        click.echo(out.message, err=True)
-        _print_cost(out)
-        sys.exit(1)
-    if out.kind in ("committed", "no_changes"):
-        after_change(vault)
-        click.echo(f"Dream over archive {out.range}:")
-        _print_report(out)
-        if out.sha:
-            click.echo(f"Committed {out.sha[:7]} {out.message}")
-        else:
+    while True:
+        progress = _Progress()
+        try:
+            out = dreaming.run_dream(vault, make_provider(lazy=True), now(), wait=not no_wait, sync=sync,
+                                     dry_run=dry_run, max_entries=max_entries,
+                                     allow_shrink=allow_shrink, progress=progress,
+                                     poll_interval=poll_interval)
+        except KeyboardInterrupt:
+            progress.end()
+            flight = dreaming.dream_status(vault)["in_flight"]
+            if flight and flight.get("batch"):
+                click.echo(f"Interrupted. The {flight['phase']} batch {flight['batch']} keeps running; "
+                           f"`agent dream` picks it up (`agent dream --cancel` stops it).", err=True)
+            else:
+                click.echo("Interrupted; memory and cursor are unchanged.", err=True)
+            sys.exit(130)
+        finally:
+            progress.end()
+        report_recovery(vault)
+        if out.kind == "failed":
+            click.echo(out.message, err=True)
+            _print_cost(out)
+            sys.exit(1)
+        if out.kind in ("committed", "no_changes"):
+            after_change(vault)
+            click.echo(f"Dream over archive {out.range}:")
+            _print_report(out)
+            if out.sha:
+                click.echo(f"Committed {out.sha[:7]} {out.message}")
+            else:
+                click.echo(out.message)
+            if out.branch:
+                n = out.report.proposed
+                click.echo(f"{n} edit{'s' * (n != 1)} wait{'s' * (n == 1)} for review on branch "
+                           f"{out.branch} (`git diff main {out.branch}`): `agent review` lists "
+                           f"them.")
+            _print_cost(out)
+            left = dreaming.dream_status(vault)["waiting"]
+            if left and not no_wait and max_entries is None:
+                # A life's export: one run a chunk of the oldest entries, each committed,
+                # so a stop anywhere keeps what was done and the next `agent dream` goes on.
+                click.echo(f"{left:,} entr{'ies' if left != 1 else 'y'} still wait; the next "
+                           f"run takes them, oldest first.")
+                continue
+            return
+        if out.kind == "dry_run":
+            _print_report(out)
+            if out.diff:
+                click.echo(out.diff.rstrip("\n"))
+            else:
+                click.echo("No change to MEMORY.md or USER.md.")
             click.echo(out.message)
-        if out.branch:
-            n = out.report.proposed
-            click.echo(f"{n} edit{'s' * (n != 1)} wait{'s' * (n == 1)} for review on branch "
-                       f"{out.branch} (`git diff main {out.branch}`): `agent review` lists "
-                       f"them.")
-        _print_cost(out)
-        return
-    if out.kind == "dry_run":
-        _print_report(out)
-        if out.diff:
-            click.echo(out.diff.rstrip("\n"))
-        else:
-            click.echo("No change to MEMORY.md or USER.md.")
+            _print_cost(out)
+            return
         click.echo(out.message)
-        _print_cost(out)
         return
-    click.echo(out.message)
 
 
 COMMANDS = [dream]

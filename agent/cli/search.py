@@ -182,4 +182,25 @@ def rebuild_cmd():
         click.echo(dense.problem, err=True)
 
 
+@index_group.command("embed")
+@vault_option
+def embed_cmd():
+    """Make every vector still waiting (after an import), with a progress bar."""
+    from agent.search import index
+
+    vault = get_vault()
+    index.refresh(vault)
+    waiting = index.vectors_waiting(vault)
+    t0 = time.perf_counter()
+    with _progress(index):
+        dense = index.vectors_now(vault)
+    if dense.problem:
+        raise click.ClickException(dense.problem)
+    if dense.embedder is None:
+        click.echo("Search runs on words alone here (no embedding model): nothing to embed.")
+        return
+    click.echo(f"Embedded {waiting:,} document{'s' * (waiting != 1)} in "
+               f"{time.perf_counter() - t0:.1f}s; meaning-search is up to date.")
+
+
 COMMANDS = [search_cmd, index_group]

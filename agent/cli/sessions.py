@@ -35,7 +35,7 @@ def archive_cmd(session, all_):
         raise click.UsageError("Give --session KEY or --all, not both.")
     vault = get_vault()
     if all_:
-        keys = sessions.list_sessions(vault.root)
+        keys = ops.oldest_first(vault, sessions.list_sessions(vault.root))
     elif session:
         keys = [ops.check_known(vault, session)]
     else:
@@ -96,8 +96,10 @@ def sessions_cmd(as_json):
 
     vault = get_vault()
     found = ops.list_sessions(vault)
+    titles = ops.titles(vault, found)
     if as_json:
-        click.echo(json.dumps([{"session": s.key, "messages": s.messages, "first": s.first,
+        click.echo(json.dumps([{"session": s.key, "title": titles.get(s.key),
+                                "messages": s.messages, "first": s.first,
                                 "last": s.last, "last_speaker": s.last_speaker,
                                 "last_text": s.last_text} for s in found],
                               ensure_ascii=False, indent=2))
@@ -113,6 +115,9 @@ def sessions_cmd(as_json):
     rows = [[s.key, str(s.messages), when(s.first), when(s.last),
              f"{s.last_speaker}: {s.last_text}" if s.last_speaker else s.last_text]
             for s in found]
+    if titles:           # imported conversations are known by their titles
+        head[4] = "TITLE / LAST LINE"
+        rows = [r[:4] + [f"{titles[r[0]]}: {r[4]}" if r[0] in titles else r[4]] for r in rows]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     width = shutil.get_terminal_size((100, 24)).columns
     room = max(20, width - sum(widths) - 2 * 4)

@@ -236,12 +236,15 @@ class _Doc:
             self.lines.insert(last + 1, line)
             return
         for h, text in enumerate(self.lines):
-            head = _heading_title(text)
+            head = _heading_title(text) if text.startswith("#") else None
             if not head or head[1].casefold() != want:
                 continue
             end = next((j for j in range(h + 1, len(self.lines))
-                        if (t := _heading_title(self.lines[j])) and t[0] <= head[0]), len(self.lines))
-            last = max((j for j in range(h + 1, end) if self.lines[j].strip()), default=None)
+                        if self.lines[j].startswith("#")
+                        and (t := _heading_title(self.lines[j])) and t[0] <= head[0]),
+                       len(self.lines))
+            # The section's last line with text, looked for from its end back.
+            last = next((j for j in range(end - 1, h, -1) if self.lines[j].strip()), None)
             if last is not None:
                 self._terminate(last)
                 self.lines.insert(last + 1, line)

@@ -203,15 +203,18 @@ def covered(root: Path, done: archive.Consolidated, pending: list[archive.Entry]
     markers do not list ids are always dreamed."""
     cache = SessionCache(root)
     cover: dict[int, set[str]] = {}
-    for entry in pending:
-        for src in _sources(entry.meta):
-            got = cache.lines(str(src.get("file", "")))
-            if isinstance(got, str):
-                continue
-            for obj in got[0]:
-                ids = obj.get("ids") if obj.get("type") == "compact" else None
-                if isinstance(ids, list) and isinstance(obj.get("archive"), int):
-                    cover.setdefault(obj["archive"], set()).update(str(i) for i in ids)
+    # Each file once: the entries of one conversation share its month files, and going
+    # through a file per entry made the selection quadratic in the entries.
+    files = dict.fromkeys(str(src.get("file", "")) for entry in pending
+                          for src in _sources(entry.meta))
+    for file in files:
+        got = cache.lines(file)
+        if isinstance(got, str):
+            continue
+        for obj in got[0]:
+            ids = obj.get("ids") if obj.get("type") == "compact" else None
+            if isinstance(ids, list) and isinstance(obj.get("archive"), int):
+                cover.setdefault(obj["archive"], set()).update(str(i) for i in ids)
     if not cover:
         return set()
     seen: set[str] = set()

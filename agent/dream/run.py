@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -233,7 +234,7 @@ class _Run:
     def start(self) -> RunState | DreamOutcome:
         root = self.vault.root
         done = archive.read_consolidated(root)
-        sel = prompts.select(root, done, self.max_entries)
+        sel = prompts.select(root, done, self.max_entries or RUN_ENTRIES)
         cursor = sel.cursor
         if sel.empty:
             texts = self.read_memory()
@@ -536,7 +537,10 @@ class _Run:
         root = self.vault.root
         ops, dropped = proposals.screen(state.ops or [], rejections.read(root),
                                         ledger.proposals(ledger.read(root)))
-        sp = proposals.split(texts, ops, self.settings.dream_review,
+        # What another assistant's export brought in is a person's history told by a
+        # third party: every edit it leads to waits for review, whatever the setting.
+        mode = "all" if imported(root, state.entries) else self.settings.dream_review
+        sp = proposals.split(texts, ops, mode,
                              allow_shrink=self.allow_shrink,
                              max_lines=self.settings.memory_max_lines,
                              **self.guard_input(state, texts))
@@ -605,6 +609,29 @@ class _Run:
     def _clear_failure(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.vault.state / LAST_FAILURE).unlink()
+
+
+# The most archive entries one run consolidates: the editor reads every finding of the
+# run in one request, which a run over a ten-year export (10,000 entries and more) would
+# take past the model's context window. `agent dream` runs again until none wait.
+RUN_ENTRIES = 1000
+
+
+def imported(root, ids: list[int]) -> bool:
+    """Whether any of the archive entries `ids` comes from an imported conversation
+    (agent import: sessions under `import/`); only each entry's head is read."""
+    want = set(ids)
+    for entry_id, rel in archive.entry_ids(root):
+        if entry_id not in want:
+            continue
+        try:
+            with open(root / rel, "rb") as f:
+                head = f.read(1024)
+        except OSError:
+            continue
+        if re.search(rb"(?m)^session: ['\"]?import/", head):
+            return True
+    return False
 
 
 def _plural(n: int, word: str, words: str | None = None) -> str:

@@ -25,6 +25,7 @@ from agent.dream.edits import FILES, apply_ops
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
 from agent.stores import archive, arrivals, ledger, rejections, sessions
+from agent.stores.exports import MEMORIES_SESSION, NAMES, title_of
 from agent.vault import branches
 from agent.fs import safe
 from agent.vault.change import Change
@@ -152,8 +153,21 @@ def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int,
         if len(said) > EXCERPT:
             said = said[:EXCERPT - 3].rstrip() + "..."
         topic = f" ({e.topic})" if e.topic else ""
-        return f"archive {entry_id}{topic}" + (f': "{said}"' if said else "")
+        return f"archive {entry_id}{topic}{_conversation(root, e.session)}" + (
+            f': "{said}"' if said else "")
     return ""
+
+
+def _conversation(root, session: str) -> str:
+    """`, from ChatGPT: "Trip to Kyoto" (import/chatgpt-...)` for an imported entry."""
+    if not session.startswith("import/"):
+        return ""
+    if session == MEMORIES_SESSION:
+        return ", from Claude's memories.json"
+    title = title_of(root, session)
+    source = session.split("/", 1)[1].split("-", 1)[0]
+    return f", from {NAMES.get(source, source)}: {title!r} ({session})" if title else \
+        f", from {session}"
 
 
 def pending(vault: Vault) -> list[Item]:
@@ -174,6 +188,10 @@ def pending(vault: Vault) -> list[Item]:
     items = []
     for k, r in enumerate(waiting, 1):
         ids = [int(i) for i in r.get("archive", []) if str(i).isdigit()]
+        if not ids and not r.get("exact"):       # no finer link: the run's entries
+            lo, _, hi = str(r["run"]).partition("..")
+            ids = [i for i in paths if lo.isdigit() and hi.isdigit() and
+                   int(lo) <= i <= int(hi)][:10]
         remote, by = arrivals.origin(came, r)
         items.append(Item(
             k, f"{r['run']}#{r['n']}", r["run"], int(r["n"]), totals[r["run"]],

@@ -33,6 +33,31 @@ def list_sessions(vault: Vault) -> list:
     return index.session_summaries(vault)
 
 
+def titles(vault: Vault, found: list) -> dict[str, str]:
+    """The titles of the imported conversations among `found` (key -> title)."""
+    from agent.stores.exports import title_of
+
+    out = {}
+    for s in found:
+        title = title_of(vault.root, s.key)
+        if title:
+            out[s.key] = title
+    return out
+
+
+def oldest_first(vault: Vault, keys: list[str]) -> list[str]:
+    """`keys` by the month of their first messages, an imported conversation by when it
+    began: `agent archive --all` makes the entries of a life's export in the order it
+    was lived, and the dream, which reads entries in order, learns it oldest first."""
+    from agent.stores.exports import conversation_of
+
+    def when(key: str) -> tuple[str, str, str]:
+        files = sessions.Session(vault.root, key).files()
+        about = conversation_of(vault.root, key) or {}
+        return (files[0].name if files else "", str(about.get("created") or ""), key)
+    return sorted(keys, key=when)
+
+
 def exists(vault: Vault, key: str) -> bool:
     return bool(sessions.Session(vault.root, key).files())
 

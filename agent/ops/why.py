@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from agent.oneline import shorten
 from agent.errors import UserError
 from agent.stores import archive, ledger, memory, sessions
+from agent.stores.exports import title_of
 from agent.vault import history as lineage
 from agent.vault.change import CLIENT, REVERTS, REVIEWER, RUN, SESSION, TOOL, TURN
 from typing import TYPE_CHECKING
@@ -271,20 +272,27 @@ def _dream_source(vault: Vault, c, rel: str, text: str) -> dict:
     rec = ledger.for_line(vault.root, run, rel, text)
     source: dict = {"run": run}
     if rec is None:
-        # The entries of the whole run: the ids the archive holds between its ends
-        # (ids are 18-digit stamps: never a range() over the numbers in between).
-        ids = [] if first is None else [i for i, _ in archive.entry_ids(vault.root)
-                                        if first <= i <= through]
+        ids = _run_ids(vault, first, through)
         source.update({"exact": False, "archive_ids": ids,
                        "note": "no ledger record: the entries of the whole run"})
     else:
         ids = [int(i) for i in rec.get("archive", []) if str(i).isdigit()]
+        if not ids and not rec.get("exact"):
+            ids = _run_ids(vault, first, through)     # no finer link: the run's entries
         source.update({"exact": bool(rec.get("exact")), "archive_ids": ids,
                        "op": rec.get("op"), "reason": rec.get("reason", ""),
                        "replaced": rec.get("old") or None,
                        "findings": rec.get("findings", [])})
     source["archive"] = [_entry(vault, i) for i in ids[:10]]
     return source
+
+
+def _run_ids(vault: Vault, first: int | None, through: int | None) -> list[int]:
+    """The entries of a whole run: the ids the archive holds between its ends (ids are
+    18-digit stamps: never a range() over the numbers in between)."""
+    if first is None or through is None:
+        return []
+    return [i for i, _ in archive.entry_ids(vault.root) if first <= i <= through]
 
 
 def _review_source(vault: Vault, c, rel: str, text: str) -> dict:
@@ -328,6 +336,9 @@ def _entry(vault: Vault, entry_id: int) -> dict:
         return {"id": entry_id, "path": rel, "problem": str(err)}
     out = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
+    title = title_of(vault.root, e.session)       # a conversation `agent import` brought
+    if title:
+        out["title"] = title
     cache = prompts.SessionCache(vault.root)
     for file, obj in prompts.covered_lines(cache, archive.source_ranges(e.meta.get("source"))):
         msg = sessions.Line.read(obj)
@@ -418,7 +429,8 @@ def _evidence(src: dict) -> list[str]:
         if e.get("missing"):
             lines.append(f"archive {e['id']}: not in the vault any more")
             continue
-        lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}, "
+        title = f" \"{e['title']}\"" if e.get("title") else ""
+        lines.append(f"archive {e['id']} ({e.get('path')}, session {e.get('session')}{title}, "
                      f"{_date(str(e.get('created') or ''))}): {e.get('topic')}")
         for msg in e.get("messages", [])[:6]:
             lines.append(f"  {msg['file']} {msg['id']} {_date(msg.get('ts') or '')} "

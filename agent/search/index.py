@@ -45,14 +45,26 @@ _connect, _remove_db = connect, remove_db
 __all__ = ["DB_NAME", "SCHEMA", "JSON_TEXT", "KINDS", "LAST", "MODES", "RACY_NS", "RANKING",
            "SEARCH_EMBED_BUDGET", "WATCH_LIMIT", "Dense", "Hit", "SearchError", "SessionSummary",
            "Stats", "Status", "db_path", "message_counts", "query_terms", "rebuild", "refresh",
-           "search", "session_summaries", "status", "vectors_now"]
+           "search", "session_summaries", "status", "vectors_now", "vectors_waiting"]
 
 
-def vectors_now(vault: Vault) -> Dense:
-    """Make the queued vectors now, as the next search would (the embedding model, or
-    why search runs on words alone)."""
+def vectors_now(vault: Vault, limit: int | None = None) -> Dense:
+    """Make the queued vectors now (every one, or at most `limit`: serve's slice), as
+    the next search would (the embedding model, or why search runs on words alone)."""
     with open_index(vault) as db:
-        return dense_for(db, everything=True)
+        if limit is None:
+            return dense_for(db, everything=True)
+        return dense_for(db, limit=limit)
+
+
+def vectors_waiting(vault: Vault) -> int:
+    """How many documents wait for their vectors (0 without the embed extra)."""
+    from agent.search import embed, vectors
+
+    if embed.wanted() == "off" or not embed.installed():
+        return 0
+    with open_index(vault) as db:
+        return vectors.pending(db) if vectors.enabled(db) else 0
 
 
 def rebuild(vault: Vault) -> Stats:

@@ -100,16 +100,20 @@ class Dense:
 PROGRESS = None
 
 
-# A search makes at most this many queued vectors (a few seconds of the model): a turn
-# right after installing the extra on a vault of years must not wait an hour for all of
-# them. What is left waits for the next searches, or `agent index rebuild`, which makes
-# every one with a progress bar; documents without a vector are found by their words.
-SEARCH_EMBED_BUDGET = 128
+# A search makes at most this many queued vectors (a second or two of the model): a turn
+# right after an import or installing the extra on a vault of years must not wait an
+# hour for all of them, nor the 15 s that 128 took on a loaded machine. What is left is
+# made by `agent serve` in the background (agent/serve/embedding.py) or `agent index
+# embed` with a progress bar; meanwhile documents without a vector are found by their
+# words, and the search says that meaning-search is catching up.
+SEARCH_EMBED_BUDGET = 32
+BACKGROUND_SLICE = 256       # vectors serve makes in one step
 
 
-def dense_for(db, *, everything: bool = False) -> Dense:
+def dense_for(db, *, everything: bool = False, limit: int | None = None) -> Dense:
     """The embedding model, with the index's vectors brought up to date (at most
-    SEARCH_EMBED_BUDGET new ones, unless `everything`), or why not."""
+    `limit`, SEARCH_EMBED_BUDGET by default, new ones, unless `everything`), or why not.
+    When more wait, `problem` says meaning-search is catching up and how to finish it."""
     from agent.search import embed, vectors
     try:
         emb = embed.load()
@@ -121,8 +125,17 @@ def dense_for(db, *, everything: bool = False) -> Dense:
         return Dense()
     if emb is None:
         return Dense()
-    vectors.sync(db, emb, PROGRESS, limit=None if everything else SEARCH_EMBED_BUDGET)
+    vectors.sync(db, emb, PROGRESS, limit=None if everything else (limit or SEARCH_EMBED_BUDGET))
+    left = 0 if everything else vectors.pending(db)
+    if left:
+        return Dense(embedder=emb, problem=catching_up(left))
     return Dense(embedder=emb)
+
+
+def catching_up(left: int) -> str:
+    return (f"Meaning-search is catching up: {left:,} document{'s' * (left != 1)} still "
+            f"wait{'s' * (left == 1)} for their vectors and are found by their words "
+            f"meanwhile (agent serve makes them in the background; agent index embed now).")
 
 
 def _matched(text: str, qstems: set[str], cjk: list[str], stems) -> list[str]:

@@ -24,6 +24,7 @@ from agent.chat import subagents
 from agent.config import SettingsError, load_settings
 from agent.llm import Provider
 from agent.serve.compaction import Compaction
+from agent.serve.embedding import Embedding
 from agent.serve.conversations import Conversations
 from agent.serve.cron import CronJobs
 from agent.serve.delivery import Outbox
@@ -61,6 +62,7 @@ class Server:
         self.heartbeats = Heartbeats(self)
         self.dream = Dream(self)
         self.compaction = Compaction(self)
+        self.embedding = Embedding(self)
         self.sync = Sync(self)
         self.outbox = Outbox(self)          # scheduled replies sent to chats, retried
         self.conversations = Conversations(vault, provider, clock=clock,
@@ -115,12 +117,14 @@ class Server:
         if not self.stopping:
             self.compaction.run(now)
         if not self.stopping:
+            self.embedding.run(now)
+        if not self.stopping:
             self.outbox.run(self.clock_or(now))
         return self._next_wake(now)
 
     def _next_wake(self, now: datetime) -> datetime | None:
         times = [t for part in (self.cron, self.heartbeats, self.dream, self.compaction,
-                                self.outbox, self.sync)
+                                self.embedding, self.outbox, self.sync)
                  for t in part.wake_times(now)]
         future = [t for t in times if t > now]
         return min(future) if future else None

@@ -1,0 +1,311 @@
+"""Other assistants' exports as `agent import` reads them: where the files are (a folder,
+a `.zip`, a single file, or a `manifest-*.json` naming several zips), which format
+each is (by its content), and the conversations they hold, streamed one at a time.
+
+A conversation read from an export is an `Imported`: its source (`chatgpt` or
+`claude`), its id there, title, original times and messages, each message with the
+id it has in the export (kept as the message's id in the vault, so an import twice
+adds nothing and `agent why` can name it). The formats themselves are read by
+agent.stores.chatgpt and agent.stores.claude; this module knows the containers.
+
+Nothing here writes: a zip is read in place, never extracted, and refused as a whole
+when a name in it escapes (`../`, an absolute path) or it would unpack to far more
+than it holds (a zip bomb).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from agent.errors import UserError
+
+MAX_MEMBER = 8 * 1024 ** 3          # one file of an export, unpacked
+MAX_TOTAL = 32 * 1024 ** 3          # a whole zip, unpacked
+BOMB_RATIO = 200                    # JSON deflates some 5-20x; 200x past BOMB_BYTES is a bomb
+BOMB_BYTES = 16 * 1024 ** 2
+SNIFF = 64 * 1024                   # bytes read to tell a format
+
+CHATGPT, CLAUDE, JSONL = "chatgpt", "claude", "jsonl"
+FORMATS = (CHATGPT, CLAUDE, JSONL)
+NAMES = {CHATGPT: "ChatGPT", CLAUDE: "Claude"}
+MEMORIES_SESSION = "import/claude-memories"     # the archive entry of memories.json
+_SPLIT = re.compile(r"^conversations(-\d{1,6})?\.json$")
+_MANIFEST = re.compile(r"^manifest.*\.json$")
+
+
+class ExportError(UserError):
+    """An export that cannot be read as a whole; the message names the file and why."""
+
+
+@dataclass
+class Message:
+    id: str                     # the message's id in the export
+    role: str                   # user | assistant
+    ts: datetime
+    text: str
+    speaker: str | None = None  # a tool's name, when a tool said it
+
+
+@dataclass
+class Imported:
+    source: str                 # chatgpt | claude
+    id: str
+    title: str
+    created: datetime | None
+    updated: datetime | None
+    messages: list[Message] = field(default_factory=list)
+    model: str | None = None
+
+
+@dataclass
+class Skipped:
+    """A conversation that could not be read: where, and why (the rest are imported)."""
+    where: str
+    why: str
+
+
+@dataclass
+class Part:
+    """One file of an export: its name as shown to the person, and how to open it."""
+    name: str
+    open: Callable[[], IO[bytes]]
+    kind: str = ""              # conversations | memories | jsonl | manifest | ""
+
+
+def epoch(value) -> datetime | None:
+    """An epoch-seconds time (ChatGPT) as an aware datetime; None when absent or bad."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return datetime.fromtimestamp(float(value), UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def iso(value) -> datetime | None:
+    """An ISO 8601 time (Claude) as an aware datetime; None when absent or bad."""
+    if not isinstance(value, str):
+        return None
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+# ---- containers ---------------------------------------------------------------------------
+
+
+def parts(path: Path) -> list[Part]:
+    """The files of the export at `path` (a folder, a zip or one file) that may hold
+    conversations, memories or transcripts; ExportError when none does."""
+    path = Path(path)
+    if not path.is_dir() and not path.is_file():
+        raise ExportError(f"{path} is not a regular file (a device, FIFO or socket); give "
+                          f"the export's folder, zip or file.")
+    if path.is_dir():
+        found = _folder(path)
+    elif zipfile.is_zipfile(path):
+        found = _zip(path)
+    elif path.is_file():
+        found = [Part(path.name, lambda p=path: open(p, "rb"))]
+    else:
+        raise ExportError(f"{path}: no such file or folder.")
+    found = [p for p in found if p.kind or _own_kind(p)]
+    manifests = [p for p in found if p.kind == "manifest"]
+    if manifests and path.is_dir():
+        found = [p for p in found if p.kind != "manifest"] + [
+            q for m in manifests for q in _manifest(path, m)]
+    elif manifests:
+        found = [p for p in found if p.kind != "manifest"] + [
+            q for m in manifests for q in _manifest(path.parent, m)]
+    if not found:
+        raise ExportError(f"{path}: not an export: no conversations.json, "
+                          f"conversations-NNN.json, memories.json or .jsonl transcript in it.")
+    return found
+
+
+def _own_kind(p: Part) -> bool:
+    """Name a part's kind from its file name; whether it is one `agent import` reads."""
+    base = PurePosixPath(p.name).name
+    if _SPLIT.match(base):
+        p.kind = "conversations"
+    elif base == "memories.json":
+        p.kind = "memories"
+    elif base.endswith(".jsonl"):
+        p.kind = "jsonl"
+    elif _MANIFEST.match(base):
+        p.kind = "manifest"
+    elif base.endswith(".json"):
+        p.kind = "conversations"        # a single file given by name: told by content
+    return bool(p.kind)
+
+
+def _folder(path: Path) -> list[Part]:
+    out = []
+    for f in sorted(path.iterdir()):
+        if f.is_file() and not f.is_symlink():
+            part = Part(f"{path.name}/{f.name}", lambda f=f: open(f, "rb"))
+            if _own_kind(part) and not (part.kind == "conversations"
+                                        and not _SPLIT.match(f.name)):
+                out.append(part)
+    return out
+
+
+def _zip(path: Path) -> list[Part]:
+    """The export's files in a zip, after checking every name and size in it."""
+    try:
+        zf = zipfile.ZipFile(path)
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError) as e:
+        raise ExportError(f"{path.name}: not a readable zip ({e}).") from None
+    total = 0
+    for info in infos:
+        name = info.filename
+        pure = PurePosixPath(name.replace("\\", "/"))
+        if pure.is_absolute() or ".." in pure.parts or re.match(r"^[A-Za-z]:", name):
+            raise ExportError(f"{path.name}: the name {name[:100]!r} in the zip escapes its "
+                              f"folder; an export never holds one, so nothing was imported.")
+        total += info.file_size
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > MAX_MEMBER or total > MAX_TOTAL or (
+                info.file_size > BOMB_BYTES and ratio > BOMB_RATIO):
+            raise ExportError(f"{path.name}: {name[:100]} would unpack to "
+                              f"{info.file_size:,} bytes from {info.compress_size:,} "
+                              f"(a zip bomb, not an export); nothing was imported.")
+    out = []
+    for info in infos:
+        if info.is_dir():
+            continue
+        part = Part(f"{path.name}:{info.filename}",
+                    lambda info=info: zipfile.ZipFile(path).open(info))
+        base = PurePosixPath(info.filename).name
+        if _own_kind(part) and not (part.kind == "conversations" and not _SPLIT.match(base)):
+            out.append(part)
+    return out
+
+
+def _manifest(folder: Path, part: Part) -> list[Part]:
+    """The parts of the zips a `manifest-*.json` names (Claude's export in several
+    files), each looked for beside the manifest."""
+    try:
+        with part.open() as f:
+            data = json.loads(f.read(16 * 1024 * 1024).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ExportError(f"{part.name}: not a readable manifest ({e}).") from None
+    names: list[str] = []
+
+    def walk(x):
+        if isinstance(x, str) and x.lower().endswith(".zip"):
+            names.append(PurePosixPath(x).name)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+    walk(data)
+    out = []
+    for name in dict.fromkeys(names):
+        z = folder / name
+        if not z.is_file():
+            raise ExportError(f"{part.name} names {name}, which is not beside it in "
+                              f"{folder}; put every zip of the export in one folder.")
+        out += _zip(z)
+    return out
+
+
+# ---- telling and streaming -----------------------------------------------------------------
+
+
+def opened(part: Part) -> IO[bytes]:
+    """The part's bytes, a UTF-8 byte-order mark left out (some editors add one)."""
+    f = part.open()
+    if f.read(3) != b"\xef\xbb\xbf":
+        f.seek(0)                    # a zip member seeks too (by reading again from its start)
+    return f
+
+
+def sniff(part: Part) -> str | None:
+    """Which format a conversations file is, from its first objects' keys: chatgpt,
+    claude, or None (not one we read)."""
+    with opened(part) as f:
+        head = f.read(SNIFF)
+    keys = set(re.findall(rb'"([a-z_]{2,30})"\s*:', head))
+    if {b"mapping", b"current_node"} & keys:
+        return CHATGPT
+    if {b"chat_messages", b"uuid"} <= keys or b"chat_messages" in keys:
+        return CLAUDE
+    return None
+
+
+def items(part: Part) -> Iterator[object]:
+    """The elements of the part's top-level JSON array, one at a time (a 1 GB export is
+    never in memory at once); ExportError naming the part for a truncated file, bytes
+    that are not UTF-8 or anything else that is not JSON."""
+    import ijson
+
+    with opened(part) as f:
+        try:
+            yield from ijson.items(f, "item", use_float=True)
+        except ijson.JSONError as e:
+            raise ExportError(f"{part.name}: {_json_problem(e)}; nothing was imported "
+                              f"from it.") from None
+        except (zipfile.BadZipFile, OSError, EOFError) as e:
+            raise ExportError(f"{part.name}: cannot be read ({e}).") from None
+
+
+def _json_problem(e: Exception) -> str:
+    text = str(e)
+    if "UTF8" in text or "utf-8" in text.lower():
+        return "holds bytes that are not UTF-8"
+    if "premature EOF" in text or "Incomplete" in text:
+        return "ends mid-way (a truncated or partly downloaded file)"
+    first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    return f"is not valid JSON ({first})"
+
+
+def read_json(part: Part, limit: int = 64 * 1024 * 1024):
+    """A small JSON file of an export (memories.json), whole."""
+    with opened(part) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ExportError(f"{part.name}: over {limit // 1024 // 1024} MB; not a memories file.")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ExportError(f"{part.name}: holds bytes that are not UTF-8.") from None
+    except ValueError as e:
+        raise ExportError(f"{part.name}: is not valid JSON ({e}).") from None
+
+
+def conversation_of(root: Path, key: str) -> dict | None:
+    """What an imported conversation's session keeps of it (its first line's
+    `conversation`: from, id, title, created, updated, model), or None."""
+    from agent.stores import sessions
+
+    if not key.startswith("import/"):
+        return None
+    files = sessions.Session(root, key).files()
+    if not files:
+        return None
+    try:
+        with open(files[0], "rb") as f:
+            first = f.readline()
+        about = sessions.parse_line(first, key, 1).get("conversation")
+    except (OSError, UserError):
+        return None
+    return about if isinstance(about, dict) else None
+
+
+def title_of(root: Path, key: str) -> str | None:
+    """The title an imported conversation had."""
+    title = (conversation_of(root, key) or {}).get("title")
+    return title if isinstance(title, str) else None
