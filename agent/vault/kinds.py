@@ -49,7 +49,8 @@ CONTROL = Kind("control", "the person's settings and git rules", held=True, mode
 ACTS = Kind("acts", "what the agent runs on its own (skills, heartbeats)", held=True,
             model="hold")
 CRON = Kind("cron", "the scheduled jobs", held=True, model="refuse")
-FORGOTTEN = Kind("forgotten", "the forgotten phrases", held=True, model="refuse")
+# A remote's tombstones are decided by forget's own flow (agent.vault.rewrite), not here.
+FORGOTTEN = Kind("forgotten", "the forgotten phrases", model="refuse")
 RECORD = Kind("record", "the dream's own records", model="refuse")
 SESSION = Kind("session", "the conversation transcripts", model="refuse")
 PROMPT = Kind("prompt", "a file every prompt holds whole", limit=safe.PROMPT_BYTES)
