@@ -218,6 +218,14 @@ def _hold_jobs(vault: Vault, ours: str, oid: str, rejected: dict) -> tuple[str |
             held.append((job, old))
         if old is not None:
             out.append(old)
+    # A job here that the merge dropped stays: the other side may only be holding it (its
+    # tree lacks a job it has not accepted yet, which a merge reads as a deletion).
+    ids = {j.get("id") for j in out if isinstance(j, dict)}
+    kept = [j for j in local.get("jobs", []) if isinstance(j, dict) and j.get("id") not in ids
+            and j.get("id") not in {k.get("id") for k in jobs if isinstance(k, dict)}]
+    if kept:
+        changed = True
+        out.extend(kept)
     if not changed:
         return None, []
     merged["jobs"] = out
