@@ -271,7 +271,7 @@ def read_what_parses(root: Path) -> tuple[Consolidated, str | None]:
     from agent.fs import safe
 
     try:
-        text = safe.read_text(root, CURSOR, limit=4 * 1024 * 1024, errors="replace") or ""
+        text = safe.read_text(root, CURSOR, limit=4 * 1024 * 1024) or ""
     except UserError as e:
         return Consolidated(), str(e)
     try:
