@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC
 
 import pytest
-
 from conftest import agent_proc
 from fakeanthropic import reply, tool_use
-from test_sync_trust import _blob, _mktree, _push_tree, agent, evil, git, push, remote  # noqa: F401
+from test_sync_trust import _blob, _push_tree, agent, evil, git, push, remote  # noqa: F401
 from test_vault_trust import history, needs_bwrap, tool_result
 
 
@@ -169,7 +169,7 @@ def test_an_unknown_setting_is_warned_about_and_the_note_saved(vault, run):
     assert r.returncode == 0, r.stderr
     assert "unknown setting chat.new_in_v9" in r.stderr and "ignored" in r.stderr
     assert "still saved" in (vault.root / "memory").joinpath(
-        sorted(os.listdir(vault.root / "memory"))[-1]).read_text()
+        max(os.listdir(vault.root / "memory"))).read_text()
 
 
 def test_a_garbage_cursor_or_ledger_does_not_stop_serve_or_status(vault, run, fake_anthropic):
@@ -187,8 +187,8 @@ def test_a_garbage_cursor_or_ledger_does_not_stop_serve_or_status(vault, run, fa
     check = next(c for c in doctor["checks"] if c["name"] == ".dream_cursor")
     assert check["status"] == "warn" and ".dream_cursor:1" in check["detail"]
     # serve's first pass reads where the dream stands: it goes on.
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from test_sync import serve
-    s, _ = serve(vault, datetime.now(timezone.utc))
-    s.step(datetime.now(timezone.utc))
+    s, _ = serve(vault, datetime.now(UTC))
+    s.step(datetime.now(UTC))
