@@ -107,8 +107,7 @@ def test_a_heartbeat_or_skill_the_model_writes_waits_for_accept(fake_anthropic, 
     assert "+deliver: telegram/42" in shown
     agent(vault.root, "sync", "accept", "heartbeat/spy.md")
     assert (vault.root / "heartbeat" / "spy.md").read_text() == HEARTBEAT
-    assert vault.git("log", "-1", "--format=%s").startswith(
-        "sync: accept heartbeat/spy.md from the model")
+    assert vault.git("log", "-1", "--format=%B") == "sync: accept heartbeat/spy.md from the model\n"
     agent(vault.root, "sync", "reject", "skills/evil/SKILL.md")
     assert "No held changes" in agent(vault.root, "sync", "held", ok=False).output
 

@@ -310,11 +310,12 @@ def accept(vault: Vault, which: str | None) -> tuple[list[Held], str | None]:
             paths.append(h.path)
             data["held"].pop(h.key, None)
         hosts = sorted({h.host for h in chosen})
+        commits = sorted({h.commit for h in chosen if h.commit})   # none: the model wrote it
         what = chosen[0].label() if len(chosen) == 1 else f"{len(chosen)} held changes"
         change = Change("sync", f"accept {what} from {', '.join(hosts)}",
                         body="\n".join(f"- {h.label()} ({h.source}{_at(h)})"
                                        for h in chosen) if len(chosen) > 1 else "",
-                        trailers={"Accepted": " ".join(sorted({h.commit for h in chosen if h.commit}))})
+                        trailers={"Accepted": " ".join(commits)} if commits else {})
         sha = vault.commit(change, paths=sorted(set(paths)))
         _save(vault, data)
     return chosen, sha
