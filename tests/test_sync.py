@@ -164,6 +164,12 @@ def test_cron_jobs_merge_job_by_job(tmp_path, vault, remote):
     agent(vault.root, "sync")
     agent(b.root, "sync")
     agent(vault.root, "sync")
+    for v, mine in ((vault, "water"), (b, "stretch")):     # the other's job is held
+        jobs = json.loads((v.root / "cron.json").read_text())["jobs"]
+        assert [j["name"] for j in jobs] == [mine]
+        agent(v.root, "sync", "accept")
+    agent(vault.root, "sync")
+    agent(b.root, "sync")
     for v in (vault, b):
         jobs = json.loads((v.root / "cron.json").read_text())["jobs"]
         assert sorted(j["name"] for j in jobs) == ["stretch", "water"]
@@ -456,6 +462,10 @@ def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remo
     s.step(t0)                                     # the first pass syncs
     assert "sync: every 5m" in caplog.text
     assert "written on the laptop" in "".join(p.read_text() for p in (vault.root / "memory").glob("*.md"))
+    assert s.cron.cron.jobs == []                   # a job from elsewhere waits for a yes
+    assert 'held: cron job "stretch"' in caplog.text
+    agent(vault.root, "sync", "accept")
+    s.step(t0)
     assert [j.name for j in s.cron.cron.jobs] == ["stretch"]     # serve re-read cron.json
     assert "written on the [laptop]" in agent(vault.root, "search", "laptop").output
     # The job that came in runs here, on its due time.

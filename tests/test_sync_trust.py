@@ -114,7 +114,7 @@ def test_a_sync_takes_notes_but_holds_what_decides_what_runs(tmp_path, vault, ev
     assert not (vault.root / "heartbeat" / "spy.md").exists()
     assert not vault.git("ls-tree", "-r", "HEAD", "skills/helper", "heartbeat/spy.md").strip()
     names = {j["name"]: j for j in json.loads((vault.root / "cron.json").read_text())["jobs"]}
-    assert set(names) == {"water", "stretch"}          # the job that sends nowhere came in
+    assert set(names) == {"water"}            # a job that sends nowhere runs the model too: held
     # Everything else came in, and the fast-forward became a merge keeping both parents.
     assert (vault.root / "memory" / "2026-11-20.md").read_text() == "- 10:00 bought milk\n"
     assert (vault.root / "sessions" / "cli" / "default" / "2026-11.jsonl").is_file()
@@ -130,10 +130,10 @@ def test_a_sync_takes_notes_but_holds_what_decides_what_runs(tmp_path, vault, ev
     rows = [json.loads(line) for line in agent(vault.root, "sync", "held", "--json").output.splitlines()]
     assert {r["key"] for r in rows} == {"agent.toml", ".gitattributes", "AGENTS.md",
                                         "skills/helper/SKILL.md", "heartbeat/spy.md",
-                                        "cron.json#spy"}
+                                        "cron.json#spy", "cron.json#stretch"}
     assert all(r["host"] == "Mallory" and r["diff"] for r in rows)
     # status and doctor say so until decided.
-    assert "held:       6 incoming changes" in agent(vault.root, "status").output
+    assert "held:       7 incoming changes" in agent(vault.root, "status").output
     doctor = agent(vault.root, "doctor", "--json", ok=False).output
     check = next(c for c in json.loads(doctor)["checks"] if c["name"] == "held")
     assert check["status"] == "warn" and "agent sync held" in check["fix"]
@@ -433,7 +433,8 @@ def test_serve_syncing_on_its_own_holds_too(tmp_path, vault, evil, caplog, fake_
     s.step(datetime.now(timezone.utc))              # the first pass syncs
     held = [r.getMessage() for r in caplog.records if "held:" in r.getMessage()]
     assert len(held) == 1 and "heartbeat/spy.md" in held[0] and 'cron job "spy"' in held[0]
-    assert sorted(j.name for j in s.cron.cron.jobs) == ["stretch", "water"]
+    assert sorted(j.name for j in s.cron.cron.jobs) == ["water"]   # not run every 5 s
+    assert 'cron job "stretch"' in held[0]
     assert not (vault.root / "heartbeat" / "spy.md").exists()
     assert (vault.root / "memory" / "2026-11-20.md").is_file()
     assert fake_anthropic.calls() == []             # the remote's heartbeat did not run

@@ -153,6 +153,10 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
         click.echo(out.message)
         return
     st = dreaming.dream_status(vault)
+    if st.get("cursor_problem"):
+        # Read as far as it is valid, it could count entries as new that were consolidated.
+        raise click.ClickException(f"{st['cursor_problem']}; fix it (agent edit .dream_cursor) "
+                                   f"before the dream runs again (agent doctor says how).")
     if st["in_flight"] is None and st["waiting"] == 0 and not st.get("conflicts"):
         # Said before any provider is made: nothing to do needs no key and calls no model.
         click.echo(f"Nothing to dream: no archive entries after the cursor ({st['cursor']}).")

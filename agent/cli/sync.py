@@ -64,7 +64,8 @@ def held_cmd(as_json):
         click.echo("No held changes.")
         return
     for h in items:
-        click.echo(f"held: {h.label()} from {h.host} ({h.source}, commit {h.commit[:7]})")
+        click.echo(f"held: {h.label()} from {h.host} ({h.source}"
+                   f"{f', commit {h.commit[:7]}' if h.commit else ''})")
         click.echo(held.diff(vault, h))
         click.echo("")
     n = len(items)

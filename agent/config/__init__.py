@@ -293,9 +293,12 @@ def findings(data: dict) -> list[str]:
     return found
 
 
-def problems(data: dict, prefix: str = "") -> list[str]:
-    """Every problem of parsed agent.toml data, each naming its key."""
+def problems(data: dict, prefix: str = "", unknown: list[str] | None = None) -> list[str]:
+    """Every problem of parsed agent.toml data, each naming its key. With `unknown`, the
+    settings and sections this version does not know go there instead: a newer version
+    on another machine may have written them, and they are no reason to refuse a write."""
     out = []
+    odd = out if unknown is None else unknown
     for section, table in data.items():
         if prefix:
             section = f"{prefix}.{section}"
@@ -308,11 +311,11 @@ def problems(data: dict, prefix: str = "") -> list[str]:
             if not isinstance(table, dict):
                 out.append(f"[{section}] must be a table, as in [{_nested(section)[0]}]")
             else:
-                out.extend(problems(table, section))
+                out.extend(problems(table, section, unknown))
             continue
         if section not in SECTIONS:
             where = _nested(prefix) if prefix else SECTIONS
-            out.append(f"unknown section [{section}]{_hint(section, where)}")
+            odd.append(f"unknown section [{section}]{_hint(section, where)}")
             continue
         if not isinstance(table, dict):
             out.append(f"[{section}] must be a table of settings ([{section}] then "
@@ -327,7 +330,7 @@ def problems(data: dict, prefix: str = "") -> list[str]:
                            f"$TELEGRAM_BOT_TOKEN in agent serve's environment")
                 continue
             if k is None:
-                out.append(f"unknown setting {key}{_hint(key, KEYS)}")
+                odd.append(f"unknown setting {key}{_hint(key, KEYS)}")
                 continue
             wrong = check_value(k, value)
             if wrong:
@@ -360,9 +363,24 @@ def read_data(root: Path) -> tuple[dict, str | None]:
         raise SettingsError(f"{path}: nested too deeply") from None
 
 
+_warned: set[str] = set()
+
+
+def _warn_unknown(where: str, unknown: list[str]) -> None:
+    """Say once a process, on stderr, which settings this version ignores."""
+    import sys
+
+    for line in unknown:
+        if line not in _warned:
+            _warned.add(line)
+            print(f"Warning: {where}: {line} (from a newer version?): ignored", file=sys.stderr)
+
+
 def from_data(data: dict, where: str = FILE) -> Settings:
     """Settings from parsed data; SettingsError names the first bad key."""
-    bad = problems(data)
+    unknown: list[str] = []
+    bad = problems(data, unknown=unknown)
+    _warn_unknown(where, unknown)
     if bad:
         more = f" (and {len(bad) - 1} more: agent config check lists them)" if len(bad) > 1 else ""
         raise SettingsError(f"{where}: {bad[0]}{more}")

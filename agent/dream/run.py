@@ -103,7 +103,7 @@ def dream_status(vault: Vault) -> dict:
     """Where the dream stands: cursor, newest archive id, entries waiting, what is in
     flight (or None) and the last failure (or None). Reads local files only."""
     root = vault.root
-    done = archive.read_consolidated(root)
+    done, cursor_problem = archive.read_what_parses(root)
     cursor = done.high
     ids = [i for i, _ in archive.entry_ids(root)]
     try:
@@ -134,7 +134,8 @@ def dream_status(vault: Vault) -> dict:
     return {"cursor": cursor, "newest": ids[-1] if ids else 0,
             "waiting": sum(1 for i in ids if i not in done), "in_flight": flight,
             "review": len(ledger.proposals(ledger.read(root))),
-            "last_failure": failure, "conflicts": prompts.conflicts(*texts)}
+            "last_failure": failure, "conflicts": prompts.conflicts(*texts),
+            "cursor_problem": cursor_problem}
 
 
 # ---- running --------------------------------------------------------------------------

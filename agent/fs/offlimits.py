@@ -9,7 +9,9 @@ OFF_LIMITS = (".git", STATE_DIR)
 
 def is_off_limits(rel: str) -> bool:
     """Whether the vault-relative path `rel` is inside (or is) `.git` or `.agent`."""
-    return rel.split("/", 1)[0] in OFF_LIMITS
+    # Any case, and with the trailing dots a disk drops: on macOS and Windows .GIT/hooks
+    # is .git/hooks.
+    return rel.split("/", 1)[0].rstrip(". ").lower() in OFF_LIMITS
 
 
 def refusal(rel: str) -> str:

@@ -68,7 +68,8 @@ def _settings(vault: Vault) -> tuple[Check, object]:
         data, text = cfg.read_data(vault.root)
     except cfg.SettingsError as e:
         return Check("agent.toml", "fail", str(e), "fix the file (agent edit agent.toml)"), None
-    found = cfg.problems(data)
+    unknown: list[str] = []
+    found = cfg.problems(data, unknown=unknown)
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         return Check("agent.toml", "fail", f"{found[0]}{more}",
@@ -80,6 +81,11 @@ def _settings(vault: Vault) -> tuple[Check, object]:
     except Exception as e:      # noqa: BLE001 - shown to the person, not raised
         return Check("agent.toml", "fail", f"dream.schedule: {e}",
                      "agent config set dream.schedule '0 3 * * *'"), settings
+    if unknown:
+        return Check("agent.toml", "warn", f"{unknown[0]} (from a newer version?): ignored"
+                     f"{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}",
+                     "agent config check lists them; remove a line this version does not "
+                     "know, or upgrade agent"), settings
     return Check("agent.toml", "ok", "valid" if text is not None else "none; defaults apply"), settings
 
 
@@ -196,6 +202,19 @@ def _skills(vault: Vault) -> Check:
     return Check("skills", "ok", f"{len(found)} ({', '.join(s.name for s in found)})")
 
 
+def _cursor(vault: Vault) -> Check | None:
+    """Only when `.dream_cursor` does not parse: what is wrong, and that the commands that
+    show where the dream stands read it as far as it is valid."""
+    from agent.stores import archive
+
+    _, problem = archive.read_what_parses(vault.root)
+    if problem is None:
+        return None
+    return Check(".dream_cursor", "warn", f"{problem}; read as far as it is valid",
+                 "agent edit .dream_cursor: one archive id or range (1-41) a line, or "
+                 "restore it with git checkout HEAD~1 -- .dream_cursor")
+
+
 def _held(vault: Vault) -> Check:
     from agent.sync import held
 
@@ -251,5 +270,5 @@ def run_checks(vault: Vault, telegram=None) -> list[Check]:
     settings_check, settings = _settings(vault)
     checks = [*_api(settings), settings_check, _git(), _identity(vault), _sandbox(), _fsck(vault),
               _checkout(vault), _index(vault), _cron(vault), _heartbeats(vault),
-              _skills(vault), _held(vault), *_telegram(settings, telegram), *_mcp(vault, settings)]
+              _skills(vault), _cursor(vault), _held(vault), *_telegram(settings, telegram), *_mcp(vault, settings)]
     return [c for c in checks if c is not None]

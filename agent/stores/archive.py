@@ -262,3 +262,22 @@ def read_consolidated(root: Path) -> Consolidated:
     except UserError as e:
         raise ArchiveError(str(e)) from None
     return Consolidated.parse(text or "")
+
+
+def read_what_parses(root: Path) -> tuple[Consolidated, str | None]:
+    """`.dream_cursor` as far as it is valid, and what is wrong with it (None: nothing):
+    for the commands that only show where the dream stands, which a broken cursor must
+    not stop (the dream itself reads it strictly and says how to fix it)."""
+    from agent.fs import safe
+
+    try:
+        text = safe.read_text(root, CURSOR, limit=4 * 1024 * 1024) or ""
+    except UserError as e:
+        return Consolidated(), str(e)
+    try:
+        return Consolidated.parse(text), None
+    except ArchiveError as e:
+        good = [line for line in text.splitlines()
+                if not line.strip() or line.strip().startswith("#")
+                or all(p.strip().isdigit() for p in line.strip().split("-", 1))]
+        return Consolidated.parse("\n".join(good)), str(e)

@@ -2,8 +2,10 @@
 
 The files that decide what the agent runs, where it sends and how git behaves
 (`agent.toml`, `AGENTS.md`, every `.gitattributes` and `.gitignore`, anything under
-`skills/` and `heartbeat/`) and the cron jobs that deliver somewhere are **held** when
-a sync brings a change to them: the sync merges everything else, and its commit keeps
+`skills/` and `heartbeat/`: agent.vault.kinds says which) and every cron job a remote
+adds or changes (delivering or not: each runs the model unattended) are **held** when
+a sync brings a change to them, as is a heartbeat or skill the model writes
+(agent.vault.heldwrites): the sync merges everything else, and its commit keeps
 this machine's version of these. The incoming version waits in `.agent/held.json`
 (this machine's decision, never in git), its objects kept reachable by a ref under
 `refs/agent/held/` so that gc keeps them and `agent sync held` can show the diff.
@@ -22,23 +24,20 @@ from dataclasses import asdict, dataclass
 from agent.stores import cronfile
 from agent.fs import atomic
 from agent.vault.change import Change
-from agent.vault import git
+from agent.vault import git, kinds
 from agent.vault.repo import GitError, Vault, VaultError
 
 STATE_FILE = "held.json"
 REF_PREFIX = "refs/agent/held/"
-FILES = ("agent.toml", "AGENTS.md")
-NAMES = (".gitattributes", ".gitignore")          # wherever they are
-FOLDERS = ("skills/", "heartbeat/")
 CRON = cronfile.CRON_FILE
-# What makes a delivering job's change worth asking about.
+# What makes a job's change worth asking about: what it runs, when, and where it sends
+# (not its run state, which every machine that runs it updates).
 _JOB_KEYS = ("deliver", "message", "schedule")
 
 
 def protected(path: str) -> bool:
-    """Whether an incoming change to `path` waits for the person."""
-    return (path in FILES or path.rsplit("/", 1)[-1] in NAMES
-            or path.startswith(FOLDERS))
+    """Whether an incoming change to `path` waits for the person (cron.json: job by job)."""
+    return path != CRON and kinds.held(path)
 
 
 @dataclass
@@ -195,7 +194,7 @@ def _origin(vault: Vault, ours: str, theirs: str, path: str) -> tuple[str, str]:
 
 
 def _hold_jobs(vault: Vault, ours: str, oid: str, rejected: dict) -> tuple[str | None, list]:
-    """cron.json as merged with the delivering jobs the remote added or changed put back
+    """cron.json as merged with the jobs the remote added or changed put back
     as they are here (None: nothing to put back), and those (job, local job) to hold."""
     try:
         merged = json.loads(vault.git("cat-file", "blob", oid))
@@ -211,7 +210,7 @@ def _hold_jobs(vault: Vault, ours: str, oid: str, rejected: dict) -> tuple[str |
             out.append(job)
             continue
         old = here.get(job["id"])
-        if not job.get("deliver") or (old is not None and _job_stamp(old) == _job_stamp(job)):
+        if old is not None and _job_stamp(old) == _job_stamp(job):
             out.append(job)
             continue
         changed = True
@@ -219,6 +218,14 @@ def _hold_jobs(vault: Vault, ours: str, oid: str, rejected: dict) -> tuple[str |
             held.append((job, old))
         if old is not None:
             out.append(old)
+    # A job here that the merge dropped stays: the other side may only be holding it (its
+    # tree lacks a job it has not accepted yet, which a merge reads as a deletion).
+    ids = {j.get("id") for j in out if isinstance(j, dict)}
+    kept = [j for j in local.get("jobs", []) if isinstance(j, dict) and j.get("id") not in ids
+            and j.get("id") not in {k.get("id") for k in jobs if isinstance(k, dict)}]
+    if kept:
+        changed = True
+        out.extend(kept)
     if not changed:
         return None, []
     merged["jobs"] = out
@@ -303,14 +310,20 @@ def accept(vault: Vault, which: str | None) -> tuple[list[Held], str | None]:
             paths.append(h.path)
             data["held"].pop(h.key, None)
         hosts = sorted({h.host for h in chosen})
+        commits = sorted({h.commit for h in chosen if h.commit})   # none: the model wrote it
         what = chosen[0].label() if len(chosen) == 1 else f"{len(chosen)} held changes"
         change = Change("sync", f"accept {what} from {', '.join(hosts)}",
-                        body="\n".join(f"- {h.label()} ({h.source}, {h.commit[:7]})"
+                        body="\n".join(f"- {h.label()} ({h.source}{_at(h)})"
                                        for h in chosen) if len(chosen) > 1 else "",
-                        trailers={"Accepted": " ".join(sorted({h.commit for h in chosen}))})
+                        trailers={"Accepted": " ".join(commits)} if commits else {})
         sha = vault.commit(change, paths=sorted(set(paths)))
         _save(vault, data)
     return chosen, sha
+
+
+def _at(h: Held) -> str:
+    """", commit abc1234" for a change a remote sent; nothing for one the model wrote."""
+    return f", {h.commit[:7]}" if h.commit else ""
 
 
 def reject(vault: Vault, which: str | None) -> list[Held]:

@@ -9,28 +9,32 @@ line naming the commit, the path and the problem, when a commit holds:
 - a path git or the vault refuses: an empty component, `.` or `..`, `.git` in any
   case (and its 8.3 and trailing-dot spellings), a backslash or a control character,
   or anything under `.agent/` (this machine's own state: approvals, journals, locks);
-- a symlink whose target leads out of the vault (absolute, or `..` past its root);
+- a symlink whose target leads out of the vault (absolute, or `..` past its root), to a
+  folder holding it, to a file that is not plain data (settings, skills, heartbeats,
+  memory), or standing where one of those belongs (`skills` as a link);
+- a file name longer than a disk takes (255 bytes);
 - a submodule (a commit of another repository: the vault has none);
-- a file over the vault's size limit for a file it commits on its own;
+- a file over the vault's size limit for a file it commits on its own, or over what a
+  prompt holds for a file every prompt holds whole (MEMORY.md, USER.md);
+- one of the agent's own records (`.dream_cursor`) in a form it does not read;
 - a `.gitattributes` naming a filter, a merge driver the vault did not install, or a
   diff driver that is not one of git's built-in ones (each runs a command of the
   config, and the vault's git calls must never run one a remote chose).
 
-Nothing in the vault changes: HEAD, the work tree, the index and the checkout journal
+These are the rules of agent.vault.kinds, which a commit made here obeys too. Nothing
+in the vault changes: HEAD, the work tree, the index and the checkout journal
 are as they were, and the remote-tracking ref is put back (sync.py).
 """
 
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.vault import attributes
-from agent.fs import offlimits
-from agent.fs.offlimits import STATE_DIR
+from agent import stores
 from agent.stores import memory
+from agent.vault import kinds
 from agent.vault import git
 from agent.vault.repo import GitError, VaultError
 from agent.fs.safe import COMMIT_BYTES, _size
@@ -46,14 +50,6 @@ FILES = memory.MEMORY_FILES
 SYMLINK = "120000"
 GITLINK = "160000"
 
-# git's own merge behaviours and diff function patterns: naming one runs nothing.
-_BUILTIN_MERGE = {"text", "binary", "union"}
-_BUILTIN_DIFF = {"ada", "bash", "bibtex", "cpp", "csharp", "css", "dts", "elixir",
-                 "fortran", "fountain", "golang", "html", "java", "kotlin", "markdown",
-                 "matlab", "objc", "pascal", "perl", "php", "python", "r", "ruby", "rust",
-                 "scheme", "tex"}
-_ATTR = re.compile(r"^([!-]?)(filter|merge|diff)(?:=(.*))?$")
-_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
 class IncomingRefused(VaultError):
@@ -103,13 +99,23 @@ def check_entries(root: Path, changes: list[Incoming], source: str) -> None:
         if c.mode != SYMLINK and sizes.get(c.oid, 0) > COMMIT_BYTES:
             _refuse(source, c, f"is {_size(sizes[c.oid])}, over the {_size(COMMIT_BYTES)} "
                                f"limit for a file the vault takes in")
+        problem = kinds.size_problem(c.path, sizes.get(c.oid, 0)) if c.mode != SYMLINK else None
+        if problem:
+            _refuse(source, c, problem)
+    formats = stores.intake_checks()
+    for c in blobs:
+        check = formats.get(c.path) if c.mode != SYMLINK else None
+        if check is not None:
+            problem = check(_blob(root, c.oid).decode("utf-8", "replace"))
+            if problem:
+                _refuse(source, c, problem)
     for c in blobs:
         if c.mode == SYMLINK:
             target = _blob(root, c.oid).decode("utf-8", "surrogateescape")
             problem = link_problem(c.path, target)
             if problem:
                 _refuse(source, c, problem)
-        elif posixpath.basename(c.path) == ".gitattributes":
+        elif posixpath.basename(c.path).lower() == ".gitattributes":
             text = _blob(root, c.oid).decode("utf-8", "replace")
             problem = attributes_problem(text)
             if problem:
@@ -149,51 +155,16 @@ def new_changes(root: Path, ours: str | None, theirs: str) -> list[Incoming]:
     return out
 
 
-def path_problem(path: str) -> str | None:
-    """Why the vault will not take a file at `path` (None: it will)."""
-    if not path or path.startswith("/"):
-        return "is not a relative path"
-    if _BAD_CHARS.search(path):
-        return "holds a backslash or a control character"
-    parts = path.split("/")
-    for part in parts:
-        if part in ("", ".", ".."):
-            return f"has a path component {part!r}"
-        bare = part.rstrip(". ").lower()
-        if bare in (".git", "git~1"):
-            return "names git's own folder (.git)"
-    if parts[0].rstrip(". ").lower() == STATE_DIR:      # .AGENT is .agent on macOS
-        return f"is inside {STATE_DIR}/, this machine's own state"
-    return None
+# The rules themselves live with the kinds of file (agent.vault.kinds), where a commit
+# made here applies them too.
+path_problem = kinds.path_problem
+attributes_problem = kinds.attributes_problem
 
 
 def link_problem(path: str, target: str) -> str | None:
-    """Why the symlink at `path` pointing to `target` is refused (None: it stays inside):
-    the vault's one rule for links, also applied to what a turn commits."""
-    problem = offlimits.link_problem(path, target)
+    """Why the symlink at `path` pointing to `target` is refused (None: it stays inside)."""
+    problem = kinds.link_problem(path, target)
     return f"is {problem}" if problem else None
-
-
-def attributes_problem(text: str) -> str | None:
-    """Why a .gitattributes is refused: it names a command the vault did not install."""
-    for n, line in enumerate(text.splitlines(), 1):
-        words = line.split()
-        if not words or words[0].startswith("#"):
-            continue
-        for word in words[1:]:
-            m = _ATTR.match(word)
-            if not m or m.group(1):
-                continue              # not a driver, or one switched off (-merge, !diff)
-            kind, name = m.group(2), m.group(3)
-            if name is None:
-                continue              # `merge`, `diff`: git's built-in behaviour
-            if kind == "filter":
-                return f"line {n} names a filter ({word}), which would run a command"
-            if kind == "merge" and name not in _BUILTIN_MERGE | set(attributes.DRIVERS):
-                return f"line {n} names a merge driver the vault did not install ({word})"
-            if kind == "diff" and name not in _BUILTIN_DIFF:
-                return f"line {n} names a diff driver the vault did not install ({word})"
-    return None
 
 
 def _refuse(source: str, c: Incoming, problem: str) -> None:

@@ -25,8 +25,8 @@ from agent import clock
 from agent.fs import atomic
 from agent.vault.change import by_hand, recovered
 from agent.vault.gitstate import UnfinishedGit, _git_process_in, conflicted, unfinished_operation
-from agent.fs.offlimits import link_problem
 from agent.fs.pidlock import PidLock
+from agent.vault import kinds
 
 HELD_FILE = "uncommitted.json"              # in .agent/: files left uncommitted on purpose
 
@@ -166,23 +166,22 @@ class VaultLock:
     # ---- files left uncommitted on purpose ------------------------------------------
 
     def uncommittable(self, paths, quota: int | None = None) -> dict[str, str]:
-        """Of the changed files `paths`, those no commit may take, each with why: a
-        symlink leading out of the vault (see offlimits.link_problem), and with `quota`
+        """Of the changed files `paths`, those no commit may take, each with why: what
+        a sync would refuse from another clone (agent.vault.kinds.disk_problem), and with `quota`
         (bytes one turn's commands may add), the files past it, taken in name order (a
         file bigger than the quota on its own is always past it)."""
         from agent.config import show_size
         out: dict[str, str] = {}
         used = 0
         for rel in sorted(paths):
+            problem = kinds.disk_problem(self.root, rel)   # what another clone would refuse
+            if problem:
+                out[rel] = problem
+                continue
             try:
                 st = os.lstat(self.root / rel)
             except OSError:
                 continue                       # deleted: nothing to hold back
-            if stat.S_ISLNK(st.st_mode):
-                problem = link_problem(rel, os.readlink(self.root / rel))
-                if problem:
-                    out[rel] = problem
-                continue
             if quota is not None and stat.S_ISREG(st.st_mode):
                 if used + st.st_size > quota:
                     out[rel] = (f"{show_size(st.st_size)}, past the {show_size(quota)} one "

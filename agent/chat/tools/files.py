@@ -7,6 +7,8 @@ import os
 from agent.chat.tools.registry import ToolError, current_context, tool
 from agent.fs.offlimits import OFF_LIMITS, is_off_limits
 from agent.errors import UserError
+from agent.vault import heldwrites
+from agent.vault import kinds
 from agent.vault.repo import CONTROL_FILES
 
 MAX_READ = 60_000          # characters read_file returns before pointing to memory_get
@@ -36,17 +38,32 @@ def confine(path: str, *, write: bool = False) -> str:
         raise ToolError(f"{raw}: {first}/ is off limits (git's and the agent's own state).")
     if write and rel == ".":
         raise ToolError(f"{raw} is the vault folder itself; give a file path.")
-    if write and rel in CONTROL_FILES:
+    if write:
+        _writable(raw, rel)
+    return rel
+
+
+def _writable(raw: str, rel: str) -> None:
+    """ToolError when the model may not write `rel`: the rule of its kind (agent.vault.kinds),
+    and any path another clone's sync would refuse."""
+    problem = kinds.path_problem(rel)
+    if problem:
+        raise ToolError(f"{raw}: {problem}; another machine's sync would refuse it. Choose "
+                        f"another name.")
+    kind = kinds.kind_of(rel)
+    if kind is kinds.RECORD or kind is kinds.FORGOTTEN:
+        raise ToolError(f"{raw} is {kind.what}, written only by the commands that keep them; "
+                        f"you can read it, not write it.")
+    if rel in CONTROL_FILES or kind is kinds.CONTROL:
         raise ToolError(f"{raw} is the person's to change (the vault's settings, identity "
                         f"and git rules); you can read it, not write it. Ask the person.")
-    if write and rel == "cron.json":
+    if rel == "cron.json":
         # The cron tools say who made a job; a job written here could claim the person.
         raise ToolError(f"{raw}: scheduled jobs are changed with cron_add and cron_remove, "
                         f"not by writing the file.")
-    if write and first == "sessions":
+    if kind is kinds.SESSION:
         raise ToolError(f"{raw}: session transcripts are written only by the conversation "
                         f"itself; write notes with remember or to another file.")
-    return rel
 
 
 def _read(rel: str, errors: str = "strict") -> str:
@@ -111,6 +128,8 @@ def write_file(path: str, content: str) -> str:
     existed = vault.exists(rel)
     if content and not content.endswith("\n"):
         content += "\n"
+    if kinds.kind_of(rel).model == "hold":
+        return _hold(rel, content)
     vault.write_text(rel, content)
     return f"{'Replaced' if existed else 'Created'} {rel} ({len(content)} characters)."
 
@@ -141,9 +160,21 @@ def edit_file(path: str, old: str, new: str) -> str:
     if not old:
         raise ToolError("old must not be empty; to add to a file, quote the line before "
                         "the addition and repeat it in new.")
-    _read(rel)
+    text = _read(rel)
+    if kinds.kind_of(rel).model == "hold":
+        return _hold(rel, replace_once(text, old, new, rel))
     current_context().vault.update(rel, lambda text: replace_once(text, old, new, rel))
     return f"Edited {rel}."
+
+
+def _hold(rel: str, text: str) -> str:
+    """A heartbeat or skill runs on its own: what the model writes there waits for the
+    person (agent.vault.heldwrites), the file stays as it is."""
+    ctx = current_context()
+    heldwrites.hold(ctx.vault, rel, text, f"chat {ctx.session}")
+    return (f"Held {rel} for the person's decision: it is not written and does not run "
+            f"until they accept it (agent sync held shows it; agent sync accept {rel} "
+            f"takes it). Tell them.")
 
 
 @tool
