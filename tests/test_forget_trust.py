@@ -1,0 +1,113 @@
+"""Forgetting played by an attacker and by kill -9 (issue 31).
+
+- A tombstone (`.forgotten`) another machine sends is held: `agent sync` shows it, with
+  its text's length and the commits it would rewrite here, and nothing is rewritten
+  until `agent sync accept`; one below the local minimum length is never applied.
+- `agent forget` killed at any git step leaves a vault the next command finishes or
+  rolls back: never old history beside new, never the phrase in `.agent/`.
+- After a forget, `git fsck` is clean and `agent doctor` reports no damage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from fakeanthropic import reply
+from test_sync import agent, clone, remote  # noqa: F401  (fixture: a bare remote)
+
+
+def git(where, *args, input=None) -> str:
+    return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
+                          check=True, input=input).stdout
+
+
+def history(vault) -> list[str]:
+    return vault.git("log", "--format=%H", "--all").split()
+
+
+def transcripts(vault) -> dict[str, str]:
+    return {str(p.relative_to(vault.root)): p.read_text()
+            for p in sorted((vault.root / "sessions").rglob("*.jsonl"))}
+
+
+def forge_tombstone(tmp_path: Path, bare: Path, phrase: str = '"') -> str:
+    """What an attacker with a plain git clone of the remote does: a merge that adds a
+    `.forgotten` tombstone for `phrase`, paired with a commit it made so that the
+    victim can "recover" the phrase from its own copy. The tombstone's id."""
+    atk = tmp_path / "attacker"
+    subprocess.run(["git", "clone", "-q", str(bare), str(atk)], check=True)
+    git(atk, "config", "user.name", "Mallory")
+    git(atk, "config", "user.email", "m@example.com")
+    x = git(atk, "rev-parse", "HEAD").strip()
+    toml = git(atk, "show", f"{x}:agent.toml")
+    assert phrase in toml
+    blob = git(atk, "hash-object", "-w", "--stdin", input=toml.replace(phrase, "[forgotten]")).strip()
+    env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "atk-index")}
+    subprocess.run(["git", "read-tree", x], cwd=atk, env=env, check=True)
+    subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},agent.toml"],
+                   cwd=atk, env=env, check=True)
+    tree = subprocess.run(["git", "write-tree"], cwd=atk, env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    message = git(atk, "log", "-1", "--format=%B", x)
+    parents = git(atk, "rev-list", "--parents", "-n", "1", x).split()[1:]
+    n = git(atk, "commit-tree", tree, *sum((["-p", p] for p in parents), []), "-m",
+            message).strip()
+    salt = secrets.token_hex(16)
+    stone = {"id": "f-0ddba11c0ffe", "at": "2026-11-26T10:00:00+00:00", "salt": salt,
+             "hash": hashlib.pbkdf2_hmac("sha256", phrase.encode(), bytes.fromhex(salt),
+                                         20_000).hex(),
+             "length": len(phrase), "rewrote": {x: n}}
+    (atk / ".forgotten").write_text(json.dumps({"version": 1, "forgotten": [stone]}))
+    git(atk, "add", ".forgotten")
+    git(atk, "commit", "-q", "-m", "forget: a phrase removed")
+    git(atk, "merge", "-q", "-s", "ours", "--no-edit", n)
+    git(atk, "push", "-q", "origin", "HEAD:main")
+    return stone["id"]
+
+
+def test_a_remotes_forged_tombstone_is_held_and_never_rewrites_history(
+        fake_anthropic, tmp_path, vault, remote):  # noqa: F811
+    fake_anthropic.add(reply("Noted."))
+    agent(vault.root, "chat", "-m", 'my favourite quote is "carpe diem"')
+    agent(vault.root, "note", 'she said "hello"')
+    agent(vault.root, "sync")
+    ids, toml, talk = history(vault), (vault.root / "agent.toml").read_text(), transcripts(vault)
+    assert '"' in toml and any('\\"' in t for t in talk.values())
+    stone = forge_tombstone(tmp_path, remote)
+
+    r = agent(vault.root, "sync")
+    assert "forget: applied" not in r.output
+    assert f"held: forgotten phrase {stone} from origin/main" in r.output
+    assert "1 character, would rewrite" in r.output
+    assert "under the 4-character minimum: never applied here" in r.output
+    assert "nothing was merged or pushed" in r.output
+    assert [c for c in history(vault) if c in ids] == ids
+    assert vault.head() == ids[0]
+    assert (vault.root / "agent.toml").read_text() == toml
+    tomllib.loads(toml)
+    assert transcripts(vault) == talk
+    assert '[forgotten]' not in vault.git("log", "-p", "HEAD")
+
+    r = agent(vault.root, "sync", "held")
+    assert f"held: forgotten phrase {stone}" in r.output and "1 character" in r.output
+    assert f".forgotten#{stone}" in agent(vault.root, "status", "--json").output
+
+    r = agent(vault.root, "sync", "accept", ok=False)      # whatever is accepted: never
+    assert r.exit_code == 1
+    assert "under the 4-character minimum" in r.output
+    assert vault.head() == ids[0] and (vault.root / "agent.toml").read_text() == toml
+
+    r = agent(vault.root, "sync", "reject")
+    assert f"Rejected forgotten phrase {stone}" in r.output
+    r = agent(vault.root, "sync")                  # the rest of what came in is merged
+    assert "forget: applied" not in r.output and "held" not in r.output
+    assert vault.head() != ids[0] and ids[0] in history(vault)
+    assert (vault.root / "agent.toml").read_text() == toml
+    assert transcripts(vault) == talk
