@@ -111,3 +111,27 @@ def test_a_remotes_forged_tombstone_is_held_and_never_rewrites_history(
     assert vault.head() != ids[0] and ids[0] in history(vault)
     assert (vault.root / "agent.toml").read_text() == toml
     assert transcripts(vault) == talk
+
+
+def graph_written(vault) -> bool:
+    info = vault.git_dir / "objects" / "info"
+    return (info / "commit-graph").exists() or (info / "commit-graphs").exists()
+
+
+def test_after_forget_the_repository_is_sound_for_fsck_and_doctor(vault, run):
+    (vault.root / "MEMORY.md").write_text("# Memory\n\n- The alarm code is 80417 at home\n")
+    for i in range(3):
+        run("note", f"a line {i}")
+    assert run("why", "alarm code").exit_code == 0
+    # `agent why` writes the commit-graph in the background: it names every commit.
+    from conftest import wait_for
+    wait_for(lambda: graph_written(vault) and not (
+        vault.git_dir / "objects" / "info" / "commit-graph.lock").exists(), "the commit-graph")
+    r = run("forget", "--yes", "alarm code is 80417")
+    assert r.exit_code == 0, r.output
+    fsck = subprocess.run(["git", "fsck", "--full"], cwd=vault.root, capture_output=True,
+                          text=True)
+    assert fsck.returncode == 0, fsck.stderr
+    r = run("doctor")
+    assert "damaged" not in r.output and "git fsck" in r.output
+    assert run("why", "alarm").exit_code in (0, 1)       # history reads work after it
