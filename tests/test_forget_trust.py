@@ -15,7 +15,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -57,7 +56,7 @@ def forge_tombstone(tmp_path: Path, bare: Path, phrase: str = '"') -> str:
                           text=True, check=True).stdout.strip()
     message = git(atk, "log", "-1", "--format=%B", x)
     parents = git(atk, "rev-list", "--parents", "-n", "1", x).split()[1:]
-    n = git(atk, "commit-tree", tree, *sum((["-p", p] for p in parents), []), "-m",
+    n = git(atk, "commit-tree", tree, *[a for p in parents for a in ("-p", p)], "-m",
             message).strip()
     salt = secrets.token_hex(16)
     stone = {"id": "f-0ddba11c0ffe", "at": "2026-11-26T10:00:00+00:00", "salt": salt,
@@ -84,8 +83,8 @@ def test_a_remotes_forged_tombstone_is_held_and_never_rewrites_history(
 
     r = agent(vault.root, "sync")
     assert "forget: applied" not in r.output
-    assert f"held: forgotten phrase {stone} from origin/main" in r.output
-    assert "1 character, would rewrite" in r.output
+    assert f"held: forgotten phrase {stone} (1 character, would rewrite " in r.output
+    assert "from origin (this machine keeps its own version" in r.output
     assert "under the 4-character minimum: never applied here" in r.output
     assert "nothing was merged or pushed" in r.output
     assert [c for c in history(vault) if c in ids] == ids
@@ -130,7 +129,7 @@ def test_after_forget_the_repository_is_sound_for_fsck_and_doctor(vault, run):
     r = run("forget", "--yes", "alarm code is 80417")
     assert r.exit_code == 0, r.output
     fsck = subprocess.run(["git", "fsck", "--full"], cwd=vault.root, capture_output=True,
-                          text=True)
+                          text=True, check=False)
     assert fsck.returncode == 0, fsck.stderr
     r = run("doctor")
     assert "damaged" not in r.output and "git fsck" in r.output

@@ -83,6 +83,11 @@ def accept_cmd(which):
     report_recovery(vault)
     after_change(vault)
     what = ", ".join(h.label() for h in chosen)
+    if any(h.tombstone is not None for h in chosen):
+        click.echo(f"Accepted {what}: this vault's history is rewritten without it, old "
+                   f"copies pruned" + (f" ({sha[:7]})" if sha else "")
+                   + "; `agent sync` merges and pushes.")
+        return
     click.echo(f"Accepted {what}" + (f" ({sha[:7]})" if sha else " (it was already so)"))
 
 

@@ -11,6 +11,10 @@ this machine's version of these. The incoming version waits in `.agent/held.json
 [FILE]` drops it, and a later sync does not hold that same version again (a new
 change to the file is held again). A file changed again remotely replaces its held
 version.
+
+A tombstone (`.forgotten`) from elsewhere that would rewrite this vault's history is
+held too, as `.forgotten#<id>` (agent.sync.tombstones decides which): accepting it
+rewrites the history here, rejecting it lets the sync merge as if it were not there.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from dataclasses import asdict, dataclass
 
 from agent.stores import cron as cronfile
 from agent.fs import atomic
+from agent.sync import tombstones
+from agent.vault import rewrite
 from agent.vault.change import Change
 from agent.vault import git
 from agent.vault.repo import GitError, Vault, VaultError
@@ -54,8 +60,11 @@ class Held:
     ref: str                 # keeps the objects reachable
     job: dict | None = None  # a cron job's incoming definition
     local_job: dict | None = None
+    tombstone: dict | None = None   # a forget made elsewhere (tombstones.Waiting)
 
     def label(self) -> str:
+        if self.tombstone is not None:
+            return f"forgotten phrase {self.tombstone['id']} ({self.tombstone['summary']})"
         if self.job is not None:
             name = self.job.get("name") or self.key.split("#", 1)[1]
             return f'cron job "{name}" ({self.key})'
@@ -95,7 +104,7 @@ def pending(vault: Vault) -> list[Held]:
     if not path.exists():
         return []
     items = [Held(**h) for _, h in sorted(_load(vault)["held"].items())]
-    files = [h for h in items if h.job is None]
+    files = [h for h in items if h.job is None and h.tombstone is None]
     if not files or not vault.head():
         return items
     out = vault.git("ls-tree", "-z", "HEAD", "--", *{h.path for h in files})
@@ -183,11 +192,11 @@ def _entry(vault: Vault, commit: str, path: str) -> tuple[str, str] | None:
     return meta[0], meta[2]
 
 
-def _origin(vault: Vault, ours: str, theirs: str, path: str) -> tuple[str, str]:
+def _origin(vault: Vault, ours: str | None, theirs: str, path: str) -> tuple[str, str]:
     """The newest incoming commit that changed `path`, and its machine (its Host trailer,
     else its author)."""
     out = vault.git("log", "-1", "--format=%H%x00%an%x00%(trailers:key=Host,valueonly)",
-                    theirs, "--not", ours, "--", path).strip()
+                    theirs, *(["--not", ours] if ours else []), "--", path).strip()
     if not out:
         return theirs, "?"
     sha, author, host = (out.split("\0") + ["", ""])[:3]
@@ -242,6 +251,25 @@ def _replace(vault: Vault, tree: str, entries: dict[str, tuple[str, str] | None]
         index.unlink(missing_ok=True)
 
 
+def hold_tombstones(vault: Vault, waiting: list[tombstones.Waiting]) -> list[Held]:
+    """Record the tombstones now waiting for the person (those recorded before and no
+    longer waiting go); the Held of each."""
+    data = _load(vault)
+    for key in [k for k, h in data["held"].items() if h.get("tombstone") is not None]:
+        del data["held"][key]
+    out = []
+    for w in waiting:
+        theirs = "HEAD" if w.source == "HEAD" else f"refs/remotes/{w.source}"
+        ours = None if w.source == "HEAD" else "HEAD"
+        commit, host = _origin(vault, ours, theirs, rewrite.TOMBSTONES)
+        h = Held(f"{rewrite.TOMBSTONES}#{w.stone.id}", rewrite.TOMBSTONES, None, None, commit,
+                 host, w.source, "", tombstone={**w.as_dict(), "summary": w.summary()})
+        data["held"][h.key] = asdict(h)
+        out.append(h)
+    _save(vault, data)
+    return out
+
+
 # ---- showing and deciding -------------------------------------------------------------
 
 
@@ -254,7 +282,8 @@ def select(vault: Vault, which: str | None) -> list[Held]:
         return items
     which = which.strip().rstrip("/") if which.strip() not in ("", "/") else which
     chosen = [h for h in items if which in (h.key, h.path)
-              or h.path.startswith(which + "/") or (h.job and h.job["id"] == which)]
+              or h.path.startswith(which + "/") or (h.job and h.job["id"] == which)
+              or (h.tombstone and h.tombstone["id"] == which)]
     if not chosen:
         raise VaultError(f"Nothing held for {which}. Held: {', '.join(h.key for h in items)} "
                          f"(see `agent sync held`).")
@@ -264,6 +293,11 @@ def select(vault: Vault, which: str | None) -> list[Held]:
 def diff(vault: Vault, h: Held) -> str:
     """The held change as a unified diff from this machine's version."""
     import difflib
+    if h.tombstone is not None:
+        n = h.tombstone["length"]
+        return (f"  A forget made elsewhere: a text of {n} character{'s' * (n != 1)} would "
+                f"become [forgotten] in every commit of every branch here, its old copies "
+                f"pruned.")
     if h.job is not None:
         a = json.dumps(h.local_job, indent=2, ensure_ascii=False).splitlines() if h.local_job else []
         b = json.dumps(h.job, indent=2, ensure_ascii=False).splitlines()
@@ -288,29 +322,45 @@ def _text(vault: Vault, oid: str) -> list[str] | None:
 
 
 def accept(vault: Vault, which: str | None) -> tuple[list[Held], str | None]:
-    """Take the held changes `which` names into the work tree, in one commit."""
+    """Take the held changes `which` names into the work tree, in one commit; a held
+    tombstone rewrites this vault's history first (VaultError, nothing changed, when one
+    is under the minimum length)."""
     chosen = select(vault, which)
+    stones = [h for h in chosen if h.tombstone is not None]
+    for h in stones:
+        tombstones.check_acceptable(rewrite.Tombstone.from_dict(h.tombstone))
     with vault.locked():
-        data = _load(vault)
-        paths = []
-        for h in chosen:
-            if h.job is not None:
-                _accept_job(vault, h)
-            elif h.oid is None:
-                vault.delete(h.path)
-            else:
-                _write_blob(vault, h)
-            paths.append(h.path)
+        for h in stones:
+            tombstones.accept(vault, rewrite.Tombstone.from_dict(h.tombstone))
+            data = _load(vault)
             data["held"].pop(h.key, None)
-        hosts = sorted({h.host for h in chosen})
-        what = chosen[0].label() if len(chosen) == 1 else f"{len(chosen)} held changes"
-        change = Change("sync", f"accept {what} from {', '.join(hosts)}",
-                        body="\n".join(f"- {h.label()} ({h.source}, {h.commit[:7]})"
-                                       for h in chosen) if len(chosen) > 1 else "",
-                        trailers={"Accepted": " ".join(sorted({h.commit for h in chosen}))})
-        sha = vault.commit(change, paths=sorted(set(paths)))
-        _save(vault, data)
+            _save(vault, data)
+        files = [h for h in chosen if h.tombstone is None]
+        sha = _accept_files(vault, files) if files else None
     return chosen, sha
+
+
+def _accept_files(vault: Vault, chosen: list[Held]) -> str | None:
+    data = _load(vault)
+    paths = []
+    for h in chosen:
+        if h.job is not None:
+            _accept_job(vault, h)
+        elif h.oid is None:
+            vault.delete(h.path)
+        else:
+            _write_blob(vault, h)
+        paths.append(h.path)
+        data["held"].pop(h.key, None)
+    hosts = sorted({h.host for h in chosen})
+    what = chosen[0].label() if len(chosen) == 1 else f"{len(chosen)} held changes"
+    change = Change("sync", f"accept {what} from {', '.join(hosts)}",
+                    body="\n".join(f"- {h.label()} ({h.source}, {h.commit[:7]})"
+                                   for h in chosen) if len(chosen) > 1 else "",
+                    trailers={"Accepted": " ".join(sorted({h.commit for h in chosen}))})
+    sha = vault.commit(change, paths=sorted(set(paths)))
+    _save(vault, data)
+    return sha
 
 
 def reject(vault: Vault, which: str | None) -> list[Held]:
@@ -320,6 +370,9 @@ def reject(vault: Vault, which: str | None) -> list[Held]:
         data = _load(vault)
         for h in chosen:
             data["held"].pop(h.key, None)
+            if h.tombstone is not None:
+                tombstones.reject(vault, h.tombstone["id"])
+                continue
             data["rejected"][h.key] = _job_stamp(h.job) if h.job is not None else (h.oid or "deleted")
         _save(vault, data)
     return chosen
