@@ -15,9 +15,11 @@ import json
 import os
 import secrets
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from fakeanthropic import reply
 from test_sync import agent, clone, remote  # noqa: F401  (fixture: a bare remote)
 
@@ -134,3 +136,93 @@ def test_after_forget_the_repository_is_sound_for_fsck_and_doctor(vault, run):
     r = run("doctor")
     assert "damaged" not in r.output and "git fsck" in r.output
     assert run("why", "alarm").exit_code in (0, 1)       # history reads work after it
+
+
+# ---- kill -9 at each step of `agent forget` --------------------------------------------
+
+KILLER = """#!/bin/sh
+# git, except that the call whose arguments hold $KILL_BEFORE kills its caller's process
+# group (the agent and every git it runs) with SIGKILL before it starts.
+case "$*" in *"$KILL_BEFORE"*)
+    read -r _ _ _ _ pgid _ < /proc/$$/stat
+    kill -KILL -"$pgid";;
+esac
+exec {git} "$@"
+"""
+SECRET = "the locker code is 5521-alpha"
+# Each step is the git command the kill comes just before, and what the next command
+# then does: roll the forget back (nothing forgotten, the history as it was) or finish it.
+STEPS = {
+    "fast-export --show-original-ids": "undone",     # journalled, nothing moved yet
+    "update-ref --no-deref --stdin": "undone",       # filter-repo about to move the refs
+    "reset --quiet --hard": "undone",                # refs moved, the work tree still old
+    "commit-tree": "undone",                         # the tombstone commit being made
+    "update-ref -m commit: forget": "undone",        # made, HEAD not yet on it
+    "reflog expire": "finished",                     # the new history whole: pruning
+    "pack-objects": "finished",
+    "prune --expire=now": "finished",
+    "push --quiet": "finished",                      # all done here, the remote not told
+}
+
+
+def secret_in(path: Path) -> list[str]:
+    """The files under `path` (recursively) that hold the secret."""
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")
+                  if p.is_file() and SECRET.encode() in p.read_bytes())
+
+
+def by_hand(vault) -> list[str]:
+    return [s for s in vault.git("log", "--format=%s").splitlines()
+            if s.startswith(("edit", "recover"))]
+
+
+def objects_hold(where) -> bool:
+    out = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=where,
+                         capture_output=True, check=True).stdout
+    return SECRET.encode() in out
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_forget_killed_at_any_step_is_finished_or_undone_by_the_next_command(
+        tmp_path, vault, remote, step):  # noqa: F811
+    import shutil
+    (vault.root / "MEMORY.md").write_text(f"# Memory\n\n- {SECRET}\n")
+    agent(vault.root, "note", f"told it {SECRET}")
+    agent(vault.root, "note", "an unrelated line")
+    agent(vault.root, "sync")
+    before, remote_before = history(vault), git(remote, "rev-parse", "main").strip()
+    edits = by_hand(vault)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(KILLER.format(git=shutil.which("git")))
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KILL_BEFORE": step,
+           "AGENT_EMBED": "off"}
+    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "forget",
+                        "--yes", SECRET], env=env, capture_output=True, text=True,
+                       start_new_session=True, check=False)
+    assert p.returncode == -9, p.stdout + p.stderr               # killed at that step
+
+    r = agent(vault.root, "sync")                    # the next command: a plain sync
+    assert vault.dirty_paths() == []
+    assert by_hand(vault) == edits, "the old tree committed as a hand edit"
+    assert not (vault.root / ".agent" / "forget").exists()
+    fsck = subprocess.run(["git", "fsck", "--full"], cwd=vault.root, capture_output=True,
+                          text=True, check=False)
+    assert fsck.returncode == 0, fsck.stderr
+    if STEPS[step] == "undone":
+        assert "an interrupted `agent forget` was undone" in r.output
+        assert history(vault) == before and git(remote, "rev-parse", "main").strip() == \
+            remote_before
+        assert [f for f in secret_in(vault.root / ".agent")
+                if not f.startswith("index.sqlite")] == []
+        r = agent(vault.root, "forget", "--yes", SECRET)          # and it can be run again
+        assert "every object: 0  ✓" in r.output
+    else:
+        if step != "push --quiet":
+            assert "an interrupted `agent forget` was finished" in r.output
+        assert len(history(vault)) <= len(before) + 1             # never old beside new
+        assert secret_in(vault.root / ".agent") == []
+    assert SECRET not in vault.git("log", "--all", "-p")
+    assert not objects_hold(vault.root) and not objects_hold(remote)
+    assert SECRET not in (vault.root / "MEMORY.md").read_text()
