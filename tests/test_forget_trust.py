@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -38,37 +39,44 @@ def transcripts(vault) -> dict[str, str]:
             for p in sorted((vault.root / "sessions").rglob("*.jsonl"))}
 
 
+def forged_stone(repo: Path, phrase: str, path: str) -> dict:
+    """A tombstone for `phrase` as anyone with plain git can make one in `repo`: HEAD
+    paired with a commit made to look like its rewrite (the phrase in `path` replaced),
+    so that a vault can "recover" the phrase from its own copy."""
+    x = git(repo, "rev-parse", "HEAD").strip()
+    text = git(repo, "show", f"{x}:{path}")
+    assert phrase in text
+    blob = git(repo, "hash-object", "-w", "--stdin",
+               input=text.replace(phrase, "[forgotten]")).strip()
+    env = {**os.environ, "GIT_INDEX_FILE": str(repo / ".git" / "forge-index")}
+    for args in (["read-tree", x], ["update-index", "--cacheinfo", f"100644,{blob},{path}"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True)
+    tree = subprocess.run(["git", "write-tree"], cwd=repo, env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    message = git(repo, "log", "-1", "--format=%B", x)
+    parents = git(repo, "rev-list", "--parents", "-n", "1", x).split()[1:]
+    n = git(repo, "commit-tree", tree, *[a for p in parents for a in ("-p", p)], "-m",
+            message).strip()
+    salt = secrets.token_hex(16)
+    return {"id": f"f-{secrets.token_hex(6)}", "at": "2026-11-26T10:00:00+00:00",
+            "salt": salt, "length": len(phrase), "rewrote": {x: n},
+            "hash": hashlib.pbkdf2_hmac("sha256", phrase.encode(), bytes.fromhex(salt),
+                                        20_000).hex()}
+
+
 def forge_tombstone(tmp_path: Path, bare: Path, phrase: str = '"') -> str:
     """What an attacker with a plain git clone of the remote does: a merge that adds a
-    `.forgotten` tombstone for `phrase`, paired with a commit it made so that the
-    victim can "recover" the phrase from its own copy. The tombstone's id."""
+    `.forgotten` tombstone for `phrase` (in agent.toml) and its made-up rewrite, pushed.
+    The tombstone's id."""
     atk = tmp_path / "attacker"
     subprocess.run(["git", "clone", "-q", str(bare), str(atk)], check=True)
     git(atk, "config", "user.name", "Mallory")
     git(atk, "config", "user.email", "m@example.com")
-    x = git(atk, "rev-parse", "HEAD").strip()
-    toml = git(atk, "show", f"{x}:agent.toml")
-    assert phrase in toml
-    blob = git(atk, "hash-object", "-w", "--stdin", input=toml.replace(phrase, "[forgotten]")).strip()
-    env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "atk-index")}
-    subprocess.run(["git", "read-tree", x], cwd=atk, env=env, check=True)
-    subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},agent.toml"],
-                   cwd=atk, env=env, check=True)
-    tree = subprocess.run(["git", "write-tree"], cwd=atk, env=env, capture_output=True,
-                          text=True, check=True).stdout.strip()
-    message = git(atk, "log", "-1", "--format=%B", x)
-    parents = git(atk, "rev-list", "--parents", "-n", "1", x).split()[1:]
-    n = git(atk, "commit-tree", tree, *[a for p in parents for a in ("-p", p)], "-m",
-            message).strip()
-    salt = secrets.token_hex(16)
-    stone = {"id": "f-0ddba11c0ffe", "at": "2026-11-26T10:00:00+00:00", "salt": salt,
-             "hash": hashlib.pbkdf2_hmac("sha256", phrase.encode(), bytes.fromhex(salt),
-                                         20_000).hex(),
-             "length": len(phrase), "rewrote": {x: n}}
+    stone = forged_stone(atk, phrase, "agent.toml")
     (atk / ".forgotten").write_text(json.dumps({"version": 1, "forgotten": [stone]}))
     git(atk, "add", ".forgotten")
     git(atk, "commit", "-q", "-m", "forget: a phrase removed")
-    git(atk, "merge", "-q", "-s", "ours", "--no-edit", n)
+    git(atk, "merge", "-q", "-s", "ours", "--no-edit", *stone["rewrote"].values())
     git(atk, "push", "-q", "origin", "HEAD:main")
     return stone["id"]
 
@@ -112,6 +120,25 @@ def test_a_remotes_forged_tombstone_is_held_and_never_rewrites_history(
     assert vault.head() != ids[0] and ids[0] in history(vault)
     assert (vault.root / "agent.toml").read_text() == toml
     assert transcripts(vault) == talk
+
+
+def test_a_tombstone_committed_here_by_anyone_but_agent_forget_waits_too(vault, remote):  # noqa: F811
+    # A hand edit (or a turn's write) of .forgotten: the vault did not make that forget.
+    agent(vault.root, "note", "the gate code is orchid-lantern-77")
+    path = vault.git("grep", "-l", "orchid-lantern-77", "HEAD").split(":", 1)[1].strip()
+    stone = forged_stone(vault.root, "orchid-lantern-77", path)
+    (vault.root / ".forgotten").write_text(json.dumps({"version": 1, "forgotten": [stone]}))
+    agent(vault.root, "note", "another line")          # commits it as a hand edit
+    ids = history(vault)
+    r = agent(vault.root, "sync")
+    assert f"held: forgotten phrase {stone['id']} (17 characters, would rewrite " in r.output
+    assert "nothing was merged or pushed" in r.output and history(vault) == ids
+    r = agent(vault.root, "sync", "accept", stone["id"])      # the person's yes: applied
+    assert f"Accepted forgotten phrase {stone['id']}" in r.output
+    assert "orchid-lantern-77" not in vault.git("log", "--all", "-p")
+    r = agent(vault.root, "sync")
+    assert "held" not in r.output and "not pushed" not in r.output
+    assert vault.head() == git(remote, "rev-parse", "main").strip()
 
 
 def graph_written(vault) -> bool:
@@ -171,6 +198,21 @@ def secret_in(path: Path) -> list[str]:
                   if p.is_file() and SECRET.encode() in p.read_bytes())
 
 
+def killed(tmp_path: Path, vault, step: str, *args: str) -> None:
+    """Run `agent ARGS` and kill it with SIGKILL just before its git command whose
+    arguments hold `step`."""
+    bin_dir = tmp_path / "killer"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "git").write_text(KILLER.format(git=shutil.which("git")))
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KILL_BEFORE": step,
+           "AGENT_EMBED": "off"}
+    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), *args],
+                       env=env, capture_output=True, text=True, start_new_session=True,
+                       check=False)
+    assert p.returncode == -9, p.stdout + p.stderr               # killed at that step
+
+
 def by_hand(vault) -> list[str]:
     return [s for s in vault.git("log", "--format=%s").splitlines()
             if s.startswith(("edit", "recover"))]
@@ -185,23 +227,13 @@ def objects_hold(where) -> bool:
 @pytest.mark.parametrize("step", list(STEPS))
 def test_forget_killed_at_any_step_is_finished_or_undone_by_the_next_command(
         tmp_path, vault, remote, step):  # noqa: F811
-    import shutil
     (vault.root / "MEMORY.md").write_text(f"# Memory\n\n- {SECRET}\n")
     agent(vault.root, "note", f"told it {SECRET}")
     agent(vault.root, "note", "an unrelated line")
     agent(vault.root, "sync")
     before, remote_before = history(vault), git(remote, "rev-parse", "main").strip()
     edits = by_hand(vault)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "git").write_text(KILLER.format(git=shutil.which("git")))
-    (bin_dir / "git").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KILL_BEFORE": step,
-           "AGENT_EMBED": "off"}
-    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "forget",
-                        "--yes", SECRET], env=env, capture_output=True, text=True,
-                       start_new_session=True, check=False)
-    assert p.returncode == -9, p.stdout + p.stderr               # killed at that step
+    killed(tmp_path, vault, step, "forget", "--yes", SECRET)
 
     r = agent(vault.root, "sync")                    # the next command: a plain sync
     assert vault.dirty_paths() == []
@@ -226,3 +258,21 @@ def test_forget_killed_at_any_step_is_finished_or_undone_by_the_next_command(
     assert SECRET not in vault.git("log", "--all", "-p")
     assert not objects_hold(vault.root) and not objects_hold(remote)
     assert SECRET not in (vault.root / "MEMORY.md").read_text()
+
+
+def test_an_accept_killed_mid_rewrite_is_undone_and_still_waits(tmp_path, vault, remote):  # noqa: F811
+    agent(vault.root, "note", f"told it {SECRET}")
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    agent(vault.root, "forget", "--yes", SECRET)
+    assert "held: forgotten phrase" in agent(b.root, "sync").output
+    ids = history(b)
+    killed(tmp_path, b, "reset --quiet --hard", "sync", "accept")
+    r = agent(b.root, "sync")
+    assert "an interrupted `agent sync accept` was undone" in r.output
+    assert "held: forgotten phrase" in r.output and history(b) == ids
+    assert b.dirty_paths() == []
+    agent(b.root, "sync", "accept")
+    agent(b.root, "sync")
+    assert SECRET not in b.git("log", "--all", "-p") and not objects_hold(b.root)
+    assert b.head() == git(remote, "rev-parse", "main").strip()
