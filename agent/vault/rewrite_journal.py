@@ -38,8 +38,9 @@ CREATED = ".forgotten"              # the one file a rewrite may add to the work
 
 
 def pending(vault) -> bool:
-    """Whether an interrupted rewrite waits to be settled (a file's existence: no git)."""
-    return (vault.state / JOURNAL).exists()
+    """Whether an interrupted rewrite waits to be settled, or an older version's rules
+    file (which held the text) is left (two stats: no git)."""
+    return (vault.state / JOURNAL).exists() or (vault.state / OLD_RULES).exists()
 
 
 class Rewrite:
@@ -82,13 +83,18 @@ def rewriting(vault, stone_id: str, command: str):
 def settle(vault) -> None:
     """Finish or undo a rewrite a kill interrupted (called as the vault lock is taken,
     before anything is committed); what was done goes to `vault.recovered`."""
+    shutil.rmtree(vault.state / OLD_RULES, ignore_errors=True)
     data = atomic.read_json(vault.state / JOURNAL)
     if not isinstance(data, dict) or not isinstance(data.get("refs"), dict):
         (vault.state / JOURNAL).unlink(missing_ok=True)
         return
     command = str(data.get("command") or "rewrite")
     if data.get("phase") == "rewritten":
-        _finish(vault)
+        try:
+            _finish(vault)
+        except prune.PruneError as e:      # the history is whole: only the prune is left
+            vault.recovered.append(f"an interrupted `{command}` was finished, but {e}")
+            return
         vault.recovered.append(f"an interrupted `{command}` was finished: old copies of the "
                                f"forgotten text pruned (`agent sync` updates the remote)")
     else:
@@ -98,11 +104,15 @@ def settle(vault) -> None:
 
 
 def _finish(vault) -> None:
-    prune.prune_repository(vault.root, vault.git_dir)
+    """Prune the old copies (PruneError if git fails: the journal goes all the same, the
+    new history being whole, so a failing prune never stops every later command)."""
     for f in vault.state.glob("index.sqlite*"):    # derived: the next search rebuilds it
         f.unlink(missing_ok=True)
     shutil.rmtree(vault.git_dir / "filter-repo", ignore_errors=True)
-    (vault.state / JOURNAL).unlink(missing_ok=True)
+    try:
+        prune.prune_repository(vault.root, vault.git_dir)
+    finally:
+        (vault.state / JOURNAL).unlink(missing_ok=True)
 
 
 def _undo(vault, data: dict) -> None:
