@@ -255,7 +255,10 @@ def hold_tombstones(vault: Vault, waiting: list[tombstones.Waiting]) -> list[Hel
     """Record the tombstones now waiting for the person (those recorded before and no
     longer waiting go); the Held of each."""
     data = _load(vault)
-    for key in [k for k, h in data["held"].items() if h.get("tombstone") is not None]:
+    old = [k for k, h in data["held"].items() if h.get("tombstone") is not None]
+    if not old and not waiting:
+        return []                       # nothing to write (nor a git process to start)
+    for key in old:
         del data["held"][key]
     out = []
     for w in waiting:
