@@ -276,3 +276,17 @@ def test_an_accept_killed_mid_rewrite_is_undone_and_still_waits(tmp_path, vault,
     agent(b.root, "sync")
     assert SECRET not in b.git("log", "--all", "-p") and not objects_hold(b.root)
     assert b.head() == git(remote, "rev-parse", "main").strip()
+
+
+def test_a_forget_here_never_pushes_over_a_forget_that_waits(tmp_path, vault, remote):  # noqa: F811
+    agent(vault.root, "note", f"told it {SECRET}")
+    agent(vault.root, "note", "and the bike lock is 0451-moss")
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    agent(vault.root, "forget", "--yes", SECRET)
+    pushed, head = git(remote, "rev-parse", "main").strip(), b.head()
+    r = agent(b.root, "forget", "--yes", "0451-moss", ok=False)
+    assert r.exit_code == 1 and "Nothing was forgotten: a forget made on another machine " \
+        "waits for your decision here" in r.output
+    assert git(remote, "rev-parse", "main").strip() == pushed and b.head() == head
+    assert "0451-moss" in b.git("log", "-p")

@@ -25,7 +25,8 @@ def sync_cmd(ctx, remote, no_push, as_json):
 
     Incoming changes to agent.toml, AGENTS.md, .gitattributes, .gitignore, skills/,
     heartbeat/ and cron jobs that deliver somewhere are held until you decide:
-    `agent sync held`, then `agent sync accept` or `agent sync reject`."""
+    `agent sync held`, then `agent sync accept` or `agent sync reject`. So is a forget
+    made elsewhere (a .forgotten tombstone): until then nothing is merged or pushed."""
     if ctx.invoked_subcommand is not None:
         return
     vault = get_vault()
@@ -38,7 +39,7 @@ def sync_cmd(ctx, remote, no_push, as_json):
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return
-    click.echo("\n".join(getattr(result, "forgotten", []) + [result.line()]))
+    click.echo("\n".join(result.forgotten + [result.line()]))
     if result.held_line():
         click.echo(result.held_line())
     for line in result.refused_lines():

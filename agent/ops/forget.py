@@ -149,9 +149,15 @@ def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -
     if upstream and sync_first:
         # The remote's newest commits are rewritten too, not overwritten by the push.
         try:
-            syncing.sync(vault, now=now)
+            synced = syncing.sync(vault, now=now)
         except syncing.SyncError as e:
             receipt.push_problem = f"could not sync first ({e})"
+        else:
+            if synced.waiting:
+                # Its push would drop the remote's commits this vault did not merge.
+                raise UserError("Nothing was forgotten: a forget made on another machine "
+                                "waits for your decision here (`agent sync held`); accept "
+                                "or reject it, then run agent forget again.")
         upstream = _upstream(vault)
     with vault.locked():                     # hand edits first, as the person's commit
         # Before anything moves: nothing of the text stays in .agent/, whatever follows.

@@ -229,7 +229,12 @@ def remote_at(vault: Vault, remote: str, branch: str) -> str | None:
 
 def push_rewritten(vault: Vault, remote: str, branch: str, local: str, lease: str | None) -> str:
     """Put rewritten `local` on the remote's `branch`, only if the remote still is at
-    `lease` (what it was before the rewrite): '' when done, else what went wrong."""
+    `lease` (what it was before the rewrite) and `local` holds all that was fetched from
+    it: '' when done, else what went wrong."""
+    fetched = remote_at(vault, remote, branch)
+    if fetched and git.run(["merge-base", "--is-ancestor", fetched, local],
+                           vault.root).returncode:
+        return "it has commits this vault has not merged"
     spec = [f"--force-with-lease=refs/heads/{branch}:{lease}"] if lease else []
     p = git.run(["push", "--quiet", "--porcelain", *spec, remote, f"{local}:refs/heads/{branch}"],
                 vault.root, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
