@@ -231,6 +231,7 @@ def test_forget_killed_at_any_step_is_finished_or_undone_by_the_next_command(
     agent(vault.root, "note", f"told it {SECRET}")
     agent(vault.root, "note", "an unrelated line")
     agent(vault.root, "sync")
+    vault.git("remote", "set-head", "origin", "main")      # a symbolic ref, as a clone has
     before, remote_before = history(vault), git(remote, "rev-parse", "main").strip()
     edits = by_hand(vault)
     killed(tmp_path, vault, step, "forget", "--yes", SECRET)

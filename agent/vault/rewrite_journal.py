@@ -56,8 +56,10 @@ class Rewrite:
 
 
 def _refs(vault) -> dict[str, str]:
-    out = vault.git("for-each-ref", "--format=%(objectname) %(refname)")
-    return {ref: sha for sha, _, ref in (line.partition(" ") for line in out.splitlines())}
+    """Every ref that is not a symbolic one (origin/HEAD follows origin/main) -> commit."""
+    out = vault.git("for-each-ref", "--format=%(objectname) %(refname) %(symref)")
+    return {parts[1]: parts[0] for parts in (line.split(" ") for line in out.splitlines())
+            if len(parts) == 3 and not parts[2]}
 
 
 @contextlib.contextmanager
