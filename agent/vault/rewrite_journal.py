@@ -31,6 +31,7 @@ import shutil
 
 from agent.fs import atomic
 from agent.vault import prune
+from agent.vault.git import GitError, VaultError
 
 JOURNAL = "rewrite.json"            # in .agent/
 OLD_RULES = "forget"                # .agent/forget/: an older version's rules (the phrase)
@@ -100,7 +101,12 @@ def settle(vault) -> None:
         vault.recovered.append(f"an interrupted `{command}` was finished: old copies of the "
                                f"forgotten text pruned (`agent sync` updates the remote)")
     else:
-        _undo(vault, data)
+        try:
+            _undo(vault, data)
+        except GitError as e:
+            raise VaultError(f"An interrupted `{command}` could not be undone ({e}); its "
+                             f"journal is {vault.state / JOURNAL}, which lists every ref "
+                             f"as it was. Nothing was changed since.") from None
         vault.recovered.append(f"an interrupted `{command}` was undone: the history is as "
                                f"it was and nothing was forgotten; run it again")
 
