@@ -330,6 +330,37 @@ def accept(vault: Vault, which: str | None) -> tuple[list[Held], str | None]:
     is under the minimum length)."""
     chosen = select(vault, which)
     stones = [h for h in chosen if h.tombstone is not None]
+    if stones:
+        _accept_tombstones(vault, stones)
+        chosen = [h for h in chosen if h.tombstone is None]
+        if not chosen:
+            return stones, None
+    with vault.locked():
+        data = _load(vault)
+        paths = []
+        for h in chosen:
+            if h.job is not None:
+                _accept_job(vault, h)
+            elif h.oid is None:
+                vault.delete(h.path)
+            else:
+                _write_blob(vault, h)
+            paths.append(h.path)
+            data["held"].pop(h.key, None)
+        hosts = sorted({h.host for h in chosen})
+        what = chosen[0].label() if len(chosen) == 1 else f"{len(chosen)} held changes"
+        change = Change("sync", f"accept {what} from {', '.join(hosts)}",
+                        body="\n".join(f"- {h.label()} ({h.source}, {h.commit[:7]})"
+                                       for h in chosen) if len(chosen) > 1 else "",
+                        trailers={"Accepted": " ".join(sorted({h.commit for h in chosen}))})
+        sha = vault.commit(change, paths=sorted(set(paths)))
+        _save(vault, data)
+    return stones + chosen, sha
+
+
+def _accept_tombstones(vault: Vault, stones: list[Held]) -> None:
+    """Rewrite this vault's history as each held tombstone says (agent.sync.tombstones);
+    none is applied when one is under the minimum length."""
     for h in stones:
         tombstones.check_acceptable(rewrite.Tombstone.from_dict(h.tombstone))
     with vault.locked():
@@ -338,32 +369,6 @@ def accept(vault: Vault, which: str | None) -> tuple[list[Held], str | None]:
             data = _load(vault)
             data["held"].pop(h.key, None)
             _save(vault, data)
-        files = [h for h in chosen if h.tombstone is None]
-        sha = _accept_files(vault, files) if files else None
-    return chosen, sha
-
-
-def _accept_files(vault: Vault, chosen: list[Held]) -> str | None:
-    data = _load(vault)
-    paths = []
-    for h in chosen:
-        if h.job is not None:
-            _accept_job(vault, h)
-        elif h.oid is None:
-            vault.delete(h.path)
-        else:
-            _write_blob(vault, h)
-        paths.append(h.path)
-        data["held"].pop(h.key, None)
-    hosts = sorted({h.host for h in chosen})
-    what = chosen[0].label() if len(chosen) == 1 else f"{len(chosen)} held changes"
-    change = Change("sync", f"accept {what} from {', '.join(hosts)}",
-                    body="\n".join(f"- {h.label()} ({h.source}, {h.commit[:7]})"
-                                   for h in chosen) if len(chosen) > 1 else "",
-                    trailers={"Accepted": " ".join(sorted({h.commit for h in chosen}))})
-    sha = vault.commit(change, paths=sorted(set(paths)))
-    _save(vault, data)
-    return sha
 
 
 def reject(vault: Vault, which: str | None) -> list[Held]:
