@@ -30,9 +30,11 @@ import bench_million  # noqa: E402
 from fakeanthropic import FakeAnthropic  # noqa: E402
 
 QUERY = "garden trip"
+# AGENT_BENCH_CODE: another checkout whose code runs the commands (a before/after pair).
+CODE = os.environ.get("AGENT_BENCH_CODE") or str(ROOT)
 ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_COMMITTER_NAME": "bench",
        "GIT_AUTHOR_EMAIL": "bench@localhost", "GIT_COMMITTER_EMAIL": "bench@localhost",
-       "AGENT_EMBED": "off", "PYTHONPATH": str(ROOT)}
+       "AGENT_EMBED": "off", "PYTHONPATH": CODE}
 
 
 def vault_of(keep: Path, n: int) -> Path:
@@ -50,7 +52,8 @@ def process(args: list[str], env: dict) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "agent", *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                   cwd=tempfile.gettempdir())     # the code on PYTHONPATH, not the cwd's
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -67,7 +70,7 @@ def in_process(root: Path, runs: int) -> float:
             "    c.append(time.process_time() - p)\n"
             "print(statistics.median(c))\n") % QUERY
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **ENV}, check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout
     return float(out.strip())
 
 
