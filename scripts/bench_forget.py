@@ -4,8 +4,9 @@
 
 Builds a vault of N note commits (one of them holding the phrase) pushed to a bare
 remote, clones it, then times `agent forget --yes PHRASE` on the first clone (survey,
-rewrite of every branch, prune, index rebuild, push, verification) and `agent sync` on
-the second (the tombstone followed: phrase recovered, same rewrite, prune, merge).
+rewrite of every branch, prune, index rebuild, push, verification) and, on the second,
+`agent sync` (the tombstone held: phrase recovered to count the commits it would
+rewrite), `agent sync accept` (same rewrite, prune) and `agent sync` (merge).
 """
 
 from __future__ import annotations
@@ -59,11 +60,16 @@ def main() -> None:
         t0 = time.perf_counter()
         out = agent("forget", "--yes", "orchid-lantern-77", vault=vault.root)
         t1 = time.perf_counter()
-        agent("sync", vault=tmp / "b")
+        held = agent("sync", vault=tmp / "b")
         t2 = time.perf_counter()
-        assert "every object: 0" in out
-        print(f"{args.commits} commits: agent forget {t1 - t0:.1f} s, "
-              f"agent sync on the other clone {t2 - t1:.1f} s")
+        agent("sync", "accept", vault=tmp / "b")
+        t3 = time.perf_counter()
+        agent("sync", vault=tmp / "b")
+        t4 = time.perf_counter()
+        assert "every object: 0" in out and "held: forgotten phrase" in held
+        print(f"{args.commits} commits: agent forget {t1 - t0:.1f} s; on the other clone "
+              f"agent sync (held) {t2 - t1:.1f} s, agent sync accept {t3 - t2:.1f} s, "
+              f"agent sync {t4 - t3:.1f} s")
 
 
 if __name__ == "__main__":

@@ -82,8 +82,13 @@ def test_forget_reaches_both_clones_and_keeps_unsynced_work(fake_anthropic, tmp_
     assert PHRASE.encode() not in remote_objects
     assert json.dumps(PHRASE)[1:-1].encode() not in remote_objects
 
-    r = agent(b.root, "sync")
-    assert "forget: applied 1 forgotten phrase" in r.output
+    r = agent(b.root, "sync")                # b's person decides: held until then
+    assert f"held: forgotten phrase {json.loads(tomb)['forgotten'][0]['id']} " \
+           f"({len(PHRASE)} characters, would rewrite 5 commits here)" in r.output
+    assert "nothing was merged or pushed" in r.output and holds(b)
+    r = agent(b.root, "sync", "accept")
+    assert "Accepted forgotten phrase" in r.output and "history is rewritten" in r.output
+    agent(b.root, "sync")
     agent(vault.root, "sync")
     for v in (vault, b):
         assert holds(v) == [], v.root
@@ -137,6 +142,8 @@ def test_a_remote_that_moved_is_never_overwritten(tmp_path, vault, remote):  # n
     assert b"b pushed this meanwhile" in every_object(remote)
     r = agent(vault.root, "sync")            # puts the remote right, keeping b's commit
     assert "forget: applied 1" in r.output
+    assert "held: forgotten phrase" in agent(b.root, "sync").output
+    agent(b.root, "sync", "accept")
     agent(b.root, "sync")
     for v in (vault, b):
         assert holds(v, "orchid-lantern", "orchid") == []

@@ -753,7 +753,8 @@ def test_an_edited_agent_toml_is_read_again(tmp_path, vault, remote):
 
 def test_a_settled_sync_still_takes_a_forget_from_another_clone(tmp_path, vault, remote):
     """A sync that finds every ref as the last one left them reads no tombstones; one
-    whose remote moved does: a phrase forgotten elsewhere is forgotten here."""
+    whose remote moved does: a phrase forgotten elsewhere is shown, and forgotten here
+    once accepted."""
     from test_forget import PHRASE, holds
     agent(vault.root, "note", f"told the agent {PHRASE}")
     agent(vault.root, "sync")
@@ -763,7 +764,8 @@ def test_a_settled_sync_still_takes_a_forget_from_another_clone(tmp_path, vault,
     assert "refs" in json.loads((b.root / ".agent" / "sync.json").read_text())
     agent(vault.root, "forget", "--yes", PHRASE)
     out = agent(b.root, "sync").output
-    assert "forget: applied 1 forgotten phrase" in out, out
+    assert "held: forgotten phrase" in out, out
+    agent(b.root, "sync", "accept")
     assert holds(b) == []
 
 

@@ -249,7 +249,7 @@ def test_a_remote_branch_on_forgotten_history_does_not_bring_the_phrase_back(vau
     git(evil, "reset", "-q", "--hard", "origin/main")
     propose(evil, [record()], {"MEMORY.md": memory_with_fact(evil)}, parent=old)
     out = agent(vault.root, "sync").output
-    assert "forget: applied 1 forgotten phrase from another clone" in out, out
+    assert "forget: applied 1 forgotten phrase to this vault's history" in out, out
     assert holds(vault) == []
     # Rewritten here, the branch is one commit on this vault's branch: taken, and put
     # back on the remote without the phrase.

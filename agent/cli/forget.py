@@ -28,7 +28,9 @@ def forget_cmd(text, message_id, fact, yes, as_json):
     becomes [forgotten] in the files and in every commit of every branch (authors,
     dates and messages kept), old copies are pruned, the search index and vectors are
     rebuilt, the remote is updated (--force-with-lease), and a tombstone (a salted hash,
-    never the text) makes every other clone do the same at its next `agent sync`.
+    never the text) is shown to every other clone at its next `agent sync`, which does
+    the same once its person accepts it there (`agent sync accept`). A kill at any
+    instant is finished or undone by the next command.
     Give TEXT as an argument or on stdin (so it stays out of your shell history:
     agent forget < file).
     """
@@ -81,7 +83,8 @@ def _receipt_text(r) -> str:
     if r.state_files:
         out.append(f"  local state: {', '.join(r.state_files)}")
     out.append(f"  tombstone {r.tombstone} in .forgotten ({(r.commit or '')[:7]}): other "
-               f"clones forget it at their next agent sync")
+               f"clones are shown it at their next agent sync, and forget it once accepted "
+               f"there (agent sync accept)")
     if r.pushed:
         out.append(f"  remote: {r.pushed} rewritten (--force-with-lease)")
     if r.push_problem:

@@ -25,7 +25,8 @@ def sync_cmd(ctx, remote, no_push, as_json):
 
     Incoming changes to agent.toml, AGENTS.md, .gitattributes, .gitignore, skills/,
     heartbeat/ and cron jobs that deliver somewhere are held until you decide:
-    `agent sync held`, then `agent sync accept` or `agent sync reject`."""
+    `agent sync held`, then `agent sync accept` or `agent sync reject`. So is a forget
+    made elsewhere (a .forgotten tombstone): until then nothing is merged or pushed."""
     if ctx.invoked_subcommand is not None:
         return
     vault = get_vault()
@@ -84,6 +85,11 @@ def accept_cmd(which):
     report_recovery(vault)
     after_change(vault)
     what = ", ".join(h.label() for h in chosen)
+    if any(h.tombstone is not None for h in chosen):
+        click.echo(f"Accepted {what}: this vault's history is rewritten without it, old "
+                   f"copies pruned" + (f" ({sha[:7]})" if sha else "")
+                   + "; `agent sync` merges and pushes.")
+        return
     click.echo(f"Accepted {what}" + (f" ({sha[:7]})" if sha else " (it was already so)"))
 
 

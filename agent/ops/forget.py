@@ -16,12 +16,12 @@ from datetime import datetime
 
 from agent.errors import UserError
 from agent.stores import memory, sessions
-from agent.vault import rewrite
+from agent.vault import rewrite, rewrite_journal
 from agent.fs import safe
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
-MIN_CHARS = 4
+MIN_CHARS = rewrite.MIN_CHARS
 
 
 @dataclass
@@ -137,8 +137,11 @@ def _upstream(vault: Vault) -> tuple[str, str, str | None] | None:
 
 
 def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -> Receipt:
-    """Remove `text` everywhere, record the tombstone, update the remote, verify."""
-    from agent.sync import remotes as syncing
+    """Remove `text` everywhere, record the tombstone, update the remote, verify.
+
+    The rewrite and its tombstone commit are journalled (agent.vault.rewrite_journal): a
+    kill is finished or undone by the next command."""
+    from agent.sync import remotes as syncing, tombstones
 
     text = check_phrase(text)
     receipt = Receipt(survey(vault, text))
@@ -146,25 +149,27 @@ def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -
     if upstream and sync_first:
         # The remote's newest commits are rewritten too, not overwritten by the push.
         try:
-            syncing.sync(vault, now=now)
+            synced = syncing.sync(vault, now=now)
         except syncing.SyncError as e:
             receipt.push_problem = f"could not sync first ({e})"
+        else:
+            if synced.waiting:
+                # Its push would drop the remote's commits this vault did not merge.
+                raise UserError("Nothing was forgotten: a forget made on another machine "
+                                "waits for your decision here (`agent sync held`); accept "
+                                "or reject it, then run agent forget again.")
         upstream = _upstream(vault)
     with vault.locked():                     # hand edits first, as the person's commit
-        mapping = rewrite.rewrite_history(vault, text)
-        receipt.rewritten = len(mapping)
-        stone = rewrite.new_tombstone(text, now.isoformat(timespec="seconds"), mapping)
-        stones = rewrite.parse_tombstones(
-            vault.read_text(rewrite.TOMBSTONES) if (vault.root / rewrite.TOMBSTONES).exists()
-            else None)
-        vault.write_text(rewrite.TOMBSTONES, rewrite.dump_tombstones(stones + [stone]))
-        n_files = len(receipt.survey.files)
-        receipt.commit = vault.commit(Change(
-            "forget", f"a phrase removed from {n_files} file{'s' * (n_files != 1)}, "
-                      f"{len(mapping)} commit{'s' * (len(mapping) != 1)} rewritten",
-            trailers={"Forgotten": stone.id}))
+        # Before anything moves: nothing of the text stays in .agent/, whatever follows.
+        receipt.state_files = rewrite.scrub_state(vault, text)
+        stone = rewrite.new_tombstone(text, now.isoformat(timespec="seconds"), {})
+        with rewrite_journal.rewriting(vault, stone.id, "agent forget") as journal:
+            stone.rewrote = rewrite.rewrite_history(vault, text)
+            receipt.commit = _commit_tombstone(vault, stone, len(receipt.survey.files))
+            tombstones.decide(vault, stone.id, tombstones.APPLIED)
+            journal.done()
+        receipt.rewritten = len(stone.rewrote)
         receipt.tombstone = stone.id
-    rewrite.expire_and_prune(vault)
     if upstream:
         remote, branch, lease = upstream
         problem = rewrite.push_rewritten(vault, remote, branch, "HEAD", lease)
@@ -173,11 +178,23 @@ def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -
                                     f"`agent sync` rewrites it")
         else:
             receipt.pushed = f"{remote}/{branch}"
-    receipt.state_files = rewrite.scrub_state(vault, text)
     from agent.search import index
     index.rebuild(vault)
     receipt.checks = verify(vault, text)
     return receipt
+
+
+def _commit_tombstone(vault: Vault, stone: rewrite.Tombstone, n_files: int) -> str | None:
+    """Add `stone` to .forgotten in one commit that says what was done."""
+    stones = rewrite.parse_tombstones(
+        vault.read_text(rewrite.TOMBSTONES) if (vault.root / rewrite.TOMBSTONES).exists()
+        else None)
+    vault.write_text(rewrite.TOMBSTONES, rewrite.dump_tombstones(stones + [stone]))
+    n = len(stone.rewrote)
+    return vault.commit(Change(
+        "forget", f"a phrase removed from {n_files} file{'s' * (n_files != 1)}, "
+                  f"{n} commit{'s' * (n != 1)} rewritten",
+        trailers={"Forgotten": stone.id}))
 
 
 def verify(vault: Vault, text: str) -> dict[str, int]:

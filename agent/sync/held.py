@@ -13,6 +13,10 @@ this machine's version of these. The incoming version waits in `.agent/held.json
 [FILE]` drops it, and a later sync does not hold that same version again (a new
 change to the file is held again). A file changed again remotely replaces its held
 version.
+
+A tombstone (`.forgotten`) from elsewhere that would rewrite this vault's history is
+held too, as `.forgotten#<id>` (agent.sync.tombstones decides which): accepting it
+rewrites the history here, rejecting it lets the sync merge as if it were not there.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from dataclasses import asdict, dataclass
 
 from agent.stores import cronfile
 from agent.fs import atomic
+from agent.sync import tombstones
+from agent.vault import rewrite
 from agent.vault.change import Change
 from agent.vault import git, kinds
 from agent.vault.repo import GitError, Vault, VaultError
@@ -53,8 +59,11 @@ class Held:
     ref: str                 # keeps the objects reachable
     job: dict | None = None  # a cron job's incoming definition
     local_job: dict | None = None
+    tombstone: dict | None = None   # a forget made elsewhere (tombstones.Waiting)
 
     def label(self) -> str:
+        if self.tombstone is not None:
+            return f"forgotten phrase {self.tombstone['id']} ({self.tombstone['summary']})"
         if self.job is not None:
             name = self.job.get("name") or self.key.split("#", 1)[1]
             return f'cron job "{name}" ({self.key})'
@@ -94,7 +103,7 @@ def pending(vault: Vault) -> list[Held]:
     if not path.exists():
         return []
     items = [Held(**h) for _, h in sorted(_load(vault)["held"].items())]
-    files = [h for h in items if h.job is None]
+    files = [h for h in items if h.job is None and h.tombstone is None]
     if not files or not vault.head():
         return items
     out = vault.git("ls-tree", "-z", "HEAD", "--", *{h.path for h in files})
@@ -182,11 +191,11 @@ def _entry(vault: Vault, commit: str, path: str) -> tuple[str, str] | None:
     return meta[0], meta[2]
 
 
-def _origin(vault: Vault, ours: str, theirs: str, path: str) -> tuple[str, str]:
+def _origin(vault: Vault, ours: str | None, theirs: str, path: str) -> tuple[str, str]:
     """The newest incoming commit that changed `path`, and its machine (its Host trailer,
     else its author)."""
     out = vault.git("log", "-1", "--format=%H%x00%an%x00%(trailers:key=Host,valueonly)",
-                    theirs, "--not", ours, "--", path).strip()
+                    theirs, *(["--not", ours] if ours else []), "--", path).strip()
     if not out:
         return theirs, "?"
     sha, author, host = (out.split("\0") + ["", ""])[:3]
@@ -249,6 +258,28 @@ def _replace(vault: Vault, tree: str, entries: dict[str, tuple[str, str] | None]
         index.unlink(missing_ok=True)
 
 
+def hold_tombstones(vault: Vault, waiting: list[tombstones.Waiting]) -> list[Held]:
+    """Record the tombstones now waiting for the person (those recorded before and no
+    longer waiting go); the Held of each."""
+    data = _load(vault)
+    old = [k for k, h in data["held"].items() if h.get("tombstone") is not None]
+    if not old and not waiting:
+        return []                       # nothing to write (nor a git process to start)
+    for key in old:
+        del data["held"][key]
+    out = []
+    for w in waiting:
+        theirs = "HEAD" if w.source == "HEAD" else f"refs/remotes/{w.source}"
+        ours = None if w.source == "HEAD" else "HEAD"
+        commit, host = _origin(vault, ours, theirs, rewrite.TOMBSTONES)
+        h = Held(f"{rewrite.TOMBSTONES}#{w.stone.id}", rewrite.TOMBSTONES, None, None, commit,
+                 host, w.source, "", tombstone={**w.as_dict(), "summary": w.summary()})
+        data["held"][h.key] = asdict(h)
+        out.append(h)
+    _save(vault, data)
+    return out
+
+
 # ---- showing and deciding -------------------------------------------------------------
 
 
@@ -261,7 +292,8 @@ def select(vault: Vault, which: str | None) -> list[Held]:
         return items
     which = which.strip().rstrip("/") if which.strip() not in ("", "/") else which
     chosen = [h for h in items if which in (h.key, h.path)
-              or h.path.startswith(which + "/") or (h.job and h.job["id"] == which)]
+              or h.path.startswith(which + "/") or (h.job and h.job["id"] == which)
+              or (h.tombstone and h.tombstone["id"] == which)]
     if not chosen:
         raise VaultError(f"Nothing held for {which}. Held: {', '.join(h.key for h in items)} "
                          f"(see `agent sync held`).")
@@ -271,6 +303,11 @@ def select(vault: Vault, which: str | None) -> list[Held]:
 def diff(vault: Vault, h: Held) -> str:
     """The held change as a unified diff from this machine's version."""
     import difflib
+    if h.tombstone is not None:
+        n = h.tombstone["length"]
+        return (f"  A forget made elsewhere: a text of {n} character{'s' * (n != 1)} would "
+                f"become [forgotten] in every commit of every branch here, its old copies "
+                f"pruned.")
     if h.job is not None:
         a = json.dumps(h.local_job, indent=2, ensure_ascii=False).splitlines() if h.local_job else []
         b = json.dumps(h.job, indent=2, ensure_ascii=False).splitlines()
@@ -295,8 +332,16 @@ def _text(vault: Vault, oid: str) -> list[str] | None:
 
 
 def accept(vault: Vault, which: str | None) -> tuple[list[Held], str | None]:
-    """Take the held changes `which` names into the work tree, in one commit."""
+    """Take the held changes `which` names into the work tree, in one commit; a held
+    tombstone rewrites this vault's history first (VaultError, nothing changed, when one
+    is under the minimum length)."""
     chosen = select(vault, which)
+    stones = [h for h in chosen if h.tombstone is not None]
+    if stones:
+        _accept_tombstones(vault, stones)
+        chosen = [h for h in chosen if h.tombstone is None]
+        if not chosen:
+            return stones, None
     with vault.locked():
         data = _load(vault)
         paths = []
@@ -318,7 +363,20 @@ def accept(vault: Vault, which: str | None) -> tuple[list[Held], str | None]:
                         trailers={"Accepted": " ".join(commits)} if commits else {})
         sha = vault.commit(change, paths=sorted(set(paths)))
         _save(vault, data)
-    return chosen, sha
+    return stones + chosen, sha
+
+
+def _accept_tombstones(vault: Vault, stones: list[Held]) -> None:
+    """Rewrite this vault's history as each held tombstone says (agent.sync.tombstones);
+    none is applied when one is under the minimum length."""
+    for h in stones:
+        tombstones.check_acceptable(rewrite.Tombstone.from_dict(h.tombstone))
+    with vault.locked():
+        for h in stones:
+            tombstones.accept(vault, rewrite.Tombstone.from_dict(h.tombstone))
+            data = _load(vault)
+            data["held"].pop(h.key, None)
+            _save(vault, data)
 
 
 def _at(h: Held) -> str:
@@ -333,6 +391,9 @@ def reject(vault: Vault, which: str | None) -> list[Held]:
         data = _load(vault)
         for h in chosen:
             data["held"].pop(h.key, None)
+            if h.tombstone is not None:
+                tombstones.reject(vault, h.tombstone["id"])
+                continue
             data["rejected"][h.key] = _job_stamp(h.job) if h.job is not None else (h.oid or "deleted")
         _save(vault, data)
     return chosen

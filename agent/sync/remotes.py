@@ -59,7 +59,8 @@ class SyncResult:
     claimed: list[str] = field(default_factory=list)   # jobs given to this machine
     held: list[str] = field(default_factory=list)      # incoming changes held (labels)
     refused: dict[str, str] = field(default_factory=dict)   # proposal branches not taken
-    forgotten: list[str] = field(default_factory=list)  # what applying tombstones did here
+    forgotten: list[str] = field(default_factory=list)  # what the tombstones did (lines)
+    waiting: bool = False      # a forget made elsewhere waits: nothing merged or pushed
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""
@@ -93,7 +94,8 @@ class SyncResult:
                 "out": self.commits_out, "pushed": self.pushed,
                 "facts_added": self.facts_added, "facts_removed": self.facts_removed,
                 "kept_both": self.kept_both, "merge": self.merge_commit, "head": self.head,
-                "claimed": self.claimed, "held": self.held, "refused": self.refused}
+                "claimed": self.claimed, "held": self.held, "refused": self.refused,
+                "forgotten": self.forgotten, "waiting": self.waiting}
 
 
 # ---- which remote -----------------------------------------------------------------
@@ -176,6 +178,10 @@ def upstream(vault: Vault, remote: str | None = None,
 def sync(vault: Vault, remote: str | None = None, push: bool = True,
          now: datetime | None = None) -> SyncResult:
     """Fetch, merge and push; the result says what came in and went out."""
+    from agent.vault import rewrite_journal
+    if rewrite_journal.pending(vault):     # a killed forget: settled before any fetch
+        with vault.locked():
+            pass
     # Conflicted files are found by the `git status` the vault lock runs (below), before
     # anything is merged or committed; the rest needs no git process.
     problem = unfinished_operation(vault.root, unmerged=False)
@@ -203,8 +209,10 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         # applied and its proposal branches exchanged then, so they need no reading now.
         same = dream and seen == settled
         if not same:
-            from agent.vault import rewrite
-            if rewrite.follow(vault, remote, branch, result):   # forgotten elsewhere: here too
+            followed = _follow(vault, remote, branch, result)
+            if followed.blocked:         # a forget waits for the person: nothing goes
+                break
+            if followed.applied:         # forgotten elsewhere: here too
                 rewritten = True
                 theirs, ours = _refs(vault, remote, branch, seen)
                 start = ours
@@ -235,7 +243,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
                         f"tries): run `agent sync` again.")
     result.head = ours
     exchanged = False
-    if push and not same:
+    if push and not same and not result.waiting:
         exchanged = _proposals(vault, remote, result, refs=seen if dream else None,
                                rewritten=rewritten)
     if result.pushed:
@@ -250,6 +258,19 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         refs = {k: v for k, v in refs.items() if v}
     _save_state(vault, result, now or clock.now(), refs)
     return result
+
+
+def _follow(vault: Vault, remote: str, branch: str, result: SyncResult):
+    """The tombstones of HEAD and the fetched branch (agent.sync.tombstones): those this
+    machine made or accepted applied, the others that would rewrite commits here held.
+    What to say goes to `result`."""
+    from agent.sync import held, tombstones
+    followed = tombstones.follow(vault, remote, branch)
+    result.forgotten.extend(followed.lines())
+    waiting = held.hold_tombstones(vault, followed.held)
+    result.held.extend(h.label() for h in waiting)
+    result.waiting = followed.blocked
+    return followed
 
 
 def _proposals(vault: Vault, remote: str, result: SyncResult,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from agent import clock
 from agent.fs import atomic
+from agent.vault import rewrite_journal
 from agent.vault.change import by_hand, recovered
 from agent.vault.gitstate import UnfinishedGit, _git_process_in, conflicted, unfinished_operation
 from agent.fs.pidlock import PidLock
@@ -75,6 +76,9 @@ class VaultLock:
 
     def prepare(self) -> None:
         """Make the work tree consistent and commit what is not the agent's next change."""
+        if rewrite_journal.pending(self.vault):   # a killed forget: its old tree is no hand edit
+            self.clear_stale_git_locks()
+            rewrite_journal.settle(self.vault)
         self.vault.agent_identity()  # a broken agent.toml stops us before anything is written
         self.clear_stale_git_locks()
         self.vault.journal.finish_checkout()

@@ -12,8 +12,9 @@ the phrase itself:
     {"id": "f-…", "at": "…", "salt": "…", "hash": pbkdf2(salt, phrase), "length": 23,
      "rewrote": {"<old commit>": "<new commit>", …}}
 
-How another clone finds a phrase it is only given a salted hash of (`follow`, at the
-start of each `agent sync`): after fetching, it has both its own old commits and the
+How another clone finds a phrase it is only given a salted hash of (`recover`, once
+that clone's person accepted the tombstone: agent.sync.tombstones decides which are
+applied, and never one shorter than MIN_CHARS): after fetching, it has both its own old commits and the
 remote's rewritten ones, and `rewrote` pairs them. In each pair the old and new commit
 differ exactly where the phrase was replaced: the first place their texts differ is at
 most len("[forgotten]") characters after the phrase's start. So a handful of windows of
@@ -23,6 +24,10 @@ phrase and rules on the same commits give the same new commits (filter-repo keep
 author, committer, date and message byte), so its rewritten branch meets the remote's
 at the same commits, and its unsynced work, rewritten on top, merges as any sync does.
 A clone that never had the old commits has nothing to rewrite.
+
+A rewrite is journalled (agent.vault.rewrite_journal): a kill is finished or undone by
+the next command. The old objects are pruned (agent.vault.prune) only once the new
+history is whole.
 
 The hash is PBKDF2 (`ITERATIONS` rounds), so that trying guesses against a tombstone
 costs what a password hash costs; a short phrase (a 4-digit PIN) can still be guessed:
@@ -34,16 +39,21 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 
-from agent.vault import git
+from agent.vault import git, prune
 from agent.vault.repo import Vault, VaultError
 
 TOMBSTONES = ".forgotten"
 REPLACEMENT = "[forgotten]"
 ITERATIONS = 20_000
+# The shortest text a rewrite cuts out, whoever asks (`agent forget`, a tombstone from
+# elsewhere): a shorter one would be cut out of unrelated words everywhere.
+MIN_CHARS = 4
 
 
 class RewriteError(VaultError):
@@ -65,6 +75,13 @@ class Tombstone:
     def as_dict(self) -> dict:
         return {"id": self.id, "at": self.at, "salt": self.salt, "hash": self.hash,
                 "length": self.length, "rewrote": self.rewrote}
+
+    @classmethod
+    def from_dict(cls, it) -> Tombstone:
+        """A tombstone from its JSON (KeyError, TypeError or ValueError if malformed)."""
+        return cls(str(it["id"]), str(it["at"]), str(it["salt"]), str(it["hash"]),
+                   int(it["length"]),
+                   {str(k): str(v) for k, v in dict(it.get("rewrote") or {}).items()})
 
 
 def digest(salt: str, text: str) -> str:
@@ -91,9 +108,7 @@ def parse_tombstones(data: str | None) -> list[Tombstone]:
     out = []
     for it in items if isinstance(items, list) else []:
         try:
-            out.append(Tombstone(str(it["id"]), str(it["at"]), str(it["salt"]),
-                                 str(it["hash"]), int(it["length"]),
-                                 {str(k): str(v) for k, v in dict(it.get("rewrote") or {}).items()}))
+            out.append(Tombstone.from_dict(it))
         except (KeyError, TypeError, ValueError):
             continue
     return out
@@ -119,34 +134,46 @@ def _pattern(form: str) -> str:
     return "".join(r"\n" if c == "\n" else r"\r" if c == "\r" else re.escape(c) for c in form)
 
 
+def _rules(text: str) -> bytes:
+    return "".join(f"regex:{_pattern(form)}==>{REPLACEMENT}\n" for form in forms(text)).encode()
+
+
 def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
     """Replace `text` by [forgotten] in every commit of every ref and in the work tree;
-    the commits that changed, old -> new (new is 40 zeros for a commit left empty)."""
-    work = vault.state / "forget"
-    work.mkdir(mode=0o700, parents=True, exist_ok=True)
-    rules = work / "rules.txt"
-    fd = os.open(rules, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for form in forms(text):
-            f.write(f"regex:{_pattern(form)}==>{REPLACEMENT}\n")
+    the commits that changed, old -> new (new is 40 zeros for a commit left empty).
+
+    The rules (which hold the text) reach git-filter-repo through pipes, never a file:
+    a kill leaves nothing of the text on disk. Call it inside a journalled rewrite
+    (agent.vault.rewrite_journal), which undoes a kill before its end."""
     meta = vault.git_dir / "filter-repo"
-    import shutil
     shutil.rmtree(meta, ignore_errors=True)       # a run's leftovers would make it ask
     # The vault's git settings (no hooks, no filters, no fsmonitor) for the git commands
     # git-filter-repo runs itself.
     env = git.config_env(vault.root)
+    pipes = [os.pipe() for _ in range(2)]          # --replace-text, --replace-message
+    fd_dir = "/dev/fd" if os.path.isdir("/dev/fd") else "/proc/self/fd"
     try:
-        p = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, "-c", "import git_filter_repo as g; g.main()",
              "--partial", "--force", "--quiet", "--replace-refs", "delete-no-add",
-             "--replace-text", str(rules), "--replace-message", str(rules)],
-            cwd=vault.root, env=env, input="", capture_output=True,
-            text=True, errors="replace")
+             "--replace-text", f"{fd_dir}/{pipes[0][0]}",
+             "--replace-message", f"{fd_dir}/{pipes[1][0]}"],
+            cwd=vault.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, pass_fds=[r for r, _ in pipes])
     finally:
-        rules.unlink(missing_ok=True)
-    if p.returncode:
-        raise RewriteError(f"git-filter-repo failed: {(p.stderr or p.stdout).strip()[-400:]}. "
-                           f"The history is as it was.")
+        for r, _ in pipes:
+            os.close(r)
+    rules = _rules(text)
+    writers = [threading.Thread(target=_feed, args=(w, rules), daemon=True) for _, w in pipes]
+    for t in writers:
+        t.start()
+    out, err = proc.communicate()
+    for t in writers:
+        t.join()
+    if proc.returncode:
+        text_out = (err or out).decode("utf-8", "replace").strip()
+        raise RewriteError(f"git-filter-repo failed: {text_out[-400:]}. The history is as "
+                           f"it was.")
     mapping = {}
     try:
         lines = (meta / "commit-map").read_text().splitlines()[1:]
@@ -160,53 +187,22 @@ def rewrite_history(vault: Vault, text: str) -> dict[str, str]:
     return mapping
 
 
-def _git_in(where, *args: str) -> str:
-    """A git command in the repository at `where`, its stdin an empty pipe; RewriteError
-    if it fails."""
-    p = git.run(args, where, input="", errors="replace")
-    if p.returncode:
-        raise RewriteError(f"git {args[0]} failed in {where}: {p.stderr.strip()[-300:]}; the "
-                           f"history is rewritten but old copies may remain: run `agent git "
-                           f"gc --prune=now`.")
-    return p.stdout
-
-
-def prune_repository(where, git_dir, *, work_tree: bool = True) -> None:
-    """Drop every reflog entry and every object no ref reaches any more.
-
-    What `git gc --prune=now` does, done by hand: git's repack runs pack-objects with
-    /dev/null as its stdin, and where /dev/null is no device (a sandbox that replaced it
-    by a file others write to) it reads their output as revisions and fails. Here the
-    reachable objects are listed by rev-list and handed to pack-objects through a pipe;
-    then every other pack and every loose object goes.
-    """
-    from pathlib import Path
-    git_dir = Path(git_dir)
-    (git_dir / "ORIG_HEAD").unlink(missing_ok=True)
-    _git_in(where, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
-    listed = _git_in(where, "rev-list", "--objects", "--all",
-                     *(["--indexed-objects"] if work_tree else []))
-    packs = git_dir / "objects" / "pack"
-    packs.mkdir(parents=True, exist_ok=True)
-    p = git.run(["pack-objects", "-q", str(packs / "pack")], where, input=listed,
-                errors="replace")
-    if p.returncode:
-        raise RewriteError(f"git pack-objects failed in {where}: {p.stderr.strip()[-300:]}")
-    keep = f"pack-{p.stdout.strip()}"
-    for f in packs.iterdir():
-        if f.name.startswith("pack-") and not f.name.startswith(keep + "."):
-            f.unlink(missing_ok=True)
-    (packs / "multi-pack-index").unlink(missing_ok=True)
-    _git_in(where, "prune-packed")
-    _git_in(where, "prune", "--expire=now")
+def _feed(fd: int, data: bytes) -> None:
+    """Write `data` to the pipe `fd` and close it (a reader that went away is no error:
+    git-filter-repo's own failure says why)."""
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except BrokenPipeError:
+        pass
 
 
 def expire_and_prune(vault: Vault) -> None:
     """Drop every reflog entry and every object no ref of the vault reaches any more."""
-    prune_repository(vault.root, vault.git_dir)
+    prune.prune_repository(vault.root, vault.git_dir)
 
 
-def _texts_at(vault: Vault, revs: list[str], path: str) -> list[str | None]:
+def texts_at(vault: Vault, revs: list[str], path: str) -> list[str | None]:
     """The text of `path` at each of `revs` (None where it is missing), read by one
     `git cat-file --batch` rather than a `git show` each."""
     p = git.run(["cat-file", "--batch"], vault.root,
@@ -233,7 +229,12 @@ def remote_at(vault: Vault, remote: str, branch: str) -> str | None:
 
 def push_rewritten(vault: Vault, remote: str, branch: str, local: str, lease: str | None) -> str:
     """Put rewritten `local` on the remote's `branch`, only if the remote still is at
-    `lease` (what it was before the rewrite): '' when done, else what went wrong."""
+    `lease` (what it was before the rewrite) and `local` holds all that was fetched from
+    it: '' when done, else what went wrong."""
+    fetched = remote_at(vault, remote, branch)
+    if fetched and git.run(["merge-base", "--is-ancestor", fetched, local],
+                           vault.root).returncode:
+        return "it has commits this vault has not merged"
     spec = [f"--force-with-lease=refs/heads/{branch}:{lease}"] if lease else []
     p = git.run(["push", "--quiet", "--porcelain", *spec, remote, f"{local}:refs/heads/{branch}"],
                 vault.root, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
@@ -245,10 +246,10 @@ def push_rewritten(vault: Vault, remote: str, branch: str, local: str, lease: st
     if url and os.path.isdir(url):
         # A remote on this machine (a bare repository on a disk): its old objects go too.
         try:
-            bare = _git_in(url, "rev-parse", "--is-bare-repository").strip() == "true"
-            git_dir = _git_in(url, "rev-parse", "--absolute-git-dir").strip()
-            prune_repository(url, git_dir, work_tree=not bare)
-        except RewriteError:
+            bare = prune.git_in(url, "rev-parse", "--is-bare-repository").strip() == "true"
+            git_dir = prune.git_in(url, "rev-parse", "--absolute-git-dir").strip()
+            prune.prune_repository(url, git_dir, work_tree=not bare)
+        except prune.PruneError:
             pass       # it no longer hands them out; its own gc drops them later
     return ""
 
@@ -311,16 +312,16 @@ def _message(vault: Vault, sha: str) -> str:
     return _git_out(vault, "log", "-1", "--format=%B", sha)
 
 
-def _has(vault: Vault, sha: str) -> bool:
-    return bool(re.fullmatch(r"[0-9a-f]{40}", sha)) and git.run(
-        ["cat-file", "-e", f"{sha}^{{commit}}"], vault.root, text=False).returncode == 0
+# Pairs of commits compared at most: the text is in the first pair a rewrite made that
+# this clone has; a tombstone listing more only makes a sync slower.
+MAX_PAIRS = 32
 
 
 def recover(vault: Vault, stone: Tombstone) -> str | None:
     """The phrase of `stone`, found in this clone's copies of the commits it rewrote."""
-    for old, new in stone.rewrote.items():
-        if not (_has(vault, old) and _has(vault, new)):
-            continue
+    here = set(present(vault, [*stone.rewrote, *stone.rewrote.values()]))
+    pairs = [(old, new) for old, new in stone.rewrote.items() if old in here and new in here]
+    for old, new in pairs[:MAX_PAIRS]:
         found = _from_texts(stone, _message(vault, old), _message(vault, new))
         if found:
             return found
@@ -336,78 +337,46 @@ def recover(vault: Vault, stone: Tombstone) -> str | None:
     return None
 
 
-def _reached(vault: Vault, shas: list[str]) -> bool:
-    """Whether any ref reaches one of the commits `shas`."""
-    for sha in shas:
-        if vault.git("for-each-ref", f"--contains={sha}", "--count=1", check=False).strip():
-            return True
-    return False
+def present(vault: Vault, shas) -> list[str]:
+    """Those of `shas` that are commits of this repository (one `git cat-file`)."""
+    shas = [x for x in dict.fromkeys(shas) if re.fullmatch(r"[0-9a-f]{40}", x)]
+    if not shas:
+        return []
+    p = git.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], vault.root,
+                input="".join(f"{x}\n" for x in shas))
+    return [line.split()[0] for line in p.stdout.splitlines()
+            if line.endswith(" commit")]
 
 
-@dataclass
-class Followed:
-    applied: list[str] = field(default_factory=list)     # tombstone ids rewritten here
-    problems: list[str] = field(default_factory=list)
-
-    def lines(self) -> list[str]:
-        out = [f"forget: applied {len(self.applied)} forgotten phrase"
-               f"{'s' * (len(self.applied) != 1)} from another clone to this vault's history "
-               f"(rewritten, old copies pruned)"] if self.applied else []
-        return out + [f"Warning: {p}" for p in self.problems]
+def reached(vault: Vault, shas: list[str]) -> bool:
+    """Whether any ref reaches one of the commits `shas` (one `git for-each-ref`)."""
+    if not shas:
+        return False
+    return bool(vault.git("for-each-ref", "--count=1", *(f"--contains={x}" for x in shas),
+                          check=False).strip())
 
 
-def follow(vault: Vault, remote: str, branch: str, result=None) -> bool:
-    """Between a sync's fetch and its merge: apply the tombstones of this vault and of
-    the fetched remote branch to every ref here (and put a remote branch that still held
-    a phrase back, rewritten, with a lease). Nothing to do costs two `git show`s.
-
-    True when history was rewritten here; what to tell the person is added to
-    `result.forgotten` (a sync's result), lines `agent sync` prints.
-    """
-    done = _follow(vault, remote, branch)
-    if result is not None:
-        result.forgotten.extend(done.lines())
-    return bool(done.applied)
+def rewrites_here(vault: Vault, stone: Tombstone) -> bool:
+    """Whether the tombstone's old commits are still in this vault's history."""
+    return reached(vault, present(vault, stone.rewrote))
 
 
-def _follow(vault: Vault, remote: str, branch: str) -> Followed:
-    done = Followed()
-    tracking = f"refs/remotes/{remote}/{branch}"
-    stones: dict = {}
-    for text in _texts_at(vault, ["HEAD", tracking], TOMBSTONES):
-        stones.update({s.id: s for s in parse_tombstones(text)})
-    todo = []
-    for stone in stones.values():
-        olds = [o for o in stone.rewrote if _has(vault, o)]
-        if olds and _reached(vault, olds):
-            todo.append(stone)
-    if not todo:
-        return done
-    before = remote_at(vault, remote, branch)
-    with vault.locked():                      # hand edits go in first, as the person's
-        for stone in todo:
-            text = recover(vault, stone)
-            if text is None:
-                done.problems.append(
-                    f"a forgotten phrase ({stone.id}) is still in this vault's history, and "
-                    f"its old and rewritten commits could not be compared here; run "
-                    f"`agent forget` with the phrase on this machine")
-                continue
-            rewrite_history(vault, text)
-            done.applied.append(stone.id)
-        if done.applied:
-            expire_and_prune(vault)
-    after = remote_at(vault, remote, branch)
-    if done.applied and after and after != before:
-        # The remote still had the phrase (a forget whose push failed): put it right.
-        problem = push_rewritten(vault, remote, branch, after, before)
-        if problem:
-            done.problems.append(f"the remote still holds a forgotten phrase and could not "
-                                 f"be updated ({problem})")
-    if done.applied:
-        for f in vault.state.glob("index.sqlite*"):   # derived: the next search rebuilds it
-            f.unlink(missing_ok=True)
-    return done
+def affected(vault: Vault, text: str) -> int:
+    """How many commits of every ref a rewrite of `text` changes: each whose change or
+    message holds it, and every commit after one of those."""
+    hits: set[str] = set()
+    for form in forms(text):
+        for args in (["-S", form], ["-F", f"--grep={form}"]):
+            hits.update(_git_out(vault, "log", "--all", "--format=%H", *args).split())
+    if not hits:
+        return 0
+    changed: set[str] = set()
+    for line in _git_out(vault, "rev-list", "--all", "--parents", "--topo-order",
+                         "--reverse").splitlines():
+        sha, *parents = line.split()
+        if sha in hits or any(p in changed for p in parents):
+            changed.add(sha)
+    return len(changed)
 
 
 def scrub_state(vault: Vault, text: str) -> list[str]:

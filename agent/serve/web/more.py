@@ -111,7 +111,8 @@ def held_action(page, request, accept: bool):
         if accept:
             chosen, sha = held.accept(page.vault, which)
             said = f"Accepted {', '.join(h.label() for h in chosen)}" + (
-                f" ({sha[:7]})." if sha else " (it was already so).")
+                f" ({sha[:7]})." if sha else "." if any(h.tombstone for h in chosen)
+                else " (it was already so).")
         else:
             chosen = held.reject(page.vault, which)
             said = (f"Rejected {', '.join(h.label() for h in chosen)}: this machine keeps "

@@ -1,0 +1,84 @@
+"""Dropping what no ref reaches after a history rewrite: the reflogs, the old objects,
+and the files git derives from commits (a commit-graph, a multi-pack-index), which
+would still name the pruned commits and make `git fsck` fail.
+
+    prune_repository(vault.root, vault.git_dir)
+
+What `git gc --prune=now` does, done by hand: git's repack runs pack-objects with
+/dev/null as its stdin, and where /dev/null is no device (a sandbox that replaced it by
+a file others write to) it reads their output as revisions and fails. Here the
+reachable objects are listed by rev-list and handed to pack-objects through a pipe;
+then every other pack and every loose object goes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from agent.vault import git
+from agent.vault.git import VaultError
+from agent.vault.gitstate import _git_process_in
+
+# Background git commands the vault starts (agent/vault/repo.py, history.py) that write
+# a commit-graph from the commits they saw as they started.
+_MAINTENANCE = ("commit-graph", "gc", "maintenance", "repack")
+
+
+class PruneError(VaultError):
+    """A git command of the prune failed; the message says what to run."""
+
+
+def git_in(where, *args: str) -> str:
+    """A git command in the repository at `where`, its stdin an empty pipe; PruneError
+    if it fails."""
+    p = git.run(args, where, input="", errors="replace")
+    if p.returncode:
+        raise PruneError(f"git {args[0]} failed in {where}: {p.stderr.strip()[-300:]}; the "
+                         f"history is rewritten but old copies may remain: run `agent git "
+                         f"gc --prune=now`.")
+    return p.stdout
+
+
+def wait_for_maintenance(where, limit: float = 60.0) -> None:
+    """Wait (up to `limit` seconds) for a background gc or commit-graph write running in
+    `where` to end: started before a rewrite, it would write a graph of the old commits
+    after the prune."""
+    deadline = time.monotonic() + limit
+    while _git_process_in(Path(where), lambda argv: any(a in _MAINTENANCE for a in argv)):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+def drop_derived(git_dir) -> None:
+    """Remove the files git derives from commits (it rebuilds them when needed)."""
+    info = Path(git_dir) / "objects" / "info"
+    (info / "commit-graph").unlink(missing_ok=True)
+    shutil.rmtree(info / "commit-graphs", ignore_errors=True)
+    (Path(git_dir) / "objects" / "pack" / "multi-pack-index").unlink(missing_ok=True)
+
+
+def prune_repository(where, git_dir, *, work_tree: bool = True) -> None:
+    """Drop every reflog entry, every object no ref reaches any more, and the derived
+    files that name commits."""
+    git_dir = Path(git_dir)
+    wait_for_maintenance(where)
+    (git_dir / "ORIG_HEAD").unlink(missing_ok=True)
+    git_in(where, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    listed = git_in(where, "rev-list", "--objects", "--all",
+                    *(["--indexed-objects"] if work_tree else []))
+    packs = git_dir / "objects" / "pack"
+    packs.mkdir(parents=True, exist_ok=True)
+    p = git.run(["pack-objects", "-q", str(packs / "pack")], where, input=listed,
+                errors="replace")
+    if p.returncode:
+        raise PruneError(f"git pack-objects failed in {where}: {p.stderr.strip()[-300:]}")
+    keep = f"pack-{p.stdout.strip()}"
+    drop_derived(git_dir)
+    for f in packs.iterdir():
+        if f.name.startswith("pack-") and not f.name.startswith(keep + "."):
+            f.unlink(missing_ok=True)
+    git_in(where, "prune-packed")
+    git_in(where, "prune", "--expire=now")
