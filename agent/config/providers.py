@@ -102,6 +102,8 @@ def problems(section) -> list[str]:
 
 def _key_problems(at: str, name: str, t: ProviderTable) -> list[str]:
     env = t.key_env
+    if env is None and name in BUILTIN:         # the built-in provider's own variable
+        env = f"{name.upper()}_API_KEY"
     if env is None or env == "":
         return []
     if not _KEY_ENV.match(env):
