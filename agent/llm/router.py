@@ -22,24 +22,12 @@ from typing import Any
 from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
                             TooLarge, add_usage, check_request, zero_usage)
 from agent.llm.spec import NoApiKey, ProviderSpec, split
+from agent.llm.structured import misfit
 
 log = logging.getLogger("agent.llm")
 
 RETRY = ("That reply does not fit the JSON schema: {problem}. Answer again with only the "
          "JSON object, matching the schema exactly.")
-
-
-def misfit(parse: Any, text: str) -> str | None:
-    """Why `text` is no valid `parse` (a pydantic model) as JSON, or None."""
-    from pydantic import ValidationError
-
-    try:
-        parse.model_validate_json(text.strip() or "null")
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "the reply"
-        return f"{where}: {err['msg']}"
-    return None
 
 
 class Router(Provider):
