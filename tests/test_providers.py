@@ -241,3 +241,147 @@ def test_commands_that_call_no_model_load_neither_sdk(fake_openai, vault):
                            capture_output=True, text=True,
                            env={**os.environ, "AGENT_VAULT": str(vault.root)})
         assert p.stdout.strip().splitlines()[-1] == "[]", (args, p.stdout, p.stderr)
+
+
+# ---- the dream --------------------------------------------------------------------------
+
+MEMORY = "# Memory\n\n## Facts\n\n- The team uses Postgres 16\n"
+USER = "# User\n\n## About\n\n- Lives in Berlin\n"
+
+
+def dreaming_vault(vault, url: str, *, concurrency: int = 4, json_schema: bool = True):
+    """Memory written by hand, three archive entries, the dream on a local model."""
+    from dreamkit import write_entries
+
+    (vault.root / "MEMORY.md").write_text(MEMORY)
+    (vault.root / "USER.md").write_text(USER)
+    use(vault, "local/qwen3:8b", ("local", url))
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace('[dream]\n', f'[dream]\nconcurrency = {concurrency}\n'
+                                             f'chunk_tokens = 400\n', 1)
+                    + ("" if json_schema else "json_schema = false\n"))
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", "edit: facts by hand")
+    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
+                          "The user moved from Berlin to Lisbon last week.",
+                          "Talked about the weather."])
+    return vault
+
+
+def findings_reply(*statements_and_files):
+    from dreamkit import finding
+    return {"findings": [finding(s, file=f, kind="update" if f == "USER.md" else "new",
+                                 date="2026-12-03") for s, f in statements_and_files]}
+
+
+def editor_reply():
+    from dreamkit import op
+    return {"ops": [op("add", section="Travel", new="- Flying to Kyoto on 2026-12-03",
+                       reason="archive:1"),
+                    op("update", "USER.md", old="- Lives in Berlin", new="- Lives in Lisbon",
+                       reason="archive:2")]}
+
+
+def test_a_dream_on_a_local_model_ends_in_review(fake_openai, vault, run):
+    from fakeopenai import json_reply
+    dreaming_vault(vault, fake_openai.url, concurrency=1)
+    fake_openai.add(json_reply(findings_reply(("Flying to Kyoto on 2026-12-03", "MEMORY.md"),
+                                              ("The user lives in Lisbon", "USER.md"))),
+                    json_reply({"findings": []}), json_reply(editor_reply()))
+    r = run("dream")
+    assert r.exit_code == 0, r.output
+    assert "has no Batches API" in r.output
+    assert "Cost: none (local/qwen3:8b answers on this machine)" in r.output
+    calls = fake_openai.calls()
+    analyst = [c for c in calls
+               if c.body["response_format"]["json_schema"]["schema"]["required"] == ["findings"]]
+    editor = [c for c in calls if c.body["response_format"]["json_schema"]["schema"]
+              ["required"] == ["ops"]]
+    assert len(analyst) >= 2 and len(editor) == 1        # several chunks, one editor
+    assert all(c.body["response_format"]["json_schema"]["strict"] for c in calls)
+    # The new fact lands; the change of a line a person wrote waits for review.
+    assert "- Flying to Kyoto on 2026-12-03" in (vault.root / "MEMORY.md").read_text()
+    assert (vault.root / "USER.md").read_text() == USER
+    log = vault.git("log", "-1", "--format=%B")
+    assert "Model: local/qwen3:8b" in log and "Batch: none" in log
+    assert "1 proposed" in log.splitlines()[0]
+    review = run("review")
+    assert "Lives in Lisbon" in review.output
+    assert not (vault.state / "dream.json").exists()
+
+
+def test_a_reply_that_is_not_json_is_asked_for_once_more(fake_openai, vault, run):
+    from fakeopenai import json_reply
+    dreaming_vault(vault, fake_openai.url, json_schema=False)
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace("chunk_tokens = 400", "chunk_tokens = 60000"))
+    fake_openai.add(reply("Sure! Here are the findings: Kyoto."),
+                    json_reply({"findings": []}))
+    r = run("dream")
+    assert r.exit_code == 0, r.output
+    first, second = fake_openai.calls()
+    # JSON mode with the schema in the prompt, where the server has no json_schema.
+    assert first.body["response_format"] == {"type": "json_object"}
+    assert '"findings"' in first.body["messages"][0]["content"]
+    assert "does not fit the JSON schema" in second.body["messages"][-1]["content"]
+    assert vault.git("log", "-1", "--format=%s").startswith("dream: no changes")
+    # Twice wrong: the dream fails with one line and changes nothing.
+    from dreamkit import write_entries
+    write_entries(vault, ["Another talk."])
+    head = vault.head()
+    fake_openai.add(reply("no."), reply("still no."))
+    r = run("dream")
+    assert r.exit_code == 1 and "the reply is not JSON" in r.output
+    assert "Traceback" not in r.output and vault.head() == head
+
+
+def test_a_server_without_json_schema_is_asked_again_in_json_mode(fake_openai, vault, run):
+    from fakeopenai import json_reply
+    dreaming_vault(vault, fake_openai.url)
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace("chunk_tokens = 400", "chunk_tokens = 60000"))
+    fake_openai.json_schema = False
+    fake_openai.add(json_reply({"findings": []}))
+    r = run("dream")
+    assert r.exit_code == 0, r.output
+    kinds = [c.body["response_format"]["type"] for c in fake_openai.calls()]
+    assert kinds == ["json_schema", "json_object"]
+
+
+def test_a_killed_dream_resumes_with_the_requests_left(fake_openai, vault):
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    from conftest import wait_for
+    from fakeopenai import json_reply
+    dreaming_vault(vault, fake_openai.url, concurrency=1)
+    hold = threading.Event()
+    fake_openai.add(json_reply(findings_reply(("Flying to Kyoto on 2026-12-03", "MEMORY.md"))),
+                    json_reply({"findings": []}, hold=hold))
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "dream"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(fake_openai.calls()) == 2, "the second request")
+        state = json.loads((vault.state / "dream.json").read_text())
+        assert list(state["analyst"]["done"]) == [state["analyst"]["requests"][0]]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        hold.set()
+        if proc.poll() is None:
+            proc.kill()
+    # The kill left memory, cursor and ledger as they were.
+    assert subjects(vault)[0] == "compact: 3 archive entries"
+    assert not (vault.root / ".dream_cursor").exists()
+    assert (vault.root / "MEMORY.md").read_text() == MEMORY
+    sent = [c.body["messages"][-1]["content"] for c in fake_openai.calls()]
+    fake_openai.add(json_reply({"findings": []}), json_reply(editor_reply()))
+    p = agent_proc("dream", vault=vault.root)
+    assert p.returncode == 0, p.stderr + p.stdout
+    later = [c.body["messages"][-1]["content"] for c in fake_openai.calls()[2:]]
+    # The first request is not sent again; the one the kill cut off is, then the editor.
+    assert len(later) == 2 and later[0] == sent[1] and sent[0] not in later
+    assert "- Flying to Kyoto on 2026-12-03" in (vault.root / "MEMORY.md").read_text()
+    assert (vault.root / ".dream_cursor").exists()

@@ -102,7 +102,9 @@ def _print_cost(out) -> None:
         return
     click.echo(f"Tokens: {tokens(out.usage)}")
     prices = "batch prices" if out.mode == "batch" else "full price (plain Messages calls)"
-    if out.cost is None:
+    if out.free:
+        click.echo(f"Cost: none ({out.model} answers on this machine).")
+    elif out.cost is None:
         click.echo(f"Estimated cost: unknown (no price on record for {out.model}).")
     else:
         click.echo(f"Estimated cost at {prices}: ${out.cost:.4f} (from list prices for the "

@@ -68,6 +68,7 @@ class DreamOutcome:
     diff: str = ""                     # for dry runs: what would be committed
     waited: float = 0.0                # seconds spent sleeping between polls
     branch: str | None = None          # the branch of edits waiting for review
+    free: bool = False                 # the model answers on this machine
 
     @property
     def range(self) -> str:
@@ -217,7 +218,8 @@ class _Run:
             out.model, out.mode = state.model, state.mode
             out.batches = state.batch_ids()
             out.usage = dict(state.usage)
-            costs = [0.0 if self.on_this_machine(out.model or "") else
+            out.free = self.on_this_machine(out.model or "")
+            costs = [0.0 if out.free else
                      estimate(out.model or "", u, batch=bool((step := state.step(p)) and step.batch))
                      for p, u in out.usage.items()]
             out.cost = None if any(c is None for c in costs) or not costs else sum(costs)
