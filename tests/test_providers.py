@@ -385,3 +385,45 @@ def test_a_killed_dream_resumes_with_the_requests_left(fake_openai, vault):
     assert len(later) == 2 and later[0] == sent[1] and sent[0] not in later
     assert "- Flying to Kyoto on 2026-12-03" in (vault.root / "MEMORY.md").read_text()
     assert (vault.root / ".dream_cursor").exists()
+
+
+# ---- doctor and models ------------------------------------------------------------------
+
+
+def test_doctor_checks_each_provider_with_the_fix_in_one_line(fake_openai, vault, run):
+    with FakeOpenAI() as gone:
+        dead = gone.url
+    use(vault, "local/qwen3:8b", ("local", fake_openai.url), ("down", dead),
+        extra='fallbacks = ["local/mistral", "down/llama3.2"]\n')
+    r = run("doctor")
+    assert r.exit_code == 1
+    out = r.output
+    assert "API key" not in out                         # no model of agent.toml is Anthropic's
+    assert "FAIL  provider local" in out and "does not list mistral" in out
+    assert "-> ollama pull mistral" in out
+    assert "FAIL  provider down" in out and "cannot reach" in out
+    assert "ollama serve" in out
+    fake_openai.models.append("mistral")
+    r = run("doctor")
+    assert "ok    provider local" in r.output and "no key needed" in r.output
+    assert [c.path for c in fake_openai.requests] == ["/v1/models", "/v1/models"]
+
+
+def test_doctor_names_a_missing_key_of_a_remote_provider(vault, run):
+    use(vault, "openai/gpt-5-mini")
+    r = run("doctor")
+    assert "FAIL  provider openai" in r.output and "$OPENAI_API_KEY is not set" in r.output
+    assert "-> export OPENAI_API_KEY=" in r.output
+
+
+def test_models_lists_what_answers_chat_and_dream(vault, run):
+    use(vault, "local/qwen3:8b", ("local", "http://127.0.0.1:11434/v1"),
+        extra='fallbacks = ["anthropic/claude-haiku-4-5"]\ndream = "openai/gpt-5-mini"\n')
+    r = run("models")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].split() == ["local/qwen3:8b", "chat"]
+    assert "local (openai API at this machine), key: none needed, context 32,768 tokens" in lines[1]
+    assert lines[2].split() == ["anthropic/claude-haiku-4-5", "fallback", "1"]
+    assert lines[4].split() == ["openai/gpt-5-mini", "dream"]
+    assert "$OPENAI_API_KEY (not set)" in lines[5] and "128,000" in lines[5]

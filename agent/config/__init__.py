@@ -426,8 +426,9 @@ def model_problems(data: dict) -> list[str]:
                 continue          # a bare name is an Anthropic model
             provider, _, rest = model.partition("/")
             if provider not in names:
+                close = did_you_mean(provider, names)      # " Did you mean X?"
                 out.append(f"{k}: {model!r} names the provider {provider!r}, which agent.toml "
-                           f"does not define{_hint(provider, names)}; add a [providers."
+                           f"does not define{f' (d{close[2:]})' if close else ''}; add a [providers."
                            f"{provider}] table or use one of {', '.join(names)}")
             elif not rest.strip():
                 out.append(f"{k}: {model!r} names no model after {provider}/")
