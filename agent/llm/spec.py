@@ -60,7 +60,9 @@ class ProviderSpec:
 
     @property
     def local(self) -> bool:
-        return is_loopback(self.url)
+        """Whether it answers on this machine (a configured server on loopback; the
+        built-in ones, even behind a local proxy, are the vendors' and bill)."""
+        return self.name not in BUILTIN and is_loopback(self.base_url)
 
     @property
     def max_tokens_field(self) -> str:
