@@ -161,7 +161,8 @@ class FakeOpenAI:
 def _usage(body: dict, r: Reply) -> dict:
     if r.usage is not None:
         return r.usage
-    prompt = max(1, len(json.dumps(body.get("messages"), ensure_ascii=False)) // 4)
+    sent = {k: body.get(k) for k in ("messages", "tools", "response_format") if body.get(k)}
+    prompt = max(1, len(json.dumps(sent, ensure_ascii=False)) // 4)
     out = max(1, (len(r.content) + len(json.dumps(r.tool_calls))) // 4)
     return {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out,
             "prompt_tokens_details": {"cached_tokens": 0}}
