@@ -241,6 +241,14 @@ def test_commands_that_call_no_model_load_neither_sdk(fake_openai, vault):
                            capture_output=True, text=True,
                            env={**os.environ, "AGENT_VAULT": str(vault.root)})
         assert p.stdout.strip().splitlines()[-1] == "[]", (args, p.stdout, p.stderr)
+        assert "Error" not in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+    # The seam's modules themselves load their SDK only at the first call.
+    code = ("import sys, agent.llm.openai, agent.llm.router, agent.llm.anthropic\n"
+            "from agent.llm import make_provider\n"
+            "make_provider(None, lazy=True)\n"
+            "print(sorted(m for m in ('anthropic', 'openai') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.stdout.strip() == "[]", p.stderr
 
 
 # ---- the dream --------------------------------------------------------------------------
