@@ -236,7 +236,7 @@ class Settings:
     gateway_port: int | None = None   # None: no HTTP gateway
     gateway_host: str = "127.0.0.1"
     gateway_timeout: int = 30         # seconds a connection may sit idle
-    providers: dict = field(default_factory=dict)   # name -> config.providers.ProviderTable
+    providers: dict = field(default_factory=dict)   # name -> its [providers.NAME] table
     raw: dict = field(default_factory=dict)
 
 
@@ -480,6 +480,11 @@ def from_data(data: dict, where: str = FILE) -> Settings:
         more = f" (and {len(bad) - 1} more: agent config check lists them)" if len(bad) > 1 else ""
         raise SettingsError(f"{where}: {bad[0]}{more}")
     warn_unknown(data, where)
+    return _settings(data)
+
+
+def _settings(data: dict) -> Settings:
+    """Settings from parsed data already checked."""
     s = Settings(raw=data)
     for k in SCHEMA:
         if k.attr is None:
@@ -495,16 +500,49 @@ def from_data(data: dict, where: str = FILE) -> Settings:
     if "model" not in (data.get("dream") or {}) and "dream" not in (data.get("model") or {}):
         s.dream_model = s.model
     if isinstance(data.get("providers"), dict):
-        from agent.config.providers import tables
-        s.providers = tables(data)
+        s.providers = {name: dict(t) for name, t in data["providers"].items()}
     return s
+
+
+CHECKED = ".agent/settings.checked"
+
+
+def _checked_digest(text: str) -> str:
+    """What `CHECKED` holds for an agent.toml found sound: a hash of its text and of
+    this package's checking code (a new version checks again)."""
+    import hashlib
+
+    here = Path(__file__).parent
+    code = ";".join(f"{p.name}:{st.st_mtime_ns}:{st.st_size}"
+                    for p in sorted(here.glob("*.py")) for st in [p.stat()])
+    return hashlib.sha256(f"{code}\0{text}".encode()).hexdigest()
 
 
 def load_settings(root: Path) -> Settings:
     """Settings of the vault at `root`; a clear SettingsError names a broken agent.toml
-    and its bad key."""
-    data, _ = read_data(root)
-    return from_data(data, str(path_of(root)))
+    and its bad key.
+
+    An agent.toml found sound before (the same text, the same checking code) is not
+    checked again: loading pydantic would cost every command's start-up more than the
+    rest of reading the settings."""
+    data, text = read_data(root)
+    if text is None:
+        return from_data(data, str(path_of(root)))
+    mark = Path(root) / CHECKED
+    digest = _checked_digest(text)
+    try:
+        if mark.read_text(encoding="ascii") == digest:
+            return _settings(data)
+    except (OSError, UnicodeDecodeError):
+        pass
+    settings = from_data(data, str(path_of(root)))
+    if not unknown(data) and mark.parent.is_dir():
+        from agent.fs import atomic
+        try:
+            atomic.write_text(mark, digest)
+        except OSError:
+            pass                # a read-only vault checks each time
+    return settings
 
 
 def parse_value(k: Key, text: str):

@@ -19,7 +19,6 @@ import re
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 BUILTIN = ("anthropic", "openai")
 ANTHROPIC_WINDOW = 200_000
@@ -33,16 +32,27 @@ _KEY_ENV = re.compile(r"^[A-Z][A-Z0-9_]*(KEY|TOKEN)$")
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-class ProviderTable(BaseModel):
-    """One `[providers.NAME]` table."""
-    model_config = ConfigDict(extra="forbid")
+_MODEL = None
 
-    api: Literal["openai", "anthropic"] = "openai"
-    base_url: StrictStr | None = Field(default=None, pattern=r"^https?://[^/\s]+")
-    key_env: StrictStr | None = None
-    context_window: StrictInt | None = Field(default=None, ge=1000)
-    context_windows: dict[str, StrictInt] = {}
-    json_schema: bool = True      # false: the server has no response_format json_schema
+
+def table_model():
+    """The pydantic model of one `[providers.NAME]` table (made at the first check:
+    pydantic is not loaded by a command whose settings were found sound before)."""
+    global _MODEL
+    if _MODEL is None:
+        from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+        class ProviderTable(BaseModel):
+            model_config = ConfigDict(extra="forbid")
+
+            api: Literal["openai", "anthropic"] = "openai"
+            base_url: StrictStr | None = Field(default=None, pattern=r"^https?://[^/\s]+")
+            key_env: StrictStr | None = None
+            context_window: StrictInt | None = Field(default=None, ge=1000)
+            context_windows: dict[str, StrictInt] = {}
+            json_schema: bool = True   # false: the server has no response_format json_schema
+        _MODEL = ProviderTable
+    return _MODEL
 
 
 def is_loopback(url: str | None) -> bool:
@@ -91,8 +101,9 @@ def problems(section) -> list[str]:
         if not isinstance(table, dict):
             out.append(f"[{at}] must be a table of settings")
             continue
+        from pydantic import ValidationError
         try:
-            t = ProviderTable.model_validate(table)
+            t = table_model().model_validate(table)
         except ValidationError as e:
             out.extend(f"{at}.{_where(err['loc'])} {_why(err)}" for err in e.errors())
             continue
@@ -100,7 +111,7 @@ def problems(section) -> list[str]:
     return out
 
 
-def _key_problems(at: str, name: str, t: ProviderTable) -> list[str]:
+def _key_problems(at: str, name: str, t) -> list[str]:
     env = t.key_env
     if env is None and name in BUILTIN:         # the built-in provider's own variable
         env = f"{name.upper()}_API_KEY"
@@ -116,11 +127,3 @@ def _key_problems(at: str, name: str, t: ProviderTable) -> list[str]:
                 f"{urlsplit(url).hostname}; give this provider a variable of its own "
                 f"(key_env = \"{name.upper().replace('-', '_')}_API_KEY\")"]
     return []
-
-
-def tables(data: dict) -> dict[str, ProviderTable]:
-    """The checked `[providers]` tables of parsed agent.toml (call after problems())."""
-    section = data.get("providers") if isinstance(data, dict) else None
-    if not isinstance(section, dict):
-        return {}
-    return {name: ProviderTable.model_validate(t) for name, t in section.items()}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from agent.config.providers import (ANTHROPIC_WINDOW, BUILTIN, LOCAL_WINDOW, OPENAI_WINDOW,
-                                    ProviderTable, is_loopback)
+                                    is_loopback)
 from agent.errors import UserError
 
 
@@ -79,23 +79,25 @@ def _builtin(name: str) -> ProviderSpec:
     return ProviderSpec("anthropic", "anthropic", key_env="ANTHROPIC_API_KEY")
 
 
-def spec_of(name: str, table: ProviderTable | None) -> ProviderSpec:
-    """The spec of provider `name` from its table (None: a built-in one)."""
+def spec_of(name: str, table: dict | None) -> ProviderSpec:
+    """The spec of provider `name` from its `[providers.NAME]` table, checked already
+    (agent.config.providers; None: a built-in one)."""
     if table is None:
         return _builtin(name)
-    base = _builtin(name) if name in BUILTIN and table.api == _builtin(name).api else None
-    if table.key_env is not None:
-        key_env = table.key_env
+    api = table.get("api", "openai")
+    base = _builtin(name) if name in BUILTIN and api == _builtin(name).api else None
+    if table.get("key_env") is not None:
+        key_env = table["key_env"]
     elif base is not None:
         key_env = base.key_env
     else:
         key_env = ""
-    window = table.context_window or (base.context_window if base else
-                                      ANTHROPIC_WINDOW if table.api == "anthropic" else
-                                      LOCAL_WINDOW)
-    return ProviderSpec(name, table.api, table.base_url, key_env, window,
-                        dict(table.context_windows),
-                        "json_schema" if table.json_schema else "json_object")
+    window = table.get("context_window") or (base.context_window if base else
+                                             ANTHROPIC_WINDOW if api == "anthropic" else
+                                             LOCAL_WINDOW)
+    return ProviderSpec(name, api, table.get("base_url"), key_env, window,
+                        dict(table.get("context_windows") or {}),
+                        "json_schema" if table.get("json_schema", True) else "json_object")
 
 
 def specs(settings) -> dict[str, ProviderSpec]:
