@@ -435,3 +435,18 @@ def test_models_lists_what_answers_chat_and_dream(vault, run):
     assert lines[2].split() == ["anthropic/claude-haiku-4-5", "fallback", "1"]
     assert lines[4].split() == ["openai/gpt-5-mini", "dream"]
     assert "$OPENAI_API_KEY (not set)" in lines[5] and "128,000" in lines[5]
+
+
+def test_a_model_of_no_known_provider_is_one_line(vault, run):
+    r = run("chat", "--model", "nowhere/qwen3:8b", "-m", "hi")
+    assert r.exit_code == 1 and "No provider 'nowhere'" in r.output and "[providers.nowhere]" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_a_setting_broken_after_a_sound_check_is_still_refused(vault):
+    assert agent_proc("note", "first", vault=vault.root).returncode == 0
+    assert (vault.state / "settings.checked").exists()      # sound: not checked again...
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace("window_tokens = 24000", "window_tokens = -5"))
+    p = agent_proc("note", "second", vault=vault.root)       # ...until its text changes
+    assert p.returncode == 1 and "chat.window_tokens must be at least 1, not -5" in p.stderr

@@ -41,8 +41,12 @@ def make_provider(settings=None, *, max_retries: int = 2, timeout: float | None 
 
     router = Router(specs(settings), max_retries=max_retries, timeout=timeout)
     model = model or getattr(settings, "model", None) or "anthropic/"
-    if eager:
-        router.load(model)
-    elif not lazy:
-        router.check_key(model)
+    try:
+        if eager:
+            router.load(model)
+        elif not lazy:
+            router.check_key(model)
+    except ProviderError as e:          # a model of no known provider: a usage problem
+        from agent.errors import UserError
+        raise UserError(str(e)) from None
     return router

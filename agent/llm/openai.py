@@ -96,7 +96,9 @@ def _assistant(content: Any) -> dict:
               "function": {"name": b["name"],
                            "arguments": json.dumps(b.get("input") or {}, ensure_ascii=False)}}
              for b in content if b.get("type") == "tool_use"]
-    msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+    # null beside tool calls, as the API says; "" otherwise (some chat templates of the
+    # compatible servers fail on a null without them).
+    msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
         msg["tool_calls"] = calls
     return msg
@@ -322,12 +324,17 @@ class OpenAIProvider(Provider):
         return self._client
 
     def _call(self, fn: Callable[[], Any]) -> Any:
+        import httpx
         import openai
 
         try:
             return fn()
         except openai.APIError as e:
             raise translate(e, self.spec) from e
+        except httpx.HTTPError as e:     # the connection broke while a stream was read
+            raise ProviderError(f"The connection to the provider {self.spec.name} "
+                                f"({self.spec.url}) broke mid-reply: {e}", detail=str(e),
+                                fallback=True) from e
 
     def _send(self, model: str, params: dict, go: Callable[[dict], Message]) -> Message:
         """go(request), stepping down from json_schema to JSON mode to a prompt when the
