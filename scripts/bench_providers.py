@@ -123,7 +123,7 @@ def conversation(tmp: Path, turns: int) -> None:
         print(f"  {label:<9} usage: median {statistics.median(reported):7.0f}, last "
               f"{reported[-1]:7.0f}   request body/4: median {statistics.median(bodies):7.0f}, "
               f"last {bodies[-1]:7.0f}")
-    (ra, ba), (ro, bo) = rows["anthropic"], rows["openai"]
+    ba, bo = rows["anthropic"][1], rows["openai"][1]
     print(f"  ratio openai/anthropic (request body, medians): "
           f"{statistics.median(bo) / statistics.median(ba):.2f}")
 

@@ -19,7 +19,6 @@ import re
 from typing import Literal
 from urllib.parse import urlsplit
 
-
 BUILTIN = ("anthropic", "openai")
 ANTHROPIC_WINDOW = 200_000
 OPENAI_WINDOW = 128_000
@@ -86,8 +85,8 @@ def problems(section) -> list[str]:
     out = []
     for name, table in section.items():
         at = f"providers.{name}"
-        secret = [k for k in (table if isinstance(table, dict) else {})
-                  if re.search(r"key$|token|secret|password", str(k), re.I) and k != "key_env"]
+        secret = [k for k in (table if isinstance(table, dict) else {}) if k != "key_env"
+                  and re.search(r"key$|token|secret|password", str(k), re.IGNORECASE)]
         for k in secret:
             out.append(f"{at}.{k}: a key is a secret and is never read from agent.toml (it is "
                        f"synced with the vault); remove the line, set key_env = \"NAME_OF_"

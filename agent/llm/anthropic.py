@@ -9,7 +9,6 @@ SDK objects and errors never leave this module: replies become `Message`s, batch
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any

@@ -79,7 +79,7 @@ class Router(Provider):
         """Load `model`'s SDK and make its client now (a long-running process pays at
         start, not in its first job)."""
         spec = self.spec(model)
-        _ = getattr(self.backend(spec.name), "client")
+        _ = self.backend(spec.name).client     # type: ignore[attr-defined]
 
     # -- calls
 
