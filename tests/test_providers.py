@@ -450,3 +450,12 @@ def test_a_setting_broken_after_a_sound_check_is_still_refused(vault):
     path.write_text(path.read_text().replace("window_tokens = 24000", "window_tokens = -5"))
     p = agent_proc("note", "second", vault=vault.root)       # ...until its text changes
     assert p.returncode == 1 and "chat.window_tokens must be at least 1, not -5" in p.stderr
+
+
+def test_the_request_guard_knows_the_providers_context_window(fake_openai, vault, run):
+    use(vault, "local/qwen3:8b", ("local", fake_openai.url))
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text() + "context_windows = { \"qwen3:8b\" = 1000 }\n")
+    r = run("chat", "-m", "hello")
+    assert r.exit_code == 1 and "over the model's context window of 1,000 tokens" in r.output
+    assert fake_openai.calls() == []                         # refused before it was sent
