@@ -459,3 +459,19 @@ def test_the_request_guard_knows_the_providers_context_window(fake_openai, vault
     r = run("chat", "-m", "hello")
     assert r.exit_code == 1 and "over the model's context window of 1,000 tokens" in r.output
     assert fake_openai.calls() == []                         # refused before it was sent
+
+
+def test_archiving_summarises_through_the_schema_on_a_local_model(fake_openai, vault, run):
+    from fakeopenai import json_reply
+    use(vault, "local/qwen3:8b", ("local", fake_openai.url))
+    fake_openai.add(reply("Green tea, noted."),
+                    json_reply({"topic": "Green tea", "summary": "The user likes green tea.",
+                                "importance": 0.7}))
+    assert run("chat", "-m", "I like green tea").exit_code == 0
+    r = run("archive")
+    assert r.exit_code == 0, r.output
+    fmt = fake_openai.calls()[1].body["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["schema"]["required"] == ["topic", "summary", "importance"]
+    assert subjects(vault)[0] == "archive(cli/default): Green tea"
+    assert "Model: local/qwen3:8b" in vault.git("log", "-1", "--format=%B")
