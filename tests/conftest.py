@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from agent.cli.app import cli
 from agent.vault.repo import Vault
 from fakeanthropic import fake_anthropic  # noqa: F401  (fixture: the fake Anthropic API)
+from fakeopenai import fake_openai  # noqa: F401  (fixture: a stand-in OpenAI-compatible server)
 from faketelegram import fake_telegram  # noqa: F401  (fixture: the fake Telegram Bot API)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +42,7 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
                 "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
-                "TELEGRAM_BOT_TOKEN", "AGENT_NOW"):
+                "TELEGRAM_BOT_TOKEN", "AGENT_NOW", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -107,7 +107,7 @@ def message(text, stop="end_turn"):
 
 def test_replies_are_checked_against_the_schema():
     good = {"findings": [finding("x", date="2026-12-03")]}
-    assert prompts.parse_reply(message(json.dumps(good)), prompts.ANALYST_SCHEMA) == good
+    assert prompts.parse_reply(message(json.dumps(good)), prompts.AnalystReply) == good
     cases = {
         json.dumps({"findings": [dict(finding("x"), kind="guess")]}): "is not one of",
         json.dumps({"findings": [dict(finding("x"), extra=1)]}): "unexpected 'extra'",
@@ -117,13 +117,13 @@ def test_replies_are_checked_against_the_schema():
         "": "holds no text",
     }
     for text, says in cases.items():
-        schema = prompts.EDITOR_SCHEMA if "ops" in text else prompts.ANALYST_SCHEMA
+        schema = prompts.EditorReply if "ops" in text else prompts.AnalystReply
         with pytest.raises(prompts.ReplyError, match=says):
             prompts.parse_reply(message(text), schema)
     with pytest.raises(prompts.ReplyError, match="max_tokens"):
-        prompts.parse_reply(message('{"findings": []}', "max_tokens"), prompts.ANALYST_SCHEMA)
+        prompts.parse_reply(message('{"findings": []}', "max_tokens"), prompts.AnalystReply)
     with pytest.raises(prompts.ReplyError, match="declined"):
-        prompts.parse_reply(message("", "refusal"), prompts.ANALYST_SCHEMA)
+        prompts.parse_reply(message("", "refusal"), prompts.AnalystReply)
 
 
 def test_relative_dates_do_not_reach_the_editor():

@@ -36,11 +36,14 @@ import json
 import logging
 from datetime import datetime
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from agent.chat import prompt as context
 from agent.chat.subjects import shorten
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, models_for
+from agent.llm.structured import schema_of
 from agent.stores import archive, sessions
 from agent.stores import window
 from agent.vault.change import MODEL, SESSION, TOKENS, Change, tokens
@@ -57,21 +60,17 @@ MESSAGE_TOKENS = 8_000         # of one message shown to the summariser (head an
 TOOL_RESULT_CHARS = 600        # of each tool result shown to the summariser
 SUMMARY_MAX_TOKENS = 2000
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "topic": {"type": "string",
-                  "description": "What the conversation was about, in at most 8 words."},
-        "summary": {"type": "string",
-                    "description": "What a reader needs later: facts, decisions, plans, "
-                                   "preferences, open questions, with absolute dates."},
-        "importance": {"type": "number",
-                       "description": "0 to 1: 0.1 small talk, 0.5 useful context, "
-                                      "0.9 lasting facts or decisions about the person."},
-    },
-    "required": ["topic", "summary", "importance"],
-    "additionalProperties": False,
-}
+class Summary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    topic: str = Field(description="What the conversation was about, in at most 8 words.")
+    summary: str = Field(description="What a reader needs later: facts, decisions, plans, "
+                                     "preferences, open questions, with absolute dates.")
+    importance: float = Field(description="0 to 1: 0.1 small talk, 0.5 useful context, "
+                                          "0.9 lasting facts or decisions about the person.")
+
+
+SCHEMA = schema_of(Summary)
 
 SYSTEM = """\
 You turn part of a conversation between a person and their AI assistant into an entry
@@ -157,7 +156,7 @@ def summarise(provider: Provider, models: list[str], session: str, part: list[di
     try:
         msg = provider.create(
             models, max_tokens=max_tokens, system=SYSTEM,
-            messages=[{"role": "user", "content": body}],
+            messages=[{"role": "user", "content": body}], parse=Summary,
             output_config={"format": {"type": "json_schema", "schema": SCHEMA}})
     except ProviderError as e:
         raise CompactError(f"Could not summarise {session} for the archive: {e}") from None

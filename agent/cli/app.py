@@ -444,6 +444,8 @@ LAZY = {
                "Check, show and change the settings of agent.toml (keeping its comments)."),
     "doctor": ("agent.cli.doctor", "doctor",
                "Check the API key, models, git, the sandbox, the index and the vault's files."),
+    "models": ("agent.cli.models", "models_cmd",
+               "List the configured models, their providers, and which answers chat and dream."),
     "skills": ("agent.cli.skills", "skills",
                "Skills (skills/<name>/SKILL.md): instructions the agent loads for a task."),
     "agents": ("agent.cli.agents", "agents",

@@ -16,7 +16,7 @@ from agent.ops.sessions import DEFAULT_SESSION
 from agent.stores import sessions
 from agent.cli import complete
 from agent.cli.common import (get_vault, name_vault, quiet_logs, read_stdin, report_recovery,
-                              vault_option)
+                              settings_of, vault_option)
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -131,7 +131,10 @@ def chat(message, session, continue_, new, model, remote, local):
             click.echo(click.style("[through the running agent serve; --local runs the turn "
                                    "here]", dim=True), err=True)
     if client is None:
-        preload()   # the SDK loads while the vault is read, the prompt built, the person types
+        from agent.config import load_settings
+        from agent.llm import sdk_of
+        settings = load_settings(vault.root)
+        preload(sdk_of(settings, model))   # the SDK loads while the vault is read, the prompt built, the person types
         vault.check_committable()   # before a model call whose turn could not be saved
     if continue_:
         session = ops.last_session(vault)
@@ -174,12 +177,13 @@ def chat(message, session, continue_, new, model, remote, local):
             if answer.get("error"):
                 sys.exit(1)
             return
-        _repl(vault, make_provider(lazy=True), session, None, remote=client, script=script)
+        _repl(vault, make_provider(settings_of(vault), lazy=True), session, None, remote=client,
+              script=script)
         return
     if message is not None:
         # The key is checked now; the SDK client is made at the first model call, so the
         # prompt is built while the SDK loads in the background.
-        provider = make_provider()
+        provider = make_provider(settings, model=model)
         try:
             result = _turn(vault, provider, session, message, model)
         except KeyboardInterrupt:         # before the turn started: nothing was sent or saved
@@ -191,7 +195,7 @@ def chat(message, session, continue_, new, model, remote, local):
         if result.error:
             sys.exit(1)
         return
-    _repl(vault, make_provider(), session, model, script=script)
+    _repl(vault, make_provider(settings, model=model), session, model, script=script)
 
 
 def _is_script(text: str) -> bool:

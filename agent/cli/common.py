@@ -212,3 +212,10 @@ def quiet_logs() -> None:
     import logging
 
     logging.getLogger("agent").addHandler(logging.NullHandler())
+
+
+def settings_of(vault: Vault):
+    """The vault's settings (agent.toml), for the provider a command makes."""
+    from agent.config import load_settings
+
+    return load_settings(vault.root)

@@ -65,6 +65,9 @@ def config_check():
     found = cfg.findings(data)
     for p in found:             # the findings are this command's result: on stdout, as a linter's
         click.echo(f"{path}: {p}")
+    # An unknown key may be a newer version's setting, synced from another machine.
+    for w in cfg.unknown(data):
+        click.echo(f"{path}: warning: {w}; ignored")
     if found:
         raise SystemExit(1)
     n = sum(len(t) for t in data.values() if isinstance(t, dict))

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from agent.cli.common import after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import after_change, get_vault, report_recovery, settings_of, vault_option
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -76,14 +76,14 @@ def _print_status(vault: Vault) -> None:
 
 def _print_live(batch_id: str) -> None:
     from agent.llm import ProviderError, make_provider
-    from agent.llm.anthropic import NoApiKey
-    try:
-        provider = make_provider()
-    except NoApiKey:
-        click.echo("              (set ANTHROPIC_API_KEY to see the batch's live status)")
-        return
+    from agent.llm.spec import NoApiKey
+
+    provider = make_provider(settings_of(get_vault()), lazy=True)
     try:
         batch = provider.batch_retrieve(batch_id)
+    except NoApiKey as e:
+        click.echo(f"              ({e} to see the batch's live status)")
+        return
     except ProviderError as e:
         click.echo(f"              live status unavailable: {e}")
         return
@@ -106,7 +106,9 @@ def _print_cost(out) -> None:
         return
     click.echo(f"Tokens: {tokens(out.usage)}")
     prices = "batch prices" if out.mode == "batch" else "full price (plain Messages calls)"
-    if out.cost is None:
+    if out.free:
+        click.echo(f"Cost: none ({out.model} answers on this machine).")
+    elif out.cost is None:
         click.echo(f"Estimated cost: unknown (no price on record for {out.model}).")
     else:
         click.echo(f"Estimated cost at {prices}: ${out.cost:.4f} (from list prices for the "
@@ -149,7 +151,7 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
         _print_status(vault)
         return
     if cancel:
-        out = dreaming.cancel_dream(vault, make_provider(lazy=True))
+        out = dreaming.cancel_dream(vault, make_provider(settings_of(vault), lazy=True))
         click.echo(out.message)
         return
     st = dreaming.dream_status(vault)
@@ -164,7 +166,7 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
     while True:
         progress = _Progress()
         try:
-            out = dreaming.run_dream(vault, make_provider(lazy=True), now(), wait=not no_wait, sync=sync,
+            out = dreaming.run_dream(vault, make_provider(settings_of(vault), lazy=True), now(), wait=not no_wait, sync=sync,
                                      dry_run=dry_run, max_entries=max_entries,
                                      allow_shrink=allow_shrink, progress=progress,
                                      poll_interval=poll_interval)

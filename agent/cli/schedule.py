@@ -12,7 +12,7 @@ import click
 
 from agent.cli import complete
 from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
-                              vault_option)
+                              settings_of, vault_option)
 from agent.clock import now as clock_now
 
 
@@ -236,7 +236,7 @@ def cron_run(job_id):
     vault = get_vault()
     job = jobs.find(vault, job_id)
     quiet_logs()
-    provider = make_provider()
+    provider = make_provider(settings_of(vault))
     outcome = jobs.run_now(vault, provider, job.id, clock_now(),
                            on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)
@@ -373,7 +373,7 @@ def heartbeat_run(name):
     vault = get_vault()
     hb = ops.find(vault, name)
     quiet_logs()
-    provider = make_provider()
+    provider = make_provider(settings_of(vault))
     outcome = ops.run_now(vault, provider, hb.name, clock_now(),
                           on_text=lambda s: click.echo(s, nl=False))
     after_change(vault)

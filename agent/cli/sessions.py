@@ -40,15 +40,17 @@ def archive_cmd(session, all_):
         keys = [ops.check_known(vault, session)]
     else:
         keys = [sessions.check_key(DEFAULT_SESSION)]
+    from agent.config import load_settings
+    from agent.llm import make_provider, sdk_of
     from agent.llm.preload import preload
 
-    preload()
+    settings = load_settings(vault.root)
+    preload(sdk_of(settings))
     quiet_logs()
     from agent.chat.compact import CompactError
-    from agent.llm import make_provider
     from agent.clock import now
 
-    provider = make_provider()
+    provider = make_provider(settings)
     failed, done = 0, []
     for key in keys:
         def shown(entry, left=None, key=key):

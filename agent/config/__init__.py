@@ -113,6 +113,8 @@ SCHEMA: tuple[Key, ...] = (
     Key("model.name", str, DEFAULT_MODEL, "the model chat uses", "model"),
     Key("model.fallbacks", list, [], "models tried in order when it is overloaded or unavailable",
         "fallback_models"),
+    Key("model.fallback", list, [], "the same as model.fallbacks", "fallback_models"),
+    Key("model.dream", str, None, "the same as dream.model", "dream_model"),
     Key("model.max_tokens", int, 4096, "the most tokens a reply may have", "max_tokens", min=1),
     Key("identity.name", str, "agent", "the author name of the agent's commits", "agent_name",
         no_chars="<>\n\0"),
@@ -135,6 +137,8 @@ SCHEMA: tuple[Key, ...] = (
         "dream_raw_tokens", min=0),
     Key("dream.max_tokens", int, 16000, "the most tokens a dream reply may have",
         "dream_max_tokens", min=1),
+    Key("dream.concurrency", int, 4, "requests the dream sends at once to a provider "
+        "without a Batches API (a local server: 1)", "dream_concurrency", min=1),
     Key("dream.review", str, "changes", "which dream edits wait for `agent review`: "
         "\"changes\" (updates and removals), \"all\" or \"off\"", "dream_review",
         check=lambda v: None if v in ("all", "changes", "off") else
@@ -209,6 +213,7 @@ class Settings:
     dream_raw_tokens: int = 2000      # raw messages shown per archive entry, besides its summary
     dream_max_tokens: int = 16000     # a dream reply's output budget, in both phases
     dream_review: str = "changes"     # which dream edits wait for `agent review`
+    dream_concurrency: int = 4        # plain calls in flight at once, without batches
     idle_compact_minutes: int = 120
     exec_enabled: bool = True
     exec_network: bool = False
@@ -231,33 +236,80 @@ class Settings:
     gateway_port: int | None = None   # None: no HTTP gateway
     gateway_host: str = "127.0.0.1"
     gateway_timeout: int = 30         # seconds a connection may sit idle
+    providers: dict = field(default_factory=dict)   # name -> its [providers.NAME] table
     raw: dict = field(default_factory=dict)
 
 
-def check_value(k: Key, value) -> str | None:
-    """What is wrong with `value` for the setting `k`, or None."""
-    if k.check is not None:
-        return k.check(value)
-    if k.kind is bool:
-        if not isinstance(value, bool):
-            return f"must be true or false, not {value!r}"
-    elif k.kind is int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            return f"must be a whole number, not {value!r}"
-        if k.min is not None and value < k.min:
-            return f"must be at least {k.min}, not {value}"
-    elif k.kind is str:
-        if not isinstance(value, str):
-            return f"must be a string (in quotes), not {value!r}"
-        if not value.strip():
-            return "must not be empty"
+def _adapter(k: Key):
+    """The pydantic TypeAdapter that checks values of `k` (made at the first check)."""
+    adapter = _ADAPTERS.get(k.key)
+    if adapter is not None:
+        return adapter
+    from typing import Annotated, Any
+
+    from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, TypeAdapter
+
+    def ours(check):
+        def run(value):
+            wrong = check(value)
+            if wrong:
+                raise ValueError(wrong)
+            return value
+        return AfterValidator(run)
+
+    def no_chars(value: str) -> str | None:
         bad = [c for c in k.no_chars if c in value]
-        if bad:
-            return f"must not hold {', '.join(repr(c) for c in bad)}"
+        return f"must not hold {', '.join(repr(c) for c in bad)}" if bad else None
+
+    text = Annotated[StrictStr, Field(pattern=r"\S")]
+    kind: Any
+    if k.check is not None:
+        kind = Annotated[Any, ours(k.check)]
+    elif k.kind is bool:
+        kind = StrictBool
+    elif k.kind is int:
+        kind = Annotated[StrictInt, Field(ge=k.min)] if k.min is not None else StrictInt
     elif k.kind is list:
-        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        kind = list[text]
+    else:
+        kind = Annotated[text, ours(no_chars)] if k.no_chars else text
+    adapter = _ADAPTERS[k.key] = TypeAdapter(kind)
+    return adapter
+
+
+_ADAPTERS: dict[str, object] = {}
+
+
+def check_value(k: Key, value) -> str | None:
+    """What is wrong with `value` for the setting `k`, or None (pydantic checks it; its
+    first error is said in the words of agent.toml)."""
+    from pydantic import ValidationError
+
+    try:
+        _adapter(k).validate_python(value)
+    except ValidationError as e:
+        err = e.errors()[0]
+        if k.kind is list and k.check is None:
             return f"must be a list of strings, as in [\"a\", \"b\"], not {value!r}"
+        return _said(err, value, k)
     return None
+
+
+def _said(err: dict, value, k: Key) -> str:
+    kind = err["type"]
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    if kind == "bool_type":
+        return f"must be true or false, not {value!r}"
+    if kind == "int_type":
+        return f"must be a whole number, not {value!r}"
+    if kind == "greater_than_equal":
+        return f"must be at least {k.min}, not {value}"
+    if kind == "string_type":
+        return f"must be a string (in quotes), not {value!r}"
+    if kind == "string_pattern_mismatch":
+        return "must not be empty"
+    return f"{err['msg'][:1].lower()}{err['msg'][1:]}, not {value!r}"
 
 
 def _hint(word: str, choices) -> str:
@@ -279,8 +331,8 @@ def _nested(prefix: str) -> list[str]:
 
 
 def findings(data: dict) -> list[str]:
-    """What `agent config check` reports of parsed agent.toml data: its problems, and a
-    dream schedule that is no cron expression."""
+    """What `agent config check` reports of parsed agent.toml data as errors: its
+    problems, and a dream schedule that is no cron expression."""
     found = problems(data)
     dream = data.get("dream")
     schedule = dream.get("schedule") if isinstance(dream, dict) else None
@@ -293,12 +345,25 @@ def findings(data: dict) -> list[str]:
     return found
 
 
-def problems(data: dict, prefix: str = "", unknown: list[str] | None = None) -> list[str]:
-    """Every problem of parsed agent.toml data, each naming its key. With `unknown`, the
-    settings and sections this version does not know go there instead: a newer version
-    on another machine may have written them, and they are no reason to refuse a write."""
-    out = []
-    odd = out if unknown is None else unknown
+def problems(data: dict, unknown: list[str] | None = None) -> list[str]:
+    """Every problem of parsed agent.toml data, each naming its key. An unknown key is no
+    problem (a newer version on another machine may have written it): it goes to
+    `unknown` when given, see also unknown()."""
+    errors, unknowns = _walk(data)
+    if unknown is not None:
+        unknown.extend(unknowns)
+    return errors + model_problems(data)
+
+
+def unknown(data: dict) -> list[str]:
+    """The keys and sections of agent.toml no setting knows (a typo, or a setting of a
+    newer version synced from another machine): warned of and ignored."""
+    _, warnings = _walk(data)
+    return warnings
+
+
+def _walk(data: dict, prefix: str = "") -> tuple[list[str], list[str]]:
+    out, unknowns = [], []
     for section, table in data.items():
         if prefix:
             section = f"{prefix}.{section}"
@@ -307,15 +372,21 @@ def problems(data: dict, prefix: str = "", unknown: list[str] | None = None) -> 
             from agent.config.mcp_servers import problems as mcp_problems
             out.extend(mcp_problems(table))
             continue
+        elif section == "providers":
+            from agent.config.providers import problems as provider_problems
+            out.extend(provider_problems(table))
+            continue
         if section not in SECTIONS and _nested(section):
             if not isinstance(table, dict):
                 out.append(f"[{section}] must be a table, as in [{_nested(section)[0]}]")
             else:
-                out.extend(problems(table, section, unknown))
+                more, also = _walk(table, section)
+                out.extend(more)
+                unknowns.extend(also)
             continue
         if section not in SECTIONS:
             where = _nested(prefix) if prefix else SECTIONS
-            odd.append(f"unknown section [{section}]{_hint(section, where)}")
+            unknowns.append(f"unknown section [{section}]{_hint(section, where)}")
             continue
         if not isinstance(table, dict):
             out.append(f"[{section}] must be a table of settings ([{section}] then "
@@ -330,12 +401,54 @@ def problems(data: dict, prefix: str = "", unknown: list[str] | None = None) -> 
                            f"$TELEGRAM_BOT_TOKEN in agent serve's environment")
                 continue
             if k is None:
-                odd.append(f"unknown setting {key}{_hint(key, KEYS)}")
+                unknowns.append(f"unknown setting {key}{_hint(key, KEYS)}")
                 continue
             wrong = check_value(k, value)
             if wrong:
                 out.append(f"{key} {wrong}")
+    return out, unknowns
+
+
+def provider_names(data: dict) -> list[str]:
+    """The providers a model may name: the built-in ones and agent.toml's tables."""
+    from agent.config.providers import BUILTIN
+
+    section = data.get("providers")
+    return sorted({*BUILTIN, *(section if isinstance(section, dict) else {})})
+
+
+def model_problems(data: dict) -> list[str]:
+    """A model named `<provider>/<model>` whose provider is neither built in nor a table."""
+    names = provider_names(data)
+    out = []
+    for k in ("model.name", "model.fallbacks", "model.fallback", "model.dream", "dream.model"):
+        table = table_of(data, KEYS[k].section)
+        value = table.get(KEYS[k].name) if isinstance(table, dict) else None
+        for model in value if isinstance(value, list) else [value]:
+            if not isinstance(model, str) or "/" not in model:
+                continue          # a bare name is an Anthropic model
+            provider, _, rest = model.partition("/")
+            if provider not in names:
+                close = did_you_mean(provider, names)      # " Did you mean X?"
+                out.append(f"{k}: {model!r} names the provider {provider!r}, which agent.toml "
+                           f"does not define{f' (d{close[2:]})' if close else ''}; add a [providers."
+                           f"{provider}] table or use one of {', '.join(names)}")
+            elif not rest.strip():
+                out.append(f"{k}: {model!r} names no model after {provider}/")
     return out
+
+
+_WARNED: set[str] = set()
+
+
+def warn_unknown(data: dict, where: str) -> None:
+    """Say once per process, on stderr, which keys of agent.toml are ignored."""
+    import sys
+
+    for w in unknown(data):
+        if w not in _WARNED:
+            _WARNED.add(w)
+            print(f"warning: {where}: {w}; ignored", file=sys.stderr)
 
 
 def path_of(root: Path) -> Path:
@@ -363,27 +476,18 @@ def read_data(root: Path) -> tuple[dict, str | None]:
         raise SettingsError(f"{path}: nested too deeply") from None
 
 
-_warned: set[str] = set()
-
-
-def _warn_unknown(where: str, unknown: list[str]) -> None:
-    """Say once a process, on stderr, which settings this version ignores."""
-    import sys
-
-    for line in unknown:
-        if line not in _warned:
-            _warned.add(line)
-            print(f"Warning: {where}: {line} (from a newer version?): ignored", file=sys.stderr)
-
-
 def from_data(data: dict, where: str = FILE) -> Settings:
     """Settings from parsed data; SettingsError names the first bad key."""
-    unknown: list[str] = []
-    bad = problems(data, unknown=unknown)
-    _warn_unknown(where, unknown)
+    bad = problems(data)
     if bad:
         more = f" (and {len(bad) - 1} more: agent config check lists them)" if len(bad) > 1 else ""
         raise SettingsError(f"{where}: {bad[0]}{more}")
+    warn_unknown(data, where)
+    return _settings(data)
+
+
+def _settings(data: dict) -> Settings:
+    """Settings from parsed data already checked."""
     s = Settings(raw=data)
     for k in SCHEMA:
         if k.attr is None:
@@ -396,16 +500,52 @@ def from_data(data: dict, where: str = FILE) -> Settings:
     for attr in ("exec_memory", "exec_tmp_size", "exec_workspace_quota"):
         if isinstance(getattr(s, attr), str):
             setattr(s, attr, parse_size(getattr(s, attr)))
-    if "model" not in (data.get("dream") or {}):
+    if "model" not in (data.get("dream") or {}) and "dream" not in (data.get("model") or {}):
         s.dream_model = s.model
+    if isinstance(data.get("providers"), dict):
+        s.providers = {name: dict(t) for name, t in data["providers"].items()}
     return s
+
+
+CHECKED = ".agent/settings.checked"
+
+
+def _checked_digest(text: str) -> str:
+    """What `CHECKED` holds for an agent.toml found sound: a hash of its text and of
+    this package's checking code (a new version checks again)."""
+    import hashlib
+
+    here = Path(__file__).parent
+    code = ";".join(f"{p.name}:{st.st_mtime_ns}:{st.st_size}"
+                    for p in sorted(here.glob("*.py")) for st in [p.stat()])
+    return hashlib.sha256(f"{code}\0{text}".encode()).hexdigest()
 
 
 def load_settings(root: Path) -> Settings:
     """Settings of the vault at `root`; a clear SettingsError names a broken agent.toml
-    and its bad key."""
-    data, _ = read_data(root)
-    return from_data(data, str(path_of(root)))
+    and its bad key.
+
+    An agent.toml found sound before (the same text, the same checking code) is not
+    checked again: loading pydantic would cost every command's start-up more than the
+    rest of reading the settings."""
+    data, text = read_data(root)
+    if text is None:
+        return from_data(data, str(path_of(root)))
+    mark = Path(root) / CHECKED
+    digest = _checked_digest(text)
+    try:
+        if mark.read_text(encoding="ascii") == digest:
+            return _settings(data)
+    except (OSError, UnicodeDecodeError):
+        pass
+    settings = from_data(data, str(path_of(root)))
+    if not unknown(data) and mark.parent.is_dir():
+        from agent.fs import atomic
+        try:
+            atomic.write_text(mark, digest)
+        except OSError:
+            pass                # a read-only vault checks each time
+    return settings
 
 
 def parse_value(k: Key, text: str):
@@ -440,6 +580,36 @@ def find_key(key: str) -> Key:
         raise SettingsError(f"{key} is not a setting: a bot token is a secret and never goes "
                             f"in agent.toml (the vault is no place for secrets); set "
                             f"$TELEGRAM_BOT_TOKEN in agent serve's environment instead.")
+    if k is None and key.startswith("providers."):
+        k = provider_key(key)
     if k is None:
         raise SettingsError(f"Unknown setting {key}{_hint(key, KEYS)}.")
     return k
+
+
+_PROVIDER_FIELDS = {"api": (str, "\"openai\" (chat completions) or \"anthropic\""),
+                    "base_url": (str, "the server's address, as http://127.0.0.1:11434/v1"),
+                    "key_env": (str, "the environment variable holding the key (\"\": none)"),
+                    "context_window": (int, "the models' context window in tokens"),
+                    "json_schema": (bool, "the server takes response_format json_schema")}
+
+
+def provider_key(key: str) -> Key | None:
+    """A setting of a `[providers.NAME]` table, as `agent config set` takes it."""
+    parts = key.split(".")
+    if len(parts) != 3:
+        return None
+    _, name, field_name = parts
+    if field_name not in _PROVIDER_FIELDS:
+        from agent.config.providers import problems as provider_problems
+        wrong = provider_problems({name: {field_name: ""}})
+        if wrong and "secret" in wrong[0]:
+            raise SettingsError(wrong[0].replace(":", " is not a setting:", 1))
+        return None
+    kind, help_text = _PROVIDER_FIELDS[field_name]
+
+    def check(value) -> str | None:
+        from agent.config.providers import problems as provider_problems
+        wrong = provider_problems({name: {field_name: value}})
+        return wrong[0].split(" ", 1)[1] if wrong else None
+    return Key(key, kind, None, help_text, check=check)

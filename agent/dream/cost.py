@@ -17,6 +17,15 @@ PRICES = [
     (re.compile(r"3-5-haiku|haiku-3-5"), 0.8, 4.0),
     (re.compile(r"3-haiku|haiku-3\b"), 0.25, 1.25),
     (re.compile(r"haiku"), 1.0, 5.0),
+    # OpenAI's, for `openai/...` (and the same models through OpenRouter and the like).
+    (re.compile(r"gpt-5-nano"), 0.05, 0.4),
+    (re.compile(r"gpt-5-mini"), 0.25, 2.0),
+    (re.compile(r"gpt-5"), 1.25, 10.0),
+    (re.compile(r"gpt-4\.1-nano"), 0.1, 0.4),
+    (re.compile(r"gpt-4\.1-mini"), 0.4, 1.6),
+    (re.compile(r"gpt-4\.1"), 2.0, 8.0),
+    (re.compile(r"gpt-4o-mini"), 0.15, 0.6),
+    (re.compile(r"gpt-4o"), 2.5, 10.0),
 ]
 CACHE_WRITE_1H = 2.0
 CACHE_READ = 0.1

@@ -13,9 +13,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from typing import Literal
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from agent.config import Settings
+from agent.llm.structured import said, schema_of
 from agent.stores import archive
 from agent.stores import sessions
 from agent.stores.merge import has_conflicts
@@ -26,36 +30,45 @@ CACHE = {"type": "ephemeral", "ttl": "1h"}
 SKIP_SESSIONS = ("heartbeat/", "dream/")   # their entries are not dream input
 
 # The response schemas are a contract with the model: keep them exactly.
-ANALYST_SCHEMA = {
-    "type": "object",
-    "properties": {"findings": {"type": "array", "items": {
-        "type": "object",
-        "properties": {
-            "kind": {"enum": ["new", "update", "contradiction", "stale"]},
-            "file": {"enum": list(MEMORY_FILES)},
-            "statement": {"type": "string"},
-            "evidence": {"type": "array", "items": {"type": "string"}},
-            "date": {"type": "string"}},
-        "required": ["kind", "file", "statement", "evidence", "date"],
-        "additionalProperties": False}}},
-    "required": ["findings"],
-    "additionalProperties": False}
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
-EDITOR_SCHEMA = {
-    "type": "object",
-    "properties": {"ops": {"type": "array", "items": {
-        "type": "object",
-        "properties": {
-            "op": {"enum": ["add", "update", "delete"]},
-            "file": {"enum": list(MEMORY_FILES)},
-            "section": {"type": "string"},
-            "old": {"type": "string"},
-            "new": {"type": "string"},
-            "reason": {"type": "string"}},
-        "required": ["op", "file", "section", "old", "new", "reason"],
-        "additionalProperties": False}}},
-    "required": ["ops"],
-    "additionalProperties": False}
+
+MemoryFile = Literal["MEMORY.md", "USER.md"]
+assert set(MemoryFile.__args__) == set(MEMORY_FILES)
+
+
+class Finding(_Strict):
+    kind: Literal["new", "update", "contradiction", "stale"]
+    file: MemoryFile
+    statement: str
+    evidence: list[str]
+    date: str
+
+
+# The analyst's reply: what the archive entries say that memory should know. (A
+# docstring would go into the schema the model is sent.)
+class AnalystReply(_Strict):
+    findings: list[Finding]
+
+
+class Op(_Strict):
+    op: Literal["add", "update", "delete"]
+    file: MemoryFile
+    section: str
+    old: str
+    new: str
+    reason: str
+
+
+# The editor's reply: the edits of the memory files.
+class EditorReply(_Strict):
+    ops: list[Op]
+
+
+ANALYST_SCHEMA = schema_of(AnalystReply)
+EDITOR_SCHEMA = schema_of(EditorReply)
+REPLIES = {"analyst": AnalystReply, "editor": EditorReply}
 
 SYSTEM = """\
 You maintain the long-term memory of a personal AI agent. Its memory is two Markdown \
@@ -464,35 +477,8 @@ def _get(obj, name, default=None):
     return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
-def validate(value, schema: dict, where: str = "$") -> list[str]:
-    """Where `value` breaks `schema` (the subset of JSON Schema our two schemas use)."""
-    problems = []
-    if "enum" in schema and value not in schema["enum"]:
-        problems.append(f"{where}: {value!r} is not one of {schema['enum']}")
-    kind = schema.get("type")
-    if kind == "string" and not isinstance(value, str):
-        problems.append(f"{where}: expected a string")
-    elif kind == "array":
-        if not isinstance(value, list):
-            problems.append(f"{where}: expected an array")
-        else:
-            for i, item in enumerate(value):
-                problems += validate(item, schema.get("items", {}), f"{where}[{i}]")
-    elif kind == "object":
-        if not isinstance(value, dict):
-            return problems + [f"{where}: expected an object"]
-        props = schema.get("properties", {})
-        problems += [f"{where}: missing {k!r}" for k in schema.get("required", []) if k not in value]
-        if schema.get("additionalProperties") is False:
-            problems += [f"{where}: unexpected {k!r}" for k in value if k not in props]
-        for k, sub in props.items():
-            if k in value:
-                problems += validate(value[k], sub, f"{where}.{k}")
-    return problems
-
-
-def parse_reply(message, schema: dict) -> dict:
-    """The JSON object a structured-output reply holds, checked against `schema`."""
+def parse_reply(message, model: type[BaseModel]) -> dict:
+    """The JSON object a structured-output reply holds, checked by `model` (pydantic)."""
     stop = _get(message, "stop_reason")
     texts = [_get(b, "text", "") for b in _get(message, "content", []) or []
              if _get(b, "type") == "text"]
@@ -509,7 +495,12 @@ def parse_reply(message, schema: dict) -> dict:
     except ValueError as e:
         raise ReplyError(f"the reply is not JSON ({e.msg} at character {e.pos}): "
                          f"{raw[:80]!r}") from None
-    problems = validate(obj, schema)
+    try:
+        model.model_validate(obj)
+    except ValidationError as e:
+        problems = [said(err) for err in e.errors()]
+    else:
+        problems = []
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise ReplyError("the reply does not match the schema: " + "; ".join(problems[:3]) + more)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,7 +31,8 @@ from agent.dream.edits import Applied, FILES, OpResult
 import agent.dream.proposals as proposals
 import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
-from agent.llm import BatchResult, NotFound, Provider, ProviderError, add_usage, zero_usage
+from agent.llm import (BatchResult, Message, NotFound, Provider, ProviderError, add_usage,
+                       zero_usage)
 from agent.dream.provenance import proposal_records, records
 from agent.stores import rejections
 from agent.vault import branches
@@ -43,9 +45,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
+REPLIES_OF = prompts.REPLIES
 LAST_FAILURE = "dream-failure.json"
 LOCK = "dream.lock"
-SYNC_WORKERS = 4
 
 
 @dataclass
@@ -70,6 +72,7 @@ class DreamOutcome:
     diff: str = ""                     # for dry runs: what would be committed
     waited: float = 0.0                # seconds spent sleeping between polls
     branch: str | None = None          # the branch of edits waiting for review
+    free: bool = False                 # the model answers on this machine
 
     @property
     def range(self) -> str:
@@ -211,10 +214,19 @@ class _Run:
             out.model, out.mode = state.model, state.mode
             out.batches = state.batch_ids()
             out.usage = dict(state.usage)
-            costs = [estimate(out.model or "", u, batch=bool((step := state.step(p)) and step.batch))
+            out.free = self.on_this_machine(out.model or "")
+            costs = [0.0 if out.free else
+                     estimate(out.model or "", u, batch=bool((step := state.step(p)) and step.batch))
                      for p, u in out.usage.items()]
             out.cost = None if any(c is None for c in costs) or not costs else sum(costs)
         return out
+
+    def on_this_machine(self, model: str) -> bool:
+        """Whether `model`'s provider answers on this machine (its tokens cost nothing)."""
+        from agent.llm.spec import specs, split
+
+        spec = specs(self.settings).get(split(model)[0])
+        return spec is not None and spec.local
 
     # -- the state machine
 
@@ -287,6 +299,11 @@ class _Run:
     def advance(self, state: RunState) -> DreamOutcome:
         while True:
             phase = state.phase
+            if phase in PHASES and state.mode == "sync":
+                sent = self.send_sync(state, phase)
+                if isinstance(sent, DreamOutcome):
+                    return sent
+                continue
             if phase in PHASES:
                 collected = self.collect(state, phase)
                 if isinstance(collected, DreamOutcome):
@@ -358,9 +375,13 @@ class _Run:
         if state.mode == "batch" and not self.sync:
             try:
                 batch = self.provider.batch_create(requests)
-            except NotFound:
-                self.say("This endpoint has no Message Batches; using plain Messages calls "
-                         "(full price).")
+            except NotFound as e:
+                if e.kind == "no_batches":
+                    self.say(f"{e} Sending the requests as plain calls, "
+                             f"{self.settings.dream_concurrency} at a time.")
+                else:
+                    self.say("This endpoint has no Message Batches; using plain Messages "
+                             "calls (full price).")
                 state.mode = "sync"
             except ProviderError as e:
                 return self.not_sent(state, phase, e.problem())
@@ -372,37 +393,64 @@ class _Run:
                          f"request{'s' * (len(requests) != 1)}).")
                 return state
         state.mode = "sync"
-        state.set_step(phase, Step(ids))
+        state.set_step(phase, Step(ids, params={r["custom_id"]: r["params"] for r in requests}))
         state.phase = phase
-        self.say(f"Sending the {phase} request{'s' * (len(requests) != 1)} "
-                 f"({len(requests)}) as plain Messages calls.")
-        results, unsent = self.call_sync(requests)
+        save_state(self.vault, state)      # a kill from here on resumes with what is left
+        return self.send_sync(state, phase)
+
+    def send_sync(self, state: RunState, phase: str) -> RunState | DreamOutcome:
+        """The phase's requests not answered yet, as plain calls ([dream] concurrency at
+        once), each reply saved as it comes; then the phase's results are taken."""
+        step = state.step(phase)
+        todo = [cid for cid in step.requests if cid not in step.done]
+        if todo:
+            self.say(f"Sending the {phase} request{'s' * (len(todo) != 1)} ({len(todo)}"
+                     f"{f' of {len(step.requests)}' if len(todo) != len(step.requests) else ''})"
+                     f" as plain calls.")
+        unsent = self.call_sync(state, step, todo, REPLIES_OF[phase])
+        if unsent and not step.done:
+            # Nothing came back: the record is what it was before this phase was sent.
+            if phase == "analyst":
+                clear_state(self.vault)
+            else:
+                state.phase, state.editor = "analyst_done", None
+                save_state(self.vault, state)
         if unsent:
             return self.not_sent(state, phase, "; ".join(f"{cid}: {problem}"
                                                          for cid, problem in unsent.items()))
+        results = {cid: BatchResult("succeeded", message=Message(**m))
+                   for cid, m in step.done.items()}
         failure = self.take_results(state, phase, results)
         if failure:
             return self.fail(state, failure)
         return state
 
-    def call_sync(self, requests: list[dict]) -> tuple[dict[str, BatchResult], dict[str, str]]:
-        """The requests as plain calls, at once: (custom_id -> result, custom_id -> why
-        the API refused it). A refused call did nothing, so the step can be retried."""
-        def one(req):
-            params = dict(req["params"])
-            try:
-                return req["custom_id"], self.provider.create(params.pop("model"), **params)
-            except ProviderError as e:
-                return req["custom_id"], e.problem()
+    def call_sync(self, state: RunState, step: Step, todo: list[str],
+                  parse) -> dict[str, str]:
+        """Send `todo` (custom ids of the step), a few at a time; each reply is saved in
+        the state as it arrives. Returns custom_id -> why the API refused it (a refused
+        call did nothing, so it is sent again by the next run)."""
+        lock = threading.Lock()
 
-        if len(requests) == 1:
-            answers = [one(requests[0])]
+        def one(cid: str) -> tuple[str, str | None]:
+            params = dict(step.params[cid])
+            try:
+                msg = self.provider.create(params.pop("model"), parse=parse, **params)
+            except ProviderError as e:
+                return cid, e.problem()
+            with lock:
+                step.done[cid] = {"content": msg.content, "usage": msg.usage,
+                                  "model": msg.model, "stop_reason": msg.stop_reason}
+                save_state(self.vault, state)
+            return cid, None
+
+        workers = max(1, min(self.settings.dream_concurrency, len(todo)))
+        if workers == 1:
+            answers = [one(cid) for cid in todo]
         else:
-            with ThreadPoolExecutor(max_workers=min(SYNC_WORKERS, len(requests))) as pool:
-                answers = list(pool.map(one, requests))
-        results = {cid: BatchResult("succeeded", message=a) for cid, a in answers
-                   if not isinstance(a, str)}
-        return results, {cid: a for cid, a in answers if isinstance(a, str)}
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                answers = list(pool.map(one, todo))
+        return {cid: problem for cid, problem in answers if problem is not None}
 
     def collect(self, state: RunState,
                 phase: str) -> dict[str, BatchResult] | None | DreamOutcome:
@@ -444,7 +492,7 @@ class _Run:
     def take_results(self, state: RunState, phase: str,
                      results: dict[str, BatchResult]) -> str | None:
         """Record a phase's parsed results in the state (saved), or say what went wrong."""
-        schema = prompts.ANALYST_SCHEMA if phase == "analyst" else prompts.EDITOR_SCHEMA
+        reply_model = REPLIES_OF[phase]
         usage = zero_usage()
         parsed, problems = [], []
         for cid in state.step(phase).requests:
@@ -460,12 +508,14 @@ class _Run:
             message = result.message
             add_usage(usage, message.usage)
             try:
-                parsed.append(prompts.parse_reply(message, schema))
+                parsed.append(prompts.parse_reply(message, reply_model))
             except prompts.ReplyError as e:
                 problems.append(f"{cid}: {e}")
         state.usage[phase] = usage
         if problems:
             return "; ".join(problems)
+        step = state.step(phase)
+        step.params, step.done = {}, {}      # taken: the file need not carry them on
         if phase == "analyst":
             state.findings = prompts.clean_findings([f for obj in parsed for f in obj["findings"]])
             state.phase = "analyst_done"

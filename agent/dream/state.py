@@ -48,6 +48,11 @@ class Step:
     requests: list[str]
     batch: str | None = None
     submitted: str | None = None
+    # Sent as plain calls (a provider without batches): each request's parameters, to
+    # send again after a kill, and each reply as it came (custom_id -> message record),
+    # so a resumed run sends only the rest.
+    params: dict[str, dict] = field(default_factory=dict)
+    done: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {}
@@ -56,6 +61,10 @@ class Step:
         d["requests"] = list(self.requests)
         if self.submitted is not None:
             d["submitted"] = self.submitted
+        if self.params:
+            d["params"] = self.params
+        if self.done:
+            d["done"] = self.done
         return d
 
 
@@ -172,7 +181,10 @@ class RunState:
                 raise ValueError(f"{key}.batch")
             if submitted is not None and not isinstance(submitted, str):
                 raise ValueError(f"{key}.submitted")
-            return Step(list(reqs), batch, submitted)
+            params, done = raw.get("params", {}), raw.get("done", {})
+            if not isinstance(params, dict) or not isinstance(done, dict):
+                raise ValueError(f"{key}.params")
+            return Step(list(reqs), batch, submitted, params, done)
 
         state = cls(
             phase=data["phase"], cursor=typed("cursor", int, required=True),
@@ -188,6 +200,9 @@ class RunState:
             raise ValueError(f"phase {state.phase} without its requests")
         if state.phase in PHASES and state.mode == "batch" and not state.current.batch:
             raise ValueError(f"phase {state.phase} without its batch")
+        if state.phase in PHASES and state.mode == "sync" and \
+                set(state.current.requests) - set(state.current.params) - set(state.current.done):
+            raise ValueError(f"phase {state.phase} without its requests' parameters")
         if state.phase == "analyst_done" and state.findings is None:
             raise ValueError("analyst_done without findings")
         if state.phase == "editor_done" and state.ops is None:

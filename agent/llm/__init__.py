@@ -1,7 +1,8 @@
 """The one seam to a language model.
 
-`Provider` (base.py) is what the rest of the agent calls; `make_provider()` makes the real
-one (anthropic.py, the only module importing the SDK, which it does at the first call);
+`Provider` (base.py) is what the rest of the agent calls; `make_provider(settings)` makes
+the real one (router.py), which sends each model to its provider (spec.py): anthropic.py
+and openai.py, the only modules importing an SDK, each at its first call.
 `ScriptedProvider` (scripted.py) answers from a queue in unit tests.
 """
 
@@ -16,13 +17,36 @@ __all__ = ["CONTEXT_TOKENS", "Batch", "BatchResult", "Message", "NotFound", "Pro
            "make_provider", "models_for", "usage_dict", "zero_usage"]
 
 
-def make_provider(*, max_retries: int = 2, timeout: float | None = None,
-                  lazy: bool = False, eager: bool = False) -> Provider:
-    """The provider for this environment: Anthropic, keyed by ANTHROPIC_API_KEY (NoApiKey
-    now when it is unset, or at the first model call with lazy=True).
+def sdk_of(settings=None, model: str | None = None) -> str:
+    """The SDK module `model` (default: the chat model) is called through: "anthropic"
+    or "openai" (for agent.llm.preload)."""
+    from agent.llm.spec import specs, split
 
-    The SDK is loaded at the first model call; eager=True loads it now (a long-running
-    process such as `agent serve` pays for it at start, not in its first job)."""
-    from agent.llm.anthropic import AnthropicProvider
+    name, _ = split(model or getattr(settings, "model", None) or "anthropic/")
+    spec = specs(settings).get(name)
+    return "openai" if spec is not None and spec.api == "openai" else "anthropic"
 
-    return AnthropicProvider(max_retries=max_retries, timeout=timeout, lazy=lazy, eager=eager)
+
+def make_provider(settings=None, *, max_retries: int = 2, timeout: float | None = None,
+                  lazy: bool = False, eager: bool = False, model: str | None = None) -> Provider:
+    """The provider for these settings (agent.config.Settings; None: the built-in
+    providers only): each model goes to the provider its name says (agent.llm.router).
+
+    The key of `model` (default: the chat model)'s provider is checked now (NoApiKey
+    when its variable is unset), or at the first call with lazy=True. The SDKs load at
+    the first call; eager=True loads that model's now (a long-running process such as
+    `agent serve` pays for it at start, not in its first job)."""
+    from agent.llm.router import Router
+    from agent.llm.spec import specs
+
+    router = Router(specs(settings), max_retries=max_retries, timeout=timeout)
+    model = model or getattr(settings, "model", None) or "anthropic/"
+    try:
+        if eager:
+            router.load(model)
+        elif not lazy:
+            router.check_key(model)
+    except ProviderError as e:          # a model of no known provider: a usage problem
+        from agent.errors import UserError
+        raise UserError(str(e)) from None
+    return router

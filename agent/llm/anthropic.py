@@ -9,32 +9,26 @@ SDK objects and errors never leave this module: replies become `Message`s, batch
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import UserError
 from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
                             check_request, usage_dict, with_fallbacks)
+from agent.llm.spec import NoApiKey, ProviderSpec, specs
+
+__all__ = ["AnthropicProvider", "NoApiKey", "check_key", "make_client", "translate"]
+
+ANTHROPIC = specs(None)["anthropic"]
 
 if TYPE_CHECKING:
     import anthropic
 
 
-class NoApiKey(UserError):
-    """ANTHROPIC_API_KEY is not set; exit status 2 like other usage problems."""
-
-    exit_code = 2
-
-    def __init__(self, message: str = "No API key: set ANTHROPIC_API_KEY") -> None:
-        super().__init__(message)
-
-
-def _api_key() -> str:
-    key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
+def _api_key(spec: ProviderSpec | None = None) -> str:
+    key = (spec or ANTHROPIC).key()
     if not key:
-        raise NoApiKey()
+        raise NoApiKey(f"No API key for the provider {spec.name}: set its key_env")
     return key
 
 
@@ -43,15 +37,18 @@ def check_key() -> None:
     _api_key()
 
 
-def make_client(*, max_retries: int = 2, timeout: float | None = None) -> "anthropic.Anthropic":
-    """An `anthropic.Anthropic` client for ANTHROPIC_API_KEY (NoApiKey when unset).
+def make_client(*, max_retries: int = 2, timeout: float | None = None,
+                spec: ProviderSpec | None = None) -> "anthropic.Anthropic":
+    """An `anthropic.Anthropic` client for the provider's key (NoApiKey when unset).
 
     timeout=None keeps the SDK's default timeouts (passing None to the SDK would mean no
     timeout at all)."""
-    key = _api_key()
+    key = _api_key(spec)
     import anthropic
 
     kwargs: dict[str, Any] = {"api_key": key, "max_retries": max_retries}
+    if spec is not None and spec.base_url:
+        kwargs["base_url"] = spec.base_url
     if timeout is not None:
         kwargs["timeout"] = timeout
     return anthropic.Anthropic(**kwargs)
@@ -165,7 +162,9 @@ class AnthropicProvider(Provider):
     name = "anthropic"
 
     def __init__(self, *, max_retries: int = 2, timeout: float | None = None,
-                 lazy: bool = False, eager: bool = False) -> None:
+                 lazy: bool = False, eager: bool = False,
+                 spec: ProviderSpec | None = None) -> None:
+        self.spec = spec or ANTHROPIC
         self._max_retries = max_retries
         self._timeout = timeout
         self._client: "anthropic.Anthropic | None" = None
@@ -173,7 +172,7 @@ class AnthropicProvider(Provider):
         if eager:
             _ = self.client
         elif not lazy:
-            _api_key()
+            _api_key(self.spec)
 
     @property
     def client(self) -> "anthropic.Anthropic":
@@ -181,7 +180,7 @@ class AnthropicProvider(Provider):
             with self._lock:
                 if self._client is None:
                     self._client = make_client(max_retries=self._max_retries,
-                                               timeout=self._timeout)
+                                               timeout=self._timeout, spec=self.spec)
         return self._client
 
     def _call(self, fn: Callable[[], Any]) -> Any:
@@ -193,7 +192,8 @@ class AnthropicProvider(Provider):
             raise translate(e) from e
 
     def stream(self, models: str | Sequence[str], *,
-               on_text: Callable[[str], None] | None = None, **params) -> Message:
+               on_text: Callable[[str], None] | None = None, parse: Any = None,
+               **params) -> Message:
         check_request(params)          # before the SDK is even loaded
         client = self.client
 
@@ -215,7 +215,7 @@ class AnthropicProvider(Provider):
             return self._call(go)
         return with_fallbacks(models, one)
 
-    def create(self, models: str | Sequence[str], **params) -> Message:
+    def create(self, models: str | Sequence[str], *, parse: Any = None, **params) -> Message:
         check_request(params)
         client = self.client
         return with_fallbacks(models, lambda model: self._call(

@@ -189,15 +189,17 @@ class Provider(ABC):
 
     @abstractmethod
     def stream(self, models: str | Sequence[str], *,
-               on_text: Callable[[str], None] | None = None, **params) -> Message:
+               on_text: Callable[[str], None] | None = None, parse: Any = None,
+               **params) -> Message:
         """One message, streamed: `on_text(chunk)` hears the text as it arrives; returns
         the final message with its usage. A KeyboardInterrupt stops the stream and
         propagates (the caller keeps what on_text heard)."""
 
     @abstractmethod
-    def create(self, models: str | Sequence[str], **params) -> Message:
+    def create(self, models: str | Sequence[str], *, parse: Any = None, **params) -> Message:
         """One message without streaming (structured output: params
-        `output_config={"format": {"type": "json_schema", "schema": ...}}`)."""
+        `output_config={"format": {"type": "json_schema", "schema": ...}}`, and `parse`
+        the pydantic model of the reply: one that does not fit is asked for again once)."""
 
     @abstractmethod
     def count_tokens(self, model: str, **params) -> int:

@@ -128,7 +128,8 @@ class ScriptedProvider(Provider):
                        msg.stop_reason)
 
     def stream(self, models: str | Sequence[str], *,
-               on_text: Callable[[str], None] | None = None, **params) -> Message:
+               on_text: Callable[[str], None] | None = None, parse: Any = None,
+               **params) -> Message:
         check_request(params)
 
         def one(model: str) -> Message:
@@ -140,7 +141,7 @@ class ScriptedProvider(Provider):
             return msg
         return with_fallbacks(models, one)
 
-    def create(self, models: str | Sequence[str], **params) -> Message:
+    def create(self, models: str | Sequence[str], *, parse: Any = None, **params) -> Message:
         check_request(params)
         return with_fallbacks(models, lambda model: self._answer(Request("create", model, params)))
 

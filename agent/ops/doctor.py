@@ -89,16 +89,40 @@ def _settings(vault: Vault) -> tuple[Check, object]:
     return Check("agent.toml", "ok", "valid" if text is not None else "none; defaults apply"), settings
 
 
+def _wanted(settings) -> list[str]:
+    """The models agent.toml names: chat's, its fallbacks, the dream's (no repeats)."""
+    wanted = [settings.model, *settings.fallback_models, settings.dream_model]
+    return [m for i, m in enumerate(wanted) if m not in wanted[:i]]
+
+
 def _api(settings) -> list[Check]:
+    """Each provider a configured model names: its key, whether it answers, and whether
+    it lists the models (Anthropic's own checks keep their names, "API key" and
+    "models")."""
+    from agent.llm.spec import split
+
+    by_provider: dict[str, list[str]] = {}
+    for m in _wanted(settings) if settings is not None else []:
+        name, bare = split(m)
+        by_provider.setdefault(name, []).append(bare)
+    out = _anthropic(settings, by_provider.pop("anthropic", None))
+    for name, models in by_provider.items():
+        out.append(_provider(settings, name, models))
+    return out
+
+
+def _anthropic(settings, models: list[str] | None) -> list[Check]:
     """The key present and accepted (one authenticated call listing the models), and
     the models of agent.toml known to the API."""
+    if settings is not None and models is None:
+        return []           # no model of agent.toml is Anthropic's: no key needed
     key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
     if not key:
         return [Check("API key", "fail", "ANTHROPIC_API_KEY is not set",
                       "export ANTHROPIC_API_KEY=sk-ant-... (from console.anthropic.com)")]
     from agent.llm import ProviderError, make_provider
 
-    provider = make_provider(max_retries=0, timeout=15)
+    provider = make_provider(settings, max_retries=0, timeout=15, model="anthropic/")
     where = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
     try:
         known = set(provider.list_models())
@@ -121,15 +145,48 @@ def _api(settings) -> list[Check]:
     out = [Check("API key", "ok", f"set and accepted by {where}")]
     if settings is None:
         return out
-    wanted = [settings.model, *settings.fallback_models, settings.dream_model]
-    wanted = [m for i, m in enumerate(wanted) if m not in wanted[:i]]
-    unknown = [m for m in wanted if m not in known]
+    unknown = [m for m in models or [] if m not in known]
     if unknown:
         out.append(Check("models", "fail", f"unknown to the API: {', '.join(unknown)}",
                          "agent config set model.name NAME (with a model the API lists)"))
     else:
-        out.append(Check("models", "ok", ", ".join(wanted)))
+        out.append(Check("models", "ok", ", ".join(models or [])))
     return out
+
+
+def _provider(settings, name: str, models: list[str]) -> Check:
+    """One provider of `[providers.NAME]` (or the built-in openai): its key where it
+    needs one, reachable, and every model of agent.toml in its /v1/models."""
+    from agent.llm import ProviderError, make_provider
+    from agent.llm.spec import NoApiKey
+
+    what = f"provider {name}"
+    router = make_provider(settings, max_retries=0, timeout=15, lazy=True)
+    spec = router.specs[name]
+    try:
+        spec.key()
+        known = set(router.backend(name).list_models())
+    except NoApiKey:
+        return Check(what, "fail", f"${spec.key_env} is not set",
+                     f"export {spec.key_env}=... (the key of {spec.url})")
+    except ProviderError as e:
+        if e.status in (401, 403):
+            return Check(what, "fail", f"{spec.url} refused the key (HTTP {e.status})",
+                         f"check ${spec.key_env}" if spec.key_env else
+                         f"agent config set providers.{name}.key_env NAME_OF_ITS_KEY_VARIABLE")
+        if e.status is None:
+            fix = ("start the server (for Ollama: ollama serve)" if spec.local else
+                   "check the network") + f", or agent config set providers.{name}.base_url URL"
+            return Check(what, "fail", f"cannot reach {spec.url}: {e.detail or e}", fix)
+        return Check(what, "fail", f"{spec.url} answered HTTP {e.status} to /models",
+                     f"check providers.{name}.base_url (it ends in /v1 for most servers)")
+    missing = [m for m in models if m not in known]
+    if missing:
+        fix = (f"ollama pull {missing[0]} (or the server's own way to load it)" if spec.local
+               else f"agent config set model.name {name}/NAME with a model it lists")
+        return Check(what, "fail", f"{spec.url} does not list {', '.join(missing)}", fix)
+    key = f"key from ${spec.key_env}" if spec.key_env else "no key needed"
+    return Check(what, "ok", f"{spec.url} answers, lists {', '.join(models)} ({key})")
 
 
 def _index(vault: Vault) -> Check:

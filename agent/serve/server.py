@@ -34,6 +34,7 @@ from logging.handlers import RotatingFileHandler
 from typing import Callable
 
 from agent.chat import subagents
+from agent.config import load_settings
 from agent.llm import make_provider
 from agent.serve.channels.telegram import from_environment as channel_from_environment
 from agent.serve.lock import ServeLock
@@ -68,7 +69,8 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
     handlers = _setup_logging(vault)
     try:
         clock = clock or clock_now
-        server = Server(vault, make_provider(eager=True), clock=clock, tick=tick)
+        server = Server(vault, make_provider(load_settings(vault.root), eager=True), clock=clock,
+                        tick=tick)
         start = clock()
         server.watching_since = start
         server.reload(start, first=True)     # a corrupt cron.json is reported; the rest runs

@@ -1,0 +1,128 @@
+"""The `[providers.<name>]` tables of agent.toml: which services answer for a model
+named `<provider>/<model>` (a pydantic model checks each table), and the built-in two
+that need no table.
+
+    [providers.local]
+    api = "openai"                       # OpenAI-compatible chat completions
+    base_url = "http://127.0.0.1:11434/v1"
+    key_env = ""                         # no key; else the environment variable's name
+    context_window = 32768               # tokens, for every model of this provider
+    context_windows = { "qwen3:8b" = 40960 }   # or per model
+
+A key is never a setting: agent.toml is synced, and a key in it would sit in every
+clone's history. Only the name of the variable that holds it is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+from urllib.parse import urlsplit
+
+BUILTIN = ("anthropic", "openai")
+ANTHROPIC_WINDOW = 200_000
+OPENAI_WINDOW = 128_000
+LOCAL_WINDOW = 32_768
+# The key variables the built-in providers read, and the only hosts they are sent to
+# (besides this machine): a synced agent.toml must not point them at a stranger's server.
+VENDOR_KEYS = {"ANTHROPIC_API_KEY": "api.anthropic.com", "OPENAI_API_KEY": "api.openai.com"}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+_KEY_ENV = re.compile(r"^[A-Z][A-Z0-9_]*(KEY|TOKEN)$")
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+_MODEL = None
+
+
+def table_model():
+    """The pydantic model of one `[providers.NAME]` table (made at the first check:
+    pydantic is not loaded by a command whose settings were found sound before)."""
+    global _MODEL
+    if _MODEL is None:
+        from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+        class ProviderTable(BaseModel):
+            model_config = ConfigDict(extra="forbid")
+
+            api: Literal["openai", "anthropic"] = "openai"
+            base_url: StrictStr | None = Field(default=None, pattern=r"^https?://[^/\s]+")
+            key_env: StrictStr | None = None
+            context_window: StrictInt | None = Field(default=None, ge=1000)
+            context_windows: dict[str, StrictInt] = {}
+            json_schema: bool = True   # false: the server has no response_format json_schema
+        _MODEL = ProviderTable
+    return _MODEL
+
+
+def is_loopback(url: str | None) -> bool:
+    return bool(url) and (urlsplit(url).hostname or "") in LOOPBACK
+
+
+def _where(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _why(err: dict) -> str:
+    kind, value = err["type"], err.get("input")
+    if kind == "extra_forbidden":
+        return "is not a setting of a provider (api, base_url, key_env, context_window, " \
+               "context_windows, json_schema)"
+    if kind == "literal_error":
+        return f"must be \"openai\" or \"anthropic\", not {value!r}"
+    if kind == "string_pattern_mismatch":
+        return f"must be an http(s) address such as \"http://127.0.0.1:11434/v1\", not {value!r}"
+    if kind == "greater_than_equal":
+        return f"must be at least 1000 tokens, not {value!r}"
+    if kind in ("int_type", "int_parsing"):
+        return f"must be a whole number of tokens, not {value!r}"
+    return err["msg"].lower()
+
+
+def problems(section) -> list[str]:
+    """What is wrong with agent.toml's `[providers]` tables, each naming its key."""
+    if not isinstance(section, dict):
+        return ["[providers] must hold tables, as in [providers.local]"]
+    out = []
+    for name, table in section.items():
+        at = f"providers.{name}"
+        secret = [k for k in (table if isinstance(table, dict) else {}) if k != "key_env"
+                  and re.search(r"key$|token|secret|password", str(k), re.IGNORECASE)]
+        for k in secret:
+            out.append(f"{at}.{k}: a key is a secret and is never read from agent.toml (it is "
+                       f"synced with the vault); remove the line, set key_env = \"NAME_OF_"
+                       f"VARIABLE\" and export the key in that variable")
+        if secret:
+            continue
+        if not _NAME.match(str(name)):
+            out.append(f"[{at}]: a provider's name is lower-case letters, digits, - and _ "
+                       f"(it is the part before / in a model's name)")
+            continue
+        if not isinstance(table, dict):
+            out.append(f"[{at}] must be a table of settings")
+            continue
+        from pydantic import ValidationError
+        try:
+            t = table_model().model_validate(table)
+        except ValidationError as e:
+            out.extend(f"{at}.{_where(err['loc'])} {_why(err)}" for err in e.errors())
+            continue
+        out.extend(_key_problems(at, name, t))
+    return out
+
+
+def _key_problems(at: str, name: str, t) -> list[str]:
+    env = t.key_env
+    if env is None and name in BUILTIN:         # the built-in provider's own variable
+        env = f"{name.upper()}_API_KEY"
+    if env is None or env == "":
+        return []
+    if not _KEY_ENV.match(env):
+        return [f"{at}.key_env names the environment variable holding the key, which must "
+                f"end in KEY or TOKEN (as OPENROUTER_API_KEY), not {env!r}"]
+    host = VENDOR_KEYS.get(env)
+    url = t.base_url
+    if host and url and not is_loopback(url) and urlsplit(url).hostname != host:
+        return [f"{at}: ${env} is sent only to {host} or this machine, not to "
+                f"{urlsplit(url).hostname}; give this provider a variable of its own "
+                f"(key_env = \"{name.upper().replace('-', '_')}_API_KEY\")"]
+    return []
