@@ -47,10 +47,10 @@ EXTRA: tuple[tuple[str, str], ...] = (
     ("jwt", r"\beyJ[A-Za-z0-9_\-=]+\.eyJ[A-Za-z0-9_\-=]+\.[A-Za-z0-9_\-+/=]*"),
     # An AWS secret access key (40 characters of base64) written near its key id, or
     # after a word saying what it is; the library knows it only quoted after `aws...key`.
-    ("aws", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+])"
-            r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
-    ("aws", r"(?i:secret[_ ]?(?:access[_ ]?)?key|aws[_ ]?secret)[\"' ]{0,2}[:=]?[\"' ]{0,2}"
-            r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
+    ("aws", (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+])"
+             r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")),
+    ("aws", (r"(?i:secret[_ ]?(?:access[_ ]?)?key|aws[_ ]?secret)[\"' ]{0,2}[:=]?[\"' ]{0,2}"
+             r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")),
 )
 
 # What the door decodes before it matches, so a key cannot pass by being written

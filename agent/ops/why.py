@@ -401,8 +401,8 @@ def _describe(s: Step) -> list[str]:
     if s.kind == "review":
         prop = s.source.get("proposal") or {}
         return [f"a review decision from another clone; {theirs}",
-                f"it says it accepted proposal {prop.get('n')} of the dream over archive "
-                f"{s.source.get('run')}"] + _evidence(s.source)
+                (f"it says it accepted proposal {prop.get('n')} of the dream over archive "
+                 f"{s.source.get('run')}")] + _evidence(s.source)
     return _describe_here(s) + [theirs[0].upper() + theirs[1:]]
 
 
@@ -426,11 +426,11 @@ def _describe_here(s: Step) -> list[str]:
         return [f"remember from the MCP client {src.get('client')} (tool {src.get('tool')})."]
     if s.kind == "review":
         prop = src.get("proposal") or {}
-        lines = [f"accepted in review by {src.get('reviewer')}{where} "
-                 f"({_date(str(src.get('accepted') or ''))}): "
-                 f"proposal {prop.get('n')} of the dream over archive {src.get('run')} "
-                 f"(branch dream/{str(src.get('run') or '').replace('..', '-')}, proposed "
-                 f"{_date(str(prop.get('at') or ''))})"]
+        lines = [(f"accepted in review by {src.get('reviewer')}{where} "
+                  f"({_date(str(src.get('accepted') or ''))}): "
+                  f"proposal {prop.get('n')} of the dream over archive {src.get('run')} "
+                  f"(branch dream/{str(src.get('run') or '').replace('..', '-')}, proposed "
+                  f"{_date(str(prop.get('at') or ''))})")]
         if prop.get("edited") and prop.get("proposed"):
             lines.append(f"edited in review; the dream proposed: {prop['proposed']}")
         return lines + _evidence(src)

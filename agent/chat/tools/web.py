@@ -172,7 +172,7 @@ def _address(host: str, port: int, deadline: _Deadline, allow_private: bool) -> 
 
 # A user name or password before the host (`scheme://user:pw@host`), as urlsplit reads it:
 # everything up to the last @ before the path.
-_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)[^/?#]*@", re.S)
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)[^/?#]*@", re.DOTALL)
 
 
 def fetch(url: str, *, timeout: float, max_bytes: int, allow_private: bool) -> Page:
