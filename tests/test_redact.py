@@ -182,3 +182,18 @@ def test_a_synced_transcript_line_passes_the_filter_on_its_way_to_the_model(
     sent = sent_text(fake_anthropic, 1)
     assert "my key: [secret:anthropic]" in sent
     assert ANTHROPIC[30:] not in sent and "Zq7_Zq7_Zq7_Zq7_" not in sent
+
+
+def test_a_write_says_which_secrets_it_kept_out(vault):
+    """Each write returns the kinds of secret the filter took out, for the front-end to
+    tell; the file and the history hold the placeholder, never the key."""
+    from agent.vault.change import Change
+
+    with vault.locked():
+        written = vault.write_text("notes.md", f"token {GITHUB}\n")
+        appended = vault.append_line("notes.md", f"and {AWS}")
+        clean = vault.write_text("plain.md", "nothing secret here\n")
+        vault.commit(Change("note", "notes"))
+    assert (written, appended, clean) == (["github"], ["aws"], [])
+    assert "[secret:github]" in (vault.root / "notes.md").read_text()
+    assert GITHUB not in history(vault) and AWS not in history(vault)

@@ -38,7 +38,7 @@ def sync_cmd(ctx, remote, no_push, as_json):
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return
-    click.echo("\n".join(getattr(result, "forgotten", []) + [result.line()]))
+    click.echo("\n".join(result.forgotten + [result.line()]))
     if result.held_line():
         click.echo(result.held_line())
     for line in result.refused_lines():
@@ -46,7 +46,7 @@ def sync_cmd(ctx, remote, no_push, as_json):
     for path in result.kept_both:
         click.echo(f"  kept both versions of {path}", err=True)
     if before is None or vault.head_from_files() != before:
-        from agent.chat.mcp.client import lapsed
+        from agent.chat.mcp_client.client import lapsed
         for line in lapsed(vault):
             click.echo(line, err=True)
 

@@ -28,10 +28,15 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
+from agent.oneline import shorten
 from agent.errors import UserError
 from agent.stores import archive, ledger, memory, sessions
 from agent.vault import history as lineage
 from agent.vault.change import CLIENT, REVERTS, REVIEWER, RUN, SESSION, TOOL, TURN
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 FILES = memory.MEMORY_FILES
 MAX_STEPS = 12
@@ -101,7 +106,7 @@ def score(query: str, line: str) -> float:
     return 0.7 * recall + 0.3 * ratio
 
 
-def candidates(vault, query: str) -> list[Candidate]:
+def candidates(vault: Vault, query: str) -> list[Candidate]:
     out = []
     from agent.fs import safe
     for rel in FILES:
@@ -121,7 +126,7 @@ def candidates(vault, query: str) -> list[Candidate]:
 # ---- the story ------------------------------------------------------------------------
 
 
-def explain(vault, text: str) -> Story:
+def explain(vault: Vault, text: str) -> Story:
     """The story of the line of MEMORY.md or USER.md that best matches `text`."""
     query = " ".join(text.split())
     if not query:
@@ -137,19 +142,9 @@ def explain(vault, text: str) -> Story:
     return Story(query, match, steps, found[1:4])
 
 
-def made_here(vault) -> set[str]:
-    """The commits this machine made: the new values of HEAD's reflog entries for a
-    commit (`commit: ...`, written by the agent's commits and by git's own). A sync's
-    fast-forward, checkout or pull records the remote's tip under another message,
-    so nothing a remote sends is counted."""
-    out = vault.git("reflog", "show", "--format=%H%x00%gs", "HEAD", "--", check=False)
-    return {sha for sha, _, msg in (row.partition("\0") for row in out.splitlines())
-            if msg.startswith("commit")}
-
-
-def walk(vault, rel: str, line: int, text: str) -> list[Step]:
+def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
     agent_email = vault.agent_identity().email
-    here, host = made_here(vault), vault.host()
+    here, host = lineage.made_here(vault), vault.host()
     lineage.ensure_path_filters(vault)
     steps: list[Step] = []
     rev = None                       # the work tree first: an uncommitted hand edit shows
@@ -209,7 +204,7 @@ def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
             "import": "import"}.get(k, k or "commit")
 
 
-def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
+def _step(vault: Vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
     kind = _kind(c, agent_email)
     step = Step(c.sha, kind, c.author, c.email, c.date, c.subject, rel, line, text)
     if kind == "chat turn":
@@ -231,7 +226,7 @@ def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
     return step
 
 
-def _merge_step(vault, merge: str, original, rel: str, line: int, text: str) -> Step:
+def _merge_step(vault: Vault, merge: str, original, rel: str, line: int, text: str) -> Step:
     m = lineage.commit_record(vault, merge)
     return Step(m.sha, "sync merge", m.author, m.email, m.date, m.subject, rel, line, text,
                 {"merged": original.sha, "note": f"brought in from another clone, where "
@@ -242,11 +237,10 @@ def _merge_step(vault, merge: str, original, rel: str, line: int, text: str) -> 
 
 
 def _short(text: str, limit: int = SHORT) -> str:
-    one = " ".join(str(text).split())
-    return one if len(one) <= limit else one[:limit - 3].rstrip() + "..."
+    return shorten(text, limit)
 
 
-def _turn_source(vault, c, text: str) -> dict:
+def _turn_source(vault: Vault, c, text: str) -> dict:
     session, turn = c.trailers.get(SESSION, ""), c.trailers.get(TURN, "")
     source = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
     files = [p for p in lineage.changed_paths(vault, c.sha)
@@ -285,7 +279,7 @@ def _run_of(c) -> tuple[str | None, int | None, int | None]:
     return f"{m.group(1)}..{m.group(2)}", int(m.group(1)), int(m.group(2))
 
 
-def _dream_source(vault, c, rel: str, text: str) -> dict:
+def _dream_source(vault: Vault, c, rel: str, text: str) -> dict:
     run, first, through = _run_of(c)
     rec = ledger.for_line(vault.root, run, rel, text)
     source: dict = {"run": run}
@@ -306,7 +300,7 @@ def _dream_source(vault, c, rel: str, text: str) -> dict:
     return source
 
 
-def _review_source(vault, c, rel: str, text: str) -> dict:
+def _review_source(vault: Vault, c, rel: str, text: str) -> dict:
     """A line a person accepted in `agent review`: who and when, the proposal, and the
     dream run's evidence behind it (from the ledger's proposal and decision records)."""
     run = c.trailers.get(RUN, "").strip() or None
@@ -338,7 +332,7 @@ def _review_source(vault, c, rel: str, text: str) -> dict:
     return source
 
 
-def _entry(vault, entry_id: int) -> dict:
+def _entry(vault: Vault, entry_id: int) -> dict:
     from agent.dream import prompts
     rel = archive.find(vault.root, entry_id)
     if rel is None:
