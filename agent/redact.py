@@ -25,6 +25,7 @@ whole JWT (the library's pattern stops before the signature).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -44,7 +45,20 @@ EXTRA: tuple[tuple[str, str], ...] = (
     ("github", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
     # The library's JWT regex ends lazily (`*?`): alone it leaves the signature behind.
     ("jwt", r"\beyJ[A-Za-z0-9_\-=]+\.eyJ[A-Za-z0-9_\-=]+\.[A-Za-z0-9_\-+/=]*"),
+    # An AWS secret access key (40 characters of base64) written near its key id, or
+    # after a word saying what it is; the library knows it only quoted after `aws...key`.
+    ("aws", (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+])"
+             r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")),
+    ("aws", (r"(?i:secret[_ ]?(?:access[_ ]?)?key|aws[_ ]?secret)[\"' ]{0,2}[:=]?[\"' ]{0,2}"
+             r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")),
 )
+
+# What the door decodes before it matches, so a key cannot pass by being written
+# differently: a JSON escape (`\u002d`), a URL escape (`%2D`), and a line break inside
+# a run of key characters (a key wrapped or split over lines, raw or as JSON's `\n`).
+_KEYCHAR = r"[A-Za-z0-9_\-+/=]"
+_ENCODED = re.compile(r"\\u([0-9A-Fa-f]{4})|%([0-9A-Fa-f]{2})"
+                      rf"|(?<={_KEYCHAR}{{8}})(?:\r?\n|(?:\\r)?\\n)[ \t]*(?={_KEYCHAR}{{8}})")
 
 # detect-secrets' secret types, by the short kind a person reads in `[secret:KIND]`.
 KINDS = {
@@ -115,7 +129,55 @@ def patterns() -> tuple[tuple[str, re.Pattern], ...]:
     return tuple(out)
 
 
+def _decoded(text: str) -> tuple[str, list[tuple[int, int, int, int]]] | None:
+    """`text` decoded (see _ENCODED), and each escape's place: (start in the decoded
+    text, characters it decoded to (1, or 0 for a line break), start in `text`, end in
+    `text`); None when there is nothing to decode."""
+    pieces, marks, at, out_len = [], [], 0, 0
+    for m in _ENCODED.finditer(text):
+        plain = text[at:m.start()]
+        code = m.group(1) or m.group(2)
+        char = chr(int(code, 16)) if code else ""
+        pieces += [plain, char]
+        out_len += len(plain)
+        marks.append((out_len, len(char), m.start(), m.end()))
+        out_len += len(char)
+        at = m.end()
+    if not marks:
+        return None
+    pieces.append(text[at:])
+    return "".join(pieces), marks
+
+
+def _source(marks, starts: list[int], pos: int) -> tuple[int, int]:
+    """Where the character at `pos` of the decoded text came from in the original."""
+    i = bisect.bisect_right(starts, pos) - 1
+    if i < 0:
+        return pos, pos + 1
+    out_at, width, src, src_end = marks[i]
+    if pos < out_at + width:
+        return src, src_end                   # the escape itself
+    at = src_end + pos - out_at - width
+    return at, at + 1
+
+
 def _spans(text: str) -> list[tuple[int, int, str]]:
+    """Where the secrets of `text` are, as written or once decoded: (start, end, kind),
+    not overlapping."""
+    found = _raw_spans(text)
+    decoded = _decoded(text)
+    if decoded is None:
+        return found
+    plain, marks = decoded
+    starts = [m[0] for m in marks]
+    for start, end, kind in _raw_spans(plain):
+        start, end = _source(marks, starts, start)[0], _source(marks, starts, end - 1)[1]
+        if not any(s < end and start < e for s, e, _ in found):
+            found.append((start, end, kind))
+    return sorted(found)
+
+
+def _raw_spans(text: str) -> list[tuple[int, int, str]]:
     """Where the secrets of `text` are: (start, end, kind), not overlapping."""
     found: list[tuple[int, int, str]] = []
     for kind, rx in patterns():

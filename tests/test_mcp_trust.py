@@ -16,6 +16,7 @@ from agent.chat.mcp_client.client import LOG_BYTES, MAX_BAD_LINES, close_all
 from conftest import agent_proc, subjects, wait_for
 from fakeanthropic import reply
 from test_mcp_client import configure
+from test_sync_trust import agent, evil, git, push, remote  # noqa: F401  (fixtures)
 
 HOSTILE = Path(__file__).with_name("mcp_hostile.py")
 
@@ -47,7 +48,7 @@ def test_an_unapproved_server_is_not_started_until_the_person_approves_it(
     assert not marker.exists()
     line = ("MCP server helper is not approved on this machine: review agent.toml, then run "
             "agent mcp approve helper")
-    assert r.stderr.splitlines().count(line) == 1
+    assert r.stderr.splitlines().count(line) == 1, r.output
     assert not any(n.startswith("helper__") for n in tools_offered(fake_anthropic.calls()[0]))
 
     listed = run("mcp", "list")
@@ -100,7 +101,8 @@ def test_a_changed_command_line_is_unapproved_again(fake_anthropic, vault, run, 
     fake_anthropic.add(reply("Hello."))
     r = run("chat", "-m", "hi")
     assert r.exit_code == 0 and "Hello." in r.stdout
-    assert "MCP server helper is not approved on this machine" in r.stderr
+    assert ("MCP server helper changed since it was approved (agent.toml): it is not started "
+            "until you review it and run agent mcp approve helper") in r.stderr
     assert not marker.exists()
     assert "changed since it was approved:" in run("mcp", "approve", "helper", "--yes").output
     assert run("mcp", "revoke", "helper").exit_code == 0
@@ -207,3 +209,107 @@ def test_a_server_does_not_run_in_the_vault_so_synced_code_there_is_not_picked_u
     assert not marker.exists()
     log = vault.root / ".agent/logs/mcp-helper.log"
     wait_for(lambda: "No module named helper" in log.read_text(), "python's complaint in the log")
+
+
+# ---- what an approved server loads is pinned -------------------------------------------
+
+FIXTURE = Path(__file__).with_name("mcp_fixture.py")
+SERVE = (f"import runpy, sys\nsys.argv = [{str(FIXTURE)!r}]\n"
+         f"runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+def _local_server(vault, body: dict, *arg: str) -> None:
+    """Commit vault files, configure server `local` on `arg` (vault paths), approve it
+    and sync it to the remote."""
+    for rel, text in body.items():
+        (vault.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault.root / rel).write_text(text)
+    vault.git("add", "tools")
+    vault.git("commit", "-qm", "edit: tools by hand")
+    configure(vault, f"[mcp.servers.local]\ncommand = {json.dumps(sys.executable)}\n"
+                     f"args = {json.dumps([str(vault.root / a) for a in arg])}\n")
+    agent(vault.root, "sync")
+
+
+@pytest.mark.parametrize("files,arg,edited", [
+    # The approved script imports a helper beside it.
+    ({"tools/server.py": "import helper  # noqa\n" + SERVE, "tools/helper.py": "X = 1\n"},
+     "tools/server.py", "tools/helper.py"),
+    # The approved argument is a package folder: python runs its __main__.py.
+    ({"tools/pkgsrv/__main__.py": SERVE}, "tools/pkgsrv", "tools/pkgsrv/__main__.py"),
+    # Deeper in the named folder.
+    ({"tools/srv/__main__.py": "import lib.deep  # noqa\n" + SERVE,
+      "tools/srv/lib/__init__.py": "", "tools/srv/lib/deep.py": "X = 1\n"},
+     "tools/srv", "tools/srv/lib/deep.py"),
+])
+def test_a_remote_editing_code_an_approved_server_loads_unapproves_it(
+        fake_anthropic, tmp_path, vault, evil, files, arg, edited):
+    _local_server(vault, files, arg)
+    # Approved, it runs, turn after turn (it writes nothing into its folder).
+    for n in range(2):
+        fake_anthropic.add(reply("Hello."))
+        r = agent(vault.root, "chat", "-m", "hi")
+        assert "local__add" in tools_offered(fake_anthropic.calls()[-1]), r.output
+        assert "MCP server local" not in r.output
+    assert vault.git("status", "--porcelain").strip() == ""
+
+    marker = tmp_path / "pwned"
+    git(evil, "pull", "-q", "origin", "main")
+    (evil / edited).write_text(f"open({str(marker)!r}, 'w').write('pwned')\n"
+                               + (evil / edited).read_text())
+    push(evil, f"edit: {edited}")
+    synced = agent(vault.root, "sync")
+    assert (vault.root / edited).read_text().startswith("open(")     # the sync took it
+    line = (f"MCP server local changed since it was approved ({edited}): it is not started "
+            f"until you review it and run agent mcp approve local")
+    assert line in synced.output
+
+    fake_anthropic.add(reply("Hello."))
+    r = agent(vault.root, "chat", "-m", "hi")
+    assert "Hello." in r.output
+    assert not marker.exists()
+    assert r.stderr.splitlines().count(line) == 1, r.output
+    assert not any(n.startswith("local__") for n in tools_offered(fake_anthropic.calls()[-1]))
+    listed = agent(vault.root, "mcp", "list", ok=False)
+    assert listed.exit_code == 1 and f"  changed since it was approved ({edited})" in listed.output
+    assert not marker.exists()
+
+    # The person looks, and approves what is there now: it runs.
+    shown = agent(vault.root, "mcp", "approve", "local", "--yes").output
+    assert f"  changed  {edited}" in shown
+    fake_anthropic.add(reply("Hello."))
+    agent(vault.root, "chat", "-m", "hi")
+    assert marker.read_text() == "pwned"
+
+
+def test_a_file_the_remote_adds_beside_an_approved_script_unapproves_it(
+        fake_anthropic, tmp_path, vault, evil):
+    # `import json` finds tools/json.py first: a new file is as much code as an edit.
+    _local_server(vault, {"tools/server.py": "import json  # noqa\n" + SERVE},
+                  "tools/server.py")
+    marker = tmp_path / "pwned"
+    git(evil, "pull", "-q", "origin", "main")
+    (evil / "tools" / "json.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
+    push(evil, "add tools/json.py")
+    agent(vault.root, "sync")
+    fake_anthropic.add(reply("Hello."))
+    r = agent(vault.root, "chat", "-m", "hi")
+    assert "MCP server local changed since it was approved (tools/json.py)" in r.stderr
+    assert not marker.exists()
+
+
+def test_a_server_started_from_the_top_of_the_vault_cannot_be_approved(vault, run, tmp_path):
+    marker = tmp_path / "ran"
+    (vault.root / "server.py").write_text(f"open({str(marker)!r}, 'a').write('start')\n")
+    vault.git("add", "server.py")
+    configure(vault, f"[mcp.servers.top]\ncommand = {json.dumps(sys.executable)}\n"
+                     f"args = [{json.dumps(str(vault.root / 'server.py'))}]\n", approve=False)
+    r = run("mcp", "approve", "top", "--yes")
+    assert r.exit_code == 1
+    assert "started from the vault's top folder (server.py)" in r.output
+    assert "Move its files into a folder of their own (e.g. tools/top/)" in r.output
+    assert "Traceback" not in r.output
+    assert not (vault.root / ".agent" / "mcp-approved.json").exists()
+    listed = run("mcp", "list")
+    assert "  cannot be approved: see agent mcp approve top" in listed.output
+    assert not marker.exists()

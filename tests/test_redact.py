@@ -8,6 +8,7 @@ import json
 import pytest
 
 from fakeanthropic import reply, text, tool_use
+from test_sync_trust import evil, remote  # noqa: F401  (fixtures)
 
 ANTHROPIC = "sk-ant-api03-" + "Zq7_" * 20 + "AA"
 AWS = "AKIAIOSFODNN7EXAMPLE"
@@ -119,6 +120,68 @@ def test_a_person_on_a_channel_hears_what_was_kept_out(fake_anthropic, vault):
     assert ANTHROPIC not in json.dumps(fake_anthropic.calls()[0].body)
     assert ANTHROPIC not in history(vault)
     assert conv.drain(10)
+
+
+# ---- every request passes the filter, whatever wrote the file ---------------------------
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+SPLIT = ANTHROPIC[:30] + "\n" + ANTHROPIC[30:]          # wrapped over two lines
+
+
+def sent_text(fake_anthropic, n=0) -> str:
+    """Request `n` as the model reads it: JSON escapes decoded."""
+    body = fake_anthropic.calls()[n].body
+    return json.dumps(body, ensure_ascii=False) + "\n" + str(body)
+
+
+def test_a_key_typed_into_user_md_by_hand_does_not_reach_the_model(fake_anthropic, vault, run):
+    # Typed by hand, never through the agent's door: system-prompt files are filtered
+    # as they go into the request.
+    with open(vault.root / "USER.md", "a") as f:
+        f.write(f"\n- My AWS login: aws {AWS} secret {AWS_SECRET}\n- GitHub {GITHUB}\n")
+    (vault.root / "AGENTS.md").write_text((vault.root / "AGENTS.md").read_text()
+                                          + f"\nDeploy with {SPLIT} please.\n")
+    fake_anthropic.add(reply("Hello."))
+    assert run("chat", "-m", "hi").exit_code == 0
+    sent = sent_text(fake_anthropic)
+    for secret in (AWS, AWS_SECRET, GITHUB, ANTHROPIC[:30], ANTHROPIC[30:]):
+        assert secret not in sent
+    assert "- My AWS login: aws [secret:aws] secret [secret:aws]" in sent
+    assert "Deploy with [secret:anthropic] please." in sent
+    # The person's file is theirs: left as they typed it.
+    assert AWS_SECRET in (vault.root / "USER.md").read_text()
+
+
+@pytest.mark.parametrize("written", [
+    SPLIT,                                             # split over lines
+    ANTHROPIC.replace("-", "%2D"),                     # URL-encoded
+    "\\u0073k\\u002dant\\u002dapi03\\u002d" + ANTHROPIC[13:],   # JSON escapes, in the file
+])
+def test_a_synced_transcript_line_passes_the_filter_on_its_way_to_the_model(
+        fake_anthropic, vault, run, evil, written):
+    from test_sync_trust import git, push
+    # The remote writes a transcript line the agent never filtered: in the session the
+    # person then continues here.
+    fake_anthropic.add(reply("Hello."))
+    assert run("chat", "-m", "hi").exit_code == 0
+    assert run("sync").exit_code == 0
+    git(evil, "pull", "-q", "origin", "main")
+    [rel] = [p.relative_to(evil) for p in (evil / "sessions").rglob("*.jsonl")]
+    line = json.loads((evil / rel).read_text().splitlines()[-1])
+    line.update({"id": "x-1", "role": "user", "turn": line.get("turn", 1) + 1,
+                 "content": "PLACEHOLDER"})
+    raw = json.dumps(line).replace("PLACEHOLDER", "my key: " + written.replace("\n", "\\n"))
+    with open(evil / rel, "a") as f:
+        f.write(raw + "\n")
+    push(evil, "chat: a line from elsewhere")
+    assert run("sync").exit_code == 0
+    assert "my key: " in (vault.root / rel).read_text()
+
+    fake_anthropic.add(reply("Hello again."))
+    assert run("chat", "-m", "and now?").exit_code == 0
+    sent = sent_text(fake_anthropic, 1)
+    assert "my key: [secret:anthropic]" in sent
+    assert ANTHROPIC[30:] not in sent and "Zq7_Zq7_Zq7_Zq7_" not in sent
 
 
 def test_a_write_says_which_secrets_it_kept_out(vault):

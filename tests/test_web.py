@@ -257,3 +257,25 @@ def test_a_private_port_open_or_closed_gives_the_model_the_same_answer(vault):
         closed.close()
     assert said[0] == said[2] and said[1] == said[3], said
     assert "private or loopback address" in said[0] and "allow_private" in said[0]
+
+
+def test_a_nul_path_and_a_url_with_a_password_are_clear_tool_errors(fake_anthropic, vault, run):
+    # What the model sends is bad input, not a bug: one clear error each, nothing logged,
+    # and the password is neither sent back to the model nor kept in the transcript.
+    password = "hunter2-Xq9"
+    fake_anthropic.add(reply(tool_use("read_file", {"path": "MEMORY.md\x00.png"}),
+                             tool_use("web_fetch", {"url": f"http://ana:{password}@example.org/"}),
+                             tool_use("web_fetch", {"url": "http://[::1/"})),
+                       reply("Sorry."))
+    r = run("chat", "-m", "look")
+    assert r.exit_code == 0, r.output
+    results = fake_anthropic.calls()[1].body["messages"][-1]["content"]
+    assert [x["is_error"] for x in results] == [True, True, True]
+    assert results[0]["content"].endswith(": a path cannot hold a NUL byte; give a path "
+                                          "relative to the vault, for example MEMORY.md.")
+    assert results[1]["content"] == ("http://***@example.org/: URLs with a user name or "
+                                     "password are refused; give the address without them.")
+    assert results[2]["content"] == "http://[::1/: not a valid URL (Invalid IPv6 URL)."
+    assert not (vault.root / ".agent" / "logs" / "tools.log").exists()
+    assert "Traceback" not in r.output
+    assert password not in vault.git("log", "-p", "--all")

@@ -150,9 +150,14 @@ def transcript(messages: list[dict]) -> str:
 
 
 def summarise(provider: Provider, models: list[str], session: str, part: list[dict],
-              max_tokens: int):
-    """(topic, summary, importance, model used, usage) for `part`; CompactError on failure."""
+              max_tokens: int, root=None):
+    """(topic, summary, importance, model used, usage) for `part`; CompactError on failure.
+    With the vault's `root`, the request passes the secret filter (a synced transcript
+    never did)."""
     body = f"Session: {session}\n\n<conversation>\n{transcript(part)}\n</conversation>"
+    if root is not None:
+        from agent import redact
+        body = redact.door(root, body)[0]
     try:
         msg = provider.create(
             models, max_tokens=max_tokens, system=SYSTEM,
@@ -257,7 +262,7 @@ def compact_session(vault: Vault, provider: Provider, session: str, now: datetim
         return None
     n = len(part)
     topic, summary, importance, used, usage = summarise(
-        provider, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS)
+        provider, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS, vault.root)
 
     with vault.locked():
         # Another process may have compacted this window meanwhile.
@@ -493,7 +498,8 @@ def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetim
         nxt = None
     if part:
         topic, summary, importance, used, usage = summarise(
-            provider, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS)
+            provider, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS,
+            vault.root)
     with vault.locked():
         again = window.last_marker(vault.root, key=session)
         if again is None or again[1:] != (rel, off):

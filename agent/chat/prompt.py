@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from agent import redact
 from agent.stores import memory
 from agent.stores import sessions
 from agent.stores.window import read_window
@@ -370,6 +371,10 @@ def build(vault: Vault, session: str, text: str, now: datetime, *, retrieval: bo
         messages[-1]["content"].extend(user_blocks)
     else:
         messages.append({"role": "user", "content": user_blocks})
+    if redact.enabled(vault.root):
+        # What the agent wrote passed the filter then; what a person typed into USER.md
+        # or a sync brought in (a transcript, a note) did not: the request passes it.
+        system, messages = redact.scrub_value(system), redact.scrub_value(messages)
     return Prompt(system, messages, w.messages, w.files, w.last_turn, hits, warnings,
                   trimmed, window_budget)
 

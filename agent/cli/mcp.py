@@ -61,8 +61,9 @@ def approve_cmd(name, yes):
     """Let agent chat and agent serve start MCP server NAME on this machine.
 
     Shows the exact command line (command, args, environment variable names, folder,
-    and the vault files it names) and asks first. The approval is kept in .agent/
-    (never in git); if the command line changes, the server is unapproved again.
+    and the vault folders it can load code from) and asks first. The approval is kept
+    in .agent/ (never in git); if the command line or any file in those folders
+    changes (by a sync, say), the server is unapproved again.
     """
     from agent.chat.mcp_client import approval
     from agent.chat.mcp_client.client import find
@@ -77,6 +78,10 @@ def approve_cmd(name, yes):
                + (", changed since it was approved:" if state == "changed" else ":"))
     for line in approval.describe(vault.root, c):
         click.echo(line)
+    if state == "changed" and approval.changes(vault.root, c):
+        click.echo(f"  changed  {', '.join(approval.changes(vault.root, c))}")
+    if state == "unpinnable":
+        raise click.ClickException(f"{name} is not approved.")
     if not yes and not click.confirm("Start it, outside the sandbox, whenever agent chat or "
                                      "agent serve runs?", default=False):
         raise click.ClickException(f"{name} is not approved.")

@@ -11,6 +11,13 @@ step per version of the line:
   it covers; for a hand edit, the person; for a sync merge, the clone's commit merged;
 - then the version before it, if that commit changed a line rather than added one.
 
+What a commit says of itself (its author, its trailers: `Reviewer:`, `Session:`) is the
+word of the clone that made it, and a remote can write anything there. So each step
+says whether this machine made the commit, by git's own local record of it (HEAD's
+reflog: never synced, never pushed): a review decision or a hand edit made here is
+named by its author and this machine's host; one that came from another clone is
+marked as such, its names shown as that clone's word.
+
 Git walking is in `agent.vault.history`; this module tells the story.
 """
 
@@ -62,6 +69,8 @@ class Step:
     line: int
     text: str                # the line as this step wrote it
     source: dict = field(default_factory=dict)
+    here: bool = True        # made on this machine (False: came from another clone)
+    host: str = ""           # this machine's host, for a step made here
 
 
 @dataclass
@@ -136,6 +145,7 @@ def explain(vault: Vault, text: str) -> Story:
 
 def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
     agent_email = vault.agent_identity().email
+    here, host = lineage.made_here(vault), vault.host()
     lineage.ensure_path_filters(vault)
     steps: list[Step] = []
     rev = None                       # the work tree first: an uncommitted hand edit shows
@@ -157,6 +167,9 @@ def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
             if merge:
                 steps.append(_merge_step(vault, merge, c, blame.path, blame.line, text))
         step = _step(vault, c, blame.path, blame.line, text, agent_email)
+        if step.kind != "sync merge":
+            step.here = c.sha in here
+            step.host = host if step.here else ""
         steps.append(step)
         # The version before: the line this commit's hunk replaced, when it looks like it.
         parent = blame.previous or (c.parents[0] if c.parents else None)
@@ -304,6 +317,8 @@ def _review_source(vault: Vault, c, rel: str, text: str) -> dict:
     decided = next((r for r in reversed(records) if ledger.is_decision(r)
                     and r.get("decision") == "accepted" and r.get("run") == run
                     and r.get("file") == rel and str(r.get("line", "")).strip() == want), None)
+    # The Reviewer trailer first: the commit's own record (walk() says whose commit it
+    # is); the ledger is a synced file anyone may append a decision to.
     source: dict = {"run": run, "reviewer": c.trailers.get(REVIEWER, ""), "accepted": c.date}
     if decided is None:
         source.update({"exact": False, "archive_ids": [], "archive": [],
@@ -311,7 +326,7 @@ def _review_source(vault: Vault, c, rel: str, text: str) -> dict:
         return source
     proposal = ledger.proposal(records, run, decided.get("n")) or {}
     ids = [int(i) for i in proposal.get("archive", []) if str(i).isdigit()]
-    source.update({"reviewer": decided.get("by") or source["reviewer"],
+    source.update({"reviewer": source["reviewer"] or decided.get("by"),
                    "accepted": decided.get("at") or c.date,
                    "proposal": {"n": decided.get("n"), "op": proposal.get("op"),
                                 "proposed": proposal.get("line") or None,
@@ -368,6 +383,8 @@ def render(story: Story) -> str:
             out.append("")
             continue
         head = f"{label}: {s.sha[:7]} {_date(s.date)} by {s.author} <{s.email}>"
+        if not s.here:
+            head += ", from another clone"
         out.append(head)
         out.append(f"  {s.subject}")
         if n > 0 or s.text.strip() != m.text.strip():
@@ -378,9 +395,27 @@ def render(story: Story) -> str:
 
 
 def _describe(s: Step) -> list[str]:
-    src = s.source
+    if s.here:
+        return _describe_here(s)
+    theirs = (f"made on another clone, not on this machine: the names in its commit "
+              f"({s.author} <{s.email}>"
+              + (f", reviewer {s.source['reviewer']}" if s.source.get("reviewer") else "")
+              + ") are that clone's word.")
     if s.kind == "hand edit":
-        return [f"a hand edit: {s.author} wrote it."]
+        return [f"an edit from another clone; {theirs}"]
+    if s.kind == "review":
+        prop = s.source.get("proposal") or {}
+        return [f"a review decision from another clone; {theirs}",
+                (f"it says it accepted proposal {prop.get('n')} of the dream over archive "
+                 f"{s.source.get('run')}")] + _evidence(s.source)
+    return _describe_here(s) + [theirs[0].upper() + theirs[1:]]
+
+
+def _describe_here(s: Step) -> list[str]:
+    src = s.source
+    where = f" on this machine ({s.host})" if s.host else ""
+    if s.kind == "hand edit":
+        return [f"a hand edit: {s.author} wrote it{where}."]
     if s.kind == "chat turn":
         lines = [f"remember in a chat turn: session {src.get('session')}, turn {src.get('turn')}"
                  + (f" ({src['file']})" if src.get("file") else "")]
@@ -396,10 +431,11 @@ def _describe(s: Step) -> list[str]:
         return [f"remember from the MCP client {src.get('client')} (tool {src.get('tool')})."]
     if s.kind == "review":
         prop = src.get("proposal") or {}
-        lines = [f"accepted in review by {src.get('reviewer')} ({_date(str(src.get('accepted') or ''))}): "
-                 f"proposal {prop.get('n')} of the dream over archive {src.get('run')} "
-                 f"(branch dream/{str(src.get('run') or '').replace('..', '-')}, proposed "
-                 f"{_date(str(prop.get('at') or ''))})"]
+        lines = [(f"accepted in review by {src.get('reviewer')}{where} "
+                  f"({_date(str(src.get('accepted') or ''))}): "
+                  f"proposal {prop.get('n')} of the dream over archive {src.get('run')} "
+                  f"(branch dream/{str(src.get('run') or '').replace('..', '-')}, proposed "
+                  f"{_date(str(prop.get('at') or ''))})")]
         if prop.get("edited") and prop.get("proposed"):
             lines.append(f"edited in review; the dream proposed: {prop['proposed']}")
         return lines + _evidence(src)

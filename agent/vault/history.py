@@ -490,6 +490,16 @@ def hunk_at(vault: Vault, sha: str, parent: str | None, rel: str, new_line: int,
     return removed if inside else []
 
 
+def made_here(vault: Vault) -> set[str]:
+    """The commits this machine made: the new values of HEAD's reflog entries for a
+    commit (`commit: ...`, written by the agent's commits and by git's own). A sync's
+    fast-forward, checkout or pull records the remote's tip under another message,
+    so nothing a remote sends is counted."""
+    out = vault.git("reflog", "show", "--format=%H%x00%gs", "HEAD", "--", check=False)
+    return {sha for sha, _, msg in (row.partition("\0") for row in out.splitlines())
+            if msg.startswith("commit")}
+
+
 def merge_bringing(vault: Vault, sha: str, head: str = "HEAD") -> str | None:
     """The merge on HEAD's first-parent line that brought commit `sha` in, or None when
     `sha` is on that line itself (it was made here, not merged from another clone)."""

@@ -1,5 +1,5 @@
 """Which MCP servers the person approved on this machine: no server of agent.toml starts
-until its exact command line was approved once here.
+until what it would run was approved once here.
 
 agent.toml is a vault file, and a vault file may come from a synced remote, a hand edit
 on another machine or a restored backup; a server's command runs outside the sandbox
@@ -8,14 +8,20 @@ would run matches one the person approved with `agent mcp approve NAME`:
 
 - a stdio server: its command, args, the names of the environment variables passed
   through, the folder it runs in (`.agent/mcp/`, see server_cwd), and the content of
-  any vault file its command line names (a script in the vault edited by a sync asks
-  again);
+  every vault file it can load. A script does not run alone: `python tools/server.py`
+  imports `tools/helper.py`, `python tools/pkgsrv` runs `tools/pkgsrv/__main__.py`,
+  node requires what sits beside its script. So each vault path the command line names
+  pins a whole folder, recursively: the folder of a file, or the folder named. A sync
+  that changes any file there asks again, naming the file. The vault's top folder is
+  never pinned (every synced file would be within reach of the server, and the
+  approval would lapse at every turn): a server started from there is refused with the
+  fix (give it a folder of its own);
 - a streamable HTTP server: its url and header templates (a `${VAR}` in a header sends
   that variable's value to the url).
 
 The approvals live in `.agent/mcp-approved.json`: git-ignored, never committed or
-synced, local to this machine. A command line that changed since it was approved is
-unapproved again.
+synced, local to this machine. Each keeps the digest of every pinned file, so a server
+that changed says which file did.
 """
 
 from __future__ import annotations
@@ -27,11 +33,18 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.config.mcp_servers import ServerConfig
+from agent.errors import UserError
 from agent.fs import atomic, safe
 from agent.fs.offlimits import STATE_DIR, is_off_limits
 
 FILE = "mcp-approved.json"
-FILE_BYTES = safe.COMMIT_BYTES       # a script the command line names, hashed whole
+FILE_BYTES = safe.COMMIT_BYTES       # one pinned file, hashed whole
+MAX_FILES = 5000                     # files pinned for one server
+MAX_BYTES = 200 * 1024 * 1024        # their total size
+
+
+class Unpinnable(UserError):
+    """What a server can load cannot be pinned; the message names why and the fix."""
 
 
 def not_approved_line(name: str) -> str:
@@ -51,45 +64,142 @@ def server_cwd(root) -> Path:
     return Path(root) / STATE_DIR / "mcp"
 
 
+def _words(c: ServerConfig):
+    """The command line's words, and the value of each `--option=value`."""
+    for word in (c.command or "", *c.args):
+        yield word
+        if word.startswith("-") and "=" in word:
+            yield word.split("=", 1)[1]
+
+
 def vault_files(root, c: ServerConfig) -> list[str]:
-    """The vault files a stdio server's command line names (as vault paths)."""
+    """The vault paths (files and folders) a stdio server's command line names."""
     if c.url:
         return []
     base = os.path.abspath(root)
     cwd = str(server_cwd(base))
     out = []
-    for word in (c.command or "", *c.args):
+    for word in _words(c):
         if not word or "\0" in word:
             continue
         full = os.path.normpath(os.path.join(cwd, os.path.expanduser(word)))
-        if not full.startswith(base + os.sep) or not os.path.lexists(full):
+        if full != base and not full.startswith(base + os.sep):
+            continue
+        if not os.path.lexists(full):
             continue
         rel = os.path.relpath(full, base).replace(os.sep, "/")
-        if is_off_limits(rel) or (os.path.isdir(full) and not os.path.islink(full)):
+        if is_off_limits(rel):
             continue
         if rel not in out:
             out.append(rel)
     return out
 
 
+def pinned_folders(root, c: ServerConfig) -> list[str]:
+    """The vault folders whose every file the approval covers: the folder of each named
+    file and each named folder (outermost only). Unpinnable for the vault's top."""
+    base = os.path.abspath(root)
+    folders = []
+    for rel in vault_files(root, c):
+        full = os.path.join(base, rel)
+        folder = rel if os.path.isdir(full) and not os.path.islink(full) else \
+            os.path.dirname(rel)
+        if folder in ("", "."):
+            raise Unpinnable(
+                f"MCP server {c.name} is started from the vault's top folder ({rel}), where "
+                f"every synced file is within its reach, so no approval can pin what it "
+                f"runs. Move its files into a folder of their own (e.g. tools/{c.name}/) and "
+                f"name that in agent.toml.")
+        folders.append(folder)
+    outer = [f for f in folders if not any(f.startswith(o + "/") for o in folders if o != f)]
+    return list(dict.fromkeys(outer))
+
+
+def _walk(root, folder: str):
+    """Every vault path under `folder`, following links to folders inside the vault
+    once each (a server follows them too). A link leading out, or into .git/ or
+    .agent/, is listed as a file, and its refusal is what gets pinned."""
+    base = os.path.realpath(root)
+    seen = set()
+    stack = [folder]
+    while stack:
+        rel = stack.pop()
+        real = os.path.realpath(os.path.join(base, rel))
+        if real in seen:
+            continue
+        seen.add(real)
+        if real == base:
+            raise Unpinnable(f"{rel} leads to the vault's top folder; an MCP server's folder "
+                             f"cannot be pinned through it. Replace the link.")
+        try:
+            entries = sorted(os.scandir(real), key=lambda e: e.name)
+        except OSError:
+            yield rel           # gone, or not a folder: its digest says so
+            continue
+        for e in entries:
+            sub = f"{rel}/{e.name}"
+            target = os.path.realpath(e.path)
+            inner = os.path.relpath(target, base).replace(os.sep, "/")
+            walkable = e.is_dir() and target.startswith(base + os.sep) and not is_off_limits(inner)
+            if walkable:
+                stack.append(sub)
+            else:
+                yield sub
+
+
 def _file_digest(root, rel: str) -> str:
+    link = os.readlink(os.path.join(root, rel)) if os.path.islink(os.path.join(root, rel)) else None
     try:
         data = safe.read_bytes(root, rel, limit=FILE_BYTES)
     except safe.UnsafeFile as e:
         # Not readable as a vault file (a link out, too big): its refusal is what is
         # approved, so any change to what it is asks again.
-        return "refused:" + str(e)
-    return "missing" if data is None else hashlib.sha256(data).hexdigest()
+        digest = "refused:" + str(e)
+    else:
+        digest = "missing" if data is None else hashlib.sha256(data).hexdigest()
+    return digest if link is None else f"link:{link}:{digest}"
+
+
+def pinned_files(root, c: ServerConfig) -> dict[str, str]:
+    """The digest of every vault file the server can load; Unpinnable beyond the limits."""
+    out: dict[str, str] = {}
+    for rel in vault_files(root, c):
+        out[rel] = _file_digest(root, rel) if not os.path.isdir(os.path.join(root, rel)) \
+            else "folder"
+    total = 0
+    for folder in pinned_folders(root, c):
+        for rel in _walk(root, folder):
+            if len(out) >= MAX_FILES:
+                raise Unpinnable(f"{folder}/ holds more than {MAX_FILES} files; an MCP server's "
+                                 f"folder is pinned whole. Give the server a smaller folder.")
+            try:
+                total += os.stat(os.path.join(root, rel)).st_size
+            except OSError:
+                pass
+            if total > MAX_BYTES:
+                raise Unpinnable(f"{folder}/ holds more than {MAX_BYTES // 2**20} MB; an MCP "
+                                 f"server's folder is pinned whole. Give the server a smaller "
+                                 f"folder.")
+            out[rel] = _file_digest(root, rel)
+    return out
+
+
+def _what(root, c: ServerConfig) -> dict:
+    if c.url:
+        return {"url": c.url, "headers": [list(h) for h in c.headers]}
+    return {"command": c.command, "args": list(c.args), "env": list(c.env),
+            "cwd": os.path.realpath(server_cwd(root)), "files": pinned_files(root, c)}
+
+
+def _digest(what: dict) -> str:
+    blob = json.dumps(what, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()
 
 
 def fingerprint(root, c: ServerConfig) -> str:
-    """The sha256 of everything the server would run as (see the module doc)."""
-    what = {"url": c.url, "headers": [list(h) for h in c.headers]} if c.url else {
-        "command": c.command, "args": list(c.args), "env": list(c.env),
-        "cwd": os.path.realpath(server_cwd(root)),
-        "files": {rel: _file_digest(root, rel) for rel in vault_files(root, c)}}
-    blob = json.dumps(what, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    return hashlib.sha256(blob).hexdigest()
+    """The sha256 of everything the server would run as (see the module doc);
+    Unpinnable when that cannot be pinned."""
+    return _digest(_what(root, c))
 
 
 def describe(root, c: ServerConfig) -> list[str]:
@@ -103,7 +213,16 @@ def describe(root, c: ServerConfig) -> list[str]:
     if c.env:
         lines.append(f"  env      {', '.join(c.env)} (passed from your environment)")
     for rel in vault_files(root, c):
-        lines.append(f"  file     {rel} (its content is part of the approval)")
+        if not os.path.isdir(os.path.join(root, rel)):
+            lines.append(f"  file     {rel} (its content is part of the approval)")
+    try:
+        files = pinned_files(root, c)
+        for folder in pinned_folders(root, c):
+            n = sum(1 for rel in files if rel.startswith(folder + "/"))
+            lines.append(f"  folder   {folder}/ (all {n} file{'s' * (n != 1)} in it, which the "
+                         f"server can load, are part of the approval)")
+    except Unpinnable as e:
+        lines.append(f"  cannot be approved: {e}")
     return lines
 
 
@@ -115,22 +234,67 @@ def _load(root) -> dict:
 
 
 def status(root, c: ServerConfig) -> str:
-    """"approved", "changed" (approved once, the command line differs now) or
-    "unapproved"."""
+    """"approved", "changed" (approved once, what it would run differs now),
+    "unapproved", or "unpinnable" (what it can load cannot be pinned)."""
     entry = _load(root)["servers"].get(c.name)
+    try:
+        digest = fingerprint(root, c)
+    except Unpinnable:
+        return "unpinnable"
     if not isinstance(entry, dict):
         return "unapproved"
-    return "approved" if entry.get("sha256") == fingerprint(root, c) else "changed"
+    return "approved" if entry.get("sha256") == digest else "changed"
+
+
+def changes(root, c: ServerConfig) -> list[str]:
+    """What differs from the approval: the vault files added, removed or changed, or
+    agent.toml for the command line itself."""
+    entry = _load(root)["servers"].get(c.name)
+    if not isinstance(entry, dict):
+        return []
+    try:
+        now = _what(root, c)
+    except Unpinnable:
+        return []
+    then = entry.get("files")
+    if not isinstance(then, dict):
+        return ["agent.toml or a file it names"]     # approved before files were kept
+    files = now.pop("files", {})
+    out = ["agent.toml"] if entry.get("line") not in (None, _digest(now)) else []
+    out += sorted(rel for rel in set(files) | set(then) if files.get(rel) != then.get(rel))
+    return out
+
+
+def refusal_line(root, c: ServerConfig) -> str | None:
+    """Why chat and serve do not start server `c` (None: approved), in one line."""
+    state = status(root, c)
+    if state == "approved":
+        return None
+    if state == "unpinnable":
+        try:
+            fingerprint(root, c)
+        except Unpinnable as e:
+            return f"MCP server {c.name} is not started: {e}"
+    if state == "changed":
+        what = changes(root, c)
+        named = ", ".join(what[:3]) + (f" and {len(what) - 3} more" if len(what) > 3 else "")
+        return (f"MCP server {c.name} changed since it was approved"
+                + (f" ({named})" if named else "")
+                + f": it is not started until you review it and run agent mcp approve {c.name}")
+    return not_approved_line(c.name)
 
 
 def approve(root, c: ServerConfig, now: datetime) -> bool:
-    """Approve the server's current command line; False when it already was."""
-    digest = fingerprint(root, c)
+    """Approve what the server would run now; False when it already was. Unpinnable
+    when that cannot be pinned."""
+    what = _what(root, c)
+    digest = _digest(what)
     data = _load(root)
     if (data["servers"].get(c.name) or {}).get("sha256") == digest:
         return False
+    files = what.pop("files", {})
     data["servers"][c.name] = {"sha256": digest, "approved": now.isoformat(timespec="seconds"),
-                               "where": c.where}
+                               "where": c.where, "line": _digest(what), "files": files}
     atomic.write_json(_path(root), data)
     return True
 

@@ -251,6 +251,9 @@ class Hub:
             return streamable_http_client(c.url, http_client=create_mcp_http_client(headers))
         from mcp.client.stdio import StdioServerParameters, stdio_client
         env = {n: os.environ[n] for n in c.env if n in os.environ}
+        # A Python server's __pycache__ would land in its pinned vault folder: a change
+        # there would unapprove it (and a hand-edit commit would sync it).
+        env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         logs = self.root / ".agent" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         cwd = approval.server_cwd(self.root)       # part of what the person approved
@@ -303,16 +306,22 @@ class Hub:
             pending = []
             for c in self.configs:
                 conn = self.conns.get(c.name)
+                refused = approval.refusal_line(self.root, c)
                 if conn is not None and not conn.dead:
+                    if refused:
+                        # What it loads changed while it ran (serve synced): a server
+                        # that imports lazily would run the new code; it is stopped.
+                        conn.unapproved, conn.error = True, refused
+                        self._stop(conn)
                     continue
                 if conn is not None and conn.error and not conn.client and not conn.unapproved:
                     continue            # never started: not retried in this process
                 conn = _Conn(c)
                 self.conns[c.name] = conn
-                if approval.status(self.root, c) != "approved":
+                if refused:
                     # Approved later (`agent mcp approve` while serve runs): started then.
                     conn.unapproved, conn.dead = True, True
-                    conn.error = "not approved"
+                    conn.error = refused
                     continue
                 portal = self._ensure_portal()
                 conn.future = portal.start_task_soon(self._serve, conn)
@@ -333,12 +342,11 @@ class Hub:
     def _report(self, conn: _Conn) -> str | None:
         c = conn.config
         if conn.unapproved:
-            line = approval.not_approved_line(c.name)
-            key = (c.name, "not approved")
+            key = (c.name, conn.error or "")
             if key in self.reported:
                 return None
             self.reported.add(key)
-            return line
+            return conn.error
         missing = c.missing_env()
         unset = f" ({', '.join(missing)} not set)" if missing else ""
         line = (f"MCP server {c.name} ({c.where}) {'did not start' if not conn.client else 'died'}: "
@@ -411,17 +419,29 @@ class Hub:
 
     # -- stopping
 
+    def _signal_stop(self, conn: _Conn) -> None:
+        if conn.stop is not None and self._portal is not None:
+            try:
+                self._portal.call(conn.stop.set)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _stop(self, conn: _Conn) -> None:
+        """Stop one server and wait for it (up to 10 s)."""
+        self._signal_stop(conn)
+        conn.dead = True
+        if conn.future is not None:
+            try:
+                conn.future.result(timeout=10)
+            except BaseException:  # noqa: BLE001 - it is being stopped; how it ends is moot
+                pass
+
     def close(self) -> None:
         """Stop every server (each gets its stdin closed, then a signal) and the loop."""
         if self._portal is None:
             return
-        import time
         for conn in self.conns.values():
-            if conn.stop is not None:
-                try:
-                    self._portal.call(conn.stop.set)
-                except Exception:  # noqa: BLE001
-                    pass
+            self._signal_stop(conn)
         deadline = time.monotonic() + 10
         for conn in self.conns.values():
             if conn.future is not None:
@@ -485,7 +505,8 @@ def survey(vault: Vault, timeout: float | None = None) -> list[dict]:
         configs = [ServerConfig(**{**c.__dict__, "startup_timeout": timeout}) for c in configs]
     out = [{"name": c.name, "where": c.where, "enabled": c.enabled,
             "approval": approval.status(vault.root, c), "starts": None, "error": None,
-            "missing_env": c.missing_env(), "tools": []} for c in configs]
+            "missing_env": c.missing_env(), "tools": [],
+            "changed": approval.changes(vault.root, c)} for c in configs]
     hub = Hub(vault.root, configs)
     try:
         hub.start()
@@ -522,9 +543,7 @@ def describe_servers(vault: Vault, timeout: float | None = None) -> tuple[list[s
             continue
         if row["approval"] != "approved":
             ok = False
-            what = ("changed since it was approved" if row["approval"] == "changed"
-                    else "not approved on this machine")
-            lines.append(f"  {what}: review agent.toml, then run agent mcp approve {name}")
+            lines.append(_unapproved(row))
             continue
         if not row["starts"]:
             ok = False
@@ -540,6 +559,32 @@ def describe_servers(vault: Vault, timeout: float | None = None) -> tuple[list[s
                 desc = desc[:67] + "..."
             lines.append(f"    {t['name']}  {desc}".rstrip())
     return lines, ok
+
+
+def lapsed(vault: Vault) -> list[str]:
+    """For `agent sync`: one line for each approved server that what came in changed
+    (it is not started until approved again)."""
+    try:
+        configs = configured(vault)
+    except SettingsError:
+        return []       # the sync's own report, and every command, say what is wrong there
+    out = []
+    for c in configs:
+        if c.enabled and approval.status(vault.root, c) == "changed":
+            out.append(approval.refusal_line(vault.root, c))
+    return out
+
+
+def _unapproved(row: dict) -> str:
+    name = row["name"]
+    if row["approval"] == "unpinnable":
+        return f"  cannot be approved: see agent mcp approve {name}"
+    if row["approval"] == "changed":
+        changed = row["changed"]
+        files = f" ({', '.join(changed[:3])}{' and more' * (len(changed) > 3)})" if changed else ""
+        return (f"  changed since it was approved{files}: review it, then run "
+                f"agent mcp approve {name}")
+    return f"  not approved on this machine: review agent.toml, then run agent mcp approve {name}"
 
 
 def find(vault: Vault, name: str) -> ServerConfig:

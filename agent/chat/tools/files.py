@@ -24,6 +24,9 @@ def confine(path: str, *, write: bool = False) -> str:
     if not isinstance(path, str) or not path.strip():
         raise ToolError("Give a path relative to the vault, for example MEMORY.md.")
     raw = path.strip()
+    if "\0" in raw:
+        raise ToolError(f"{raw!r}: a path cannot hold a NUL byte; give a path relative to "
+                        f"the vault, for example MEMORY.md.")
     if os.path.isabs(raw) or raw.startswith("~"):
         raise ToolError(f"{raw}: absolute paths are refused; give a path relative to the "
                         f"vault, for example memory/2026-11-20.md.")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import re
 import socket
 import ssl
 import threading
@@ -169,6 +170,11 @@ def _address(host: str, port: int, deadline: _Deadline, allow_private: bool) -> 
     return addresses[0]
 
 
+# A user name or password before the host (`scheme://user:pw@host`), as urlsplit reads it:
+# everything up to the last @ before the path.
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)[^/?#]*@", re.DOTALL)
+
+
 def fetch(url: str, *, timeout: float, max_bytes: int, allow_private: bool) -> Page:
     """GET `url` following at most MAX_REDIRECTS redirects, within the limits: one
     deadline of `timeout` seconds for all of it."""
@@ -184,13 +190,19 @@ def _fetch(url: str, deadline: _Deadline, *, max_bytes: int, allow_private: bool
     late = f"{url}: no answer within {timeout:g} s."
     seen = []
     for _ in range(MAX_REDIRECTS + 1):
-        parts = urlsplit(url)
+        if _USERINFO.match(url):
+            # Never echoed: the refusal goes into the transcript, the password would too.
+            shown = _USERINFO.sub(r"\1***@", url)
+            raise FetchError(f"{shown}: URLs with a user name or password are refused; give "
+                             f"the address without them.")
+        try:
+            parts = urlsplit(url)
+        except ValueError as e:
+            raise FetchError(f"{url}: not a valid URL ({e}).") from None
         if parts.scheme not in ("http", "https"):
             raise FetchError(f"{url}: only http and https URLs can be fetched.")
         if not parts.hostname:
             raise FetchError(f"{url}: the URL has no host.")
-        if parts.username or parts.password:
-            raise FetchError(f"{url}: URLs with a user name or password are refused.")
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
