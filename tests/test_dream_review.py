@@ -143,7 +143,7 @@ def test_review_all_leaves_main_untouched_and_a_rejection_sticks(seeded, run, fa
     assert KYOTO not in diff and f"+{LISBON}" in diff
     assert vault.git("rev-parse", "dream/1-2~1").strip() == vault.head()
 
-    r = run("review", "reject", "1", "--because", "I moved back to Berlin")
+    r = run("review", "reject", "2", "--because", "I moved back to Berlin")
     assert r.exit_code == 0, r.output
     assert subjects(vault)[0] == "review: reject 1 of 2 from dream 1..2"
     assert trailers(vault)["Rejected"] == "2"
