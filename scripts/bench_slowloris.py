@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("AGENT_EMBED", "off")
 
-from fakeanthropic import FakeAnthropic  # noqa: E402
+from fakeanthropic import FakeAnthropic
 
-from agent.vault.repo import Vault  # noqa: E402
+from agent.vault.repo import Vault
 
 
 def ask(connect, request: bytes) -> int | None:
@@ -56,15 +56,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d, FakeAnthropic() as fake:
         os.environ.update(ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY="bench-key",
                           GIT_CEILING_DIRECTORIES=d)
-        from agent.serve.gateway import Gateway
         from test_conversations import router
+
+        from agent.serve.gateway import Gateway
 
         Vault.init(Path(d) / "vault")
         vault = Vault(Path(d) / "vault")
         conv = router(vault)
         gw = Gateway(vault, conv, port=0).start()
-        tcp = lambda: socket.create_connection(("127.0.0.1", gw.port))  # noqa: E731
-        unix = lambda: _unix(gw.socket)                                  # noqa: E731
+        tcp = lambda: socket.create_connection(("127.0.0.1", gw.port))
+        unix = lambda: _unix(gw.socket)
         code = gw.web.login_url().split("code=")[1]
         with tcp() as s:
             s.sendall(f"GET /login?code={code} HTTP/1.1\r\nHost: 127.0.0.1:{gw.port}\r\n"
@@ -72,7 +73,7 @@ def main() -> None:
             data = b""
             while chunk := s.recv(65536):
                 data += chunk
-        cookie = re.search(rb"set-cookie: (agent_session_\d+=[^;]+)", data, re.I).group(1)
+        cookie = re.search(rb"set-cookie: (agent_session_\d+=[^;]+)", data, re.IGNORECASE).group(1)
         end = time.monotonic() + args.seconds
         closed = [0]
 
