@@ -217,8 +217,11 @@ def _numbers(vault, ids: list[str]) -> dict[str, int]:
         if i not in numbers:
             numbers[i] = max(numbers.values(), default=0) + 1
     if numbers != kept:
-        vault.state.mkdir(parents=True, exist_ok=True)
-        atomic.write_json(path, numbers)
+        try:
+            vault.state.mkdir(parents=True, exist_ok=True)
+            atomic.write_json(path, numbers)
+        except OSError:                 # a read-only vault: the numbers hold for this list
+            pass
     return numbers
 
 
