@@ -23,13 +23,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from agent.dream import prompts
-from agent.dream.ops import FILES, apply_ops
+from agent.dream.edits import FILES, apply_ops
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
 from agent.stores import archive, arrivals, ledger, rejections, sessions
 from agent.vault import branches
 from agent.fs import atomic, safe
 from agent.vault.change import Change
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 EXCERPT = 160          # characters of the source message shown with a proposal
 NUMBERS = "review-numbers.json"   # in .agent/: the number each waiting proposal keeps
@@ -225,7 +229,7 @@ def _numbers(vault, ids: list[str]) -> dict[str, int]:
     return numbers
 
 
-def pending(vault) -> list[Item]:
+def pending(vault: Vault) -> list[Item]:
     """Every proposal waiting for review, by number (see _numbers: oldest run first)."""
     root = vault.root
     records = ledger.read(root)
@@ -275,7 +279,7 @@ def _pick(items: list[Item], picks: list[str] | None) -> list[Item]:
 # ---- deciding -------------------------------------------------------------------------
 
 
-def decide(vault, picks: list[str] | None, decision: str, now: datetime, reviewer: str, *,
+def decide(vault: Vault, picks: list[str] | None, decision: str, now: datetime, reviewer: str, *,
            because: str = "", new_text: str | None = None) -> Outcome:
     """Accept or reject the proposals `picks` (list numbers or ids; None: all of them).
 
@@ -311,7 +315,7 @@ def decide(vault, picks: list[str] | None, decision: str, now: datetime, reviewe
     return out
 
 
-def _decide_run(vault, run: str, chosen: list[Item], out: Outcome, at: str, reviewer: str,
+def _decide_run(vault: Vault, run: str, chosen: list[Item], out: Outcome, at: str, reviewer: str,
                 because: str, new_text: str | None) -> None:
     root = vault.root
     records = ledger.read(root)
@@ -374,7 +378,7 @@ def _decide_run(vault, run: str, chosen: list[Item], out: Outcome, at: str, revi
         out.subjects.append(change.head)
 
 
-def _rebuild(vault, runs: list[str]) -> list[str]:
+def _rebuild(vault: Vault, runs: list[str]) -> list[str]:
     """Each run's branch on top of `main` as it is now, holding what still waits; a
     branch with nothing waiting is deleted. The names of the deleted ones."""
     waiting = ledger.proposals(ledger.read(vault.root))
@@ -396,7 +400,7 @@ def _rebuild(vault, runs: list[str]) -> list[str]:
     return closed
 
 
-def tidy(vault) -> list[str]:
+def tidy(vault: Vault) -> list[str]:
     """Delete the local `dream/*` branches on which nothing waits any more (decided on
     another clone, say); the names deleted. Called after a sync brings the ledger in."""
     waiting = {branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
