@@ -10,7 +10,9 @@ seconds, so the kill lands before, during or after turns). Then serve runs once 
 until every message has its answer. Printed:
 
 - lost: messages with no user line in their session's transcript (the person's words
-  gone); target 0;
+  gone); target 0 for Telegram (an update is confirmed only once written) and for
+  gateway messages whose client got its answer; a gateway client whose connection
+  closed with no answer was not told its message was kept, and sends it again;
 - unanswered: messages with no reply in the transcript at the end; target 0;
 - twice: messages with more than one user line (an update taken again); target 0;
 - sent: Telegram replies sent, and how many messages got more than one.
@@ -65,6 +67,9 @@ def start(root: Path) -> subprocess.Popen:
     return p
 
 
+ANSWERED: set[str] = set()      # gateway messages whose client got a 200
+
+
 def post(root: Path, text: str) -> None:
     """POST a gateway message; the answer (or serve's death) is not waited for here."""
     try:
@@ -78,7 +83,10 @@ def post(root: Path, text: str) -> None:
 
     def send():
         try:
-            urllib.request.urlopen(req, timeout=60).read()
+            with urllib.request.urlopen(req, timeout=60) as r:
+                r.read()
+                if r.status == 200:
+                    ANSWERED.add(text)
         except OSError:
             pass
     threading.Thread(target=send, daemon=True).start()
@@ -150,6 +158,11 @@ def main() -> None:
             print(f"{key}: {len(sent_texts)} messages, {args.kills} kills: lost {len(lost)}, "
                   f"taken twice {len(twice)}, unanswered {unanswered(key)}, turns {turns}"
                   + (f" (lost: {lost})" if lost else ""))
+            if prefix == "gw":
+                told = [t for t in lost if f"gw {t}" in ANSWERED]
+                print(f"  lost after their client got a 200: {len(told)} (target 0); the "
+                      f"other {len(lost) - len(told)} lost were never answered: their "
+                      f"client saw the connection close, before serve had written them")
             if prefix == "tg":
                 sent = len(tg.sent(USER))
                 print(f"  telegram replies sent: {sent} for {turns} turns answering them "

@@ -18,7 +18,9 @@ EDITOR_SCHEMA = json.loads("""{"type": "object", "properties": {"ops": {"type": 
 def write_entries(vault, specs, *, start: int | None = None, messages_per_entry: int = 4,
                   commit: bool = True) -> list[int]:
     """Archive entries (and the session lines they cover) for `specs`: each a summary
-    string or a dict with `summary` and optionally `session`, `topic`. Returns the ids."""
+    string or a dict with `summary` and optionally `session`, `topic`, `message` (every
+    message's text) or `messages` (one text each, user and assistant in turn). Returns
+    the ids."""
     first = start if start is not None else archive.newest_id(vault.root) + 1
     ids = []
     for n, spec in enumerate(specs):
@@ -33,8 +35,8 @@ def write_entries(vault, specs, *, start: int | None = None, messages_per_entry:
             lines.append(json.dumps({
                 "id": f"e{entry_id}m{k}", "ts": (created + timedelta(seconds=k)).isoformat(),
                 "role": "user" if k % 2 == 0 else "assistant",
-                "content": spec.get("message", f"message {k} of entry {entry_id}: "
-                                               f"{spec['summary']}"),
+                "content": spec["messages"][k] if "messages" in spec else spec.get(
+                    "message", f"message {k} of entry {entry_id}: {spec['summary']}"),
                 "turn": entry_id}))
         vault.append_lines(rel, lines)
         meta = {"session": session, "created": created.isoformat(),

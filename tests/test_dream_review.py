@@ -143,7 +143,7 @@ def test_review_all_leaves_main_untouched_and_a_rejection_sticks(seeded, run, fa
     assert KYOTO not in diff and f"+{LISBON}" in diff
     assert vault.git("rev-parse", "dream/1-2~1").strip() == vault.head()
 
-    r = run("review", "reject", "1", "--because", "I moved back to Berlin")
+    r = run("review", "reject", "2", "--because", "I moved back to Berlin")
     assert r.exit_code == 0, r.output
     assert subjects(vault)[0] == "review: reject 1 of 2 from dream 1..2"
     assert trailers(vault)["Rejected"] == "2"
@@ -379,3 +379,90 @@ def test_completion_offers_the_numbers_waiting_for_review(proposed):
 
     assert complete(proposed, "review", "accept", "") == ["1"]
     assert complete(proposed, "review", "edit", "") == ["1"]
+
+
+# ---- review holds whatever the mix of ops (issue 35, item 5) --------------------------------
+
+
+def _dream(vault, run, server, ops, mode):
+    if mode != "changes":                           # the default, which a new vault names
+        set_review(vault, mode)
+    server.add(json_reply({"findings": [
+        finding("The user lives in Lisbon", kind="update", file="USER.md",
+                evidence=["archive:2"])]}))
+    server.add(json_reply({"ops": ops}))
+    r = run("dream", "--sync")
+    assert r.exit_code == 0, r.output
+    return [json.loads(x) for x in run("review", "--json").output.splitlines()]
+
+
+@pytest.mark.parametrize("mode", ["changes", "all"])
+@pytest.mark.parametrize("add_first", [False, True])
+def test_an_add_of_the_text_an_update_brings_waits_with_the_update(seeded, run, fake_anthropic,
+                                                                    mode, add_first):
+    vault = seeded
+    update = op("update", "USER.md", old="- Lives in Berlin", new=LISBON, reason="archive:2")
+    add = op("add", "USER.md", section="About", new=LISBON, reason="archive:2")
+    items = _dream(vault, run, fake_anthropic, [add, update] if add_first else [update, add],
+                   mode)
+    assert read(vault, "USER.md") == USER                  # nothing reached main
+    assert [(i["op"], i["new"]) for i in items] == [("update", LISBON)]
+    assert vault.git("show", "dream/1-2:USER.md").count("Lisbon") == 1
+    assert run("review", "accept", "1").exit_code == 0
+    assert read(vault, "USER.md") == USER.replace("- Lives in Berlin", LISBON)
+
+
+def test_review_all_keeps_a_fact_added_twice_off_main(seeded, run, fake_anthropic):
+    vault = seeded
+    twice = [op("add", section="Travel", new=KYOTO, reason="archive:1"),
+             op("add", section="Travel", new=KYOTO + ".", reason="archive:1")]
+    items = _dream(vault, run, fake_anthropic, twice, "all")
+    assert read(vault, "MEMORY.md") == MEMORY and read(vault, "USER.md") == USER
+    assert [(i["op"], i["new"]) for i in items] == [("add", KYOTO)]
+    assert vault.git("show", "dream/1-2:MEMORY.md").count("Kyoto") == 1
+
+
+def test_numbers_stay_with_their_proposals_and_run_ids_are_accepted(seeded, run,
+                                                                    fake_anthropic):
+    vault = seeded
+    oolong = "- Drinks oolong in the afternoon"
+    items = _dream(vault, run, fake_anthropic, [
+        op("add", section="Travel", new=KYOTO, reason="archive:1"),
+        op("update", "USER.md", old="- Lives in Berlin", new=LISBON, reason="archive:2"),
+        op("add", "USER.md", section="About", new=oolong, reason="archive:2")], "all")
+    assert [(i["number"], i["id"], i["new"]) for i in items] == [
+        (1, "1..2#1", KYOTO), (2, "1..2#2", LISBON), (3, "1..2#3", oolong)]
+    assert run("review", "accept", "1").exit_code == 0
+    r = run("review", "reject", "3")                       # what the list showed as 3
+    assert r.exit_code == 0, r.output
+    rejected = [json.loads(x)["text"] for x in read(vault, ".dream_rejected.jsonl").splitlines()]
+    assert rejected == ["drinks oolong in the afternoon"]
+    listed = run("review").output
+    assert "2. update USER.md" in listed and "1. " not in listed and "3. " not in listed
+    r = run("review", "accept", "1..2#2")                  # the stable id
+    assert r.exit_code == 0, r.output
+    assert LISBON in read(vault, "USER.md") and KYOTO in read(vault, "MEMORY.md")
+    assert oolong not in read(vault, "USER.md") and branches(vault) == []
+
+
+def test_a_card_quotes_the_message_that_states_its_own_fact(vault, run, fake_anthropic):
+    (vault.root / "USER.md").write_text(USER)
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "-m", "edit: facts by hand")
+    write_entries(vault, [{"summary": "Moved to Lisbon; a sister in Porto.", "messages": [
+        "I moved from Berlin to Lisbon last week!", "Congratulations on the move.",
+        "My sister Ana works as a nurse in Porto.", "Good to know."]}])
+    sister = "- Sister Ana is a nurse in Porto"
+    items = _dream(vault, run, fake_anthropic, [
+        op("update", "USER.md", old="- Lives in Berlin", new=LISBON, reason="archive:1"),
+        op("add", "USER.md", section="About", new=sister, reason="archive:1"),
+        op("add", "USER.md", section="About", new="- Plays the cello", reason="archive:1")],
+        "all")
+    cards = {i["new"]: i["source"] for i in items}
+    assert cards[LISBON] == 'archive 1 (topic 1): "I moved from Berlin to Lisbon last week!"'
+    assert cards[sister] == 'archive 1 (topic 1): "My sister Ana works as a nurse in Porto."'
+    assert cards["- Plays the cello"] == ('archive 1 (topic 1), no message of it states this '
+                                          'exactly; it begins: "I moved from Berlin to Lisbon '
+                                          'last week!"')
+    assert 'from: archive 1 (topic 1): "My sister Ana works as a nurse in Porto."' \
+        in run("review").output

@@ -187,8 +187,9 @@ SCHEMA: tuple[Key, ...] = (
         "one; unset: no gateway)", "gateway_port", min=0),
     Key("gateway.host", str, "127.0.0.1", "the address the gateway listens on",
         "gateway_host"),
-    Key("gateway.timeout", int, 30, "seconds the gateway waits for a client to send or take "
-        "data before it closes the connection", "gateway_timeout", min=1),
+    Key("gateway.timeout", int, 30, "seconds a gateway client has to send a whole request "
+        "(headers and body, from its first byte) or, once connected, anything at all",
+        "gateway_timeout", min=1),
     Key("security.redact_secrets", bool, True, "replace API keys, tokens, private keys and "
         "passwords in URLs by [secret:KIND] before they reach the vault or the model"),
 )

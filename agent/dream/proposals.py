@@ -3,7 +3,8 @@
 `[dream] review` in agent.toml says what waits:
 
 - "changes" (the default): new facts land on `main` as the dream writes them; updates
-  and removals of lines already there wait for review;
+  and removals of lines already there wait for review (and an add of the very text a
+  waiting update brings is that update: it waits with it, never lands alone);
 - "all": every edit waits;
 - "off": nothing waits (every edit lands on `main`).
 
@@ -79,14 +80,36 @@ def as_op(r: OpResult) -> dict:
 def split(texts: dict[str, str], ops: list[dict], mode: str, **kw) -> Split:
     """Apply `ops` to `texts` (see apply_ops for `kw`), then part them: the edits that
     wait for review under `mode` are left out of `main` and applied on top of it for
-    the branch."""
+    the branch.
+
+    `main` gets only edits that applied in the full run and do not wait: an op that did
+    not apply there (an add of a line a waiting edit brings, a second add of the same
+    fact) would otherwise apply on main alone and put a proposal's text there unseen;
+    and an add of the text a waiting update brings is that update, so it is left out."""
     full = apply_ops(texts, ops, **kw)
-    wait = [i for i, r in enumerate(full.results) if waits(r, mode)]
+    wait = {i for i, r in enumerate(full.results) if waits(r, mode)}
     if not wait:
         return Split(full)
-    keep = [op for i, op in enumerate(ops) if i not in set(wait)]
+    brought = {(full.results[i].file, normalise(full.results[i].new)) for i in wait
+               if full.results[i].op == "update"}
+    for i, r in enumerate(full.results):
+        if i not in wait and r.op == "add" and r.status == "applied" \
+                and (r.file, normalise(r.new)) in brought:
+            r.status, r.why = "skipped", "the same text as an update waiting for review"
+        elif i in wait and r.op == "add" and (r.file, normalise(r.new)) in brought:
+            wait.discard(i)
+            r.status, r.why = "skipped", "the same text as an update waiting for review"
+    waiting = {(full.results[i].file, normalise(full.results[i].new)) for i in wait}
+    for i, r in enumerate(full.results):
+        if i not in wait and r.why.startswith("already present") \
+                and (r.file, normalise(r.new)) in waiting:
+            r.why = "the same text as an edit waiting for review"
+    keep = [op for i, op in enumerate(ops)
+            if i not in wait and full.results[i].status == "applied"]
     main = apply_ops(texts, keep, **kw)
-    proposed = [full.results[i] for i in wait]
+    main.results.extend(r for i, r in enumerate(full.results)
+                        if i not in wait and r.status != "applied")
+    proposed = [full.results[i] for i in sorted(wait)]
     on_top = apply_ops(main.texts, [as_op(r) for r in proposed], allow_shrink=True,
                        max_lines=kw.get("max_lines", 200))
     for r, done in zip(proposed, on_top.results):

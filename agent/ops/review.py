@@ -17,6 +17,8 @@ same statement again.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -27,7 +29,7 @@ from agent.errors import UserError
 from agent.stores import archive, arrivals, ledger, rejections, sessions
 from agent.stores.exports import MEMORIES_SESSION, NAMES, title_of
 from agent.vault import branches
-from agent.fs import safe
+from agent.fs import atomic, safe
 from agent.vault.change import Change
 from typing import TYPE_CHECKING
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
 EXCERPT = 160          # characters of the source message shown with a proposal
+NUMBERS = "review-numbers.json"   # in .agent/: the number each waiting proposal keeps
 
 
 class ReviewError(UserError):
@@ -136,8 +139,44 @@ def _stale(texts: dict[str, str], rec: dict) -> str:
     return r.why
 
 
-def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int, str]) -> str:
-    """`archive 42 (Kyoto trip): "I booked the flights..."`, from the first entry."""
+_WORD = re.compile(r"\w+")
+
+
+_COMMON = frozenset("about after also been before from have into just more most much only "
+                    "over same some such than that their them then there these they this "
+                    "user very what when where which while will with would your".split())
+
+
+def _words(text: str) -> set[str]:
+    """The words that make a statement itself (numbers, words of four letters or more)."""
+    return {w for w in _WORD.findall(text.casefold())
+            if (w.isdigit() or len(w) >= 4) and w not in _COMMON}
+
+
+def _said(line: dict) -> str:
+    return " ".join(sessions.message_text(line.get("content", ""), sep=" ").split())
+
+
+def _stating(lines: list[dict], fact: str) -> tuple[str, bool]:
+    """The message of an entry that states `fact` (the one sharing most of its words,
+    the person's before the agent's), and whether one does; else the person's first."""
+    wanted = _words(fact)
+    said = [(_said(o), o.get("role") == "user") for o in lines
+            if o.get("role") in ("user", "assistant")]
+    said = [(t, user) for t, user in said if t]
+    if not said:
+        return "", False
+    best = max(said, key=lambda x: (len(_words(x[0]) & wanted), x[1]))
+    if _words(best[0]) & wanted:
+        return best[0], True
+    return next((t for t, user in said if user), said[0][0]), False
+
+
+def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int, str],
+             fact: str) -> str:
+    """`archive 42 (Kyoto trip): "I booked the flights..."`: the message of the entries
+    that states `fact`; when none does, the first entry's first message, said so."""
+    found = []
     for entry_id in ids:
         rel = paths.get(entry_id)
         if rel is None:
@@ -146,16 +185,49 @@ def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int,
             e = archive.load(root, rel)
         except UserError:
             continue
-        user = next((o for _, o in prompts.covered_lines(cache, e.sources())
-                     if o.get("role") == "user"), None)
-        said = "" if user is None else " ".join(
-            sessions.message_text(user.get("content", ""), sep=" ").split())
-        if len(said) > EXCERPT:
-            said = said[:EXCERPT - 3].rstrip() + "..."
-        topic = f" ({e.topic})" if e.topic else ""
-        return f"archive {entry_id}{topic}{_conversation(root, e.session)}" + (
-            f': "{said}"' if said else "")
-    return ""
+        said, exact = _stating([o for _, o in prompts.covered_lines(cache, e.sources())], fact)
+        found.append((exact, entry_id, e.topic, said, e.session))
+        if exact:
+            break
+    if not found:
+        return ""
+    exact, entry_id, topic, said, session = next((f for f in found if f[0]), found[0])
+    if len(said) > EXCERPT:
+        said = said[:EXCERPT - 3].rstrip() + "..."
+    where = f"archive {entry_id}" + (f" ({topic})" if topic else "") + _conversation(root, session)
+    if not said:
+        return where
+    if not exact:
+        where += ", no message of it states this exactly; it begins"
+    return f'{where}: "{said}"'
+
+
+def _numbers(vault, ids: list[str]) -> dict[str, int]:
+    """The number each waiting proposal is listed under: given once and kept while it
+    waits (.agent/review-numbers.json), so `accept 3` then `reject 2` act on what the
+    list showed; new proposals take the next numbers, and 1 again once nothing waits."""
+    path = vault.state / NUMBERS
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        kept = {}
+    if not isinstance(kept, dict):
+        kept = {}
+    waiting = set(ids)
+    numbers: dict[str, int] = {}
+    for i, n in kept.items():
+        if i in waiting and isinstance(n, int) and n > 0 and n not in numbers.values():
+            numbers[i] = n
+    for i in ids:
+        if i not in numbers:
+            numbers[i] = max(numbers.values(), default=0) + 1
+    if numbers != kept:
+        try:
+            vault.state.mkdir(parents=True, exist_ok=True)
+            atomic.write_json(path, numbers)
+        except OSError:                 # a read-only vault: the numbers hold for this list
+            pass
+    return numbers
 
 
 def _conversation(root, session: str) -> str:
@@ -171,7 +243,7 @@ def _conversation(root, session: str) -> str:
 
 
 def pending(vault: Vault) -> list[Item]:
-    """Every proposal waiting for review, oldest run first, numbered from 1."""
+    """Every proposal waiting for review, by number (see _numbers: oldest run first)."""
     root = vault.root
     records = ledger.read(root)
     waiting = ledger.proposals(records)
@@ -185,8 +257,10 @@ def pending(vault: Vault) -> list[Item]:
     cache = prompts.SessionCache(root)
     paths = dict(archive.entry_ids(root))
     came = arrivals.load(vault.state)
+    numbers = _numbers(vault, [f"{r['run']}#{r['n']}" for r in waiting])
     items = []
-    for k, r in enumerate(waiting, 1):
+    for r in waiting:
+        k = numbers[f"{r['run']}#{r['n']}"]
         ids = [int(i) for i in r.get("archive", []) if str(i).isdigit()]
         if not ids and not r.get("exact"):       # no finer link: the run's entries
             lo, _, hi = str(r["run"]).partition("..")
@@ -197,9 +271,9 @@ def pending(vault: Vault) -> list[Item]:
             k, f"{r['run']}#{r['n']}", r["run"], int(r["n"]), totals[r["run"]],
             str(r.get("op", "")), str(r.get("file", "")), str(r.get("section", "")),
             str(r.get("old", "")), str(r.get("line", "")), str(r.get("reason", "")),
-            ids, _excerpt(root, ids, cache, paths), _stale(texts, r), branch_of(r["run"]),
-            remote, by))
-    return items
+            ids, _excerpt(root, ids, cache, paths, str(r.get("line") or r.get("old") or "")),
+            _stale(texts, r), branch_of(r["run"]), remote, by))
+    return sorted(items, key=lambda i: i.number)
 
 
 def _pick(items: list[Item], picks: list[str] | None) -> list[Item]:

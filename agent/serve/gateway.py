@@ -19,9 +19,12 @@ session, or injected into the one running.
 
 It is a Starlette app served by uvicorn (agent/serve/httpd.py) in a thread of serve's:
 answers stream with HTTP/1.1 chunked encoding, a streamed answer ends with its `reply`
-event. A client that sends nothing for `[gateway] timeout` seconds while its request is
-awaited is disconnected, and at most MAX_CONNECTIONS are served at once (more are closed
-at once), so half-open connections cannot pile up. On TCP the `Host` header must name
+event. A request must arrive whole (headers and body) within `[gateway] timeout` seconds
+of its first byte, and a connection that sends nothing for as long is closed: a client
+sending one byte at a time cannot stretch either. Connections that have shown no
+credential yet are bounded (MAX_CONNECTIONS, MAX_PER_ADDRESS from one address); one more
+lets the oldest of them go, never a connection that showed the token or a logged-in
+page's cookie, and the Unix socket has a budget of its own (agent/serve/httpd.py). On TCP the `Host` header must name
 this machine (localhost or an IP address; 421 otherwise): a web page whose name was
 rebound to 127.0.0.1 sends its own name, and is refused. On TCP, a request outside
 `/v1/` that carries no `Authorization` is the web page's (agent/serve/web/), which has
@@ -57,8 +60,9 @@ if TYPE_CHECKING:
 MAX_BODY = 1_000_000                 # bytes of a request body
 MAX_SOCKET_PATH = 104                # bytes of a Unix socket's path (macOS allows 104)
 PREFIX = "/v1/sessions/"
-MAX_CONNECTIONS = 64                 # connections served at once; more are closed
-TIMEOUT = 30.0                       # seconds a connection may sit idle ([gateway] timeout)
+MAX_CONNECTIONS = 64                 # connections without a credential yet, per socket kind
+MAX_PER_ADDRESS = 16                 # of those, from one client address (TCP)
+TIMEOUT = 30.0                       # seconds to send a whole request ([gateway] timeout)
 
 
 class GatewayError(UserError):
@@ -159,8 +163,10 @@ class Gateway:
         atomic.write_json(state / INFO_FILE, {"url": self.url, "host": self.host,
                                               "port": self.port, "socket": self.socket,
                                               "pid": os.getpid()})
+        _warm(self.vault.root)
         self._served = Served(self.app, sockets, idle=self.timeout,
-                              max_connections=MAX_CONNECTIONS)
+                              max_connections=MAX_CONNECTIONS, per_address=MAX_PER_ADDRESS,
+                              trusted=self.trusted)
         self._served.start()
         return self
 
@@ -212,6 +218,17 @@ class Gateway:
         if scheme.lower() != "bearer":
             return False
         return hmac.compare_digest(given.strip().encode(), self.token.encode())
+
+    def trusted(self, scope) -> bool:
+        """Whether a request shows a credential (the bearer token, or the cookie of a
+        logged-in web page): its connection is then never let go for a stranger's."""
+        headers = dict(scope["headers"])
+        auth = headers.get(b"authorization")
+        if auth is not None and self.authorized(auth.decode("latin-1")):
+            return True
+        cookie = headers.get(b"cookie")
+        return (cookie is not None and self.web is not None and scope.get("server") is not None
+                and self.web.logged_in(cookie.decode("latin-1")))
 
     def _enter(self) -> None:
         with self._idle:
@@ -318,6 +335,21 @@ class Gateway:
         result = await run_in_threadpool(ticket.wait)
         payload = reply_data(ticket, result)
         return _json(500 if result is None else 200, payload)
+
+
+def _warm(root) -> None:
+    """Load now what the first message needs before its receipt is written (the
+    framework's request and thread-pool modules, the secrets filter's patterns): on a
+    busy machine that took up to 0.8 s, in which a kill lost a message read whole."""
+    import starlette.concurrency  # noqa: F401
+    import starlette.requests  # noqa: F401
+    import starlette.responses  # noqa: F401
+
+    from agent import redact
+    from agent.stores import sessions
+
+    sessions.check_key("gateway/warm")
+    redact.door(root, "warm: sk-ant-api03-0000000000000000000000")
 
 
 def _json(status: int, payload: dict, headers: dict | None = None):

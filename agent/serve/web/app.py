@@ -68,6 +68,12 @@ class WebPage:
         names = {f"[{host}]" if ":" in host else host, "localhost"}
         return {f"{n}:{self.port}" for n in names}
 
+    def logged_in(self, cookie_header: str) -> bool:
+        """Whether a Cookie header carries the session cookie of a logged-in browser."""
+        from starlette.requests import cookie_parser
+
+        return self.logins.find(cookie_parser(cookie_header).get(self.cookie)) is not None
+
     def login_url(self) -> str:
         return f"{self.origin()}/login?code={self.logins.new_code()}"
 
@@ -166,8 +172,16 @@ class WebPage:
             files = StaticFiles(directory=str(HERE / "static"))
 
             async def static(scope, receive, send):
+                from starlette.exceptions import HTTPException
+
                 scope = dict(scope, path=scope["path"][len("/static"):])
-                await files(scope, receive, send)
+                # StaticFiles raises its 404 (and 405) for an app's exception handler to
+                # answer; served bare, uvicorn would make a 500 of it.
+                try:
+                    await files(scope, receive, send)
+                except HTTPException as e:
+                    await _plain(e.status_code, "No such file." if e.status_code == 404
+                                 else str(e.detail))(scope, receive, send)
             self._static = static
         return self._static
 
