@@ -466,7 +466,13 @@ def test_a_query_about_nothing_in_the_vault_finds_nothing_by_meaning(vault, run,
         r = run("search", query)
         assert r.exit_code == 1, (query, r.output)
         assert r.output.strip() == f"No matches for {query!r}."
-    # What is there is still found by meaning alone.
-    r = run("search", "--json", "Japan", "trip")
+    # The same query finds by meaning alone what the vault comes to hold.
+    more = tmp_path / "coffee.jsonl"
+    more.write_text(json.dumps({"session": "import/y", "id": "c1", "role": "user",
+                                "ts": "2026-11-25T10:00:00+00:00",
+                                "content": "I drank far too much coffee this morning."}) + "\n")
+    assert run("import", str(more)).exit_code == 0
+    r = run("search", "--json", "咖啡")
     hits = [json.loads(x) for x in r.stdout.splitlines()]
-    assert r.exit_code == 0 and "Kyoto" in hits[0]["text"] + hits[1]["text"]
+    assert r.exit_code == 0 and [h["why"] for h in hits] == ["meaning"]
+    assert "coffee" in hits[0]["text"]
