@@ -76,6 +76,37 @@ def run(vault):
     return _run
 
 
+@pytest.fixture
+def procs():
+    """Processes a test starts (`agent serve`: test_serve.ServeProc), killed at its end
+    whatever happened."""
+    started: list = []
+    yield started
+    for p in started:
+        p.kill()
+
+
+@pytest.fixture
+def remote(tmp_path, vault):
+    """A bare remote holding the test vault, which is machine A."""
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    out = CliRunner().invoke(cli, ["--vault", str(vault.root), "sync"], catch_exceptions=False)
+    assert out.exit_code == 0 and "0 commits in" in out.output, out.output
+    return bare
+
+
+@pytest.fixture
+def tg(vault, fake_telegram, fake_anthropic):
+    """The Telegram channel and its router in process, on the fake Bot API."""
+    from test_telegram import ANA, Running, configure
+    configure(vault, fake_telegram.url, allow=(ANA,))
+    running = Running(vault, fake_telegram)
+    yield running
+    running.stop()
+
+
 def agent_proc(*args, vault=None, env=None, **kw) -> subprocess.CompletedProcess:
     """Run `agent` as a separate process (python -m agent)."""
     cmd = [sys.executable, "-m", "agent"]
@@ -100,6 +131,22 @@ def wait_for(condition, what: str, limit: float = 60.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def vault_lock_held(vault: Vault) -> bool:
+    """Whether some process holds the vault's lock (the flock on .agent/lock)."""
+    import fcntl
+    path = vault.root / ".agent" / "lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)            # (closing lets go of a lock taken here)
+    return False
+
+
 def subjects(vault: Vault, *paths: str) -> list[str]:
     """Commit subjects, newest first."""
     out = vault.git("log", "--format=%s", "--", *paths) if paths else vault.git("log", "--format=%s")
@@ -122,3 +169,16 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = (f"skipped where every test must run (AGENT_TESTS_REQUIRE_ALL=1): "
                            f"{reason}")
+
+
+# What makes a scenario slow: it starts `agent serve` (the `procs` fixture), drives a
+# browser, or builds thousands of messages. `-m "not slow"` runs the rest in a minute.
+SLOW_FIXTURES = {"procs"}
+SLOW_MODULES = {"test_webpage", "test_scale"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if (SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or item.module.__name__ in SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)

@@ -12,7 +12,7 @@ import json
 from fakeanthropic import reply, tool_use
 
 from conftest import subjects
-from test_serve import ServeProc, procs  # noqa: F401  (fixture)
+from test_serve import ServeProc
 from test_telegram import ANA, EVE, configure
 
 OURS = f"telegram/{ANA}"

@@ -9,7 +9,6 @@ import sys
 
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
-from test_serve import procs  # noqa: F401  (fixture: serve processes killed at the end)
 
 
 def test_piped_repl_input_runs_slash_commands_as_typed(fake_anthropic, vault, tmp_path):

@@ -16,7 +16,7 @@ from fakeanthropic import reply
 from agent.ops import cron as jobs
 from agent.serve.delivery import NO_CHANNEL
 from conftest import subjects
-from test_serve import T0, ServeProc, heartbeat_file, jobs_json, procs, server_at  # noqa: F401
+from test_serve import T0, ServeProc, heartbeat_file, jobs_json, server_at
 from test_telegram import ANA, Running, configure, session_lines
 
 CHAT = f"telegram/{ANA}"

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import subjects
 from fakeanthropic import json_reply, reply, text, tool_use
-from test_sync import agent, clone, remote  # noqa: F401  (fixture: a bare remote)
+from test_sync import agent, clone
 
 PHRASE = 'the safe code is "4417" under the fernwood'
 

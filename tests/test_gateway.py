@@ -257,7 +257,7 @@ def test_remote_without_a_running_gateway_says_how_to_start_one(vault):
 import signal
 
 from conftest import agent_proc
-from test_serve import ServeProc, procs  # noqa: F401  (fixture)
+from test_serve import ServeProc
 
 
 def enable_gateway(vault):

@@ -9,7 +9,7 @@ from agent.ops import commands
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
 from test_chat import Terminal, session_lines
-from test_telegram import ANA, tg  # noqa: F401  (fixture: the channel on the fake Bot API)
+from test_telegram import ANA
 
 LINES = ["/help", "/memory", "/stop", "/review", "/undo", "/nonsense"]
 

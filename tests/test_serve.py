@@ -433,14 +433,6 @@ class ServeProc:
             self.p.wait(10)
 
 
-@pytest.fixture
-def procs():
-    started: list[ServeProc] = []
-    yield started
-    for p in started:
-        p.kill()
-
-
 def test_serve_runs_an_every_job_and_a_heartbeat_and_commits_each(vault, run, fake_anthropic, procs):
     run("cron", "add", "ping", "-m", "say pong", "--every", "1s")
     job_id = jobs_json(vault)[0]["id"]

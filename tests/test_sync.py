@@ -31,17 +31,6 @@ def agent(vault_path, *args, ok=True):
     return result
 
 
-@pytest.fixture
-def remote(tmp_path, vault):
-    """A bare remote holding the test vault, which is machine A."""
-    bare = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    vault.git("remote", "add", "origin", str(bare))
-    out = agent(vault.root, "sync")
-    assert "0 commits in" in out.output
-    return bare
-
-
 def clone(tmp_path, remote, name) -> Vault:
     result = CliRunner().invoke(cli, ["clone", str(remote), str(tmp_path / name)],
                                 catch_exceptions=False)
