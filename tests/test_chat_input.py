@@ -115,3 +115,41 @@ def test_ctrl_c_on_chat_m_through_serve_stops_the_turn_keeps_it_interrupted_exit
     assert "Far too late." not in json.dumps(lines)
     assert subjects(vault)[0].startswith("chat(cli/default): think about it slowly")
     serve.wait_for("chat cli/default turn 1: interrupted")
+
+
+def test_a_paste_of_several_lines_at_the_prompt_is_one_message(fake_anthropic, vault):
+    """A terminal asked to (ESC[?2004h) pastes in brackets (ESC[200~ ... ESC[201~) with CR
+    line ends. The REPL never asked, so the first pasted line was sent as a message and
+    the rest as another, joined by CR."""
+    import pty
+    import subprocess
+
+    fake_anthropic.add(reply("Noted all three."))
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat",
+                          "--local"], stdin=follower, stdout=follower, stderr=follower,
+                         env={**os.environ, "TERM": "xterm"})
+    os.close(follower)
+    try:
+        seen = b""
+        while b"> " not in seen:
+            seen += os.read(leader, 4096)
+        # The REPL asks the terminal to bracket what is pasted, as a terminal then does.
+        assert b"\x1b[?2004h" in seen
+        os.write(leader, b"\x1b[200~first line\rsecond line\rthird line\x1b[201~")
+        os.write(leader, b"\r")
+        while b"> " not in seen.partition(b"Noted all three.")[2]:   # the reply, then the prompt
+            seen += os.read(leader, 4096)
+        for _ in range(30):                     # Ctrl-D, again if it landed before input()
+            os.write(leader, b"\x04")
+            try:
+                assert p.wait(timeout=2) == 0
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        p.kill()
+        os.close(leader)
+    assert len(fake_anthropic.calls()) == 1
+    sent = json.dumps(fake_anthropic.calls()[0].body["messages"][-1]["content"])
+    assert "first line\\nsecond line\\nthird line" in sent, sent

@@ -109,3 +109,18 @@ def test_mcp_show_as_of_and_restore(story):
         return names, e.value
     names, err = drive(story, readonly, "--read-only")
     assert "show_as_of" in names and "restore" not in names and "--read-only" in err.message
+
+
+def test_a_when_that_is_no_date_is_refused_not_read_as_now(story, run):
+    """git reads an unknown word as "now": `show --as-of banana` printed HEAD with exit 0,
+    and `log --since banana` said there were no changes."""
+    r = run("show", "MEMORY.md", "--as-of", "banana")
+    assert r.exit_code == 1
+    assert "--as-of 'banana': neither a commit nor a date git understands" in r.output
+    assert "Kyoto" not in r.output
+    r = run("log", "--since", "banana")
+    assert r.exit_code == 1 and "--since 'banana': not a date git understands" in r.output
+    r = run("show", "MEMORY.md", "--as-of", "HEAD~1")        # a commit is still taken
+    assert r.exit_code == 0 and "MEMORY.md as of" in r.output
+    r = run("log", "--since", "2026-11-04", "--oneline")
+    assert r.exit_code == 0 and "edit: MEMORY.md by hand" in r.output

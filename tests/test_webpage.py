@@ -88,6 +88,26 @@ def shoot(driver, name: str) -> None:
     driver.set_window_size(*SIZES["laptop"])
 
 
+def fits_a_phone(driver, words: str | None = None) -> None:
+    """At a phone's width nothing is wider than the screen, and the text of `words` (a CSS
+    selector) is laid out in lines of more than one word, not a column of broken words."""
+    driver.set_window_size(*SIZES["phone"])
+    try:
+        wide = driver.execute_script(
+            "const w = document.documentElement.clientWidth;"
+            "return [...document.querySelectorAll('main *')]"
+            ".filter(e => e.getBoundingClientRect().right > w + 1)"
+            ".map(e => e.tagName + '.' + e.className);")
+        assert wide == [], wide
+        if words:
+            widths = driver.execute_script(
+                "return [...document.querySelectorAll(arguments[0])]"
+                ".map(e => e.getBoundingClientRect().width);", words)
+            assert widths and min(widths) > SIZES["phone"][0] / 2, widths
+    finally:
+        driver.set_window_size(*SIZES["laptop"])
+
+
 class Page:
     """A running serve with its web page, and the browser logged in to it."""
 
@@ -198,6 +218,7 @@ def test_review_accept_and_reject_then_a_facts_story_and_the_timeline(vault, bro
     ops = [e.get_attribute("data-op") for e in css(d, "[data-op]")]
     assert ops == ["1..2#1", "1..2#2"]
     shoot(d, "review")
+    fits_a_phone(d)
     # Accept the trip, reject the move with a reason.
     css(d, '[data-op="1..2#1"] button.accept')[0].click()
     wait(d, lambda d: [e.get_attribute("data-op") for e in css(d, "[data-op]")] == ["1..2#2"])
@@ -224,6 +245,7 @@ def test_review_accept_and_reject_then_a_facts_story_and_the_timeline(vault, bro
     # The timeline, filtered to reviews: each entry one, newest first, with its diff.
     page.open("/timeline")
     shoot(d, "timeline")
+    fits_a_phone(d, ".commit .c-main")
     from selenium.webdriver.support.ui import Select
     Select(css(d, "select[name=kind]")[0]).select_by_value("review")
     css(d, ".filters button")[0].click()

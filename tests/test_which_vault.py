@@ -75,3 +75,18 @@ def test_repl_names_an_agent_vault_once_before_the_conversation(fake_anthropic, 
     assert p.returncode == 0 and "(vault " not in p.stderr
     p = agent_proc("chat", cwd=vault.root, env={"AGENT_VAULT": str(vault.root)}, input="/help\n")
     assert p.returncode == 0 and "(vault " not in p.stderr
+
+
+def test_a_new_vault_says_when_git_has_no_identity_for_hand_edits(isolated_env, tmp_path):
+    """With no git user.name/user.email, hand edits were committed as root without a word."""
+    (isolated_env / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    p = agent_proc("init", str(tmp_path / "v"))
+    assert p.returncode == 0
+    assert "git has no user.name and user.email" in p.stderr
+    assert "git config --global user.name" in p.stderr
+    p = agent_proc("doctor", "--vault", str(tmp_path / "v"))
+    assert "identity" in p.stdout and "git has no user.name and user.email" in p.stdout
+    # with an identity, nothing is said
+    (isolated_env / ".gitconfig").write_text("[user]\n\tname = Ana\n\temail = ana@example.org\n")
+    p = agent_proc("init", str(tmp_path / "w"))
+    assert p.returncode == 0 and "user.name" not in p.stderr

@@ -13,7 +13,8 @@ import click
 
 from agent.stores import memory
 from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
-                              report_recovery, vault_option, vault_path)
+                              report_recovery, vault_option, vault_path,
+                              warn_if_identity_guessed)
 from agent.errors import UserError
 from agent.clock import now
 from agent.vault.repo import Vault
@@ -47,6 +48,8 @@ def init(path):
         click.echo(f"Adopted {target} as a vault: {vault.head()[:7]} init")
     else:
         click.echo(f"Created a new vault at {target}")
+    if what != "exists":
+        warn_if_identity_guessed(vault)
 
 
 @cli.command("path")
@@ -217,6 +220,9 @@ def log(paths, max_count, since, oneline, no_pager, as_json):
 
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
+    if since is not None and vault.date_stamp(since, now().timestamp()) is None:
+        raise UserError(f"--since {since!r}: not a date git understands; use e.g. "
+                        f"2026-11-01, yesterday, '2 weeks ago', 'last monday'.")
     from agent.cli.output import records, use_color
 
     if as_json:

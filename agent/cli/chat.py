@@ -252,6 +252,11 @@ def _readline(vault):
     except (FileNotFoundError, OSError):
         pass
     readline.set_history_length(HISTORY_LENGTH)
+    # A paste of several lines is one message, as a shell takes it: CPython turns
+    # readline's bracketed paste off, so each pasted line was sent on its own (and the
+    # lines pasted while the first one's turn ran arrived joined by "\r").
+    if "libedit" not in (readline.__doc__ or ""):
+        readline.parse_and_bind("set enable-bracketed-paste on")
 
     def save():
         try:

@@ -35,21 +35,31 @@ class AgentGroup(click.Group):
 
             module, attribute, _ = self.lazy[name]
             self.add_command(getattr(importlib.import_module(module), attribute), name)
-        return self.commands.get(name)
+        cmd = self.commands.get(name)
+        if cmd is not None and cmd.epilog is None and ctx.parent is None:
+            from agent.cli.topics import epilog
+
+            cmd.epilog = epilog(name)
+        return cmd
 
     def format_commands(self, ctx, formatter):
-        rows = []
+        from agent.cli.topics import grouped
+
+        rows = {}
         for name in self.list_commands(ctx):
             if name in self.lazy and name not in self.commands:
-                rows.append((name, self.lazy[name][2]))
+                rows[name] = self.lazy[name][2]
                 continue
             cmd = self.get_command(ctx, name)
             if cmd is None or cmd.hidden:
                 continue
-            rows.append((name, cmd.get_short_help_str(limit=1000)))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+            rows[name] = cmd.get_short_help_str(limit=1000)
+        # Topics for `agent --help`; a command family's own subcommands are few.
+        topics = grouped(list(rows)) if ctx.parent is None else [("Commands", list(rows))]
+        for title, names in topics:
+            if names:
+                with formatter.section(title):
+                    formatter.write_dl([(n, rows[n]) for n in names])
 
     def invoke(self, ctx):
         try:
@@ -89,9 +99,20 @@ def get_vault() -> Vault:
         vault, _ = Vault.init(path)
         vault.checks = hand_edit_checks()
         click.echo(f"Created a new vault at {path}", err=True)
+        warn_if_identity_guessed(vault)
         ctx.meta["agent.vault.named"] = True
         return vault
     return Vault.open(path, hand_edit_checks())
+
+
+def warn_if_identity_guessed(vault: Vault) -> None:
+    """Say, once a vault is made, that hand edits would be committed under a made-up name."""
+    if vault.user_identity_guessed():
+        who = vault.user_identity()
+        click.echo(f"Note: git has no user.name and user.email here, so your own edits will be "
+                   f"committed as {who.name} <{who.email}>. Set them with: git config --global "
+                   f'user.name "Your Name" && git config --global user.email you@example.org',
+                   err=True)
 
 
 def short_path(path: Path) -> str:

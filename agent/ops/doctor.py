@@ -230,11 +230,22 @@ def _mcp(vault, settings) -> list[Check]:
     return [Check("MCP servers", "ok", f"{len(configs)} approved on this machine")]
 
 
+def _identity(vault) -> Check | None:
+    """Warn when hand edits would be committed under a name made from the login."""
+    if not vault.user_identity_guessed():
+        return None
+    who = vault.user_identity()
+    return Check("identity", "warn", f"git has no user.name and user.email: your edits are "
+                 f"committed as {who.name} <{who.email}>",
+                 'git config --global user.name "Your Name" && '
+                 'git config --global user.email you@example.org')
+
+
 def run_checks(vault, telegram=None) -> list[Check]:
     """Every check; `telegram(settings) -> (ok, detail, fix)` checks the Telegram
     channel when it is enabled."""
     settings_check, settings = _settings(vault)
-    checks = [*_api(settings), settings_check, _git(), _sandbox(), _fsck(vault),
+    checks = [*_api(settings), settings_check, _git(), _identity(vault), _sandbox(), _fsck(vault),
               _checkout(vault), _index(vault), _cron(vault), _heartbeats(vault),
               _skills(vault), _held(vault), *_telegram(settings, telegram), *_mcp(vault, settings)]
     return [c for c in checks if c is not None]

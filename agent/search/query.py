@@ -261,10 +261,10 @@ class _Query:
     def by_words(self, early) -> None:
         """The candidates that hold query words, ranked (unless pooled with meaning)."""
         db, terms = self.db, self.terms
-        kept = within_budget(db, terms)
-        expr = match_expression(kept)
-        cands = candidates(db, expr, self.n, self.since, self.kinds, self.until)
-        if len(cands) < self.n and kept == terms:
+        budget = within_budget(db, terms)
+        cands = candidates(db, match_expression(budget.ranked), self.n, self.since, self.kinds,
+                           self.until, recent=match_expression(budget.common))
+        if len(cands) < self.n and sorted(budget.ranked) == sorted(terms):
             self.holding = {c.id for c in cands}
         if self.pool and early is not None and not early.done():
             # Done while the query's vector is made: only the dense candidates'

@@ -168,20 +168,51 @@ def within(ts: str | None, since: date | None, until: date | None) -> bool:
 
 
 def candidates(db, expr: str, n: int, since: date | None, kinds,
-               until: date | None = None) -> list[Candidate]:
+               until: date | None = None, recent: str = "") -> list[Candidate]:
+    """The `n` documents matching `expr` with the best BM25 score, then, for the words of
+    `recent` (those too common to rank, see `within_budget`), the newest documents
+    holding them, with no BM25 score of their own: at least a quarter of the places, or
+    what `expr` leaves."""
     where, args = filters(since, kinds, until)
+    rows = _ranked(db, expr, n, where, args) if expr else []
+    found = [Candidate(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
+    if recent:
+        found = found[:n - n // 4]
+        # Well below the weakest ranked one (the re-ranking passes scores between
+        # neighbours and days, and these come in runs), yet above nothing, which it drops.
+        floor = min((c.bm25 for c in found if c.bm25 > 0), default=10.0) / 10
+        seen = {c.id for c in found}
+        found += [Candidate(*r[:13], bm25=floor) for r in _newest(db, recent, n, where, args)
+                  if r[0] not in seen][:n - len(found)]
+    return found
+
+
+def _ranked(db, expr: str, n: int, where: list[str], args: list) -> list[tuple]:
     if not where:
         # Rank inside the full-text table first, then look up only the winners.
         sql = (f"SELECT {COLUMNS}, s FROM (SELECT rowid AS rid, bm25(fts) AS s FROM fts "
                f"WHERE fts MATCH ? ORDER BY s LIMIT ?) JOIN docs d ON d.id = rid "
                f"JOIN files f ON f.id = d.file ORDER BY s")
-        rows = db.execute(sql, (expr, n)).fetchall()
-    else:
-        sql = (f"SELECT {COLUMNS}, bm25(fts) AS s FROM fts JOIN docs d ON d.id = fts.rowid "
-               f"JOIN files f ON f.id = d.file WHERE fts MATCH ? AND {' AND '.join(where)} "
-               f"ORDER BY s LIMIT ?")
-        rows = db.execute(sql, (expr, *args, n)).fetchall()
-    return [Candidate(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
+        return db.execute(sql, (expr, n)).fetchall()
+    sql = (f"SELECT {COLUMNS}, bm25(fts) AS s FROM fts JOIN docs d ON d.id = fts.rowid "
+           f"JOIN files f ON f.id = d.file WHERE fts MATCH ? AND {' AND '.join(where)} "
+           f"ORDER BY s LIMIT ?")
+    return db.execute(sql, (expr, *args, n)).fetchall()
+
+
+def _newest(db, expr: str, n: int, where: list[str], args: list) -> list[tuple]:
+    """The newest `n` documents matching `expr`, read from the end of its postings (rowids
+    grow as documents are indexed) with no score, so the cost follows `n`, not how many
+    documents hold the words."""
+    if not where:
+        sql = (f"SELECT {COLUMNS}, 0 FROM (SELECT rowid AS rid FROM fts WHERE fts MATCH ? "
+               f"ORDER BY rowid DESC LIMIT ?) JOIN docs d ON d.id = rid "
+               f"JOIN files f ON f.id = d.file ORDER BY d.id DESC")
+        return db.execute(sql, (expr, n)).fetchall()
+    sql = (f"SELECT {COLUMNS}, 0 FROM fts JOIN docs d ON d.id = fts.rowid "
+           f"JOIN files f ON f.id = d.file WHERE fts MATCH ? AND {' AND '.join(where)} "
+           f"ORDER BY fts.rowid DESC LIMIT ?")
+    return db.execute(sql, (expr, *args, n)).fetchall()
 
 
 @dataclass
@@ -235,34 +266,55 @@ def around(db, cands: list[Candidate], reach: int, known: Around | None = None) 
     return Around(per_file, places)
 
 
-# BM25 scores every document holding any query word, so a long query of common words
-# (a pasted paragraph) costs in proportion to the vault. Past this many postings the
-# most common words are left out: they weigh least in BM25 (lowest idf), and the rarer
-# words decide the ranking anyway.
+# BM25 scores every document holding any query word (and SQLite's bm25() reads every
+# posting of each word to count its documents), so a word that many messages hold would
+# cost in proportion to the vault. Words are counted up to this many postings: past it,
+# a word is "common". A long query (a pasted paragraph) leaves its most common words out,
+# keeping at least _MIN_TERMS; the common words kept are not ranked by BM25 (they weigh
+# least in it, lowest idf) but find the newest messages holding them.
 POSTINGS_BUDGET = 20000
 _MIN_TERMS = 3
 
 
-def within_budget(db, terms: list[str]) -> list[str]:
-    """The query's terms, leaving out the most common ones past POSTINGS_BUDGET."""
-    if len(terms) <= _MIN_TERMS:
-        return terms
-    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, fts, 'row')")
+@dataclass
+class Budget:
+    """What a query's words cost: those ranked by BM25, and those too common to rank."""
+    ranked: list[str]
+    common: list[str]
+
+    @property
+    def terms(self) -> list[str]:
+        return self.ranked + self.common
+
+
+def postings(db, term: str) -> int:
+    """How many documents hold `term` (a stem), counted no further than past the budget:
+    reading its postings stops there, so a word in every message costs what a rare one
+    does."""
+    row = db.execute("SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)",
+                     (f'"{term}"', POSTINGS_BUDGET + 1)).fetchone()
+    return row[0]
+
+
+def within_budget(db, terms: list[str]) -> Budget:
+    """The query's terms in two: ranked by BM25 (the rarest, as many as POSTINGS_BUDGET
+    holds, and at least _MIN_TERMS) and common (a word whose postings alone pass the
+    budget, kept while the query has fewer than _MIN_TERMS words). A long query leaves
+    the rest out."""
     stem = Stemmer(db)
-    plain = [t for t in terms if not (len(t) == 1 and is_cjk(t))]   # prefixes stay
+    plain = [t for t in terms if not (len(t) == 1 and is_cjk(t))]   # prefixes stay ranked
     stems = {t: stem(t) for t in plain}
-    keys = sorted(set(stems.values()))
-    df = dict(db.execute(f"SELECT term, doc FROM temp.vocab WHERE term IN "
-                         f"({','.join('?' * len(keys))})", keys).fetchall())
-    if sum(df.values()) <= POSTINGS_BUDGET:
-        return terms
-    kept, total = [t for t in terms if t not in stems], 0
-    for t in sorted((t for t in plain if df.get(stems[t])), key=lambda t: df[stems[t]]):
-        if len(kept) >= _MIN_TERMS and total + df[stems[t]] > POSTINGS_BUDGET:
-            break
-        kept.append(t)
-        total += df[stems[t]]
-    return kept or terms
+    df = {k: postings(db, k) for k in set(stems.values())}
+    ranked, common, total = [t for t in terms if t not in stems], [], 0
+    for t in sorted(plain, key=lambda t: df[stems[t]]):
+        kept = len(ranked) + len(common)
+        if df[stems[t]] > POSTINGS_BUDGET:          # counted only so far: too common to rank
+            if kept < _MIN_TERMS:
+                common.append(t)
+        elif total + df[stems[t]] <= POSTINGS_BUDGET or kept < _MIN_TERMS:
+            ranked.append(t)
+            total += df[stems[t]]
+    return Budget(ranked, common)
 
 
 def _near(d: date, first: date, last: date) -> bool:

@@ -335,6 +335,13 @@ class Vault(Journal, LockAndRepair, Writes):
         self._host = name
         return name
 
+    def user_identity_guessed(self) -> bool:
+        """True when git has no user.name or user.email for this vault, so hand edits are
+        committed under a name made from the login (root <root@host>)."""
+        return not all(os.environ.get(f"GIT_AUTHOR_{k.upper()}", "").strip()
+                       or self.git("config", f"user.{k}", check=False).strip()
+                       for k in ("name", "email"))
+
     def user_identity(self) -> Identity:
         """The user's git identity, or a fallback named after the login when none is set."""
         # $GIT_AUTHOR_NAME / $GIT_AUTHOR_EMAIL first, as git itself honours them.

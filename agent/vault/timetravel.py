@@ -8,6 +8,8 @@ and a fact's timeline (added, updated, removed, restored).
 
 from __future__ import annotations
 
+from agent import clock
+
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -30,6 +32,10 @@ def resolve(vault: Vault, when: str) -> tuple[str, str]:
     sha = vault.git("rev-parse", "--verify", "-q", "--end-of-options", f"{when}^{{commit}}",
                     check=False).strip()
     if not sha:
+        # git reads a word it does not know (banana) as now: say so rather than show HEAD
+        if vault.date_stamp(when, clock.now().timestamp()) is None:
+            raise TimeError(f"--as-of {when!r}: neither a commit nor a date git understands; "
+                            f"use e.g. 2026-11-01, yesterday, '2 weeks ago' or HEAD~3.")
         sha = vault.git("rev-list", "-1", f"--until={when}", "HEAD", check=False).strip()
     if not sha:
         first = vault.git("log", "--reverse", "--format=%ad", "--date=short", check=False)
