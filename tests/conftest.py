@@ -16,8 +16,9 @@ from click.testing import CliRunner
 
 from agent.cli.app import cli
 from agent.vault.repo import Vault
-from fakeanthropic import fake_anthropic  # noqa: F401  (fixture: the fake Anthropic API)
-from faketelegram import fake_telegram  # noqa: F401  (fixture: the fake Telegram Bot API)
+
+# The fake Anthropic API and the fake Telegram Bot API: their fixtures, for every test.
+pytest_plugins = ["fakeanthropic", "faketelegram"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,6 +96,28 @@ def remote(tmp_path, vault):
     out = CliRunner().invoke(cli, ["--vault", str(vault.root), "sync"], catch_exceptions=False)
     assert out.exit_code == 0 and "0 commits in" in out.output, out.output
     return bare
+
+
+@pytest.fixture
+def evil(tmp_path, remote):
+    """The malicious side of a sync: a plain git clone of the remote, its own author."""
+    path = tmp_path / "evil"
+    subprocess.run(["git", "clone", "-q", str(remote), str(path)], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(path), "config", "user.name", "Mallory"], check=True)
+    subprocess.run(["git", "-C", str(path), "config", "user.email", "mallory@evil.example"], check=True)
+    return path
+
+
+@pytest.fixture
+def gateway(vault, fake_anthropic):
+    """`agent serve`'s HTTP gateway in process, on a free port, with its router."""
+    from agent.serve.gateway import Gateway
+    from test_conversations import router
+    conv = router(vault)
+    gw = Gateway(vault, conv, port=0).start()
+    yield gw
+    gw.close(5)
+    conv.drain(10)
 
 
 @pytest.fixture

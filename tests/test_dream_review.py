@@ -4,7 +4,6 @@ and `agent review` accepts, rejects or edits them. Real CLI, real git, the fake 
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import pytest

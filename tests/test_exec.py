@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from agent import sandbox
-from agent.chat.tools import registry
 from agent.chat.tools.exec import exec_
 from agent.chat.tools.files import read_file
 from agent.chat.tools.registry import ToolContext, ToolError, use_context

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
 
 from conftest import subjects
 from fakeanthropic import json_reply, reply, text, tool_use

@@ -17,7 +17,6 @@ import time
 import pytest
 from fakeanthropic import reply, tool_use
 
-from agent.clock import now as vault_now
 from conftest import subjects
 from test_conversations import after, router, transcript
 
@@ -34,15 +33,6 @@ import urllib.request
 
 from agent.serve.gateway import MAX_BODY, Gateway
 from agent.serve.remote import Remote, RemoteError
-
-
-@pytest.fixture
-def gateway(vault, fake_anthropic):
-    conv = router(vault)
-    gw = Gateway(vault, conv, port=0).start()
-    yield gw
-    gw.close(5)
-    conv.drain(10)
 
 
 def http(gw, method, path, body=None, *, token="right", accept=None, raw=None, headers=None):

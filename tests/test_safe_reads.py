@@ -23,6 +23,7 @@ ALLOWED = {
     ("agent/vault/gitstate.py", "unfinished_operation"): "git's own files under .git/",
     ("agent/vault/repo.py", "head_from_files"): "git's own files under .git/ (HEAD, refs)",
     ("agent/vault/gitstate.py", "_git_process_in"): "/proc/<pid>/cmdline of a running git",
+    ("agent/search/background.py", "texts"): "background.txt, shipped inside the package",
     ("agent/vault/repo.py", "_exclude_state"): "git's own .git/info/exclude",
     ("agent/vault/lock.py", "_repair_torn"): "repairs a torn JSONL line in place; lstat "
                                              "refuses anything but a regular file",
@@ -78,7 +79,7 @@ def direct_reads() -> list[tuple[str, int, str, str]]:
             for child in ast.iter_child_nodes(node):
                 parents[child] = node
 
-        def function_of(node):
+        def function_of(node, parents=parents):
             while node in parents:
                 node = parents[node]
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -16,7 +16,6 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
-import pytest
 from fakeanthropic import error, json_reply, reply
 
 from agent.ops import cron as jobs

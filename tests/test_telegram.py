@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from fakeanthropic import json_reply, reply
 
 from agent.serve.channels.telegram import LIMIT, TelegramChannel, split_message, utf16_len
