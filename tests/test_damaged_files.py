@@ -235,6 +235,7 @@ def test_chat_after_an_archive_with_a_torn_last_line(fake_anthropic, vault, run)
     assert lines[-1]["turn"] == 2 and lines[-1]["content"] == "hello again"
 
 
+@pytest.mark.slow
 def test_concurrent_turns_on_one_session_get_their_own_numbers(fake_anthropic, vault):
     both = threading.Barrier(2, timeout=60)
 

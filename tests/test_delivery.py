@@ -183,6 +183,7 @@ def test_the_cron_add_tool_takes_deliver(vault, fake_anthropic):
     assert jobs_json(vault)[0]["deliver"] == CHAT
 
 
+@pytest.mark.slow
 def test_serve_delivers_a_cron_jobs_reply_to_telegram(vault, run, fake_telegram, fake_anthropic,
                                                      procs):
     configure(vault, fake_telegram.url)

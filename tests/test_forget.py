@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 
 from conftest import subjects
 from fakeanthropic import json_reply, reply, text, tool_use
@@ -53,6 +55,7 @@ def plant(fake_anthropic, vault):
     assert list((vault.root / "archive").rglob("*.md"))
 
 
+@pytest.mark.slow
 def test_forget_reaches_both_clones_and_keeps_unsynced_work(fake_anthropic, tmp_path, vault,
                                                             remote):  # noqa: F811
     plant(fake_anthropic, vault)

@@ -298,6 +298,7 @@ def test_a_plain_install_searches_by_words_and_says_so(talk, run, monkeypatch):
     assert r.exit_code != 0 and "Traceback" not in r.output
 
 
+@pytest.mark.slow
 @needs_model
 def test_a_search_makes_a_bounded_number_of_vectors_and_rebuild_makes_them_all(
         vault, run, tmp_path, monkeypatch):
@@ -343,6 +344,7 @@ def test_vectors_of_an_index_made_before_this_format_are_kept_and_searched(talk,
     assert "5 vectors)" in run("index", "status").output      # none made again, none lost
 
 
+@pytest.mark.slow
 @needs_model
 def test_a_search_in_a_new_process_follows_edits_of_the_vectors(talk, run, tmp_path, monkeypatch):
     from agent.search import vectors

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 
 # (file, function): why its direct read is not a read of a vault file.
@@ -116,6 +118,7 @@ def direct_reads() -> list[tuple[str, int, str, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_read_of_a_vault_file_goes_through_the_safe_reader():
     offenders = [f"{rel}:{line} in {fn}(): {code}" for rel, line, fn, code in direct_reads()
                  if (rel, fn) not in ALLOWED]
@@ -124,6 +127,7 @@ def test_every_read_of_a_vault_file_goes_through_the_safe_reader():
                            + "\n".join(offenders))
 
 
+@pytest.mark.slow
 def test_the_allowlist_names_only_reads_that_exist():
     present = {(rel, fn) for rel, _, fn, _ in direct_reads()}
     assert not set(ALLOWED) - present, sorted(set(ALLOWED) - present)

@@ -291,6 +291,7 @@ def test_a_search_after_a_commit_walks_no_tree_and_the_next_at_that_head_does(fi
     assert index.search(filled, "plumber", mode="words")[0].path.startswith("memory/")
 
 
+@pytest.mark.slow
 def test_a_search_that_skips_git_still_sees_every_kind_of_hand_change(filled, run):
     mem = filled.root / "MEMORY.md"
     # HEAD's branch packed (as `git gc` leaves it); the hand commit below makes it loose.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fakeanthropic import json_reply, reply
 
 from agent.serve.channels.telegram import LIMIT, TelegramChannel, split_message, utf16_len
@@ -267,6 +269,7 @@ def test_telegram_down_at_start_is_retried_until_it_answers(vault, fake_telegram
 # ---- agent serve, end to end ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_serve_answers_on_telegram_and_sigterm_lets_the_reply_go_out(
         vault, fake_telegram, fake_anthropic, procs):
     configure(vault, fake_telegram.url)
@@ -288,6 +291,7 @@ def test_serve_answers_on_telegram_and_sigterm_lets_the_reply_go_out(
     assert token not in json.dumps([dict(c.headers) for c in fake_anthropic.calls()])
 
 
+@pytest.mark.slow
 def test_serve_with_telegram_unreachable_says_so_once_and_runs_cron(vault, run, fake_anthropic,
                                                                    fake_telegram, procs):
     configure(vault, "http://127.0.0.1:9")           # nothing listens there
