@@ -329,11 +329,14 @@ def _unchanged(vault, db) -> bool:
         return False
     try:
         rec = json.loads(raw)
-        if rec["head"] != vault.head_from_files() or rec["commit"] != meta(db, "commit"):
-            return False
-        return _stat_all(vault.root, rec["paths"]) == rec["sigs"]
-    except (ValueError, KeyError, TypeError):
+    except ValueError:
         return False
+    if (not isinstance(rec, dict) or not isinstance(rec.get("paths"), list)
+            or not all(isinstance(p, str) for p in rec["paths"])):
+        return False                    # written by another version: asked again
+    if rec.get("head") != vault.head_from_files() or rec.get("commit") != meta(db, "commit"):
+        return False
+    return _stat_all(vault.root, rec["paths"]) == rec.get("sigs")
 
 
 def update(vault, db, full: bool = False, after_commit: bool = False,

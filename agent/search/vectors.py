@@ -323,7 +323,9 @@ def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix |
         if not head.startswith(MAGIC):
             return None
         h = json.loads(head[len(MAGIC):].decode("utf-8"))
-        n = int(h["n"])
+        if not isinstance(h, dict) or not all(isinstance(h.get(k), int) for k in ("n", "seq", "dim")):
+            return None                 # a header of another shape: not this file
+        n = h["n"]
         epoch = h.get("epoch") if epoch is None else epoch
         if (h.get("format") != FORMAT or h.get("epoch") != epoch
                 or (model is not None and h.get("model") != model)
@@ -336,9 +338,9 @@ def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix |
             ids = np.fromfile(path, dtype="<i8", count=n, offset=HEADER + n * 8)
             m = np.memmap(path, dtype=_F32, mode="r", offset=HEADER + n * 16, shape=(n, dim))
             out = _Matrix(sig, epoch, dim, seqs, ids, m, 0, 0, [], [], [])
-        out.seq = out.file_seq = int(h["seq"])
+        out.seq = out.file_seq = h["seq"]
         return out
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
 
 

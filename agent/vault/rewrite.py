@@ -85,17 +85,20 @@ def parse_tombstones(data: str | None) -> list[Tombstone]:
     if not data:
         return []
     try:
-        items = json.loads(data).get("forgotten", [])
-    except (ValueError, AttributeError):
+        doc = json.loads(data)
+    except ValueError:
         return []
+    items = doc.get("forgotten", []) if isinstance(doc, dict) else []
     out = []
     for it in items if isinstance(items, list) else []:
-        try:
-            out.append(Tombstone(str(it["id"]), str(it["at"]), str(it["salt"]),
-                                 str(it["hash"]), int(it["length"]),
-                                 {str(k): str(v) for k, v in dict(it.get("rewrote") or {}).items()}))
-        except (KeyError, TypeError, ValueError):
+        # An entry of another shape is skipped (a bug here must still raise).
+        if not isinstance(it, dict) or not isinstance(it.get("length"), int):
             continue
+        rewrote = it.get("rewrote") or {}
+        if not isinstance(rewrote, dict) or not all(k in it for k in ("id", "at", "salt", "hash")):
+            continue
+        out.append(Tombstone(str(it["id"]), str(it["at"]), str(it["salt"]), str(it["hash"]),
+                             it["length"], {str(k): str(v) for k, v in rewrote.items()}))
     return out
 
 
