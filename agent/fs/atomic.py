@@ -12,6 +12,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 
 # The name of a temporary file `write_text` makes: `.NAME.PID.tmp` beside NAME.
@@ -63,13 +64,13 @@ def write_text(path: Path, text: str, *, sync_dir: bool = False, mode: int | Non
         fsync_dir(path.parent)
 
 
-def write_json(path: Path, data, *, durable: bool = True) -> None:
+def write_json(path: Path, data: Any, *, durable: bool = True) -> None:
     """Replace `path` with `data` as JSON: two-space indents, sorted keys, UTF-8 kept."""
     write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
                durable=durable)
 
 
-def read_json(path: Path, default=None):
+def read_json(path: Path, default: Any = None) -> Any:
     """The JSON in `path`, or `default` when it is missing or torn (derived state only)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
