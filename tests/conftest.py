@@ -40,6 +40,9 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    # The width tables are cut to: the same whatever terminal (or none, as in a parallel
+    # worker) runs the suite.
+    monkeypatch.setenv("COLUMNS", "100")
     for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
                 "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
                 "TELEGRAM_BOT_TOKEN", "AGENT_NOW"):
