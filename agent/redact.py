@@ -300,38 +300,22 @@ def scrub_files(root: Path, rels: list[str]) -> list[str]:
 # ---- the vault's writes (agent.vault.repo calls these) -------------------------------
 
 
-def _heard(vault, kinds: list[str]) -> None:
-    """Remember on the vault object what was kept out, for the front-end to tell."""
-    if kinds:
-        vault.__dict__.setdefault("kept_secrets", []).extend(kinds)
+def guard(root: Path, rel: str, text: str) -> tuple[str, list[str]]:
+    """A file's new text as the vault writes it, without secrets when the filter is on,
+    and the kinds taken out."""
+    if not text or not enabled(root):
+        return text, []
+    return scrub_file_text(rel, text)
 
 
-def guard(vault, rel: str, text: str) -> str:
-    """A file's new text as the vault writes it: without secrets when the filter is on."""
-    if not text or not enabled(vault.root):
-        return text
-    new, kinds = scrub_file_text(rel, text)
-    _heard(vault, kinds)
-    return new
-
-
-def guard_lines(vault, rel: str, lines: list[str]) -> list[str]:
-    """Lines the vault appends, without secrets when the filter is on."""
-    if not lines or not enabled(vault.root):
-        return lines
-    out = []
+def guard_lines(root: Path, rel: str, lines: list[str]) -> tuple[list[str], list[str]]:
+    """Lines the vault appends, without secrets when the filter is on, and the kinds
+    taken out."""
+    if not lines or not enabled(root):
+        return lines, []
+    out, kept = [], []
     for line in lines:
         new, kinds = scrub_file_text(rel, line)
-        _heard(vault, kinds)
+        kept.extend(kinds)
         out.append(new)
-    return out
-
-
-def guard_files(vault, rels: list[str]) -> None:
-    """Files a command wrote on disk that the vault is about to commit, scrubbed in place."""
-    _heard(vault, scrub_files(vault.root, rels))
-
-
-def heard(vault) -> list[str]:
-    """What the vault's writes kept out since the last call (and forget it)."""
-    return vault.__dict__.pop("kept_secrets", [])
+    return out, kept

@@ -3,8 +3,8 @@ heartbeats and the dream alike.
 
 Pure: nothing here reads the clock, reads a file, runs git or calls a model. Time is
 passed in as an aware `datetime`; the caller (a command, a tool, `agent serve`) takes it
-at the edge. The file that stores cron jobs is agent/stores/cron.py; this module is the
-arithmetic they share with heartbeats (agent/stores/heartbeat.py) and serve's dream
+at the edge. The file that stores cron jobs is agent/stores/cronfile.py; this module is the
+arithmetic they share with heartbeats (agent/stores/heartbeatfile.py) and serve's dream
 timing, which is why it is neither a store nor a part of serve.
 """
 
@@ -18,6 +18,8 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from agent.errors import UserError
 
 KINDS = ("at", "every", "cron")
+# The name of the machine a job or heartbeat runs on (as the vault's config stores it too).
+HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # A due time this much older than the moment the scheduler (re)started watching was
 # missed while nothing ran: its misfire policy decides. Anything younger just runs.
 MISFIRE_GRACE = timedelta(seconds=60)

@@ -42,7 +42,7 @@ from fakeanthropic import FakeAnthropic, reply  # noqa: E402
 
 from agent.vault.change import Change  # noqa: E402
 from agent import schedule as sched  # noqa: E402
-from agent.stores import cron as cronfile  # noqa: E402
+from agent.stores import cronfile  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 ZONES = ["Europe/Paris", "America/New_York", "Asia/Tokyo", "UTC", None]

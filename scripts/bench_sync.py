@@ -51,6 +51,7 @@ from bench_vault import build  # noqa: E402
 
 from agent.vault.change import Change  # noqa: E402
 from agent.stores import memory, sessions  # noqa: E402
+from agent.stores.window import read_window
 from agent.sync import remotes as sync  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
@@ -87,7 +88,7 @@ def notes(vault: Vault, who: str, round_no: int, n: int, when: datetime) -> list
 def compact(vault: Vault, who: str, round_no: int, session: str, when: datetime) -> set[str]:
     """What a compaction leaves in the session: a marker covering the older half of the
     window, with the ids it covers (the summary itself is not what is measured); the ids."""
-    window = sessions.read_window(vault.root, session).messages
+    window = read_window(vault.root, session).messages
     part = window[:len(window) // 2]
     ids = [str(m["id"]) for m in part if m.get("id") is not None]
     if not ids:
@@ -178,7 +179,7 @@ def main() -> None:
         for v in (a, b):
             for _ in range(5):
                 t = time.perf_counter()
-                w = sessions.read_window(v.root, "cli/default").messages
+                w = read_window(v.root, "cli/default").messages
                 reads.append(time.perf_counter() - t)
             windows.append({str(m["id"]) for m in w if str(m["id"]) in ours})
         window_lost = len(want - windows[0]) + len(want - windows[1])

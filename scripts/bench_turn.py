@@ -53,6 +53,7 @@ from agent.search import index
 from agent.chat import turn as loop
 from agent.stores import memory
 from agent.stores import sessions  # noqa: E402
+from agent.stores import window
 from agent.vault.repo import Vault  # noqa: E402
 
 VOCAB = 50000
@@ -225,7 +226,7 @@ def measure_turns(vault: Vault, server: FakeAnthropic, turns: int, warmup: int =
             "prompt_median_ms": statistics.median(r[1] * 1000 for r in rows),
             "persist_median_ms": statistics.median(r[2] * 1000 for r in rows),
             "model_median_ms": statistics.median(r[3] * 1000 for r in rows),
-            "window_messages": len(sessions.read_window(vault.root, CHAT).messages)}
+            "window_messages": len(window.read_window(vault.root, CHAT).messages)}
 
 
 # Every `python -m agent` here runs in the vault's folder, as a person would: `-m` puts

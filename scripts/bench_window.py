@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from agent.stores import sessions  # noqa: E402
 
+from agent.stores import window
+
 KEY = "import/life"
 WINDOW = 300          # messages the window keeps
 
@@ -82,11 +84,11 @@ def main() -> None:
             build(new, n, True)
             build(old, n, False)
             made = time.perf_counter() - t
-            w = sessions.read_window(new, KEY)
+            w = window.read_window(new, KEY)
             assert len(w.messages) == min(n, WINDOW), len(w.messages)
-            assert sessions.read_window(old, KEY).messages == w.messages
-            fast = timed(lambda: sessions.read_window(new, KEY), args.runs)
-            slow = timed(lambda: sessions.read_window(old, KEY), args.runs)
+            assert window.read_window(old, KEY).messages == w.messages
+            fast = timed(lambda: window.read_window(new, KEY), args.runs)
+            slow = timed(lambda: window.read_window(old, KEY), args.runs)
             # A marker listing 100,000 ids ends the newest file: the last message is before it.
             rel = sorted(p for p in (new / sessions.session_dir(KEY)).glob("*.jsonl"))[-1]
             with open(rel, "a") as f:

@@ -17,6 +17,7 @@ import pytest
 
 from agent.stores import archive
 from agent.stores import sessions
+from agent.stores import window
 from agent.llm import make_provider
 from agent.chat.turn import run_turn
 from conftest import ROOT, subjects
@@ -605,9 +606,9 @@ def test_compaction_writes_an_archive_entry_and_a_marker(fake_anthropic, vault, 
                                    "archive(cli/default): Garden and tomatoes"]
     assert fake_anthropic.exhausted == 0
     # The window after the marker starts at a user message and is what the next turn sends.
-    window, _ = sessions.Session(vault.root, "cli/default").window()
-    assert window and window[0]["role"] == "user"
-    assert all(m["id"] != src["from"] for m in window)
+    window_messages = window.read_window(vault.root, "cli/default").messages
+    assert window_messages and window_messages[0]["role"] == "user"
+    assert all(m["id"] != src["from"] for m in window_messages)
     fake_anthropic.add(reply("fresh"))
     run("chat", "-m", "next")
     sent = json.dumps(fake_anthropic.last.body["messages"])
@@ -640,7 +641,7 @@ def test_agent_archive_compacts_now(fake_anthropic, vault, run):
     # Entry ids are the time and four random digits: unique across machines.
     first = re.search(r"cli/default: archive entry (\d{18}) \(Alpha\)", r.output)
     assert r.exit_code == 0 and first
-    assert sessions.Session(vault.root, "cli/default").window()[0] == []
+    assert window.read_window(vault.root, "cli/default").messages == []
     fake_anthropic.add(json_reply({"topic": "Beta", "summary": "S2", "importance": 0.2}))
     r = run("archive", "--all")
     assert "cli/default: nothing to archive" in r.output

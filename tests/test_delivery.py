@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from fakeanthropic import reply
 
-from agent.ops import cron as jobs
+from agent.ops import jobs
 from agent.serve.delivery import NO_CHANNEL
 from conftest import subjects
 from test_serve import T0, ServeProc, heartbeat_file, jobs_json, server_at

@@ -10,7 +10,7 @@ import pytest
 from agent.stores import archive
 from agent.dream import prompts
 from agent.dream.cost import estimate, prices
-from agent.dream.ops import apply_ops
+from agent.dream.edits import apply_ops
 from dreamkit import ANALYST_SCHEMA, EDITOR_SCHEMA, finding, op, write_entries
 
 

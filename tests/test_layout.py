@@ -37,7 +37,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 # which the vault's commits consult.
 RANKS = {
     "agent": 0, "agent.errors": 0,
-    "agent.clock": 1, "agent.package": 1, "agent.fs": 1, "agent.schedule": 1, "agent.sandbox": 1,
+    "agent.clock": 1, "agent.oneline": 1, "agent.package": 1, "agent.fs": 1, "agent.schedule": 1, "agent.sandbox": 1,
     "agent.config": 2,
     "agent.redact": 3,
     "agent.vault": 4,                          # git, and only git
@@ -45,11 +45,11 @@ RANKS = {
     "agent.search": 6, "agent.dream": 6,
     "agent.chat": 7, "agent.sync": 7,          # chat's tools include the MCP client
     "agent.ops": 8,                            # every operation a front-end offers
-    "agent.cli": 9, "agent.serve": 9, "agent.mcp": 9,   # front-ends
+    "agent.cli": 9, "agent.serve": 9, "agent.mcp_server": 9,   # front-ends
     "agent.__main__": 10,                      # `python -m agent`: the CLI
 }
 # The CLI wires the other front-ends: `agent serve`, `agent mcp`.
-FRONT_ENDS_THE_CLI_STARTS = ("agent.serve", "agent.mcp")
+FRONT_ENDS_THE_CLI_STARTS = ("agent.serve", "agent.mcp_server")
 
 
 def package_of(name: str) -> str:
@@ -271,7 +271,7 @@ def test_a_package_imports_only_from_lower_ranks(package):
 
 def test_the_rank_rule_catches_an_import_upward():
     # The rule itself: a lower rank importing a higher one is refused, the other way not.
-    assert RANKS[package_of("agent.vault.repo")] < RANKS[package_of("agent.stores.cron")]
+    assert RANKS[package_of("agent.vault.repo")] < RANKS[package_of("agent.stores.cronfile")]
     assert RANKS[package_of("agent.fs.safe")] < RANKS[package_of("agent.vault.repo")]
     assert package_of("agent.serve.channels.telegram") == "agent.serve"
 
@@ -292,7 +292,9 @@ def test_a_note_imports_no_other_command_family(vault):
     p = subprocess.run([sys.executable, "-c", code], cwd=vault.root, capture_output=True,
                        text=True, env={**os.environ, "AGENT_VAULT": str(vault.root)})
     assert p.returncode == 0, p.stderr
-    assert p.stdout.strip().splitlines()[-1] == "['agent.cli.app', 'agent.cli.common']"
+    # agent.cli.topics is the help's table of topics and examples: data, no command family
+    assert p.stdout.strip().splitlines()[-1] == ("['agent.cli.app', 'agent.cli.common', "
+                                                 "'agent.cli.topics']")
     assert "quick" in today_lines(vault)
 
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent.cli.app import cli
-from agent.chat.mcp.client import close_all
+from agent.chat.mcp_client.client import close_all
 from agent.stores import sessions
 from conftest import subjects
 from fakeanthropic import reply, tool_use

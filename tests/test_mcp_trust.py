@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.chat.mcp.client import LOG_BYTES, MAX_BAD_LINES, close_all
+from agent.chat.mcp_client.client import LOG_BYTES, MAX_BAD_LINES, close_all
 from conftest import agent_proc, subjects, wait_for
 from fakeanthropic import reply
 from test_mcp_client import configure

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agent.ops import heartbeats
-from agent.stores.heartbeat import HeartbeatError
+from agent.stores.heartbeatfile import HeartbeatError
 from conftest import subjects
 
 

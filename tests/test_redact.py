@@ -119,3 +119,18 @@ def test_a_person_on_a_channel_hears_what_was_kept_out(fake_anthropic, vault):
     assert ANTHROPIC not in json.dumps(fake_anthropic.calls()[0].body)
     assert ANTHROPIC not in history(vault)
     assert conv.drain(10)
+
+
+def test_a_write_says_which_secrets_it_kept_out(vault):
+    """Each write returns the kinds of secret the filter took out, for the front-end to
+    tell; the file and the history hold the placeholder, never the key."""
+    from agent.vault.change import Change
+
+    with vault.locked():
+        written = vault.write_text("notes.md", f"token {GITHUB}\n")
+        appended = vault.append_line("notes.md", f"and {AWS}")
+        clean = vault.write_text("plain.md", "nothing secret here\n")
+        vault.commit(Change("note", "notes"))
+    assert (written, appended, clean) == (["github"], ["aws"], [])
+    assert "[secret:github]" in (vault.root / "notes.md").read_text()
+    assert GITHUB not in history(vault) and AWS not in history(vault)

@@ -36,7 +36,7 @@ ALLOWED = {
     ("agent/vault/history.py", "ensure_path_filters"): "git's commit-graph under .git/",
     ("agent/sync/mergedriver.py", "main"): "the temporary files git gives a merge driver",
     ("agent/search/vectors.py", "_map"): "the index's vectors file in .agent/",
-    ("agent/serve/lock.py", "acquire"): "serve's lock file in .agent/",
+    ("agent/fs/pidlock.py", "acquire"): "the lock files of .agent/ (the vault's, serve's, the dream's)",
     ("agent/chat/subagents.py", "list_runs"): "subagent runs in .agent/runs/",
     ("agent/dream/state.py", "load"): "the dream in flight, in .agent/",
     ("agent/schedule.py", "local_zone"): "/etc/localtime",

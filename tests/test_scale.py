@@ -10,6 +10,7 @@ import pytest
 
 from agent.chat.compact import CHUNK_TOKENS
 from agent.stores import sessions
+from agent.stores import window
 from fakeanthropic import json_reply, reply
 
 WINDOW = 24000          # [chat] window_tokens of a new vault
@@ -83,7 +84,7 @@ def test_a_turn_after_importing_5000_messages_sends_only_requests_within_budget(
     covered = [i for m in lines(vault) if m.get("type") == "compact" for i in m.get("ids", [])]
     assert len(covered) == len(set(covered))
     assert {f"h{i}" for i in range(5000)} <= set(covered)
-    assert sessions.read_window(vault.root, "cli/default").messages == []
+    assert window.read_window(vault.root, "cli/default").messages == []
 
 
 def test_the_model_seam_refuses_a_request_over_the_context_window_without_sending_it(

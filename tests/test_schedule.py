@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.vault.change import Change
-from agent.stores import heartbeat as hb
+from agent.stores import heartbeatfile
 from agent import schedule as sched
-from agent.stores import cron as cronfile
+from agent.stores import cronfile
 from agent.schedule import Schedule, next_run, settle
 from conftest import agent_proc, subjects
 from test_edit import editor
@@ -360,11 +360,11 @@ def test_cron_list_does_not_import_heavy_modules(vault):
 
 
 def test_init_copies_the_built_in_heartbeats_disabled(vault):
-    beats, problems = hb.load_all(vault.root)
+    beats, problems = heartbeatfile.load_all(vault.root)
     assert problems == []
     assert {b.name for b in beats} >= {"morning", "open-loops"}
     assert all(not b.enabled for b in beats)
-    assert all(hb.OK in b.message() for b in beats)
+    assert all(heartbeatfile.OK in b.message() for b in beats)
 
 
 def test_heartbeat_files_parse_and_broken_ones_are_reported_and_skipped(vault, run):
@@ -374,7 +374,7 @@ def test_heartbeat_files_parse_and_broken_ones_are_reported_and_skipped(vault, r
     (d / "broken.md").write_text("---\nname: broken\nevery: [2h\n---\nbody\n")
     (d / "nounit.md").write_text("---\nevery: 30\n---\nbody\n")
     (d / "badcron.md").write_text("---\ncron: \"0 9 * *\"\n---\nbody\n")
-    beats, problems = hb.load_all(vault.root)
+    beats, problems = heartbeatfile.load_all(vault.root)
     water = next(b for b in beats if b.name == "water")
     assert water.enabled and water.schedule.every_seconds == 7200 and water.hours() == "08:00-22:00"
     assert water.session == "heartbeat/water"
@@ -391,29 +391,29 @@ def test_heartbeat_files_parse_and_broken_ones_are_reported_and_skipped(vault, r
 
 def test_active_hours_including_past_midnight():
     def beat(hours):
-        return hb.parse({"every": "1h", "active_hours": hours, "tz": "Europe/Paris"}, "x", "heartbeat/t.md")
+        return heartbeatfile.parse({"every": "1h", "active_hours": hours, "tz": "Europe/Paris"}, "x", "heartbeat/t.md")
 
     day, night = beat("08:00-22:00"), beat("22:00-06:00")
     at = lambda h, m=0: datetime(2026, 11, 20, h, m, tzinfo=PARIS)
-    assert hb.in_active_hours(day, at(8)) and hb.in_active_hours(day, at(21, 59))
-    assert not hb.in_active_hours(day, at(22)) and not hb.in_active_hours(day, at(7, 59))
-    assert hb.in_active_hours(night, at(23)) and hb.in_active_hours(night, at(3))
-    assert not hb.in_active_hours(night, at(12))
-    assert hb.next_active(day, at(23)) == datetime(2026, 11, 21, 8, 0, tzinfo=PARIS)
-    assert hb.in_active_hours(beat("00:00-24:00"), at(23, 59))
-    with pytest.raises(hb.HeartbeatError, match="HH:MM-HH:MM"):
+    assert heartbeatfile.in_active_hours(day, at(8)) and heartbeatfile.in_active_hours(day, at(21, 59))
+    assert not heartbeatfile.in_active_hours(day, at(22)) and not heartbeatfile.in_active_hours(day, at(7, 59))
+    assert heartbeatfile.in_active_hours(night, at(23)) and heartbeatfile.in_active_hours(night, at(3))
+    assert not heartbeatfile.in_active_hours(night, at(12))
+    assert heartbeatfile.next_active(day, at(23)) == datetime(2026, 11, 21, 8, 0, tzinfo=PARIS)
+    assert heartbeatfile.in_active_hours(beat("00:00-24:00"), at(23, 59))
+    with pytest.raises(heartbeatfile.HeartbeatError, match="HH:MM-HH:MM"):
         beat("8-22")
 
 
 def test_heartbeat_due_times():
-    every = hb.parse({"every": "30m"}, "x", "heartbeat/a.md")
-    daily = hb.parse({"cron": "0 8 * * *", "tz": "Europe/Paris"}, "x", "heartbeat/b.md")
+    every = heartbeatfile.parse({"every": "30m"}, "x", "heartbeat/a.md")
+    daily = heartbeatfile.parse({"cron": "0 8 * * *", "tz": "Europe/Paris"}, "x", "heartbeat/b.md")
     now = datetime(2026, 11, 20, 10, 0, tzinfo=PARIS)
-    assert hb.first_due(every, now) == now                 # never ran: due at once
-    assert hb.after_run(every, now) == now + timedelta(minutes=30)
-    assert hb.first_due(daily, now) == datetime(2026, 11, 21, 8, 0, tzinfo=PARIS)
-    off = hb.parse({"every": "30m", "enabled": False}, "x", "heartbeat/c.md")
-    assert not hb.is_due(off, now, now) and hb.is_due(every, now, now)
+    assert heartbeatfile.first_due(every, now) == now                 # never ran: due at once
+    assert heartbeatfile.after_run(every, now) == now + timedelta(minutes=30)
+    assert heartbeatfile.first_due(daily, now) == datetime(2026, 11, 21, 8, 0, tzinfo=PARIS)
+    off = heartbeatfile.parse({"every": "30m", "enabled": False}, "x", "heartbeat/c.md")
+    assert not heartbeatfile.is_due(off, now, now) and heartbeatfile.is_due(every, now, now)
 
 
 # ---- the cron tools ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import pytest
 
 from fakeanthropic import error, json_reply, reply
 
-from agent.ops import cron as jobs
+from agent.ops import jobs
 from agent.vault.change import Change
 from agent import schedule as sched
 from agent.llm import make_provider

@@ -611,7 +611,8 @@ def test_compactions_on_both_machines_lose_no_message_and_dream_each_once(tmp_pa
     from fakeanthropic import json_reply
 
     from agent.chat.compact import compact_session
-    from agent.stores import archive, sessions
+    from agent.stores import archive
+    from agent.stores.window import read_window
 
     when = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)
 
@@ -648,9 +649,9 @@ def test_compactions_on_both_machines_lose_no_message_and_dream_each_once(tmp_pa
     assert vault.head() == b.head()
     for v in (vault, b):
         no_markers(v)
-        window = sessions.read_window(v.root, "cli/default").messages
+        window = read_window(v.root, "cli/default").messages
         assert [m["id"] for m in window] == ["server-says"]      # not lost, not archived
-        assert sessions.read_window(v.root, "cli/other").messages == []
+        assert read_window(v.root, "cli/other").messages == []
     # The dream reads the two entries of cli/other once: one is set aside.
     fake_anthropic.add(json_reply({"findings": []}))
     out = agent(vault.root, "dream", "--poll-interval", "0.01").output
@@ -749,9 +750,9 @@ def test_the_file_names_a_sync_knows_without_loading_their_stores_agree():
     """A sync names cron.json and .dream_cursor without importing their stores (it pays
     for them only when it must): the names are the stores' own."""
     import agent.stores
-    from agent.stores import archive, cron
-    from agent.sync import remotes
-    assert remotes._CRON_FILE == cron.CRON_FILE == agent.stores.CRON_FILE
+    from agent.stores import archive, cronfile
+    from agent.sync import jobclaims, remotes
+    assert jobclaims._CRON_FILE == cronfile.CRON_FILE == agent.stores.CRON_FILE
     assert remotes._CURSOR == archive.CURSOR
     from agent.stores import memory
     assert remotes.FACT_FILES == memory.MEMORY_FILES

@@ -483,7 +483,8 @@ def test_commands_without_a_model_do_not_import_anthropic(vault, args):
 def test_every_command_has_help():
     p = agent_proc("--help")
     assert p.returncode == 0
-    commands = [l.split()[0] for l in p.stdout.split("Commands:")[1].splitlines()
+    listing = p.stdout.split("Talk with the agent:")[1]          # the topics, then each command
+    commands = [l.split()[0] for l in listing.splitlines()
                 if l.startswith("  ") and l[2] != " "]      # not a wrapped description
     for name in ("init", "path", "note", "status", "log", "undo", "git", "import"):
         assert name in commands

@@ -297,3 +297,17 @@ def test_note_to_a_daily_note_linking_out_changes_nothing(vault, run, secret_fil
     assert r.exit_code == 1 and "outside the vault" in r.output
     assert vault.head() == head
     assert secret_file.read_text().startswith("ANTHROPIC_API_KEY")
+
+
+def test_a_turns_staged_vault_offers_no_git_revert_or_checkout(vault):
+    """What a tool is handed (a StagedVault) offers what a turn may do, and nothing of
+    the real vault by forwarding: no git, no revert, no checkout, no lock or journal."""
+    from agent.vault.staged import StagedVault
+
+    staged = StagedVault(vault)
+    for name in ("git", "revert", "checkout_commit", "git_passthrough", "journal", "lock",
+                 "commit_paths", "init"):
+        assert not hasattr(staged, name), name
+    assert staged.head() == vault.head() and staged.host() == vault.host()
+    staged.write_text("notes.md", "staged\n")
+    assert not (vault.root / "notes.md").exists()

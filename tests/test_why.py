@@ -142,7 +142,7 @@ def test_a_fact_that_came_through_a_sync_merge(tmp_path, fake_anthropic, vault, 
 
 
 def test_a_fact_remembered_over_mcp_names_the_client(vault):
-    from agent.mcp.ops import VaultTools
+    from agent.mcp_server.tools import VaultTools
     VaultTools(vault).call("remember", {"text": "Standup moved to 9:30", "target": "memory"},
                            client="Claude Code")
     from agent.ops import why as why_mod

@@ -42,7 +42,12 @@ from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, models_for
 from agent.stores import archive, sessions
+from agent.stores import window
 from agent.vault.change import MODEL, SESSION, TOKENS, Change, tokens
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 log = logging.getLogger("agent.chat.compact")
 
@@ -222,7 +227,7 @@ def _marker_line(marker: dict, rel_size: int, start_here: bool) -> str:
     return line
 
 
-def _append_marker(vault, session: str, now: datetime, marker: dict,
+def _append_marker(vault: Vault, session: str, now: datetime, marker: dict,
                    start_here: bool) -> None:
     rel = sessions.month_file(session, now)
     path = vault.root / rel
@@ -232,7 +237,7 @@ def _append_marker(vault, session: str, now: datetime, marker: dict,
     vault.append_line(rel, _marker_line(marker, size, start_here))
 
 
-def compact_session(vault, provider: Provider, session: str, now: datetime, *, force: bool = False,
+def compact_session(vault: Vault, provider: Provider, session: str, now: datetime, *, force: bool = False,
                     settings=None, budget: int | None = None) -> int | None:
     """Compact the window's oldest part (with force, the whole window) into an archive
     entry; returns its id, None when there is nothing to compact; CompactError when the
@@ -242,7 +247,7 @@ def compact_session(vault, provider: Provider, session: str, now: datetime, *, f
 
     settings = settings or load_settings(vault.root)
     sessions.check_key(session)
-    w = sessions.read_window(vault.root, session)
+    w = window.read_window(vault.root, session)
     n = plan_cut(w.messages, budget or settings.window_tokens, force,
                  cap=settings.max_message_tokens)
     n = chunk_end(w.messages[:n]) if n else 0
@@ -257,7 +262,7 @@ def compact_session(vault, provider: Provider, session: str, now: datetime, *, f
 
     with vault.locked():
         # Another process may have compacted this window meanwhile.
-        now_w = sessions.read_window(vault.root, session)
+        now_w = window.read_window(vault.root, session)
         if not now_w.messages or now_w.messages[0].get("id") != part[0].get("id"):
             return None
         entry_id = archive.new_id(vault.root, now)
@@ -266,7 +271,7 @@ def compact_session(vault, provider: Provider, session: str, now: datetime, *, f
                 "tokens": context.estimate_tokens(part)}
         vault.write_text(archive.entry_path(entry_id, now), archive.render(entry_id, meta, summary))
         # The ids it covers: after a sync, lines of another machine may sit among them
-        # (see sessions.read_window).
+        # (see window.read_window).
         marker = {"type": "compact", "archive": entry_id, "through": str(part[-1]["id"]),
                   "ids": [str(m["id"]) for m in part if m.get("id") is not None]}
         kept = n < len(now_w.messages) and n < len(now_w.offsets)
@@ -284,7 +289,7 @@ def compact_session(vault, provider: Provider, session: str, now: datetime, *, f
     return entry_id
 
 
-def compact_until(vault, provider: Provider, session: str, now: datetime, *, settings=None,
+def compact_until(vault: Vault, provider: Provider, session: str, now: datetime, *, settings=None,
                   budget: int | None = None, force: bool = False, on_entry=None) -> list[int]:
     """Compact chunk after chunk until the window fits `budget` (with force: is empty);
     the archive entries made. `on_entry(entry_id)` hears of each as it is made."""
@@ -293,7 +298,7 @@ def compact_until(vault, provider: Provider, session: str, now: datetime, *, set
     budget = budget or settings.window_tokens
     while True:
         if not force:
-            w = sessions.read_window(vault.root, session)
+            w = window.read_window(vault.root, session)
             if context.estimate_tokens(w.messages, settings.max_message_tokens) <= budget:
                 return made
         entry = compact_session(vault, provider, session, now, force=force,
@@ -312,7 +317,7 @@ def _position(rels: list[str], rel: str, offset: int) -> tuple[int, int]:
     return (rels.index(rel) if rel in rels else len(rels), offset)
 
 
-def mark_backlog(vault, session: str, settings, appended: dict[str, int]) -> int:
+def mark_backlog(vault: Vault, session: str, settings, appended: dict[str, int]) -> int:
     """After an import (under the vault lock, before its commit): when the session's window
     is over its budget, append a marker that starts the window at its newest messages
     and leaves the older ones waiting to be archived (`backlog`); returns how many
@@ -342,12 +347,12 @@ def mark_backlog(vault, session: str, settings, appended: dict[str, int]) -> int
             break
     if before is None or cut is None or before.get("id") is None:
         return 0                            # all of it fits the window
-    found = sessions.last_marker(root, files)
+    found = window.last_marker(root, files)
     first: tuple[str, int] = (rels[0], 0)
     if found is not None:
         old = found[0]
         back = old.get("backlog") if isinstance(old.get("backlog"), dict) else None
-        start = sessions.start_of(old)
+        start = window.start_of(old)
         if back is not None and isinstance(back.get("file"), str):
             first = (back["file"], int(back.get("offset", 0)))
         elif start is not None:
@@ -370,7 +375,7 @@ def mark_backlog(vault, session: str, settings, appended: dict[str, int]) -> int
 
 def backlog_of(root, session: str):
     """(marker, backlog) when the session has imported history waiting to be archived."""
-    found = sessions.last_marker(root, key=session)
+    found = window.last_marker(root, key=session)
     if found is None:
         return None
     back = found[0].get("backlog")
@@ -416,7 +421,7 @@ def _backlog_part(root, session: str, back: dict) -> tuple[list[dict], list[str]
     nxt = None
     for rel in rels[rels.index(back["file"]):]:
         offset = back["offset"] if rel == back["file"] else 0
-        for off, obj in sessions._forward(root, rel, offset):
+        for off, obj in sessions.read_forward(root, rel, offset):
             if _position(rels, rel, off) >= hi:
                 return [m for _, _, m in part], [r for r, _, _ in part], None
             if obj.get("type") == "compact" or obj.get("id") is None or "role" not in obj:
@@ -438,7 +443,7 @@ def _backlog_part(root, session: str, back: dict) -> tuple[list[dict], list[str]
     return [m for _, _, m in part], [r for r, _, _ in part], None
 
 
-def compact_backlog(vault, provider: Provider, session: str, now: datetime, *,
+def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetime, *,
                     settings=None) -> int | None:
     """Archive the next chunk (at most CHUNK_TOKENS) of the session's imported history
     waiting beyond its window; the entry's id, None when nothing waits; CompactError
@@ -458,7 +463,7 @@ def compact_backlog(vault, provider: Provider, session: str, now: datetime, *,
         topic, summary, importance, used, usage = summarise(
             provider, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS)
     with vault.locked():
-        again = sessions.last_marker(vault.root, key=session)
+        again = window.last_marker(vault.root, key=session)
         if again is None or again[1:] != (rel, off):
             return None                     # another process went on meanwhile
         marker = {"type": "compact"}

@@ -23,8 +23,13 @@ from pathlib import Path
 
 from agent.stores import memory
 from agent.stores import sessions
+from agent.stores.window import read_window
 from agent.stores import skills
 from agent.fs import safe
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 CACHE = {"type": "ephemeral"}
 RETRIEVE_LIMIT = 6
@@ -233,7 +238,7 @@ SCHEDULER = True
 WORKING_SET = True
 
 
-def retrieve(vault, query: str, window: list[dict], now: datetime, session: str | None = None,
+def retrieve(vault: Vault, query: str, window: list[dict], now: datetime, session: str | None = None,
              limit: int = RETRIEVE_LIMIT) -> list[dict]:
     """The memories for a turn whose new message is `query`, as the records the prompt
     quotes: what a search finds that the prompt does not already show, or, when the
@@ -314,7 +319,7 @@ def context_block(now: datetime, session: str, memories: list[dict]) -> dict:
     return {"type": "text", "text": "<context>\n" + "\n".join(lines) + "\n</context>"}
 
 
-def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = True,
+def build(vault: Vault, session: str, text: str, now: datetime, *, retrieval: bool = True,
           budget: int | None = None, max_message_tokens: int | None = None) -> Prompt:
     """Everything the model gets for a new user message `text`.
 
@@ -323,7 +328,7 @@ def build(vault, session: str, text: str, now: datetime, *, retrieval: bool = Tr
     of this request until it fits (`trimmed` says how many messages; the caller compacts
     first so that this is a last resort). With `max_message_tokens`, a longer message
     reaches the model as its head and tail and a line saying where the whole text is."""
-    w = sessions.read_window(vault.root, session)
+    w = read_window(vault.root, session)
     warnings: list[str] = []
     system = system_blocks(vault.root, now.date(), warnings)
     window = w.messages

@@ -32,6 +32,10 @@ from pathlib import Path
 
 from agent.chat.cancel import ROOT, Cancel, Cancelled, cancellable  # noqa: F401 (used by tools)
 from agent.errors import UserError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 AGENT_CHANNEL = "agent"
 RUNS_DIR = "runs"
@@ -129,11 +133,11 @@ RUNS: dict[str, Run] = {}
 _runs_lock = threading.Lock()
 
 
-def _marker(vault, run_id: str) -> Path:
+def _marker(vault: Vault, run_id: str) -> Path:
     return vault.state / RUNS_DIR / f"{run_id}.json"
 
 
-def _write_marker(vault, run: Run) -> None:
+def _write_marker(vault: Vault, run: Run) -> None:
     from agent.fs import atomic
 
     data = {"pid": os.getpid(), "prompt": run.prompt[:200], **asdict(run.record)}
@@ -145,7 +149,7 @@ def running_here() -> list[Run]:
         return [r for r in RUNS.values() if r.status == "running"]
 
 
-def start(vault, provider, settings, *, prompt: str, parent_ctx, context: str, readonly: bool,
+def start(vault: Vault, provider, settings, *, prompt: str, parent_ctx, context: str, readonly: bool,
           background: bool, timeout: float, prefix: list[dict], now: datetime) -> Run:
     """Start a run in its own thread (it saves and commits itself when it ends)."""
     from agent.chat.turn import run_turn
@@ -311,7 +315,7 @@ class RunInfo:
     lines: list[dict] = field(default_factory=list)
 
 
-def list_runs(vault) -> list[RunInfo]:
+def list_runs(vault: Vault) -> list[RunInfo]:
     """Every run of the vault: from session files under sessions/agent/, and the
     markers of runs still going (their pid alive), newest first."""
     from agent.stores import sessions
@@ -355,7 +359,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _from_session(vault, run_id: str) -> RunInfo | None:
+def _from_session(vault: Vault, run_id: str) -> RunInfo | None:
     from agent.stores import sessions
 
     key = f"{AGENT_CHANNEL}/{run_id}"
@@ -387,7 +391,7 @@ def _from_session(vault, run_id: str) -> RunInfo | None:
                    first.get("error"), lines=lines)
 
 
-def find_run(vault, run_id: str) -> RunInfo | None:
+def find_run(vault: Vault, run_id: str) -> RunInfo | None:
     for info in list_runs(vault):
         if info.id == run_id:
             return info

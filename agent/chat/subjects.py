@@ -4,16 +4,12 @@
 
 from __future__ import annotations
 
+from agent.oneline import subject
+
 SUBJECT_CHARS = 60
 
 
 def shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
     """The first line of `text`, spaces folded, cut at a word to about `limit` characters."""
     first = next((line for line in text.splitlines() if line.strip()), "")
-    one = " ".join(first.split())
-    if len(one) <= limit:
-        return one or "(empty message)"
-    cut = one[:limit].rsplit(" ", 1)[0]
-    if len(cut) < limit // 2:
-        cut = one[:limit]
-    return cut.rstrip(" ,.;:") + "..."
+    return subject(first, limit) or "(empty message)"

@@ -45,6 +45,10 @@ from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
 from agent.stores import sessions
 from agent.vault.change import Change, tokens
 from agent.vault.staged import StagedVault
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 log = logging.getLogger("agent.chat.turn")
 
@@ -84,7 +88,7 @@ def _joined(replies: list[str]) -> str:
 # ---- tools ----------------------------------------------------------------------------
 
 
-def _tool_logger(vault):
+def _tool_logger(vault: Vault):
     def log_exception(name: str, exc: BaseException) -> None:
         logs = vault.state / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -98,7 +102,7 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
               mcp=None, on_tool_done=None, kept: list | None = None) -> list[dict]:
     """tool_result blocks for the tool_use blocks `calls`, run at once, in their order.
 
-    `mcp` (an agent.chat.mcp.client.Hub) answers the calls of its servers' tools;
+    `mcp` (an agent.chat.mcp_client.client.Hub) answers the calls of its servers' tools;
     `on_tool_done(name, is_error)` hears of each call as it ends (from its thread).
     """
     logger = _tool_logger(ctx.vault)
@@ -137,12 +141,12 @@ def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _mcp_servers(vault, settings):
+def _mcp_servers(vault: Vault, settings):
     """The MCP servers of agent.toml, started (once per process), and one line for each
     that failed; (None, []) when there are none (the SDK is not even imported)."""
     if not (settings.raw.get("mcp") or {}).get("servers"):
         return None, []
-    from agent.chat.mcp.client import hub_for
+    from agent.chat.mcp_client.client import hub_for
     hub = hub_for(vault.root, settings.raw)
     if hub is None:
         return None, []
@@ -206,7 +210,7 @@ class NotCommitted(Exception):
     its commit could not be made; or, said so, it could not even be written."""
 
 
-def persist(vault, staged: StagedVault | None, session: str, now: datetime,
+def persist(vault: Vault, staged: StagedVault | None, session: str, now: datetime,
             lines: list[sessions.Line],
             change: Change, before_commit: Callable[[], None] | None = None) -> str | None:
     """Apply the turn's staged changes, append its lines and commit, under the vault lock.
@@ -229,7 +233,9 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime,
         # goes in before the memory files, so a fact never lands without it.
         vault.intend(change)
         if lines:
-            vault.append_lines(rel, [line.dumps() for line in lines])
+            kept = vault.append_lines(rel, [line.dumps() for line in lines])
+            if staged is not None:
+                staged.removed.extend(kept)
         done["lines"] = True
         if staged is not None:
             staged.apply()
@@ -252,7 +258,7 @@ def persist(vault, staged: StagedVault | None, session: str, now: datetime,
     return sha
 
 
-def _save(vault, rel: str, change: Change, write, done: dict) -> str | None:
+def _save(vault: Vault, rel: str, change: Change, write, done: dict) -> str | None:
     """The turn written and committed under the lock, or NotCommitted (see persist)."""
     try:
         with vault.locked():
@@ -291,7 +297,7 @@ def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
     return prefix + messages
 
 
-def _renumber(vault, session: str, lines: list[sessions.Line], change: Change) -> Change:
+def _renumber(vault: Vault, session: str, lines: list[sessions.Line], change: Change) -> Change:
     """Give the turn the next free number as the session is now, under the lock.
 
     The number was taken when the prompt was built, before the model call; a concurrent
@@ -338,7 +344,7 @@ class TurnOptions:
     inbox: object = None                 # agent.chat.inbox.Inbox
 
 
-def run_turn(vault, provider: Provider, session: str, text: str, now: datetime,
+def run_turn(vault: Vault, provider: Provider, session: str, text: str, now: datetime,
              options: TurnOptions | None = None, **keywords) -> TurnResult:
     """Answer `text` in `session`, using tools, and save the turn as one commit.
 
@@ -417,7 +423,7 @@ class _Turn:
     lines: list[sessions.Line] = field(default_factory=list)   # the transcript lines saved
 
     @classmethod
-    def start(cls, vault, provider: Provider, session: str, text: str, now: datetime,
+    def start(cls, vault: Vault, provider: Provider, session: str, text: str, now: datetime,
               opts: TurnOptions) -> "_Turn":
         """The prompt built, the tools listed and the MCP servers started."""
         cancel = opts.cancel if opts.cancel is not None else new_turn_cancel()
@@ -619,7 +625,7 @@ class _Turn:
                             self.interrupted or stopped, replies=self.texts,
                             injected=self.injected)
         result.notes.extend(self.fit_notes)
-        result.notes.extend(filter(None, [redact.summary(self.kept + redact.heard(self.vault))]))
+        result.notes.extend(filter(None, [redact.summary(self.kept + self.staged.removed)]))
         result.notes.extend(f"Warning: {w}" for w in self.prompt.warnings)
         result.notes.extend(self.staged.problems)
         result.notes.extend(self.mcp_notes + (self.mcp.problems() if self.mcp is not None else []))
@@ -661,7 +667,7 @@ class _Turn:
             result.notes.append("Compaction interrupted; it is tried again after the next turn.")
 
 
-def _fitted_prompt(vault, provider: Provider, session: str, text: str, now: datetime, settings,
+def _fitted_prompt(vault: Vault, provider: Provider, session: str, text: str, now: datetime, settings,
                    tools: list[dict], prefix_messages) -> tuple[context.Prompt, list[str]]:
     """The turn's prompt, within `[chat] window_tokens` with the tools counted: a window
     that does not fit is compacted first (in chunks that each fit a request); if that

@@ -88,117 +88,67 @@ def note(text):
 @vault_option
 def status(as_json):
     """Show the vault, its HEAD, hand edits, counts and the dream cursor."""
-    from agent.stores import archive, merge
-    from agent.vault import history
-    from agent.fs import safe
-    from agent.sync import remotes as syncing
+    from agent.ops.status import status as gather
 
-    vault = get_vault()
-    root = vault.root
-    head = history.head_line(vault) or "(no commits)"
-    dirty = vault.dirty_paths()
-    from agent.search import index
-    n_sessions, messages = index.message_counts(vault, dirty)
-    warnings: list[str] = []
-    ids = archive.entry_ids(root)
-    newest = ids[-1][0] if ids else 0
-    try:
-        done = archive.read_consolidated(root)
-    except UserError as e:
-        warnings.append(str(e))
-        done = archive.Consolidated()
-    cursor = done.high
-
-    texts = {}
-    for name in memory.MEMORY_FILES:
-        try:
-            texts[name] = safe.read_text(root, name, errors="replace", warnings=warnings) or ""
-        except UserError as e:
-            warnings.append(str(e))
-            texts[name] = ""
-
-    def facts(name):
-        return memory.count_facts(texts[name])
-
+    s = gather(get_vault())
     if as_json:
         from agent.cli.output import report
-        from agent.sync import held as held_changes
 
-        tracking = syncing.ahead_behind(vault)
-        blocked = _commit_blocker(vault, dirty)
-        report({"vault": str(root), "head": vault.head(), "hand_edits": dirty,
-                "hand_edits_blocked_by": blocked or vault.broken_hand_edit(dirty),
-                "left_out": vault.held_back(), "sessions": n_sessions, "messages": messages,
-                "archive_entries": len(ids), "newest_archive": newest,
-                "facts": {name: facts(name) for name in texts},
-                "sync_conflicts": {name: merge.has_conflicts(t) for name, t in texts.items()},
-                "dream_cursor": cursor,
-                "dream_waiting": len(ids) - done.count_in([i for i, _ in ids]),
-                "sync": ({"ref": tracking[0], "ahead": tracking[1], "behind": tracking[2],
-                          "last": (syncing.last_sync(vault) or {}).get("at"),
-                          "host": vault.host()} if tracking else None),
-                "held": [h.key for h in held_changes.pending(vault)],
-                "warnings": warnings})
+        t = s.tracking
+        report({"vault": s.root, "head": s.head, "hand_edits": s.dirty,
+                "hand_edits_blocked_by": s.blocked or s.broken,
+                "left_out": s.held_back, "sessions": s.sessions, "messages": s.messages,
+                "archive_entries": s.archive_entries, "newest_archive": s.newest_archive,
+                "facts": s.facts, "sync_conflicts": s.conflicts,
+                "dream_cursor": s.dream_cursor, "dream_waiting": s.dream_waiting,
+                "sync": ({"ref": t.ref, "ahead": t.ahead, "behind": t.behind, "last": t.last,
+                          "host": t.host} if t else None),
+                "held": s.held, "warnings": s.warnings})
         return
-    click.echo(f"vault:      {root}")
-    click.echo(f"HEAD:       {head}")
-    blocked = _commit_blocker(vault, dirty)
-    broken = vault.broken_hand_edit(dirty)
-    held_back = vault.held_back()          # left uncommitted on purpose: not hand edits
-    edits = [p for p in dirty if p not in held_back]
+    _render_status(s)
+
+
+def _render_status(s) -> None:
+    click.echo(f"vault:      {s.root}")
+    click.echo(f"HEAD:       {s.head_line}")
+    edits = s.edits
     if edits:
         click.echo(f"hand edits: {len(edits)} uncommitted ({', '.join(edits[:5])}"
                    f"{', ...' if len(edits) > 5 else ''}); "
-                   + ("not committed until the problem below is fixed" if blocked
+                   + ("not committed until the problem below is fixed" if s.blocked
                       else "cron.json is not committed until the problem below is fixed"
                       + (", the rest before the agent's next change" if len(edits) > 1 else "")
-                      if broken else "committed before the agent's next change"))
+                      if s.broken else "committed before the agent's next change"))
     else:
         click.echo("hand edits: none")
-    left = [p for p in dirty if p in held_back]
+    left = [p for p in s.dirty if p in s.held_back]
     if left:
         click.echo(f"left out:   {len(left)} file{'s' * (len(left) != 1)} no commit takes "
-                   f"({'; '.join(f'{p}: {held_back[p]}' for p in left[:3])}"
+                   f"({'; '.join(f'{p}: {s.held_back[p]}' for p in left[:3])}"
                    f"{'; ...' if len(left) > 3 else ''})")
-    click.echo(f"sessions:   {n_sessions} ({messages} message{'s' * (messages != 1)})")
-    click.echo(f"archive:    {len(ids)} entr{'y' if len(ids) == 1 else 'ies'}")
-    n = facts(memory.MEMORY)
-    click.echo(f"memory:     {n} fact{'s' * (n != 1)} in MEMORY.md, {facts(memory.USER)} in USER.md")
-    for name, text in texts.items():
-        clashes = merge.has_conflicts(text)
+    click.echo(f"sessions:   {s.sessions} ({s.messages} message{'s' * (s.messages != 1)})")
+    n = s.archive_entries
+    click.echo(f"archive:    {n} entr{'y' if n == 1 else 'ies'}")
+    n = s.facts[memory.MEMORY]
+    click.echo(f"memory:     {n} fact{'s' * (n != 1)} in MEMORY.md, {s.facts[memory.USER]} in USER.md")
+    for name, clashes in s.conflicts.items():
         if clashes:
             click.echo(f"            {name}: {clashes} sync conflict{'s' * (clashes != 1)} "
                        f"(both versions kept; the next dream settles them, or edit the file)")
-    waiting = len(ids) - done.count_in([i for i, _ in ids])
-    click.echo(f"dream:      cursor {cursor}, newest archive {newest} ({waiting} waiting)")
-    tracking = syncing.ahead_behind(vault)
-    if tracking:
-        ref, ahead, behind = tracking
-        last = syncing.last_sync(vault)
-        when = f", last sync {last['at'][:16].replace('T', ' ')}" if last else ", never synced"
-        click.echo(f"sync:       {ahead} ahead, {behind} behind {ref}{when}")
-        click.echo(f"host:       {vault.host()} (this machine: it runs the cron jobs and "
+    click.echo(f"dream:      cursor {s.dream_cursor}, newest archive {s.newest_archive} "
+               f"({s.dream_waiting} waiting)")
+    t = s.tracking
+    if t:
+        when = f", last sync {t.last[:16].replace('T', ' ')}" if t.last else ", never synced"
+        click.echo(f"sync:       {t.ahead} ahead, {t.behind} behind {t.ref}{when}")
+        click.echo(f"host:       {t.host} (this machine: it runs the cron jobs and "
                    f"heartbeats marked with it)")
-    from agent.sync import held
-    waiting_changes = held.pending(vault)
-    if waiting_changes:
-        n = len(waiting_changes)
+    if s.held:
+        n = len(s.held)
         click.echo(f"held:       {n} incoming change{'s' * (n != 1)} not taken "
-                   f"({', '.join(h.key for h in waiting_changes[:4])}"
-                   f"{', ...' if n > 4 else ''}): see `agent sync held`")
-    if blocked or broken:
-        warnings.insert(0, blocked or broken)
-    for w in warnings:
+                   f"({', '.join(s.held[:4])}{', ...' if n > 4 else ''}): see `agent sync held`")
+    for w in ([s.blocked or s.broken] if s.blocked or s.broken else []) + s.warnings:
         click.echo(f"Warning: {w}", err=True)
-
-
-def _commit_blocker(vault: Vault, dirty: list[str]) -> str | None:
-    """Why the vault's next change cannot be committed (a broken agent.toml), or None."""
-    try:
-        vault.agent_identity()
-    except UserError as e:
-        return f"{e}; nothing is committed until it is fixed: run agent edit agent.toml."
-    return None
 
 
 @cli.command()
@@ -264,7 +214,7 @@ def edit(file, new):
 
     identity_despite_problems(vault)     # so that a broken agent.toml can be repaired here
     # (and a broken cron.json: it blocks the lock, so it is repaired before taking it)
-    if not (rel == "cron.json" and vault.broken_hand_edit(vault.dirty_paths())):
+    if not (rel == "cron.json" and vault.lock.broken_hand_edit(vault.dirty_paths())):
         with vault.locked():             # earlier hand edits go in first, on their own
             report_recovery(vault)
     from agent.fs import safe
@@ -335,9 +285,9 @@ def _edit_problem(vault: Vault, rel: str) -> str | None:
         found = cfg.problems(data)
         return f"{rel}: {found[0]}" if found else None
     if rel == "cron.json":
-        from agent.stores import cron
+        from agent.stores import cronfile
         try:
-            cron.read(vault.root)
+            cronfile.read(vault.root)
         except UserError as e:
             return str(e)
     return None

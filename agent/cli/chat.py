@@ -17,6 +17,10 @@ from agent.stores import sessions
 from agent.cli import complete
 from agent.cli.common import (get_vault, name_vault, quiet_logs, read_stdin, report_recovery,
                               vault_option)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 HISTORY_FILE = "chat_history"
 HISTORY_LENGTH = 2000
@@ -51,7 +55,7 @@ class _Printer:
         self.any, self.newline = False, True
 
 
-def _turn(vault, provider, session: str, text: str, model: str | None, *, inbox=None,
+def _turn(vault: Vault, provider, session: str, text: str, model: str | None, *, inbox=None,
           cancel=None):
     from agent.chat.turn import run_turn
 
@@ -239,7 +243,7 @@ def wait_for_runs() -> None:
 # ---- the conversation in the terminal ---------------------------------------------------
 
 
-def _readline(vault):
+def _readline(vault: Vault):
     """Line editing and a history kept in .agent/chat_history; returns a saver."""
     try:
         import readline
@@ -266,7 +270,7 @@ def _readline(vault):
     return save
 
 
-def _repl(vault, provider, session: str, model: str | None, *, remote=None,
+def _repl(vault: Vault, provider, session: str, model: str | None, *, remote=None,
           script: list[str] | None = None) -> None:
     """The conversation at the prompt; with `script` (lines piped in), those lines are
     played as typed ones, with no banner or prompt (as a shell reading a script)."""
@@ -401,7 +405,7 @@ def _typed(inbox, late: list[str], stop=None):
     return on_line
 
 
-def _local_turns(vault, provider, session: str, text: str, model: str | None) -> None:
+def _local_turns(vault: Vault, provider, session: str, text: str, model: str | None) -> None:
     """A turn run in a worker thread: lines typed meanwhile join it (agent.chat.inbox);
     those too late for it run right after, as the next turn."""
     from agent.chat.cancel import new_turn_cancel
@@ -535,7 +539,7 @@ A line typed while a reply is being written joins the running turn: the agent se
 at its next step and answers it in the same reply."""
 
 
-def _slash(vault, provider, session: str, text: str) -> str | None:
+def _slash(vault: Vault, provider, session: str, text: str) -> str | None:
     """Run a slash command typed at the prompt and print its reply; "quit" when the
     conversation ends. (Nothing runs at the prompt: /stop says so.)"""
     ctx = commands.Context(vault, session, "repl", provider=provider)

@@ -39,22 +39,22 @@ def _from_vault(list_them):
     return complete
 
 
-def _sessions(vault):
+def _sessions(vault: Vault):
     from agent.stores import sessions
     return ((key, None) for key in sessions.list_sessions(vault.root))
 
 
-def _jobs(vault):
-    from agent.stores import cron as cronfile
+def _jobs(vault: Vault):
+    from agent.stores import cronfile
     return ((j.id, j.name) for j in cronfile.read(vault.root).jobs)
 
 
-def _runs(vault):
+def _runs(vault: Vault):
     from agent.chat import subagents
     return ((r.id, None) for r in subagents.list_runs(vault))
 
 
-def _review(vault):
+def _review(vault: Vault):
     from agent.ops import review as reviewing
     return ((str(i.number), f"{i.op} {i.file}") for i in reviewing.pending(vault))
 

@@ -12,6 +12,10 @@ from agent import config as cfg
 from agent.cli import complete
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.vault.change import Change
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
 def _show(value) -> str:
@@ -157,7 +161,7 @@ def config_set(key, value):
     click.echo(f"{key} = {_toml(new)}  ({(sha or '')[:7]})")
 
 
-def identity_despite_problems(vault) -> None:
+def identity_despite_problems(vault: Vault) -> None:
     """The lock reads the agent's identity from agent.toml and refuses a broken file; to
     let `config set` repair one, take the identity from what of it is sound."""
     try:

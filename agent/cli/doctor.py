@@ -26,7 +26,7 @@ def doctor(as_json, fix):
     """Check the API key, models, git, the sandbox, the index and the vault's files."""
     vault = get_vault()
     if fix:
-        for line in vault.repair_checkout():
+        for line in vault.journal.repair_checkout():
             click.echo(f"Fixed: {line}", err=as_json)
     checks = run_checks(vault, _telegram)
     bad = [c for c in checks if c.status != "ok"]

@@ -7,6 +7,10 @@ import sys
 import click
 
 from agent.cli.common import after_change, get_vault, report_recovery, vault_option
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
 class _Progress:
@@ -34,7 +38,7 @@ class _Progress:
             self.open = False
 
 
-def _print_status(vault) -> None:
+def _print_status(vault: Vault) -> None:
     from agent.dream import dream_status
     st = dream_status(vault)
     click.echo(f"cursor:       {st['cursor']}")

@@ -24,7 +24,7 @@ def mcp_group(ctx, read_only):
     if ctx.invoked_subcommand is not None:
         return
     vault = get_vault()
-    from agent.mcp.server import serve
+    from agent.mcp_server.server import serve
     serve(vault, read_only=read_only)
     report_recovery(vault)
 
@@ -37,7 +37,7 @@ def mcp_group(ctx, read_only):
 def list_cmd(timeout, as_json):
     """Show the MCP servers of agent.toml, whether each is approved on this machine,
     whether it starts, and its tools (only approved servers are started)."""
-    from agent.chat.mcp.client import describe_servers, survey
+    from agent.chat.mcp_client.client import describe_servers, survey
     vault = get_vault()
     if as_json:
         rows = survey(vault, timeout=timeout)
@@ -64,8 +64,8 @@ def approve_cmd(name, yes):
     and the vault files it names) and asks first. The approval is kept in .agent/
     (never in git); if the command line changes, the server is unapproved again.
     """
-    from agent.chat.mcp import approval
-    from agent.chat.mcp.client import find
+    from agent.chat.mcp_client import approval
+    from agent.chat.mcp_client.client import find
     from agent.clock import now
     vault = get_vault()
     c = find(vault, name)
@@ -90,7 +90,7 @@ def approve_cmd(name, yes):
 def revoke_cmd(name):
     """Take back the approval of MCP server NAME on this machine: it is not started
     until approved again."""
-    from agent.chat.mcp import approval
+    from agent.chat.mcp_client import approval
     vault = get_vault()
     if not approval.revoke(vault.root, name):
         raise click.ClickException(f"{name} is not approved on this machine.")

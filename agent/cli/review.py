@@ -8,9 +8,13 @@ import click
 
 from agent.cli import complete
 from agent.cli.common import after_change, get_vault, vault_option
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
-def _reviewer(vault) -> str:
+def _reviewer(vault: Vault) -> str:
     who = vault.user_identity()
     return f"{who.name} <{who.email}>"
 

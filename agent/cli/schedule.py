@@ -65,7 +65,7 @@ def cron():
 def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_run, deliver,
              host):
     """Add a job: agent cron add daily --message "plan my day" --cron "0 9 * * *"."""
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
 
     vault = get_vault()
     job, sha = jobs.add(vault, name, message, clock_now(), at=at, every=every, cron=expr, tz=tz,
@@ -84,7 +84,7 @@ def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_
 def cron_list(as_json):
     """List the jobs: id, name, schedule, next run (local time), last status; a job held
     for your approval says so."""
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
 
     vault = get_vault()
     listing = jobs.list_jobs(vault)
@@ -125,7 +125,7 @@ def cron_list(as_json):
 @vault_option
 def cron_edit(job_id, name, message, at, every, expr, tz):
     """Change a job's name, message or schedule, keeping the rest (its id, its history)."""
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
 
     if (name, message, at, every, expr, tz) == (None,) * 6:
         raise click.UsageError("Say what to change: --name, --message, or a new schedule "
@@ -150,7 +150,7 @@ def cron_edit(job_id, name, message, at, every, expr, tz):
 def cron_approve(job_id):
     """Let a job the model made with a delivery target run (only to a chat you allowed)."""
     from agent.config import load_settings
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
     from agent.serve.delivery import refusal
 
     vault = get_vault()
@@ -171,7 +171,7 @@ def cron_approve(job_id):
 @vault_option
 def cron_move(job_id, host):
     """Give a job to another machine (by its `agent.host` name): only that one runs it."""
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
 
     vault = get_vault()
     job, sha = jobs.move(vault, job_id, host)
@@ -188,7 +188,7 @@ def cron_move(job_id, host):
 @vault_option
 def cron_remove(job_id):
     """Remove a job (by id, or by name when only one job has it)."""
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
 
     vault = get_vault()
     job, sha = jobs.remove(vault, job_id)
@@ -197,7 +197,7 @@ def cron_remove(job_id):
 
 
 def _toggle(job_id: str, enabled: bool):
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
 
     vault = get_vault()
     job, sha = jobs.set_enabled(vault, job_id, enabled, clock_now())
@@ -231,7 +231,7 @@ def cron_disable(job_id):
 def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
     from agent.llm import make_provider
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
 
     vault = get_vault()
     job = jobs.find(vault, job_id)
@@ -278,14 +278,14 @@ def heartbeat_list(as_json):
         click.echo("No heartbeats: add heartbeat/<name>.md (frontmatter name, every or cron, "
                    "enabled; the body is the prompt).")
     if listing.heartbeats:
-        from agent.stores import heartbeat as hbmod
+        from agent.stores import heartbeatfile
 
         rows = []
         for b in listing.heartbeats:
             hb, e = b.heartbeat, b.state
             last = _status(e.get("last_status"), e.get("last_error"))
             if e.get("last_run"):
-                last += f" ({_when(hbmod.due_time({'next_run': e['last_run']}))})"
+                last += f" ({_when(heartbeatfile.due_time({'next_run': e['last_run']}))})"
             rows.append([hb.name, hb.describe(), hb.hours(), "yes" if hb.enabled else "no",
                          b.why_not or _when(b.next), last])
         click.echo(_table(rows, ["NAME", "SCHEDULE", "ACTIVE", "ENABLED", "NEXT RUN", "LAST"]))
@@ -368,7 +368,7 @@ def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
     from agent.llm import make_provider
     from agent.ops import heartbeats as ops
-    from agent.stores import heartbeat as hbmod
+    from agent.stores import heartbeatfile
 
     vault = get_vault()
     hb = ops.find(vault, name)
@@ -379,7 +379,7 @@ def heartbeat_run(name):
     after_change(vault)
     click.echo("")
     if outcome.status == "quiet":
-        click.echo(f"{hb.name}: {hbmod.OK}, nothing to do (no commit, no transcript).", err=True)
+        click.echo(f"{hb.name}: {heartbeatfile.OK}, nothing to do (no commit, no transcript).", err=True)
     elif outcome.status != "ok":
         raise click.ClickException(f"heartbeat {hb.name} {outcome.status}: {outcome.error}")
     else:

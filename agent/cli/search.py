@@ -9,6 +9,7 @@ import time
 
 import click
 
+from agent.oneline import shorten
 from agent.cli.common import AgentGroup, get_vault, vault_option
 from agent.ops.search import bound as _bound
 from agent.ops.search import parse_day
@@ -47,8 +48,7 @@ def _progress(index):
 
 
 def _short(text: str, width: int = 160) -> str:
-    s = " ".join(text.split())
-    return s if len(s) <= width else s[:width - 1] + "…"
+    return shorten(text, width, placeholder="…")
 
 
 @click.command("search")

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from agent.oneline import shorten
 from agent.cli import complete
 from agent.cli.common import get_vault, name_vault, quiet_logs, report_recovery, vault_option
 from agent.ops.sessions import DEFAULT_SESSION
@@ -80,8 +81,7 @@ def archive_cmd(session, all_):
 
 
 def _short(text: str, width: int) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= width else one[:width - 3].rstrip() + "..."
+    return shorten(text, width)
 
 
 @click.command("sessions")

@@ -38,7 +38,7 @@ def sync_cmd(ctx, remote, no_push, as_json):
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return
-    click.echo("\n".join(getattr(result, "forgotten", []) + [result.line()]))
+    click.echo("\n".join(result.forgotten + [result.line()]))
     if result.held_line():
         click.echo(result.held_line())
     for line in result.refused_lines():

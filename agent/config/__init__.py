@@ -300,8 +300,8 @@ def problems(data: dict, prefix: str = "") -> list[str]:
         if prefix:
             section = f"{prefix}.{section}"
         elif section == "mcp":
-            # MCP servers are named tables of their own; agent.chat.mcp.client checks them.
-            from agent.config.mcp import problems as mcp_problems
+            # MCP servers are named tables of their own; agent.chat.mcp_client.client checks them.
+            from agent.config.mcp_servers import problems as mcp_problems
             out.extend(mcp_problems(table))
             continue
         if section not in SECTIONS and _nested(section):

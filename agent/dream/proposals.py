@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.dream.ops import Applied, OpResult, apply_ops
+from agent.dream.edits import Applied, OpResult, apply_ops
 from agent.stores import rejections
 from agent.stores.memory import normalise
 from agent.vault.branches import branch_of  # noqa: F401  (a run's branch, named here too)

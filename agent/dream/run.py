@@ -14,9 +14,7 @@ The vault lock is held only to apply and commit, never while waiting for the mod
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ from agent.stores import archive, arrivals, ledger
 from agent.config import load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
-from agent.dream.ops import Applied, FILES, OpResult
+from agent.dream.edits import Applied, FILES, OpResult
 import agent.dream.proposals as proposals
 import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
@@ -37,7 +35,12 @@ from agent.stores import rejections
 from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
 from agent.fs import atomic
+from agent.fs.pidlock import PidLock
 from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 LAST_FAILURE = "dream-failure.json"
 LOCK = "dream.lock"
@@ -83,28 +86,19 @@ clear_state = runstate.clear
 
 
 @contextlib.contextmanager
-def _dream_lock(vault):
+def _dream_lock(vault: Vault):
     """Yields None when this process holds the dream lock, else the holder's pid."""
-    vault.state.mkdir(exist_ok=True)
-    fd = os.open(vault.state / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = PidLock(vault.state / LOCK)
+    if not lock.acquire():
+        yield lock.holder or "?"
+        return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            yield holder
-            return
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        try:
-            yield None
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield None
     finally:
-        os.close(fd)
+        lock.release()
 
 
-def dream_status(vault) -> dict:
+def dream_status(vault: Vault) -> dict:
     """Where the dream stands: cursor, newest archive id, entries waiting, what is in
     flight (or None) and the last failure (or None). Reads local files only."""
     root = vault.root
@@ -144,7 +138,7 @@ def dream_status(vault) -> dict:
 
 # ---- running --------------------------------------------------------------------------
 
-def run_dream(vault, provider: Provider, now: datetime, *, wait: bool = True, sync: bool = False,
+def run_dream(vault: Vault, provider: Provider, now: datetime, *, wait: bool = True, sync: bool = False,
               dry_run: bool = False, max_entries: int | None = None, allow_shrink: bool = False,
               progress=None, poll_interval: float = 5.0) -> DreamOutcome:
     """Consolidate the archive entries after the cursor into MEMORY.md and USER.md.
@@ -160,7 +154,7 @@ def run_dream(vault, provider: Provider, now: datetime, *, wait: bool = True, sy
                 poll_interval=poll_interval).go()
 
 
-def cancel_dream(vault, provider: Provider) -> DreamOutcome:
+def cancel_dream(vault: Vault, provider: Provider) -> DreamOutcome:
     """Cancel the dream in flight: its batch is canceled, memory and cursor stay as they are."""
     try:
         state = load_state(vault)
@@ -185,7 +179,7 @@ def cancel_dream(vault, provider: Provider) -> DreamOutcome:
 
 
 class _Run:
-    def __init__(self, vault, provider: Provider, now, *, wait, sync, dry_run, max_entries,
+    def __init__(self, vault: Vault, provider: Provider, now, *, wait, sync, dry_run, max_entries,
                  allow_shrink, progress, poll_interval):
         self.vault = vault
         self.provider = provider

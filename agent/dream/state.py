@@ -22,6 +22,10 @@ from typing import Any
 
 from agent.errors import UserError
 from agent.fs import atomic
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 FILE = "dream.json"           # under .agent/
 VERSION = 1
@@ -194,11 +198,11 @@ class RunState:
 # ---- the file -------------------------------------------------------------------------
 
 
-def path_of(vault) -> Path:
+def path_of(vault: Vault) -> Path:
     return vault.state / FILE
 
 
-def load(vault) -> RunState | None:
+def load(vault: Vault) -> RunState | None:
     """The dream in flight, or None; DreamError naming the file and the fix when it
     cannot be read."""
     path = path_of(vault)
@@ -216,10 +220,10 @@ def load(vault) -> RunState | None:
                          f"run `agent dream --cancel` to discard it.") from None
 
 
-def save(vault, state: RunState) -> None:
+def save(vault: Vault, state: RunState) -> None:
     atomic.write_json(path_of(vault), state.to_json())
 
 
-def clear(vault) -> None:
+def clear(vault: Vault) -> None:
     with contextlib.suppress(FileNotFoundError):
         path_of(vault).unlink()

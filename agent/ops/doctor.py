@@ -10,6 +10,10 @@ import subprocess
 from dataclasses import dataclass
 
 from agent.vault.repo import git_version
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 MIN_GIT = (2, 31)
 
@@ -56,7 +60,7 @@ def _sandbox() -> Check:
     return Check("sandbox", "ok", f"{v.stdout.strip() or 'bwrap'} at {path}")
 
 
-def _settings(vault) -> tuple[Check, object]:
+def _settings(vault: Vault) -> tuple[Check, object]:
     from agent import config as cfg
 
     path = cfg.path_of(vault.root)
@@ -122,7 +126,7 @@ def _api(settings) -> list[Check]:
     return out
 
 
-def _index(vault) -> Check:
+def _index(vault: Vault) -> Check:
     """Bring the index up to date (as any search would) and say what it holds."""
     from agent.search import index
 
@@ -139,7 +143,7 @@ def _index(vault) -> Check:
     return Check("index", "ok", f"{docs} documents, up to date")
 
 
-def _fsck(vault) -> Check:
+def _fsck(vault: Vault) -> Check:
     problem = vault.fsck()
     if problem:
         return Check("git fsck", "fail", problem,
@@ -147,12 +151,12 @@ def _fsck(vault) -> Check:
     return Check("git fsck", "ok", "the repository is sound")
 
 
-def _checkout(vault) -> Check | None:
+def _checkout(vault: Vault) -> Check | None:
     """An interrupted sync whose checkout git refuses: every writing command fails
     until it is given up (None when there is none)."""
     from agent.vault.journal import FIX_CHECKOUT
 
-    problem = vault.checkout_problem()
+    problem = vault.journal.checkout_problem()
     if problem is None:
         return None
     return Check("sync journal", "fail", problem,
@@ -160,29 +164,29 @@ def _checkout(vault) -> Check | None:
                  f"and edits are kept)")
 
 
-def _cron(vault) -> Check:
-    from agent.stores import cron
+def _cron(vault: Vault) -> Check:
+    from agent.stores import cronfile
     from agent.errors import UserError
 
     try:
-        cf = cron.read(vault.root)
+        cf = cronfile.read(vault.root)
     except UserError as e:
         return Check("cron.json", "fail", str(e), "fix it by hand (agent edit cron.json)")
     n = len(cf.jobs)
     return Check("cron.json", "ok", f"{n} job{'s' * (n != 1)}")
 
 
-def _heartbeats(vault) -> Check:
-    from agent.stores import heartbeat
+def _heartbeats(vault: Vault) -> Check:
+    from agent.stores import heartbeatfile
 
-    beats, problems = heartbeat.load_all(vault.root)
+    beats, problems = heartbeatfile.load_all(vault.root)
     if problems:
         return Check("heartbeats", "fail", problems[0], "fix the file named")
     n = len(beats)
     return Check("heartbeats", "ok", f"{n} parsed ({sum(b.enabled for b in beats)} enabled)")
 
 
-def _skills(vault) -> Check:
+def _skills(vault: Vault) -> Check:
     from agent.stores import skills
 
     found = skills.discover(vault.root)
@@ -192,7 +196,7 @@ def _skills(vault) -> Check:
     return Check("skills", "ok", f"{len(found)} ({', '.join(s.name for s in found)})")
 
 
-def _held(vault) -> Check:
+def _held(vault: Vault) -> Check:
     from agent.sync import held
 
     items = held.pending(vault)
@@ -215,12 +219,12 @@ def _telegram(settings, check) -> list[Check]:
     return [Check("telegram", "ok" if ok else "fail", detail, fix)]
 
 
-def _mcp(vault, settings) -> list[Check]:
+def _mcp(vault: Vault, settings) -> list[Check]:
     """Only when agent.toml names MCP servers: the enabled ones not approved here."""
     if settings is None or not (settings.raw.get("mcp") or {}).get("servers"):
         return []
-    from agent.chat.mcp import approval
-    from agent.chat.mcp.client import load_configs
+    from agent.chat.mcp_client import approval
+    from agent.chat.mcp_client.client import load_configs
 
     configs = [c for c in load_configs(settings.raw) if c.enabled]
     waiting = [c.name for c in configs if approval.status(vault.root, c) != "approved"]
@@ -230,7 +234,7 @@ def _mcp(vault, settings) -> list[Check]:
     return [Check("MCP servers", "ok", f"{len(configs)} approved on this machine")]
 
 
-def _identity(vault) -> Check | None:
+def _identity(vault: Vault) -> Check | None:
     """Warn when hand edits would be committed under a name made from the login."""
     if not vault.user_identity_guessed():
         return None
@@ -241,7 +245,7 @@ def _identity(vault) -> Check | None:
                  'git config --global user.email you@example.org')
 
 
-def run_checks(vault, telegram=None) -> list[Check]:
+def run_checks(vault: Vault, telegram=None) -> list[Check]:
     """Every check; `telegram(settings) -> (ok, detail, fix)` checks the Telegram
     channel when it is enabled."""
     settings_check, settings = _settings(vault)

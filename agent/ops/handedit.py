@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from agent.errors import UserError
 from agent.stores import memory
 from agent.fs import atomic, safe
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 FILES = memory.MEMORY_FILES
 _CONFLICT = re.compile(r"^(<<<<<<<|>>>>>>>)( |$)", re.M)
@@ -34,7 +38,7 @@ def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-def open_file(vault, rel: str) -> Opened:
+def open_file(vault: Vault, rel: str) -> Opened:
     if rel not in FILES:
         raise EditRefused(f"{rel!r} is not a memory file: only {' and '.join(FILES)} are "
                           f"edited here.")
@@ -57,7 +61,7 @@ def problem(text: str) -> str | None:
     return None
 
 
-def save(vault, rel: str, text: str, base: str) -> str | None:
+def save(vault: Vault, rel: str, text: str, base: str) -> str | None:
     """Write `text` as `rel` and commit it as the person's hand edit; the commit's sha,
     None when nothing changed. A browser's CRLF line ends are the file's LF."""
     open_file(vault, rel)               # a memory file, or refused

@@ -2,7 +2,7 @@
 implementation `agent heartbeat` and the web page call; they only render.
 
 A heartbeat is a file a person edits: enabling one changes its `enabled:` line and
-nothing else (agent.stores.heartbeat keeps the rest byte for byte). Running one now
+nothing else (agent.stores.heartbeatfile keeps the rest byte for byte). Running one now
 (`run_now`) is a turn, recorded as its run (agent.ops.runs, as serve runs them).
 
     hb, sha = add(vault, "inbox", "check my inbox note", every="2h")
@@ -16,9 +16,13 @@ from datetime import datetime
 from typing import NamedTuple
 
 from agent.errors import did_you_mean
-from agent.stores import heartbeat as hbmod
-from agent.stores.heartbeat import Heartbeat, HeartbeatError
+from agent.stores import heartbeatfile
+from agent.stores.heartbeatfile import Heartbeat, HeartbeatError
 from agent.vault.change import Change
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
 class Done(NamedTuple):
@@ -47,10 +51,10 @@ def _state_of(state: dict, name: str) -> dict:
     return e if isinstance(e, dict) else {}
 
 
-def list_heartbeats(vault) -> Listing:
+def list_heartbeats(vault: Vault) -> Listing:
     """Every heartbeat with serve's record of it (.agent/heartbeats.json)."""
-    beats, problems = hbmod.load_all(vault.root)
-    state = hbmod.read_state(vault.state)
+    beats, problems = heartbeatfile.load_all(vault.root)
+    state = heartbeatfile.read_state(vault.state)
     out = Listing(problems=problems)
     for hb in beats:
         e = _state_of(state, hb.name)
@@ -59,18 +63,18 @@ def list_heartbeats(vault) -> Listing:
         elif e.get("sig") != hb.signature():
             nxt, why = None, "when serve starts"
         else:
-            nxt, why = hbmod.due_time(e), None
+            nxt, why = heartbeatfile.due_time(e), None
         out.heartbeats.append(Listed(hb, nxt, why, e))
     return out
 
 
-def find(vault, name: str) -> Heartbeat:
+def find(vault: Vault, name: str) -> Heartbeat:
     """The heartbeat called `name`; HeartbeatError naming its file's problem, or the
     heartbeats there are."""
-    beats, problems = hbmod.load_all(vault.root)
+    beats, problems = heartbeatfile.load_all(vault.root)
     hb = next((b for b in beats if b.name == name), None)
     if hb is None:
-        broken = [p for p in problems if p.startswith(f"{hbmod.FOLDER}/{name}.md")]
+        broken = [p for p in problems if p.startswith(f"{heartbeatfile.FOLDER}/{name}.md")]
         if broken:
             raise HeartbeatError(broken[0])
         known = ", ".join(b.name for b in beats) or "none"
@@ -80,53 +84,53 @@ def find(vault, name: str) -> Heartbeat:
     return hb
 
 
-def set_enabled(vault, name: str, enabled: bool) -> Done:
+def set_enabled(vault: Vault, name: str, enabled: bool) -> Done:
     """Enable or disable a heartbeat: its `enabled:` line, nothing else. On a vault
     synced between machines, one enabled here runs here only (its `host:`)."""
     with vault.locked():
         hb = find(vault, name)
         if hb.enabled == enabled:
             return Done(hb, None)
-        text = hbmod.with_enabled(vault.read_text(hb.path), enabled, hb.path)
+        text = heartbeatfile.with_enabled(vault.read_text(hb.path), enabled, hb.path)
         if enabled and hb.host is None and vault.has_remote():
-            text = hbmod.with_field(text, "host", vault.host(), hb.path)
+            text = heartbeatfile.with_field(text, "host", vault.host(), hb.path)
         vault.write_text(hb.path, text)
         word = "enable" if enabled else "disable"
         return Done(hb, vault.commit(Change("heartbeat", f'{word} "{hb.name}"')))
 
 
-def enable(vault, name: str) -> Done:
+def enable(vault: Vault, name: str) -> Done:
     return set_enabled(vault, name, True)
 
 
-def disable(vault, name: str) -> Done:
+def disable(vault: Vault, name: str) -> Done:
     return set_enabled(vault, name, False)
 
 
-def add(vault, name: str, message: str, *, every: str | None = None, cron: str | None = None,
+def add(vault: Vault, name: str, message: str, *, every: str | None = None, cron: str | None = None,
         active_hours: str | None = None, tz: str | None = None, enabled: bool = True,
         deliver: str | None = None) -> Done:
     """Write heartbeat/<name>.md (every interval or on a cron expression) and commit it;
     HeartbeatError when one has that name already."""
     if (every is None) == (cron is None):
         raise HeartbeatError("Give exactly one of --every DURATION or --cron EXPR.")
-    rel = f"{hbmod.FOLDER}/{name}.md"
+    rel = f"{heartbeatfile.FOLDER}/{name}.md"
     with vault.locked():
-        text = hbmod.new_file(name, message, every=every, cron=cron, active_hours=active_hours,
+        text = heartbeatfile.new_file(name, message, every=every, cron=cron, active_hours=active_hours,
                               tz=tz, enabled=enabled, deliver=deliver, host=vault.host())
-        beats, _ = hbmod.load_all(vault.root)
+        beats, _ = heartbeatfile.load_all(vault.root)
         if (vault.root / rel).exists() or any(b.name == name for b in beats):
             raise HeartbeatError(f"A heartbeat named {name!r} exists already ({rel}); "
                                  f"choose another name or edit it: agent edit {rel}")
         vault.write_text(rel, text)
-        hb = hbmod.parse({"name": name, **({"every": every} if every else {"cron": cron}),
+        hb = heartbeatfile.parse({"name": name, **({"every": every} if every else {"cron": cron}),
                           "enabled": enabled, "active_hours": active_hours, "tz": tz,
                           "deliver": deliver}, message, rel)
         sha = vault.commit(Change("heartbeat", f'add "{name}" ({hb.describe()})'))
     return Done(hb, sha)
 
 
-def run_now(vault, provider, name: str, now: datetime, *, on_text=None):
+def run_now(vault: Vault, provider, name: str, now: datetime, *, on_text=None):
     """Run heartbeat `name` at once (even disabled or outside its active hours); it
     counts as its run. The agent.ops.runs.Outcome: "quiet" when it answered
     HEARTBEAT_OK and changed nothing (no commit, no transcript)."""

@@ -22,6 +22,10 @@ from agent.errors import UserError
 from agent.stores import memory
 from agent.fs import safe
 from agent.vault.change import Change
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 TARGETS = ("daily", "memory", "user")
 
@@ -41,14 +45,14 @@ class Noted:
     kept: list[str] = field(default_factory=list)
 
 
-def note(vault, text: str, now: datetime, *, via: Via | None = None) -> Noted:
+def note(vault: Vault, text: str, now: datetime, *, via: Via | None = None) -> Noted:
     """Append `- HH:MM text` to today's daily note and commit it. When the commit fails
     the text is never dropped silently: the UserError says whether it is in the file
     (journalled, committed by the next command) or gives it back."""
     body, kept = redact.door(vault.root, text)
     rel = memory.daily_path(now.date())
     line = memory.note_line(body, now)
-    vault.check_writable(rel)
+    vault.writes.check_writable(rel)
     written = False
     try:
         with vault.locked():
@@ -62,7 +66,7 @@ def note(vault, text: str, now: datetime, *, via: Via | None = None) -> Noted:
     return Noted(rel, line, sha, kept=kept)
 
 
-def remember(vault, text: str, target: str, now: datetime, *, section: str | None = None,
+def remember(vault: Vault, text: str, target: str, now: datetime, *, section: str | None = None,
              via: Via | None = None) -> Noted:
     """Keep `text` (folded onto one line): "daily" as a note of today, "memory" or
     "user" as a fact in MEMORY.md or USER.md under `section` (made when missing); a

@@ -21,13 +21,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from agent.dream import prompts
-from agent.dream.ops import FILES, apply_ops
+from agent.dream.edits import FILES, apply_ops
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
 from agent.stores import archive, arrivals, ledger, rejections, sessions
 from agent.vault import branches
 from agent.fs import safe
 from agent.vault.change import Change
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 EXCERPT = 160          # characters of the source message shown with a proposal
 
@@ -152,7 +156,7 @@ def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int,
     return ""
 
 
-def pending(vault) -> list[Item]:
+def pending(vault: Vault) -> list[Item]:
     """Every proposal waiting for review, oldest run first, numbered from 1."""
     root = vault.root
     records = ledger.read(root)
@@ -200,7 +204,7 @@ def _pick(items: list[Item], picks: list[str] | None) -> list[Item]:
 # ---- deciding -------------------------------------------------------------------------
 
 
-def decide(vault, picks: list[str] | None, decision: str, now: datetime, reviewer: str, *,
+def decide(vault: Vault, picks: list[str] | None, decision: str, now: datetime, reviewer: str, *,
            because: str = "", new_text: str | None = None) -> Outcome:
     """Accept or reject the proposals `picks` (list numbers or ids; None: all of them).
 
@@ -236,7 +240,7 @@ def decide(vault, picks: list[str] | None, decision: str, now: datetime, reviewe
     return out
 
 
-def _decide_run(vault, run: str, chosen: list[Item], out: Outcome, at: str, reviewer: str,
+def _decide_run(vault: Vault, run: str, chosen: list[Item], out: Outcome, at: str, reviewer: str,
                 because: str, new_text: str | None) -> None:
     root = vault.root
     records = ledger.read(root)
@@ -299,7 +303,7 @@ def _decide_run(vault, run: str, chosen: list[Item], out: Outcome, at: str, revi
         out.subjects.append(change.head)
 
 
-def _rebuild(vault, runs: list[str]) -> list[str]:
+def _rebuild(vault: Vault, runs: list[str]) -> list[str]:
     """Each run's branch on top of `main` as it is now, holding what still waits; a
     branch with nothing waiting is deleted. The names of the deleted ones."""
     waiting = ledger.proposals(ledger.read(vault.root))
@@ -321,7 +325,7 @@ def _rebuild(vault, runs: list[str]) -> list[str]:
     return closed
 
 
-def tidy(vault) -> list[str]:
+def tidy(vault: Vault) -> list[str]:
     """Delete the local `dream/*` branches on which nothing waits any more (decided on
     another clone, say); the names deleted. Called after a sync brings the ledger in."""
     waiting = {branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}

@@ -2,7 +2,7 @@
 it never fails its caller (a failure is its outcome), and recorded: a job's run in
 cron.json in the same commit as its turn, a heartbeat's in serve's state file. The one
 implementation `agent serve`, `agent cron run`, `agent heartbeat run` and the web page
-call (through agent.ops.cron.run_now and agent.ops.heartbeats.run_now).
+call (through agent.ops.jobs.run_now and agent.ops.heartbeats.run_now).
 
 A run's problems go to serve's log (`agent.serve`), where its runs are reported.
 """
@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agent import schedule as sched
+from agent.oneline import shorten
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.fs import atomic
 from agent.llm import Provider, ProviderError
-from agent.stores import cron as cronfile
+from agent.stores import cronfile
 from agent.stores import delivery
-from agent.stores import heartbeat as hbmod
-from agent.stores.cron import CRON_FILE, CronFileError, Job
+from agent.stores import heartbeatfile
+from agent.stores.cronfile import CRON_FILE, CronFileError, Job
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
@@ -53,8 +54,7 @@ def run_turn(vault: Vault, provider: Provider, session: str, text: str, now: dat
 
 
 def short(text: str | None, n: int = 72) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+    return shorten(text, n)
 
 
 
@@ -168,16 +168,16 @@ def pending_for(target: str | None, now: datetime, status: str, text: str | None
     """The record a run leaves: pending when it went well and has somewhere to go."""
     if target is None or status != "ok":
         return None
-    if text is not None and (not text.strip() or text.strip() == hbmod.OK):
+    if text is not None and (not text.strip() or text.strip() == heartbeatfile.OK):
         return None
     return delivery.pending(target, now, text)
 
 
-def execute_heartbeat(vault: Vault, provider: Provider, hb: hbmod.Heartbeat, now: datetime, *,
+def execute_heartbeat(vault: Vault, provider: Provider, hb: heartbeatfile.Heartbeat, now: datetime, *,
                       settings=None, on_text=None) -> Outcome:
     """Run a heartbeat's prompt; a reply of HEARTBEAT_OK with no change leaves no trace."""
     result, failure = run_turn(vault, provider, hb.session, hb.message(), now, kind="heartbeat",
-                               settings=settings, on_text=on_text, discard_reply=hbmod.OK)
+                               settings=settings, on_text=on_text, discard_reply=heartbeatfile.OK)
     if result is None:
         return Outcome("interrupted" if failure == "interrupted" else "error", None, failure)
     if getattr(result, "interrupted", False):
@@ -185,16 +185,16 @@ def execute_heartbeat(vault: Vault, provider: Provider, hb: hbmod.Heartbeat, now
     if getattr(result, "error", None):
         return Outcome("error", result.sha, str(result.error))
     reply = (result.reply or "").strip()
-    if result.sha is None and reply == hbmod.OK:
+    if result.sha is None and reply == heartbeatfile.OK:
         return Outcome("quiet", None, None, reply)
     return Outcome("ok", result.sha, None, reply)
 
 
-def record_heartbeat(vault: Vault, hb: hbmod.Heartbeat, now: datetime, outcome: Outcome,
+def record_heartbeat(vault: Vault, hb: heartbeatfile.Heartbeat, now: datetime, outcome: Outcome,
                      *, advance: bool = True) -> None:
     with vault.locked():
-        state = hbmod.read_state(vault.state)
-        e = hbmod.entry(state, hb, now)
+        state = heartbeatfile.read_state(vault.state)
+        e = heartbeatfile.entry(state, hb, now)
         e["last_run"] = sched.iso(now)
         e["last_status"] = outcome.status
         e["last_error"] = outcome.error
@@ -203,11 +203,11 @@ def record_heartbeat(vault: Vault, hb: hbmod.Heartbeat, now: datetime, outcome: 
             if record is not None:
                 e["delivery"] = record
         if advance:
-            e["next_run"] = sched.iso(hbmod.after_run(hb, now))
-        atomic.write_json(vault.state / hbmod.STATE_FILE, state)
+            e["next_run"] = sched.iso(heartbeatfile.after_run(hb, now))
+        atomic.write_json(vault.state / heartbeatfile.STATE_FILE, state)
 
 
-def run_heartbeat_now(vault: Vault, provider: Provider, hb: hbmod.Heartbeat, now: datetime, *,
+def run_heartbeat_now(vault: Vault, provider: Provider, hb: heartbeatfile.Heartbeat, now: datetime, *,
                       on_text=None) -> Outcome:
     """`agent heartbeat run`: run one heartbeat at once; it counts as its run, so serve
     runs it next one interval (or its next cron time) from now."""

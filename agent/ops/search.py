@@ -7,6 +7,10 @@ from datetime import date, datetime
 
 from agent import clock
 from agent.errors import UserError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
 def when(ts: str | None) -> str:
@@ -33,7 +37,7 @@ def bound(day: date) -> str:
     return day.isoformat(timespec="seconds") if isinstance(day, datetime) else f"{day:%Y-%m-%d}"
 
 
-def parse_day(vault, text: str | None, flag: str) -> date | None:
+def parse_day(vault: Vault, text: str | None, flag: str) -> date | None:
     """A day from the forms `agent log --since` takes ("2 weeks ago", "yesterday",
     "2025-03-01", "last monday"), read by git's own date parser so both agree; an ISO
     time with its hour (2026-11-24T01:48:27+00:00) is that moment, not its day."""

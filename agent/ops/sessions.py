@@ -16,12 +16,16 @@ from typing import Callable
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
 from agent.fs import atomic
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 DEFAULT_SESSION = "cli/default"
 LAST_SESSION = "last_session"       # in .agent/: the session `agent chat -c` resumes
 
 
-def list_sessions(vault) -> list:
+def list_sessions(vault: Vault) -> list:
     """Every conversation (search.index.SessionSummary: key, messages, first, last, the
     last line and who said it), most recent first."""
     from agent.search import index
@@ -29,18 +33,18 @@ def list_sessions(vault) -> list:
     return index.session_summaries(vault)
 
 
-def exists(vault, key: str) -> bool:
+def exists(vault: Vault, key: str) -> bool:
     return bool(sessions.Session(vault.root, key).files())
 
 
-def unknown_session(vault, key: str) -> str:
+def unknown_session(vault: Vault, key: str) -> str:
     """The message for a session key the vault has no transcript of."""
     known = sessions.list_sessions(vault.root)
     return (f"No session {key} in {vault.root}.{did_you_mean(key, known)} "
             f"`agent sessions` lists them.")
 
 
-def check_known(vault, key: str) -> str:
+def check_known(vault: Vault, key: str) -> str:
     """`key` checked and known to the vault; UserError naming the close ones otherwise."""
     key = sessions.check_key(key)
     if not exists(vault, key):
@@ -48,7 +52,7 @@ def check_known(vault, key: str) -> str:
     return key
 
 
-def last_session(vault) -> str | None:
+def last_session(vault: Vault) -> str | None:
     """The session `agent chat` used last (else the one with the newest message)."""
     try:
         key = (vault.state / LAST_SESSION).read_text(encoding="utf-8").strip()
@@ -59,7 +63,7 @@ def last_session(vault) -> str | None:
     return found[0].key if found else None
 
 
-def remember_last(vault, key: str) -> None:
+def remember_last(vault: Vault, key: str) -> None:
     """Keep `key` as the session `agent chat -c` resumes. Written whole or not at all
     (a crash mid-write leaves the previous name, never half of one)."""
     try:
@@ -69,7 +73,7 @@ def remember_last(vault, key: str) -> None:
         pass                    # a convenience: a read-only .agent/ costs only the -c
 
 
-def topic(vault, entry_id: int) -> str:
+def topic(vault: Vault, entry_id: int) -> str:
     """The topic of archive entry `entry_id` ("" when there is none)."""
     from agent.stores import archive
 
@@ -93,7 +97,7 @@ class NewConversation:
         return f"Archived as entry {self.entry} ({self.topic}). A fresh conversation starts."
 
 
-def new_conversation(vault, provider, session: str, now: datetime) -> NewConversation:
+def new_conversation(vault: Vault, provider, session: str, now: datetime) -> NewConversation:
     """`/new`: archive the conversation's window and start afresh. A summary that fails
     keeps the conversation as it was (its messages are never dropped)."""
     from agent.chat import working
@@ -109,7 +113,7 @@ def new_conversation(vault, provider, session: str, now: datetime) -> NewConvers
     return NewConversation(entry, topic(vault, entry))
 
 
-def archive(vault, provider, session: str, now: Callable[[], datetime], *,
+def archive(vault: Vault, provider, session: str, now: Callable[[], datetime], *,
             on_entry: Callable[[int, int | None], None] | None = None) -> list[int]:
     """`agent archive`: compact the whole window of `session` now, imported history
     waiting beyond it first (one chunk a request); the entries made, each also given to

@@ -8,6 +8,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from agent.oneline import shorten
 from agent.errors import UserError
 from agent.stores import memory
 from agent.fs import safe
@@ -114,8 +115,7 @@ def restore(vault: Vault, text: str) -> Restored:
 
 
 def _short(text: str, limit: int = 60) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[:limit - 1].rsplit(" ", 1)[0] + "…"
+    return shorten(text, limit, placeholder="…", at_word=True)
 
 
 def heading_above(text: str, line: str) -> str | None:

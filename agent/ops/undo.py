@@ -11,9 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.vault import history
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
-def undo(vault, ref: str | None = None, *, session: str | None = None) -> history.Undone:
+def undo(vault: Vault, ref: str | None = None, *, session: str | None = None) -> history.Undone:
     """Revert the agent commit `ref` (else the newest agent change not undone yet, of
     `session`'s turns when given) and bring the search index up to date. Raises
     history.NothingToUndo or history.UndoConflict, each saying what to do."""
@@ -39,7 +43,7 @@ class TurnUndo:
     sha: str | None = None
 
 
-def undo_last_turn(vault, session: str) -> TurnUndo:
+def undo_last_turn(vault: Vault, session: str) -> TurnUndo:
     """`/undo`: revert the newest turn commit of `session` not yet undone. Nothing to
     undo and a conflict are answers, not errors: the conversation goes on."""
     try:

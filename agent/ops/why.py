@@ -21,10 +21,15 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 
+from agent.oneline import shorten
 from agent.errors import UserError
 from agent.stores import archive, ledger, memory, sessions
 from agent.vault import history as lineage
 from agent.vault.change import CLIENT, REVERTS, REVIEWER, RUN, SESSION, TOOL, TURN
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 FILES = memory.MEMORY_FILES
 MAX_STEPS = 12
@@ -92,7 +97,7 @@ def score(query: str, line: str) -> float:
     return 0.7 * recall + 0.3 * ratio
 
 
-def candidates(vault, query: str) -> list[Candidate]:
+def candidates(vault: Vault, query: str) -> list[Candidate]:
     out = []
     from agent.fs import safe
     for rel in FILES:
@@ -112,7 +117,7 @@ def candidates(vault, query: str) -> list[Candidate]:
 # ---- the story ------------------------------------------------------------------------
 
 
-def explain(vault, text: str) -> Story:
+def explain(vault: Vault, text: str) -> Story:
     """The story of the line of MEMORY.md or USER.md that best matches `text`."""
     query = " ".join(text.split())
     if not query:
@@ -128,7 +133,7 @@ def explain(vault, text: str) -> Story:
     return Story(query, match, steps, found[1:4])
 
 
-def walk(vault, rel: str, line: int, text: str) -> list[Step]:
+def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
     agent_email = vault.agent_identity().email
     lineage.ensure_path_filters(vault)
     steps: list[Step] = []
@@ -186,7 +191,7 @@ def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
             "import": "import"}.get(k, k or "commit")
 
 
-def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
+def _step(vault: Vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
     kind = _kind(c, agent_email)
     step = Step(c.sha, kind, c.author, c.email, c.date, c.subject, rel, line, text)
     if kind == "chat turn":
@@ -208,7 +213,7 @@ def _step(vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
     return step
 
 
-def _merge_step(vault, merge: str, original, rel: str, line: int, text: str) -> Step:
+def _merge_step(vault: Vault, merge: str, original, rel: str, line: int, text: str) -> Step:
     m = lineage.commit_record(vault, merge)
     return Step(m.sha, "sync merge", m.author, m.email, m.date, m.subject, rel, line, text,
                 {"merged": original.sha, "note": f"brought in from another clone, where "
@@ -219,11 +224,10 @@ def _merge_step(vault, merge: str, original, rel: str, line: int, text: str) -> 
 
 
 def _short(text: str, limit: int = SHORT) -> str:
-    one = " ".join(str(text).split())
-    return one if len(one) <= limit else one[:limit - 3].rstrip() + "..."
+    return shorten(text, limit)
 
 
-def _turn_source(vault, c, text: str) -> dict:
+def _turn_source(vault: Vault, c, text: str) -> dict:
     session, turn = c.trailers.get(SESSION, ""), c.trailers.get(TURN, "")
     source = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
     files = [p for p in lineage.changed_paths(vault, c.sha)
@@ -262,7 +266,7 @@ def _run_of(c) -> tuple[str | None, int | None, int | None]:
     return f"{m.group(1)}..{m.group(2)}", int(m.group(1)), int(m.group(2))
 
 
-def _dream_source(vault, c, rel: str, text: str) -> dict:
+def _dream_source(vault: Vault, c, rel: str, text: str) -> dict:
     run, first, through = _run_of(c)
     rec = ledger.for_line(vault.root, run, rel, text)
     source: dict = {"run": run}
@@ -283,7 +287,7 @@ def _dream_source(vault, c, rel: str, text: str) -> dict:
     return source
 
 
-def _review_source(vault, c, rel: str, text: str) -> dict:
+def _review_source(vault: Vault, c, rel: str, text: str) -> dict:
     """A line a person accepted in `agent review`: who and when, the proposal, and the
     dream run's evidence behind it (from the ledger's proposal and decision records)."""
     run = c.trailers.get(RUN, "").strip() or None
@@ -313,7 +317,7 @@ def _review_source(vault, c, rel: str, text: str) -> dict:
     return source
 
 
-def _entry(vault, entry_id: int) -> dict:
+def _entry(vault: Vault, entry_id: int) -> dict:
     from agent.dream import prompts
     rel = archive.find(vault.root, entry_id)
     if rel is None:

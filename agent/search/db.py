@@ -15,6 +15,10 @@ import unicodedata
 from pathlib import Path
 
 from agent.errors import UserError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 DB_NAME = "index.sqlite"
 SCHEMA = 3
@@ -24,7 +28,7 @@ class SearchError(UserError):
     """A search that cannot be made as asked; the message says why."""
 
 
-def db_path(vault) -> Path:
+def db_path(vault: Vault) -> Path:
     return vault.state / DB_NAME
 
 
@@ -86,7 +90,7 @@ _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL}
 
 
 @contextlib.contextmanager
-def open_index(vault):
+def open_index(vault: Vault):
     """A connection to an index of the right schema (made empty if missing or unusable)."""
     path = db_path(vault)
     if not path.parent.is_dir():

@@ -34,6 +34,10 @@ from agent.search.text import query_terms
 from agent.search.update import (RACY_NS, WATCH_LIMIT, Stats, changed_paths,
                                  refresh, update)
 from agent.vault import history
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 # Names tests and scripts reach for (agent.search.db's own).
 _connect, _remove_db = connect, remove_db
@@ -44,14 +48,14 @@ __all__ = ["DB_NAME", "SCHEMA", "JSON_TEXT", "KINDS", "LAST", "MODES", "RACY_NS"
            "search", "session_summaries", "status", "vectors_now"]
 
 
-def vectors_now(vault) -> Dense:
+def vectors_now(vault: Vault) -> Dense:
     """Make the queued vectors now, as the next search would (the embedding model, or
     why search runs on words alone)."""
     with open_index(vault) as db:
         return dense_for(db, everything=True)
 
 
-def rebuild(vault) -> Stats:
+def rebuild(vault: Vault) -> Stats:
     """Build the index again from every file of the vault."""
     remove_db(db_path(vault))
     with open_index(vault) as db:
@@ -96,7 +100,7 @@ def _mode_line(db) -> str:
                f"them all" if todo > query.SEARCH_EMBED_BUDGET else ""))
 
 
-def status(vault) -> Status:
+def status(vault: Vault) -> Status:
     """What the index holds and how far behind the vault it is (without updating it)."""
     path = db_path(vault)
     st = Status(path, path.exists(), head=vault.head())
@@ -152,7 +156,7 @@ class SessionSummary:
     path: str               # the newest file
 
 
-def session_summaries(vault) -> list[SessionSummary]:
+def session_summaries(vault: Vault) -> list[SessionSummary]:
     """Every session the index knows (brought up to date first), most recent first."""
     refresh(vault)
     out = []
@@ -172,7 +176,7 @@ def session_summaries(vault) -> list[SessionSummary]:
     return out
 
 
-def message_counts(vault, dirty: list[str] | None = None) -> tuple[int, int]:
+def message_counts(vault: Vault, dirty: list[str] | None = None) -> tuple[int, int]:
     """(sessions, messages) from the index, brought up to date first: a cost that does
     not grow with history, unlike reading every transcript. `dirty` as for `refresh`."""
     refresh(vault, dirty=dirty)

@@ -22,6 +22,10 @@ from agent.search.snippets import snippet
 from agent.search.text import (HAS_CJK, WORD, Stemmer, fold, is_cjk, match_expression,
                                query_terms)
 from agent.search.update import update
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 JSON_TEXT = 2000         # of a hit's text `search --json` prints (a huge message: its start)
 KINDS = ("sessions", "memory", "notes", "archive")
@@ -163,7 +167,7 @@ def _rows(db, ids: list[int], since, kinds, until) -> dict[int, Candidate]:
 LAST: dict = {}     # what the last search ran as (mode, dense problem), for the CLI
 
 
-def search(vault, query: str, limit: int = 10, *, since: date | None = None,
+def search(vault: Vault, query: str, limit: int = 10, *, since: date | None = None,
            until: date | None = None, kinds: set[str] | None = None,
            exclude_ids: set[str] = frozenset(), ranking: Ranking | None = None,
            mode: str = "auto", fusion=None) -> list[Hit]:

@@ -25,6 +25,10 @@ from agent.search.text import tokens
 from agent.stores import sessions
 from agent.fs import safe
 from agent.vault import history
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
 @dataclass
@@ -214,7 +218,7 @@ def _index_path(db, root: Path, rel: str) -> int:
         os.close(fd)
 
 
-def changed_paths(vault, since: str, head: str | None, clean: bool = False,
+def changed_paths(vault: Vault, since: str, head: str | None, clean: bool = False,
              dirty: list[str] | None = None,
              last: tuple | None = None) -> tuple[set[str], list[str]] | None:
     """(paths changed since commit `since`, paths dirty now), or None if `since` is gone.
@@ -307,7 +311,7 @@ def _stat_all(root: Path, paths: list[str]) -> list:
     return out
 
 
-def _take_record(vault) -> dict | None:
+def _take_record(vault: Vault) -> dict | None:
     """What the tree looks like now (taken before `git status` runs), or None."""
     start = time.time_ns()
     head = vault.head_from_files()
@@ -321,7 +325,7 @@ def _take_record(vault) -> dict | None:
     return {"head": head, "paths": dirs + files, "sigs": sigs}
 
 
-def _unchanged(vault, db) -> bool:
+def _unchanged(vault: Vault, db) -> bool:
     """Whether the tree is as the last update that asked git recorded it (then the index
     is up to date without asking git again)."""
     raw = meta(db, "seen")
@@ -339,7 +343,7 @@ def _unchanged(vault, db) -> bool:
     return _stat_all(vault.root, rec["paths"]) == rec.get("sigs")
 
 
-def update(vault, db, full: bool = False, after_commit: bool = False,
+def update(vault: Vault, db, full: bool = False, after_commit: bool = False,
             dirty: list[str] | None = None) -> Stats:
     stats = Stats()
     if not full and not after_commit and dirty is None and _unchanged(vault, db):
@@ -399,7 +403,7 @@ def update(vault, db, full: bool = False, after_commit: bool = False,
     return stats
 
 
-def refresh(vault, *, after_commit: bool = False, dirty: list[str] | None = None) -> Stats:
+def refresh(vault: Vault, *, after_commit: bool = False, dirty: list[str] | None = None) -> Stats:
     """Bring the index up to date with the vault's files (cheap when little changed).
 
     `after_commit=True` right after the caller's own commit saves a `git status`, and so

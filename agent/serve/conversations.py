@@ -48,6 +48,7 @@ from agent.serve.turns import log
 from agent.stores import sessions
 
 if TYPE_CHECKING:
+    from agent.vault.repo import Vault
     from agent.chat.turn import TurnResult
 
 
@@ -117,7 +118,7 @@ class _Slot:
 class Conversations:
     """The router (see the module doc)."""
 
-    def __init__(self, vault, provider, *, clock: Callable[[], datetime],
+    def __init__(self, vault: Vault, provider, *, clock: Callable[[], datetime],
                  settings_fn: Callable[[], object],
                  on_error: Callable[[str, str], None] | None = None):
         self.vault = vault

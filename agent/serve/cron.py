@@ -7,7 +7,7 @@ command, a chat's cron tool or a hand edit may have changed it). The job's new s
 (next run, last run, status) is written to cron.json in the same commit as the turn's
 transcript (through run_turn's on_save), so a run is recorded exactly when its turn is; a run cut short before its
 turn was saved never happened and is due again after a restart. (Changing cron.json
-outside a run is agent/ops/cron.py.)
+outside a run is agent/ops/jobs.py.)
 
 A job runs on one machine only: the one its `host` names (`agent.host` in the vault's
 git config). Serve leaves other machines' jobs alone, and gives itself the jobs that
@@ -20,13 +20,13 @@ from datetime import datetime
 
 from agent import schedule as sched
 from agent.errors import UserError
-from agent.ops import cron as jobs
+from agent.ops import jobs
 from agent.ops.runs import execute_job
 from agent.serve.turns import local, log, log_outcome
 from agent.serve.watch import Watch, stat
-from agent.stores import cron as cronfile
-from agent.stores.cron import CRON_FILE, CronFile, CronFileError
-from agent.sync import remotes as syncing
+from agent.stores import cronfile
+from agent.stores.cronfile import CRON_FILE, CronFile, CronFileError
+from agent.sync.jobclaims import claim_jobs
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
@@ -83,7 +83,7 @@ class CronJobs:
         here = self.vault.host()
         if any(j.host is None for j in self.cron.jobs):
             try:
-                claimed, sha = syncing.claim_jobs(self.vault)
+                claimed, sha = claim_jobs(self.vault)
             except UserError as e:
                 log.error("cron: could not give the jobs without a machine to %s: %s", here, e)
                 return

@@ -27,10 +27,10 @@ from datetime import datetime
 from agent.errors import UserError
 from agent.ops.runs import short
 from agent.serve.turns import local, log
-from agent.stores import cron as cronfile
+from agent.stores import cronfile
 from agent.stores import delivery, sessions
-from agent.stores import heartbeat as hbmod
-from agent.stores.cron import CRON_FILE, CronFileError
+from agent.stores import heartbeatfile
+from agent.stores.cronfile import CRON_FILE, CronFileError
 from agent.fs import atomic
 from agent.vault.change import Change
 
@@ -59,7 +59,7 @@ class Outbox:
             # by another one that synced the pending record.
             if job.runs_on(here) and delivery.due(job.state.delivery, now):
                 self.deliver_job(job.id, now)
-        state = hbmod.read_state(self.vault.state)
+        state = heartbeatfile.read_state(self.vault.state)
         for name, e in state.items():
             if self.server.stopping:
                 return
@@ -71,7 +71,7 @@ class Outbox:
         cron = self.server.cron.cron
         here = self.vault.host()
         records += [j.state.delivery for j in cron.jobs if j.runs_on(here)] if cron else []
-        records += [e.get("delivery") for e in hbmod.read_state(self.vault.state).values()
+        records += [e.get("delivery") for e in heartbeatfile.read_state(self.vault.state).values()
                     if isinstance(e, dict)]
         return [delivery.next_try(r) or now for r in records
                 if isinstance(r, dict) and r.get("status") in delivery.WAITING]
@@ -86,7 +86,7 @@ class Outbox:
             return NO_CHANNEL
         why = refusal(self.vault.root, self.server.settings, target)
         if why:
-            raise Refused(why)
+            raise Undeliverable(why)
         try:
             sender.deliver(chat, text)
         except Exception as e:  # noqa: BLE001 - whatever a channel raises is why it failed, said to the caller
@@ -106,16 +106,16 @@ class Outbox:
         text = text or record.get("text") or _last_reply(vault.root, job.session)
         target = record["target"]
         what = f"cron {job.label()} ({job.id})"
-        if not text or text.strip() == hbmod.OK:
+        if not text or text.strip() == heartbeatfile.OK:
             self._update_job(job_id, None, None)     # nothing to say: nothing sent
             return
         final = False
         try:
             if job.held:
-                raise Refused(f"the job awaits the person's approval (agent cron approve "
+                raise Undeliverable(f"the job awaits the person's approval (agent cron approve "
                               f"{job.id})")
             error = self._send(target, text)
-        except Refused as e:
+        except Undeliverable as e:
             error, final = f"refused: {e}", True
         if error is None:
             sha = self._update_job(job_id, None, self._line(target, text, f"cron/{job.id}", now),
@@ -160,26 +160,26 @@ class Outbox:
 
     def deliver_heartbeat(self, name: str, now: datetime) -> None:
         vault = self.vault
-        state = hbmod.read_state(vault.state)
+        state = heartbeatfile.read_state(vault.state)
         record = (state.get(name) or {}).get("delivery")
         if not delivery.due(record, now):
             return
         text, target = record.get("text") or "", record["target"]
         final = False
         try:
-            error = None if not text.strip() or text.strip() == hbmod.OK else \
+            error = None if not text.strip() or text.strip() == heartbeatfile.OK else \
                 self._send(target, text)
-        except Refused as e:
+        except Undeliverable as e:
             error, final = f"refused: {e}", True
         sha = None
         with vault.locked():
-            state = hbmod.read_state(vault.state)
+            state = heartbeatfile.read_state(vault.state)
             e = state.get(name)
             if isinstance(e, dict):
                 e["delivery"] = None if error is None else \
                     delivery.failed_attempt(record, now, error, final=final)
-                atomic.write_json(vault.state / hbmod.STATE_FILE, state)
-            if error is None and text.strip() and text.strip() != hbmod.OK:
+                atomic.write_json(vault.state / heartbeatfile.STATE_FILE, state)
+            if error is None and text.strip() and text.strip() != heartbeatfile.OK:
                 line = self._line(target, text, f"heartbeat/{name}", now)
                 vault.append_lines(sessions.month_file(target, now), [line.dumps()])
                 sha = vault.commit(Change("deliver", short(text, 60), scope=target,
@@ -212,7 +212,7 @@ class Outbox:
                         local(delivery.next_try(record)))
 
 
-class Refused(Exception):
+class Undeliverable(Exception):
     """A delivery that must not be made (not tried again); str() says why."""
 
 

@@ -12,7 +12,7 @@ from agent import schedule as sched
 from agent.errors import UserError
 from agent.llm import ProviderError
 from agent.serve.turns import local, log
-from agent.stores import heartbeat as hbmod
+from agent.stores import heartbeatfile
 from agent.fs import atomic
 
 STATE_FILE = "serve-state.json"
@@ -64,7 +64,7 @@ class Dream:
             # have been edited while serve was stopped).
             self.state.pop("dream_next", None)
             self.state["dream_schedule"] = self.server.settings.dream_schedule
-        nxt = hbmod.due_time({"next_run": self.state.get("dream_next")})
+        nxt = heartbeatfile.due_time({"next_run": self.state.get("dream_next")})
         if nxt is None:
             nxt = sched.next_run(schedule, now)
             self.state["dream_next"] = sched.iso(nxt)
@@ -86,7 +86,7 @@ class Dream:
         if not inflight and not (due and waiting):
             if due:
                 log.info("dream: nothing new in the archive; next %s",
-                         local(hbmod.due_time({"next_run": self.state["dream_next"]})))
+                         local(heartbeatfile.due_time({"next_run": self.state["dream_next"]})))
             return
         log.info("dream: %s", "checking the batch in flight" if inflight
                  else f"{entries} archive entries" + (f" and {clashes} sync conflicts"
@@ -126,7 +126,7 @@ class Dream:
 
     def wake_times(self, now: datetime) -> list[datetime]:
         times = []
-        dn = hbmod.due_time({"next_run": self.state.get("dream_next")})
+        dn = heartbeatfile.due_time({"next_run": self.state.get("dream_next")})
         if dn:
             times.append(dn)
         if self.inflight and self.poll_at:

@@ -49,6 +49,10 @@ from agent.serve.events import Events
 from agent.serve.remote import INFO_FILE, SOCKET_FILE, TOKEN_FILE
 from agent.serve.turns import log
 from agent.fs import atomic
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 MAX_BODY = 1_000_000                 # bytes of a request body
 MAX_SOCKET_PATH = 104                # bytes of a Unix socket's path (macOS allows 104)
@@ -96,7 +100,7 @@ class Gateway:
     so `agent chat -m` on this machine goes through a running serve with no setting; and
     on TCP (`host`:`port`) when a port is set (None: no TCP), where the web page is too."""
 
-    def __init__(self, vault, conversations: Conversations, *, host: str = "127.0.0.1",
+    def __init__(self, vault: Vault, conversations: Conversations, *, host: str = "127.0.0.1",
                  port: int | None = 0, timeout: float = TIMEOUT):
         self.vault = vault
         self.conversations = conversations

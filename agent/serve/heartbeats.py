@@ -14,7 +14,7 @@ from agent.errors import UserError
 from agent.ops.runs import execute_heartbeat, record_heartbeat
 from agent.serve.turns import log, log_outcome
 from agent.serve.watch import Watch
-from agent.stores import heartbeat as hbmod
+from agent.stores import heartbeatfile
 from agent.fs import atomic
 from agent.vault.change import Change
 from agent.vault.repo import Vault
@@ -26,16 +26,16 @@ class Heartbeats:
     def __init__(self, server):
         self.server = server
         self.vault: Vault = server.vault
-        self.beats: list[hbmod.Heartbeat] = []
+        self.beats: list[heartbeatfile.Heartbeat] = []
         self.problems: list[str] = []
         self.state: dict = {}
-        self.watch = Watch(lambda: hbmod.fingerprint(self.vault.root), seen=None)
+        self.watch = Watch(lambda: heartbeatfile.fingerprint(self.vault.root), seen=None)
 
     def reload(self, now: datetime, *, first: bool = False) -> None:
         """Re-read heartbeat/ when a file in it was added, removed or edited."""
         if not self.watch.changed():
             return
-        beats, problems = hbmod.load_all(self.vault.root)
+        beats, problems = heartbeatfile.load_all(self.vault.root)
         for p in problems:
             if p not in self.problems:
                 log.error("heartbeat skipped: %s", p)
@@ -60,10 +60,10 @@ class Heartbeats:
         names = []
         try:
             with self.vault.locked():
-                beats, _ = hbmod.load_all(self.vault.root)
+                beats, _ = heartbeatfile.load_all(self.vault.root)
                 for hb in beats:
                     if hb.enabled and hb.host is None:
-                        text = hbmod.with_field(self.vault.read_text(hb.path), "host", here,
+                        text = heartbeatfile.with_field(self.vault.read_text(hb.path), "host", here,
                                                 hb.path)
                         self.vault.write_text(hb.path, text)
                         names.append(hb.name)
@@ -78,7 +78,7 @@ class Heartbeats:
         if sha:
             log.info("heartbeat: %s now run%s on %s (%s)", ", ".join(names),
                      "s" if len(names) == 1 else "", here, sha[:7])
-        self.beats, _ = hbmod.load_all(self.vault.root)
+        self.beats, _ = heartbeatfile.load_all(self.vault.root)
         self.watch.mark()
 
     def run(self, now: datetime) -> None:
@@ -86,19 +86,19 @@ class Heartbeats:
         if not self.beats:
             return
         server = self.server
-        state = hbmod.read_state(self.vault.state)
+        state = heartbeatfile.read_state(self.vault.state)
         before = json.dumps(state, sort_keys=True)
         due = []
         here = self.vault.host()
         for hb in self.beats:
             if not hb.enabled or not hb.runs_on(here):
                 continue
-            e = hbmod.entry(state, hb, now)
-            if hbmod.is_due(hb, hbmod.due_time(e), now):
+            e = heartbeatfile.entry(state, hb, now)
+            if heartbeatfile.is_due(hb, heartbeatfile.due_time(e), now):
                 due.append(hb)
         if json.dumps(state, sort_keys=True) != before:
             with self.vault.locked():
-                atomic.write_json(self.vault.state / hbmod.STATE_FILE, state)
+                atomic.write_json(self.vault.state / heartbeatfile.STATE_FILE, state)
         self.state = state
         for hb in due:
             if server.stopping:
@@ -119,7 +119,7 @@ class Heartbeats:
         here = self.vault.host()
         for hb in self.beats:
             if hb.enabled and hb.runs_on(here) and isinstance(self.state.get(hb.name), dict):
-                due = hbmod.due_time(self.state[hb.name])
+                due = heartbeatfile.due_time(self.state[hb.name])
                 if due is not None:
-                    times.append(max(due, hbmod.next_active(hb, max(due, now))))
+                    times.append(max(due, heartbeatfile.next_active(hb, max(due, now))))
         return times

@@ -33,6 +33,10 @@ from agent.ops.runs import short
 from agent.stores import sessions
 from agent.fs import atomic
 from agent.vault.change import Change
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 FILE = "received.json"
 TYPE = "received"
@@ -59,7 +63,7 @@ class Receipt:
 class Receipts:
     """The receipts of one vault (thread-safe)."""
 
-    def __init__(self, vault):
+    def __init__(self, vault: Vault):
         self.vault = vault
         self._lock = threading.Lock()
 

@@ -14,6 +14,10 @@ from typing import Callable
 
 from agent.errors import UserError
 from agent.fs import atomic
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 INFO_FILE = "gateway.json"           # in .agent/: the gateway's address (gateway.py writes it)
 TOKEN_FILE = "gateway-token"         # in .agent/: its bearer token, mode 0600
@@ -24,7 +28,7 @@ class RemoteError(UserError):
     """The gateway cannot be reached, or refused the message."""
 
 
-def _not_running(vault, why: str) -> RemoteError:
+def _not_running(vault: Vault, why: str) -> RemoteError:
     return RemoteError(f"No agent serve is running for {vault.root} ({why}). Start it with "
                        f"agent serve (from another machine, set [gateway] port in agent.toml "
                        f"and reach it over HTTP), then try again.")
@@ -72,7 +76,7 @@ class Remote:
         self._open = None
 
     @classmethod
-    def find(cls, vault) -> "Remote":
+    def find(cls, vault: Vault) -> "Remote":
         info = atomic.read_json(vault.state / INFO_FILE)
         if not isinstance(info, dict):
             raise _not_running(vault, f"no {vault.state / INFO_FILE}")
@@ -87,7 +91,7 @@ class Remote:
         return cls(info.get("url"), token, socket_path)
 
     @classmethod
-    def running(cls, vault, timeout: float = 0.5) -> "Remote | None":
+    def running(cls, vault: Vault, timeout: float = 0.5) -> "Remote | None":
         """The gateway of this vault's serve when one is up and answers, else None (no
         gateway files, a serve that stopped, or files copied from another vault whose
         serve answers: its health names the vault it serves)."""

@@ -7,7 +7,7 @@ import logging
 from datetime import datetime
 
 from agent.ops.runs import Outcome
-from agent.stores.heartbeat import OK
+from agent.stores.heartbeatfile import OK
 
 log = logging.getLogger("agent.serve")
 

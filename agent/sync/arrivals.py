@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 
 from agent.stores import arrivals, ledger
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
-def note(vault, ours: str | None, theirs: str, source: str) -> int:
+def note(vault: Vault, ours: str | None, theirs: str, source: str) -> int:
     """Note the proposals that the commits of `theirs` (and not `ours`) add to the ledger,
     as from `source`; how many were new. One `git log`: its length follows what came in."""
     spec = [theirs] + (["--not", ours] if ours else [])

@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from agent.stores import cron as cronfile
+from agent.stores import cronfile
 from agent.fs import atomic
 from agent.vault.change import Change
 from agent.vault import git
@@ -327,7 +327,7 @@ def reject(vault: Vault, which: str | None) -> list[Held]:
 
 def _write_blob(vault: Vault, h: Held) -> None:
     data = git.output(["cat-file", "blob", h.oid], vault.root, text=False)
-    path = vault._writable(h.path)
+    path = vault.writes.writable(h.path)
     if path.is_symlink() or path.exists():
         path.unlink()
     if h.mode == "120000":

@@ -34,6 +34,10 @@ from agent.stores import memory
 from agent.vault import git
 from agent.vault.repo import GitError, VaultError
 from agent.fs.safe import COMMIT_BYTES, _size
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 EMPTY = "0" * 40
 # What a proposal branch may change (the fact files): one from a remote that
@@ -52,7 +56,7 @@ _ATTR = re.compile(r"^([!-]?)(filter|merge|diff)(?:=(.*))?$")
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
-class Refused(VaultError):
+class IncomingRefused(VaultError):
     """An incoming commit the vault will not take; nothing was changed."""
 
 
@@ -65,13 +69,13 @@ class Incoming:
 
 
 def check(root: Path, ours: str | None, theirs: str, source: str) -> None:
-    """Refuse (Refused) when a commit reachable from `theirs` and not from `ours` holds
+    """Refuse (IncomingRefused) when a commit reachable from `theirs` and not from `ours` holds
     something the vault will not take; `source` names where it came from."""
     check_entries(root, new_changes(root, ours, theirs), source)
 
 
 def check_tree(root: Path, commit: str, source: str) -> None:
-    """Refuse (Refused) when the tree of `commit` holds something the vault will not take
+    """Refuse (IncomingRefused) when the tree of `commit` holds something the vault will not take
     (a clone checks out only the newest tree)."""
     p = _git(root, "ls-tree", "-r", "-z", "--full-tree", commit)
     out = []
@@ -193,7 +197,7 @@ def attributes_problem(text: str) -> str | None:
 
 
 def _refuse(source: str, c: Incoming, problem: str) -> None:
-    raise Refused(f"Refused what {source} sent: commit {c.commit[:7]} has {c.path!r}, which "
+    raise IncomingRefused(f"Refused what {source} sent: commit {c.commit[:7]} has {c.path!r}, which "
                   f"{problem}. Nothing was changed here; fix or remove that commit on the "
                   f"remote, then sync again.")
 
@@ -223,7 +227,7 @@ def _blob(root: Path, oid: str) -> bytes:
 # ---- the dream's proposal branches (dream/*) a remote offers ---------------------------
 
 
-def check_proposal(vault, sha: str) -> str | None:
+def check_proposal(vault: Vault, sha: str) -> str | None:
     """Why the commit `sha` a remote offers as a proposal branch is not taken (None: it
     is as the dream makes one): one parent, on this vault's branch (HEAD), and a change
     of MEMORY.md or USER.md as regular files only (and this module's checks)."""
@@ -248,11 +252,11 @@ def check_proposal(vault, sha: str) -> str | None:
         changes.append(Incoming(sha, path, new_mode, oid))
     try:
         check_entries(vault.root, changes, f"proposal {sha[:7]}")
-    except Refused as e:
+    except IncomingRefused as e:
         return str(e)
     return None
 
 
-def _ancestor(vault, sha: str) -> bool:
+def _ancestor(vault: Vault, sha: str) -> bool:
     """Whether `sha` is HEAD or one of its ancestors."""
     return git.run(["merge-base", "--is-ancestor", sha, "HEAD"], vault.root).returncode == 0

@@ -20,15 +20,12 @@ after uncommitted hand edits were committed as the person's own commit.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from agent import clock
-from agent.errors import UserError
 from agent.fs import atomic, safe
 from agent.vault import attributes
 from agent.vault.change import Change
@@ -36,6 +33,8 @@ from agent.vault import git as gitrun
 from agent.vault.git import filters_key, know_filters
 from agent.vault.gitstate import UnfinishedGit, unfinished_operation
 from agent.vault.repo import HOST_KEY, MARKER, GitError, Vault, VaultError, check_host
+from agent.sync.jobclaims import claim_jobs
+from agent.sync.mergetree import FACT_FILES, fact_notes, merge_tree
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -60,6 +59,7 @@ class SyncResult:
     claimed: list[str] = field(default_factory=list)   # jobs given to this machine
     held: list[str] = field(default_factory=list)      # incoming changes held (labels)
     refused: dict[str, str] = field(default_factory=dict)   # proposal branches not taken
+    forgotten: list[str] = field(default_factory=list)  # what applying tombstones did here
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""
@@ -242,7 +242,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
         _point_remote_head(vault, remote, branch, config)
     result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
     refs = None
-    if push and dream and clean and not exchanged and not getattr(result, "forgotten", None):
+    if push and dream and clean and not exchanged and not result.forgotten:
         # What the refs are now: HEAD, and the remote's branch where it was fetched or
         # (pushed) where HEAD is; the proposal branches as read (none moved).
         refs = {**seen, f"refs/heads/{current_branch(vault)}": ours}
@@ -335,7 +335,7 @@ def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
     from agent.sync import incoming       # only when something came in
     try:
         incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
-    except incoming.Refused:
+    except incoming.IncomingRefused:
         ref = f"refs/remotes/{remote}/{branch}"
         before = vault.git("rev-parse", "--verify", "-q", f"{ref}@{{1}}", check=False).strip()
         if before:
@@ -394,7 +394,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     from agent.sync import arrivals     # before anything moves: a proposal never goes unmarked
     arrivals.note(vault, ours, theirs, f"{remote}/{branch}")
     if ours is None:            # no commit here yet: the work tree moves as any other sync
-        vault.checkout_commit(theirs, f"sync: check out {remote}/{branch}")
+        vault.journal.checkout_commit(theirs, f"sync: check out {remote}/{branch}")
         return
     from agent.sync import held
     source = f"{remote}/{branch}"
@@ -403,14 +403,14 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
         tree = vault.git("rev-parse", f"{theirs}^{{tree}}").strip()
         notes: list[str] = []
     else:
-        tree, notes, both = _merge_tree(vault, ours, theirs, remote)
-        notes = _fact_notes(vault, ours, theirs, remote) + notes
+        tree, notes, both = merge_tree(vault, ours, theirs, remote)
+        notes = fact_notes(vault, ours, theirs, remote) + notes
         result.kept_both.extend(both)
     merged_tree = tree
     tree, now_held = held.hold(vault, ours, tree, theirs, source)
     result.held.extend(h.label() for h in now_held)
     if forward and tree == merged_tree:
-        vault.checkout_commit(theirs, f"sync: fast-forward to {source}")
+        vault.journal.checkout_commit(theirs, f"sync: fast-forward to {source}")
         return
     if tree != merged_tree:
         notes.append(f"Changes from {remote} to what decides what the agent runs, where it "
@@ -421,140 +421,8 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
                     trailers={"Remote": source, "Merged": theirs})
     sha = vault.git("commit-tree", tree, "-p", ours, "-p", theirs, "-F", "-",
                     env=vault.agent_identity().env(), input=change.message()).strip()
-    vault.checkout_commit(sha, f"sync: merge from {remote}")
+    vault.journal.checkout_commit(sha, f"sync: merge from {remote}")
     result.merge_commit = sha
-
-
-FACT_FILES = ("MEMORY.md", "USER.md")   # agent.stores.memory.MEMORY_FILES, unloaded
-
-
-def _fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
-    """What the facts merge did where both machines changed the same facts, in words:
-    both versions kept, or a fact deleted on one machine and changed on the other kept
-    as changed (the merge driver ran inside git and could not say)."""
-    base = vault.git("merge-base", ours, theirs, check=False).strip()
-    if not base:
-        return []
-
-    def oids(commit):
-        out = vault.git("ls-tree", "-z", commit, "--", *FACT_FILES)
-        return {e.split("\t", 1)[1]: e.split()[2] for e in out.split("\0") if "\t" in e}
-
-    b, o, t = oids(base), oids(ours), oids(theirs)
-    lines = []
-    for path in FACT_FILES:
-        if not (b.get(path) and o.get(path) and t.get(path)) or len({b[path], o[path], t[path]}) < 3:
-            continue
-        data = [vault.git("cat-file", "blob", x[path]).encode("utf-8", "surrogateescape")
-                for x in (b, o, t)]
-        counts: dict[str, int] = {}
-        from agent.stores import merge
-        merge.merge_facts(*data, counts=counts)
-
-        def n(k, counts=counts):
-            c = counts.get(k, 0)
-            return f"{c} fact{'s' * (c != 1)}"
-        if counts.get("both"):
-            lines.append(f"- {path}: {n('both')} changed differently on both machines: "
-                         f"both versions kept, marked for the dream")
-        if counts.get("deleted_ours"):
-            lines.append(f"- {path}: {n('deleted_ours')} deleted here, changed on {remote}: "
-                         f"kept {remote}'s version")
-        if counts.get("deleted_theirs"):
-            lines.append(f"- {path}: {n('deleted_theirs')} deleted on {remote}, changed here: "
-                         f"kept this machine's version")
-    return ["Facts changed on both machines:\n" + "\n".join(lines)] if lines else []
-
-
-def _driver_args() -> list[str]:
-    args = []
-    for key, value in attributes.git_config():
-        args += ["-c", f"{key}={value}"]
-    return args
-
-
-_STAGE = r"^(\d{6}) ([0-9a-f]{40,64}) ([123])\t(.*)$"   # compiled by the merge that needs it
-
-
-def _merge_tree(vault: Vault, ours: str, theirs: str,
-                remote: str) -> tuple[str, list[str], list[str]]:
-    """The merged tree of two commits, every path settled; what happened to each path
-    git could not merge (a line each, for the merge commit); and the paths kept both
-    ways."""
-    p = gitrun.run([*_driver_args(), "merge-tree", "--write-tree", "-z",
-                    "--allow-unrelated-histories", ours, theirs], vault.root, text=False)
-    if p.returncode not in (0, 1):
-        raise GitError(["merge-tree", ours, theirs], p.returncode, p.stderr.decode("utf-8", "replace"))
-    fields = p.stdout.split(b"\0")
-    tree = fields[0].decode()
-    if p.returncode == 0:
-        return tree, [], []
-    from agent.stores import merge
-    stages: dict[str, dict[int, tuple[str, str]]] = {}
-    for raw in fields[1:]:
-        if not raw:
-            break
-        m = re.match(_STAGE, raw.decode("utf-8", "surrogateescape"), re.S)
-        if m:
-            mode, oid, stage, path = m.groups()
-            stages.setdefault(path, {})[int(stage)] = (mode, oid)
-    index = vault.state / "sync-index"
-    index.unlink(missing_ok=True)
-    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
-
-    def in_index(*args, input: bytes | None = None) -> bytes:
-        return gitrun.output(args, vault.root, env=env, input=input, text=False)
-
-    in_index("read-tree", tree)
-    notes, both = [], []
-    short = theirs[:7]
-    for path, st in sorted(stages.items()):
-        base, mine, other = st.get(1), st.get(2), st.get(3)
-        if mine is None or other is None:
-            # Deleted on one side, changed on the other: the changed version stays.
-            keep = mine or other
-            in_index("update-index", "--add", "--cacheinfo", f"{keep[0]},{keep[1]},{path}")
-            notes.append(f"- {path}: deleted on {remote}, changed here: kept this machine's "
-                         f"version" if mine else
-                         f"- {path}: deleted here, changed on {remote}: kept {remote}'s version")
-            continue
-        data = [in_index("cat-file", "blob", s[1]) if s else b"" for s in (base, mine, other)]
-        merged = None
-        if path.endswith(".md") and all(_is_text(d) for d in data):
-            merged = merge.merge_facts(*data)
-        if merged is not None:
-            oid = in_index("hash-object", "-w", "--stdin", input=merged).decode().strip()
-            in_index("update-index", "--add", "--cacheinfo", f"{mine[0]},{oid},{path}")
-            clashes = merge.has_conflicts(merged.decode()) - merge.has_conflicts(data[1].decode())
-            if clashes > 0:
-                both.append(path)
-                notes.append(f"- {path}: changed on both machines: both versions of "
-                             f"{clashes} fact{'s' * (clashes != 1)} kept, marked for the dream")
-            else:
-                notes.append(f"- {path}: changed on both machines: merged line by line")
-        else:
-            in_index("update-index", "--add", "--cacheinfo", f"{mine[0]},{mine[1]},{path}")
-            stem, dot, ext = path.rpartition(".")
-            copy = f"{stem}.sync-conflict-{short}.{ext}" if dot and "/" not in ext else \
-                f"{path}.sync-conflict-{short}"
-            in_index("update-index", "--add", "--cacheinfo", f"{other[0]},{other[1]},{copy}")
-            both.append(path)
-            notes.append(f"- {path}: changed on both machines: kept this machine's version, "
-                         f"{remote}'s beside it as {copy}")
-    new_tree = in_index("write-tree").decode().strip()
-    index.unlink(missing_ok=True)
-    head = "What could not be merged line by line:\n" if notes else ""
-    return new_tree, [head + "\n".join(notes)] if notes else [], both
-
-
-def _is_text(data: bytes) -> bool:
-    if b"\0" in data:
-        return False
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
@@ -601,70 +469,10 @@ def _fact_changes(vault: Vault, old: str | None, new: str | None,
     return added, removed
 
 
-# ---- which machine runs a job -------------------------------------------------------
-
-
-_CRON_FILE = "cron.json"    # agent.stores.cron.CRON_FILE, loaded only when a job is unclaimed
-_CURSOR = ".dream_cursor"   # agent.stores.archive.CURSOR, loaded only to convert it
-
-
-def _all_claimed(text: str) -> bool:
-    """Whether every job of cron.json's text names a machine, told from the JSON alone,
-    so that a sync with nothing to claim does not load the cron store (a file the store
-    would refuse gets the same answer from claim_jobs: nothing claimed)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return False
-    jobs = data.get("jobs") if isinstance(data, dict) else None
-    return isinstance(jobs, list) and all(
-        isinstance(j, dict) and isinstance(j.get("host"), str) and j["host"] for j in jobs)
-
-
-def claim_jobs(vault: Vault) -> tuple[list[str], str | None]:
-    """Give this machine (`vault.host()`) every cron job that names none, in one commit:
-    (the jobs' ids, the sha). Called by a sync (after its merge, so the claim goes out
-    with the push) and by `agent serve`; a job names its machine from then on, and
-    every other machine leaves it alone. A cron.json that does not parse is left alone
-    (serve and `agent cron list` name its problem)."""
-    try:
-        text = safe.read_text(vault.root, _CRON_FILE)
-    except UserError:
-        return [], None                     # named by serve and `agent cron list`
-    if text is None or _all_claimed(text):
-        return [], None
-    from agent.stores import cron as cronfile
-    try:
-        if all(j.host for j in cronfile.loads(text).jobs):
-            return [], None
-    except cronfile.CronFileError:
-        return [], None
-    from agent.vault.edit import edit
-
-    here = vault.host()
-    claimed: list = []
-
-    def claim(text: str | None):
-        try:
-            cf = cronfile.loads(text or "")
-        except cronfile.CronFileError:
-            return None, None
-        claimed.extend(cronfile.claim(cf, here))
-        if not claimed:
-            return None, None
-        what = claimed[0].label() if len(claimed) == 1 else f"{len(claimed)} jobs"
-        return cronfile.dumps(cf), Change(
-            "cron", f"run {what} on {here}",
-            body="Jobs that named no machine run on this one only from now on (`agent cron "
-                 "move JOB HOST` gives one to another machine):\n"
-                 + "\n".join(f"- {j.label()} ({j.id})" for j in claimed))
-
-    _, sha = edit(vault, cronfile.CRON_FILE, claim)
-    return [j.id for j in claimed], sha
-
-
 # ---- state and setup ---------------------------------------------------------------
 
+
+_CURSOR = ".dream_cursor"   # agent.stores.archive.CURSOR, loaded only to convert it
 
 def _save_state(vault: Vault, result: SyncResult, when: datetime,
                 refs: dict[str, str] | None = None) -> None:

@@ -1,6 +1,6 @@
 """One file of the vault changed as a transaction: read under the vault lock, changed by
 a function of its text, written atomically and committed; the one lock-read-write-commit
-that cron.json's changes (agent.ops.cron) and a sync's claim of jobs (agent.sync)
+that cron.json's changes (agent.ops.jobs) and a sync's claim of jobs (agent.sync)
 share. The format is the caller's: this module knows text, not JSON.
 
     change, sha = edit(vault, "cron.json", lambda text: (new_text, Change("cron", "...")))

@@ -390,7 +390,7 @@ class CommitRecord:
         return _scope(self.subject)
 
 
-def blame_line(vault, rel: str, line: int, rev: str | None = None) -> Blame | None:
+def blame_line(vault: Vault, rel: str, line: int, rev: str | None = None) -> Blame | None:
     """Who wrote line `line` (1-based) of `rel`: in the work tree, or as of commit `rev`."""
     args = ["blame", "--porcelain", "-L", f"{line},{line}"]
     if rev:
@@ -412,7 +412,7 @@ def blame_line(vault, rel: str, line: int, rev: str | None = None) -> Blame | No
     return Blame(sha, path, orig, previous, previous_path)
 
 
-def ensure_path_filters(vault) -> bool:
+def ensure_path_filters(vault: Vault) -> bool:
     """Whether the commit-graph holds changed-path Bloom filters, which make a
     path-limited walk like `blame_line` several times faster on a long history (measured
     in scripts/bench_mcp.py). When it does not, one is written in the background (derived
@@ -438,7 +438,7 @@ def ensure_path_filters(vault) -> bool:
     return False
 
 
-def commit_record(vault, sha: str) -> CommitRecord:
+def commit_record(vault: Vault, sha: str) -> CommitRecord:
     fmt = _FIELD.join(["%H", "%P", "%an", "%ae", "%aI", "%s", "%b",
                        "%(trailers:only,unfold)"]) + _RECORD
     out = vault.git("log", "-1", f"--format={fmt}", sha)
@@ -453,7 +453,7 @@ def commit_record(vault, sha: str) -> CommitRecord:
                         trailers)
 
 
-def changed_paths(vault, sha: str) -> list[str]:
+def changed_paths(vault: Vault, sha: str) -> list[str]:
     out = vault.git("show", "--no-renames", "--name-only", "--format=", "-z", sha)
     return [p for p in out.split("\0") if p.strip()]
 
@@ -461,7 +461,7 @@ def changed_paths(vault, sha: str) -> list[str]:
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def hunk_at(vault, sha: str, parent: str | None, rel: str, new_line: int,
+def hunk_at(vault: Vault, sha: str, parent: str | None, rel: str, new_line: int,
             parent_rel: str | None = None) -> list[tuple[int, str]]:
     """The lines (number in `parent`, text) removed by the hunk of commit `sha` that
     added line `new_line` of `rel`; [] when the hunk only added lines."""
@@ -490,7 +490,7 @@ def hunk_at(vault, sha: str, parent: str | None, rel: str, new_line: int,
     return removed if inside else []
 
 
-def merge_bringing(vault, sha: str, head: str = "HEAD") -> str | None:
+def merge_bringing(vault: Vault, sha: str, head: str = "HEAD") -> str | None:
     """The merge on HEAD's first-parent line that brought commit `sha` in, or None when
     `sha` is on that line itself (it was made here, not merged from another clone)."""
     out = vault.git("rev-list", "--first-parent", "--merges", f"{sha}..{head}", check=False)
@@ -504,7 +504,7 @@ def merge_bringing(vault, sha: str, head: str = "HEAD") -> str | None:
     return None
 
 
-def _is_ancestor(vault, a: str, b: str) -> bool:
+def _is_ancestor(vault: Vault, a: str, b: str) -> bool:
     return git.run(["merge-base", "--is-ancestor", a, b], vault.root).returncode == 0
 
 

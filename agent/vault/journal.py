@@ -1,5 +1,5 @@
 """The vault's journals, so that a kill at any instant is finished or recovered by the
-next command (a mixin of agent.vault.repo.Vault):
+next command (`vault.journal`, a part of agent.vault.repo.Vault):
 
 - the write journal (`.agent/pending.json`): every path this process is about to write,
   and the change it is making (`intend`), so the repair commits a killed command's
@@ -36,7 +36,15 @@ class CheckoutStuck(VaultError):
 
 
 class Journal:
-    """The write and checkout journals of a Vault (see the module's docstring)."""
+    """The write and checkout journals of a Vault (`vault.journal`; see the module's
+    docstring)."""
+
+    def __init__(self, vault):      # the Vault that owns this part
+        self.vault = vault
+        self.root = vault.root
+        self.state = vault.state
+        self.touched: list[str] = []         # what this process wrote, not yet committed
+        self.intent: Change | None = None    # the agent change being written (intend)
 
     # ---- the checkout journal: a sync's move to another commit ----------------------
 
@@ -48,21 +56,21 @@ class Journal:
         so the two-tree `read-tree -m -u` only writes what differs between the commits
         (from nothing when HEAD has no commit yet: `old` is then None).
         """
-        old = self.head()
+        old = self.vault.head()
         journal = self.state / CHECKOUT_JOURNAL
         atomic.write_json(journal, {"old": old, "new": new, "reflog": reflog})
         try:
-            self.git("read-tree", "-m", "-u", old or self._empty_tree(), new)
+            self.vault.git("read-tree", "-m", "-u", old or self._empty_tree(), new)
         except GitError:
             # Git refuses that commit (a path it will not write, ...): a replay would
             # too, so it is given up at once and the vault stays as it was.
             self.abandon_checkout()
             raise
-        self.git("update-ref", "-m", reflog, "HEAD", new, old or "")   # "": HEAD had none
+        self.vault.git("update-ref", "-m", reflog, "HEAD", new, old or "")   # "": HEAD had none
         journal.unlink()
 
     def _empty_tree(self) -> str:
-        return self.git("hash-object", "-t", "tree", "--stdin", input="").strip()
+        return self.vault.git("hash-object", "-t", "tree", "--stdin", input="").strip()
 
     def _checkout_journal(self) -> tuple[str | None, str, str] | None:
         """(old, new, reflog) of a checkout journal that still has work to do: HEAD is
@@ -77,13 +85,13 @@ class Journal:
             return None
         if not ((old is None or isinstance(old, str)) and isinstance(new, str)
                 and isinstance(reflog, str)) \
-                or self.head() != old \
-                or self.git("cat-file", "-t", new, check=False).strip() != "commit":
+                or self.vault.head() != old \
+                or self.vault.git("cat-file", "-t", new, check=False).strip() != "commit":
             journal.unlink(missing_ok=True)
             return None
         return old, new, reflog
 
-    def _finish_checkout(self) -> None:
+    def finish_checkout(self) -> None:
         """Finish a checkout a kill interrupted (see `checkout_commit`); CheckoutStuck
         when git refuses it, saying what to run."""
         todo = self._checkout_journal()
@@ -93,11 +101,11 @@ class Journal:
         try:
             # Forward: git writes the index last, so --reset rewrites every path the
             # interrupted checkout may have left half-done, and nothing else.
-            self.git("read-tree", "--reset", "-u", new)
-            self.git("update-ref", "-m", reflog, "HEAD", new, old or "")
+            self.vault.git("read-tree", "--reset", "-u", new)
+            self.vault.git("update-ref", "-m", reflog, "HEAD", new, old or "")
         except GitError as e:
             raise CheckoutStuck(self._stuck(old, new, e.stderr)) from None
-        self.recovered.append(f"an interrupted sync was finished ({reflog})")
+        self.vault.recovered.append(f"an interrupted sync was finished ({reflog})")
         (self.state / CHECKOUT_JOURNAL).unlink()
 
     def _stuck(self, old: str | None, new: str, why: str, short: bool = False) -> str:
@@ -118,11 +126,11 @@ class Journal:
         Writes nothing: the commit is tried in a throwaway index."""
         journal = self.state / CHECKOUT_JOURNAL
         j = atomic.read_json(journal) if journal.exists() else None
-        if not isinstance(j, dict) or self.head() != j.get("old"):
+        if not isinstance(j, dict) or self.vault.head() != j.get("old"):
             return None
         new = j.get("new")
         if not isinstance(new, str) or \
-                self.git("cat-file", "-t", new, check=False).strip() != "commit":
+                self.vault.git("cat-file", "-t", new, check=False).strip() != "commit":
             return None
         import tempfile
         with tempfile.TemporaryDirectory(dir=self.state) as tmp:
@@ -134,13 +142,13 @@ class Journal:
         """`agent doctor --fix`: finish an interrupted sync's checkout, or, when git
         refuses the commit it moves to, give it up (abandon_checkout). What was done,
         one line each (nothing: there was nothing to do)."""
-        with self.locked(repair=False):
-            self._clear_stale_git_locks()
+        with self.vault.locked(repair=False):
+            self.vault.lock.clear_stale_git_locks()
             try:
-                self._finish_checkout()
+                self.finish_checkout()
             except CheckoutStuck:
                 return self.abandon_checkout()
-            done, self.recovered = self.recovered, []
+            done, self.vault.recovered = self.vault.recovered, []
             return done
 
     def abandon_checkout(self) -> list[str]:
@@ -155,13 +163,13 @@ class Journal:
             return []
         old, new, _ = todo
         # The index back to HEAD's tree; the work tree is not touched by this.
-        self.git("read-tree", old or "--empty")
-        moved = {p for p in self.git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
+        self.vault.git("read-tree", old or "--empty")
+        moved = {p for p in self.vault.git("diff-tree", "-r", "-z", "--no-renames", "--name-only",
                                      old or self._empty_tree(), new).split("\0") if p}
-        written = [p for p in self.dirty_paths() if p in moved and self._holds(p, new)]
+        written = [p for p in self.vault.dirty_paths() if p in moved and self._holds(p, new)]
         restore = []
         for rel in written:
-            if old and self.git("ls-tree", "--name-only", old, "--", rel).strip():
+            if old and self.vault.git("ls-tree", "--name-only", old, "--", rel).strip():
                 restore.append(rel)
             else:
                 # A file only the refused commit has: not a person's (it is that
@@ -172,9 +180,9 @@ class Journal:
                     parent.rmdir()
                     parent = parent.parent
         if restore:
-            self.git("checkout-index", "-f", "-q", "--", *restore)
+            self.vault.git("checkout-index", "-f", "-q", "--", *restore)
         journal.unlink(missing_ok=True)
-        kept = [p for p in self.dirty_paths() if p not in written]
+        kept = [p for p in self.vault.dirty_paths() if p not in written]
         lines = [f"gave up the interrupted sync to {new[:7]}, which git refuses to check "
                  f"out: the vault stays at {old[:7]}"]
         if written:
@@ -189,7 +197,7 @@ class Journal:
 
     def _holds(self, rel: str, commit: str) -> bool:
         """Whether the work tree's `rel` is exactly `commit`'s version (both absent counts)."""
-        entry = self.git("ls-tree", "-z", commit, "--", rel).split("\0")[0]
+        entry = self.vault.git("ls-tree", "-z", commit, "--", rel).split("\0")[0]
         path = self.root / rel
         try:
             st = os.lstat(path)
@@ -200,24 +208,26 @@ class Journal:
         mode, _, oid = entry.split("\t", 1)[0].split()
         if stat.S_ISLNK(st.st_mode):
             data = os.readlink(path).encode("utf-8", "surrogateescape")
-            return mode == "120000" and self.git(
+            return mode == "120000" and self.vault.git(
                 "hash-object", "--stdin", input=data.decode("utf-8", "surrogateescape")
             ).strip() == oid
         if not stat.S_ISREG(st.st_mode) or mode == "120000":
             return False
-        return self.git("hash-object", "--no-filters", "--", rel).strip() == oid
+        return self.vault.git("hash-object", "--no-filters", "--", rel).strip() == oid
 
     # ---- the write journal: what this process writes, and as which change -----------
 
-    def include(self, paths: list[str]) -> None:
-        """Count `paths` (changed on disk by a command this turn ran) as this process's writes."""
-        redact.guard_files(self, [self.rel(rel) for rel in paths])   # keys stay out (issue 26)
+    def include(self, paths: list[str]) -> list[str]:
+        """Count `paths` (changed on disk by a command this turn ran) as this process's
+        writes; the kinds of secret scrubbed out of them."""
+        kept = redact.scrub_files(self.root, [self.vault.rel(rel) for rel in paths])
         for rel in paths:
             # As git lists it, not resolved: a symlink is the link, never its target.
             rel = os.path.normpath(rel).replace(os.sep, "/")
             if rel.startswith(("/", "../")) or rel == ".." or is_off_limits(rel):
                 raise VaultError(f"{rel} is not a path the vault commits.")
-            self._note_pending(rel)
+            self.note(rel)
+        return kept
 
     def _pending_file(self) -> Path:
         return self.state / PENDING_JOURNAL
@@ -231,11 +241,11 @@ class Journal:
             data = {"paths": data}
         return data if isinstance(data, dict) else {}
 
-    def _read_pending(self) -> set[str]:
+    def pending_paths(self) -> set[str]:
         paths = self._read_journal().get("paths")
         return {p for p in paths if isinstance(p, str)} if isinstance(paths, list) else set()
 
-    def _intended(self) -> Change | None:
+    def intended(self) -> Change | None:
         """The change an interrupted command was making (see intend), or None."""
         c = self._read_journal().get("change")
         if not isinstance(c, dict) or not isinstance(c.get("kind"), str) \
@@ -249,28 +259,28 @@ class Journal:
     def intend(self, change: Change) -> None:
         """Journal the agent change about to be written, so that a kill before its commit
         is recovered as that change (its kind, scope and trailers, which undo reads)."""
-        self._intent = change
+        self.intent = change
         self._write_journal()
 
     def _write_journal(self) -> None:
         self.state.mkdir(exist_ok=True)
-        data: dict = {"paths": self._touched}
-        change = getattr(self, "_intent", None)
+        data: dict = {"paths": self.touched}
+        change = self.intent
         if change is not None and change.author is None:
             data["change"] = {"kind": change.kind, "subject": change.subject,
                               "scope": change.scope, "body": change.body,
                               "trailers": dict(change.trailers)}
         atomic.write_text(self._pending_file(), json.dumps(data))
 
-    def _note_pending(self, rel: str) -> None:
+    def note(self, rel: str) -> None:
         """Journal a path before writing it, so a crash's leftovers are known as ours."""
-        if rel in self._touched:
+        if rel in self.touched:
             return
-        self._touched.append(rel)
+        self.touched.append(rel)
         self.state.mkdir(exist_ok=True)
         self._write_journal()
 
-    def _clear_pending(self) -> None:
-        self._intent = None
+    def clear(self) -> None:
+        self.intent = None
         with contextlib.suppress(FileNotFoundError):
             self._pending_file().unlink()

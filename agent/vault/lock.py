@@ -1,4 +1,4 @@
-"""The vault lock and the repairs made as it is taken (a mixin of
+"""The vault lock and the repairs made as it is taken (`vault.lock`, a part of
 agent.vault.repo.Vault).
 
 The lock is an flock on `.agent/lock`, so a killed holder never leaves it stale. On
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -26,12 +26,27 @@ from agent.fs import atomic
 from agent.vault.change import by_hand, recovered
 from agent.vault.gitstate import UnfinishedGit, _git_process_in, conflicted, unfinished_operation
 from agent.fs.offlimits import link_problem
+from agent.fs.pidlock import PidLock
 
 HELD_FILE = "uncommitted.json"              # in .agent/: files left uncommitted on purpose
 
 
-class LockAndRepair:
-    """The lock, the repairs, held-back files and claims of a Vault."""
+class VaultLock:
+    """The lock of a Vault (`vault.lock`), the repairs made as it is taken, the files
+    held back and the claims."""
+
+    def __init__(self, vault):      # the Vault that owns this part
+        self.vault = vault
+        self.root = vault.root
+        self.state = vault.state
+        self.depth = 0                      # re-entries of `locked` by this process
+        self._thread = threading.RLock()
+        self._file = PidLock(vault.state / "lock")
+
+    @property
+    def held(self) -> bool:
+        """Whether this process holds the vault lock."""
+        return self.depth > 0
 
     # ---- the lock and repairs ------------------------------------------------------
 
@@ -42,53 +57,46 @@ class LockAndRepair:
 
         The lock is an flock on .agent/lock, so a killed holder never leaves it stale.
         """
-        with self._thread_lock:
-            if self._lock_depth == 0:
-                self.state.mkdir(exist_ok=True)
-                fd = os.open(self.state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
-                self._lock_fd = fd
-            self._lock_depth += 1
+        with self._thread:
+            if self.depth == 0:
+                self._file.acquire(block=True)
+            self.depth += 1
             try:
-                if self._lock_depth == 1 and repair:
+                if self.depth == 1 and repair:
                     problem = unfinished_operation(self.root, unmerged=False)
                     if problem:
                         raise UnfinishedGit(problem)
                     self.prepare()
-                yield self
+                yield self.vault
             finally:
-                self._lock_depth -= 1
-                if self._lock_depth == 0:
-                    fd, self._lock_fd = self._lock_fd, None
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                    os.close(fd)
+                self.depth -= 1
+                if self.depth == 0:
+                    self._file.release()
 
     def prepare(self) -> None:
         """Make the work tree consistent and commit what is not the agent's next change."""
-        self.agent_identity()  # a broken agent.toml stops us before anything is written
-        self._clear_stale_git_locks()
-        self._finish_checkout()
-        dirty, unmerged = self._status()
+        self.vault.agent_identity()  # a broken agent.toml stops us before anything is written
+        self.clear_stale_git_locks()
+        self.vault.journal.finish_checkout()
+        dirty, unmerged = self.vault.status()
         if unmerged:
             raise UnfinishedGit(conflicted(self.root, unmerged))
         broken = self.broken_hand_edits(dirty)
         if broken:                # left uncommitted and named, never committed (nor synced)
-            self.too_big.extend(broken.values())
+            self.vault.too_big.extend(broken.values())
             dirty = [p for p in dirty if p not in broken]
-        pending = self._read_pending()
+        pending = self.vault.journal.pending_paths()
         if dirty:
             held = self.held_back(dirty)
             dirty = [p for p in dirty if p not in held]
         if not dirty:
             if pending:
-                self._clear_pending()
+                self.vault.journal.clear()
             return
         torn = self._repair_torn(p for p in dirty if p.endswith(".jsonl"))
-        self.recovered.extend(torn)
+        self.vault.recovered.extend(torn)
         if torn:
-            dirty = self.dirty_paths()
+            dirty = self.vault.dirty_paths()
         live, dead = self._claims()
 
         def under(p, prefixes):
@@ -104,21 +112,21 @@ class LockAndRepair:
         out.update(self.uncommittable([p for p in dirty if p not in out]))
         if out:
             self.hold_back(out)
-            self.too_big.extend(f"{p}: {why}; not committed" for p, why in out.items())
+            self.vault.too_big.extend(f"{p}: {why}; not committed" for p, why in out.items())
             dirty = [p for p in dirty if p not in out]
             leftovers = [p for p in leftovers if p not in out]
         if leftovers:
-            intended = self._intended()
+            intended = self.vault.journal.intended()
             if intended is not None:
                 # The interrupted change itself, as it would have been committed, marked.
-                self._commit_paths(leftovers, dataclasses.replace(intended, trailers={
+                self.vault.commit_paths(leftovers, dataclasses.replace(intended, trailers={
                     **intended.trailers, "Recovered": "interrupted before its commit"}))
             else:
-                self._commit_paths(leftovers, recovered(leftovers))
+                self.vault.commit_paths(leftovers, recovered(leftovers))
         edits = [p for p in dirty if p not in pending and not self._too_big(p)]
         if edits:
-            self._commit_paths(edits, by_hand(edits, self.user_identity()))
-        self._clear_pending()
+            self.vault.commit_paths(edits, by_hand(edits, self.vault.user_identity()))
+        self.vault.journal.clear()
 
     def broken_hand_edits(self, dirty: list[str]) -> dict[str, str]:
         """Of the hand-edited files in `dirty`, those that cannot be committed, each with
@@ -126,7 +134,7 @@ class LockAndRepair:
         every job and sync would spread it: it is left uncommitted, and said so, until it
         parses."""
         out = {}
-        for rel, check in self.checks.items():
+        for rel, check in self.vault.checks.items():
             if rel in dirty:
                 problem = check(self.root)
                 if problem:
@@ -146,9 +154,9 @@ class LockAndRepair:
             return False
         if not stat.S_ISREG(st.st_mode) or st.st_size <= COMMIT_BYTES:
             return False
-        if self.git("ls-files", "--", rel).strip():
+        if self.vault.git("ls-files", "--", rel).strip():
             return False        # already tracked: a change to it is the person's to commit
-        self.too_big.append(f"{rel} is {_size(st.st_size)}, over the {_size(COMMIT_BYTES)} "
+        self.vault.too_big.append(f"{rel} is {_size(st.st_size)}, over the {_size(COMMIT_BYTES)} "
                             f"limit for a hand-added file: not committed (commit it with git "
                             f"yourself, or list it in .gitignore)")
         self.hold_back({rel: f"{_size(st.st_size)}, over the {_size(COMMIT_BYTES)} limit "
@@ -222,13 +230,13 @@ class LockAndRepair:
         self.state.mkdir(exist_ok=True)
         atomic.write_json(path, data)
 
-    def _clear_stale_git_locks(self, wait: float = 2.0) -> None:
+    def clear_stale_git_locks(self, wait: float = 2.0) -> None:
         """Remove lock files left by a git process killed mid-commit.
 
         We hold the vault lock, so no agent process is running git; a person's own git
         command finishes well within `wait`, so a lock still there after it is stale.
         """
-        git_dir = self.git_dir
+        git_dir = self.vault.git_dir
 
         def locks():
             found = [git_dir / n for n in ("index.lock", "HEAD.lock", "packed-refs.lock")]
@@ -246,7 +254,7 @@ class LockAndRepair:
                 for lock in stale:
                     with contextlib.suppress(FileNotFoundError):
                         lock.unlink()
-                    self.recovered.append(f".git/{lock.relative_to(git_dir)} (left by a killed git) removed")
+                    self.vault.recovered.append(f".git/{lock.relative_to(git_dir)} (left by a killed git) removed")
                 return
             time.sleep(0.05)
 

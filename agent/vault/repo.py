@@ -29,19 +29,21 @@ import getpass
 import os
 import re
 import stat
-import threading
 import time
 from pathlib import Path
+from typing import ContextManager
 
 from agent.fs import atomic
 from agent.package import package_data
+from agent.schedule import HOST_NAME
 from agent.vault import git
 from agent.vault.change import Change, Identity
 from agent.vault.git import GitError, VaultError
 from agent.vault.gitstate import _UNMERGED, UnfinishedGit, git_dir_of, unfinished_operation
 from agent.vault.journal import Journal
-from agent.vault.lock import LockAndRepair
+from agent.vault.lock import VaultLock
 from agent.fs.offlimits import STATE_DIR
+from agent.vault.turnvault import TurnVault
 from agent.vault.writes import Writes
 
 MARKER = "agent.toml"
@@ -106,9 +108,11 @@ def _git_toplevel(path: Path) -> Path | None:
     return Path(p.stdout.strip()) if p.returncode == 0 else None
 
 
-class Vault(Journal, LockAndRepair, Writes):
-    """A vault: its files, its git repository, its lock and journals (see the module's
-    docstring); the journals, the lock and the writes are mixins of their own modules."""
+class Vault(TurnVault):
+    """A vault: its files, its git repository, and the parts it owns, one module each:
+    `lock` (the lock and the repairs made as it is taken, held-back files, claims),
+    `journal` (the write and checkout journals) and `writes` (the file writes). The
+    methods here are the verbs the rest of the agent uses (see the module's docstring)."""
 
     def __init__(self, root: Path, checks: dict | None = None):
         self.root = Path(root)
@@ -117,17 +121,42 @@ class Vault(Journal, LockAndRepair, Writes):
         # which only runs them (see agent.stores.hand_edit_checks).
         self.checks: dict = dict(checks or {})
         self.state = self.root / STATE_DIR
-        self._lock_depth = 0
         self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
-        self._lock_fd: int | None = None
-        self._thread_lock = threading.RLock()
-        self._touched: list[str] = []
         self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
         self._agent: Identity | None = None
         self.git_dir = git_dir_of(self.root)
-        self.too_big: list[str] = []
+        self.too_big: list[str] = []    # files left uncommitted, with why, for the CLI to report
         self._host: str | None = None
-        self._intent: Change | None = None     # the agent change being written (intend)    # hand-added files left uncommitted for their size
+        self.lock = VaultLock(self)
+        self.journal = Journal(self)
+        self.writes = Writes(self)
+
+    # ---- the parts' verbs ------------------------------------------------------------
+
+    def locked(self, repair: bool = True) -> ContextManager["Vault"]:
+        """Hold the vault lock (see VaultLock.locked)."""
+        return self.lock.locked(repair)
+
+    def read_text(self, rel: str, errors: str = "strict") -> str:
+        return self.writes.read_text(rel, errors)
+
+    def write_text(self, rel: str, text: str) -> list[str]:
+        """Replace a file atomically; the kinds of secret kept out of it."""
+        return self.writes.write_text(rel, text)
+
+    def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> list[str]:
+        """Append whole lines; the kinds of secret kept out of them."""
+        return self.writes.append_lines(rel, lines, header)
+
+    def append_line(self, rel: str, line: str, header: str | None = None) -> list[str]:
+        return self.writes.append_lines(rel, [line], header)
+
+    def delete(self, rel: str) -> None:
+        self.writes.delete(rel)
+
+    def intend(self, change: Change) -> None:
+        """Journal the agent change about to be written (see Journal.intend)."""
+        self.journal.intend(change)
 
     # ---- opening -------------------------------------------------------------------
 
@@ -181,7 +210,7 @@ class Vault(Journal, LockAndRepair, Writes):
         if adopting and vault.dirty_paths():
             # The user's own notes go in first, as their commit, so the init commit
             # holds only what the agent added.
-            vault._commit_paths(None, Change("edit", "adopt existing notes as a vault",
+            vault.commit_paths(None, Change("edit", "adopt existing notes as a vault",
                                              author=vault.user_identity()))
         existed = {n for n in (".gitignore", ".gitattributes") if (root / n).exists()}
         vault._copy_template()
@@ -193,7 +222,7 @@ class Vault(Journal, LockAndRepair, Writes):
         changed = [p for p in committed if p in existed]
         what = f"{len(added)} file{'s' * (len(added) != 1)} added" + (
             f", {' and '.join(changed)} changed" if changed else "")
-        vault._commit_paths(None, Change("init", "new vault" if not adopting else
+        vault.commit_paths(None, Change("init", "new vault" if not adopting else
                                          f"adopt this folder as a vault ({what})"))
         return vault, "adopted" if adopting else "created"
 
@@ -444,16 +473,16 @@ class Vault(Journal, LockAndRepair, Writes):
 
     def dirty_paths(self) -> list[str]:
         """Paths with uncommitted changes (modified, added, deleted, untracked)."""
-        return self._status()[0]
+        return self.status()[0]
 
-    def _status(self) -> tuple[list[str], list[str]]:
+    def status(self) -> tuple[list[str], list[str]]:
         """(dirty paths as `dirty_paths` gives them, conflicted paths), from one `git
         status`."""
         # Untracked files in the "normal" mode: it is the mode git's untracked cache
         # serves fastest; a new folder shows as `dir/` and is listed only then.
         # Outside the vault lock, status must not take git's index lock to refresh its
         # stat cache: that would make a concurrent agent commit fail.
-        optional = () if self._lock_depth else ("--no-optional-locks",)
+        optional = () if self.lock.depth else ("--no-optional-locks",)
         out = self.git(*optional, "status", "--porcelain=v1", "-z", "--no-renames")
         paths, new_dirs, unmerged = [], [], []
         for item in out.split("\0"):
@@ -488,7 +517,7 @@ class Vault(Journal, LockAndRepair, Writes):
         if problem:
             raise UnfinishedGit(problem)
 
-    def _commit_paths(self, paths: list[str] | None, change: Change) -> str | None:
+    def commit_paths(self, paths: list[str] | None, change: Change) -> str | None:
         """Stage `paths` (all changes when None) and commit them; None if nothing changed.
 
         Plumbing rather than `git commit`: it stages only the named paths and never
@@ -496,7 +525,7 @@ class Vault(Journal, LockAndRepair, Writes):
         split index, each write touches a small file, not the whole index).
         """
         # Under the lock it was checked as the lock was taken (one `git ls-files` fewer).
-        if not self._lock_depth:
+        if not self.lock.depth:
             self.check_committable()
         self.last_commit = None          # until a commit is made (none when nothing changed)
         if paths is None:
@@ -553,11 +582,12 @@ class Vault(Journal, LockAndRepair, Writes):
         if not isinstance(change, Change):
             # Commit text is made in one place, Change.message: never a string.
             raise TypeError(f"a commit is a Change, not {type(change).__name__}")
-        targets = list(paths) if paths is not None else list(self._touched)
-        sha = self._commit_paths(targets, change)
-        self._touched = [] if paths is None else [p for p in self._touched if p not in targets]
-        if not self._touched:
-            self._clear_pending()
+        journal = self.journal
+        targets = list(paths) if paths is not None else list(journal.touched)
+        sha = self.commit_paths(targets, change)
+        journal.touched = [] if paths is None else [p for p in journal.touched if p not in targets]
+        if not journal.touched:
+            journal.clear()
         return sha
 
     def revert(self, sha: str, change: Change) -> str | None:
@@ -595,13 +625,12 @@ def _union_lines() -> list[str]:
 
 
 HOST_KEY = "agent.host"
-_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 def check_host(name: str) -> str:
     """A machine name as jobs and heartbeats store it; VaultError says what is allowed."""
     name = str(name).strip()
-    if not _HOST.match(name):
+    if not HOST_NAME.match(name):
         raise VaultError(f"{name!r} is not a machine name: use letters, digits, '.', '_' "
                          f"and '-' (as in laptop or home-server)")
     return name

@@ -369,7 +369,7 @@ def follow(vault: Vault, remote: str, branch: str, result=None) -> bool:
     """
     done = _follow(vault, remote, branch)
     if result is not None:
-        result.__dict__.setdefault("forgotten", []).extend(done.lines())
+        result.forgotten.extend(done.lines())
     return bool(done.applied)
 
 

@@ -20,7 +20,9 @@ from typing import Callable
 from agent.errors import UserError
 from agent.fs import safe
 from agent.fs.offlimits import is_off_limits, refusal
+from agent.vault.change import Change, Identity
 from agent.vault.repo import CONTROL_FILES, Vault, VaultError
+from agent.vault.turnvault import TurnVault
 
 
 @dataclass
@@ -37,8 +39,9 @@ def _append(text: str | None, lines: list[str], header: str | None) -> str:
     return text + ("" if text.endswith("\n") else "\n") + data
 
 
-class StagedVault:
-    """The vault as one turn sees it: real reads, staged writes (see the module doc)."""
+class StagedVault(TurnVault):
+    """The vault as one turn sees it: real reads, staged writes (see the module doc).
+    It offers only what a turn may do (TurnVault): no revert, checkout or git."""
 
     def __init__(self, vault: Vault):
         self.vault = vault
@@ -49,10 +52,27 @@ class StagedVault:
         self.problems: list[str] = []       # staged changes that could not be applied
         self._claims: dict = {}              # prefix -> claim file (see Vault.claim)
         self._quota: dict = {}               # prefix -> bytes its commands may add, or None
+        self.removed: list[str] = []         # kinds of secret kept out of what was applied
 
-    def __getattr__(self, name):
-        # Everything that does not write (git, head, show, path, identities) is the vault's.
-        return getattr(self.vault, name)
+    # ---- reading the real vault (what a turn may know of it; see TurnVault) ----------
+
+    def rel(self, path) -> str:
+        return self.vault.rel(path)
+
+    def head(self) -> str | None:
+        return self.vault.head()
+
+    def head_from_files(self) -> str | None:
+        return self.vault.head_from_files()
+
+    def files(self, *patterns: str) -> list[str]:
+        return self.vault.files(*patterns)
+
+    def host(self, known: str | None = None) -> str:
+        return self.vault.host(known)
+
+    def agent_identity(self) -> Identity:
+        return self.vault.agent_identity()
 
     # ---- reading -------------------------------------------------------------------
 
@@ -113,14 +133,14 @@ class StagedVault:
             if prefix in self._claims:
                 return
             with self.vault.locked():
-                self._claims[prefix] = self.vault.claim(prefix, quota)
+                self._claims[prefix] = self.vault.lock.claim(prefix, quota)
                 self._quota[prefix] = quota
 
     def _claimed_changes(self) -> list[str]:
         if not self._claims:
             return []
         prefixes = tuple(p.strip("/") + "/" for p in self._claims)
-        held = self.vault.held_back()       # left out by an earlier turn, unchanged since
+        held = self.vault.lock.held_back()       # left out by an earlier turn, unchanged since
         return [p for p in self.vault.dirty_paths() if p.startswith(prefixes)
                 and p not in held]
 
@@ -132,7 +152,7 @@ class StagedVault:
         out: dict[str, str] = {}
         for prefix, quota in self._quota.items():
             mine = [p for p in changed if p.startswith(prefix.strip("/") + "/")]
-            out.update(self.vault.uncommittable(mine, quota))
+            out.update(self.vault.lock.uncommittable(mine, quota))
         return out
 
     def staged_paths(self) -> list[str]:
@@ -187,7 +207,7 @@ class StagedVault:
         with self._lock:
             yield self
 
-    def commit(self, *args, **kwargs) -> None:
+    def commit(self, change: Change | None = None, paths: list[str] | None = None) -> None:
         """No-op: staged changes land in the turn's own commit."""
         return None
 
@@ -206,7 +226,7 @@ class StagedVault:
                 lines = [line for op in mine for line in op.payload[0]]
                 header = mine[0].payload[1] if disk is None else None
                 if lines:
-                    self.vault.append_lines(rel, lines, header=header)
+                    self.removed.extend(self.vault.append_lines(rel, lines, header=header))
                     written.append(rel)
                 continue
             text = disk
@@ -221,23 +241,23 @@ class StagedVault:
             if text is None:
                 self.vault.delete(rel)
             else:
-                self.vault.write_text(rel, text)
+                self.removed.extend(self.vault.write_text(rel, text))
             written.append(rel)
         if self._claims:
             changed = self._claimed_changes()
             out = self.left_out(changed)
             if out:
-                self.vault.hold_back(out)
+                self.vault.lock.hold_back(out)
                 self.problems.extend(f"Not committed, left in place: {rel}: {why}."
                                      for rel, why in out.items())
             changed = [p for p in changed if p not in out]
-            self.vault.include(changed)
+            self.removed.extend(self.vault.journal.include(changed))
             written.extend(changed)
         with self._lock:
             claims, self._claims, self._quota = self._claims, {}, {}
         for claim in claims.values():
             # Safe before the commit: we hold the vault lock until it is made.
-            self.vault.release(claim)
+            self.vault.lock.release(claim)
         return written
 
     def release_claims(self) -> None:
@@ -245,4 +265,4 @@ class StagedVault:
         with self._lock:
             claims, self._claims, self._quota = self._claims, {}, {}
         for claim in claims.values():
-            self.vault.release(claim)
+            self.vault.lock.release(claim)

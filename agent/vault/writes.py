@@ -1,4 +1,4 @@
-"""The vault's writes (a mixin of agent.vault.repo.Vault): whole lines appended,
+"""The vault's writes (`vault.writes`, a part of agent.vault.repo.Vault): whole lines appended,
 flushed and fsynced; whole files replaced through a temporary file and `os.replace`;
 each path journalled before it is written (agent.vault.journal) and refused when it is
 off limits (.git/, .agent/, outside the vault, not a regular file); secrets kept out
@@ -19,13 +19,18 @@ from agent.fs.offlimits import is_off_limits, refusal
 
 
 class Writes:
-    """The file writes of a Vault."""
+    """The file writes of a Vault (`vault.writes`). Each write returns the kinds of
+    secret the filter kept out of it (agent.redact), for the front-end to tell."""
+
+    def __init__(self, vault):      # the Vault that owns this part
+        self.vault = vault
+        self.root = vault.root
 
     def check_writable(self, rel: str) -> str:
         """The vault path the agent would write for `rel`, or VaultError saying why not
         (outside the vault, .git/ or .agent/, not a regular file). A command checks its
         target this way before taking the lock, so a refusal commits nothing."""
-        rel = self.rel(rel)
+        rel = self.vault.rel(rel)
         if is_off_limits(rel):
             raise VaultError(refusal(rel))
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
@@ -34,8 +39,8 @@ class Writes:
                                  f"the agent does not write to it.")
         return rel
 
-    def _writable(self, rel: str) -> Path:
-        rel = self.rel(rel)
+    def writable(self, rel: str) -> Path:
+        rel = self.vault.rel(rel)
         if is_off_limits(rel):
             raise VaultError(refusal(rel))
         path = self.root / rel
@@ -43,14 +48,14 @@ class Writes:
             if not stat.S_ISREG(os.stat(path).st_mode):
                 raise VaultError(f"{rel} is not a regular file (a FIFO, device or folder); "
                                  f"the agent does not write to it.")
-        self._note_pending(rel)
+        self.vault.journal.note(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
-    def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> None:
+    def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> list[str]:
         """Append whole lines, flushed and fsynced; `header` starts a new file."""
-        path = self._writable(rel)
-        lines = redact.guard_lines(self, rel, lines)                 # keys stay out (issue 26)
+        path = self.writable(rel)
+        lines, kept = redact.guard_lines(self.root, rel, lines)      # keys stay out
         new = not path.exists() or path.stat().st_size == 0
         data = "".join(line.rstrip("\n") + "\n" for line in lines)
         if new and header:
@@ -66,17 +71,19 @@ class Writes:
             os.fsync(f.fileno())
         if new:
             atomic.fsync_dir(path.parent)
+        return kept
 
-    def append_line(self, rel: str, line: str, header: str | None = None) -> None:
-        self.append_lines(rel, [line], header)
+    def append_line(self, rel: str, line: str, header: str | None = None) -> list[str]:
+        return self.append_lines(rel, [line], header)
 
-    def write_text(self, rel: str, text: str) -> None:
+    def write_text(self, rel: str, text: str) -> list[str]:
         """Replace a file atomically: a temporary file, fsync, then os.replace."""
-        text = redact.guard(self, rel, text)                         # keys stay out (issue 26)
-        atomic.write_text(self._writable(rel), text, sync_dir=True)
+        text, kept = redact.guard(self.root, rel, text)              # keys stay out
+        atomic.write_text(self.writable(rel), text, sync_dir=True)
+        return kept
 
     def delete(self, rel: str) -> None:
-        path = self._writable(rel)
+        path = self.writable(rel)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 

@@ -1,6 +1,6 @@
 """Cron tools: cron_add, cron_list, cron_remove — the model's `agent cron`.
 
-They validate exactly as the command does (agent/schedule.py, agent/stores/cron.py). Their change to cron.json
+They validate exactly as the command does (agent/schedule.py, agent/stores/cronfile.py). Their change to cron.json
 is staged as a function of the file's text (`ctx.vault.update`), so when the turn is
 saved it is applied again to cron.json as it is then, under the vault lock: state that
 `agent serve` wrote meanwhile is kept.
@@ -11,16 +11,20 @@ from __future__ import annotations
 from typing import Literal
 
 from agent import schedule as sched
-from agent.stores import cron as cronfile
-from agent.stores.cron import CRON_FILE
+from agent.stores import cronfile
+from agent.stores.cronfile import CRON_FILE
 from agent.chat.tools.registry import ToolError, current_context, tool
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.turnvault import TurnVault
 
 
 def _load(text: str | None) -> cronfile.CronFile:
     return cronfile.loads(text) if text is not None else cronfile.CronFile()
 
 
-def _text(vault) -> str | None:
+def _text(vault: TurnVault) -> str | None:
     """cron.json as this turn sees it (with its staged changes)."""
     return vault.current(CRON_FILE)
 

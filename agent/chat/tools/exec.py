@@ -18,6 +18,10 @@ import signal
 from agent import sandbox
 from agent.chat.tools.registry import ToolError, current_context, tool
 from agent.config import show_size
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.turnvault import TurnVault
 
 # What a program prints when an allocation fails (Python, libc's strerror, C++, glibc's
 # obstack, node, Go, Rust): the command hit [exec] memory, not a bug to hunt.
@@ -74,7 +78,7 @@ def exec_(command: str, timeout: float | None = None) -> str:
                       *(_left_out(ctx.vault) if writable else [])])
 
 
-def _left_out(vault) -> list[str]:
+def _left_out(vault: TurnVault) -> list[str]:
     """What this turn's commit will not take of workspace/, for the model to know."""
     out = vault.left_out()          # the turn's StagedVault
     if not out:

@@ -48,6 +48,10 @@ from datetime import timezone
 
 from agent import clock
 from agent.fs import atomic
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 log = logging.getLogger("agent.serve")
 
@@ -102,7 +106,7 @@ class TelegramChannel:
     """The Telegram side of `agent serve`: start(), then stop_polling() and close() at
     the end (the router's drain in between lets turns in flight finish and reply)."""
 
-    def __init__(self, vault, router, provider, *, token: str, settings, clock,
+    def __init__(self, vault: Vault, router, provider, *, token: str, settings, clock,
                  settings_fn=None):
         self.vault = vault
         self.router = router
@@ -591,7 +595,7 @@ def check(settings, timeout: float = 10.0) -> tuple[bool, str, str]:
     return True, f"@{name}, {n} allowed user{'s' * (n != 1)}", ""
 
 
-def from_environment(vault, router, provider, *, settings, clock,
+def from_environment(vault: Vault, router, provider, *, settings, clock,
                      settings_fn=None) -> TelegramChannel | None:
     """The channel when `[channels.telegram] enabled` and the token is set; else None,
     with one line saying what is missing."""

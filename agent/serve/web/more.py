@@ -12,8 +12,8 @@ from agent.serve.web.pages import _back, _form, _now, stamp
 
 
 def schedules(page, request):
-    from agent.stores import cron as cronfile
-    from agent.stores import heartbeat as hbmod
+    from agent.stores import cronfile
+    from agent.stores import heartbeatfile
 
     vault = page.vault
     problems: list[str] = []
@@ -22,13 +22,13 @@ def schedules(page, request):
         jobs, problems = cf.jobs, list(cf.problems)
     except UserError as e:
         jobs, problems = [], [str(e)]
-    beats, broken = hbmod.load_all(vault.root)
-    state = hbmod.read_state(vault.state)
+    beats, broken = heartbeatfile.load_all(vault.root)
+    state = heartbeatfile.read_state(vault.state)
     rows = []
     for hb in beats:
         e = state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}
         same = e.get("sig") == hb.signature()
-        rows.append({"hb": hb, "next": stamp(hbmod.due_time(e)) if hb.enabled and same else (
+        rows.append({"hb": hb, "next": stamp(heartbeatfile.due_time(e)) if hb.enabled and same else (
             "disabled" if not hb.enabled else "when serve starts"),
             "last": e.get("last_status") or "never ran"})
     return page.render(request, "schedules.html", nav="schedules", jobs=jobs, beats=rows,
@@ -37,7 +37,7 @@ def schedules(page, request):
 
 
 def cron_action(page, request, action: str):
-    from agent.ops import cron as jobs
+    from agent.ops import jobs
 
     vault = page.vault
     job_id = _form(request).get("id", "")

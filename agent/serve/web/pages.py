@@ -16,6 +16,10 @@ from urllib.parse import urlencode
 
 from agent.errors import UserError
 from agent.stores import memory, sessions
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 CHAT = "web/default"          # the page's own session, unless another is picked
 SHOWN = 60                    # messages of a conversation shown (the newest)
@@ -254,7 +258,7 @@ def memory_save(page, request):
 # ---- Review -----------------------------------------------------------------------------
 
 
-def _reviewer(vault) -> str:
+def _reviewer(vault: Vault) -> str:
     who = vault.user_identity()
     return f"{who.name} <{who.email}>"
 

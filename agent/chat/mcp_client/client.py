@@ -20,9 +20,9 @@ line for each line it prints that is not JSON-RPC; after MAX_BAD_LINES of those 
 stopped.
 
 No server starts before the person approved its command line on this machine
-(agent.chat.mcp.approval, `agent mcp approve NAME`). The servers start at once, side by side:
+(agent.chat.mcp_client.approval, `agent mcp approve NAME`). The servers start at once, side by side:
 a server that hangs costs one startup timeout, however many there are. A stdio server
-runs in `.agent/mcp/`, not in the vault (see agent.chat.mcp.approval.server_cwd).
+runs in `.agent/mcp/`, not in the vault (see agent.chat.mcp_client.approval.server_cwd).
 
 The `mcp` SDK is imported only when a server is configured.
 """
@@ -41,8 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import SettingsError
-from agent.chat.mcp import approval
-from agent.config.mcp import VAR, ServerConfig, problems, read_server
+from agent.chat.mcp_client import approval
+from agent.config.mcp_servers import VAR, ServerConfig, problems, read_server
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 MAX_RESULT = 100_000          # characters of one tool result given to the model
 MAX_BAD_LINES = 20            # lines that are not JSON-RPC before a server is stopped
@@ -467,13 +471,13 @@ def close_all() -> None:
     _hubs.clear()
 
 
-def configured(vault) -> list[ServerConfig]:
+def configured(vault: Vault) -> list[ServerConfig]:
     """The servers of the vault's agent.toml (SettingsError names a wrong table)."""
     from agent.config import load_settings
     return load_configs(load_settings(vault.root).raw)
 
 
-def survey(vault, timeout: float | None = None) -> list[dict]:
+def survey(vault: Vault, timeout: float | None = None) -> list[dict]:
     """`agent mcp list`: each configured server, whether it is approved on this machine,
     and (the approved ones, started for the look) whether it starts and its tools."""
     configs = configured(vault)
@@ -501,7 +505,7 @@ def survey(vault, timeout: float | None = None) -> list[dict]:
         hub.close()
 
 
-def describe_servers(vault, timeout: float | None = None) -> tuple[list[str], bool]:
+def describe_servers(vault: Vault, timeout: float | None = None) -> tuple[list[str], bool]:
     """`agent mcp list` as lines, and whether every enabled server is approved and starts."""
     rows = survey(vault, timeout)
     if not rows:
@@ -538,7 +542,7 @@ def describe_servers(vault, timeout: float | None = None) -> tuple[list[str], bo
     return lines, ok
 
 
-def find(vault, name: str) -> ServerConfig:
+def find(vault: Vault, name: str) -> ServerConfig:
     """The server `name` of agent.toml, or a UserError listing the ones there are."""
     from agent.errors import UserError
     configs = configured(vault)

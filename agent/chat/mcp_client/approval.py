@@ -26,7 +26,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from agent.config.mcp import ServerConfig
+from agent.config.mcp_servers import ServerConfig
 from agent.fs import atomic, safe
 from agent.fs.offlimits import STATE_DIR, is_off_limits
 

@@ -3,7 +3,7 @@
     agent mcp               # search, remember, note, recent, history, why + resources
     agent mcp --read-only   # the reading tools only
 
-The tools are in `agent.mcp.ops` (plain functions over the vault); this module wires
+The tools are in `agent.mcp_server.tools` (plain functions over the vault); this module wires
 them to the SDK's low-level `Server`. Bad input is answered with a JSON-RPC error
 (-32602, invalid params) naming the problem, before anything is read or written; a line
 that is not JSON with a parse error (-32700), JSON that is not a JSON-RPC message with an
@@ -27,7 +27,11 @@ from mcp.shared.message import SessionMessage
 
 from agent import version
 from agent.errors import UserError
-from agent.mcp.ops import BadInput, VaultTools
+from agent.mcp_server.tools import BadInput, VaultTools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 NAME = "agent"
 INSTRUCTIONS = """\
@@ -47,7 +51,7 @@ def _client_name(ctx) -> str | None:
     return None
 
 
-def build(vault, *, read_only: bool = False, tools: VaultTools | None = None) -> Server:
+def build(vault: Vault, *, read_only: bool = False, tools: VaultTools | None = None) -> Server:
     """The MCP server over `vault`."""
     ours = version()
     tools = tools or VaultTools(vault, read_only=read_only)
@@ -147,7 +151,7 @@ class _Answered:
         await self._inner.aclose()
 
 
-def serve(vault, *, read_only: bool = False) -> None:
+def serve(vault: Vault, *, read_only: bool = False) -> None:
     """Serve MCP over this process's stdin and stdout until the client hangs up."""
     # The SDK logs every request at INFO; a client shows our stderr to the person.
     logging.getLogger("mcp").setLevel(logging.WARNING)

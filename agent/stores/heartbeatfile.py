@@ -31,7 +31,6 @@ FOLDER = "heartbeat"
 OK = "HEARTBEAT_OK"
 STATE_FILE = "heartbeat-state.json"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
-_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 
 
@@ -125,7 +124,7 @@ def parse(meta: dict, body: str, rel: str) -> Heartbeat:
     except sched.ScheduleError as e:
         raise HeartbeatError(f"{rel}: {e}") from None
     host = meta.get("host")
-    if host is not None and (not isinstance(host, str) or not _HOST.match(host)):
+    if host is not None and (not isinstance(host, str) or not sched.HOST_NAME.match(host)):
         raise HeartbeatError(f"{rel}: host must be a machine name (letters, digits, . _ -), "
                              f"got {host!r}")
     hours = meta.get("active_hours")

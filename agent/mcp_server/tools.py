@@ -12,14 +12,18 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Callable
 
+from agent.oneline import subject
 from agent.clock import now as clock_now
 from agent.errors import UserError
 from agent.stores import memory
 from agent.fs import safe
 from agent.vault.change import Change
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 MAX_TEXT = 4000          # remember, note: one fact or note, not a document
 MAX_QUERY = 1000         # search, why
@@ -47,13 +51,7 @@ def _client_scope(name: str | None) -> str:
 
 
 def _shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
-    one = " ".join(text.split())
-    if len(one) <= limit:
-        return one
-    cut = one[:limit].rsplit(" ", 1)[0]
-    if len(cut) < limit // 2:
-        cut = one[:limit]
-    return cut.rstrip(" ,.;:") + "..."
+    return subject(text, limit)
 
 
 # ---- checking arguments ----------------------------------------------------------------
@@ -133,7 +131,7 @@ def _text(description: str, max_length: int = MAX_TEXT) -> dict:
 class VaultTools:
     """The tools over one vault; `client` names the MCP client for commit messages."""
 
-    def __init__(self, vault, *, read_only: bool = False, clock=None):
+    def __init__(self, vault: Vault, *, read_only: bool = False, clock=None):
         self.vault = vault
         self.read_only = read_only
         self.clock = clock or clock_now
@@ -249,37 +247,15 @@ class VaultTools:
         return "\n".join(format_hit(h) for h in hits)
 
     def recent(self, days: int) -> str:
-        now = self.clock()
-        parts = []
-        for back in range(days - 1, -1, -1):
-            day = (now - timedelta(days=back)).date()
-            rel = memory.daily_path(day)
-            text = self._read(rel)
-            if text is not None:
-                parts.append(f"## {rel}\n\n{text.strip()}")
-        since = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0,
-                                                         microsecond=0)
-        facts = self._facts_since(since)
-        if facts:
-            parts.append(f"## Facts added to MEMORY.md and USER.md since {since:%Y-%m-%d}\n\n"
-                         + "\n".join(facts))
+        from agent.ops.recent import recent
+        found = recent(self.vault, days, self.clock())
+        parts = [f"## {rel}\n\n{text.strip()}" for rel, text in found.notes]
+        if found.facts:
+            parts.append(f"## Facts added to MEMORY.md and USER.md since {found.since:%Y-%m-%d}"
+                         f"\n\n" + "\n".join(found.facts))
         if not parts:
             return f"Nothing noted or learned in the last {days} day{'s' * (days != 1)}."
         return _cap("\n\n".join(parts))
-
-    def _facts_since(self, since: datetime) -> list[str]:
-        from agent.vault import history
-        facts = [f"{line.strip()}  ({rel}, {when})" for when, rel, line in
-                 history.added_lines(self.vault, list(memory.MEMORY_FILES), since.isoformat())
-                 if memory.FACT.match(line)]
-        # A fact added then changed again: show each line once, at its last change.
-        seen, unique = set(), []
-        for f in reversed(facts):
-            key = f.rsplit("  (", 1)[0]
-            if key not in seen:
-                seen.add(key)
-                unique.append(f)
-        return list(reversed(unique))
 
     def history(self, path: str, limit: int) -> str:
         rel = self._vault_path(path)

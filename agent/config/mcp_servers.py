@@ -1,6 +1,6 @@
 """The `[mcp.servers.<name>]` tables of agent.toml: their shape, checked (for
 agent.config, which names a wrong one like any other setting) and read into records
-(for agent.chat.mcp.client). Imports nothing of the agent, so the settings can use it."""
+(for agent.chat.mcp_client.client). Imports nothing of the agent, so the settings can use it."""
 
 from __future__ import annotations
 

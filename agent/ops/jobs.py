@@ -1,6 +1,6 @@
 """Scheduled jobs (cron.json): add, edit, remove, enable, disable, approve, move and list
 them. The one implementation `agent cron`, `agent serve` and the web page call; they
-only render. (The model's cron tools stage the same `agent.stores.cron.add` in its turn.)
+only render. (The model's cron tools stage the same `agent.stores.cronfile.add` in its turn.)
 
 Every change re-reads cron.json under the vault lock, so none is lost when a command,
 serve and a conversation change it at the same moment, and is written atomically and
@@ -21,11 +21,15 @@ from datetime import datetime
 from typing import Callable, NamedTuple
 
 from agent import schedule as sched
-from agent.stores import cron as cronfile
-from agent.stores.cron import CRON_FILE, CronFile, Job
+from agent.stores import cronfile
+from agent.stores.cronfile import CRON_FILE, CronFile, Job
 from agent.vault.change import Change
 from agent.vault.edit import edit as edit_file
 from agent.vault.repo import check_host
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
 class Done(NamedTuple):
@@ -34,7 +38,7 @@ class Done(NamedTuple):
     sha: str | None
 
 
-def change(vault, fn: Callable[[CronFile], Change | None]) -> tuple[Change | None, str | None]:
+def change(vault: Vault, fn: Callable[[CronFile], Change | None]) -> tuple[Change | None, str | None]:
     """Apply `fn` to cron.json as it is under the lock and commit; (the change, sha).
 
     `fn` changes the CronFile in place and returns what it did as a `Change` (the
@@ -54,7 +58,7 @@ def change(vault, fn: Callable[[CronFile], Change | None]) -> tuple[Change | Non
     return edit_file(vault, CRON_FILE, step)
 
 
-def _one(vault, ref: str, fn: Callable[[Job], Change | None]) -> Done:
+def _one(vault: Vault, ref: str, fn: Callable[[Job], Change | None]) -> Done:
     """`fn` on the job `ref` names (by id, or by a name only it has)."""
     out: list[Job] = []
 
@@ -77,7 +81,7 @@ def _from_now(job: Job, now: datetime) -> None:
                               (job.schedule.at if job.schedule.at > now else None))
 
 
-def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, cron=None,
+def add(vault: Vault, name: str, message: str, now: datetime, *, at=None, every=None, cron=None,
         tz=None, session=None, misfire="run_once", delete_after_run=None,
         deliver=None, host: str | None = None) -> Done:
     """Add a job (validated before the file is touched) that runs on `host` (default:
@@ -97,7 +101,7 @@ def add(vault, name: str, message: str, now: datetime, *, at=None, every=None, c
     return Done(made[0], sha)
 
 
-def edit(vault, ref: str, now: datetime, *, name: str | None = None,
+def edit(vault: Vault, ref: str, now: datetime, *, name: str | None = None,
          message: str | None = None, at=None, every=None, cron=None, tz=None) -> Done:
     """Change a job's name, message or schedule (give one of at, every or cron for a new
     schedule; its next run is reckoned from now), keeping the rest of it."""
@@ -141,7 +145,7 @@ def edit(vault, ref: str, now: datetime, *, name: str | None = None,
     return Done(out[0], sha)
 
 
-def approve(vault, ref: str, now: datetime, refusal: Callable[[str], str | None]) -> Done:
+def approve(vault: Vault, ref: str, now: datetime, refusal: Callable[[str], str | None]) -> Done:
     """Let a held job (one the model made with a delivery target) run; refused, with
     why, when `refusal(target)` says its chat is not one the person allowed. Its next
     run is reckoned from now, so times passed while it was held do not come due."""
@@ -159,7 +163,7 @@ def approve(vault, ref: str, now: datetime, refusal: Callable[[str], str | None]
     return _one(vault, ref, fn)
 
 
-def remove(vault, ref: str) -> Done:
+def remove(vault: Vault, ref: str) -> Done:
     gone: list[Job] = []
 
     def fn(cf: CronFile):
@@ -172,7 +176,7 @@ def remove(vault, ref: str) -> Done:
     return Done(gone[0], sha)
 
 
-def set_enabled(vault, ref: str, enabled: bool, now: datetime) -> Done:
+def set_enabled(vault: Vault, ref: str, enabled: bool, now: datetime) -> Done:
     """Enable or disable a job; an enabled job's next run is reckoned again from now, so
     the times it missed while disabled do not all come due at once."""
     def fn(job: Job):
@@ -186,15 +190,15 @@ def set_enabled(vault, ref: str, enabled: bool, now: datetime) -> Done:
     return _one(vault, ref, fn)
 
 
-def enable(vault, ref: str, now: datetime) -> Done:
+def enable(vault: Vault, ref: str, now: datetime) -> Done:
     return set_enabled(vault, ref, True, now)
 
 
-def disable(vault, ref: str, now: datetime) -> Done:
+def disable(vault: Vault, ref: str, now: datetime) -> Done:
     return set_enabled(vault, ref, False, now)
 
 
-def move(vault, ref: str, host: str) -> Done:
+def move(vault: Vault, ref: str, host: str) -> Done:
     """Give a job to the machine named `host`: from the next sync on, only it runs it."""
     host = check_host(host)
 
@@ -209,13 +213,13 @@ def move(vault, ref: str, host: str) -> Done:
     return _one(vault, ref, fn)
 
 
-def find(vault, ref: str) -> Job:
+def find(vault: Vault, ref: str) -> Job:
     """The job `ref` names (its id, or a name only it has); ScheduleError naming the
     jobs there are otherwise."""
     return cronfile.read(vault.root).find(ref)
 
 
-def run_now(vault, provider, ref: str, now: datetime, *, on_text=None):
+def run_now(vault: Vault, provider, ref: str, now: datetime, *, on_text=None):
     """Run the job `ref` names at once, in the foreground (its schedule is unchanged);
     the run's agent.ops.runs.Outcome (status ok, error or interrupted; the commit)."""
     from agent.ops import runs
@@ -241,7 +245,7 @@ class Listing:
     here: str = ""
 
 
-def list_jobs(vault) -> Listing:
+def list_jobs(vault: Vault) -> Listing:
     """The jobs of cron.json with their next run; CronFileError (its line and column)
     when the file does not parse."""
     cf = cronfile.read(vault.root)

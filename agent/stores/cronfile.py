@@ -38,7 +38,8 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.errors import UserError
-from agent.schedule import (KINDS, MAX_SECONDS, Schedule, ScheduleError, check_cron, first_run, iso,
+from agent.schedule import (HOST_NAME, KINDS, MAX_SECONDS, Schedule, ScheduleError, check_cron,
+                            first_run, iso,
                             make_schedule, zone)
 from agent.schedule import parse_iso as _parse_iso
 from agent.stores.delivery import DeliveryError, check_target
@@ -51,7 +52,6 @@ MISFIRE = ("run_once", "skip")
 _JOB_KEYS = ("id", "name", "enabled", "schedule", "message", "session", "host", "deliver",
              "created_by", "approved", "delete_after_run", "misfire", "state")
 CREATORS = ("person", "model")
-_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 
 
@@ -311,7 +311,7 @@ def _job(raw, where: str) -> Job:
     if misfire not in MISFIRE:
         raise CronFileError(f"{where}: misfire must be run_once or skip, not {misfire!r}")
     host = want("host", str, None)
-    if host is not None and not _HOST.match(host):
+    if host is not None and not HOST_NAME.match(host):
         raise CronFileError(f"{where}: host must be a machine name (letters, digits, . _ -), "
                             f"got {host!r}")
     session = want("session", str, f"cron/{job_id}")
