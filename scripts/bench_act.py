@@ -152,7 +152,7 @@ def bench_cancel(vault: Vault, fake: FakeAnthropic, provider) -> None:
     parent_done = time.perf_counter() - sent["t"]
     never.set()
     statuses = sorted(r.status for r in runs)
-    print(f"cancellation of a three-level tree (Ctrl-C while the third level waits on the model):")
+    print("cancellation of a three-level tree (Ctrl-C while the third level waits on the model):")
     print(f"  every run saved and committed {ms(took)} after SIGINT (target < 1 s); runs: "
           f"{statuses}; the parent turn interrupted={result.interrupted}, returned after "
           f"{ms(parent_done)}")

@@ -235,7 +235,7 @@ def bench_telegram(args) -> None:
                   f"median < 60 ms):")
             print(f"  update queued -> sendMessage  {ms(out)}")
             print(f"  of which the channel's own    {ms(own)}")
-            print(f"    (queued -> handed to the router, answered -> sendMessage at the fake)")
+            print("    (queued -> handed to the router, answered -> sendMessage at the fake)")
             print(f"  router only (submit+wait)     {ms(router)}")
         finally:
             clock.restore()

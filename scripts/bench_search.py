@@ -369,7 +369,7 @@ def main(argv=None) -> int:
             row["hybrid"] = d = dense_part(vault, n, args.queries, args.processes)
             print(f"{'':>9} hybrid at {n} (in-process): index {d['index_mb']} MB with vectors, "
                   + " ".join(f"{k} {d[k]['median_ms']}/{d[k]['p95_ms']} ms" for k in KINDS)
-                  + f"; CPU per query (median, all threads) "
+                  + "; CPU per query (median, all threads) "
                   + " ".join(f"{k} {d[k]['cpu_median_ms']}" for k in KINDS)
                   + f" ms; first search {d['first_search_ms']} ms"
                   + f"; a turn's refresh {d['turn_refresh_ms']} ms, its vectors at the next search "

@@ -164,7 +164,7 @@ def main():
                 vaults[(n, code)] = Vault.open(copy)
             rows.append([n, files, build_s, statistics.median(changes), pct(changes, 0.95)])
             print(f"built {n} messages ({files} files) in {build_s:.1f}s", file=sys.stderr)
-        for (n, code), v in vaults.items():
+        for (_n, code), v in vaults.items():
             # As after any agent command: the index is up to date.
             cmd, env = agent_cmd(code, v, "index", "rebuild")
             subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=v.root)

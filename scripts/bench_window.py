@@ -15,7 +15,6 @@ whose `start` records where the window begins), then times, median of --runs:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """How many results "close in meaning" `agent search` shows for queries about nothing
-in the vault: the check behind the similarity floor (agent/search/fusion.py).
+in the vault: the check behind the meaning floor (agent/search/fusion.py).
 
 Takes vaults built by scripts/eval_retrieval.py --workdir (or any vaults) and fusion
 settings to try; prints each off-topic query's meaning-only results and the total.
 
     python scripts/eval_retrieval.py DATA.json --conversations 0-2 --workdir /tmp/tune
     python scripts/eval_offtopic.py /tmp/tune/0/vault /tmp/tune/1/vault /tmp/tune/2/vault
-    python scripts/eval_offtopic.py /tmp/tune/*/vault --fuse floor=0.80
+    python scripts/eval_offtopic.py /tmp/tune/*/vault --fuse chance=1.0
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("vaults", nargs="+", type=Path)
     ap.add_argument("--fuse", action="append", default=[], metavar="NAME=VALUE",
-                    help="override a fusion setting (e.g. --fuse floor=0.80)")
+                    help="override a fusion setting (e.g. --fuse chance=1.0)")
     args = ap.parse_args(argv)
     fusion = fusion_mod.FUSION
     for item in args.fuse:

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from agent.cli.app import cli
 from agent.vault.repo import Vault
-from fakeanthropic import fake_anthropic  # noqa: F401  (fixture: the fake Anthropic API)
-from fakeopenai import fake_openai  # noqa: F401  (fixture: a stand-in OpenAI-compatible server)
-from faketelegram import fake_telegram  # noqa: F401  (fixture: the fake Telegram Bot API)
+
+# The stand-in servers (Anthropic, OpenAI-compatible, Telegram): their fixtures, for every test.
+pytest_plugins = ["fakeanthropic", "fakeopenai", "faketelegram"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,6 +40,9 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    # The width tables are cut to: the same whatever terminal (or none, as in a parallel
+    # worker) runs the suite.
+    monkeypatch.setenv("COLUMNS", "100")
     for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
                 "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
                 "TELEGRAM_BOT_TOKEN", "AGENT_NOW", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
@@ -77,6 +80,59 @@ def run(vault):
     return _run
 
 
+@pytest.fixture
+def procs():
+    """Processes a test starts (`agent serve`: test_serve.ServeProc), killed at its end
+    whatever happened."""
+    started: list = []
+    yield started
+    for p in started:
+        p.kill()
+
+
+@pytest.fixture
+def remote(tmp_path, vault):
+    """A bare remote holding the test vault, which is machine A."""
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    vault.git("remote", "add", "origin", str(bare))
+    out = CliRunner().invoke(cli, ["--vault", str(vault.root), "sync"], catch_exceptions=False)
+    assert out.exit_code == 0 and "0 commits in" in out.output, out.output
+    return bare
+
+
+@pytest.fixture
+def evil(tmp_path, remote):
+    """The malicious side of a sync: a plain git clone of the remote, its own author."""
+    path = tmp_path / "evil"
+    subprocess.run(["git", "clone", "-q", str(remote), str(path)], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(path), "config", "user.name", "Mallory"], check=True)
+    subprocess.run(["git", "-C", str(path), "config", "user.email", "mallory@evil.example"], check=True)
+    return path
+
+
+@pytest.fixture
+def gateway(vault, fake_anthropic):
+    """`agent serve`'s HTTP gateway in process, on a free port, with its router."""
+    from agent.serve.gateway import Gateway
+    from test_conversations import router
+    conv = router(vault)
+    gw = Gateway(vault, conv, port=0).start()
+    yield gw
+    gw.close(5)
+    conv.drain(10)
+
+
+@pytest.fixture
+def tg(vault, fake_telegram, fake_anthropic):
+    """The Telegram channel and its router in process, on the fake Bot API."""
+    from test_telegram import ANA, Running, configure
+    configure(vault, fake_telegram.url, allow=(ANA,))
+    running = Running(vault, fake_telegram)
+    yield running
+    running.stop()
+
+
 def agent_proc(*args, vault=None, env=None, **kw) -> subprocess.CompletedProcess:
     """Run `agent` as a separate process (python -m agent)."""
     cmd = [sys.executable, "-m", "agent"]
@@ -101,6 +157,22 @@ def wait_for(condition, what: str, limit: float = 60.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def vault_lock_held(vault: Vault) -> bool:
+    """Whether some process holds the vault's lock (the flock on .agent/lock)."""
+    import fcntl
+    path = vault.root / ".agent" / "lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)            # (closing lets go of a lock taken here)
+    return False
+
+
 def subjects(vault: Vault, *paths: str) -> list[str]:
     """Commit subjects, newest first."""
     out = vault.git("log", "--format=%s", "--", *paths) if paths else vault.git("log", "--format=%s")
@@ -123,3 +195,16 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = (f"skipped where every test must run (AGENT_TESTS_REQUIRE_ALL=1): "
                            f"{reason}")
+
+
+# What makes a scenario slow: it starts `agent serve` (the `procs` fixture), drives a
+# browser, or builds thousands of messages. `-m "not slow"` runs the rest in a minute.
+SLOW_FIXTURES = {"procs"}
+SLOW_MODULES = {"test_webpage", "test_scale"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if (SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or item.module.__name__ in SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fakeanthropic import reply, tool_use
 
 from conftest import subjects
-from test_serve import ServeProc, procs  # noqa: F401  (fixture)
+from test_serve import ServeProc
 from test_telegram import ANA, EVE, configure
 
 OURS = f"telegram/{ANA}"
@@ -36,6 +38,7 @@ def _model_schedules(run, fake_anthropic, name: str, deliver: str) -> dict:
     return job
 
 
+@pytest.mark.slow
 def test_a_job_the_model_schedules_to_a_stranger_is_held_and_never_sent(
         vault, run, fake_anthropic, fake_telegram, procs):
     configure(vault, fake_telegram.url)
@@ -80,6 +83,7 @@ def test_a_job_the_model_schedules_to_a_stranger_is_held_and_never_sent(
            f"you allowed" in shown
 
 
+@pytest.mark.slow
 def test_a_held_job_to_an_allowed_chat_runs_once_the_person_approves_it(
         vault, run, fake_anthropic, fake_telegram, procs):
     configure(vault, fake_telegram.url)
@@ -187,6 +191,7 @@ def test_a_request_naming_another_host_is_refused_on_tcp(vault, fake_anthropic):
         conv.drain(10)
 
 
+@pytest.mark.slow
 def test_serve_warns_when_the_gateway_listens_beyond_this_machine(vault, fake_anthropic, procs):
     (vault.root / "agent.toml").write_text('[gateway]\nport = 0\nhost = "0.0.0.0"\n')
     serve = ServeProc(vault)
@@ -219,6 +224,7 @@ def _raw_lines(vault, key) -> list[dict]:
     return session_lines(vault, key, receipts=True)
 
 
+@pytest.mark.slow
 def test_a_telegram_message_survives_a_kill_mid_turn_and_is_answered_once_after(
         vault, fake_anthropic, fake_telegram, procs):
     import threading
@@ -256,6 +262,7 @@ def test_a_telegram_message_survives_a_kill_mid_turn_and_is_answered_once_after(
     assert vault.dirty_paths() == []
 
 
+@pytest.mark.slow
 def test_a_gateway_message_survives_a_kill_mid_turn_and_is_answered_after(
         vault, fake_anthropic, procs):
     import threading
@@ -301,6 +308,7 @@ def test_a_gateway_message_survives_a_kill_mid_turn_and_is_answered_after(
     assert subjects(vault)[:2] == [f"chat({key}): plan the week", f"receive({key}): plan the week"]
 
 
+@pytest.mark.slow
 def test_a_reply_saved_but_not_sent_before_a_kill_is_sent_after_the_restart(
         vault, fake_anthropic, fake_telegram, procs):
     import threading

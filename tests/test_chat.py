@@ -13,6 +13,8 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from agent.stores import archive
 from agent.stores import sessions
 from agent.stores import window
@@ -337,6 +339,7 @@ def test_all_models_overloaded_is_a_plain_error(fake_anthropic, vault, run):
 # ---- interrupting --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_reply_keeps_the_partial_reply(fake_anthropic, vault):
     words = " ".join(f"word{i}" for i in range(200))
     fake_anthropic.add(reply(words, chunk_delay=0.05))
@@ -375,6 +378,7 @@ def _waiting_for_lock(pid: int) -> bool:
         return any("->" in line and f" {pid} " in line for line in f)
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_turn_is_saved_takes_effect_once_it_is(fake_anthropic, vault):
     # The save waits for the vault lock another process holds (here the test, as `agent
     # serve` would); Ctrl-C then must not be lost: the turn is saved, and the command
@@ -763,6 +767,7 @@ class Terminal:
         return os.WEXITSTATUS(status)
 
 
+@pytest.mark.slow
 def test_repl_slash_commands_and_undo(fake_anthropic, vault):
     fake_anthropic.add(reply(tool_use("remember", {"text": "Likes green tea", "target": "user"})),
                        reply("Noted your tea."))
@@ -787,6 +792,7 @@ def test_repl_slash_commands_and_undo(fake_anthropic, vault):
     assert (vault.state / "chat_history").read_text().count("I like green tea") == 1
 
 
+@pytest.mark.slow
 def test_repl_ctrl_c_stops_a_reply_and_the_conversation_goes_on(fake_anthropic, vault):
     words = " ".join(f"w{i}" for i in range(300))
     fake_anthropic.add(reply(words, chunk_delay=0.05), reply("Short answer."))
@@ -806,6 +812,7 @@ def test_repl_ctrl_c_stops_a_reply_and_the_conversation_goes_on(fake_anthropic, 
     assert vault.dirty_paths() == []
 
 
+@pytest.mark.slow
 def test_repl_a_line_typed_during_a_reply_joins_the_running_turn(fake_anthropic, vault):
     cue = threading.Event()
 

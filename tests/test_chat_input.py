@@ -7,11 +7,13 @@ import json
 import os
 import sys
 
+import pytest
+
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
-from test_serve import procs  # noqa: F401  (fixture: serve processes killed at the end)
 
 
+@pytest.mark.slow
 def test_piped_repl_input_runs_slash_commands_as_typed(fake_anthropic, vault, tmp_path):
     fake_anthropic.add(reply("Hello back"))
     p = agent_proc("chat", "--session", "cli/script", vault=vault.root,
@@ -26,6 +28,7 @@ def test_piped_repl_input_runs_slash_commands_as_typed(fake_anthropic, vault, tm
     assert subjects(vault)[0].startswith("undo")                # /undo ran too
 
 
+@pytest.mark.slow
 def test_piped_text_not_starting_with_a_command_is_still_one_message(fake_anthropic, vault):
     fake_anthropic.add(reply("One answer"))
     p = agent_proc("chat", "--session", "cli/one", vault=vault.root,
@@ -79,6 +82,7 @@ def test_ctrl_c_at_the_repl_prompt_exits_130_and_ctrl_d_exits_0(fake_anthropic, 
     assert repl(lambda p, tty: os.write(tty, b"\x04")) == 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_chat_m_through_serve_stops_the_turn_keeps_it_interrupted_exit_130(
         vault, fake_anthropic, procs):
     import signal

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import agent_proc
 from fakeanthropic import reply
 
@@ -38,6 +40,7 @@ def complete(vault, *words: str, cwd=None) -> list[str]:
     return [line.split(",", 1)[1] for line in p.stdout.splitlines() if "," in line]
 
 
+@pytest.mark.slow
 def test_completion_offers_sessions_jobs_runs_review_numbers_and_settings(
         fake_anthropic, vault, tmp_path):
     from agent.stores import sessions
@@ -72,6 +75,7 @@ def test_completion_offers_sessions_jobs_runs_review_numbers_and_settings(
     assert not (tmp_path / "home" / ".agent").exists()
 
 
+@pytest.mark.slow
 def test_completion_offers_sub_agent_run_ids(fake_anthropic, vault):
     from fakeanthropic import tool_use
 

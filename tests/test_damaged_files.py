@@ -88,6 +88,33 @@ def test_non_utf8_on_stdin_is_refused_with_one_line(fake_anthropic, vault):
     assert vault.head() == head and fake_anthropic.calls() == []
 
 
+@pytest.mark.parametrize("args", [["note", b"caf\xe9"],
+                                  ["cron", "add", b"tea\xe9", "--every", "1d", "-m", "brew"]])
+def test_an_argument_that_is_not_utf8_is_one_line_and_nothing_is_written(vault, args):
+    head = vault.head()
+    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), *args],
+                       capture_output=True, stdin=subprocess.DEVNULL)
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert err.count("\n") == 1 and "is not UTF-8 text (byte 0xe9)" in err, err
+    assert "\\xe9" in err and "Traceback" not in err
+    assert vault.head() == head
+    assert vault.git("status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_a_temporary_file_a_killed_write_left_is_never_committed(vault, run):
+    # `.NAME.PID.tmp` is what an atomic write leaves when its process is killed between
+    # writing it and renaming it over NAME.
+    (vault.root / ".cron.json.4242.tmp").write_text('{"jobs": [')
+    (vault.root / "memory").mkdir(exist_ok=True)
+    (vault.root / "memory" / ".MEMORY.md.77.tmp").write_text("- half")
+    assert run("note", "tea at four").exit_code == 0
+    committed = vault.git("log", "--format=", "--name-only").split()
+    assert ".cron.json.4242.tmp" not in committed
+    assert "memory/.MEMORY.md.77.tmp" not in committed
+    assert TODAY_NOTE in committed
+
+
 # ---- agent.toml, cursor and other files of the wrong shape -------------------------------------
 
 
@@ -208,6 +235,7 @@ def test_chat_after_an_archive_with_a_torn_last_line(fake_anthropic, vault, run)
     assert lines[-1]["turn"] == 2 and lines[-1]["content"] == "hello again"
 
 
+@pytest.mark.slow
 def test_concurrent_turns_on_one_session_get_their_own_numbers(fake_anthropic, vault):
     both = threading.Barrier(2, timeout=60)
 

@@ -16,7 +16,7 @@ from fakeanthropic import reply
 from agent.ops import jobs
 from agent.serve.delivery import NO_CHANNEL
 from conftest import subjects
-from test_serve import T0, ServeProc, heartbeat_file, jobs_json, procs, server_at  # noqa: F401
+from test_serve import T0, ServeProc, heartbeat_file, jobs_json, server_at
 from test_telegram import ANA, Running, configure, session_lines
 
 CHAT = f"telegram/{ANA}"
@@ -183,6 +183,7 @@ def test_the_cron_add_tool_takes_deliver(vault, fake_anthropic):
     assert jobs_json(vault)[0]["deliver"] == CHAT
 
 
+@pytest.mark.slow
 def test_serve_delivers_a_cron_jobs_reply_to_telegram(vault, run, fake_telegram, fake_anthropic,
                                                      procs):
     configure(vault, fake_telegram.url)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def test_doctor_all_well(fake_anthropic, vault, run):
     import shutil
@@ -24,6 +26,7 @@ def test_doctor_all_well(fake_anthropic, vault, run):
     assert {c["name"] for c in data["checks"]} >= {"API key", "models", "sandbox", "git fsck"}
 
 
+@pytest.mark.slow
 def test_doctor_names_each_problem_and_fails(fake_anthropic, vault, run):
     fake_anthropic.api_keys = {"another-key"}
     (vault.root / "cron.json").write_text("{ not json")

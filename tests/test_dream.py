@@ -203,6 +203,7 @@ def test_both_phases_share_byte_identical_cached_prefix(seeded, run, fake_anthro
 # ---- resume ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9_while_polling_makes_no_second_batch(seeded, fake_anthropic):
     vault, server = seeded, fake_anthropic
     server.batch_polls = 10 ** 9          # the analyst batch runs until we say so
@@ -232,6 +233,7 @@ def test_resume_after_kill_9_while_polling_makes_no_second_batch(seeded, fake_an
     assert "- Flying to Kyoto on 2026-12-03" in read(vault, "MEMORY.md")
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_polling_leaves_the_batch_to_pick_up(seeded, fake_anthropic):
     vault, server = seeded, fake_anthropic
     server.batch_polls = 10 ** 9

@@ -49,6 +49,7 @@ def rules(fake_anthropic):
     return fake_anthropic
 
 
+@pytest.mark.slow
 def test_planted_updated_retracted_facts_end_right_and_a_second_dream_changes_nothing(
         vault, run, rules):
     for step, texts in enumerate(STEPS):
@@ -76,6 +77,7 @@ def test_planted_updated_retracted_facts_end_right_and_a_second_dream_changes_no
     assert run("review").output.strip() == "Nothing waits for review."
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_tokens", [60000, 60])
 def test_batch_order_does_not_matter(vault, run, rules, chunk_tokens):
     """All steps dreamed at once, in one analyst request or one per entry, end where
@@ -92,6 +94,7 @@ def test_batch_order_does_not_matter(vault, run, rules, chunk_tokens):
     assert (n == 1) if chunk_tokens == 60000 else (n > 1)
 
 
+@pytest.mark.slow
 def test_a_fact_stated_on_two_machines_is_kept_once(tmp_path, vault, run, rules):
     from test_sync import agent, clone
 

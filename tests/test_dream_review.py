@@ -4,7 +4,6 @@ and `agent review` accepts, rejects or edits them. Real CLI, real git, the fake 
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import pytest
@@ -265,6 +264,7 @@ def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_an
 
 # ---- review where the person is: MCP ---------------------------------------------------
 
+@pytest.mark.slow
 def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
     from mcp import MCPError
     from test_mcp_server import drive, text_of

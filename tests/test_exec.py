@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from agent import sandbox
-from agent.chat.tools import registry
 from agent.chat.tools.exec import exec_
 from agent.chat.tools.files import read_file
 from agent.chat.tools.registry import ToolContext, ToolError, use_context
@@ -293,6 +292,7 @@ def test_exec_is_not_offered_when_turned_off(fake_anthropic, vault, run):
     assert not (vault.root / "workspace" / "made").exists()
 
 
+@pytest.mark.slow
 def test_without_bwrap_exec_is_not_offered_and_nothing_runs(fake_anthropic, vault, tmp_path):
     import shutil
     bin_ = tmp_path / "bin"

@@ -302,6 +302,7 @@ def test_default_reply_and_waiting_for_requests(fake_anthropic):
         fake_anthropic.wait_for_requests(4, timeout=0.1)
 
 
+@pytest.mark.slow
 def test_usable_from_a_script_without_pytest_fixtures(tmp_path):
     from pathlib import Path
     tests_dir = Path(__file__).resolve().parent

@@ -10,9 +10,10 @@ import subprocess
 
 import pytest
 
+
 from conftest import subjects
 from fakeanthropic import json_reply, reply, text, tool_use
-from test_sync import agent, clone, remote  # noqa: F401  (fixture: a bare remote)
+from test_sync import agent, clone
 
 PHRASE = 'the safe code is "4417" under the fernwood'
 
@@ -54,6 +55,7 @@ def plant(fake_anthropic, vault):
     assert list((vault.root / "archive").rglob("*.md"))
 
 
+@pytest.mark.slow
 def test_forget_reaches_both_clones_and_keeps_unsynced_work(fake_anthropic, tmp_path, vault,
                                                             remote):  # noqa: F811
     plant(fake_anthropic, vault)

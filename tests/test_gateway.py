@@ -17,7 +17,6 @@ import time
 import pytest
 from fakeanthropic import reply, tool_use
 
-from agent.clock import now as vault_now
 from conftest import subjects
 from test_conversations import after, router, transcript
 
@@ -34,15 +33,6 @@ import urllib.request
 
 from agent.serve.gateway import MAX_BODY, Gateway
 from agent.serve.remote import Remote, RemoteError
-
-
-@pytest.fixture
-def gateway(vault, fake_anthropic):
-    conv = router(vault)
-    gw = Gateway(vault, conv, port=0).start()
-    yield gw
-    gw.close(5)
-    conv.drain(10)
 
 
 def http(gw, method, path, body=None, *, token="right", accept=None, raw=None, headers=None):
@@ -257,7 +247,7 @@ def test_remote_without_a_running_gateway_says_how_to_start_one(vault):
 import signal
 
 from conftest import agent_proc
-from test_serve import ServeProc, procs  # noqa: F401  (fixture)
+from test_serve import ServeProc
 
 
 def enable_gateway(vault):
@@ -275,6 +265,7 @@ class Client:
         self.token = (vault.state / "gateway-token").read_text().strip()
 
 
+@pytest.mark.slow
 def test_chat_remote_sends_through_a_running_serve(vault, run, fake_anthropic, procs):
     enable_gateway(vault)
     fake_anthropic.add(reply("Hi from ", "serve."), reply("Second answer."))
@@ -300,6 +291,7 @@ def test_chat_remote_sends_through_a_running_serve(vault, run, fake_anthropic, p
     assert vault.dirty_paths() == []
 
 
+@pytest.mark.slow
 def test_chat_m_goes_through_the_running_serve_of_its_own_vault_only(
         vault, run, fake_anthropic, procs, tmp_path):
     enable_gateway(vault)
@@ -336,6 +328,7 @@ def test_chat_m_goes_through_the_running_serve_of_its_own_vault_only(
     assert "through agent serve" not in p.stderr
 
 
+@pytest.mark.slow
 def test_without_a_port_serve_answers_chat_on_its_own_socket_only(
         vault, run, fake_anthropic, procs):
     fake_anthropic.add(reply("Via the socket."), reply("Remote REPL-less."))
@@ -369,6 +362,7 @@ def test_without_a_port_serve_answers_chat_on_its_own_socket_only(
     assert not sock.exists() and not (vault.state / "gateway.json").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_with_a_turn_in_flight_still_answers_the_client_and_commits(
         vault, run, fake_anthropic, procs):
     enable_gateway(vault)
@@ -394,6 +388,7 @@ def test_sigterm_with_a_turn_in_flight_still_answers_the_client_and_commits(
     assert vault.dirty_paths() == [] and len(fake_anthropic.calls()) == 1
 
 
+@pytest.mark.slow
 def test_remote_repl_streams_and_a_line_typed_meanwhile_joins_the_turn(vault, fake_anthropic,
                                                                        procs):
     from test_chat import Terminal

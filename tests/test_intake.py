@@ -20,7 +20,7 @@ from datetime import UTC
 import pytest
 from conftest import agent_proc
 from fakeanthropic import reply, tool_use
-from test_sync_trust import _blob, _push_tree, agent, evil, git, push, remote  # noqa: F401
+from test_sync_trust import _blob, _push_tree, agent, git, push  # noqa: F401
 from test_vault_trust import history, needs_bwrap, tool_result
 
 

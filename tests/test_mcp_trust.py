@@ -16,7 +16,7 @@ from agent.chat.mcp_client.client import LOG_BYTES, MAX_BAD_LINES, close_all
 from conftest import agent_proc, subjects, wait_for
 from fakeanthropic import reply
 from test_mcp_client import configure
-from test_sync_trust import agent, evil, git, push, remote  # noqa: F401  (fixtures)
+from test_sync_trust import agent, git, push  # evil, remote: fixtures of conftest
 
 HOSTILE = Path(__file__).with_name("mcp_hostile.py")
 
@@ -246,7 +246,7 @@ def test_a_remote_editing_code_an_approved_server_loads_unapproves_it(
         fake_anthropic, tmp_path, vault, evil, files, arg, edited):
     _local_server(vault, files, arg)
     # Approved, it runs, turn after turn (it writes nothing into its folder).
-    for n in range(2):
+    for _ in range(2):
         fake_anthropic.add(reply("Hello."))
         r = agent(vault.root, "chat", "-m", "hi")
         assert "local__add" in tools_offered(fake_anthropic.calls()[-1]), r.output

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from agent.ops import commands
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
 from test_chat import Terminal, session_lines
-from test_telegram import ANA, tg  # noqa: F401  (fixture: the channel on the fake Bot API)
+from test_telegram import ANA
 
 LINES = ["/help", "/memory", "/stop", "/review", "/undo", "/nonsense"]
 
@@ -71,6 +73,7 @@ def test_undo_from_either_front_end_is_one_commit_of_the_same_words(vault, tg, f
     assert session_lines(vault) == []
 
 
+@pytest.mark.slow
 def test_stop_typed_while_the_repl_writes_a_reply_stops_it(fake_anthropic, vault):
     words = " ".join(f"w{i}" for i in range(300))
     fake_anthropic.add(reply(words, chunk_delay=0.05))

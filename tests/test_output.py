@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+import pytest
+
 from conftest import agent_proc
 
 
@@ -92,6 +94,7 @@ def test_no_color_is_honoured_on_a_terminal_by_search_log_and_the_vault_line(vau
         assert "\x1b[" not in out and "tea" in out, args
 
 
+@pytest.mark.slow
 def test_no_color_is_honoured_by_chat_on_a_terminal(fake_anthropic, vault):
     from fakeanthropic import reply, tool_use
 

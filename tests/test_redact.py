@@ -8,7 +8,6 @@ import json
 import pytest
 
 from fakeanthropic import reply, text, tool_use
-from test_sync_trust import evil, remote  # noqa: F401  (fixtures)
 
 ANTHROPIC = "sk-ant-api03-" + "Zq7_" * 20 + "AA"
 AWS = "AKIAIOSFODNN7EXAMPLE"

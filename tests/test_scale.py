@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from agent.chat.compact import CHUNK_TOKENS
 from agent.stores import sessions
 from agent.stores import window
@@ -47,6 +49,7 @@ def write_import(tmp_path, n: int) -> tuple:
     return path
 
 
+@pytest.mark.slow
 def test_a_turn_after_importing_5000_messages_sends_only_requests_within_budget(
         fake_anthropic, vault, run, tmp_path):
     r = run("import", str(write_import(tmp_path, 5000)))

@@ -69,6 +69,7 @@ def test_cron_add_keeps_the_bad_jobs_a_person_wrote(vault, run):
     assert jobs[:3] == BAD_JOBS and jobs[3]["name"] == "water"
 
 
+@pytest.mark.slow
 def test_serve_skips_bad_jobs_and_heartbeats_and_runs_the_rest(vault, fake_anthropic):
     _write_cron(vault, BAD_JOBS + [GOOD])
     hb = vault.root / "heartbeat"

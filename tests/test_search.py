@@ -103,6 +103,20 @@ def test_no_hits_is_a_clear_message_and_exit_1_as_grep(filled, run):
     assert r.output.strip() == "No matches for 'xylophone'."
 
 
+def test_a_memory_file_with_a_byte_that_is_not_utf8_is_named_with_the_byte(filled, run):
+    # Written by another editor in Latin-1: the search reads the rest and says which
+    # file, line and byte it could not read, rather than only "No matches".
+    path = filled.root / "MEMORY.md"
+    path.write_bytes(path.read_bytes() + b"- Drinks oat milk at the caf\xe9 on Elm street\n")
+    lines = path.read_bytes().count(b"\n")
+    r = run("search", "xylophone")
+    assert r.exit_code == 1
+    assert f"MEMORY.md line {lines}: byte 0xe9 is not UTF-8" in r.stderr
+    assert r.stdout.strip() == "No matches for 'xylophone'."
+    r = run("search", "oat", "milk")
+    assert r.exit_code == 0 and "MEMORY.md" in r.stdout and "byte 0xe9" in r.stderr
+
+
 def test_json_output_is_one_object_per_hit(filled, run):
     r = run("search", "--json", "harbour", "ferry")
     assert r.exit_code == 0
@@ -277,6 +291,7 @@ def test_a_search_after_a_commit_walks_no_tree_and_the_next_at_that_head_does(fi
     assert index.search(filled, "plumber", mode="words")[0].path.startswith("memory/")
 
 
+@pytest.mark.slow
 def test_a_search_that_skips_git_still_sees_every_kind_of_hand_change(filled, run):
     mem = filled.root / "MEMORY.md"
     # HEAD's branch packed (as `git gc` leaves it); the hand commit below makes it loose.

@@ -17,6 +17,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
+
 from fakeanthropic import error, json_reply, reply
 
 from agent.ops import jobs
@@ -433,14 +434,7 @@ class ServeProc:
             self.p.wait(10)
 
 
-@pytest.fixture
-def procs():
-    started: list[ServeProc] = []
-    yield started
-    for p in started:
-        p.kill()
-
-
+@pytest.mark.slow
 def test_serve_runs_an_every_job_and_a_heartbeat_and_commits_each(vault, run, fake_anthropic, procs):
     run("cron", "add", "ping", "-m", "say pong", "--every", "1s")
     job_id = jobs_json(vault)[0]["id"]
@@ -461,6 +455,7 @@ def test_serve_runs_an_every_job_and_a_heartbeat_and_commits_each(vault, run, fa
     assert "cron \"ping\"" in (vault.state / "serve.log").read_text()
 
 
+@pytest.mark.slow
 def test_serve_notices_hand_edits_of_cron_json_without_restart(vault, fake_anthropic, procs):
     fake_anthropic.default_reply = reply("Tea is ready.")
     serve = ServeProc(vault)
@@ -540,6 +535,7 @@ def _transcript(vault, job_id) -> list[dict]:
             for x in f.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_job_lets_the_turn_finish_and_commit(vault, run, fake_anthropic, procs):
     job_id = _slow_job(vault, run, fake_anthropic, "one two three four five six.")
     serve = ServeProc(vault)
@@ -592,6 +588,7 @@ def test_sigint_while_a_jobs_turn_is_saved_stops_serve_once_it_is(vault, run, fa
     assert len(fake_anthropic.calls()) == 1                  # no new run after SIGINT
 
 
+@pytest.mark.slow
 def test_second_sigterm_interrupts_the_turn_and_records_it(vault, run, fake_anthropic, procs):
     job_id = _slow_job(vault, run, fake_anthropic, "word " * 60)
     serve = ServeProc(vault)

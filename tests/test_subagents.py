@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 
-import pytest
 
 from agent.stores import sessions
 from conftest import ROOT, subjects

@@ -31,17 +31,6 @@ def agent(vault_path, *args, ok=True):
     return result
 
 
-@pytest.fixture
-def remote(tmp_path, vault):
-    """A bare remote holding the test vault, which is machine A."""
-    bare = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    vault.git("remote", "add", "origin", str(bare))
-    out = agent(vault.root, "sync")
-    assert "0 commits in" in out.output
-    return bare
-
-
 def clone(tmp_path, remote, name) -> Vault:
     result = CliRunner().invoke(cli, ["clone", str(remote), str(tmp_path / name)],
                                 catch_exceptions=False)
@@ -632,7 +621,7 @@ def test_compactions_on_both_machines_lose_no_message_and_dream_each_once(tmp_pa
     from fakeanthropic import json_reply
 
     from agent.chat.compact import compact_session
-    from agent.stores import archive, sessions
+    from agent.stores import archive
     from agent.stores.window import read_window
 
     when = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)

@@ -21,7 +21,13 @@ import subprocess
 
 import pytest
 
-from test_sync_trust import agent, evil, remote  # noqa: F401  (fixtures)
+from test_sync_trust import agent, with_a_job
+
+
+@pytest.fixture
+def remote(remote, vault):
+    """conftest's bare remote, holding a cron job too (what an attacker would change)."""
+    return with_a_job(remote, vault)
 
 RUN = "90..91"
 BRANCH = "dream/90-91"
@@ -69,7 +75,7 @@ def propose(evil, records: list[dict], files: dict[str, str | None] | None = Non
             path.unlink()
         os.symlink(target, path)
     git(evil, "add", "-A")
-    git(evil, "commit", "-q", "--allow-empty", "-m", f"dream: propose 1 edit for review")
+    git(evil, "commit", "-q", "--allow-empty", "-m", "dream: propose 1 edit for review")
     sha = git(evil, "rev-parse", "HEAD").strip()
     git(evil, "push", "-q", "-f", "origin", f"HEAD:refs/heads/{BRANCH}")
     git(evil, "checkout", "-q", "main")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -39,23 +38,15 @@ def git(cwd, *args, input=None) -> str:
 
 
 @pytest.fixture
-def remote(tmp_path, vault):
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
-    vault.git("remote", "add", "origin", str(bare))
+def remote(remote, vault):
+    """conftest's bare remote, holding a cron job too (what an attacker would change)."""
+    return with_a_job(remote, vault)
+
+
+def with_a_job(remote, vault):
     agent(vault.root, "cron", "add", "water", "--every", "1h", "--message", "water the plants")
     agent(vault.root, "sync")
-    return bare
-
-
-@pytest.fixture
-def evil(tmp_path, remote):
-    """The malicious side: a plain git clone of the remote, with its own author."""
-    path = tmp_path / "evil"
-    git(tmp_path, "clone", "-q", str(remote), str(path))
-    git(path, "config", "user.name", "Mallory")
-    git(path, "config", "user.email", "mallory@evil.example")
-    return path
+    return remote
 
 
 def push(evil, message="update"):

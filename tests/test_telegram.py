@@ -8,9 +8,9 @@ In-process tests run the channel with the real router against the fake Bot API
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
+
 from fakeanthropic import json_reply, reply
 
 from agent.serve.channels.telegram import LIMIT, TelegramChannel, split_message, utf16_len
@@ -19,7 +19,7 @@ from agent.llm import make_provider
 from agent.serve.conversations import Conversations
 from agent.clock import now as vault_now
 from conftest import subjects
-from test_serve import ServeProc, procs  # noqa: F401  (fixture)
+from test_serve import ServeProc
 
 ANA = 42                # an allowed user (her private chat has the same id)
 EVE = 666               # a stranger
@@ -52,14 +52,6 @@ class Running:
         self.channel.stop_polling()
         self.router.drain(20)
         self.channel.close()
-
-
-@pytest.fixture
-def tg(vault, fake_telegram, fake_anthropic):
-    configure(vault, fake_telegram.url)
-    running = Running(vault, fake_telegram)
-    yield running
-    running.stop()
 
 
 def session_lines(vault, key, *, receipts=False):
@@ -154,7 +146,6 @@ def test_a_long_reply_is_split_at_the_limit_on_line_boundaries(vault, tg, fake_t
     fake_telegram.message(ANA, "write a lot")
     fake_telegram.wait_for(lambda: fake_anthropic.calls(), what="the model call")
     sent = fake_telegram.wait_sent(ANA, 3)
-    time.sleep(0)                      # (the pieces are sent one after another)
     assert len(sent) == 3 and all(utf16_len(s["text"]) <= LIMIT for s in sent)
     assert all(s["text"].startswith("Paragraph") for s in sent)     # cut between paragraphs
     assert " ".join(" ".join(s["text"].split()) for s in sent) == \
@@ -278,6 +269,7 @@ def test_telegram_down_at_start_is_retried_until_it_answers(vault, fake_telegram
 # ---- agent serve, end to end ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_serve_answers_on_telegram_and_sigterm_lets_the_reply_go_out(
         vault, fake_telegram, fake_anthropic, procs):
     configure(vault, fake_telegram.url)
@@ -299,6 +291,7 @@ def test_serve_answers_on_telegram_and_sigterm_lets_the_reply_go_out(
     assert token not in json.dumps([dict(c.headers) for c in fake_anthropic.calls()])
 
 
+@pytest.mark.slow
 def test_serve_with_telegram_unreachable_says_so_once_and_runs_cron(vault, run, fake_anthropic,
                                                                    fake_telegram, procs):
     configure(vault, "http://127.0.0.1:9")           # nothing listens there

@@ -30,7 +30,7 @@ def staged(vault):
         yield s
 
 
-def save(vault, staged, message=Change("test", "apply")):
+def save(vault, staged, message=Change("test", "apply")):  # noqa: B008 - a frozen dataclass
     with vault.locked():
         staged.apply()
         return vault.commit(message)

@@ -16,7 +16,7 @@ from agent.vault.change import Change
 from agent.stores.archive import load as load_entry
 from agent.stores.frontmatter_io import FrontmatterError
 from agent.vault.repo import Vault
-from conftest import TODAY_NOTE, agent_proc, authors, subjects
+from conftest import TODAY_NOTE, agent_proc, authors, subjects, vault_lock_held, wait_for
 
 # Every command here runs at conftest.NOW (2030-01-01 10:00 UTC), so a note's day is known.
 pytestmark = pytest.mark.usefixtures("fixed_now")
@@ -510,7 +510,9 @@ def test_a_git_command_holding_the_index_lock_briefly_is_waited_for(vault):
     p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "note",
                           "while git was busy"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    time.sleep(0.5)
+    # Once the note holds the vault lock it is looking at git's locks: only then does the
+    # person's git command finish (before, the note might never have seen it).
+    wait_for(lambda: vault_lock_held(vault) or p.poll() is not None, "the note to take the vault lock")
     lock.unlink()  # the person's git command finishes
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err

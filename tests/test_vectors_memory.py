@@ -24,7 +24,7 @@ def test_a_scan_of_the_mapped_matrix_keeps_only_a_few_blocks_in_memory(tmp_path)
     rng = np.random.default_rng(1)
     with open(path, "wb") as f:
         f.write(b"\0" * vectors.HEADER)
-        for i in range(0, rows, 10_000):
+        for _ in range(0, rows, 10_000):
             f.write(rng.standard_normal((10_000, dim)).astype("<f4").tobytes())
     m = np.memmap(path, dtype="<f4", mode="r", offset=vectors.HEADER, shape=(rows, dim))
     q = rng.standard_normal(dim).astype("<f4")

@@ -28,8 +28,8 @@ from dreamkit import set_review
 from fakeanthropic import reply, tool_use
 from test_dream_review import KYOTO, LISBON, USER, read, script, seed
 from test_conversations import after, transcript  # noqa: F401
-from test_gateway import enable_gateway, gateway  # noqa: F401
-from test_serve import ServeProc, procs  # noqa: F401  (fixture)
+from test_gateway import enable_gateway
+from test_serve import ServeProc
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -13,7 +13,6 @@ from agent.vault.repo import Vault
 from conftest import subjects
 from dreamkit import finding, op, set_review, write_entries
 from fakeanthropic import json_reply, reply, tool_use
-from test_sync_trust import evil, remote  # noqa: F401  (fixtures)
 
 
 def why(run, *args):

@@ -94,7 +94,7 @@ def cancellable(cancel: Cancel, fn, *args, **kwargs):
     def work():
         try:
             box["value"] = fn(*args, **kwargs)
-        except BaseException as e:          # handed to the caller below
+        except BaseException as e:  # noqa: BLE001 - handed to the caller below, whatever it is
             box["error"] = e
         finally:
             done.set()

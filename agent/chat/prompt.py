@@ -170,7 +170,7 @@ def to_messages(window: list[dict]) -> list[dict]:
     while msgs and msgs[0]["role"] != "user":
         msgs.pop(0)
     out: list[dict] = []
-    for i, m in enumerate(msgs):
+    for m in msgs:
         if m["role"] == "user":
             asked = set()
             if out and out[-1]["role"] == "assistant":

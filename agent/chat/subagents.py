@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.chat.cancel import ROOT, Cancel, Cancelled, cancellable  # noqa: F401 (used by tools)
+from agent.errors import UserError
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ def start(vault: Vault, provider, settings, *, prompt: str, parent_ctx, context:
             run.reply, run.sha, run.error = result.reply, result.sha, result.error
             run.status = ("interrupted" if result.interrupted
                           else "failed" if result.error else "done")
-        except BaseException as e:     # a bug must not vanish with the thread
+        except BaseException as e:  # noqa: BLE001 - a bug must not vanish with the thread
             run.status, run.error = "failed", f"{type(e).__name__}: {e}"
         finally:
             run.ended = time.monotonic()
@@ -364,7 +365,7 @@ def _from_session(vault: Vault, run_id: str) -> RunInfo | None:
     key = f"{AGENT_CHANNEL}/{run_id}"
     try:
         lines = sessions.Session(vault.root, key).lines()
-    except Exception:
+    except (OSError, UserError):        # a session file that is gone or damaged: no such run
         return None
     if not lines:
         return None

@@ -473,7 +473,27 @@ cli.lazy.update(LAZY)
 
 
 def main():
+    bad = not_text(sys.argv[1:])
+    if bad is not None:
+        click.echo(f"Error: {bad}", err=True)
+        sys.exit(2)                     # as click does for any other bad usage
     cli(prog_name="agent")
+
+
+def not_text(args: list[str]) -> str | None:
+    """What is wrong with the first argument that is not UTF-8 text, in one line, or
+    None. Python hands such bytes on as lone surrogates (PEP 383), which no file of the
+    vault can hold: caught here, before a command writes half of something."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raw = arg.encode("utf-8", "surrogateescape")
+            shown = raw.decode("utf-8", "backslashreplace")
+            byte = ord(arg[e.start]) & 0xFF
+            return (f"the argument '{shown}' is not UTF-8 text (byte 0x{byte:02x}): "
+                    f"type it in a UTF-8 terminal, or set LANG to a UTF-8 locale.")
+    return None
 
 
 if __name__ == "__main__":

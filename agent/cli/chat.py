@@ -304,7 +304,7 @@ def _repl(vault: Vault, provider, session: str, model: str | None, *, remote=Non
                 return
             except KeyboardInterrupt:   # as a shell: Ctrl-C at the prompt leaves with 130
                 click.echo()
-                raise SystemExit(130)
+                raise SystemExit(130) from None
             text = line.strip()
             if not text:
                 continue
@@ -353,7 +353,7 @@ def _while_reading(work, on_line, on_interrupt):
     def target():
         try:
             box["value"] = work()
-        except BaseException as e:             # raised again in the main thread
+        except BaseException as e:  # noqa: BLE001 - raised again in the main thread
             box["error"] = e
 
     worker = threading.Thread(target=target, daemon=True, name="chat-turn")
@@ -422,9 +422,9 @@ def _local_turns(vault: Vault, provider, session: str, text: str, model: str | N
             inbox.put(more)
         cancel = new_turn_cancel()
         first = pending[0]
-        _while_reading(lambda: _turn(vault, provider, session, first, model, inbox=inbox,
-                                     cancel=cancel),
-                       _typed(inbox, late, lambda: not cancel.set()), cancel.set)
+        _while_reading(lambda first=first, inbox=inbox, cancel=cancel: _turn(
+                           vault, provider, session, first, model, inbox=inbox, cancel=cancel),
+                       _typed(inbox, late, lambda cancel=cancel: not cancel.set()), cancel.set)
         pending = inbox.close() + late
 
 
@@ -460,7 +460,7 @@ def _remote_once(remote, session: str, text: str) -> dict:
     def go():
         try:
             box["answer"] = _remote_turn(remote, session, text)
-        except BaseException as e:      # raised again in the main thread, whatever it is
+        except BaseException as e:  # noqa: BLE001 - raised again in the main thread, whatever it is
             box["error"] = e
         finally:
             done.set()

@@ -95,6 +95,8 @@ def search_cmd(query, limit, as_json, since, until, kinds, mode, as_of):
                                 kinds=set(kinds) if kinds else None, mode=mode)
     if index.LAST.get("problem"):
         click.echo(index.LAST["problem"], err=True)
+    for problem in index.LAST.get("damaged", ()):     # what the search could not read whole
+        click.echo(problem, err=True)
     if not hits:
         where = f" in {', '.join(kinds)}" if kinds else ""
         when = (f" since {_bound(first)}" if first else "") + (f" until {_bound(last)}" if last else "")

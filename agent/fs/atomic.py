@@ -7,9 +7,22 @@ heartbeats' schedules, the dream's record of a run) all go through here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 from pathlib import Path
+from typing import Any
+
+
+# The name of a temporary file `write_text` makes: `.NAME.PID.tmp` beside NAME.
+TEMPORARY = re.compile(r"(?:^|/)\.[^/]+\.\d+\.tmp$")
+
+
+def is_temporary(rel: str) -> bool:
+    """Whether a vault path is a temporary file of an atomic write (a process that was
+    killed halfway leaves one): never a person's file, never committed."""
+    return TEMPORARY.search(rel) is not None
 
 
 def fsync_dir(path: Path) -> None:
@@ -35,23 +48,29 @@ def write_text(path: Path, text: str, *, sync_dir: bool = False, mode: int | Non
         opened = os.fdopen(fd, "w", encoding="utf-8", newline="")
     else:
         opened = open(tmp, "w", encoding="utf-8", newline="")
-    with opened as f:
-        f.write(text)
-        f.flush()
-        if durable:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with opened as f:
+            f.write(text)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # Never left behind: in a vault it would look like a file a person added.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     if sync_dir:
         fsync_dir(path.parent)
 
 
-def write_json(path: Path, data, *, durable: bool = True) -> None:
+def write_json(path: Path, data: Any, *, durable: bool = True) -> None:
     """Replace `path` with `data` as JSON: two-space indents, sorted keys, UTF-8 kept."""
     write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
                durable=durable)
 
 
-def read_json(path: Path, default=None):
+def read_json(path: Path, default: Any = None) -> Any:
     """The JSON in `path`, or `default` when it is missing or torn (derived state only)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -38,11 +38,11 @@ class BadBytes(UserError):
     """A vault file that is not UTF-8 text where the agent needs it to be."""
 
 
-def _real_root(root) -> str:
-    return os.path.realpath(root)
+def _real_root(root: str | os.PathLike[str]) -> str:
+    return str(os.path.realpath(root))
 
 
-def inside(root, rel: str) -> str:
+def inside(root: str | os.PathLike[str], rel: str) -> str:
     """The real path of `rel` in the vault `root`, or UnsafeFile when it leads outside."""
     base = _real_root(root)
     real = os.path.realpath(os.path.join(base, rel))
@@ -55,7 +55,7 @@ def inside(root, rel: str) -> str:
     return real
 
 
-def open_file(root, rel: str, limit: int | None = MAX_BYTES) -> tuple[int, int]:
+def open_file(root: str | os.PathLike[str], rel: str, limit: int | None = MAX_BYTES) -> tuple[int, int]:
     """An open read-only descriptor on the regular file `rel` and its size.
 
     FileNotFoundError when it does not exist; UnsafeFile for everything refused.
@@ -93,7 +93,7 @@ def open_file(root, rel: str, limit: int | None = MAX_BYTES) -> tuple[int, int]:
         raise
 
 
-def read_bytes(root, rel: str, limit: int | None = MAX_BYTES) -> bytes | None:
+def read_bytes(root: str | os.PathLike[str], rel: str, limit: int | None = MAX_BYTES) -> bytes | None:
     """The bytes of vault file `rel` (None when missing); UnsafeFile when refused."""
     try:
         fd, size = open_file(root, rel, limit)
@@ -121,14 +121,14 @@ def decode(data: bytes, rel: str, errors: str = "strict",
         return data.decode("utf-8", errors="replace")
 
 
-def read_text(root, rel: str, *, limit: int | None = MAX_BYTES, errors: str = "strict",
+def read_text(root: str | os.PathLike[str], rel: str, *, limit: int | None = MAX_BYTES, errors: str = "strict",
               warnings: list[str] | None = None) -> str | None:
     """The text of vault file `rel` (None when missing); see the module doc."""
     data = read_bytes(root, rel, limit)
     return None if data is None else decode(data, rel, errors, warnings)
 
 
-def read_given(path, limit: int) -> bytes:
+def read_given(path: str | os.PathLike[str], limit: int) -> bytes:
     """A file a person names on the command line (it may be outside the vault): only a
     regular file within `limit` is read (not /dev/zero, a FIFO or a folder)."""
     name = str(path)
@@ -154,9 +154,10 @@ def read_given(path, limit: int) -> bytes:
     return data
 
 
-def _size(n: int) -> str:
+def _size(count: int) -> str:
+    n = float(count)
     for unit in ("bytes", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.0f} {unit}" if n >= 10 else f"{n:.1f} {unit}"
+            return f"{count} {unit}" if unit == "bytes" else f"{n:.0f} {unit}" if n >= 10 else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} bytes"

@@ -18,7 +18,7 @@ _started = False
 def _load(name: str) -> None:
     try:
         __import__(name)
-    except BaseException:   # the import in the foreground reports any problem itself
+    except BaseException:  # noqa: BLE001, S110 - the import in the foreground raises it again, and says so
         pass
 
 

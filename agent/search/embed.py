@@ -58,6 +58,13 @@ class Embedder:
     def query(self, text: str):
         return self._query(text[:MAX_CHARS])
 
+    def queries(self, texts: list[str]):
+        """Several texts embedded as queries at once (not cached)."""
+        import numpy as np
+        with self._lock:
+            out = self._model.query([t[:MAX_CHARS] for t in texts])
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+
     def tokens(self, text: str) -> int | None:
         """How many tokens the model reads for this query, when the engine says."""
         count = getattr(self._model, "token_count", None)

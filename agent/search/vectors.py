@@ -323,7 +323,9 @@ def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix |
         if not head.startswith(MAGIC):
             return None
         h = json.loads(head[len(MAGIC):].decode("utf-8"))
-        n = int(h["n"])
+        if not isinstance(h, dict) or not all(isinstance(h.get(k), int) for k in ("n", "seq", "dim")):
+            return None                 # a header of another shape: not this file
+        n = h["n"]
         epoch = h.get("epoch") if epoch is None else epoch
         if (h.get("format") != FORMAT or h.get("epoch") != epoch
                 or (model is not None and h.get("model") != model)
@@ -336,9 +338,9 @@ def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix |
             ids = np.fromfile(path, dtype="<i8", count=n, offset=HEADER + n * 8)
             m = np.memmap(path, dtype=_F32, mode="r", offset=HEADER + n * 16, shape=(n, dim))
             out = _Matrix(sig, epoch, dim, seqs, ids, m, 0, 0, [], [], [])
-        out.seq = out.file_seq = int(h["seq"])
+        out.seq = out.file_seq = h["seq"]
         return out
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
 
 
@@ -478,14 +480,28 @@ def scan_file(key: str, qvec):
     return (cached.m, _scan(cached.m, np.asarray(qvec, _F32))) if len(cached.seqs) else None
 
 
-def nearest(db, key: str, qvec, k: int, scanned=None) -> tuple[list[tuple[int, float]], float]:
-    """The k documents closest to the query vector, as (doc id, cosine similarity), and
-    the mean similarity of all documents to it (what "unrelated" is for this query).
+def of(db, ids: list[int]):
+    """The stored vectors of these documents, as (ids found, float32 [n, dim])."""
+    import numpy as np
+    if not ids or not enabled(db):
+        return [], None
+    rows = db.execute(f"SELECT id, v FROM vec WHERE id IN ({','.join('?' * len(ids))})",
+                      list(ids)).fetchall()
+    if not rows:
+        return [], None
+    m = np.frombuffer(b"".join(r[1] for r in rows), np.float16).astype(_F32)
+    return [r[0] for r in rows], m.reshape(len(rows), -1)
+
+
+def nearest(db, key: str, qvec, k: int, scanned=None) -> tuple[list[tuple[int, float]], float, int]:
+    """The k documents closest to the query vector, as (doc id, cosine similarity), the
+    mean similarity of all documents to it (what "unrelated" is for this query), and how
+    many documents were compared.
     `scanned`: what `scan_file` gave for this query (used if the file is the same)."""
     import numpy as np
 
     if not enabled(db):
-        return [], 0.0
+        return [], 0.0, 0
     mat = _load(db, key, qvec.shape[0])
     q = np.asarray(qvec, _F32)
     if scanned is not None and scanned[0] is mat.m:
@@ -494,7 +510,7 @@ def nearest(db, key: str, qvec, k: int, scanned=None) -> tuple[list[tuple[int, f
         parts = [_scan(mat.m, q)] if len(mat.seqs) else []
     parts += [t @ q for t in mat.top]
     if not parts or k <= 0:
-        return [], 0.0
+        return [], 0.0, 0
     scores = np.concatenate(parts) if len(parts) > 1 else parts[0]
     seqs = np.concatenate([mat.seqs, *mat.top_seqs]) if mat.top_seqs else mat.seqs
     ids = np.concatenate([mat.ids, *mat.top_ids]) if mat.top_ids else mat.ids
@@ -506,9 +522,9 @@ def nearest(db, key: str, qvec, k: int, scanned=None) -> tuple[list[tuple[int, f
             scores[dead] = -np.inf
     live = int(np.isfinite(scores).sum())
     if live == 0:
-        return [], 0.0
+        return [], 0.0, 0
     mean = float(scores[np.isfinite(scores)].mean()) if live < len(scores) else float(scores.mean())
     k = min(k, live)
     top = np.argpartition(-scores, k - 1)[:k]
     top = top[np.argsort(-scores[top], kind="stable")]
-    return [(int(ids[i]), float(scores[i])) for i in top], mean
+    return [(int(ids[i]), float(scores[i])) for i in top], mean, live

@@ -90,7 +90,7 @@ class Ticket:
             return
         try:
             self._on_event(kind, data)
-        except Exception as e:          # a listener gone (a client hung up): not the turn's
+        except Exception as e:  # noqa: BLE001 - a listener gone (a client hung up) is not the turn's failure
             log.warning("%s: a listener failed (%s); it hears no more of this turn",
                         self.session, short(str(e) or type(e).__name__))
             self._on_event = None
@@ -314,7 +314,7 @@ class Conversations:
                                                                     "input": data}),
                 on_tool_done=lambda name, bad: slot.emit("tool_done", {"name": name,
                                                                        "is_error": bad}))
-        except Exception as e:                 # a bug: logged in full, serve goes on
+        except Exception as e:  # noqa: BLE001 - a bug in a turn: logged in full, serve goes on
             log.exception("chat %s: the turn failed", session)
             result, failure = None, f"{type(e).__name__}: {e}"
         if result is not None:
@@ -337,7 +337,7 @@ class Conversations:
             return
         try:
             self.on_error(session, error)
-        except Exception:
+        except Exception:  # noqa: BLE001 - telling of an error must not become one; logged
             log.exception("chat %s: on_error failed", session)
 
     def _answer(self, tickets: list[Ticket], result, failure: str | None) -> None:

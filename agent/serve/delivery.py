@@ -89,7 +89,7 @@ class Outbox:
             raise Undeliverable(why)
         try:
             sender.deliver(chat, text)
-        except Exception as e:            # each channel says why in its message
+        except Exception as e:  # noqa: BLE001 - whatever a channel raises is why it failed, said to the caller
             return str(e) or type(e).__name__
         return None
 

@@ -18,7 +18,7 @@ _EXPORTS = {
     "ahead_behind": "agent.sync.remotes", "last_sync": "agent.sync.remotes",
     "claim_jobs": "agent.sync.jobclaims",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - sorted() gives a list; ruff reads only literals
 
 
 def __getattr__(name: str):

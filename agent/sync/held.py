@@ -420,11 +420,12 @@ def _accept_job(vault: Vault, h: Held) -> None:
     text = cronfile.read_text(vault.root)
     try:
         doc = json.loads(text) if text else {"version": cronfile.VERSION, "jobs": []}
-        jobs = doc.setdefault("jobs", [])
-        jobs.append                       # a list, or the file is not a cron file
-    except (ValueError, AttributeError):
+    except ValueError:
+        doc = None
+    jobs = doc.setdefault("jobs", []) if isinstance(doc, dict) else None
+    if not isinstance(jobs, list):
         raise VaultError(f"{CRON} does not parse as a cron file: fix it (agent edit "
-                         f"{CRON}), then accept {h.key} again.") from None
+                         f"{CRON}), then accept {h.key} again.")
     for i, job in enumerate(jobs):
         if isinstance(job, dict) and job.get("id") == h.job["id"]:
             jobs[i] = h.job

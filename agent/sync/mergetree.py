@@ -38,7 +38,7 @@ def fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
         from agent.stores import merge
         merge.merge_facts(*data, counts=counts)
 
-        def n(k):
+        def n(k, counts=counts):
             c = counts.get(k, 0)
             return f"{c} fact{'s' * (c != 1)}"
         if counts.get("both"):

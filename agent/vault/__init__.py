@@ -23,7 +23,7 @@ _EXPORTS = {
     "Change": "agent.vault.change", "Identity": "agent.vault.change",
     "StagedVault": "agent.vault.staged", "TurnVault": "agent.vault.turnvault",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - sorted() gives a list; ruff reads only literals
 
 
 def __getattr__(name: str):

@@ -331,10 +331,14 @@ class VaultLock:
         for path in (self.state / "claims").glob("*.json"):
             try:
                 data = json.loads(path.read_text())
-                pid, prefix = int(data["pid"]), str(data["prefix"])
-                quota = data.get("quota")
-                quota = int(quota) if quota is not None else None
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            except (OSError, ValueError):
+                continue
+            # A claim of another shape is no claim (a bug here must still raise).
+            if not isinstance(data, dict):
+                continue
+            pid, prefix, quota = data.get("pid"), data.get("prefix"), data.get("quota")
+            if (not isinstance(pid, int) or not isinstance(prefix, str)
+                    or not (quota is None or isinstance(quota, int))):
                 continue
             try:
                 os.kill(pid, 0)

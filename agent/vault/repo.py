@@ -529,7 +529,8 @@ class Vault(TurnVault):
             self.check_committable()
         self.last_commit = None          # until a commit is made (none when nothing changed)
         if paths is None:
-            self.git("add", "-A", "--", ".", f":(exclude){STATE_DIR}")
+            self.git("add", "-A", "--", ".", f":(exclude){STATE_DIR}",
+                     ":(exclude,glob)**/.*.[0-9]*.tmp")     # atomic.is_temporary
         else:
             paths = [p for p in paths if not _is_state(p)]
             if not paths:
@@ -614,7 +615,7 @@ class Vault(TurnVault):
         return self.head()
 
 def _is_state(rel: str) -> bool:
-    return rel == STATE_DIR or rel.startswith(f"{STATE_DIR}/")
+    return rel == STATE_DIR or rel.startswith(f"{STATE_DIR}/") or atomic.is_temporary(rel)
 
 
 def _union_lines() -> list[str]:

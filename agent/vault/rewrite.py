@@ -102,9 +102,10 @@ def parse_tombstones(data: str | None) -> list[Tombstone]:
     if not data:
         return []
     try:
-        items = json.loads(data).get("forgotten", [])
-    except (ValueError, AttributeError):
+        doc = json.loads(data)
+    except ValueError:
         return []
+    items = doc.get("forgotten", []) if isinstance(doc, dict) else []
     out = []
     for it in items if isinstance(items, list) else []:
         try:

@@ -389,7 +389,7 @@ def call(name: str, data, log=None) -> tuple[str, bool]:
         return result_text(t.fn(**kwargs)), False
     except UserError as e:
         return str(e) or type(e).__name__, True
-    except Exception as e:  # a bug in a tool: the model is told, the traceback is logged
+    except Exception as e:  # noqa: BLE001 - a bug in a tool: the model is told, the traceback is logged
         if log is not None:
             log(name, e)
         return f"{name} failed: {type(e).__name__}: {e}", True

@@ -148,11 +148,12 @@ class TelegramChannel:
     def _thread_main(self) -> None:
         try:
             asyncio.run(self._main())
-        except Exception as e:                       # never silent
+        except Exception as e:  # noqa: BLE001 - the channel's thread ends; logged, never silent
             log.error("telegram: stopped by an error: %s", self.scrub(repr(e)))
 
     async def _main(self) -> None:
         from telegram import Bot
+        from telegram.error import TelegramError
         from telegram.request import HTTPXRequest
 
         self.loop = asyncio.get_running_loop()
@@ -169,8 +170,8 @@ class TelegramChannel:
         self._poll_task.cancel()
         try:
             await self.bot.shutdown()
-        except Exception:
-            pass
+        except (TelegramError, OSError) as e:   # on the way out: said, and nothing to undo
+            log.info("telegram: shutting down: %s", self.scrub(repr(e)))
 
     @property
     def allow(self) -> set[int]:
@@ -262,7 +263,7 @@ class TelegramChannel:
                     follow = await self._take(u)
                 except asyncio.CancelledError:
                     return
-                except Exception as e:           # one bad update never stops polling
+                except Exception as e:  # noqa: BLE001 - one bad update never stops polling; logged
                     log.error("telegram: update %d: %s", u.update_id, self.scrub(repr(e)))
                     follow = None
                 if follow is not None:
@@ -462,7 +463,7 @@ class TelegramChannel:
 
         for piece in split_message(text):
             mode = ParseMode.MARKDOWN if markdown else None
-            for attempt in range(3):
+            for _attempt in range(3):
                 try:
                     await self.bot.send_message(chat_id, piece, parse_mode=mode)
                     break
@@ -498,7 +499,7 @@ class TelegramChannel:
         except TimeoutError:
             fut.cancel()
             raise DeliveryFailed(f"no answer from Telegram within {timeout:.0f}s") from None
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure of a delivery is that delivery's, said to the caller
             raise DeliveryFailed(self.scrub(repr(e))) from None
 
     # -- state --
