@@ -220,3 +220,13 @@ def test_dream_sync_call_refused_keeps_nothing_sent(vault):
     out = run_dream(vault, p, T0, sync=True)
     assert out.kind == "failed" and "400 invalid_request_error: prompt is too long" in out.message
     assert vault.head() == head and p.requests[0].kind == "create"
+
+
+def test_an_unreachable_base_url_names_anthropic_base_url(vault, monkeypatch):
+    """A wrong ANTHROPIC_BASE_URL said only "Could not reach the Anthropic API"."""
+    from conftest import agent_proc
+
+    p = agent_proc("chat", "-m", "hi", vault=vault.root,
+                   env={"ANTHROPIC_API_KEY": "x", "ANTHROPIC_BASE_URL": "notaurl"})
+    assert p.returncode != 0
+    assert "'notaurl' (set by ANTHROPIC_BASE_URL" in p.stderr, p.stderr

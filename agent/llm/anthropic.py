@@ -85,7 +85,11 @@ def _describe(e: "anthropic.APIError", kind: str | None, msg: str | None) -> str
     if isinstance(e, anthropic.APITimeoutError):
         return "The Anthropic API did not answer in time (timeout)."
     if isinstance(e, anthropic.APIConnectionError):
-        return f"Could not reach the Anthropic API: {e.__cause__ or e}"
+        import os
+        url = os.environ.get("ANTHROPIC_BASE_URL", "").strip()
+        # The usual cause of a wrong address is this variable: name it.
+        where = f" at {url!r} (set by ANTHROPIC_BASE_URL: check it, or unset it)" if url else ""
+        return f"Could not reach the Anthropic API{where}: {e.__cause__ or e}"
     if isinstance(e, anthropic.APIStatusError):
         status = f"HTTP {e.status_code}" if e.status_code and e.status_code != 200 else "mid-reply"
         kind, msg = kind or type(e).__name__, msg or str(e)
