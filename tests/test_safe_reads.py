@@ -49,6 +49,13 @@ ALLOWED = {
     ("agent/vault/rewrite.py", "scrub_state"): "the agent's own files in .agent/ (lstat-"
                                                "checked regular files)",
     ("agent/vault/rewrite.py", "rewrite_history"): "git-filter-repo's commit-map in .git/",
+    ("agent/config/__init__.py", "load_settings"): "the checked-settings mark in .agent/",
+    ("agent/ops/review.py", "_numbers"): "the review numbers in .agent/",
+    ("agent/stores/exports.py", "conversation_of"): "an export the person names (agent import)",
+    ("agent/stores/exports.py", "_folder"): "an export folder the person names (agent import)",
+    ("agent/stores/exports.py", "parts"): "an export the person names (agent import)",
+    ("agent/vault/kinds.py", "disk_problem"): "a .gitattributes about to be committed, "
+                                              "lstat-checked a regular file just before",
 }
 
 READ_METHODS = {"read_text", "read_bytes"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 import time
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.errors import UserError
+from agent.fs import safe
 from agent.stores import archive, arrivals, ledger
 from agent.config import load_settings
 import agent.dream.prompts as prompts
@@ -676,10 +678,11 @@ def imported(root, ids: list[int]) -> bool:
         if entry_id not in want:
             continue
         try:
-            with open(root / rel, "rb") as f:
-                head = f.read(1024)
-        except OSError:
+            fd, _ = safe.open_file(root, rel)
+        except (OSError, safe.UnsafeFile):
             continue
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(1024)
         if re.search(rb"(?m)^session: ['\"]?import/", head):
             return True
     return False
