@@ -10,6 +10,7 @@ import subprocess
 from dataclasses import dataclass
 
 from agent.vault.repo import git_version
+from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ def _index(vault: Vault) -> Check:
 
 
 def _fsck(vault: Vault) -> Check:
-    problem = vault.fsck()
+    problem = gitcmd.fsck(vault)
     if problem:
         return Check("git fsck", "fail", problem,
                      "the repository is damaged: restore it from a clone or backup")
@@ -312,9 +313,9 @@ def _mcp(vault: Vault, settings) -> list[Check]:
 
 def _identity(vault: Vault) -> Check | None:
     """Warn when hand edits would be committed under a name made from the login."""
-    if not vault.user_identity_guessed():
+    if not vault.identity.user_guessed():
         return None
-    who = vault.user_identity()
+    who = vault.identity.user()
     return Check("identity", "warn", f"git has no user.name and user.email: your edits are "
                  f"committed as {who.name} <{who.email}>",
                  'git config --global user.name "Your Name" && '

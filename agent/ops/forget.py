@@ -20,6 +20,7 @@ from agent.vault import rewrite, rewrite_journal
 from agent.fs import safe
 from agent.vault.change import Change
 from agent.vault.repo import Vault
+from agent.vault import gitcmd
 
 MIN_CHARS = rewrite.MIN_CHARS
 
@@ -127,7 +128,7 @@ def fact_text(vault: Vault, text: str) -> str:
 def _upstream(vault: Vault) -> tuple[str, str, str | None] | None:
     """(remote, branch, the commit the remote branch is at) of the sync upstream, or None."""
     from agent.sync import remotes as syncing
-    if not vault.has_remote():
+    if not gitcmd.has_remote(vault):
         return None
     try:
         remote, branch = syncing.upstream(vault)

@@ -19,6 +19,7 @@ from agent.errors import did_you_mean
 from agent.stores import heartbeatfile
 from agent.stores.heartbeatfile import Heartbeat, HeartbeatError
 from agent.vault.change import Change
+from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def set_enabled(vault: Vault, name: str, enabled: bool) -> Done:
         if hb.enabled == enabled:
             return Done(hb, None)
         text = heartbeatfile.with_enabled(vault.read_text(hb.path), enabled, hb.path)
-        if enabled and hb.host is None and vault.has_remote():
+        if enabled and hb.host is None and gitcmd.has_remote(vault):
             text = heartbeatfile.with_field(text, "host", vault.host(), hb.path)
         vault.write_text(hb.path, text)
         word = "enable" if enabled else "disable"

@@ -25,7 +25,7 @@ from agent.stores import cronfile
 from agent.stores.cronfile import CRON_FILE, CronFile, Job
 from agent.vault.change import Change
 from agent.vault.edit import edit as edit_file
-from agent.vault.repo import check_host
+from agent.vault.identity import check_host
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

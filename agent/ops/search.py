@@ -7,6 +7,7 @@ from datetime import date, datetime
 
 from agent import clock
 from agent.errors import UserError
+from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def parse_day(vault: Vault, text: str | None, flag: str) -> date | None:
         except ValueError:
             pass
     now = clock.now()
-    stamp = vault.date_stamp(t, now.timestamp())
+    stamp = gitcmd.date_stamp(vault, t, now.timestamp())
     if stamp is None:
         raise UserError(f"{flag} {text!r}: not a date git understands; use e.g. "
                         f"2025-03-01, yesterday, '2 weeks ago', 'last monday'.")

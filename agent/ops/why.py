@@ -154,7 +154,7 @@ def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
         if blame is None:
             break
         if blame.sha == lineage.UNCOMMITTED:
-            identity = vault.user_identity()
+            identity = vault.identity.user()
             steps.append(Step(None, "hand edit", identity.name, identity.email, "", "",
                               rel, line, text, {"note": "not committed yet; committed as "
                                                         "the person's edit before the "

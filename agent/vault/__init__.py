@@ -3,7 +3,7 @@
     from agent.vault import Vault, Change
     vault = Vault.open(path)
     with vault.locked():
-        vault.append_line("memory/2026-11-20.md", "- 14:05 bought milk")
+        vault.append_lines("memory/2026-11-20.md", ["- 14:05 bought milk"])
         vault.commit(Change("note", "add 1 line to memory/2026-11-20.md"))
 
 `Vault` (repo) owns its parts: `vault.lock` (lock.VaultLock), `vault.journal`

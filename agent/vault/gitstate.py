@@ -30,6 +30,48 @@ def git_dir_of(root: Path) -> Path:
     return dotgit
 
 
+def check_committable(root: Path) -> None:
+    """UnfinishedGit when the repository at `root` is mid-merge, mid-rebase, detached, ...
+
+    (see `unfinished_operation`); called before anything is written or committed.
+    """
+    problem = unfinished_operation(root)
+    if problem:
+        raise UnfinishedGit(problem)
+
+
+def head_from_files(root: Path) -> str | None:
+    """Where HEAD points, read from the .git folder with no process ("ref:<name>:<sha>",
+    "packed:...", "unborn:...", "detached:<sha>"): a signature to compare, not a
+    commit to use. None when .git is not a plain folder of loose and packed refs (a
+    linked work tree, a reftable): then ask git."""
+    dotgit = Path(root) / ".git"
+    try:
+        if (dotgit / "reftable").exists():
+            return None
+        head = (dotgit / "HEAD").read_text("ascii").strip()
+        if not head.startswith("ref: "):
+            return "detached:" + head
+        ref = head[5:]
+        if not ref.startswith("refs/") or ".." in ref:
+            return None
+        try:
+            return "ref:" + ref + ":" + (dotgit / ref).read_text("ascii").strip()
+        except FileNotFoundError:
+            pass
+        try:
+            packed = (dotgit / "packed-refs").read_text("ascii")
+        except FileNotFoundError:
+            return "unborn:" + ref
+        for line in packed.splitlines():
+            sha, _, name = line.partition(" ")
+            if name == ref:
+                return "packed:" + ref + ":" + sha
+        return "unborn:" + ref
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def unfinished_operation(root: Path, *, unmerged: bool = True) -> str | None:
     """What stops the agent committing in the vault at `root` now, or None.
 

@@ -434,7 +434,7 @@ def ensure_path_filters(vault: Vault) -> bool:
         if b"BIDX" in head:
             return True
     if vault.head() is not None:
-        vault.git_background("commit-graph", "write", "--reachable", "--changed-paths")
+        git.background(["commit-graph", "write", "--reachable", "--changed-paths"], vault.root)
     return False
 
 

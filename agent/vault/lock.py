@@ -129,7 +129,7 @@ class VaultLock:
                 self.vault.commit_paths(leftovers, recovered(leftovers))
         edits = [p for p in dirty if p not in pending and not self._too_big(p)]
         if edits:
-            self.vault.commit_paths(edits, by_hand(edits, self.vault.user_identity()))
+            self.vault.commit_paths(edits, by_hand(edits, self.vault.identity.user()))
         self.vault.journal.clear()
 
     def broken_hand_edits(self, dirty: list[str]) -> dict[str, str]:

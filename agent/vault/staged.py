@@ -62,9 +62,6 @@ class StagedVault(TurnVault):
     def head(self) -> str | None:
         return self.vault.head()
 
-    def head_from_files(self) -> str | None:
-        return self.vault.head_from_files()
-
     def files(self, *patterns: str) -> list[str]:
         return self.vault.files(*patterns)
 
@@ -177,9 +174,6 @@ class StagedVault(TurnVault):
 
     def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> None:
         self._stage(rel, "append", (list(lines), header))
-
-    def append_line(self, rel: str, line: str, header: str | None = None) -> None:
-        self.append_lines(rel, [line], header)
 
     def write_text(self, rel: str, text: str) -> None:
         self._stage(rel, "write", text)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agent.vault import git
 from agent.vault.repo import Vault, VaultError
+from agent.vault import gitcmd
 
 
 class TimeError(VaultError):
@@ -33,7 +34,7 @@ def resolve(vault: Vault, when: str) -> tuple[str, str]:
                     check=False).strip()
     if not sha:
         # git reads a word it does not know (banana) as now: say so rather than show HEAD
-        if vault.date_stamp(when, clock.now().timestamp()) is None:
+        if gitcmd.date_stamp(vault, when, clock.now().timestamp()) is None:
             raise TimeError(f"--as-of {when!r}: neither a commit nor a date git understands; "
                             f"use e.g. 2026-11-01, yesterday, '2 weeks ago' or HEAD~3.")
         sha = vault.git("rev-list", "-1", f"--until={when}", "HEAD", check=False).strip()

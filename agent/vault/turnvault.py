@@ -28,9 +28,6 @@ class TurnVault(Protocol):
     def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> object:
         ...
 
-    def append_line(self, rel: str, line: str, header: str | None = None) -> object:
-        ...
-
     def delete(self, rel: str) -> None:
         ...
 
@@ -41,9 +38,6 @@ class TurnVault(Protocol):
         ...
 
     def head(self) -> str | None:
-        ...
-
-    def head_from_files(self) -> str | None:
         ...
 
     def files(self, *patterns: str) -> list[str]:

@@ -73,9 +73,6 @@ class Writes:
             atomic.fsync_dir(path.parent)
         return kept
 
-    def append_line(self, rel: str, line: str, header: str | None = None) -> list[str]:
-        return self.append_lines(rel, [line], header)
-
     def write_text(self, rel: str, text: str) -> list[str]:
         """Replace a file atomically: a temporary file, fsync, then os.replace."""
         text, kept = redact.guard(self.root, rel, text)              # keys stay out
