@@ -26,7 +26,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)  # noqa: PLE0605 - sorted() gives a list; ruff reads only literals
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'agent.vault' has no attribute {name!r}")

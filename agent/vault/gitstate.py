@@ -6,6 +6,7 @@ Anything about to commit asks `unfinished_operation` first."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from agent.vault import git
@@ -118,7 +119,7 @@ def unfinished_operation(root: Path, *, unmerged: bool = True) -> str | None:
     return None
 
 
-def conflicted(root: Path, files) -> str:
+def conflicted(root: Path, files: Iterable[str]) -> str:
     """The sentence for a vault with conflicted (unmerged) files."""
     files = sorted(files)
     return (f"The vault {root} has conflicted files ({', '.join(files[:3])}"
@@ -149,7 +150,7 @@ def _git_commit_running(root: Path, g: Path) -> int | None:
     return _git_process_in(root, lambda argv: "commit" in argv[1:])
 
 
-def _git_process_in(root: Path, match) -> int | None:
+def _git_process_in(root: Path, match: Callable[[list[str]], bool]) -> int | None:
     proc = Path("/proc")
     if not proc.is_dir():
         return None

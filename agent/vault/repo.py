@@ -29,13 +29,13 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import ContextManager
+from typing import Callable, ContextManager
 
 from agent.fs import atomic
 from agent.package import package_data
 from agent.vault import git
 from agent.vault.change import Change, Identity
-from agent.vault.git import GitError, VaultError
+from agent.vault.git import GitError as GitError, VaultError as VaultError
 from agent.vault.gitstate import _UNMERGED, check_committable, git_dir_of
 from agent.vault.identity import VaultIdentity
 from agent.vault.journal import Journal
@@ -52,11 +52,15 @@ git_version = git.version              # for `agent doctor`
 CONTROL_FILES = (".gitignore", ".gitattributes", MARKER, "AGENTS.md")
 
 
+# Why a hand edit of a file cannot be committed (None: it can), given the vault's root.
+Check = Callable[[Path], "str | None"]
+
+
 class NotAVault(VaultError):
     pass
 
 
-def find_vault_above(start: str | os.PathLike) -> Path | None:
+def find_vault_above(start: str | os.PathLike[str]) -> Path | None:
     """The vault containing the folder `start` (itself or a parent), as git finds its repo."""
     here = Path(start).absolute()
     for d in (here, *here.parents):
@@ -65,7 +69,7 @@ def find_vault_above(start: str | os.PathLike) -> Path | None:
     return None
 
 
-def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, str]:
+def resolve_path(explicit: str | os.PathLike[str] | None) -> tuple[Path, str]:
     """Which vault a command works on, as git finds its repository: --vault, else the
     vault containing the current folder, else $AGENT_VAULT, else ~/.agent/vault.
 
@@ -99,12 +103,12 @@ class Vault(TurnVault):
     `journal` (the write and checkout journals) and `writes` (the file writes). The
     methods here are the verbs the rest of the agent uses (see the module's docstring)."""
 
-    def __init__(self, root: Path, checks: dict | None = None):
+    def __init__(self, root: Path, checks: dict[str, Check] | None = None):
         self.root = Path(root)
         # path -> check(root) giving why a hand edit of that file cannot be committed (a
         # cron.json that does not parse), or None: the formats are known above the vault,
         # which only runs them (see agent.stores.hand_edit_checks).
-        self.checks: dict = dict(checks or {})
+        self.checks: dict[str, Check] = dict(checks or {})
         self.state = self.root / STATE_DIR
         self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
         self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
@@ -142,7 +146,7 @@ class Vault(TurnVault):
     # ---- opening -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike, checks: dict | None = None) -> "Vault":
+    def open(cls, path: str | os.PathLike[str], checks: dict[str, Check] | None = None) -> "Vault":
         """The vault at `path`, or a NotAVault error saying how to make one.
 
         `checks`: the hand-edit checks of the formats (agent.stores.hand_edit_checks)."""
@@ -163,7 +167,7 @@ class Vault(TurnVault):
         return cls(root, checks)
 
     @classmethod
-    def init(cls, path: str | os.PathLike) -> tuple["Vault", str]:
+    def init(cls, path: str | os.PathLike[str]) -> tuple["Vault", str]:
         """Make a vault at `path` (new, or adopting a folder of notes).
 
         Returns the vault and what happened: "created", "adopted" or "exists".
@@ -266,7 +270,7 @@ class Vault(TurnVault):
 
     # ---- paths ---------------------------------------------------------------------
 
-    def rel(self, path: str | os.PathLike) -> str:
+    def rel(self, path: str | os.PathLike[str]) -> str:
         """A vault-relative POSIX path for `path`, refusing anything outside the vault."""
         p = Path(path)
         full = p if p.is_absolute() else self.root / p
@@ -293,7 +297,7 @@ class Vault(TurnVault):
 
     # ---- git -----------------------------------------------------------------------
 
-    def git(self, *args: str, check: bool = True, env: dict | None = None,
+    def git(self, *args: str, check: bool = True, env: dict[str, str] | None = None,
             input: str | None = None) -> str:
         full_env = None
         if env:
@@ -330,7 +334,9 @@ class Vault(TurnVault):
         # stat cache: that would make a concurrent agent commit fail.
         optional = () if self.lock.depth else ("--no-optional-locks",)
         out = self.git(*optional, "status", "--porcelain=v1", "-z", "--no-renames")
-        paths, new_dirs, unmerged = [], [], []
+        paths: list[str] = []
+        new_dirs: list[str] = []
+        unmerged: list[str] = []
         for item in out.split("\0"):
             if not item:
                 continue

@@ -14,6 +14,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.vault import git
 from agent.vault.repo import Vault, VaultError
@@ -86,15 +87,15 @@ class Event:
     file: str
     old: str | None = None     # the line before (updated, removed)
     new: str | None = None     # the line after (added, updated, restored)
-    trailers: dict = field(default_factory=dict)
+    trailers: dict[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "commit": self.sha, "date": self.date, "author": self.author,
                 "subject": self.subject, "file": self.file, "old": self.old, "new": self.new,
                 "source": self.trailers}
 
 
-def _trailers(text: str) -> dict:
+def _trailers(text: str) -> dict[str, str]:
     out = {}
     for line in text.splitlines():
         k, sep, v = line.partition(": ")

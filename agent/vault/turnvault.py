@@ -5,6 +5,7 @@ where its commands will write, but never reverts, checks out or runs git."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import ContextManager, Protocol
 
@@ -15,7 +16,7 @@ class TurnVault(Protocol):
     root: Path
     state: Path
 
-    def rel(self, path) -> str:
+    def rel(self, path: str | os.PathLike[str]) -> str:
         """A vault-relative path, refusing anything outside the vault."""
         ...
 
