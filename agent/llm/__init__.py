@@ -8,13 +8,15 @@ and openai.py, the only modules importing an SDK, each at its first call.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agent.llm.base import (CONTEXT_TOKENS, Batch, BatchResult, Message, NotFound, Provider,
                             ProviderError, TooLarge, add_usage, check_request,
                             estimate_request, models_for, usage_dict, zero_usage)
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agent.config import Settings
+    from agent.llm.router import Router
 
 __all__ = ["CONTEXT_TOKENS", "Batch", "BatchResult", "Message", "NotFound", "Provider",
            "ProviderError", "TooLarge", "add_usage", "check_request", "estimate_request",
@@ -32,7 +34,7 @@ def sdk_of(settings: Settings | None = None, model: str | None = None) -> str:
 
 
 def make_provider(settings: Settings | None = None, *, max_retries: int = 2, timeout: float | None = None,
-                  lazy: bool = False, eager: bool = False, model: str | None = None) -> Provider:
+                  lazy: bool = False, eager: bool = False, model: str | None = None) -> Router:
     """The provider for these settings (agent.config.Settings; None: the built-in
     providers only): each model goes to the provider its name says (agent.llm.router).
 

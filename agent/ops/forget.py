@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from agent.errors import UserError
 from agent.stores import memory, sessions
@@ -61,7 +62,7 @@ class Receipt:
     def verified(self) -> bool:
         return not any(self.checks.values())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"files": self.survey.files, "commits": len(self.survey.commits),
                 "messages": len(self.survey.messages), "rewritten": self.rewritten,
                 "tombstone": self.tombstone, "commit": self.commit, "pushed": self.pushed,

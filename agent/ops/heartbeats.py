@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from agent.errors import did_you_mean
 from agent.stores import heartbeatfile
@@ -23,6 +23,8 @@ from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.ops.runs import Outcome
+    from agent.llm import Provider
     from agent.vault.repo import Vault
 
 
@@ -38,7 +40,7 @@ class Listed:
     heartbeat: Heartbeat
     next: datetime | None        # its next run, when serve has one for it
     why_not: str | None          # "disabled", or "when serve starts" (new or edited since)
-    state: dict                  # serve's record: last_run, last_status, last_error, delivery
+    state: dict[str, Any]                  # serve's record: last_run, last_status, last_error, delivery
 
 
 @dataclass
@@ -47,7 +49,7 @@ class Listing:
     problems: list[str] = field(default_factory=list)    # files skipped, each with why
 
 
-def _state_of(state: dict, name: str) -> dict:
+def _state_of(state: dict[str, Any], name: str) -> dict[str, Any]:
     e = state.get(name)
     return e if isinstance(e, dict) else {}
 
@@ -131,7 +133,8 @@ def add(vault: Vault, name: str, message: str, *, every: str | None = None, cron
     return Done(hb, sha)
 
 
-def run_now(vault: Vault, provider, name: str, now: datetime, *, on_text=None):
+def run_now(vault: Vault, provider: Provider, name: str, now: datetime, *,
+            on_text: Callable[[str], None] | None = None) -> Outcome:
     """Run heartbeat `name` at once (even disabled or outside its active hours); it
     counts as its run. The agent.ops.runs.Outcome: "quiet" when it answered
     HEARTBEAT_OK and changed nothing (no commit, no transcript)."""

@@ -31,7 +31,7 @@ from agent.stores.exports import MEMORIES_SESSION, NAMES, title_of
 from agent.vault import branches
 from agent.fs import atomic, safe
 from agent.vault.change import Change
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
@@ -66,7 +66,7 @@ class Item:
                              # arrivals.UNKNOWN: not made here, where from not known)
     by: str = ""             # the machine (Host trailer) or author its commit names
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
@@ -109,7 +109,7 @@ class Outcome:
     closed: list[str] = field(default_factory=list)  # branches deleted: nothing waits on them
     left: list[Item] = field(default_factory=list)   # from remotes, not taken by "all"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"decision": self.decision, "done": [i.to_json() for i in self.done],
                 "stale": [i.to_json() for i in self.stale], "commits": self.commits,
                 "subjects": self.subjects, "closed": self.closed,
@@ -123,14 +123,14 @@ def _texts(root) -> dict[str, str]:
     return {name: safe.read_text(root, name) or "" for name in FILES}
 
 
-def _op(rec: dict, new: str | None = None) -> dict:
+def _op(rec: dict[str, Any], new: str | None = None) -> dict[str, Any]:
     line = rec.get("line", "") if new is None else new
     return {"op": rec.get("op", ""), "file": rec.get("file", ""),
             "section": rec.get("section", ""), "old": rec.get("old", ""),
             "new": line, "reason": rec.get("reason", "")}
 
 
-def _stale(texts: dict[str, str], rec: dict) -> str:
+def _stale(texts: dict[str, str], rec: dict[str, Any]) -> str:
     r = apply_ops(texts, [_op(rec)], allow_shrink=True).results[0]
     if r.status == "applied":
         return ""
@@ -153,11 +153,11 @@ def _words(text: str) -> set[str]:
             if (w.isdigit() or len(w) >= 4) and w not in _COMMON}
 
 
-def _said(line: dict) -> str:
+def _said(line: dict[str, Any]) -> str:
     return " ".join(sessions.message_text(line.get("content", ""), sep=" ").split())
 
 
-def _stating(lines: list[dict], fact: str) -> tuple[str, bool]:
+def _stating(lines: list[dict[str, Any]], fact: str) -> tuple[str, bool]:
     """The message of an entry that states `fact` (the one sharing most of its words,
     the person's before the agent's), and whether one does; else the person's first."""
     wanted = _words(fact)
@@ -338,8 +338,8 @@ def _decide_run(vault: Vault, run: str, chosen: list[Item], out: Outcome, at: st
     records = ledger.read(root)
     texts = _texts(root)
     done: list[Item] = []
-    decisions: list[dict] = []
-    rejected: list[dict] = []
+    decisions: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
     for item in chosen:
         rec = ledger.proposal(records, run, item.n) or {}
         if out.decision == "accept":

@@ -11,6 +11,7 @@ from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.search.query import Hit
     from agent.vault.repo import Vault
 
 
@@ -20,11 +21,11 @@ def when(ts: str | None) -> str:
     return ts[:16].replace("T", " ")
 
 
-def where(hit) -> str:
+def where(hit: Hit) -> str:
     return f"{hit.path}:{hit.line}" if hit.line else hit.path
 
 
-def who(hit) -> str:
+def who(hit: Hit) -> str:
     if hit.kind == "sessions":
         return hit.speaker or ""
     if hit.kind == "memory":
