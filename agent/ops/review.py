@@ -21,6 +21,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from agent.dream import prompts
 from agent.dream.edits import FILES, apply_ops
@@ -119,7 +120,7 @@ class Outcome:
 # ---- the list -------------------------------------------------------------------------
 
 
-def _texts(root) -> dict[str, str]:
+def _texts(root: Path) -> dict[str, str]:
     return {name: safe.read_text(root, name) or "" for name in FILES}
 
 
@@ -172,7 +173,7 @@ def _stating(lines: list[dict[str, Any]], fact: str) -> tuple[str, bool]:
     return next((t for t, user in said if user), said[0][0]), False
 
 
-def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int, str],
+def _excerpt(root: Path, ids: list[int], cache: prompts.SessionCache, paths: dict[int, str],
              fact: str) -> str:
     """`archive 42 (Kyoto trip): "I booked the flights..."`: the message of the entries
     that states `fact`; when none does, the first entry's first message, said so."""
@@ -202,7 +203,7 @@ def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int,
     return f'{where}: "{said}"'
 
 
-def _numbers(vault, ids: list[str]) -> dict[str, int]:
+def _numbers(vault: Vault, ids: list[str]) -> dict[str, int]:
     """The number each waiting proposal is listed under: given once and kept while it
     waits (.agent/review-numbers.json), so `accept 3` then `reject 2` act on what the
     list showed; new proposals take the next numbers, and 1 again once nothing waits."""
@@ -230,7 +231,7 @@ def _numbers(vault, ids: list[str]) -> dict[str, int]:
     return numbers
 
 
-def _conversation(root, session: str) -> str:
+def _conversation(root: Path, session: str) -> str:
     """`, from ChatGPT: "Trip to Kyoto" (import/chatgpt-...)` for an imported entry."""
     if not session.startswith("import/"):
         return ""
@@ -399,7 +400,7 @@ def _rebuild(vault: Vault, runs: list[str]) -> list[str]:
     """Each run's branch on top of `main` as it is now, holding what still waits; a
     branch with nothing waiting is deleted. The names of the deleted ones."""
     waiting = ledger.proposals(ledger.read(vault.root))
-    head = vault.head()
+    head = vault.head() or ""        # "": no commit yet, which git refuses as a parent
     closed = []
     for run in runs:
         branch = branch_of(run)

@@ -205,7 +205,7 @@ def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
             "import": "import"}.get(k, k or "commit")
 
 
-def _step(vault: Vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
+def _step(vault: Vault, c: lineage.CommitRecord, rel: str, line: int, text: str, agent_email: str) -> Step:
     kind = _kind(c, agent_email)
     step = Step(c.sha, kind, c.author, c.email, c.date, c.subject, rel, line, text)
     if kind == "chat turn":
@@ -227,7 +227,7 @@ def _step(vault: Vault, c, rel: str, line: int, text: str, agent_email: str) -> 
     return step
 
 
-def _merge_step(vault: Vault, merge: str, original, rel: str, line: int, text: str) -> Step:
+def _merge_step(vault: Vault, merge: str, original: lineage.CommitRecord, rel: str, line: int, text: str) -> Step:
     m = lineage.commit_record(vault, merge)
     return Step(m.sha, "sync merge", m.author, m.email, m.date, m.subject, rel, line, text,
                 {"merged": original.sha, "note": f"brought in from another clone, where "
@@ -241,9 +241,9 @@ def _short(text: str, limit: int = SHORT) -> str:
     return shorten(text, limit)
 
 
-def _turn_source(vault: Vault, c, text: str) -> dict[str, Any]:
+def _turn_source(vault: Vault, c: lineage.CommitRecord, text: str) -> dict[str, Any]:
     session, turn = c.trailers.get(SESSION, ""), c.trailers.get(TURN, "")
-    source = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
+    source: dict[str, Any] = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
     files = [p for p in lineage.changed_paths(vault, c.sha)
              if p.startswith("sessions/") and p.endswith(".jsonl")]
     if not files:
@@ -257,7 +257,7 @@ def _turn_source(vault: Vault, c, text: str) -> dict[str, Any]:
         return source          # gone, or not a file the agent reads: no detail to add
     user = next((m for m in lines if m.role == "user" and isinstance(m.content, str)), None)
     if user:
-        source["message"] = {"id": user.id, "ts": user.ts, "text": _short(user.content)}
+        source["message"] = {"id": user.id, "ts": user.ts, "text": _short(str(user.content))}
     body = re.sub(r"^\s*[-*+]\s+", "", text).strip()
     for m in lines:
         for block in m.content if isinstance(m.content, list) else []:
@@ -269,7 +269,7 @@ def _turn_source(vault: Vault, c, text: str) -> dict[str, Any]:
     return source
 
 
-def _run_of(c) -> tuple[str | None, int | None, int | None]:
+def _run_of(c: lineage.CommitRecord) -> tuple[str | None, int | None, int | None]:
     """A dream commit's run id (`first..through`) and its two ends: from its `Run:`
     trailer, else (a commit from before the trailer) from its subject's `(archive A..B)`."""
     m = re.fullmatch(r"\s*(\d+)\.\.(\d+)\s*", c.trailers.get(RUN, ""))
@@ -280,7 +280,7 @@ def _run_of(c) -> tuple[str | None, int | None, int | None]:
     return f"{m.group(1)}..{m.group(2)}", int(m.group(1)), int(m.group(2))
 
 
-def _dream_source(vault: Vault, c, rel: str, text: str) -> dict[str, Any]:
+def _dream_source(vault: Vault, c: lineage.CommitRecord, rel: str, text: str) -> dict[str, Any]:
     run, first, through = _run_of(c)
     rec = ledger.for_line(vault.root, run, rel, text)
     source: dict[str, Any] = {"run": run}
@@ -308,7 +308,7 @@ def _run_ids(vault: Vault, first: int | None, through: int | None) -> list[int]:
     return [i for i, _ in archive.entry_ids(vault.root) if first <= i <= through]
 
 
-def _review_source(vault: Vault, c, rel: str, text: str) -> dict[str, Any]:
+def _review_source(vault: Vault, c: lineage.CommitRecord, rel: str, text: str) -> dict[str, Any]:
     """A line a person accepted in `agent review`: who and when, the proposal, and the
     dream run's evidence behind it (from the ledger's proposal and decision records)."""
     run = c.trailers.get(RUN, "").strip() or None
@@ -349,7 +349,7 @@ def _entry(vault: Vault, entry_id: int) -> dict[str, Any]:
         e = archive.load(vault.root, rel)
     except UserError as err:
         return {"id": entry_id, "path": rel, "problem": str(err)}
-    out = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
+    out: dict[str, Any] = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
     title = title_of(vault.root, e.session)       # a conversation `agent import` brought
     if title:

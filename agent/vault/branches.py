@@ -46,7 +46,7 @@ def commit_files(vault: Vault, branch: str, parent: str, files: dict[str, str],
     finally:
         with contextlib.suppress(FileNotFoundError):
             index.unlink()
-    message, who = vault._message(change)
+    message, who = change.message(), change.author or vault.agent_identity()
     sha = vault.git("commit-tree", tree, "-p", parent, "-F", "-", env=who.env(),
                     input=message).strip()
     vault.git("update-ref", "-m", change.head, ref_of(branch), sha)
