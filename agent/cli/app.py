@@ -404,7 +404,7 @@ def _import_jsonl(file: Path):
         return
     after_change(vault)
     click.echo(f"Imported {added} message{'s' * (added != 1)} into {keys} "
-               f"session{'s' * (keys != 1)} ({sha[:7]})")
+               f"session{'s' * (keys != 1)} ({(sha or '')[:7]})")
 
 
 @cli.command("completion")

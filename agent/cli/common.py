@@ -193,6 +193,7 @@ def page(text: str, use_pager: bool = True) -> None:
         click.echo(text)
         return
     try:
+        assert proc.stdin is not None            # stdin=PIPE
         proc.stdin.write((text + "\n").encode("utf-8", "replace"))
         proc.stdin.close()
     except BrokenPipeError:          # the person quit the pager early
