@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 from dataclasses import dataclass
 
 from agent.vault.repo import git_version
 from agent.vault import gitcmd
+from agent.errors import UserError
 from typing import Callable, TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -82,10 +84,10 @@ def _settings(vault: Vault) -> tuple[Check, Settings | None]:
         return Check("agent.toml", "fail", f"{found[0]}{more}",
                      "agent config check lists them; agent config set KEY VALUE fixes one"), None
     settings = cfg.from_data(data, str(path))
+    from agent import schedule as sched
     try:
-        from agent import schedule as sched
         sched.check_cron(settings.dream_schedule)
-    except Exception as e:      # noqa: BLE001 - shown to the person, not raised
+    except sched.ScheduleError as e:
         return Check("agent.toml", "fail", f"dream.schedule: {e}",
                      "agent config set dream.schedule '0 3 * * *'"), settings
     if unknown:
@@ -203,7 +205,7 @@ def _index(vault: Vault) -> Check:
     try:
         index.refresh(vault)
         st = index.status(vault)
-    except Exception as e:      # noqa: BLE001 - a damaged index is reported, not raised
+    except (OSError, sqlite3.Error, UserError) as e:     # a damaged index: reported
         return Check("index", "fail", f"{index.db_path(vault)} is unusable ({e})",
                      "agent index rebuild")
     docs = sum(st.documents.values())

@@ -400,7 +400,7 @@ class Hub:
         except TimeoutError:
             return (f"The MCP server {conn.config.name} did not answer {tool} within "
                     f"{conn.config.call_timeout:g}s.", True)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - an MCPError is a refusal; anything else, a broken connection
             from mcp.shared.exceptions import MCPError
             from mcp_types import CONNECTION_CLOSED
             if isinstance(e, MCPError) and e.code != CONNECTION_CLOSED:
