@@ -47,7 +47,7 @@ from agent.llm.structured import schema_of
 from agent.stores import archive, sessions
 from agent.stores import window
 from agent.vault.change import MODEL, SESSION, TOKENS, Change, tokens
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
@@ -377,7 +377,7 @@ def mark_backlog(vault: Vault, session: str, settings, appended: dict[str, int])
     return kept_at
 
 
-def mark_imported(vault, session: str, appended: dict[str, int]) -> None:
+def mark_imported(vault: Vault, session: str, appended: dict[str, int]) -> None:
     """After an import of a finished conversation (another assistant's export), under the
     vault lock: all of what was appended, and what still waited before it, waits to be
     archived (`backlog`), and the window starts empty after it, so the dream learns
@@ -504,7 +504,7 @@ def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetim
         again = window.last_marker(vault.root, key=session)
         if again is None or again[1:] != (rel, off):
             return None                     # another process went on meanwhile
-        marker = {"type": "compact"}
+        marker: dict[str, Any] = {"type": "compact"}
         entry_id = None
         if part:
             entry_id = archive.new_id(vault.root, now)
