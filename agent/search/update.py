@@ -396,7 +396,7 @@ def update(vault: Vault, db, full: bool = False, after_commit: bool = False,
                 record["commit"] = head or ""
             set_meta(db, "seen", json.dumps(record, separators=(",", ":")) if record else "")
         db.execute("COMMIT")
-    except BaseException:
+    except BaseException:  # any: rolled back, then raised again
         db.execute("ROLLBACK")
         raise
     finally:

@@ -128,7 +128,7 @@ async def _guarded(make_transport, log_path: Path, name: str):
         try:
             with os.fdopen(err_w, "w") as errlog:     # the server holds its own copy
                 read, write = await stack.enter_async_context(make_transport(errlog))
-        except BaseException:
+        except BaseException:  # any: the pipe is closed, then the error raised again
             os.close(err_r)
             log.done()                                 # the copier's share: never started
             raise
