@@ -42,7 +42,7 @@ def conversation(obj) -> Imported:
 def _message(m, fallback) -> Message | None:
     if not isinstance(m, dict) or not isinstance(m.get("uuid"), str):
         return None
-    role = SENDERS.get(m.get("sender"))
+    role = SENDERS.get(str(m.get("sender")))
     ts = iso(m.get("created_at")) or fallback
     if role is None or ts is None:
         return None
@@ -52,7 +52,7 @@ def _message(m, fallback) -> Message | None:
 
 def message_text(m: dict) -> str:
     """The message's words (its text blocks, else `text`), then each attachment's text."""
-    blocks = [b.get("text") for b in m.get("content") or []
+    blocks = [b["text"] for b in m.get("content") or []
               if isinstance(b, dict) and b.get("type") == "text"
               and isinstance(b.get("text"), str)] if isinstance(m.get("content"), list) else []
     words = "\n\n".join(t for t in blocks if t.strip()) or (
