@@ -189,6 +189,18 @@ def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
     return steps
 
 
+def taught_by(vault: Vault, sha: str, rel: str, line: int, text: str,
+              here: set[str] | None = None) -> Step:
+    """The head of a line's story: the commit `sha` that wrote line `line` of `rel` (as
+    blame names it) with its source, as `walk` tells its first step."""
+    c = lineage.commit_record(vault, sha)
+    step = _step(vault, c, rel, line, text, vault.agent_identity().email)
+    if step.kind != "sync merge":
+        step.here = c.sha in (lineage.made_here(vault) if here is None else here)
+        step.host = vault.host() if step.here else ""
+    return step
+
+
 def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
     if len(c.parents) > 1:
         return "sync merge"
