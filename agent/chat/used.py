@@ -69,7 +69,7 @@ class Used:
         self.commit: str | None = None
 
     @classmethod
-    def from_prompt(cls, seen: dict[str, bytes], retrieved: Iterable[dict],
+    def from_prompt(cls, seen: dict[str, bytes], retrieved: Iterable[dict[str, Any]],
                     root: Any = None, head: str | None = None) -> "Used":
         """What a prompt showed: the memory files of its system part (`seen`, their bytes)
         and the memories retrieved for the message (prompt.hit_record's records); `head`
@@ -152,8 +152,8 @@ class Used:
             self.skills.append(name)
 
     def count(self) -> int:
-        return (sum(f[2] for f in self.files.values()) + len(self.groups) + len(self.entries)
-                + len(self.skills))
+        lines: int = sum(int(f[2]) for f in self.files.values())
+        return lines + len(self.groups) + len(self.entries) + len(self.skills)
 
     def record(self) -> dict[str, Any]:
         """The record kept on the reply's line (see the module doc)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from agent.errors import UserError
 from agent.oneline import shorten
@@ -58,8 +58,8 @@ class Item:
     kind: str            # memory (USER.md, MEMORY.md), note, message, archive, skill
     where: str           # USER.md:3, sessions/...jsonl#4.1-ab12cd, archive 2026..., skill x
     text: str
-    detail: dict = field(default_factory=dict)
-    taught: dict | None = None      # the commit that wrote the line (its story's head)
+    detail: dict[str, Any] = field(default_factory=dict)
+    taught: dict[str, Any] | None = None      # the commit that wrote the line (its story's head)
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Report:
     left_out: int = 0               # left out by the record's caps when it was made
     problems: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         r = self.reply
         return {"reply": {"id": r.id, "session": r.session, "file": r.file, "turn": r.turn,
                           "ts": r.ts, "text": r.text},
@@ -81,7 +81,7 @@ class Report:
 # ---- finding the reply ----------------------------------------------------------------
 
 
-def _reply(root: Path, rel: str, obj: dict) -> Reply:
+def _reply(root: Path, rel: str, obj: dict[str, Any]) -> Reply:
     m = _SESSION_FILE.fullmatch(rel)
     line = sessions.Line.read(obj)
     assert line is not None
@@ -89,7 +89,7 @@ def _reply(root: Path, rel: str, obj: dict) -> Reply:
                  shorten(line.text, TEXT), line.extra.get("used"))
 
 
-def _replies(root: Path, path: Path):
+def _replies(root: Path, path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """The assistant lines of a turn in one session file, newest first."""
     rel = path.relative_to(root).as_posix()
     for _, obj in sessions.read_backward(path, rel, root):
@@ -178,12 +178,13 @@ def used(vault: Vault, reply: Reply) -> Report:
         items += _entry_items(vault, entry, problems)
     for entry in _capped(rec.get("s"), "skills", problems):
         items += _skill_items(vault, entry, problems)
-    count = rec.get("n") if isinstance(rec.get("n"), int) else len(items)
-    left = rec.get("x") if isinstance(rec.get("x"), int) else 0
+    n, x = rec.get("n"), rec.get("x")
+    count = n if isinstance(n, int) else len(items)
+    left = x if isinstance(x, int) else 0
     return Report(reply, items, count, left, problems)
 
 
-def _capped(value: Any, what: str, problems: list[str]) -> list:
+def _capped(value: Any, what: str, problems: list[str]) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -218,7 +219,7 @@ def _file_items(vault: Vault, entry: Any, commit: str | None, problems: list[str
     authors = _blame(vault, rel, at) if at else {}
     kind = "memory" if rel in memory.MEMORY_FILES else "note"
     here: set[str] | None = None
-    steps: dict[tuple[str, int], dict] = {}
+    steps: dict[tuple[str, int], dict[str, Any]] = {}
     out = []
     for n in numbers:
         if n > len(lines):
