@@ -50,9 +50,9 @@ def blob_id(data: bytes) -> str:
 
 
 def memory_lines(text: str) -> list[int]:
-    """The line numbers of a memory file that hold a memory: not blank, not a heading."""
-    return [n for n, line in enumerate(text.splitlines(), 1)
-            if line.strip() and not memory.HEADING.match(line)]
+    """The line numbers of a memory file that hold a memory: its bullets (a heading or
+    the file's own words about itself is no memory), as the web's Memory page counts."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if memory.FACT.match(line)]
 
 
 class Used:
