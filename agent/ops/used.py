@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from agent.errors import UserError
 from agent.oneline import shorten
 from agent.stores import memory, sessions
+from agent.vault import objects
 
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
@@ -31,7 +32,7 @@ TEXT = 240                         # characters of a message or line shown
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,80}")
 _HEX = re.compile(r"[0-9a-f]{4,40}")
 _DAILY = re.compile(r"memory/\d{4}-\d{2}-\d{2}\.md")
-_SESSION_FILE = re.compile(r"sessions/([A-Za-z0-9._-]+/[A-Za-z0-9._@+-]+)/[0-9]{4}-[0-9]{2}\.jsonl")
+_SESSION_FILE = re.compile(r"sessions/([^/]+/[^/]+)/[0-9]{4}-[0-9]{2}\.jsonl")
 
 
 class NoReply(UserError):
@@ -81,11 +82,21 @@ class Report:
 # ---- finding the reply ----------------------------------------------------------------
 
 
-def _reply(root: Path, rel: str, obj: dict[str, Any]) -> Reply:
+def _session_of(rel: str) -> str | None:
+    """The session key of a session file's path (None: not a session file)."""
     m = _SESSION_FILE.fullmatch(rel)
+    if m is None or ".." in rel:
+        return None
+    try:
+        return sessions.check_key(m.group(1))
+    except UserError:
+        return None
+
+
+def _reply(root: Path, rel: str, obj: dict[str, Any]) -> Reply:
     line = sessions.Line.read(obj)
     assert line is not None
-    return Reply(str(line.id), m.group(1) if m else "", rel, line.turn, line.ts_text or "",
+    return Reply(str(line.id), _session_of(rel) or "", rel, line.turn, line.ts_text or "",
                  shorten(line.text, TEXT), line.extra.get("used"))
 
 
@@ -114,8 +125,7 @@ def last_reply(vault: Vault, session: str | None = None) -> Reply:
 
 def _latest_session(vault: Vault) -> str | None:
     """The session of the newest chat turn's commit (its `Session:` trailer)."""
-    out = vault.git("log", "-1", "-E", "--grep=^chat\\(",
-                    "--format=%(trailers:key=Session,valueonly,unfold)", check=False).strip()
+    out = objects.newest_trailer(vault, "^chat\\(", "Session")
     try:
         sessions.check_key(out)
     except UserError:
@@ -147,8 +157,8 @@ def find_reply(vault: Vault, reply_id: str, session: str | None = None) -> Reply
                  for p in reversed(sessions.Session(root, session).files())]
     else:
         needle = f'"id":"{reply_id}"'
-        out = vault.git("grep", "-l", "-F", "-e", needle, "--", "sessions/", check=False)
-        files = sorted((f for f in out.splitlines() if _SESSION_FILE.fullmatch(f)), reverse=True)
+        files = sorted((f for f in objects.files_holding(vault, needle, "sessions/")
+                        if _session_of(f)), reverse=True)
     for rel in files:
         for _, obj in _replies(root, root / rel):
             if obj.get("id") == reply_id:
@@ -207,16 +217,17 @@ def _file_items(vault: Vault, entry: Any, commit: str | None, problems: list[str
                                    and all(isinstance(n, int) and n > 0 for n in wanted)):
         problems.append(f"not line numbers in the record: {str(wanted)[:80]}")
         return []
-    full = _object(vault, blob, "blob")
+    full = objects.object_id(vault, blob, "blob")
     if full is None:
         problems.append(f"{rel} as shown ({blob}) is in no commit here: an edit never "
                         f"committed, or a sync not pulled yet")
         return []
-    lines = vault.git("cat-file", "blob", full).splitlines()
+    lines = objects.blob_text(vault, full).splitlines()
     from agent.chat.used import memory_lines
     numbers = memory_lines("\n".join(lines)) if wanted is None else wanted[:READ_CAP]
-    at = _commit_holding(vault, rel, full, commit)
-    authors = _blame(vault, rel, at) if at else {}
+    at = objects.commit_holding(vault, rel, full,
+                                objects.object_id(vault, commit, "commit") if commit else None)
+    authors = objects.blame_all(vault, rel, at) if at else {}
     kind = "memory" if rel in memory.MEMORY_FILES else "note"
     here: set[str] | None = None
     steps: dict[tuple[str, int], dict[str, Any]] = {}
@@ -242,47 +253,9 @@ def _file_items(vault: Vault, entry: Any, commit: str | None, problems: list[str
     return out
 
 
-def _object(vault: Vault, abbrev: str, kind: str) -> str | None:
-    out = vault.git("rev-parse", "--verify", "-q", f"{abbrev}^{{{kind}}}", check=False).strip()
-    return out if re.fullmatch(r"[0-9a-f]{40}", out) else None
-
-
-def _commit_holding(vault: Vault, rel: str, blob: str, commit: str | None) -> str | None:
-    """A commit whose `rel` is `blob`: the one the record names when it holds it, else the
-    newest that brought it (a path-limited walk)."""
-    candidates = []
-    full = _object(vault, commit, "commit") if commit else None
-    if full:
-        candidates.append(full)
-    out = vault.git("log", "--format=%H", f"--find-object={blob}", "--", rel, check=False)
-    candidates += out.split()
-    for sha in candidates:
-        if vault.git("rev-parse", "--verify", "-q", f"{sha}:{rel}", check=False).strip() == blob:
-            return sha
-    return None
-
-
-def _blame(vault: Vault, rel: str, at: str) -> dict[int, tuple[str, str, int]]:
-    """line -> (commit, its path then, its line then) for every line of `rel` at `at`."""
-    out = vault.git("blame", "--porcelain", at, "--", rel, check=False)
-    found: dict[int, tuple[str, str, int]] = {}
-    paths: dict[str, str] = {}
-    current: tuple[str, int, int] | None = None
-    for row in out.splitlines():
-        head = re.match(r"^([0-9a-f]{40}) (\d+) (\d+)", row)
-        if head:
-            current = (head.group(1), int(head.group(2)), int(head.group(3)))
-        elif row.startswith("filename ") and current:
-            paths[current[0]] = row[9:]
-        elif row.startswith("\t") and current:
-            sha, orig, final = current
-            found[final] = (sha, paths.get(sha, rel), orig)
-    return found
-
-
 def _message_items(vault: Vault, entry: Any, problems: list[str]) -> list[Item]:
     if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
-            and _SESSION_FILE.fullmatch(entry[0]) and isinstance(entry[1], list)
+            and _session_of(entry[0]) and isinstance(entry[1], list)
             and entry[1] and all(isinstance(i, str) and _ID.fullmatch(i) for i in entry[1])):
         problems.append(f"not a retrieved message in the record: {str(entry)[:80]}")
         return []
@@ -300,8 +273,7 @@ def _message_items(vault: Vault, entry: Any, problems: list[str]) -> list[Item]:
     except (FileNotFoundError, safe.UnsafeFile):
         pass
     first = found.get(ids[0])
-    m = _SESSION_FILE.fullmatch(rel)
-    session = m.group(1) if m else ""
+    session = _session_of(rel) or ""
     if first is None:
         return [Item("message", f"{rel}#{ids[0]}", "", {"file": rel, "id": ids[0],
                                                           "session": session, "missing": True})]
