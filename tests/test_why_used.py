@@ -177,3 +177,31 @@ def test_mcp_why_tells_the_last_reply_and_one_by_id(vault, run, fake_anthropic):
     assert subjects(vault)[0].startswith("chat(cli/default)")
     assert subprocess.run(["git", "-C", str(vault.root), "status", "--porcelain"],
                           capture_output=True, text=True).stdout == ""
+
+
+def test_a_hostile_record_from_a_sync_reads_nothing_outside_the_vault(vault, run, fake_anthropic,
+                                                                       tmp_path):
+    """A transcript is a synced file: a record naming paths outside the vault, options for
+    git or junk is told back as data, what is wrong said, nothing read or run."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET\n")
+    fake_anthropic.add(reply("Hi."))
+    assert run("chat", "-m", "hello").exit_code == 0
+    rel = next((vault.root / "sessions" / "cli" / "default").glob("*.jsonl"))
+    rows = [json.loads(x) for x in rel.read_text().splitlines()]
+    rows[-1]["used"] = {
+        "n": 5, "c": "--output=/tmp/x",
+        "f": [[str(secret), "abcdef123456"], ["../secret.txt", "abcd"], ["USER.md", "--all"],
+              ["USER.md", "abcdef", ["1"]]],
+        "m": [["sessions/../../secret.txt", ["1.0-aaaaaa"]], ["sessions/cli/default/x.jsonl", []]],
+        "a": ["../../secret", True], "s": ["../../../etc/passwd"]}
+    rel.write_text("".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) + "\n"
+                           for x in rows))
+    r = run("why", "--last", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["items"] == [] and "TOP SECRET" not in r.output
+    assert len(out["problems"]) == 9, out["problems"]
+    assert not (tmp_path / "x").exists()
+    text = run("why", "--last").output
+    assert "Note: not a memory file in the record" in text and "Traceback" not in text
