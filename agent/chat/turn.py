@@ -45,6 +45,7 @@ from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
 from agent.stores import sessions
 from agent.vault.change import Change, tokens
+from agent.vault.gitstate import head_from_files
 from agent.vault.staged import StagedVault
 from typing import TYPE_CHECKING
 
@@ -448,7 +449,7 @@ class _Turn:
                                    cancel=cancel, readonly=opts.readonly, messages=messages,
                                    parent=f"{session} turn {number}",
                                    used=Used.from_prompt(prompt.seen, prompt.retrieved,
-                                                         vault.root, vault.head_from_files()))
+                                                         vault.root, head_from_files(vault.root)))
         return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
                    mcp, mcp_notes, prompt, fit_notes, number, staged, messages,
                    len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0])
