@@ -469,6 +469,8 @@ def test_a_reply_shows_the_memories_it_used_and_expands_to_them(page, run, fake_
                               for e in css(d, "details.used[open] .used-item")))
         return [e.text for e in css(d, "details.used[open] .used-item")]
     items = expanded()
+    shown_id = css(d, "details.used[open] .used-id")[-1].text
+    assert shown_id == f"reply {said['reply']['id']}: agent why --reply {said['reply']['id']}"
     row = next(t for t in items if "- Alice lives in Lisbon" in t)
     assert row.startswith("USER.md:") and "taught by" in row and "hand edit" in row
     assert len(items) == len(said["items"])
@@ -478,6 +480,8 @@ def test_a_reply_shows_the_memories_it_used_and_expands_to_them(page, run, fake_
     assert box.get_attribute("data-reply") == said["reply"]["id"]
     assert box.find_element("css selector", "summary").text == f"used {said['count']} memories"
     assert expanded() == items
+    assert css(d, "details.used[open] .used-id")[-1].text == shown_id
+    fits_a_phone(d)
     shoot(d, "chat-used")
     # The page's JSON is the operation's.
     status, _, body = raw(page, "GET", f"/chat/used?session=web/default&reply={said['reply']['id']}",

@@ -137,6 +137,9 @@ async function usedUnder(reply, session, turn) {
   box.dataset.loaded = "1";
   const n = data.count;
   box.appendChild(el("summary", "", "used " + n + " memor" + (n === 1 ? "y" : "ies")));
+  const id = el("div", "used-id muted", "reply " + data.reply.id + ": ");
+  id.appendChild(el("code", "", "agent why --reply " + data.reply.id));
+  box.appendChild(id);
   const list = el("ol", "used-list");
   usedList(list, data);
   box.appendChild(list);
