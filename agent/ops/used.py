@@ -229,7 +229,8 @@ def _file_items(vault: Vault, entry: Any, commit: str | None, problems: list[str
                                 objects.object_id(vault, commit, "commit") if commit else None)
     authors = objects.blame_all(vault, rel, at) if at else {}
     kind = "memory" if rel in memory.MEMORY_FILES else "note"
-    here: set[str] | None = None
+    from agent.ops import why
+    teller = why.Teller.of(vault) if authors else None
     steps: dict[tuple[str, int], dict[str, Any]] = {}
     out = []
     for n in numbers:
@@ -241,10 +242,7 @@ def _file_items(vault: Vault, entry: Any, commit: str | None, problems: list[str
         if n in authors:
             sha, orig_path, orig_line = authors[n]
             if (sha, orig_line) not in steps:
-                from agent.ops import why
-                from agent.vault import history
-                here = history.made_here(vault) if here is None else here
-                step = why.taught_by(vault, sha, orig_path, orig_line, text, here)
+                step = why.taught_by(vault, sha, orig_path, orig_line, text, teller)
                 steps[(sha, orig_line)] = {k: v for k, v in asdict(step).items()
                                            if k in ("sha", "kind", "author", "date", "subject",
                                                     "source", "here")}
