@@ -326,7 +326,7 @@ def _stale(vault: Vault, days: dict[str, Day], run_day: dict[str, str], now: dat
 def money(usd: float | None) -> str:
     if usd is None:
         return "cost unknown"
-    return f"${usd:.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
+    return f"${usd:,.2f}" if usd >= 1 or usd == 0 else f"${usd:.4f}"
 
 
 def rate(r: float | None) -> str:
