@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from conftest import agent_proc
+from test_webpage import browser  # noqa: F401  (the module's Chromium, a fixture)
 
 DAY1, DAY2 = "2035-03-01", "2035-03-02"
 NOW = "2035-03-03T10:00:00+00:00"
@@ -160,3 +161,82 @@ def test_stats_starts_as_many_git_processes_for_ten_commits_as_for_sixty(planted
                               f"Tokens: 1 in, 1 out, 0 cache read, 0 cache write")
     assert _git_starts(planted, "stats", "--json") == few
     assert few <= 6, f"agent stats started {few} git processes"
+
+
+# ---- serve's nightly message and the web page ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_nightly_dreams_message_carries_a_line_of_memory_health(vault, fake_anthropic,
+                                                                    fake_telegram):
+    from datetime import datetime, timedelta
+
+    from agent import schedule as sched
+    from test_dream_review import telegram_vault
+    from test_serve import server_at
+    from test_telegram import ANA, Running
+
+    telegram_vault(vault, fake_telegram, fake_anthropic)
+    fake_anthropic.batch_polls = 0
+    tg = Running(vault, fake_telegram)
+    try:
+        fake_telegram.wait_for(lambda: tg.channel.connected.is_set(), what="the channel up")
+        night = datetime(2026, 11, 21, 2, 59, tzinfo=sched.local_zone())
+        s, clock = server_at(vault, night, compact=False)
+        s.outbox.senders["telegram"] = tg.channel
+        for minutes in (0, 1.1, 3, 5, 7):
+            clock.t = night + timedelta(minutes=minutes)
+            s.step(clock.t)
+        [told] = fake_telegram.wait_sent(ANA)
+        first, health = told["text"].splitlines()
+        assert first == "The dream left 1 proposal for your review: /review shows it."
+        facts = sum(1 for rel in ("MEMORY.md", "USER.md")
+                    for line in (vault.root / rel).read_text().splitlines()
+                    if line.startswith("- "))
+        assert health.startswith(f"Memory: {facts} facts; 1 proposed, 0 accepted, 0 rejected "
+                                 f"(accept rate -), 0 stale, 0 duplicates dropped since "
+                                 f"2026-11-14; "), health
+        assert "tokens, $" in health and health.endswith("(estimate).")
+    finally:
+        tg.stop()
+
+
+@pytest.mark.slow
+def test_the_health_view_draws_its_charts_offline_in_chromium(vault, browser, procs,  # noqa: F811
+                                                               fake_anthropic, monkeypatch):
+    from test_webpage import Page, css, shoot, wait
+
+    monkeypatch.setenv("AGENT_NOW", NOW)
+    plant(vault)
+    # The page's own commit (the gateway's setting) follows the planted days.
+    for var in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.setenv(var, f"{DAY2}T13:00:00+00:00")
+    page = Page(vault, browser, procs)
+    try:
+        page.login()
+        d = page.driver
+        page.open("/")
+        css(d, 'nav a[href="/health"]')[0].click()
+        wait(d, lambda d: css(d, "#health-charts[data-ready=yes]"))
+        boxes = css(d, "#health-charts [data-chart]")
+        assert [b.get_attribute("data-chart") for b in boxes] == ["facts", "proposals",
+                                                                  "tokens", "cost"]
+        # uPlot drew each chart on its canvas: pixels were painted, one point per day.
+        painted = d.execute_script(
+            "return [...document.querySelectorAll('#health-charts canvas')].map(c => {"
+            "  const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            "  let n = 0; for (let i = 3; i < px.length; i += 4) if (px[i]) n++; return n; });")
+        assert len(painted) == 4 and all(n > 100 for n in painted), painted
+        assert all(b.get_attribute("data-drawn") == "3" for b in boxes)   # init day + 2
+        legend = css(d, "#health-charts .u-legend")[1].text
+        assert "accepted" in legend and "duplicates" in legend
+        total = css(d, "table.health tfoot tr")[0].text
+        assert total.startswith("total 3 3 2 1 0 2 67%")
+        # Everything the page loaded came from serve itself: nothing from the net.
+        loaded = d.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name);")
+        assert any(u.endswith("/static/uplot/uPlot.iife.min.js") for u in loaded), loaded
+        assert all(u.startswith(page.origin + "/") for u in loaded), loaded
+        shoot(d, "health")
+    finally:
+        page.serve.stop()

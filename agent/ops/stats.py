@@ -338,7 +338,7 @@ def line(s: Stats) -> str:
     t = s.total
     tokens = sum(sum(p.tokens.values()) for p in t.parts.values())
     since = f" since {s.since}" if s.since else ""
-    return (f"Memory: {t.facts} facts; {t.made} proposed, {t.accepted} accepted, "
+    return (f"Memory: {t.facts} fact{'s' * (t.facts != 1)}; {t.made} proposed, {t.accepted} accepted, "
             f"{t.rejected} rejected (accept rate {rate(t.accept_rate)}), {t.stale} stale, "
             f"{t.dropped} duplicates dropped{since}; {tokens:,} tokens, {money(t.cost)}"
             f"{'' if t.cost is None else ' (estimate)'}.")

@@ -134,7 +134,7 @@ class Dream:
         if sender is None:
             return
         text = (f"The dream left {n} proposal{'s' * (n != 1)} for your review: "
-                f"/review shows {'them' if n != 1 else 'it'}.")
+                f"/review shows {'them' if n != 1 else 'it'}.") + (f"\n{health}" if health else "")
         for user in self.server.settings.telegram_allow_from:
             try:
                 sender.deliver(int(user), text)
