@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from agent.prices import Price, lookup, overrides
 from agent.stores.memory import MEMORY_FILES, count_facts
+from agent.vault import fulllog
 from agent.vault.change import BATCH, MODEL, RUN, TOKENS, read_tokens
+from agent.vault.fulllog import Commit
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -41,8 +43,6 @@ ACCEPTED, REJECTED = "Accepted", "Rejected"   # written by a review (agent/ops/r
 USAGE = ("input_tokens", "output_tokens", "cache_read_input_tokens",
          "cache_creation_input_tokens")
 _KEYS = (MODEL, TOKENS, BATCH, RUN, DROPPED, ACCEPTED, REJECTED)
-_F, _R, _V = "\x1f", "\x1e", "\x1d"
-_EMPTY = "0" * 40
 _DIRECT = re.compile(r"^\+(\d+) facts?, (\d+) updated, (\d+) removed")
 _PROPOSED = re.compile(r", (\d+) proposed \(")
 
@@ -126,71 +126,6 @@ class Stats:
                 "total": self.total.to_json()}
 
 
-@dataclass
-class _Commit:
-    sha: str
-    parents: list[str]
-    when: int
-    subject: str
-    trailers: dict[str, list[str]]
-    blobs: dict[str, str]          # memory file -> its blob after this commit ("" deleted)
-
-    def trailer(self, key: str) -> str | None:
-        values = self.trailers.get(key)
-        return values[-1] if values else None
-
-    @property
-    def kind(self) -> str:
-        return self.subject.split(":", 1)[0].split("(", 1)[0]
-
-
-def _log(vault: Vault) -> list[_Commit]:
-    """Every commit reachable from HEAD, oldest first, in one `git log`."""
-    if vault.head() is None:
-        return []
-    trailers = "".join(f"{_F}%(trailers:key={k},valueonly,separator=%x1d)" for k in _KEYS)
-    out = vault.git("log", "--reverse", "--root", "--raw", "--no-abbrev", "--no-renames",
-                    "--diff-merges=first-parent",
-                    f"--format={_R}%H{_F}%P{_F}%ct{_F}%s{trailers}{_F}", "HEAD")
-    commits = []
-    for rec in out.split(_R):
-        if not rec.strip():
-            continue
-        head, _, raw = rec.rpartition(_F)
-        sha, parents, when, subject, *values = head.split(_F)
-        found = {k: [x.strip() for x in v.split(_V) if x.strip()] for k, v in zip(_KEYS, values)}
-        blobs = {}
-        for line in raw.splitlines():
-            meta, tab, path = line.partition("\t")
-            if tab and path in MEMORY_FILES and meta.startswith(":"):
-                new = meta.split()[3]
-                blobs[path] = "" if new == _EMPTY else new
-        commits.append(_Commit(sha, parents.split(), int(when), subject,
-                               {k: v for k, v in found.items() if v}, blobs))
-    return commits
-
-
-def _blob_facts(vault: Vault, blobs: set[str]) -> dict[str, int]:
-    """The facts each blob holds, read in one `git cat-file --batch`."""
-    if not blobs:
-        return {}
-    order = sorted(blobs)
-    data = vault.git("cat-file", "--batch", input="".join(b + "\n" for b in order))
-    raw = data.encode("utf-8", "surrogateescape")
-    out, at = {}, 0
-    for blob in order:
-        end = raw.index(b"\n", at)
-        header = raw[at:end].split()
-        at = end + 1
-        if len(header) < 3 or header[1] == b"missing":
-            out[blob] = 0
-            continue
-        size = int(header[2])
-        out[blob] = count_facts(raw[at:at + size].decode("utf-8", "replace"))
-        at += size + 1
-    return out
-
-
 def _numbers(value: str | None) -> int:
     """How many numbers a trailer such as `Accepted: 1, 3` lists."""
     return len([x for x in (value or "").split(",") if x.strip()])
@@ -217,7 +152,7 @@ class Pricing:
         return self._cache[model]
 
 
-def _part(c: _Commit, pricing: Pricing) -> tuple[str, Part] | None:
+def _part(c: Commit, pricing: Pricing) -> tuple[str, Part] | None:
     value = c.trailer(TOKENS)
     if value is None:
         return None
@@ -243,10 +178,10 @@ def _part(c: _Commit, pricing: Pricing) -> tuple[str, Part] | None:
 def stats(vault: Vault, settings: Settings, now: datetime,
           since: date | datetime | None = None) -> Stats:
     """Health per day (the days with commits, from `since` on) and in total."""
-    commits = _log(vault)
+    commits = fulllog.commits(vault, _KEYS, MEMORY_FILES)
     zone: tzinfo | None = now.tzinfo
     pricing = Pricing(settings)
-    chain = _first_parents(commits)
+    chain = fulllog.first_parents(commits)
     days: dict[str, Day] = {}
     state: dict[str, str] = {}
     ends: dict[str, dict[str, str]] = {}
@@ -273,7 +208,8 @@ def stats(vault: Vault, settings: Settings, now: datetime,
         if found:
             d.parts[found[0]].add(found[1])
     _stale(vault, days, run_day, now)
-    facts = _blob_facts(vault, {b for files in ends.values() for b in files.values() if b})
+    texts = fulllog.blobs(vault, {b for files in ends.values() for b in files.values() if b})
+    facts = {sha: count_facts(text) for sha, text in texts.items()}
     held: dict[str, str] = {}
     for day in sorted(days):
         held.update(ends.get(day, {}))
@@ -292,18 +228,6 @@ def _day(since: date | datetime | None, zone: tzinfo | None) -> str | None:
     if isinstance(since, datetime):
         return since.astimezone(zone).date().isoformat()
     return since.isoformat()
-
-
-def _first_parents(commits: list[_Commit]) -> set[str]:
-    """The commits of HEAD's first-parent line (the vault's own states, in order)."""
-    parents = {c.sha: c.parents for c in commits}
-    out: set[str] = set()
-    sha: str | None = commits[-1].sha if commits else None
-    while sha is not None and sha not in out:
-        out.add(sha)
-        ps = parents.get(sha) or []
-        sha = ps[0] if ps else None
-    return out
 
 
 def _stale(vault: Vault, days: dict[str, Day], run_day: dict[str, str], now: datetime) -> None:
