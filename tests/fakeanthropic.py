@@ -511,7 +511,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, rec: Recorded, e: ErrorReply) -> None:
         if e.delay:
-            time.sleep(e.delay)
+            time.sleep(e.delay)         # a slow API, as the test scripted it
         self._send(rec, e.status, e.body(), headers=e.headers)
 
     def _not_found(self, rec: Recorded, what: str) -> None:
@@ -590,7 +590,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, ErrorReply):
             return self._error(rec, item)
         if item.delay:
-            time.sleep(item.delay)
+            time.sleep(item.delay)      # a slow API, as the test scripted it
         msg = self.fake._message(item, body)
         if item.then_error is not None and not body.get("stream"):
             return self._error(rec, item.then_error)
@@ -610,7 +610,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             for i, (event, data) in enumerate(_sse_events(msg, r.chunk_size, r.then_error)):
                 if i and r.chunk_delay:
-                    time.sleep(r.chunk_delay)
+                    time.sleep(r.chunk_delay)       # a reply streamed slowly, as scripted
                 chunk = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
