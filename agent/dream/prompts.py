@@ -171,10 +171,11 @@ class Selection:
     done: archive.Consolidated
     entries: list[archive.Entry] = field(default_factory=list)   # sent to the analyst
     skipped: list[archive.Entry] = field(default_factory=list)   # heartbeat and dream sessions
+    passed: list[archive.Entry] = field(default_factory=list)    # nothing asked (explicit)
 
     @property
     def ids(self) -> list[int]:
-        return sorted(e.id for e in self.entries + self.skipped)
+        return sorted(e.id for e in self.entries + self.skipped + self.passed)
 
     @property
     def cursor(self) -> int:

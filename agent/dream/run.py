@@ -266,11 +266,12 @@ class _Run:
         raw_tokens = self.settings.dream_raw_tokens
         cache = prompts.SessionCache(root)
         asked = self.asked(sel, cache) if self.explicit else None
-        passed = [e.id for e in sel.entries if asked is not None and not asked[e.id]]
-        if passed:
-            sel.entries = [e for e in sel.entries if e.id not in set(passed)]
+        if asked is not None:
+            sel.passed = [e for e in sel.entries if not asked[e.id]]
+            sel.entries = [e for e in sel.entries if asked[e.id]]
             if not sel.entries:
-                return self.skip_only(sel, passed)
+                return self.skip_only(sel)
+        passed = [e.id for e in sel.passed]
         rendered = [(e.id, prompts.render_entry(e, cache, raw_tokens,
                                                 asked[e.id] if asked is not None else None))
                     for e in sel.entries]
@@ -583,15 +584,15 @@ class _Run:
                            "first": state.first, "through": state.through, "batches": state.batch_ids(),
                            "message": message})
 
-    def skip_only(self, sel, passed: list[int] | None = None) -> DreamOutcome:
+    def skip_only(self, sel) -> DreamOutcome:
         """Only heartbeat/dream entries wait, or (explicit learning) entries in which
         nobody asked to remember anything: the cursor moves past them, no model call."""
         span = {"cursor": sel.cursor, "first": sel.first, "through": sel.through}
         why = (f"The {len(sel.skipped)} entr{'ies' if len(sel.skipped) != 1 else 'y'} after the "
                f"cursor come from heartbeat or dream sessions, or cover messages other "
                f"entries cover already: they are not dream input.") if sel.skipped else ""
-        if passed:
-            why = (why + " " + passed_over(len(passed))).strip()
+        if sel.passed:
+            why = (why + " " + passed_over(len(sel.passed))).strip()
         if self.dry_run:
             return self.outcome("dry_run", f"{why} A run would move the cursor to "
                                 f"{sel.through}; nothing else.", **span)
