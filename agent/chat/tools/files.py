@@ -6,7 +6,9 @@ import os
 
 from agent.chat.tools.registry import ToolError, current_context, tool
 from agent.fs.offlimits import OFF_LIMITS, is_off_limits
+from agent.dream import holds
 from agent.errors import UserError
+from agent.stores.memory import MEMORY_FILES
 from agent.vault import heldwrites
 from agent.vault import kinds
 from agent.vault.repo import CONTROL_FILES
@@ -133,6 +135,8 @@ def write_file(path: str, content: str) -> str:
         content += "\n"
     if kinds.kind_of(rel).model == "hold":
         return _hold(rel, content)
+    if rel in MEMORY_FILES and holds.holds(current_context().settings):
+        return _held_for_review(rel, vault.current(rel) or "", content)
     vault.write_text(rel, content)
     return f"{'Replaced' if existed else 'Created'} {rel} ({len(content)} characters)."
 
@@ -166,8 +170,23 @@ def edit_file(path: str, old: str, new: str) -> str:
     text = _read(rel)
     if kinds.kind_of(rel).model == "hold":
         return _hold(rel, replace_once(text, old, new, rel))
+    if rel in MEMORY_FILES and holds.holds(current_context().settings):
+        return _held_for_review(rel, text, replace_once(text, old, new, rel))
     current_context().vault.update(rel, lambda text: replace_once(text, old, new, rel))
     return f"Edited {rel}."
+
+
+def _held_for_review(rel: str, old: str, new: str) -> str:
+    """A write of MEMORY.md or USER.md under `[dream] review = "all"`: its fact-line
+    edits wait for the person's review, the file stays as it is."""
+    from agent.chat.tools.memory import hold
+
+    ops = holds.ops_between(rel, old, new)
+    if not ops:
+        raise ToolError(f"{rel} is changed only through review here ([dream] review = "
+                        f"\"all\"), and this write changes no fact line (a bullet): "
+                        f"nothing was written. Add facts with remember.")
+    return hold(rel, ops)
 
 
 def _hold(rel: str, text: str) -> str:
