@@ -24,7 +24,7 @@ from datetime import datetime
 
 from agent.dream import prompts
 from agent.dream.edits import FILES, apply_ops
-from agent.dream import holds
+from agent.stores import holds
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
 from agent.stores import archive, arrivals, ledger, rejections, sessions

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agent.dream import holds
-from agent.stores import ledger, memory
-from agent.chat.tools.files import _read, confine
+from agent.stores import holds
+from agent.stores import memory
+from agent.chat.tools.files import _read, confine, hold
 from agent.chat.tools.registry import ToolError, current_context, tool
 
 TITLES = memory.TITLES
@@ -46,24 +46,6 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
         return f"{rel} already has: - {one}"
     where = f" under {section.strip()}" if section else ""
     return f"Added to {rel}{where}: - {one}"
-
-
-def hold(rel: str, ops: list[dict]) -> str:
-    """`ops` on a memory file recorded as proposals waiting for review (agent.dream.holds),
-    in this turn's commit; the file stays as it is."""
-    ctx = current_context()
-    vault = ctx.vault
-    waiting = {(p.get("file"), memory.normalise(str(p.get("line") or p.get("old") or "")))
-               for p in ledger.proposals(ledger.read(vault.root))}
-    ops = [o for o in ops if (o["file"], memory.normalise(o["new"] or o["old"])) not in waiting]
-    if not ops:
-        return f"That already waits for the person's review (`agent review`); {rel} is unchanged."
-    run = holds.run_of(vault.host(), ctx.now)
-    make = holds.records(ops, run, ctx.now.isoformat(timespec="seconds"),
-                         ctx.parent or f"{ctx.session}")
-    vault.update(ledger.LEDGER, holds.append(vault.state, make))
-    return (f"Not written to {rel}: {holds.describe(ops)}; "
-            + holds.HELD.format(file=rel) + ". Tell the person it waits for their review.")
 
 
 def _real_vault():
