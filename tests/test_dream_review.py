@@ -528,3 +528,25 @@ def test_review_all_holds_a_chat_turns_writes_to_memory_for_review(seeded, run, 
     assert subjects(vault)[0] == f"review: accept 1 of 3 from {run_id}"
     assert run("review", "reject", pg_id).exit_code == 0
     assert "Postgres 17" not in read(vault, "MEMORY.md")
+
+
+@pytest.mark.slow
+def test_review_all_holds_an_mcp_clients_remember_for_review(seeded, run, fixed_now):
+    from test_mcp_server import drive, text_of
+
+    vault = seeded
+    set_review(vault, "all")
+
+    async def steps(c):
+        return text_of(await c.call_tool("remember", {"text": "Prefers window seats",
+                                                      "target": "user", "section": "Travel"}))
+    said = drive(vault, steps)
+    assert "Not written to USER.md: - Prefers window seats is held for review" in said
+    assert read(vault, "USER.md") == USER
+    assert subjects(vault)[0] == "mcp(claude-code): propose 1 fact for USER.md (held for review)"
+    [item] = [json.loads(x) for x in run("review", "--json").output.splitlines()]
+    assert item["new"] == "- Prefers window seats" and item["section"] == "Travel"
+    assert item["source"] == "asked to remember (MCP client Claude Code), held for review"
+    assert item["remote"] == ""
+    assert run("review", "accept", item["id"]).exit_code == 0
+    assert "## Travel\n\n- Prefers window seats\n" in read(vault, "USER.md")

@@ -275,7 +275,7 @@ def pending(vault: Vault) -> list[Item]:
                    int(lo) <= i <= int(hi)][:10]
         remote, by = arrivals.origin(came, r)
         fact = str(r.get("line") or r.get("old") or "")
-        source = (f"written in chat ({r['chat']}), held for review" if r.get("chat")
+        source = (f"{r.get('reason')}, held for review" if r.get("chat")
                   else _excerpt(root, ids, cache, paths, fact))
         items.append(Item(
             k, f"{r['run']}#{r['n']}", r["run"], int(r["n"]), totals[r["run"]],

@@ -76,17 +76,18 @@ def ops_between(file: str, old: str, new: str) -> list[dict]:
     return out
 
 
-def records(ops: list[dict], run: str, at: str, where: str) -> Callable[[list[dict]], list[dict]]:
+def records(ops: list[dict], run: str, at: str, where: str,
+            how: str = "written in chat") -> Callable[[list[dict]], list[dict]]:
     """A function of the ledger's records as they are when the turn is saved: the
     proposal records of `ops`, numbered after the run's last one (`where`: the chat and
-    turn they came from)."""
+    turn they came from; `how`: what wrote them)."""
     def made(existing: list[dict]) -> list[dict]:
         last = max((int(r["n"]) for r in existing if r.get("run") == run
                     and isinstance(r.get("n"), int)), default=0)
         return [{"run": run, "at": at, "status": ledger.PROPOSED, "n": last + k,
                  "op": o["op"], "file": o["file"], "section": o.get("section", ""),
                  "line": o["new"] if o["op"] != "delete" else "", "old": o.get("old", ""),
-                 "reason": f"written in chat ({where})", "archive": [], "exact": True,
+                 "reason": f"{how} ({where})", "archive": [], "exact": True,
                  "chat": where}
                 for k, o in enumerate(ops, 1)]
     return made
