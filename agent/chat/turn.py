@@ -248,7 +248,7 @@ def persist(vault: Vault, staged: StagedVault | None, session: str, now: datetim
         with held:
             sha = _save(vault, rel, change, write, done)
             index.refresh(vault, after_commit=True)
-    except BaseException:
+    except BaseException:  # any: the held signal is delivered, then the failure raised again
         held.deliver()      # a Ctrl-C pressed meanwhile: it wins over the failure
         raise
     try:

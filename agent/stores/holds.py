@@ -15,6 +15,7 @@ import difflib
 import re
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 
 from agent.stores import arrivals, ledger
 from agent.stores.memory import FACT, HEADING, MEMORY_FILES, normalise
@@ -93,7 +94,7 @@ def records(ops: list[dict], run: str, at: str, where: str,
     return made
 
 
-def append(state, make: Callable[[list[dict]], list[dict]]) -> Callable[[str | None], str]:
+def append(state: Path, make: Callable[[list[dict]], list[dict]]) -> Callable[[str | None], str]:
     """The staged update of the ledger's text that appends `make`'s records (noted as
     made on this machine, `state`: its .agent/ folder)."""
     def update(text: str | None) -> str:

@@ -32,7 +32,7 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
     if target == "daily":
         rel = memory.daily_path(ctx.now.date())
         line = memory.note_line(one, ctx.now)
-        vault.append_line(rel, line, header=memory.daily_header(ctx.now.date()))
+        vault.append_lines(rel, [line], header=memory.daily_header(ctx.now.date()))
         return f"Noted in {rel}: {line}"
     rel = memory.MEMORY if target == "memory" else memory.USER
     before = vault.current(rel)

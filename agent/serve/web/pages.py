@@ -259,7 +259,7 @@ def memory_save(page, request):
 
 
 def _reviewer(vault: Vault) -> str:
-    who = vault.user_identity()
+    who = vault.identity.user()
     return f"{who.name} <{who.email}>"
 
 
