@@ -177,3 +177,25 @@ def test_recalled_memory_is_marked_for_the_analyst_and_not_learned_again(vault, 
     assert "Dropped add in USER.md: - Dentist is Dr. Silva in Alfama (recalled from memory " \
            "in the conversation" in r.output
     assert trailers(vault)["Dropped-duplicates"] == "1"
+
+
+def test_explicit_learning_keeps_the_chats_remember_to_what_the_person_asked(vault, run,
+                                                                             fake_anthropic):
+    from fakeanthropic import reply, tool_use
+
+    facts(vault)
+    explicit(vault, run)
+    fake_anthropic.add(
+        reply(tool_use("remember", {"text": "Loves jazz", "target": "user"}, id="t1")),
+        reply("Fine."),
+        reply(tool_use("remember", {"text": "Sister Ana lives in Porto", "target": "user"},
+                       id="t2")),
+        reply("Kept."))
+    assert run("chat", "-m", "I love jazz, by the way.").exit_code == 0
+    [result] = [b for b in fake_anthropic.calls()[1].body["messages"][-1]["content"]
+                if b.get("type") == "tool_result"]
+    assert result.get("is_error") and "the person keeps memory explicit" in str(result["content"])
+    assert read(vault, "USER.md") == USER
+    r = run("chat", "-m", "My sister Ana lives in Porto. Please remember that.")
+    assert r.exit_code == 0, r.output
+    assert read(vault, "USER.md") == USER + SISTER + "\n"

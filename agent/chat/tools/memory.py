@@ -35,6 +35,10 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
         vault.append_lines(rel, [line], header=memory.daily_header(ctx.now.date()))
         return f"Noted in {rel}: {line}"
     rel = memory.MEMORY if target == "memory" else memory.USER
+    if getattr(ctx.settings, "memory_learn", "auto") == "explicit" and not _asked(ctx.messages):
+        raise ToolError(f"Not kept in {rel}: the person keeps memory explicit ([memory] learn "
+                        f"= \"explicit\"), so a lasting fact is kept only when they ask to "
+                        f"remember it. Use target \"daily\" for today's note, or ask them.")
     before = vault.current(rel)
     if holds.holds(ctx.settings):
         if before is not None and memory.find_fact(before, one) is not None:
@@ -46,6 +50,23 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
         return f"{rel} already has: - {one}"
     where = f" under {section.strip()}" if section else ""
     return f"Added to {rel}{where}: - {one}"
+
+
+def _asked(messages: list | None) -> bool:
+    """Whether the person's newest words in this turn (not the <context> block the
+    system adds, not a tool's result) ask to remember something."""
+    from agent.dream.learning import asks_to_remember
+
+    for message in reversed(messages or []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        said = [b.get("text", "") for b in blocks or [] if isinstance(b, dict)
+                and b.get("type") == "text" and not str(b.get("text", "")).startswith("<context>")]
+        if said:
+            return any(asks_to_remember(t) for t in said)
+    return False
 
 
 def _real_vault():
