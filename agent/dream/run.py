@@ -206,6 +206,8 @@ class _Run:
         self.settings = load_settings(vault.root)
         self.waited = 0.0
         self._t0 = time.monotonic()
+        self._sessions: prompts.SessionCache | None = None
+        self._entries: list[archive.Entry] | None = None
 
     # -- helpers
 
@@ -370,14 +372,25 @@ class _Run:
                 hand[name] = set(lines)          # unknown: every line counts as the person's
             else:
                 hand[name] = {line for line, who in zip(lines, authors) if who != agent_email}
-        wanted = set(state.entries or [])
-        cache = prompts.SessionCache(self.vault.root)
-        evidence = []
-        for entry_id, rel in archive.entry_ids(self.vault.root):
-            if entry_id in wanted:
-                evidence.append(prompts.render_entry(archive.load(self.vault.root, rel), cache,
-                                                      self.settings.dream_raw_tokens))
+        cache = self.session_cache()
+        evidence = [prompts.render_entry(e, cache, self.settings.dream_raw_tokens)
+                    for e in self.run_entries(state)]
         return {"hand": hand, "evidence": "\n".join(evidence)}
+
+    def session_cache(self) -> prompts.SessionCache:
+        """One cache of session files for the run's checks, so each file is read once."""
+        if self._sessions is None:
+            self._sessions = prompts.SessionCache(self.vault.root)
+        return self._sessions
+
+    def run_entries(self, state: RunState) -> list[archive.Entry]:
+        """The archive entries the run sent to the model, loaded once."""
+        if self._entries is None:
+            wanted = set(state.entries or [])
+            self._entries = [archive.load(self.vault.root, rel)
+                             for entry_id, rel in archive.entry_ids(self.vault.root)
+                             if entry_id in wanted]
+        return self._entries
 
     def memory_prompt(self, state: RunState) -> str:
         return prompts.memory_block(state.memory_text, state.user_text)
@@ -647,13 +660,10 @@ class _Run:
 
     def recalled(self, state: RunState) -> list[str]:
         """The lines the run's conversations read back from memory (tool results)."""
-        wanted = set(state.entries or [])
-        cache = prompts.SessionCache(self.vault.root)
+        cache = self.session_cache()
         out: list[str] = []
-        for entry_id, rel in archive.entry_ids(self.vault.root):
-            if entry_id in wanted:
-                e = archive.load(self.vault.root, rel)
-                out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, e.sources())]))
+        for e in self.run_entries(state):
+            out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, e.sources())]))
         return out
 
     def screen_learning(self, state: RunState, texts: dict[str, str],
