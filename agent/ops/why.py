@@ -189,6 +189,35 @@ def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
     return steps
 
 
+@dataclass
+class Teller:
+    """What telling many lines' first steps shares: the commits read once, who the agent
+    is, which commits this machine made."""
+    agent_email: str
+    here: set[str]
+    host: str
+    commits: dict[str, lineage.CommitRecord] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, vault: Vault) -> "Teller":
+        return cls(vault.agent_identity().email, lineage.made_here(vault), vault.host())
+
+
+def taught_by(vault: Vault, sha: str, rel: str, line: int, text: str,
+              teller: Teller | None = None) -> Step:
+    """The head of a line's story: the commit `sha` that wrote line `line` of `rel` (as
+    blame names it) with its source, as `walk` tells its first step."""
+    teller = teller or Teller.of(vault)
+    c = teller.commits.get(sha)
+    if c is None:
+        c = teller.commits[sha] = lineage.commit_record(vault, sha)
+    step = _step(vault, c, rel, line, text, teller.agent_email)
+    if step.kind != "sync merge":
+        step.here = c.sha in teller.here
+        step.host = teller.host if step.here else ""
+    return step
+
+
 def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
     if len(c.parents) > 1:
         return "sync merge"

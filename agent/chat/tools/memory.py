@@ -99,6 +99,10 @@ def memory_search(query: str, limit: int = 10) -> str:
     hits = index.search(_real_vault(), query, limit=limit)
     if not hits:
         return f"No matches for {query!r}."
+    used = current_context().used
+    if used is not None:             # the turn's record of what memory it was shown
+        for h in hits:
+            used.found(h.path, h.line, list(h.message_ids), _real_vault().root)
     return "\n".join(format_hit(h) for h in hits)
 
 
