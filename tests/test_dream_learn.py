@@ -151,6 +151,8 @@ def test_a_restated_fact_is_dropped_before_review_and_counted(vault, run, fake_a
     assert subjects(vault)[0] == "dream: +2 facts, 0 updated, 0 removed, 1 proposed (archive 1..1)"
     assert trailers(vault)["Dropped-duplicates"] == "4"
     assert "Dropped before review: 4" in vault.git("log", "-1", "--format=%B")
+    stats = json.loads(run("stats", "--json").output)
+    assert stats["total"]["proposals"]["dropped_duplicates"] == 4
     assert "new: - The team uses Postgres 17" in run("review").output
 
 
