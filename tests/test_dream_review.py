@@ -467,3 +467,87 @@ def test_a_card_quotes_the_message_that_states_its_own_fact(vault, run, fake_ant
                                           'last week!"')
     assert 'from: archive 1 (topic 1): "My sister Ana works as a nurse in Porto."' \
         in run("review").output
+
+
+# ---- with review = "all", a chat turn's writes to memory wait too (issue 35, item 5) --------
+
+
+def test_review_all_holds_a_chat_turns_writes_to_memory_for_review(seeded, run, fake_anthropic,
+                                                                   fixed_now):
+    from fakeanthropic import reply, tool_use
+
+    from agent.vault.repo import Vault
+
+    vault = seeded
+    set_review(vault, "all")
+    before = {f: read(vault, f) for f in ("MEMORY.md", "USER.md")}
+    veg = "- The user is vegetarian"
+    fake_anthropic.add(
+        reply(tool_use("remember", {"text": "The user is vegetarian", "target": "user",
+                                    "section": "Food"}, id="t1"),
+              tool_use("edit_file", {"path": "MEMORY.md", "old": "- The team uses Postgres 16",
+                                     "new": "- The team uses Postgres 17"}, id="t2"),
+              tool_use("write_file", {"path": "USER.md",
+                                      "content": USER + "- Has a cat named Miso\n"}, id="t3")),
+        reply("Both wait for your review."))
+    r = run("chat", "-m", "Remember that I'm vegetarian; we moved to Postgres 17; I have a cat.")
+    assert r.exit_code == 0, r.output
+    results = [b for b in fake_anthropic.calls()[-1].body["messages"][-1]["content"]
+               if b.get("type") == "tool_result"]
+    assert all("held for review" in str(b["content"]) for b in results), results
+    assert not any(b.get("is_error") for b in results)
+    # Nothing reached main's memory files, now or after archiving and dreaming.
+    assert {f: read(vault, f) for f in before} == before
+    fake_anthropic.add(json_reply({"topic": "Food and Postgres", "summary": "Vegetarian.",
+                                   "importance": 0.5}))
+    assert run("archive").exit_code == 0
+    fake_anthropic.add(json_reply({"findings": []}))
+    assert run("dream", "--sync").exit_code == 0
+    assert {f: read(vault, f) for f in before} == before
+    assert {f: vault.git("show", f"HEAD:{f}") for f in before} == before
+
+    items = [json.loads(x) for x in run("review", "--json").output.splitlines()]
+    chat = [i for i in items if i["run"].startswith("chat-")]
+    host = Vault(vault.root).host()
+    run_id = f"chat-{host}-{fixed_now:%Y-%m-%d}"
+    # The three tools ran at once: their numbers follow the order they were staged in.
+    assert sorted(i["id"] for i in chat) == [f"{run_id}#1", f"{run_id}#2", f"{run_id}#3"]
+    assert sorted((i["op"], i["file"], i["old"], i["new"]) for i in chat) == [
+        ("add", "USER.md", "", "- Has a cat named Miso"), ("add", "USER.md", "", veg),
+        ("update", "MEMORY.md", "- The team uses Postgres 16", "- The team uses Postgres 17")]
+    assert {i["source"] for i in chat} == {"written in chat (cli/default turn 3), held for review"}
+    veg_id = next(i["id"] for i in chat if i["new"] == veg)
+    pg_id = next(i["id"] for i in chat if i["op"] == "update")
+    assert branches(vault)[-1] == f"dream/{run_id}"
+    assert f"+{veg}" in vault.git("diff", "main", f"dream/{run_id}")
+    listed = run("review").output
+    assert f"[{run_id}, 1 of 3]" in listed
+
+    r = run("review", "accept", veg_id)
+    assert r.exit_code == 0, r.output
+    assert read(vault, "USER.md").endswith("## Food\n\n" + veg + "\n")
+    assert subjects(vault)[0] == f"review: accept 1 of 3 from {run_id}"
+    assert run("review", "reject", pg_id).exit_code == 0
+    assert "Postgres 17" not in read(vault, "MEMORY.md")
+
+
+@pytest.mark.slow
+def test_review_all_holds_an_mcp_clients_remember_for_review(seeded, run, fixed_now):
+    from test_mcp_server import drive, text_of
+
+    vault = seeded
+    set_review(vault, "all")
+
+    async def steps(c):
+        return text_of(await c.call_tool("remember", {"text": "Prefers window seats",
+                                                      "target": "user", "section": "Travel"}))
+    said = drive(vault, steps)
+    assert "Not written to USER.md: - Prefers window seats is held for review" in said
+    assert read(vault, "USER.md") == USER
+    assert subjects(vault)[0] == "mcp(claude-code): propose 1 fact for USER.md (held for review)"
+    [item] = [json.loads(x) for x in run("review", "--json").output.splitlines()]
+    assert item["new"] == "- Prefers window seats" and item["section"] == "Travel"
+    assert item["source"] == "asked to remember (MCP client Claude Code), held for review"
+    assert item["remote"] == ""
+    assert run("review", "accept", item["id"]).exit_code == 0
+    assert "## Travel\n\n- Prefers window seats\n" in read(vault, "USER.md")

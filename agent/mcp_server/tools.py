@@ -354,11 +354,17 @@ class VaultTools:
         return f" ({sha[:7]})" if sha else ""
 
     def remember(self, text: str, target: str, section: str | None, client: str | None) -> str:
+        from agent.config import load_settings
         from agent.ops import notes
+        from agent.stores import holds
         done = notes.remember(self.vault, text, target, self.clock(), section=section,
-                              via=self._via(client, "remember", "remember"))
+                              via=self._via(client, "remember", "remember"),
+                              hold=holds.holds(load_settings(self.vault.root)))
         if target == "daily":
             return f"Noted in {done.rel}: {done.line}" + self._refresh(done.sha)
+        if done.held:
+            return (f"Not written to {done.rel}: - {done.line} is {holds.HELD.format(file=done.rel)}"
+                    f"; its id is {done.held}." + self._refresh(done.sha))
         if not done.added:
             return f"{done.rel} already has: - {done.line}"
         where = f" under {done.section}" if done.section else ""
