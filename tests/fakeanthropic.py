@@ -203,13 +203,13 @@ class Recorded:
     def json(self) -> Any:
         return self.body
 
-    def wait_for_text(self, timeout: float = 10.0) -> "Recorded":
+    def wait_for_text(self, timeout: float = 60.0) -> "Recorded":
         """Block until the streamed answer has sent its first piece of text."""
         if not self.text_sent.wait(timeout):
             raise TimeoutError(f"fake Anthropic: no text streamed for {self.path} after {timeout}s")
         return self
 
-    def wait(self, timeout: float = 10.0) -> "Recorded":
+    def wait(self, timeout: float = 60.0) -> "Recorded":
         """Block until the server has finished answering this request."""
         if not self.finished.wait(timeout):
             raise TimeoutError(f"fake Anthropic: {self.method} {self.path} still answering after {timeout}s")
@@ -350,7 +350,7 @@ class FakeAnthropic:
         with self._lock:
             return self.requests[-1]
 
-    def wait_for_requests(self, n: int, path: str | None = None, timeout: float = 10.0) -> list[Recorded]:
+    def wait_for_requests(self, n: int, path: str | None = None, timeout: float = 60.0) -> list[Recorded]:
         """Block until at least n requests (to `path` if given) arrived; raise on timeout."""
         def matching():
             return [r for r in self.requests if path is None or r.path == path]

@@ -723,7 +723,7 @@ class Terminal:
         self.out += chunk
         return bool(chunk)
 
-    def until(self, marker: bytes, timeout: float = 15) -> None:
+    def until(self, marker: bytes, timeout: float = 60) -> None:
         """Wait for `marker` in the output after what was already waited for."""
         deadline = time.monotonic() + timeout
         while marker not in self.out[self.pos:]:
@@ -752,7 +752,7 @@ class Terminal:
                 return
         raise AssertionError("Ctrl-C at the prompt was not heard:\n" + self.out.decode(errors="replace"))
 
-    def exit_status(self, timeout: float = 30) -> int:
+    def exit_status(self, timeout: float = 60) -> int:
         deadline = time.monotonic() + timeout
         while True:                      # drain, so the child never blocks on a full pty
             got = self._read(deadline)
@@ -817,7 +817,7 @@ def test_repl_a_line_typed_during_a_reply_joins_the_running_turn(fake_anthropic,
     cue = threading.Event()
 
     def looking(_request):                 # answered once the test has typed its line
-        assert cue.wait(15)
+        assert cue.wait(60)
         return reply("Looking.", tool_use("memory_search", {"query": "tea"}))
     fake_anthropic.add(looking, reply("Green tea; and yes, oolong too."))
     term = Terminal(vault)
