@@ -764,7 +764,8 @@ def test_the_file_names_a_sync_knows_without_loading_their_stores_agree():
     import agent.stores
     from agent.stores import archive, cronfile
     from agent.sync import jobclaims, remotes
-    assert jobclaims._CRON_FILE == cronfile.CRON_FILE == agent.stores.CRON_FILE
+    from agent.sync import held
+    assert jobclaims._CRON_FILE == held.CRON == cronfile.CRON_FILE == agent.stores.CRON_FILE
     assert remotes._CURSOR == archive.CURSOR
     from agent.stores import memory
     assert remotes.FACT_FILES == memory.MEMORY_FILES

@@ -413,6 +413,15 @@ class Vault(TurnVault):
         return git.call(list(args), self.root)
 
     def head(self) -> str | None:
+        """The commit HEAD is at (None: none yet), read from the .git folder when it is
+        a plain one (no process), else asked of git."""
+        sig = self.head_from_files()
+        if sig is not None:
+            if sig.startswith("unborn:"):
+                return None
+            sha = sig.rpartition(":")[2]
+            if len(sha) in (40, 64) and all(c in "0123456789abcdef" for c in sha):
+                return sha
         p = git.run(["rev-parse", "--verify", "-q", "HEAD"], self.root)
         return p.stdout.strip() or None
 
