@@ -24,7 +24,6 @@ from agent.search.documents import (Doc, archive_doc, kind_of, memory_docs, mess
 from agent.search.text import tokens
 from agent.stores import sessions
 from agent.fs import safe
-from agent.vault import history
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -234,6 +233,7 @@ def changed_paths(vault: Vault, since: str, head: str | None, clean: bool = Fals
     if last is not None and last[0] == since and last[1] == head:
         committed = last[2]        # the caller's own commit, on top of the indexed one
     else:
+        from agent.vault import history      # only when the caller did not say
         committed = history.changed_since(vault, since, head)
     if committed is None:
         return None     # history rewritten under the index: rebuild

@@ -69,8 +69,11 @@ class Arrived:
     @classmethod
     def read(cls, root: Path, ours: str | None, theirs: str) -> Arrived:
         spec = [theirs] + (["--not", ours] if ours else [])
+        # Whatever the person's config says, every change is listed whole: submodules
+        # too (the intake refuses them), and no signature check writes into the output.
         p = git.run(["log", f"--format={_FORMAT}", "--raw", "-z", "-m", "--root",
-                     "--no-renames", "--no-abbrev", *spec], root, text=False)
+                     "--no-renames", "--no-abbrev", "--ignore-submodules=none",
+                     "--no-show-signature", *spec], root, text=False)
         if p.returncode:
             raise GitError(["log", *spec], p.returncode, p.stderr.decode("utf-8", "replace"))
         out = cls(root, ours, theirs, objects=git.Objects(root))

@@ -236,7 +236,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
             theirs, ours = _refs(vault, remote, branch, seen)
             if attempt == 0:
                 start = ours
-            ahead, behind = _counts(vault, theirs, ours)
+            ahead, behind = _counts(vault, theirs, ours, came)
             _check_incoming(vault, remote, branch, theirs, ours, behind, came)
             # Every ref as a sync that had nothing to repair left it: its tombstones were
             # applied and its proposal branches exchanged then, so they need no reading now.
@@ -250,7 +250,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
                     came.exact = False
                     theirs, ours = _refs(vault, remote, branch, seen)
                     start = ours
-                    ahead, behind = _counts(vault, theirs, ours)
+                    ahead, behind = _counts(vault, theirs, ours, came)
             # HEAD read from the .git folder (no process) tells whether the lock's repair,
             # the merge or a claim moved it, so the refs are read again only then.
             sig = vault.head_from_files()
@@ -260,13 +260,16 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
                 if not clean:
                     came.exact = False
                     ours = vault.head()
-                    ahead, behind = _counts(vault, theirs, ours)
+                    ahead, behind = _counts(vault, theirs, ours, came)
                 if behind:
-                    _merge(vault, remote, branch, result, theirs, ours, ahead, behind, came)
-                result.claimed += claim_jobs(vault)[0]
+                    ahead = _merge(vault, remote, branch, result, theirs, ours, ahead, behind,
+                                   came)
+                claimed, claim = claim_jobs(vault)
+                result.claimed += claimed
                 if sig is None or vault.head_from_files() != sig:
                     ours = vault.head()
-                    ahead = _count(vault, theirs, ours) if theirs != ours else 0
+                    if claim or sig is None:    # else the merge said how far ahead HEAD is
+                        ahead = _count(vault, theirs, ours) if theirs != ours else 0
             result.commits_out = ahead
             if not push or not result.commits_out:
                 break
@@ -366,28 +369,41 @@ def _fetch(vault: Vault, remote: str, branch: str, with_proposals: bool = False)
 
 def _refs(vault: Vault, remote: str, branch: str,
           seen: dict[str, str] | None = None) -> tuple[str | None, str | None]:
-    """(the fetched remote branch, HEAD) in one `git for-each-ref`; None when missing.
-    HEAD is refs/heads/<branch> (current_branch refuses a detached HEAD). The proposal
-    branches (dream/*, here and fetched) are read by the same call into `seen`."""
-    from agent.vault import branches
+    """(the fetched remote branch, HEAD) read from the .git folder (else in one `git
+    for-each-ref`); None when missing. HEAD is refs/heads/<branch> (current_branch
+    refuses a detached HEAD). The proposal branches (dream/*, here and fetched) are
+    read by the same call into `seen`."""
+    from agent.vault import branches, refs
     here = f"refs/heads/{current_branch(vault)}"
     tracking = f"refs/remotes/{remote}/{branch}"
-    found = dict(line.split(" ", 1)[::-1] for line in vault.git(
-        "for-each-ref", "--format=%(objectname) %(refname)", tracking, here,
-        *branches.ref_patterns(remote)).splitlines() if " " in line)
+    patterns = [tracking, here, *branches.ref_patterns(remote)]
+    found = refs.read(vault.root, patterns)
+    if found is None:
+        found = dict(line.split(" ", 1)[::-1] for line in vault.git(
+            "for-each-ref", "--format=%(objectname) %(refname)", *patterns).splitlines()
+            if " " in line)
     if seen is not None:
         seen.clear()
         seen.update(found)
     return found.get(tracking), found.get(here)
 
 
-def _counts(vault: Vault, theirs: str | None, ours: str | None) -> tuple[int, int]:
+def _counts(vault: Vault, theirs: str | None, ours: str | None,
+            came: _Came | None = None) -> tuple[int, int]:
     """(commits HEAD holds that the fetched branch does not, and the other way round),
-    in one `git rev-list` at most."""
+    in one `git rev-list` at most. With `came`, the commits that came in are read
+    (kept there for the checks and the merge), and a fast-forward needs no count: HEAD
+    is then a parent of one of them."""
     if theirs == ours:
         return 0, 0
     if not theirs or not ours:
         return _count(vault, None, ours), _count(vault, None, theirs)
+    if came is not None:
+        arrived = came.read(vault, ours, theirs)
+        behind = len(arrived.commits)
+        if behind and any(ours in c.parents for c in arrived.commits):
+            return 0, behind
+        return _count(vault, theirs, ours), behind
     out = vault.git("rev-list", "--left-right", "--count", f"{ours}...{theirs}").split()
     return int(out[0]), int(out[1])
 
@@ -453,17 +469,17 @@ def _count(vault: Vault, since: str | None, until: str | None) -> int:
 
 
 def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: str,
-           ours: str | None, ahead: int, behind: int, came: _Came) -> None:
+           ours: str | None, ahead: int, behind: int, came: _Came) -> int:
     """Bring what came in (`theirs`, not in HEAD `ours`: `behind` commits; HEAD has
     `ahead` commits `theirs` lacks) into HEAD (under the lock): fast-forward or a merge
-    commit."""
+    commit. How many commits HEAD then has that `theirs` lacks."""
     result.commits_in += behind
     arrived = came.read(vault, ours, theirs)
     from agent.sync import arrivals     # before anything moves: a proposal never goes unmarked
     arrivals.note(vault, ours, theirs, f"{remote}/{branch}", arrived)
     if ours is None:            # no commit here yet: the work tree moves as any other sync
         vault.journal.checkout_commit(theirs, f"sync: check out {remote}/{branch}")
-        return
+        return 0
     from agent.sync import held
     source = f"{remote}/{branch}"
     forward = not ahead          # HEAD is an ancestor of what came in
@@ -484,7 +500,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     result.held.extend(h.label() for h in now_held)
     if forward and tree == merged_tree:
         vault.journal.checkout_commit(theirs, f"sync: fast-forward to {source}")
-        return
+        return 0
     if tree != merged_tree:
         notes.append(f"Changes from {remote} to what decides what the agent runs, where it "
                      f"sends and how git behaves were not taken: this machine's version "
@@ -496,6 +512,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
                     env=vault.agent_identity().env(), input=change.message()).strip()
     vault.journal.checkout_commit(sha, f"sync: merge from {remote}")
     result.merge_commit = sha
+    return ahead + 1             # HEAD's own commits and the merge
 
 
 def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
