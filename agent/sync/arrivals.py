@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from agent.stores import arrivals, ledger
+from agent.stores import ledger
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def note(vault: Vault, ours: str | None, theirs: str, source: str,
     none when a sync read those commits already (`arrived`)."""
     if arrived is not None:
         found = _added(arrived)
-        return arrivals.came(vault.state, found, source) if found else 0
+        return _came(vault, found, source)
     spec = [theirs] + (["--not", ours] if ours else [])
     # -m: a merge commit's own changes count too (a line no parent had is shown).
     out = vault.git("log", "-p", "-m", "-U0", "--reverse", "--no-color", "--no-renames",
@@ -45,7 +45,14 @@ def note(vault: Vault, ours: str | None, theirs: str, source: str,
             continue
         if isinstance(record, dict):
             found.append((record, commit, by))
-    return arrivals.came(vault.state, found, source) if found else 0
+    return _came(vault, found, source)
+
+
+def _came(vault: Vault, found: list[tuple[dict, str, str]], source: str) -> int:
+    if not found:
+        return 0
+    from agent.stores import arrivals     # its record's keys are digests: OpenSSL, loaded
+    return arrivals.came(vault.state, found, source)   # only when a proposal came
 
 
 def _added(arrived: Arrived) -> list[tuple[dict, str, str]]:

@@ -18,8 +18,8 @@ files, the fact files, the search index) asks git nothing when none of them came
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from agent.vault import git
 from agent.vault.git import GitError
@@ -30,8 +30,7 @@ EMPTY = "0" * 40
 _FORMAT = "%x01%H%x02%T%x02%P%x02%an <%ae>%x02%(trailers:key=Host,valueonly,separator=%x2C)"
 
 
-@dataclass(frozen=True)
-class Commit:
+class Commit(NamedTuple):
     sha: str
     tree: str
     parents: tuple[str, ...]
@@ -43,8 +42,7 @@ class Commit:
         return f"{self.host} ({self.author})" if self.host else self.author
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One path a commit changed against one of its parents (`git log --raw -m`)."""
     commit: str
     path: str
@@ -55,16 +53,16 @@ class Entry:
     status: str
 
 
-@dataclass
 class Arrived:
     """The commits of `theirs` that `ours` lacks (newest first, as git log lists them),
     what each changed, and a session reading their objects (close it)."""
-    root: Path
-    ours: str | None
-    theirs: str
-    commits: list[Commit] = field(default_factory=list)
-    entries: list[Entry] = field(default_factory=list)
-    objects: git.Objects | None = None
+
+    def __init__(self, root: Path, ours: str | None, theirs: str,
+                 objects: git.Objects | None = None) -> None:
+        self.root, self.ours, self.theirs = root, ours, theirs
+        self.commits: list[Commit] = []
+        self.entries: list[Entry] = []
+        self.objects = objects
 
     @classmethod
     def read(cls, root: Path, ours: str | None, theirs: str) -> Arrived:
