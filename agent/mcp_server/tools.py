@@ -179,10 +179,22 @@ class VaultTools:
                   "required": ["path"], "additionalProperties": False}, self.history),
             Spec("why", "Where a line of MEMORY.md or USER.md came from: the commit that "
                  "wrote it (a hand edit, a chat turn's remember, a dream, a sync merge) and "
-                 "its source (the conversation, the archive entries), with earlier versions.",
+                 "its source (the conversation, the archive entries), with earlier versions. "
+                 "Or, given reply instead of text: the memories that reply was shown (lines "
+                 "of USER.md, MEMORY.md, daily notes, retrieved messages, archive entries, "
+                 "skills), each with the commit that taught it.",
                  {"type": "object", "properties": {
-                     "text": _text("Words of the fact to explain.", MAX_QUERY)},
-                  "required": ["text"], "additionalProperties": False}, self.why),
+                     "text": {**_text("Words of the fact to explain.", MAX_QUERY),
+                              "default": None},
+                     "reply": {"type": ["string", "null"], "maxLength": 100, "default": None,
+                               "description": "A reply's id (its transcript line's id), or "
+                                              "'last' for the newest reply."},
+                     "session": {"type": ["string", "null"], "maxLength": 200,
+                                 "default": None,
+                                 "description": "With reply: the conversation (e.g. "
+                                                "cli/default); default: any for an id, the "
+                                                "latest conversation for 'last'."}},
+                  "additionalProperties": False}, self.why),
             # Review of the dream's proposals: the one operation agent.ops.review.
             Spec("review_list", "The dream's proposed memory edits waiting for the person's "
                  "review: each with its id, kind (add/update/remove), file, old and new "
@@ -279,9 +291,18 @@ class VaultTools:
             raise BadInput(f"history: {path} is not a file of the vault")
         return rel
 
-    def why(self, text: str) -> str:
+    def why(self, text: str | None, reply: str | None, session: str | None) -> str:
         from agent.ops import why
-        return why.render(why.explain(self.vault, text))
+        if reply is None:
+            if text is None:
+                raise BadInput("why needs text (words of a fact) or reply (an id, or 'last')")
+            return why.render(why.explain(self.vault, text))
+        if text is not None:
+            raise BadInput("why takes text or reply, not both")
+        from agent.ops import used
+        found = (used.last_reply(self.vault, session) if reply.strip() == "last"
+                 else used.find_reply(self.vault, reply, session))
+        return _cap(used.render(used.used(self.vault, found)))
 
     def review_list(self) -> str:
         from agent.ops import review

@@ -31,8 +31,9 @@ from agent.vault import attributes
 from agent.vault.change import Change
 from agent.vault import git as gitrun
 from agent.vault.git import filters_key, know_filters
-from agent.vault.gitstate import UnfinishedGit, unfinished_operation
-from agent.vault.repo import HOST_KEY, MARKER, GitError, Vault, VaultError, check_host
+from agent.vault.gitstate import UnfinishedGit, head_from_files, unfinished_operation
+from agent.vault.identity import HOST_KEY, check_host
+from agent.vault.repo import MARKER, GitError, Vault, VaultError
 from agent.sync.jobclaims import _CRON_FILE, claim_jobs
 from agent.sync.mergetree import FACT_FILES, fact_notes, merge_tree
 from typing import TYPE_CHECKING
@@ -133,7 +134,7 @@ class SyncResult:
 
 
 def current_branch(vault: Vault) -> str:
-    sig = vault.head_from_files()          # no process when .git is a plain folder
+    sig = head_from_files(vault.root)          # no process when .git is a plain folder
     if sig is not None and sig.startswith(("ref:refs/heads/", "packed:refs/heads/",
                                            "unborn:refs/heads/")):
         name = sig.split(":", 2)[1].removeprefix("refs/heads/")
@@ -253,10 +254,10 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
                     ahead, behind = _counts(vault, theirs, ours, came)
             # HEAD read from the .git folder (no process) tells whether the lock's repair,
             # the merge or a claim moved it, so the refs are read again only then.
-            sig = vault.head_from_files()
+            sig = head_from_files(vault.root)
             with vault.locked():
                 # Hand edits committed now were not there when the tombstones were read.
-                clean = sig is not None and vault.head_from_files() == sig
+                clean = sig is not None and head_from_files(vault.root) == sig
                 if not clean:
                     came.exact = False
                     ours = vault.head()
@@ -266,7 +267,7 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
                                    came)
                 claimed, claim = claim_jobs(vault)
                 result.claimed += claimed
-                if sig is None or vault.head_from_files() != sig:
+                if sig is None or head_from_files(vault.root) != sig:
                     ours = vault.head()
                     if claim or sig is None:    # else the merge said how far ahead HEAD is
                         ahead = _count(vault, theirs, ours) if theirs != ours else 0
@@ -281,11 +282,11 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
                             f"tries): run `agent sync` again.")
         result.head = ours
         exchanged = False
-        moved = vault.head_from_files()
+        moved = head_from_files(vault.root)
         if push and not same and not result.waiting:
             exchanged = _proposals(vault, remote, result, refs=seen if dream else None,
                                    rewritten=rewritten)
-        if moved is None or vault.head_from_files() != moved:
+        if moved is None or head_from_files(vault.root) != moved:
             came.exact = False
         if result.pushed:
             _point_remote_head(vault, remote, branch, config)
@@ -600,7 +601,7 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
     """Merge drivers in .git/config, the vault's merge rules in .gitattributes, and the
     dream's record as a mergeable set: an older vault is converted in one commit that
     says so. `config`: the settings _config read, when the caller has them."""
-    vault.configure_merge_drivers(have=config)
+    attributes.configure_merge_drivers(vault, have=config)
     vault.host(known=(config or {}).get(HOST_KEY))
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
@@ -692,7 +693,7 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
 
     vault = Vault.open(path, hand_edit_checks())
     if host:
-        vault.set_host(host)
+        vault.identity.set_host(host)
     vault._configure_repo()
     vault.state.mkdir(exist_ok=True)
     from agent.sync import arrivals     # every proposal waiting in a clone came from there
