@@ -101,22 +101,26 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
     return cleaned
 
 
-def check(model: type[BaseModel], data: object, who: str, *,
-          noun: str = "parameter") -> dict[str, Any]:
+def check(model: type[BaseModel], data: object, who: str, *, noun: str = "parameter",
+          named: bool = False) -> dict[str, Any]:
     """The arguments `data` holds (the function's defaults fill in the rest), or
     ArgumentError in one line:
     `who` (the tool) and the field, as `remember needs text`, `limit must be a whole
-    number, got "ten"`; `noun` names what a field is to the reader (parameter, argument)."""
+    number, got "ten"`; `noun` names what a field is to the reader (parameter, argument);
+    `named` puts `who: ` before a wrong field's problem too."""
     from pydantic import ValidationError
 
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ArgumentError(f"the input of {who} must be a JSON object, got {shown(data)}")
+        raise ArgumentError(f"{who}: the input must be a JSON object, got {shown(data)}")
     try:
         checked = model.model_validate(data)
     except ValidationError as e:
-        raise ArgumentError(said(e, who, model, noun=noun)) from None
+        problem = said(e, who, model, noun=noun)
+        if named and not problem.startswith(f"{who} "):
+            problem = f"{who}: {problem}"
+        raise ArgumentError(problem) from None
     return {k: getattr(checked, k) for k in checked.model_fields_set}
 
 
@@ -169,7 +173,7 @@ def field_problem(err: Mapping[str, Any], model: type[BaseModel] | None = None) 
         choices = ", ".join(shown(c) for c in typing.get_args(_hint(model, err["loc"])))
         return f"{at} must be one of {choices or ctx.get('expected')}, got {shown(value)}"
     if kind == "string_too_long":
-        return (f"{at} is {len(value)} characters long; at most {ctx['max_length']} "
+        return (f"{at} is {len(str(value))} characters long; at most {ctx['max_length']} "
                 f"are accepted")
     if kind in ("string_too_short", "string_pattern_mismatch"):
         return f"{at} is empty"

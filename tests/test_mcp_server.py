@@ -155,7 +155,7 @@ def test_read_only_offers_reading_tools_and_refuses_writes(vault):
 BAD_INPUT = [
     ("remember", {}, "remember needs text"),
     ("remember", {"text": 42}, "text must be a string"),
-    ("remember", {"text": "x", "target": "diary"}, "target must be one of daily, memory, user"),
+    ("remember", {"text": "x", "target": "diary"}, 'target must be one of "daily", "memory", "user"'),
     ("remember", {"text": "x" * 100_000}, "100000 characters long"),
     ("remember", {"text": "   "}, "text is empty"),
     ("remember", {"text": "x", "section": 3}, "section must be a string"),
