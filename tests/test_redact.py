@@ -158,7 +158,7 @@ def test_a_key_typed_into_user_md_by_hand_does_not_reach_the_model(fake_anthropi
 ])
 def test_a_synced_transcript_line_passes_the_filter_on_its_way_to_the_model(
         fake_anthropic, vault, run, evil, written):
-    from test_sync_trust import git, push
+    from helpers import git, push
     # The remote writes a transcript line the agent never filtered: in the session the
     # person then continues here.
     fake_anthropic.add(reply("Hello."))
