@@ -445,6 +445,7 @@ def run(spec: SandboxSpec) -> ExecResult:
     status = sandbox_status()
     if not status.ok:
         raise SandboxUnavailable(f"Commands cannot run: {status.message}.")
+    assert status.bwrap is not None          # found, as status.ok says
     args = command_line(spec, status.bwrap)
     group = _PidsGroup(spec.memory)
     start = time.monotonic()

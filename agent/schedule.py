@@ -194,6 +194,7 @@ class Schedule:
         if self.kind == "every":
             text = f"every {format_duration(self.every_seconds or 0)}"
         elif self.kind == "at":
+            assert self.at is not None          # an "at" schedule has its time
             shown = self.at.astimezone(zone(self.tz)) if self.tz else self.at
             text = f"at {shown:%Y-%m-%d %H:%M}"
         else:
@@ -241,7 +242,7 @@ def make_schedule(*, at: str | None = None, every: str | None = None, cron: str 
         return Schedule("at", at=when, tz=tz or None)
     if every not in (None, ""):
         return Schedule("every", every_seconds=parse_duration(every), tz=tz or None)
-    return Schedule("cron", expr=check_cron(cron), tz=tz or None)
+    return Schedule("cron", expr=check_cron(cron or ""), tz=tz or None)   # given (checked above)
 
 
 def next_run(schedule: Schedule, now: datetime, anchor: datetime | None = None) -> datetime | None:

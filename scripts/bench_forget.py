@@ -50,7 +50,7 @@ def main() -> None:
                     else f"note number {i} about the garden")
             rel = memory.daily_path(t.date())
             with vault.locked():
-                vault.append_line(rel, memory.note_line(text, t),
+                vault.append_lines(rel, [memory.note_line(text, t)],
                                   header=memory.daily_header(t.date()))
                 vault.commit(Change("note", f"add 1 line to {rel}"))
         vault.git("remote", "add", "origin", str(tmp / "r.git"))

@@ -79,7 +79,7 @@ def notes(vault: Vault, who: str, round_no: int, n: int, when: datetime) -> list
     for i in range(n):
         line = f"- {when:%H:%M} {who} note {round_no}.{i}"
         with vault.locked():
-            vault.append_line(rel, line, header=memory.daily_header(when.date()))
+            vault.append_lines(rel, [line], header=memory.daily_header(when.date()))
             vault.commit(Change("note", f"add 1 line to {rel}"))
         written.append(line)
     return written
@@ -96,7 +96,7 @@ def compact(vault: Vault, who: str, round_no: int, session: str, when: datetime)
     marker = {"type": "compact", "archive": int(f"{when:%Y%m%d%H%M%S}") * 10_000 + round_no * 10
               + (1 if who == "b" else 0), "through": ids[-1], "ids": ids}
     with vault.locked():
-        vault.append_line(sessions.month_file(session, when), sessions.dumps(marker))
+        vault.append_lines(sessions.month_file(session, when), [sessions.dumps(marker)])
         vault.commit(Change("archive", f"{who} round {round_no}", scope=session))
     return set(ids)
 
@@ -132,8 +132,8 @@ def main() -> None:
         if old.files():
             last = old.last_line()
             with a.locked():
-                a.append_line(old.files()[-1].relative_to(a.root).as_posix(), sessions.dumps(
-                    {"type": "compact", "archive": 1, "through": str(last["id"])}))
+                a.append_lines(old.files()[-1].relative_to(a.root).as_posix(), [sessions.dumps(
+                    {"type": "compact", "archive": 1, "through": str(last["id"])})])
                 a.commit(Change("archive", "the old history", scope="cli/default"))
         bare = tmp / "remote.git"
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)

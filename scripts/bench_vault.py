@@ -130,7 +130,7 @@ def measure(vault: Vault, runs: int) -> list[float]:
     for i in range(runs):
         t = time.perf_counter()
         with vault.locked():
-            vault.append_line(rel, f"- 10:00 bench line {i}", header="# 2099-01-01\n\n")
+            vault.append_lines(rel, [f"- 10:00 bench line {i}"], header="# 2099-01-01\n\n")
             vault.commit(Change("note", f"add 1 line to {rel}"))
         changes.append((time.perf_counter() - t) * 1000)
     return changes

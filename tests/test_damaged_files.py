@@ -271,7 +271,7 @@ from agent.vault.staged import StagedVault
 
 vault = Vault.open(sys.argv[1])
 staged = StagedVault(vault)
-staged.append_line("MEMORY.md", "- Remembered just before the kill")
+staged.append_lines("MEMORY.md", ["- Remembered just before the kill"])
 now = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
 line = Line("1.0-x", now.isoformat(), "user", "remember it", 1)
 persist(vault, staged, "cli/default", now, [line],

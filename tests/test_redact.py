@@ -190,7 +190,7 @@ def test_a_write_says_which_secrets_it_kept_out(vault):
 
     with vault.locked():
         written = vault.write_text("notes.md", f"token {GITHUB}\n")
-        appended = vault.append_line("notes.md", f"and {AWS}")
+        appended = vault.append_lines("notes.md", [f"and {AWS}"])
         clean = vault.write_text("plain.md", "nothing secret here\n")
         vault.commit(Change("note", "notes"))
     assert (written, appended, clean) == (["github"], ["aws"], [])

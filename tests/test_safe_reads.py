@@ -23,7 +23,7 @@ ALLOWED = {
     ("agent/fs/atomic.py", "read_json"): "derived state in .agent/ (its callers' paths)",
     ("agent/vault/gitstate.py", "git_dir_of"): "git's own .git file",
     ("agent/vault/gitstate.py", "unfinished_operation"): "git's own files under .git/",
-    ("agent/vault/repo.py", "head_from_files"): "git's own files under .git/ (HEAD, refs)",
+    ("agent/vault/gitstate.py", "head_from_files"): "git's own files under .git/ (HEAD, refs)",
     ("agent/vault/gitstate.py", "_git_process_in"): "/proc/<pid>/cmdline of a running git",
     ("agent/search/background.py", "texts"): "background.txt, shipped inside the package",
     ("agent/vault/repo.py", "_exclude_state"): "git's own .git/info/exclude",

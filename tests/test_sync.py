@@ -75,13 +75,13 @@ def test_notes_and_sessions_written_on_both_machines_keep_every_line(tmp_path, v
               "content": "hello", "turn": 1}
     for v in (vault, b):
         with v.locked():
-            v.append_line(rel, json.dumps(shared))
+            v.append_lines(rel, [json.dumps(shared)])
             v.commit(Change("chat", "shared"))
     for v, who in ((vault, "a"), (b, "b")):
         with v.locked():
             for i in range(2):
-                v.append_line(rel, json.dumps({"id": f"{who}{i}", "ts": f"2026-11-20T1{i + 1}:0{ord(who) - 97}:00+00:00",
-                                               "role": "user", "content": f"{who}{i}", "turn": i + 2}))
+                v.append_lines(rel, [json.dumps({"id": f"{who}{i}", "ts": f"2026-11-20T1{i + 1}:0{ord(who) - 97}:00+00:00",
+                                               "role": "user", "content": f"{who}{i}", "turn": i + 2})])
             v.commit(Change("chat", f"{who}"))
     agent(vault.root, "sync")
     out = agent(b.root, "sync").output
@@ -352,7 +352,7 @@ def set_every(vault, every="5m"):
 
 
 def test_clone_names_the_machine_and_status_and_cron_list_show_it(tmp_path, vault, remote):
-    vault.set_host("server")
+    vault.identity.set_host("server")
     result = CliRunner().invoke(cli, ["clone", str(remote), str(tmp_path / "b"), "--host",
                                       "laptop"], catch_exceptions=False)
     assert "(this machine: laptop)" in result.output
@@ -382,11 +382,11 @@ def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
     agent(vault.root, "note", "a job by hand")
     vault.git("push", "-q", "origin", "main")       # as a plain `git push` would
     b = clone(tmp_path, remote, "b")
-    vault.set_host("server")
+    vault.identity.set_host("server")
     agent(vault.root, "sync", "--no-push")          # sync claims it: one commit, not pushed
     assert subjects(vault)[0] == 'cron: run "tea" on server'
     assert jobs_json(vault)[0]["host"] == "server"
-    b.set_host("laptop")
+    b.identity.set_host("laptop")
     s_b, _ = serve(b, T0)                          # b's serve claims it too
     assert 'cron: run "tea" on laptop' in subjects(b)[:2]
     # Once synced, both machines agree on one host (the same rule on both sides).
@@ -423,11 +423,11 @@ def test_a_job_without_a_host_runs_on_one_machine_only_after_both_claimed_it(
 
 def test_serve_syncs_on_its_own_and_schedules_what_came_in(tmp_path, vault, remote,
                                                           fake_anthropic, caplog, fixed_now):
-    vault.set_host("server")
+    vault.identity.set_host("server")
     set_every(vault, "5m")
     agent(vault.root, "sync")
     b = clone(tmp_path, remote, "b")
-    b.set_host("laptop")
+    b.identity.set_host("laptop")
     agent(b.root, "cron", "add", "stretch", "--every", "3m", "-m", "remind me to stretch",
           "--host", "server")
     agent(b.root, "note", "written on the laptop")
@@ -519,7 +519,7 @@ def test_an_enabled_heartbeat_runs_on_one_machine_of_a_synced_vault(tmp_path, va
     (vault.root / "heartbeat" / "water.md").write_text(
         "---\nname: water\nevery: 1h\n---\nRemind me to drink water.\n")
     agent(vault.root, "note", "a heartbeat by hand")
-    vault.set_host("server")
+    vault.identity.set_host("server")
     fake_anthropic.add(reply("Drink water."))
     s, _ = serve(vault, T0)
     assert subjects(vault)[0] == "heartbeat: run water on server"
@@ -528,7 +528,7 @@ def test_an_enabled_heartbeat_runs_on_one_machine_of_a_synced_vault(tmp_path, va
     assert len(fake_anthropic.calls()) == 1
     agent(vault.root, "sync")
     b = clone(tmp_path, remote, "b")
-    b.set_host("laptop")
+    b.identity.set_host("laptop")
     s_b, _ = serve(b, T0)
     s_b.step(T0 + timedelta(hours=3))
     assert len(fake_anthropic.calls()) == 1            # the laptop leaves it to the server
@@ -616,10 +616,10 @@ def test_compactions_on_both_machines_lose_no_message_and_dream_each_once(tmp_pa
     def say(v, session, mid, minutes):
         rel = f"sessions/{session}/2026-11.jsonl"
         with v.locked():
-            v.append_line(rel, json.dumps({
+            v.append_lines(rel, [json.dumps({
                 "id": mid, "ts": (when + timedelta(minutes=minutes)).isoformat(),
                 "role": "user" if minutes % 2 == 0 else "assistant",
-                "content": f"message {mid}", "turn": minutes // 2 + 1}))
+                "content": f"message {mid}", "turn": minutes // 2 + 1})])
             v.commit(Change("chat", f"{mid}", scope=session))
 
     def compact(v, session):

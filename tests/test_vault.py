@@ -392,7 +392,7 @@ mode = sys.argv[2]
 rel = "sessions/cli/default/2026-11.jsonl"
 with v.locked():
     if mode == "torn":
-        v.append_line(rel, json.dumps({"id": "m1", "ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "whole", "turn": 1}))
+        v.append_lines(rel, [json.dumps({"id": "m1", "ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "whole", "turn": 1})])
         path = v.root / rel
         with open(path, "a") as f:
             f.write('{"id": "m2", "ts": "2026-11-20T10:0')
@@ -400,7 +400,7 @@ with v.locked():
         print("ready", flush=True)
         time.sleep(60)
     elif mode == "uncommitted":
-        v.append_line(rel, json.dumps({"id": "m1", "ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "kept", "turn": 1}))
+        v.append_lines(rel, [json.dumps({"id": "m1", "ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "kept", "turn": 1})])
         print("ready", flush=True)
         time.sleep(60)
     else:
@@ -408,7 +408,7 @@ with v.locked():
         print("ready", flush=True)
         while True:
             i += 1
-            v.append_line(rel, json.dumps({"id": f"m{i}", "ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "x" * (i % 5000), "turn": i}))
+            v.append_lines(rel, [json.dumps({"id": f"m{i}", "ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "x" * (i % 5000), "turn": i})])
             v.commit(Change("chat", f"message {i}", scope="cli/default"))
 """
 

@@ -310,7 +310,7 @@ def test_a_turns_staged_vault_offers_no_git_revert_or_checkout(vault):
     from agent.vault.staged import StagedVault
 
     staged = StagedVault(vault)
-    for name in ("git", "revert", "checkout_commit", "git_passthrough", "journal", "lock",
+    for name in ("git", "revert", "checkout_commit", "identity", "journal", "lock",
                  "commit_paths", "init"):
         assert not hasattr(staged, name), name
     assert staged.head() == vault.head() and staged.host() == vault.host()

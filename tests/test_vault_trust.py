@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -78,6 +79,32 @@ def test_a_refused_sync_stops_commands_with_the_fix_and_the_fix_loses_nothing(va
         {"USER.md", "ideas.md"}
     assert vault.git("rev-parse", "HEAD~2").strip() == before
     assert vault.dirty_paths() == []
+    assert not (vault.state / "checkout.json").exists()
+
+
+def test_a_refused_first_sync_into_a_vault_with_no_commit_is_given_up_without_a_traceback(
+        tmp_path):
+    """A clone's first checkout (HEAD had no commit yet) refused by git: `doctor --fix`
+    gives it up and says the vault has no commit, the person's agent.toml kept."""
+    from agent.vault.repo import Vault
+
+    root = tmp_path / "fresh"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    (root / "agent.toml").write_text("[agent]\n")
+    vault = Vault.open(root)
+    evil = vault.git("hash-object", "-w", "--stdin", input="evil\n").strip()
+    tree = vault.git("mktree", input=f"100644 blob {evil}\t..\n").strip()
+    new = vault.git("commit-tree", tree, "-m", "from the remote").strip()
+    vault.state.mkdir()
+    (vault.state / "checkout.json").write_text(json.dumps(
+        {"old": None, "new": new, "reflog": "sync: first checkout"}))
+
+    f = agent_proc("doctor", "--fix", vault=root)
+    assert "Traceback" not in f.stderr, f.stderr
+    assert (f"gave up the interrupted sync to {new[:7]}, which git refuses to check out: "
+            f"the vault stays with no commit") in f.stdout
+    assert (root / "agent.toml").read_text() == "[agent]\n"
     assert not (vault.state / "checkout.json").exists()
 
 

@@ -442,3 +442,48 @@ def test_the_chat_box_runs_the_slash_commands_the_terminal_and_telegram_run(page
     assert subjects(page.vault)[0].startswith("undo:")
     assert "Unknown command /fly" in send("/fly")
     assert len(fake_anthropic.calls()) == 1          # no slash command reached the model
+
+
+def test_a_reply_shows_the_memories_it_used_and_expands_to_them(page, run, fake_anthropic):
+    """Under a reply: "used N memories" (issue 35), expandable to the lines it was shown,
+    each with the commit that taught it; after a reload too, from the same operation
+    `agent why --reply` calls."""
+    path = page.vault.root / "USER.md"
+    path.write_text(path.read_text() + "- Alice lives in Lisbon\n")
+    run("note", "planted")                           # the hand edit, committed first
+    fake_anthropic.add(reply("You live in Lisbon."))
+    d = page.driver
+    page.open("/")
+    css(d, "#text")[0].send_keys("where do I live?")
+    css(d, "#send-button")[0].click()
+    wait(d, lambda d: css(d, ".msg.assistant details.used summary"))
+    summary = css(d, ".msg.assistant details.used summary")[-1]
+    said = json.loads(run("why", "--last", "--json").output)
+    assert said["reply"]["session"] == "web/default"
+    assert summary.text == f"used {said['count']} memories" and said["count"] >= 1
+
+    def expanded():
+        summary = css(d, ".msg.assistant details.used summary")[-1]
+        summary.click()
+        wait(d, lambda d: any("- Alice lives in Lisbon" in e.text
+                              for e in css(d, "details.used[open] .used-item")))
+        return [e.text for e in css(d, "details.used[open] .used-item")]
+    items = expanded()
+    shown_id = css(d, "details.used[open] .used-id")[-1].text
+    assert shown_id == f"reply {said['reply']['id']}: agent why --reply {said['reply']['id']}"
+    row = next(t for t in items if "- Alice lives in Lisbon" in t)
+    assert row.startswith("USER.md:") and "taught by" in row and "hand edit" in row
+    assert len(items) == len(said["items"])
+    # Rendered by the server after a reload: the same count, the list fetched on opening.
+    page.open("/")
+    box = css(d, ".msg.assistant details.used")[-1]
+    assert box.get_attribute("data-reply") == said["reply"]["id"]
+    assert box.find_element("css selector", "summary").text == f"used {said['count']} memories"
+    assert expanded() == items
+    assert css(d, "details.used[open] .used-id")[-1].text == shown_id
+    fits_a_phone(d)
+    shoot(d, "chat-used")
+    # The page's JSON is the operation's.
+    status, _, body = raw(page, "GET", f"/chat/used?session=web/default&reply={said['reply']['id']}",
+                          headers={"Cookie": page.cookie()})
+    assert status == 200 and json.loads(body)["items"] == said["items"]

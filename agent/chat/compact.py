@@ -47,7 +47,7 @@ from agent.llm.structured import schema_of
 from agent.stores import archive, sessions
 from agent.stores import window
 from agent.vault.change import MODEL, SESSION, TOKENS, Change, tokens
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
@@ -238,7 +238,7 @@ def _append_marker(vault: Vault, session: str, now: datetime, marker: dict,
     size = path.stat().st_size if path.exists() else 0
     if start_here:
         marker["start"] = {"file": rel, "offset": 0, "id": None}
-    vault.append_line(rel, _marker_line(marker, size, start_here))
+    vault.append_lines(rel, [_marker_line(marker, size, start_here)])
 
 
 def compact_session(vault: Vault, provider: Provider, session: str, now: datetime, *, force: bool = False,
@@ -373,11 +373,11 @@ def mark_backlog(vault: Vault, session: str, settings, appended: dict[str, int])
               "start": {"file": rel, "offset": off, "id": obj.get("id")},
               "backlog": {"file": first[0], "offset": first[1],
                           "end": {"file": rel, "offset": off}}}
-    vault.append_line(rels[-1], sessions.dumps(marker))
+    vault.append_lines(rels[-1], [sessions.dumps(marker)])
     return kept_at
 
 
-def mark_imported(vault, session: str, appended: dict[str, int]) -> None:
+def mark_imported(vault: Vault, session: str, appended: dict[str, int]) -> None:
     """After an import of a finished conversation (another assistant's export), under the
     vault lock: all of what was appended, and what still waited before it, waits to be
     archived (`backlog`), and the window starts empty after it, so the dream learns
@@ -407,7 +407,7 @@ def mark_imported(vault, session: str, appended: dict[str, int]) -> None:
               "start": {"file": last, "offset": 0, "id": None},
               "backlog": {"file": first[0], "offset": first[1],
                           "end": {"file": last, "offset": size}}}
-    vault.append_line(last, _marker_line(marker, size, start_here=True))
+    vault.append_lines(last, [_marker_line(marker, size, start_here=True)])
 
 
 def backlog_of(root, session: str):
@@ -504,7 +504,7 @@ def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetim
         again = window.last_marker(vault.root, key=session)
         if again is None or again[1:] != (rel, off):
             return None                     # another process went on meanwhile
-        marker = {"type": "compact"}
+        marker: dict[str, Any] = {"type": "compact"}
         entry_id = None
         if part:
             entry_id = archive.new_id(vault.root, now)
@@ -521,7 +521,7 @@ def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetim
             marker["start"] = last["start"]
         if nxt is not None:
             marker["backlog"] = nxt
-        vault.append_line(sessions.month_file(session, now), sessions.dumps(marker))
+        vault.append_lines(sessions.month_file(session, now), [sessions.dumps(marker)])
         if part:
             vault.commit(Change("archive", shorten(topic), scope=session,
                                 trailers={SESSION: session, "Archive": str(entry_id),

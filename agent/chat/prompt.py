@@ -65,12 +65,20 @@ class Prompt:
     # when it fits), and the tokens the window may take beside the prompt's other parts.
     trimmed: int = 0
     window_budget: int | None = None
+    # The bytes of each memory file the system prompt shows (for the turn's record).
+    seen: dict[str, bytes] = field(default_factory=dict)
 
 
-def _read(root: Path, rel: str, warnings: list[str] | None = None) -> str | None:
-    """A file that goes whole into the prompt: safe.read_text with the prompt's limit."""
-    return safe.read_text(root, rel, limit=safe.PROMPT_BYTES, errors="replace",
-                          warnings=warnings)
+def _read(root: Path, rel: str, warnings: list[str] | None = None,
+          seen: dict[str, bytes] | None = None) -> str | None:
+    """A file that goes whole into the prompt: safe.read_text with the prompt's limit;
+    its bytes kept in `seen` (the turn's record of what it showed: agent.chat.used)."""
+    data = safe.read_bytes(root, rel, limit=safe.PROMPT_BYTES)
+    if data is None:
+        return None
+    if seen is not None:
+        seen[rel] = data
+    return safe.decode(data, rel, "replace", warnings)
 
 
 def _file_block(rel: str, text: str | None) -> str:
@@ -78,14 +86,16 @@ def _file_block(rel: str, text: str | None) -> str:
     return f'<file path="{rel}">\n{body}\n</file>'
 
 
-def system_blocks(root: Path, today, warnings: list[str] | None = None) -> list[dict]:
-    """The system prompt's blocks; byte-identical while the files and the day stay the same."""
+def system_blocks(root: Path, today, warnings: list[str] | None = None,
+                  seen: dict[str, bytes] | None = None) -> list[dict]:
+    """The system prompt's blocks; byte-identical while the files and the day stay the same.
+    `seen` gets the bytes of each memory file shown (USER.md, MEMORY.md, daily notes)."""
     root = Path(root)
     agents = _read(root, "AGENTS.md", warnings)
     blocks = [PREAMBLE + "\n\n" + _file_block("AGENTS.md", agents)]
     blocks.append("# Long-term memory\n\n"
-                  + _file_block(memory.USER, _read(root, memory.USER, warnings)) + "\n\n"
-                  + _file_block(memory.MEMORY, _read(root, memory.MEMORY, warnings)))
+                  + _file_block(memory.USER, _read(root, memory.USER, warnings, seen)) + "\n\n"
+                  + _file_block(memory.MEMORY, _read(root, memory.MEMORY, warnings, seen)))
     summary = skills.summary(skills.discover(root))
     if summary:
         blocks.append(summary.rstrip())
@@ -94,7 +104,7 @@ def system_blocks(root: Path, today, warnings: list[str] | None = None) -> list[
     notes = []
     for day, label in ((today - timedelta(days=1), "yesterday"), (today, "today")):
         rel = memory.daily_path(day)
-        text = _read(root, rel, warnings)
+        text = _read(root, rel, warnings, seen)
         if text and text.strip():
             notes.append(f'<file path="{rel}" day="{label}">\n{text.strip()}\n</file>')
     if notes:
@@ -331,7 +341,8 @@ def build(vault: Vault, session: str, text: str, now: datetime, *, retrieval: bo
     reaches the model as its head and tail and a line saying where the whole text is."""
     w = read_window(vault.root, session)
     warnings: list[str] = []
-    system = system_blocks(vault.root, now.date(), warnings)
+    seen: dict[str, bytes] = {}
+    system = system_blocks(vault.root, now.date(), warnings, seen)
     window = w.messages
     if max_message_tokens:
         window = [shorten_huge(vault.root, line, rel, off, max_message_tokens)
@@ -376,7 +387,7 @@ def build(vault: Vault, session: str, text: str, now: datetime, *, retrieval: bo
         # or a sync brought in (a transcript, a note) did not: the request passes it.
         system, messages = redact.scrub_value(system), redact.scrub_value(messages)
     return Prompt(system, messages, w.messages, w.files, w.last_turn, hits, warnings,
-                  trimmed, window_budget)
+                  trimmed, window_budget, seen)
 
 
 # ---- huge messages --------------------------------------------------------------------

@@ -385,7 +385,8 @@ def _from_session(vault: Vault, run_id: str) -> RunInfo | None:
                 b.get("text", "") for b in c or [] if b.get("type") == "text")
             if reply:
                 break
-    prompt = first.get("content") if isinstance(first.get("content"), str) else ""
+    content = first.get("content")
+    prompt = content if isinstance(content, str) else ""
     return RunInfo(run_id, status, str(rec.get("parent", "")), int(rec.get("depth", 1)),
                    str(rec.get("started", first.get("ts", ""))), prompt, reply,
                    first.get("error"), lines=lines)

@@ -38,12 +38,14 @@ from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact
                                 compact_session, compact_until)
 from agent.chat.subjects import shorten
 from agent.chat.tools import registry
+from agent.chat.used import Used
 from agent import clock, redact
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
 from agent.stores import sessions
 from agent.vault.change import Change, tokens
+from agent.vault.gitstate import head_from_files
 from agent.vault.staged import StagedVault
 from typing import TYPE_CHECKING
 
@@ -248,7 +250,7 @@ def persist(vault: Vault, staged: StagedVault | None, session: str, now: datetim
         with held:
             sha = _save(vault, rel, change, write, done)
             index.refresh(vault, after_commit=True)
-    except BaseException:
+    except BaseException:  # any: the held signal is delivered, then the failure raised again
         held.deliver()      # a Ctrl-C pressed meanwhile: it wins over the failure
         raise
     try:
@@ -445,7 +447,9 @@ class _Turn:
         messages = _with_prefix(opts.prefix_messages, prompt.messages)
         ctx = registry.ToolContext(staged, session, now, settings, opts.depth, provider,
                                    cancel=cancel, readonly=opts.readonly, messages=messages,
-                                   parent=f"{session} turn {number}")
+                                   parent=f"{session} turn {number}",
+                                   used=Used.from_prompt(prompt.seen, prompt.retrieved,
+                                                         vault.root, head_from_files(vault.root)))
         return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
                    mcp, mcp_notes, prompt, fit_notes, number, staged, messages,
                    len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0])
@@ -580,6 +584,10 @@ class _Turn:
                 lines[-1].extra["interrupted"] = True
         if error and not interrupted:
             lines[0].extra["error"] = error
+        answer = next((line for line in reversed(lines) if line.role == "assistant"), None)
+        if answer is not None and self.ctx.used is not None:
+            # What memory the model was shown, by ids (agent.chat.used): never sent back.
+            answer.extra["used"] = self.ctx.used.record()
         if line_extra:
             lines[0].extra.update(line_extra)
         return lines

@@ -18,6 +18,7 @@ from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_st
 from agent.errors import UserError
 from agent.clock import now
 from agent.vault.repo import Vault
+from agent.vault import gitcmd
 
 
 @click.group(cls=AgentGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -170,7 +171,7 @@ def log(paths, max_count, since, oneline, no_pager, as_json):
 
     vault = get_vault()
     targets = [vault.rel(p) for p in paths] or [memory.MEMORY, memory.USER]
-    if since is not None and vault.date_stamp(since, now().timestamp()) is None:
+    if since is not None and gitcmd.date_stamp(vault, since, now().timestamp()) is None:
         raise UserError(f"--since {since!r}: not a date git understands; use e.g. "
                         f"2026-11-01, yesterday, '2 weeks ago', 'last monday'.")
     from agent.cli.output import records, use_color
@@ -320,7 +321,7 @@ def undo(sha):
 def git_cmd(args):
     """Run any git command in the vault, as in: agent git log --stat"""
     vault = get_vault()
-    sys.exit(vault.git_passthrough(*args))
+    sys.exit(gitcmd.passthrough(vault, *args))
 
 
 @cli.command("import")
@@ -403,7 +404,7 @@ def _import_jsonl(file: Path):
         return
     after_change(vault)
     click.echo(f"Imported {added} message{'s' * (added != 1)} into {keys} "
-               f"session{'s' * (keys != 1)} ({sha[:7]})")
+               f"session{'s' * (keys != 1)} ({(sha or '')[:7]})")
 
 
 @cli.command("completion")

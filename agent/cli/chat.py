@@ -17,6 +17,7 @@ from agent.stores import sessions
 from agent.cli import complete
 from agent.cli.common import (get_vault, name_vault, quiet_logs, read_stdin, report_recovery,
                               settings_of, vault_option)
+from agent.vault.gitstate import check_committable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def chat(message, session, continue_, new, model, remote, local):
         from agent.llm import sdk_of
         settings = load_settings(vault.root)
         preload(sdk_of(settings, model))   # the SDK loads while the vault is read, the prompt built, the person types
-        vault.check_committable()   # before a model call whose turn could not be saved
+        check_committable(vault.root)   # before a model call whose turn could not be saved
     if continue_:
         session = ops.last_session(vault)
         if session is None:

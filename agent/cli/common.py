@@ -107,8 +107,8 @@ def get_vault() -> Vault:
 
 def warn_if_identity_guessed(vault: Vault) -> None:
     """Say, once a vault is made, that hand edits would be committed under a made-up name."""
-    if vault.user_identity_guessed():
-        who = vault.user_identity()
+    if vault.identity.user_guessed():
+        who = vault.identity.user()
         click.echo(f"Note: git has no user.name and user.email here, so your own edits will be "
                    f"committed as {who.name} <{who.email}>. Set them with: git config --global "
                    f'user.name "Your Name" && git config --global user.email you@example.org',
@@ -193,6 +193,7 @@ def page(text: str, use_pager: bool = True) -> None:
         click.echo(text)
         return
     try:
+        assert proc.stdin is not None            # stdin=PIPE
         proc.stdin.write((text + "\n").encode("utf-8", "replace"))
         proc.stdin.close()
     except BrokenPipeError:          # the person quit the pager early

@@ -179,7 +179,7 @@ def identity_despite_problems(vault: Vault) -> None:
         email = ident.get("email", email_key.default)
         if cfg.check_value(name_key, name) or cfg.check_value(email_key, email):
             name, email = name_key.default, email_key.default
-        vault._agent = Identity(name, email)
+        vault.identity.assume_agent(Identity(name, email))
 
 
 COMMANDS = [config]

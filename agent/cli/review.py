@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def _reviewer(vault: Vault) -> str:
-    who = vault.user_identity()
+    who = vault.identity.user()
     return f"{who.name} <{who.email}>"
 
 

@@ -11,6 +11,7 @@ import click
 
 from agent.cli.common import after_change, get_vault, report_recovery, vault_option
 from agent.sync import remotes as syncing
+from agent.vault.gitstate import head_from_files
 
 
 @click.group("sync", invoke_without_command=True)
@@ -30,12 +31,12 @@ def sync_cmd(ctx, remote, no_push, as_json):
     if ctx.invoked_subcommand is not None:
         return
     vault = get_vault()
-    before = vault.head_from_files()
+    before = head_from_files(vault.root)
     result = syncing.sync(vault, remote=remote, push=not no_push)
     report_recovery(vault)
     # The search index follows what came in; a sync that left HEAD where it was has
     # nothing to add (every search refreshes it first anyway), nor its import to pay.
-    after_change(vault, index=before is None or vault.head_from_files() != before)
+    after_change(vault, index=before is None or head_from_files(vault.root) != before)
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return
@@ -46,7 +47,7 @@ def sync_cmd(ctx, remote, no_push, as_json):
         click.echo(line, err=True)
     for path in result.kept_both:
         click.echo(f"  kept both versions of {path}", err=True)
-    if before is None or vault.head_from_files() != before:
+    if before is None or head_from_files(vault.root) != before:
         from agent.chat.mcp_client.client import lapsed
         for line in lapsed(vault):
             click.echo(line, err=True)

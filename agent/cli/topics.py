@@ -27,7 +27,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                'agent search trip --since 2026-11-01'),
     "dream": ('agent dream --status', 'agent dream'),
     "review": ('agent review', 'agent review accept 1', 'agent review reject 2 --because "moved"'),
-    "why": ('agent why Lisbon', 'agent why --history Lisbon'),
+    "why": ('agent why Lisbon', 'agent why --history Lisbon', 'agent why --last'),
     "log": ('agent log', 'agent log --since "last week" USER.md'),
     "show": ('agent show MEMORY.md --as-of 2026-11-01',),
     "restore": ('agent restore "Lives in Lisbon"',),

@@ -42,6 +42,7 @@ from agent.stores.memory import MEMORY, USER
 from agent.fs import atomic
 from agent.fs.pidlock import PidLock
 from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
+from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -345,7 +346,7 @@ class _Run:
         hand: dict[str, set[str]] = {}
         for name in FILES:
             lines = texts.get(name, "").splitlines()
-            authors = self.vault.line_authors(name) if lines else []
+            authors = gitcmd.line_authors(self.vault, name) if lines else []
             if authors is None or len(authors) != len(lines):
                 hand[name] = set(lines)          # unknown: every line counts as the person's
             else:

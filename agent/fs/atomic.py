@@ -55,7 +55,7 @@ def write_text(path: Path, text: str, *, sync_dir: bool = False, mode: int | Non
             if durable:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException:  # any: the temporary file goes, then the error is raised again
         # Never left behind: in a vault it would look like a file a person added.
         with contextlib.suppress(OSError):
             os.unlink(tmp)

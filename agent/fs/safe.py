@@ -88,7 +88,7 @@ def open_file(root: str | os.PathLike[str], rel: str, limit: int | None = MAX_BY
         # Reads of a regular file never block; clear O_NONBLOCK for plain semantics.
         os.set_blocking(fd, True)
         return fd, st.st_size
-    except BaseException:
+    except BaseException:  # any: the descriptor is closed, then the error raised again
         os.close(fd)
         raise
 

@@ -8,16 +8,22 @@ and openai.py, the only modules importing an SDK, each at its first call.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agent.llm.base import (CONTEXT_TOKENS, Batch, BatchResult, Message, NotFound, Provider,
                             ProviderError, TooLarge, add_usage, check_request,
                             estimate_request, models_for, usage_dict, zero_usage)
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+    from agent.llm.router import Router
 
 __all__ = ["CONTEXT_TOKENS", "Batch", "BatchResult", "Message", "NotFound", "Provider",
            "ProviderError", "TooLarge", "add_usage", "check_request", "estimate_request",
            "make_provider", "models_for", "usage_dict", "zero_usage"]
 
 
-def sdk_of(settings=None, model: str | None = None) -> str:
+def sdk_of(settings: Settings | None = None, model: str | None = None) -> str:
     """The SDK module `model` (default: the chat model) is called through: "anthropic"
     or "openai" (for agent.llm.preload)."""
     from agent.llm.spec import specs, split
@@ -27,8 +33,8 @@ def sdk_of(settings=None, model: str | None = None) -> str:
     return "openai" if spec is not None and spec.api == "openai" else "anthropic"
 
 
-def make_provider(settings=None, *, max_retries: int = 2, timeout: float | None = None,
-                  lazy: bool = False, eager: bool = False, model: str | None = None) -> Provider:
+def make_provider(settings: Settings | None = None, *, max_retries: int = 2, timeout: float | None = None,
+                  lazy: bool = False, eager: bool = False, model: str | None = None) -> Router:
     """The provider for these settings (agent.config.Settings; None: the built-in
     providers only): each model goes to the provider its name says (agent.llm.router).
 

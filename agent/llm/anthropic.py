@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TYPE_CHECKING, TypeVar, cast
 
 from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
                             check_request, usage_dict, with_fallbacks)
@@ -24,11 +24,13 @@ ANTHROPIC = specs(None)["anthropic"]
 if TYPE_CHECKING:
     import anthropic
 
+T = TypeVar("T")
+
 
 def _api_key(spec: ProviderSpec | None = None) -> str:
     key = (spec or ANTHROPIC).key()
     if not key:
-        raise NoApiKey(f"No API key for the provider {spec.name}: set its key_env")
+        raise NoApiKey(f"No API key for the provider {(spec or ANTHROPIC).name}: set its key_env")
     return key
 
 
@@ -65,7 +67,7 @@ _FALLBACK_TYPES = {"overloaded_error", "not_found_error"}
 def _error_body(body: Any) -> tuple[str | None, str | None]:
     """(type, message) of an API error body: `{"type": "error", "error": {...}}`, or the
     inner `{"type", "message"}`, as a dict or an SDK object."""
-    def get(obj, name):
+    def get(obj: Any, name: str) -> Any:
         return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
     if body is None:
         return None, None
@@ -108,6 +110,7 @@ def translate(e: "anthropic.APIError") -> ProviderError:
     kind, msg = _error_body(getattr(e, "body", None))
     fallback = status in _FALLBACK_STATUS or kind in _FALLBACK_TYPES
     cls = NotFound if isinstance(e, anthropic.NotFoundError) else ProviderError
+    detail: str | None
     if status is None:                       # not reached: what stood in the way
         detail = str(e.__cause__ or e) if isinstance(e, anthropic.APIConnectionError) else str(e)
     else:
@@ -119,7 +122,7 @@ def translate(e: "anthropic.APIError") -> ProviderError:
 # ---- conversions ----------------------------------------------------------------------
 
 
-def _block(b: Any) -> dict:
+def _block(b: Any) -> dict[str, Any]:
     """An SDK content block as the plain dict we store and send back."""
     d = b.model_dump(mode="json", exclude_none=True) if hasattr(b, "model_dump") else dict(b)
     if d.get("type") == "text":
@@ -187,7 +190,7 @@ class AnthropicProvider(Provider):
                                                timeout=self._timeout, spec=self.spec)
         return self._client
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def _call(self, fn: Callable[[], T]) -> T:
         import anthropic
 
         try:
@@ -197,12 +200,12 @@ class AnthropicProvider(Provider):
 
     def stream(self, models: str | Sequence[str], *,
                on_text: Callable[[str], None] | None = None, parse: Any = None,
-               **params) -> Message:
+               **params: Any) -> Message:
         check_request(params)          # before the SDK is even loaded
         client = self.client
 
         def one(model: str) -> Message:
-            def go():
+            def go() -> Message:
                 with client.messages.stream(model=model, **params) as stream:
                     try:
                         for event in stream:
@@ -211,21 +214,21 @@ class AnthropicProvider(Provider):
                     except KeyboardInterrupt as e:
                         # What the stream reported so far (its input tokens at the start),
                         # for the interrupted turn's Tokens trailer: `e.partial_usage`.
-                        snapshot = getattr(stream, "current_message_snapshot", None)
+                        snapshot: Any = getattr(stream, "current_message_snapshot", None)
                         if getattr(snapshot, "usage", None) is not None:
-                            e.partial_usage = usage_dict(snapshot.usage)
+                            e.partial_usage = usage_dict(snapshot.usage)  # type: ignore[attr-defined]  # read by chat.turn
                         raise
                     return _message(stream.get_final_message(), model)
             return self._call(go)
         return with_fallbacks(models, one)
 
-    def create(self, models: str | Sequence[str], *, parse: Any = None, **params) -> Message:
+    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
         check_request(params)
         client = self.client
         return with_fallbacks(models, lambda model: self._call(
             lambda: _message(client.messages.create(model=model, **params), model)))
 
-    def count_tokens(self, model: str, **params) -> int:
+    def count_tokens(self, model: str, **params: Any) -> int:
         client = self.client
         return self._call(lambda: client.messages.count_tokens(model=model, **params)).input_tokens
 
@@ -233,11 +236,11 @@ class AnthropicProvider(Provider):
         client = self.client
         return self._call(lambda: [m.id for m in client.models.list(limit=1000)])
 
-    def batch_create(self, requests: list[dict]) -> Batch:
+    def batch_create(self, requests: list[dict[str, Any]]) -> Batch:
         for r in requests:
             check_request(r.get("params") or {})
         client = self.client
-        return _batch(self._call(lambda: client.messages.batches.create(requests=requests)))
+        return _batch(self._call(lambda: client.messages.batches.create(requests=cast(Any, requests))))
 
     def batch_retrieve(self, batch_id: str) -> Batch:
         client = self.client

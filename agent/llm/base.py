@@ -21,7 +21,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.config import Settings
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
                 "cache_creation_input_tokens")
@@ -35,8 +38,9 @@ def usage_dict(usage: Any) -> dict[str, int]:
     """The four token counts of a usage record (a dict, an object or None), 0 where absent."""
     if usage is None:
         return zero_usage()
-    get = usage.get if isinstance(usage, dict) else (lambda f: getattr(usage, f, None))
-    return {f: int(get(f) or 0) for f in USAGE_FIELDS}
+    if isinstance(usage, dict):
+        return {f: int(usage.get(f) or 0) for f in USAGE_FIELDS}
+    return {f: int(getattr(usage, f, None) or 0) for f in USAGE_FIELDS}
 
 
 def add_usage(total: dict[str, int], usage: Any) -> dict[str, int]:
@@ -46,7 +50,7 @@ def add_usage(total: dict[str, int], usage: Any) -> dict[str, int]:
     return total
 
 
-def models_for(model: str | None, settings) -> list[str]:
+def models_for(model: str | None, settings: Settings) -> list[str]:
     """The fallback chain: `model` (or agent.toml's [model] name), then its fallbacks,
     without repeats."""
     out: list[str] = []
@@ -64,7 +68,7 @@ class Message:
     """A model's reply: content blocks as plain dicts (`{"type": "text", "text": ...}`,
     `{"type": "tool_use", "id", "name", "input"}`, ...), the four token counts, the
     model that answered and why it stopped (`end_turn`, `tool_use`, `max_tokens`, ...)."""
-    content: list[dict]
+    content: list[dict[str, Any]]
     usage: dict[str, int] = field(default_factory=zero_usage)
     model: str = ""
     stop_reason: str | None = None
@@ -74,7 +78,7 @@ class Message:
         return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
 
     @property
-    def tool_calls(self) -> list[dict]:
+    def tool_calls(self) -> list[dict[str, Any]]:
         return [b for b in self.content if b.get("type") == "tool_use"]
 
 
@@ -139,7 +143,7 @@ class TooLarge(ProviderError):
 CONTEXT_TOKENS = 200_000
 
 
-def estimate_request(params: dict) -> int:
+def estimate_request(params: dict[str, Any]) -> int:
     """About how many input tokens a request's system, messages and tools take (JSON
     characters / 4, the estimate every budget of the agent uses)."""
     import json
@@ -148,7 +152,7 @@ def estimate_request(params: dict) -> int:
     return len(json.dumps(parts, ensure_ascii=False, default=str)) // 4
 
 
-def check_request(params: dict, limit: int = CONTEXT_TOKENS) -> None:
+def check_request(params: dict[str, Any], limit: int = CONTEXT_TOKENS) -> None:
     """TooLarge, before anything is sent, when a request would not fit the context window."""
     n = estimate_request(params)
     if n > limit:
@@ -190,19 +194,19 @@ class Provider(ABC):
     @abstractmethod
     def stream(self, models: str | Sequence[str], *,
                on_text: Callable[[str], None] | None = None, parse: Any = None,
-               **params) -> Message:
+               **params: Any) -> Message:
         """One message, streamed: `on_text(chunk)` hears the text as it arrives; returns
         the final message with its usage. A KeyboardInterrupt stops the stream and
         propagates (the caller keeps what on_text heard)."""
 
     @abstractmethod
-    def create(self, models: str | Sequence[str], *, parse: Any = None, **params) -> Message:
+    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
         """One message without streaming (structured output: params
         `output_config={"format": {"type": "json_schema", "schema": ...}}`, and `parse`
         the pydantic model of the reply: one that does not fit is asked for again once)."""
 
     @abstractmethod
-    def count_tokens(self, model: str, **params) -> int:
+    def count_tokens(self, model: str, **params: Any) -> int:
         """The input tokens `params` (system, messages, tools) would cost with `model`."""
 
     @abstractmethod
@@ -211,7 +215,7 @@ class Provider(ABC):
         a ProviderError with status 401 or 403)."""
 
     @abstractmethod
-    def batch_create(self, requests: list[dict]) -> Batch:
+    def batch_create(self, requests: list[dict[str, Any]]) -> Batch:
         """Submit `[{"custom_id": ..., "params": {"model": ..., ...}}, ...]` as one batch
         (NotFound when the service has no batches)."""
 

@@ -17,14 +17,16 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent.llm.base import Message, NotFound, Provider, ProviderError, usage_dict
 from agent.llm.spec import ProviderSpec
 
 if TYPE_CHECKING:
     import openai
+
+T = TypeVar("T")
 
 # stop_reason in the Messages API's words for a chat completion's finish_reason.
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
@@ -53,7 +55,7 @@ def _text_of(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _image_part(block: dict) -> dict | None:
+def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
     src = block.get("source") or {}
     if src.get("type") == "base64":
         return {"type": "image_url",
@@ -63,7 +65,7 @@ def _image_part(block: dict) -> dict | None:
     return None
 
 
-def _user(content: Any) -> list[dict]:
+def _user(content: Any) -> list[dict[str, Any]]:
     """A user message's blocks: its tool results first (each a "tool" message, which must
     follow the assistant's tool calls directly), then its text and images."""
     if isinstance(content, str):
@@ -88,7 +90,7 @@ def _user(content: Any) -> list[dict]:
     return out
 
 
-def _assistant(content: Any) -> dict:
+def _assistant(content: Any) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
     text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
@@ -104,7 +106,7 @@ def _assistant(content: Any) -> dict:
     return msg
 
 
-def messages_of(params: dict) -> list[dict]:
+def messages_of(params: dict[str, Any]) -> list[dict[str, Any]]:
     """The chat-completions messages for Messages-API `system` and `messages`."""
     out = []
     system = _text_of(params.get("system") or "")
@@ -118,14 +120,14 @@ def messages_of(params: dict) -> list[dict]:
     return out
 
 
-def _tool_choice(choice: dict) -> Any:
+def _tool_choice(choice: dict[str, Any]) -> Any:
     kind = choice.get("type")
     if kind == "tool":
         return {"type": "function", "function": {"name": choice.get("name")}}
-    return {"any": "required", "none": "none"}.get(kind, "auto")
+    return {"any": "required", "none": "none"}.get(str(kind), "auto")
 
 
-def request_of(model: str, params: dict, spec: ProviderSpec, structured: str) -> dict:
+def request_of(model: str, params: dict[str, Any], spec: ProviderSpec, structured: str) -> dict[str, Any]:
     """The `chat.completions.create` arguments for Messages-API `params`. structured:
     "json_schema", "json_object" or "prompt", how a requested schema is enforced."""
     req: dict[str, Any] = {"model": model, "messages": messages_of(params)}
@@ -175,7 +177,7 @@ def usage_of(usage: Any) -> dict[str, int]:
                        "output_tokens": int(getattr(usage, "completion_tokens", 0) or 0)})
 
 
-def _tool_block(n: int, call_id: str | None, name: str, arguments: str) -> dict:
+def _tool_block(n: int, call_id: str | None, name: str, arguments: str) -> dict[str, Any]:
     try:
         args = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
@@ -189,7 +191,7 @@ def _tool_block(n: int, call_id: str | None, name: str, arguments: str) -> dict:
     return {"type": "tool_use", "id": safe, "name": name, "input": args}
 
 
-def _blocks(text: str, calls: list[tuple[str | None, str, str]]) -> list[dict]:
+def _blocks(text: str, calls: list[tuple[str | None, str, str]]) -> list[dict[str, Any]]:
     blocks = [{"type": "text", "text": text}] if text else []
     blocks += [_tool_block(n, cid, name, args) for n, (cid, name, args) in enumerate(calls)]
     return blocks
@@ -212,7 +214,7 @@ class _Streamed:
 
     def __init__(self) -> None:
         self.text: list[str] = []
-        self.calls: dict[int, list] = {}
+        self.calls: dict[int, list[Any]] = {}
         self.finish: str | None = None
         self.usage: Any = None
 
@@ -250,7 +252,7 @@ def _detail(e: Any) -> str | None:
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
+            return str(inner["message"])
         if isinstance(inner, str):
             return inner
     return getattr(e, "message", None) or None
@@ -323,7 +325,7 @@ class OpenAIProvider(Provider):
                     self._client = openai.OpenAI(**kwargs)
         return self._client
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def _call(self, fn: Callable[[], T]) -> T:
         import httpx
         import openai
 
@@ -336,7 +338,7 @@ class OpenAIProvider(Provider):
                                 f"({self.spec.url}) broke mid-reply: {e}", detail=str(e),
                                 fallback=True) from e
 
-    def _send(self, model: str, params: dict, go: Callable[[dict], Message]) -> Message:
+    def _send(self, model: str, params: dict[str, Any], go: Callable[[dict[str, Any]], Message]) -> Message:
         """go(request), stepping down from json_schema to JSON mode to a prompt when the
         server refuses a way of structured output (remembered for the next call)."""
         wanted = (params.get("output_config") or {}).get("format") is not None
@@ -351,12 +353,12 @@ class OpenAIProvider(Provider):
                 self._structured[model] = ways[ways.index(way) + 1]
         raise AssertionError("unreachable")
 
-    def stream(self, models, *, on_text: Callable[[str], None] | None = None,
-               parse: Any = None, **params) -> Message:
+    def stream(self, models: str | Sequence[str], *, on_text: Callable[[str], None] | None = None,
+               parse: Any = None, **params: Any) -> Message:
         client = self.client
         model = models if isinstance(models, str) else models[0]
 
-        def go(req: dict) -> Message:
+        def go(req: dict[str, Any]) -> Message:
             def run() -> Message:
                 got = _Streamed()
                 stream = client.chat.completions.create(
@@ -365,7 +367,7 @@ class OpenAIProvider(Provider):
                     for chunk in stream:
                         got.take(chunk, on_text)
                 except KeyboardInterrupt as e:
-                    e.partial_usage = usage_of(got.usage)
+                    e.partial_usage = usage_of(got.usage)  # type: ignore[attr-defined]  # read by chat.turn
                     raise
                 finally:
                     stream.close()
@@ -373,13 +375,13 @@ class OpenAIProvider(Provider):
             return self._call(run)
         return self._send(model, params, go)
 
-    def create(self, models, *, parse: Any = None, **params) -> Message:
+    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
         client = self.client
         model = models if isinstance(models, str) else models[0]
         return self._send(model, params, lambda req: self._call(
             lambda: message_of(client.chat.completions.create(**req), model)))
 
-    def count_tokens(self, model: str, **params) -> int:
+    def count_tokens(self, model: str, **params: Any) -> int:
         from agent.llm.base import estimate_request
         return estimate_request(params)
 
@@ -387,7 +389,7 @@ class OpenAIProvider(Provider):
         client = self.client
         return self._call(lambda: [m.id for m in client.models.list()])
 
-    def batch_create(self, requests: list[dict]) -> Any:
+    def batch_create(self, requests: list[dict[str, Any]]) -> Any:
         raise NotFound(f"The provider {self.spec.name} has no Message Batches.",
                        kind="no_batches")
 

@@ -117,13 +117,13 @@ class Router(Provider):
 
     def stream(self, models: str | Sequence[str], *,
                on_text: Callable[[str], None] | None = None, parse: Any = None,
-               **params) -> Message:
+               **params: Any) -> Message:
         def one(p: Provider, model: str, spec: ProviderSpec) -> Message:
             check_request(params, spec.window(model))
             return p.stream(model, on_text=on_text, **params)
         return self._chain(models, one)
 
-    def create(self, models: str | Sequence[str], *, parse: Any = None, **params) -> Message:
+    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
         def one(p: Provider, model: str, spec: ProviderSpec) -> Message:
             check_request(params, spec.window(model))
             msg = p.create(model, parse=parse, **params)
@@ -139,7 +139,7 @@ class Router(Provider):
             return second
         return self._chain(models, one)
 
-    def count_tokens(self, model: str, **params) -> int:
+    def count_tokens(self, model: str, **params: Any) -> int:
         spec = self.spec(model)
         return self.backend(spec.name).count_tokens(split(model)[1], **params)
 
@@ -154,7 +154,7 @@ class Router(Provider):
             return self.backend(name), rest, f"{name}:"
         return self.backend("anthropic"), batch_id, ""
 
-    def batch_create(self, requests: list[dict]) -> Batch:
+    def batch_create(self, requests: list[dict[str, Any]]) -> Batch:
         model = (requests[0].get("params") or {}).get("model", "") if requests else ""
         spec = self.spec(model)
         if spec.api != "anthropic":

@@ -30,16 +30,16 @@ from agent.llm.base import (check_request, Batch, BatchResult, Message, NotFound
                             usage_dict, with_fallbacks)
 
 
-def text(s: str) -> dict:
+def text(s: str) -> dict[str, Any]:
     return {"type": "text", "text": s}
 
 
-def tool_use(name: str, input: dict | None = None, id: str | None = None) -> dict:
+def tool_use(name: str, input: dict[str, Any] | None = None, id: str | None = None) -> dict[str, Any]:
     return {"type": "tool_use", "id": id or f"toolu_{name}_{next(_ids)}", "name": name,
             "input": dict(input or {})}
 
 
-def reply(*parts: str | dict, usage: dict | None = None, stop_reason: str | None = None,
+def reply(*parts: str | dict[str, Any], usage: dict[str, Any] | None = None, stop_reason: str | None = None,
           model: str = "") -> Message:
     """A Message of text (str) and block (dict) parts; stop_reason `tool_use` when it
     calls a tool, else `end_turn`; usage 10 in, 5 out unless given."""
@@ -50,7 +50,7 @@ def reply(*parts: str | dict, usage: dict | None = None, stop_reason: str | None
                    model, stop_reason)
 
 
-def json_reply(obj: Any, **kw) -> Message:
+def json_reply(obj: Any, **kw: Any) -> Message:
     """A structured-output reply holding `obj` as JSON."""
     return reply(json.dumps(obj), **kw)
 
@@ -85,7 +85,7 @@ class Request:
     (one per request of a batch, with its custom_id), the model tried, the parameters."""
     kind: str
     model: str
-    params: dict
+    params: dict[str, Any]
     custom_id: str | None = None
     on_text: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
@@ -94,7 +94,7 @@ class ScriptedProvider(Provider):
     name = "scripted"
 
     def __init__(self, *replies: Any, default: Any = None) -> None:
-        self.replies: deque = deque(replies)
+        self.replies: deque[Any] = deque(replies)
         self.default = default
         self.requests: list[Request] = []
         self.batches: dict[str, tuple[Batch, dict[str, BatchResult]]] = {}
@@ -129,7 +129,7 @@ class ScriptedProvider(Provider):
 
     def stream(self, models: str | Sequence[str], *,
                on_text: Callable[[str], None] | None = None, parse: Any = None,
-               **params) -> Message:
+               **params: Any) -> Message:
         check_request(params)
 
         def one(model: str) -> Message:
@@ -141,11 +141,11 @@ class ScriptedProvider(Provider):
             return msg
         return with_fallbacks(models, one)
 
-    def create(self, models: str | Sequence[str], *, parse: Any = None, **params) -> Message:
+    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
         check_request(params)
         return with_fallbacks(models, lambda model: self._answer(Request("create", model, params)))
 
-    def count_tokens(self, model: str, **params) -> int:
+    def count_tokens(self, model: str, **params: Any) -> int:
         with self._lock:
             self.requests.append(Request("count_tokens", model, copy.deepcopy(params)))
         return max(1, len(json.dumps(params, ensure_ascii=False)) // 4)
@@ -158,7 +158,7 @@ class ScriptedProvider(Provider):
             return list(self.models)
         return sorted({r.model for r in self.requests if r.model})
 
-    def batch_create(self, requests: list[dict]) -> Batch:
+    def batch_create(self, requests: list[dict[str, Any]]) -> Batch:
         """Every request is answered at once (the batch has ended); a reply that is an
         exception becomes an `errored` result."""
         results: dict[str, BatchResult] = {}

@@ -10,10 +10,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+from typing import Any, TYPE_CHECKING
 
 from agent.config.providers import (ANTHROPIC_WINDOW, BUILTIN, LOCAL_WINDOW, OPENAI_WINDOW,
                                     is_loopback)
 from agent.errors import UserError
+
+if TYPE_CHECKING:
+    from agent.config import Settings
 
 
 class NoApiKey(UserError):
@@ -79,7 +83,7 @@ def _builtin(name: str) -> ProviderSpec:
     return ProviderSpec("anthropic", "anthropic", key_env="ANTHROPIC_API_KEY")
 
 
-def spec_of(name: str, table: dict | None) -> ProviderSpec:
+def spec_of(name: str, table: dict[str, Any] | None) -> ProviderSpec:
     """The spec of provider `name` from its `[providers.NAME]` table, checked already
     (agent.config.providers; None: a built-in one)."""
     if table is None:
@@ -100,7 +104,7 @@ def spec_of(name: str, table: dict | None) -> ProviderSpec:
                         "json_schema" if table.get("json_schema", True) else "json_object")
 
 
-def specs(settings) -> dict[str, ProviderSpec]:
+def specs(settings: Settings | None) -> dict[str, ProviderSpec]:
     """Every provider a model may name, for these settings (None: the built-in ones)."""
     tables = getattr(settings, "providers", None) or {}
     out = {name: _builtin(name) for name in BUILTIN}

@@ -9,9 +9,10 @@ check of the reply that comes back.
 from __future__ import annotations
 
 from typing import Any
+from collections.abc import Mapping
 
 
-def schema_of(model: Any) -> dict:
+def schema_of(model: Any) -> dict[str, Any]:
     """The model's JSON schema as the APIs take it: references inlined, no titles."""
     full = model.model_json_schema()
     defs = full.pop("$defs", {})
@@ -24,14 +25,15 @@ def schema_of(model: Any) -> dict:
         if isinstance(node, list):
             return [clean(v) for v in node]
         return node
-    return clean(full)
+    cleaned: dict[str, Any] = clean(full)
+    return cleaned
 
 
-def output_config(model: Any) -> dict:
+def output_config(model: Any) -> dict[str, Any]:
     return {"format": {"type": "json_schema", "schema": schema_of(model)}}
 
 
-def where(loc: tuple) -> str:
+def where(loc: tuple[Any, ...]) -> str:
     """`$.findings[0].kind` for pydantic's location ("findings", 0, "kind")."""
     out = "$"
     for part in loc:
@@ -39,7 +41,7 @@ def where(loc: tuple) -> str:
     return out
 
 
-def said(err: dict) -> str:
+def said(err: Mapping[str, Any]) -> str:
     """One pydantic error in plain words: `$.findings[0].kind: 'guess' is not one of [...]`."""
     kind, loc = err["type"], tuple(err["loc"])
     at = where(loc[:-1] if kind in ("missing", "extra_forbidden") else loc)

@@ -114,8 +114,10 @@ class VaultTools:
                  "author, date, message and diff.", self.history),
             Spec("why", "Where a line of MEMORY.md or USER.md came from: the commit that "
                  "wrote it (a hand edit, a chat turn's remember, a dream, a sync merge) and "
-                 "its source (the conversation, the archive entries), with earlier versions.",
-                 self.why),
+                 "its source (the conversation, the archive entries), with earlier versions. "
+                 "Or, given reply instead of text: the memories that reply was shown (lines "
+                 "of USER.md, MEMORY.md, daily notes, retrieved messages, archive entries, "
+                 "skills), each with the commit that taught it.", self.why),
             # Review of the dream's proposals: the one operation agent.ops.review.
             Spec("review_list", "The dream's proposed memory edits waiting for the person's "
                  "review: each with its id, kind (add/update/remove), file, old and new "
@@ -199,10 +201,25 @@ class VaultTools:
             raise BadInput(f"history: {path} is not a file of the vault")
         return rel
 
-    def why(self, text: Annotated[Query, Field(
-                description="Words of the fact to explain.")]) -> str:
+    def why(self, text: Annotated[Query | None, Field(
+                description="Words of the fact to explain.")] = None,
+            reply: Annotated[str | None, Field(max_length=100, description=(
+                "A reply's id (its transcript line's id), or 'last' for the newest "
+                "reply."))] = None,
+            session: Annotated[str | None, Field(max_length=200, description=(
+                "With reply: the conversation (e.g. cli/default); default: any for an id, "
+                "the latest conversation for 'last'."))] = None) -> str:
         from agent.ops import why
-        return why.render(why.explain(self.vault, text))
+        if reply is None:
+            if text is None:
+                raise BadInput("why needs text (words of a fact) or reply (an id, or 'last')")
+            return why.render(why.explain(self.vault, text))
+        if text is not None:
+            raise BadInput("why takes text or reply, not both")
+        from agent.ops import used
+        found = (used.last_reply(self.vault, session) if reply.strip() == "last"
+                 else used.find_reply(self.vault, reply, session))
+        return _cap(used.render(used.used(self.vault, found)))
 
     def review_list(self) -> str:
         from agent.ops import review

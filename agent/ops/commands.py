@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, ContextManager
+from typing import Any, Callable, ContextManager, TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
+    from agent.llm import Provider
 
 FRONTS = ("repl", "telegram", "web")
 ALL = frozenset(FRONTS)
@@ -27,17 +31,17 @@ ALL = frozenset(FRONTS)
 @dataclass
 class Context:
     """Where a command runs: the vault, the conversation, and what the front-end lends."""
-    vault: object
+    vault: Vault
     session: str
     front: str                                   # one of FRONTS
-    provider: object = None                      # the model, for /new's summary
+    provider: Provider | None = None             # the model, for /new's summary
     clock: Callable[[], datetime] | None = None  # now (default: agent.clock.now)
     # Stops the conversation's running turn; True when one was running. None: no turn
     # runs while this command does (the terminal's prompt).
     stop: Callable[[], bool] | None = None
     # hold(session): a context in which the conversation's running turn is saved and its
     # next messages wait (serve's router); the terminal runs one thing at a time.
-    hold: Callable[[str], ContextManager] | None = None
+    hold: Callable[[str], ContextManager[Any]] | None = None
 
     def now(self) -> datetime:
         if self.clock is not None:
@@ -51,7 +55,7 @@ class Reply:
     """What a command answers, for the front-end to render."""
     text: str = ""
     sections: list[tuple[str, str]] = field(default_factory=list)  # /memory: (file, text)
-    review: list = field(default_factory=list)   # /review: agent.ops.review.Item waiting
+    review: list[Any] = field(default_factory=list)   # /review: agent.ops.review.Item waiting
     aside: bool = False          # a note, not an answer (the terminal prints it on stderr)
     changed: bool = False        # a commit was made
     quit: bool = False           # the terminal leaves
@@ -62,7 +66,7 @@ class Command:
     name: str                                    # "/undo"
     help: str
     run: Callable[[Context, str], Reply]
-    fronts: frozenset = ALL
+    fronts: frozenset[str] = ALL
     aliases: tuple[str, ...] = ()
     holds: bool = False          # waits until the running turn is saved (it changes the vault)
     help_in: tuple[tuple[str, str], ...] = ()    # (front, help) where it reads otherwise
@@ -77,7 +81,9 @@ class Command:
 def _new(ctx: Context, text: str) -> Reply:
     from agent.ops import sessions
 
-    done = sessions.new_conversation(ctx.vault, ctx.provider, ctx.session, ctx.now())
+    # Every front-end that offers /new gives its model (a summary needs one).
+    done = sessions.new_conversation(ctx.vault, cast("Provider", ctx.provider), ctx.session,
+                                     ctx.now())
     return Reply(done.said, aside=done.error is not None, changed=done.entry is not None)
 
 

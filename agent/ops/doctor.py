@@ -6,14 +6,21 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 from dataclasses import dataclass
 
 from agent.vault.repo import git_version
-from typing import TYPE_CHECKING
+from agent.vault import gitcmd
+from agent.errors import UserError
+from typing import Callable, TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.config import Settings
     from agent.vault.repo import Vault
+
+# A channel's own check of its settings: (ok, detail, fix).
+TelegramCheck = Callable[["Settings"], tuple[bool, str, str]]
 
 MIN_GIT = (2, 31)
 
@@ -42,9 +49,11 @@ def _sandbox() -> Check:
     try:
         from agent import sandbox          # the `exec` tool's sandbox, where it exists
     except ImportError:
-        sandbox = None
-    if sandbox is not None and hasattr(sandbox, "sandbox_status"):
-        st = sandbox.sandbox_status()
+        sandbox_status = None
+    else:
+        sandbox_status = getattr(sandbox, "sandbox_status", None)
+    if sandbox_status is not None:
+        st = sandbox_status()
         return Check("sandbox", "ok" if st.ok else "warn", st.message,
                      "" if st.ok else "the agent works without it, but runs no shell commands")
     path = shutil.which("bwrap")
@@ -60,7 +69,7 @@ def _sandbox() -> Check:
     return Check("sandbox", "ok", f"{v.stdout.strip() or 'bwrap'} at {path}")
 
 
-def _settings(vault: Vault) -> tuple[Check, object]:
+def _settings(vault: Vault) -> tuple[Check, Settings | None]:
     from agent import config as cfg
 
     path = cfg.path_of(vault.root)
@@ -75,10 +84,10 @@ def _settings(vault: Vault) -> tuple[Check, object]:
         return Check("agent.toml", "fail", f"{found[0]}{more}",
                      "agent config check lists them; agent config set KEY VALUE fixes one"), None
     settings = cfg.from_data(data, str(path))
+    from agent import schedule as sched
     try:
-        from agent import schedule as sched
         sched.check_cron(settings.dream_schedule)
-    except Exception as e:      # noqa: BLE001 - shown to the person, not raised
+    except sched.ScheduleError as e:
         return Check("agent.toml", "fail", f"dream.schedule: {e}",
                      "agent config set dream.schedule '0 3 * * *'"), settings
     if unknown:
@@ -89,13 +98,13 @@ def _settings(vault: Vault) -> tuple[Check, object]:
     return Check("agent.toml", "ok", "valid" if text is not None else "none; defaults apply"), settings
 
 
-def _wanted(settings) -> list[str]:
+def _wanted(settings: Settings) -> list[str]:
     """The models agent.toml names: chat's, its fallbacks, the dream's (no repeats)."""
     wanted = [settings.model, *settings.fallback_models, settings.dream_model]
     return [m for i, m in enumerate(wanted) if m not in wanted[:i]]
 
 
-def _api(settings) -> list[Check]:
+def _api(settings: Settings | None) -> list[Check]:
     """Each provider a configured model names: its key, whether it answers, and whether
     it lists the models (Anthropic's own checks keep their names, "API key" and
     "models")."""
@@ -111,7 +120,7 @@ def _api(settings) -> list[Check]:
     return out
 
 
-def _anthropic(settings, models: list[str] | None) -> list[Check]:
+def _anthropic(settings: Settings | None, models: list[str] | None) -> list[Check]:
     """The key present and accepted (one authenticated call listing the models), and
     the models of agent.toml known to the API."""
     if settings is not None and models is None:
@@ -154,7 +163,7 @@ def _anthropic(settings, models: list[str] | None) -> list[Check]:
     return out
 
 
-def _provider(settings, name: str, models: list[str]) -> Check:
+def _provider(settings: Settings | None, name: str, models: list[str]) -> Check:
     """One provider of `[providers.NAME]` (or the built-in openai): its key where it
     needs one, reachable, and every model of agent.toml in its /v1/models."""
     from agent.llm import ProviderError, make_provider
@@ -196,7 +205,7 @@ def _index(vault: Vault) -> Check:
     try:
         index.refresh(vault)
         st = index.status(vault)
-    except Exception as e:      # noqa: BLE001 - a damaged index is reported, not raised
+    except (OSError, sqlite3.Error, UserError) as e:     # a damaged index: reported
         return Check("index", "fail", f"{index.db_path(vault)} is unusable ({e})",
                      "agent index rebuild")
     docs = sum(st.documents.values())
@@ -207,7 +216,7 @@ def _index(vault: Vault) -> Check:
 
 
 def _fsck(vault: Vault) -> Check:
-    problem = vault.fsck()
+    problem = gitcmd.fsck(vault)
     if problem:
         return Check("git fsck", "fail", problem,
                      "the repository is damaged: restore it from a clone or backup")
@@ -255,7 +264,7 @@ def _skills(vault: Vault) -> Check:
     found = skills.discover(vault.root)
     broken = [s for s in found if s.problem]
     if broken:
-        return Check("skills", "fail", broken[0].problem, "fix the file named")
+        return Check("skills", "fail", broken[0].problem or "", "fix the file named")
     return Check("skills", "ok", f"{len(found)} ({', '.join(s.name for s in found)})")
 
 
@@ -286,7 +295,7 @@ def _held(vault: Vault) -> Check:
                  "`agent sync reject FILE`")
 
 
-def _telegram(settings, check) -> list[Check]:
+def _telegram(settings: Settings | None, check: TelegramCheck | None) -> list[Check]:
     """Only when [channels.telegram] is enabled: the token accepted, who may talk (the
     channel's own `check`, given by the front-end: the channel lives in serve)."""
     if settings is None or not getattr(settings, "telegram_enabled", False) or check is None:
@@ -295,7 +304,7 @@ def _telegram(settings, check) -> list[Check]:
     return [Check("telegram", "ok" if ok else "fail", detail, fix)]
 
 
-def _mcp(vault: Vault, settings) -> list[Check]:
+def _mcp(vault: Vault, settings: Settings | None) -> list[Check]:
     """Only when agent.toml names MCP servers: the enabled ones not approved here."""
     if settings is None or not (settings.raw.get("mcp") or {}).get("servers"):
         return []
@@ -312,16 +321,16 @@ def _mcp(vault: Vault, settings) -> list[Check]:
 
 def _identity(vault: Vault) -> Check | None:
     """Warn when hand edits would be committed under a name made from the login."""
-    if not vault.user_identity_guessed():
+    if not vault.identity.user_guessed():
         return None
-    who = vault.user_identity()
+    who = vault.identity.user()
     return Check("identity", "warn", f"git has no user.name and user.email: your edits are "
                  f"committed as {who.name} <{who.email}>",
                  'git config --global user.name "Your Name" && '
                  'git config --global user.email you@example.org')
 
 
-def run_checks(vault: Vault, telegram=None) -> list[Check]:
+def run_checks(vault: Vault, telegram: TelegramCheck | None = None) -> list[Check]:
     """Every check; `telegram(settings) -> (ok, detail, fix)` checks the Telegram
     channel when it is enabled."""
     settings_check, settings = _settings(vault)

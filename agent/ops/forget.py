@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from agent.errors import UserError
 from agent.stores import memory, sessions
@@ -20,6 +21,7 @@ from agent.vault import rewrite, rewrite_journal
 from agent.fs import safe
 from agent.vault.change import Change
 from agent.vault.repo import Vault
+from agent.vault import gitcmd
 
 MIN_CHARS = rewrite.MIN_CHARS
 
@@ -60,7 +62,7 @@ class Receipt:
     def verified(self) -> bool:
         return not any(self.checks.values())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"files": self.survey.files, "commits": len(self.survey.commits),
                 "messages": len(self.survey.messages), "rewritten": self.rewritten,
                 "tombstone": self.tombstone, "commit": self.commit, "pushed": self.pushed,
@@ -127,7 +129,7 @@ def fact_text(vault: Vault, text: str) -> str:
 def _upstream(vault: Vault) -> tuple[str, str, str | None] | None:
     """(remote, branch, the commit the remote branch is at) of the sync upstream, or None."""
     from agent.sync import remotes as syncing
-    if not vault.has_remote():
+    if not gitcmd.has_remote(vault):
         return None
     try:
         remote, branch = syncing.upstream(vault)

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from agent.errors import did_you_mean
 from agent.stores import heartbeatfile
 from agent.stores.heartbeatfile import Heartbeat, HeartbeatError
 from agent.vault.change import Change
+from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.ops.runs import Outcome
+    from agent.llm import Provider
     from agent.vault.repo import Vault
 
 
@@ -37,7 +40,7 @@ class Listed:
     heartbeat: Heartbeat
     next: datetime | None        # its next run, when serve has one for it
     why_not: str | None          # "disabled", or "when serve starts" (new or edited since)
-    state: dict                  # serve's record: last_run, last_status, last_error, delivery
+    state: dict[str, Any]                  # serve's record: last_run, last_status, last_error, delivery
 
 
 @dataclass
@@ -46,7 +49,7 @@ class Listing:
     problems: list[str] = field(default_factory=list)    # files skipped, each with why
 
 
-def _state_of(state: dict, name: str) -> dict:
+def _state_of(state: dict[str, Any], name: str) -> dict[str, Any]:
     e = state.get(name)
     return e if isinstance(e, dict) else {}
 
@@ -92,7 +95,7 @@ def set_enabled(vault: Vault, name: str, enabled: bool) -> Done:
         if hb.enabled == enabled:
             return Done(hb, None)
         text = heartbeatfile.with_enabled(vault.read_text(hb.path), enabled, hb.path)
-        if enabled and hb.host is None and vault.has_remote():
+        if enabled and hb.host is None and gitcmd.has_remote(vault):
             text = heartbeatfile.with_field(text, "host", vault.host(), hb.path)
         vault.write_text(hb.path, text)
         word = "enable" if enabled else "disable"
@@ -130,7 +133,8 @@ def add(vault: Vault, name: str, message: str, *, every: str | None = None, cron
     return Done(hb, sha)
 
 
-def run_now(vault: Vault, provider, name: str, now: datetime, *, on_text=None):
+def run_now(vault: Vault, provider: Provider, name: str, now: datetime, *,
+            on_text: Callable[[str], None] | None = None) -> Outcome:
     """Run heartbeat `name` at once (even disabled or outside its active hours); it
     counts as its run. The agent.ops.runs.Outcome: "quiet" when it answered
     HEARTBEAT_OK and changed nothing (no commit, no transcript)."""

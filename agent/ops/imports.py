@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any, TYPE_CHECKING
 
 from agent.chat.compact import mark_imported
 from agent.stores import archive, chatgpt, claude, exports, sessions, window
@@ -42,6 +43,9 @@ from agent.stores.exports import (
     Skipped,
 )
 from agent.vault.change import Change
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 CHUNK_CONVERSATIONS = 500       # conversations a commit holds at most
 CHUNK_MESSAGES = 20_000         # ... and messages
@@ -76,7 +80,7 @@ def session_key(source: str, conv_id: str) -> str:
     return sessions.check_key(f"import/{source}-{clean.lstrip('-.')}")
 
 
-def import_path(vault, path: Path, *, now: datetime, fmt: str | None = None,
+def import_path(vault: Vault, path: Path, *, now: datetime, fmt: str | None = None,
                 on_progress: Callable[[Progress], None] | None = None) -> ImportResult:
     """Import the export at `path` (a folder, a zip or a file); see the module."""
     path = Path(path)
@@ -85,7 +89,7 @@ def import_path(vault, path: Path, *, now: datetime, fmt: str | None = None,
     jsonl = [p for p in found if p.kind == "jsonl" or fmt == JSONL]
     convs = [p for p in found if p.kind == "conversations" and p not in jsonl]
     mems = [p for p in found if p.kind == "memories" and fmt in (None, CLAUDE)]
-    kinds = [(p, fmt or exports.sniff(p)) for p in convs]
+    kinds = [(p, fmt or exports.sniff(p) or "") for p in convs]   # "": not known
     for p, kind in kinds:
         if kind not in (CHATGPT, CLAUDE):
             raise ExportError(f"{p.name}: not a ChatGPT or Claude export (no mapping or "
@@ -141,7 +145,7 @@ def _conversations(part: Part, kind: str, skipped: list[Skipped]) -> Iterator[Im
         yield item
 
 
-def _import_jsonl(vault, part: Part, path: Path, result: ImportResult) -> None:
+def _import_jsonl(vault: Vault, part: Part, path: Path, result: ImportResult) -> None:
     from agent.chat.importer import import_file
 
     file = path if path.is_file() else path / part.name.split("/", 1)[-1]
@@ -158,7 +162,7 @@ def _import_jsonl(vault, part: Part, path: Path, result: ImportResult) -> None:
 # ---- writing a chunk -----------------------------------------------------------------------
 
 
-def _write(vault, batch: list[Imported], path: Path, result: ImportResult,
+def _write(vault: Vault, batch: list[Imported], path: Path, result: ImportResult,
            now: datetime) -> None:
     """One commit for a chunk of whole conversations: only messages the vault lacks."""
     source = NAMES[batch[0].source]
@@ -190,7 +194,7 @@ def _write(vault, batch: list[Imported], path: Path, result: ImportResult,
         result.commits.append(sha)
 
 
-def _mark_unmarked(vault, keys: list[str]) -> None:
+def _mark_unmarked(vault: Vault, keys: list[str]) -> None:
     """The sessions a killed import wrote but had not yet marked for archiving (their
     messages are all in, so the rerun adds none): marked now, in their own commit."""
     keys = [k for k in keys if window.last_marker(vault.root, key=k) is None]
@@ -225,7 +229,7 @@ def _plan(root: Path, key: str, conv: Imported) -> tuple[dict[str, list[str]], b
         have.add(m.id)
         if m.role == "user" or turn == 0:
             turn += 1
-        extra: dict = {}
+        extra: dict[str, Any] = {}
         if m.speaker:
             extra["speaker"] = m.speaker
         if first:
@@ -237,7 +241,7 @@ def _plan(root: Path, key: str, conv: Imported) -> tuple[dict[str, list[str]], b
     return plan, not files
 
 
-def _about(conv: Imported) -> dict:
+def _about(conv: Imported) -> dict[str, Any]:
     """What the session's first line keeps of the conversation it came from."""
     out = {"from": conv.source, "id": conv.id, "title": conv.title}
     if conv.created:
@@ -252,7 +256,7 @@ def _about(conv: Imported) -> dict:
 # ---- memories.json ---------------------------------------------------------------------
 
 
-def _memories(vault, memories: list[str], path: Path, result: ImportResult,
+def _memories(vault: Vault, memories: list[str], path: Path, result: ImportResult,
               now: datetime) -> int | None:
     """An archive entry of what Claude remembered, unless one with these words is there:
     the dream makes proposals of it for review (never lines written as they are)."""

@@ -25,10 +25,12 @@ from agent.stores import cronfile
 from agent.stores.cronfile import CRON_FILE, CronFile, Job
 from agent.vault.change import Change
 from agent.vault.edit import edit as edit_file
-from agent.vault.repo import check_host
+from agent.vault.identity import check_host
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.ops.runs import Outcome
+    from agent.llm import Provider
     from agent.vault.repo import Vault
 
 
@@ -50,7 +52,7 @@ def change(vault: Vault, fn: Callable[[CronFile], Change | None]) -> tuple[Chang
     if current is not None:
         cronfile.loads(current)
 
-    def step(before: str | None):
+    def step(before: str | None) -> tuple[str | None, Change | None]:
         cf = cronfile.loads(before) if before is not None else CronFile()
         done = fn(cf)
         return (cronfile.dumps(cf) if done is not None else None), done
@@ -62,7 +64,7 @@ def _one(vault: Vault, ref: str, fn: Callable[[Job], Change | None]) -> Done:
     """`fn` on the job `ref` names (by id, or by a name only it has)."""
     out: list[Job] = []
 
-    def on_file(cf: CronFile):
+    def on_file(cf: CronFile) -> Change | None:
         job = cf.find(ref)
         out.append(job)
         return fn(job)
@@ -78,19 +80,22 @@ def _from_now(job: Job, now: datetime) -> None:
     if due is None or due <= now:
         job.state.next_run = (sched.next_run(job.schedule, now, anchor=due)
                               if job.schedule.kind != "at" else
-                              (job.schedule.at if job.schedule.at > now else None))
+                              (job.schedule.at if job.schedule.at is not None
+                               and job.schedule.at > now else None))
 
 
-def add(vault: Vault, name: str, message: str, now: datetime, *, at=None, every=None, cron=None,
-        tz=None, session=None, misfire="run_once", delete_after_run=None,
-        deliver=None, host: str | None = None) -> Done:
+def add(vault: Vault, name: str, message: str, now: datetime, *, at: str | None = None,
+        every: str | None = None, cron: str | None = None, tz: str | None = None,
+        session: str | None = None, misfire: str = "run_once",
+        delete_after_run: bool | None = None, deliver: str | None = None,
+        host: str | None = None) -> Done:
     """Add a job (validated before the file is touched) that runs on `host` (default:
     this machine)."""
     sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=now)   # before the lock
     host = check_host(host) if host else vault.host()
     made: list[Job] = []
 
-    def fn(cf: CronFile):
+    def fn(cf: CronFile) -> Change | None:
         job = cronfile.add(cf, name, message, now, at=at, every=every, expr=cron, tz=tz,
                            session=session, misfire=misfire,
                            delete_after_run=delete_after_run, deliver=deliver, host=host)
@@ -102,7 +107,8 @@ def add(vault: Vault, name: str, message: str, now: datetime, *, at=None, every=
 
 
 def edit(vault: Vault, ref: str, now: datetime, *, name: str | None = None,
-         message: str | None = None, at=None, every=None, cron=None, tz=None) -> Done:
+         message: str | None = None, at: str | None = None, every: str | None = None,
+         cron: str | None = None, tz: str | None = None) -> Done:
     """Change a job's name, message or schedule (give one of at, every or cron for a new
     schedule; its next run is reckoned from now), keeping the rest of it."""
     schedule = (sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=now)
@@ -113,10 +119,10 @@ def edit(vault: Vault, ref: str, now: datetime, *, name: str | None = None,
 
     out: list[Job] = []
 
-    def fn(cf: CronFile):
+    def fn(cf: CronFile) -> Change | None:
         job = cf.find(ref)
         out.append(job)
-        what = []
+        what: list[str] = []
         new_name = name.strip() if name is not None else None
         if new_name is not None and new_name != job.name:
             if not new_name:
@@ -149,10 +155,10 @@ def approve(vault: Vault, ref: str, now: datetime, refusal: Callable[[str], str 
     """Let a held job (one the model made with a delivery target) run; refused, with
     why, when `refusal(target)` says its chat is not one the person allowed. Its next
     run is reckoned from now, so times passed while it was held do not come due."""
-    def fn(job: Job):
+    def fn(job: Job) -> Change | None:
         if not job.held:
             return None
-        why = refusal(job.deliver)
+        why = refusal(job.deliver) if job.deliver else None     # a held job delivers somewhere
         if why:
             raise sched.ScheduleError(f"{job.label()} ({job.id}) was not approved: {why}")
         job.approved = True
@@ -166,7 +172,7 @@ def approve(vault: Vault, ref: str, now: datetime, refusal: Callable[[str], str 
 def remove(vault: Vault, ref: str) -> Done:
     gone: list[Job] = []
 
-    def fn(cf: CronFile):
+    def fn(cf: CronFile) -> Change | None:
         job = cf.find(ref)
         cf.remove(job.id)
         gone.append(job)
@@ -179,7 +185,7 @@ def remove(vault: Vault, ref: str) -> Done:
 def set_enabled(vault: Vault, ref: str, enabled: bool, now: datetime) -> Done:
     """Enable or disable a job; an enabled job's next run is reckoned again from now, so
     the times it missed while disabled do not all come due at once."""
-    def fn(job: Job):
+    def fn(job: Job) -> Change | None:
         if job.enabled == enabled:
             return None
         job.enabled = enabled
@@ -202,7 +208,7 @@ def move(vault: Vault, ref: str, host: str) -> Done:
     """Give a job to the machine named `host`: from the next sync on, only it runs it."""
     host = check_host(host)
 
-    def fn(job: Job):
+    def fn(job: Job) -> Change | None:
         if job.host == host:
             return None
         was = job.host
@@ -219,7 +225,8 @@ def find(vault: Vault, ref: str) -> Job:
     return cronfile.read(vault.root).find(ref)
 
 
-def run_now(vault: Vault, provider, ref: str, now: datetime, *, on_text=None):
+def run_now(vault: Vault, provider: Provider, ref: str, now: datetime, *,
+            on_text: Callable[[str], None] | None = None) -> Outcome:
     """Run the job `ref` names at once, in the foreground (its schedule is unchanged);
     the run's agent.ops.runs.Outcome (status ok, error or interrupted; the commit)."""
     from agent.ops import runs

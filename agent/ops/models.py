@@ -8,6 +8,10 @@ from dataclasses import dataclass
 
 from agent.config import load_settings
 from agent.llm.spec import specs, split
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 
 @dataclass
@@ -22,7 +26,7 @@ class ModelRow:
     local: bool
 
 
-def configured(vault) -> list[ModelRow]:
+def configured(vault: Vault) -> list[ModelRow]:
     """Each model of agent.toml once, in the order chat tries them, then the dream's."""
     settings = load_settings(vault.root)
     known = specs(settings)

@@ -56,7 +56,7 @@ def note(vault: Vault, text: str, now: datetime, *, via: Via | None = None) -> N
     written = False
     try:
         with vault.locked():
-            vault.append_line(rel, line, header=memory.daily_header(now.date()))
+            vault.append_lines(rel, [line], header=memory.daily_header(now.date()))
             written = True
             sha = vault.commit(via(rel, body) if via else Change("note", f"add 1 line to {rel}"))
     except UserError as e:

@@ -21,6 +21,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from agent.dream import prompts
 from agent.dream.edits import FILES, apply_ops
@@ -31,7 +32,7 @@ from agent.stores.exports import MEMORIES_SESSION, NAMES, title_of
 from agent.vault import branches
 from agent.fs import atomic, safe
 from agent.vault.change import Change
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
@@ -66,7 +67,7 @@ class Item:
                              # arrivals.UNKNOWN: not made here, where from not known)
     by: str = ""             # the machine (Host trailer) or author its commit names
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @property
@@ -109,7 +110,7 @@ class Outcome:
     closed: list[str] = field(default_factory=list)  # branches deleted: nothing waits on them
     left: list[Item] = field(default_factory=list)   # from remotes, not taken by "all"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"decision": self.decision, "done": [i.to_json() for i in self.done],
                 "stale": [i.to_json() for i in self.stale], "commits": self.commits,
                 "subjects": self.subjects, "closed": self.closed,
@@ -119,18 +120,18 @@ class Outcome:
 # ---- the list -------------------------------------------------------------------------
 
 
-def _texts(root) -> dict[str, str]:
+def _texts(root: Path) -> dict[str, str]:
     return {name: safe.read_text(root, name) or "" for name in FILES}
 
 
-def _op(rec: dict, new: str | None = None) -> dict:
+def _op(rec: dict[str, Any], new: str | None = None) -> dict[str, Any]:
     line = rec.get("line", "") if new is None else new
     return {"op": rec.get("op", ""), "file": rec.get("file", ""),
             "section": rec.get("section", ""), "old": rec.get("old", ""),
             "new": line, "reason": rec.get("reason", "")}
 
 
-def _stale(texts: dict[str, str], rec: dict) -> str:
+def _stale(texts: dict[str, str], rec: dict[str, Any]) -> str:
     r = apply_ops(texts, [_op(rec)], allow_shrink=True).results[0]
     if r.status == "applied":
         return ""
@@ -153,11 +154,11 @@ def _words(text: str) -> set[str]:
             if (w.isdigit() or len(w) >= 4) and w not in _COMMON}
 
 
-def _said(line: dict) -> str:
+def _said(line: dict[str, Any]) -> str:
     return " ".join(sessions.message_text(line.get("content", ""), sep=" ").split())
 
 
-def _stating(lines: list[dict], fact: str) -> tuple[str, bool]:
+def _stating(lines: list[dict[str, Any]], fact: str) -> tuple[str, bool]:
     """The message of an entry that states `fact` (the one sharing most of its words,
     the person's before the agent's), and whether one does; else the person's first."""
     wanted = _words(fact)
@@ -172,7 +173,7 @@ def _stating(lines: list[dict], fact: str) -> tuple[str, bool]:
     return next((t for t, user in said if user), said[0][0]), False
 
 
-def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int, str],
+def _excerpt(root: Path, ids: list[int], cache: prompts.SessionCache, paths: dict[int, str],
              fact: str) -> str:
     """`archive 42 (Kyoto trip): "I booked the flights..."`: the message of the entries
     that states `fact`; when none does, the first entry's first message, said so."""
@@ -202,7 +203,7 @@ def _excerpt(root, ids: list[int], cache: prompts.SessionCache, paths: dict[int,
     return f'{where}: "{said}"'
 
 
-def _numbers(vault, ids: list[str]) -> dict[str, int]:
+def _numbers(vault: Vault, ids: list[str]) -> dict[str, int]:
     """The number each waiting proposal is listed under: given once and kept while it
     waits (.agent/review-numbers.json), so `accept 3` then `reject 2` act on what the
     list showed; new proposals take the next numbers, and 1 again once nothing waits."""
@@ -230,7 +231,7 @@ def _numbers(vault, ids: list[str]) -> dict[str, int]:
     return numbers
 
 
-def _conversation(root, session: str) -> str:
+def _conversation(root: Path, session: str) -> str:
     """`, from ChatGPT: "Trip to Kyoto" (import/chatgpt-...)` for an imported entry."""
     if not session.startswith("import/"):
         return ""
@@ -338,8 +339,8 @@ def _decide_run(vault: Vault, run: str, chosen: list[Item], out: Outcome, at: st
     records = ledger.read(root)
     texts = _texts(root)
     done: list[Item] = []
-    decisions: list[dict] = []
-    rejected: list[dict] = []
+    decisions: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
     for item in chosen:
         rec = ledger.proposal(records, run, item.n) or {}
         if out.decision == "accept":
@@ -399,7 +400,7 @@ def _rebuild(vault: Vault, runs: list[str]) -> list[str]:
     """Each run's branch on top of `main` as it is now, holding what still waits; a
     branch with nothing waiting is deleted. The names of the deleted ones."""
     waiting = ledger.proposals(ledger.read(vault.root))
-    head = vault.head()
+    head = vault.head() or ""        # "": no commit yet, which git refuses as a parent
     closed = []
     for run in runs:
         branch = branch_of(run)

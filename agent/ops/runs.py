@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Callable, TYPE_CHECKING
 
 from agent import schedule as sched
 from agent.oneline import shorten
@@ -26,6 +27,10 @@ from agent.stores.cronfile import CRON_FILE, CronFileError, Job
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
+if TYPE_CHECKING:
+    from agent.chat.turn import TurnResult
+    from agent.config import Settings
+
 log = logging.getLogger("agent.serve")
 
 
@@ -38,7 +43,7 @@ class Outcome:
 
 
 def run_turn(vault: Vault, provider: Provider, session: str, text: str, now: datetime,
-             **options):
+             **options: Any) -> tuple[TurnResult | None, str | None]:
     """run_turn (agent.chat.turn, with its keyword `options`), with failures as (None,
     message): a failed run is recorded, never fatal."""
     from agent.chat.turn import run_turn
@@ -71,7 +76,7 @@ def job_text(job: Job, due: datetime | None, now: datetime) -> str:
 
 
 def _recorder(job_id: str, now: datetime, due: datetime | None, following: datetime | None,
-              problems: list[str]):
+              problems: list[str]) -> Callable[[Vault, str, str | None], list[str]]:
     """A function writing a run's result into cron.json as it is (call under the lock)."""
     def record(vault: Vault, status: str, error: str | None) -> list[str]:
         try:
@@ -107,7 +112,8 @@ def _recorder(job_id: str, now: datetime, due: datetime | None, following: datet
 
 
 def execute_job(vault: Vault, provider: Provider, job: Job, now: datetime, *, due: datetime | None,
-                following: datetime | None, settings=None, on_text=None) -> Outcome:
+                following: datetime | None, settings: Settings | None = None,
+                on_text: Callable[[str], None] | None = None) -> Outcome:
     """Run `job`'s turn and record the run in cron.json: in the turn's commit, or, when
     the turn was cut short before it was saved, in a commit of its own."""
     problems: list[str] = []
@@ -153,7 +159,7 @@ def execute_job(vault: Vault, provider: Provider, job: Job, now: datetime, *, du
 
 
 def run_job_now(vault: Vault, provider: Provider, job_id: str, now: datetime, *,
-                on_text=None) -> Outcome:
+                on_text: Callable[[str], None] | None = None) -> Outcome:
     """`agent cron run`: run a job at once; its next run stays as it was."""
     with vault.locked():
         job = cronfile.read(vault.root).find(job_id)
@@ -164,7 +170,8 @@ def run_job_now(vault: Vault, provider: Provider, job_id: str, now: datetime, *,
 # ---- heartbeats ----------------------------------------------------------------------
 
 
-def pending_for(target: str | None, now: datetime, status: str, text: str | None = None):
+def pending_for(target: str | None, now: datetime, status: str,
+                text: str | None = None) -> dict[str, Any] | None:
     """The record a run leaves: pending when it went well and has somewhere to go."""
     if target is None or status != "ok":
         return None
@@ -174,7 +181,7 @@ def pending_for(target: str | None, now: datetime, status: str, text: str | None
 
 
 def execute_heartbeat(vault: Vault, provider: Provider, hb: heartbeatfile.Heartbeat, now: datetime, *,
-                      settings=None, on_text=None) -> Outcome:
+                      settings: Settings | None = None, on_text: Callable[[str], None] | None = None) -> Outcome:
     """Run a heartbeat's prompt; a reply of HEARTBEAT_OK with no change leaves no trace."""
     result, failure = run_turn(vault, provider, hb.session, hb.message(), now, kind="heartbeat",
                                settings=settings, on_text=on_text, discard_reply=heartbeatfile.OK)
@@ -208,7 +215,7 @@ def record_heartbeat(vault: Vault, hb: heartbeatfile.Heartbeat, now: datetime, o
 
 
 def run_heartbeat_now(vault: Vault, provider: Provider, hb: heartbeatfile.Heartbeat, now: datetime, *,
-                      on_text=None) -> Outcome:
+                      on_text: Callable[[str], None] | None = None) -> Outcome:
     """`agent heartbeat run`: run one heartbeat at once; it counts as its run, so serve
     runs it next one interval (or its next cron time) from now."""
     outcome = execute_heartbeat(vault, provider, hb, now, settings=load_settings(vault.root),

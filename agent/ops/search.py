@@ -7,9 +7,11 @@ from datetime import date, datetime
 
 from agent import clock
 from agent.errors import UserError
+from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.search.query import Hit
     from agent.vault.repo import Vault
 
 
@@ -19,11 +21,11 @@ def when(ts: str | None) -> str:
     return ts[:16].replace("T", " ")
 
 
-def where(hit) -> str:
+def where(hit: Hit) -> str:
     return f"{hit.path}:{hit.line}" if hit.line else hit.path
 
 
-def who(hit) -> str:
+def who(hit: Hit) -> str:
     if hit.kind == "sessions":
         return hit.speaker or ""
     if hit.kind == "memory":
@@ -55,7 +57,7 @@ def parse_day(vault: Vault, text: str | None, flag: str) -> date | None:
         except ValueError:
             pass
     now = clock.now()
-    stamp = vault.date_stamp(t, now.timestamp())
+    stamp = gitcmd.date_stamp(vault, t, now.timestamp())
     if stamp is None:
         raise UserError(f"{flag} {text!r}: not a date git understands; use e.g. "
                         f"2025-03-01, yesterday, '2 weeks ago', 'last monday'.")

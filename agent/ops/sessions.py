@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
+from typing import Any, Callable
 
 from agent.errors import UserError, did_you_mean
 from agent.stores import sessions
@@ -19,13 +19,14 @@ from agent.fs import atomic
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.llm import Provider
     from agent.vault.repo import Vault
 
 DEFAULT_SESSION = "cli/default"
 LAST_SESSION = "last_session"       # in .agent/: the session `agent chat -c` resumes
 
 
-def list_sessions(vault: Vault) -> list:
+def list_sessions(vault: Vault) -> list[Any]:
     """Every conversation (search.index.SessionSummary: key, messages, first, last, the
     last line and who said it), most recent first."""
     from agent.search import index
@@ -33,7 +34,7 @@ def list_sessions(vault: Vault) -> list:
     return index.session_summaries(vault)
 
 
-def titles(vault: Vault, found: list) -> dict[str, str]:
+def titles(vault: Vault, found: list[Any]) -> dict[str, str]:
     """The titles of the imported conversations among `found` (key -> title)."""
     from agent.stores.exports import title_of
 
@@ -122,7 +123,7 @@ class NewConversation:
         return f"Archived as entry {self.entry} ({self.topic}). A fresh conversation starts."
 
 
-def new_conversation(vault: Vault, provider, session: str, now: datetime) -> NewConversation:
+def new_conversation(vault: Vault, provider: Provider, session: str, now: datetime) -> NewConversation:
     """`/new`: archive the conversation's window and start afresh. A summary that fails
     keeps the conversation as it was (its messages are never dropped)."""
     from agent.chat import working
@@ -138,7 +139,7 @@ def new_conversation(vault: Vault, provider, session: str, now: datetime) -> New
     return NewConversation(entry, topic(vault, entry))
 
 
-def archive(vault: Vault, provider, session: str, now: Callable[[], datetime], *,
+def archive(vault: Vault, provider: Provider, session: str, now: Callable[[], datetime], *,
             on_entry: Callable[[int, int | None], None] | None = None) -> list[int]:
     """`agent archive`: compact the whole window of `session` now, imported history
     waiting beyond it first (one chunk a request); the entries made, each also given to
@@ -146,11 +147,11 @@ def archive(vault: Vault, provider, session: str, now: Callable[[], datetime], *
     (a summary that failed) leaves the conversation as it was."""
     from agent.chat.compact import backlog_bytes, compact_backlog, compact_until
 
-    def shown(entry, left=None):
+    def shown(entry: int, left: int | None = None) -> None:
         if on_entry is not None:
             on_entry(entry, left)
 
-    made = []
+    made: list[int] = []
     while (entry := compact_backlog(vault, provider, session, now())) is not None:
         made.append(entry)
         shown(entry, backlog_bytes(vault.root, session))

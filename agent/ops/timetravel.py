@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from typing import Any, TYPE_CHECKING
 
 from agent.oneline import shorten
 from agent.errors import UserError
@@ -15,6 +16,9 @@ from agent.fs import safe
 from agent.vault import timetravel as tt
 from agent.vault.change import Change
 from agent.vault.repo import Vault
+
+if TYPE_CHECKING:
+    from agent.search.query import Hit
 
 
 FACT_FILES = memory.MEMORY_FILES
@@ -37,7 +41,8 @@ def show_as_of(vault: Vault, rel: str, when: str) -> AsOf:
     return AsOf(sha, line, text)
 
 
-def search_as_of(vault: Vault, query: str, when: str, limit: int = 10, **kw):
+def search_as_of(vault: Vault, query: str, when: str, limit: int = 10,
+                 **kw: Any) -> tuple[list[Hit], str]:
     """(hits, "abc1234 ...") of a search over the vault as it was at WHEN: the messages
     up to then and the memory files as they were (a throwaway copy, words only)."""
     from agent.search import index
@@ -98,6 +103,7 @@ def restore(vault: Vault, text: str) -> Restored:
         raise UserError(f"No removed line of MEMORY.md or USER.md holds {text!r}"
                         + (" (it was never in them)." if not events else "."))
     last = gone[-1]
+    assert last.old is not None         # gone holds only events with an old line
     fact = last.old.strip().lstrip("-*+").strip()
     before = tt.file_at(vault, f"{last.sha}^", last.file) or ""
     section = heading_above(before, last.old)

@@ -14,6 +14,7 @@ from agent.vault import history
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.vault.history import Commit
     from agent.vault.repo import Vault
 
 
@@ -29,7 +30,7 @@ def undo(vault: Vault, ref: str | None = None, *, session: str | None = None) ->
     return done
 
 
-def undoable(commit, agent_email: str) -> bool:
+def undoable(commit: Commit, agent_email: str) -> bool:
     """Whether a commit is one `undo` may revert (the agent's, not the vault's birth nor
     an undo)."""
     return commit.email == agent_email and commit.kind not in history.NEVER_UNDONE

@@ -34,7 +34,7 @@ from agent.stores import archive, ledger, memory, sessions
 from agent.stores.exports import title_of
 from agent.vault import history as lineage
 from agent.vault.change import CLIENT, REVERTS, REVIEWER, RUN, SESSION, TOOL, TURN
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
@@ -68,7 +68,7 @@ class Step:
     file: str
     line: int
     text: str                # the line as this step wrote it
-    source: dict = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
     here: bool = True        # made on this machine (False: came from another clone)
     host: str = ""           # this machine's host, for a step made here
 
@@ -80,7 +80,7 @@ class Story:
     steps: list[Step]
     closest: list[Candidate] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"query": self.query, "file": self.match.file, "line": self.match.line,
                 "text": self.match.text, "score": round(self.match.score, 3),
                 "steps": [asdict(s) for s in self.steps]}
@@ -154,7 +154,7 @@ def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
         if blame is None:
             break
         if blame.sha == lineage.UNCOMMITTED:
-            identity = vault.user_identity()
+            identity = vault.identity.user()
             steps.append(Step(None, "hand edit", identity.name, identity.email, "", "",
                               rel, line, text, {"note": "not committed yet; committed as "
                                                         "the person's edit before the "
@@ -189,6 +189,35 @@ def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
     return steps
 
 
+@dataclass
+class Teller:
+    """What telling many lines' first steps shares: the commits read once, who the agent
+    is, which commits this machine made."""
+    agent_email: str
+    here: set[str]
+    host: str
+    commits: dict[str, lineage.CommitRecord] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, vault: Vault) -> "Teller":
+        return cls(vault.agent_identity().email, lineage.made_here(vault), vault.host())
+
+
+def taught_by(vault: Vault, sha: str, rel: str, line: int, text: str,
+              teller: Teller | None = None) -> Step:
+    """The head of a line's story: the commit `sha` that wrote line `line` of `rel` (as
+    blame names it) with its source, as `walk` tells its first step."""
+    teller = teller or Teller.of(vault)
+    c = teller.commits.get(sha)
+    if c is None:
+        c = teller.commits[sha] = lineage.commit_record(vault, sha)
+    step = _step(vault, c, rel, line, text, teller.agent_email)
+    if step.kind != "sync merge":
+        step.here = c.sha in teller.here
+        step.host = teller.host if step.here else ""
+    return step
+
+
 def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
     if len(c.parents) > 1:
         return "sync merge"
@@ -205,7 +234,7 @@ def _kind(c: lineage.CommitRecord, agent_email: str) -> str:
             "import": "import"}.get(k, k or "commit")
 
 
-def _step(vault: Vault, c, rel: str, line: int, text: str, agent_email: str) -> Step:
+def _step(vault: Vault, c: lineage.CommitRecord, rel: str, line: int, text: str, agent_email: str) -> Step:
     kind = _kind(c, agent_email)
     step = Step(c.sha, kind, c.author, c.email, c.date, c.subject, rel, line, text)
     if kind == "chat turn":
@@ -227,7 +256,7 @@ def _step(vault: Vault, c, rel: str, line: int, text: str, agent_email: str) -> 
     return step
 
 
-def _merge_step(vault: Vault, merge: str, original, rel: str, line: int, text: str) -> Step:
+def _merge_step(vault: Vault, merge: str, original: lineage.CommitRecord, rel: str, line: int, text: str) -> Step:
     m = lineage.commit_record(vault, merge)
     return Step(m.sha, "sync merge", m.author, m.email, m.date, m.subject, rel, line, text,
                 {"merged": original.sha, "note": f"brought in from another clone, where "
@@ -241,9 +270,9 @@ def _short(text: str, limit: int = SHORT) -> str:
     return shorten(text, limit)
 
 
-def _turn_source(vault: Vault, c, text: str) -> dict:
+def _turn_source(vault: Vault, c: lineage.CommitRecord, text: str) -> dict[str, Any]:
     session, turn = c.trailers.get(SESSION, ""), c.trailers.get(TURN, "")
-    source = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
+    source: dict[str, Any] = {"session": session, "turn": int(turn) if turn.isdigit() else turn}
     files = [p for p in lineage.changed_paths(vault, c.sha)
              if p.startswith("sessions/") and p.endswith(".jsonl")]
     if not files:
@@ -257,7 +286,7 @@ def _turn_source(vault: Vault, c, text: str) -> dict:
         return source          # gone, or not a file the agent reads: no detail to add
     user = next((m for m in lines if m.role == "user" and isinstance(m.content, str)), None)
     if user:
-        source["message"] = {"id": user.id, "ts": user.ts, "text": _short(user.content)}
+        source["message"] = {"id": user.id, "ts": user.ts, "text": _short(str(user.content))}
     body = re.sub(r"^\s*[-*+]\s+", "", text).strip()
     for m in lines:
         for block in m.content if isinstance(m.content, list) else []:
@@ -269,7 +298,7 @@ def _turn_source(vault: Vault, c, text: str) -> dict:
     return source
 
 
-def _run_of(c) -> tuple[str | None, int | None, int | None]:
+def _run_of(c: lineage.CommitRecord) -> tuple[str | None, int | None, int | None]:
     """A dream commit's run id (`first..through`) and its two ends: from its `Run:`
     trailer, else (a commit from before the trailer) from its subject's `(archive A..B)`."""
     m = re.fullmatch(r"\s*(\d+)\.\.(\d+)\s*", c.trailers.get(RUN, ""))
@@ -280,10 +309,10 @@ def _run_of(c) -> tuple[str | None, int | None, int | None]:
     return f"{m.group(1)}..{m.group(2)}", int(m.group(1)), int(m.group(2))
 
 
-def _dream_source(vault: Vault, c, rel: str, text: str) -> dict:
+def _dream_source(vault: Vault, c: lineage.CommitRecord, rel: str, text: str) -> dict[str, Any]:
     run, first, through = _run_of(c)
     rec = ledger.for_line(vault.root, run, rel, text)
-    source: dict = {"run": run}
+    source: dict[str, Any] = {"run": run}
     if rec is None:
         ids = _run_ids(vault, first, through)
         source.update({"exact": False, "archive_ids": ids,
@@ -308,7 +337,7 @@ def _run_ids(vault: Vault, first: int | None, through: int | None) -> list[int]:
     return [i for i, _ in archive.entry_ids(vault.root) if first <= i <= through]
 
 
-def _review_source(vault: Vault, c, rel: str, text: str) -> dict:
+def _review_source(vault: Vault, c: lineage.CommitRecord, rel: str, text: str) -> dict[str, Any]:
     """A line a person accepted in `agent review`: who and when, the proposal, and the
     dream run's evidence behind it (from the ledger's proposal and decision records)."""
     run = c.trailers.get(RUN, "").strip() or None
@@ -319,7 +348,7 @@ def _review_source(vault: Vault, c, rel: str, text: str) -> dict:
                     and r.get("file") == rel and str(r.get("line", "")).strip() == want), None)
     # The Reviewer trailer first: the commit's own record (walk() says whose commit it
     # is); the ledger is a synced file anyone may append a decision to.
-    source: dict = {"run": run, "reviewer": c.trailers.get(REVIEWER, ""), "accepted": c.date}
+    source: dict[str, Any] = {"run": run, "reviewer": c.trailers.get(REVIEWER, ""), "accepted": c.date}
     if decided is None:
         source.update({"exact": False, "archive_ids": [], "archive": [],
                        "note": "no ledger record of this decision"})
@@ -340,7 +369,7 @@ def _review_source(vault: Vault, c, rel: str, text: str) -> dict:
     return source
 
 
-def _entry(vault: Vault, entry_id: int) -> dict:
+def _entry(vault: Vault, entry_id: int) -> dict[str, Any]:
     from agent.dream import prompts
     rel = archive.find(vault.root, entry_id)
     if rel is None:
@@ -349,7 +378,7 @@ def _entry(vault: Vault, entry_id: int) -> dict:
         e = archive.load(vault.root, rel)
     except UserError as err:
         return {"id": entry_id, "path": rel, "problem": str(err)}
-    out = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
+    out: dict[str, Any] = {"id": entry_id, "path": rel, "session": e.session, "created": e.meta.get("created"),
            "topic": e.topic, "summary": _short(e.summary), "messages": []}
     title = title_of(vault.root, e.session)       # a conversation `agent import` brought
     if title:
@@ -452,7 +481,7 @@ def _describe_here(s: Step) -> list[str]:
     return [f"{s.kind}."]
 
 
-def _evidence(src: dict) -> list[str]:
+def _evidence(src: dict[str, Any]) -> list[str]:
     """The editor's reason, the findings and the archive entries (with their messages)
     behind a dream's edit."""
     lines = []

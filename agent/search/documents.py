@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 
 from agent.stores import archive, memory, sessions
 from agent.stores.frontmatter_io import FrontmatterError
@@ -156,7 +157,7 @@ def archive_doc(rel: str, data: bytes) -> tuple[Doc | None, str | None]:
     return doc, None
 
 
-def walk(root: Path, markdown: list[str] = ()) -> list[str]:
+def walk(root: Path, markdown: Sequence[str] = ()) -> list[str]:
     """Every indexable file on disk (a full build; refreshes never walk the vault).
 
     `markdown`: the vault's Markdown files git does not ignore (tracked or not)."""

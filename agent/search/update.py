@@ -25,6 +25,7 @@ from agent.search.text import tokens
 from agent.stores import sessions
 from agent.fs import safe
 from agent.vault import history
+from agent.vault.gitstate import head_from_files
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ def _stat_all(root: Path, paths: list[str]) -> list:
 def _take_record(vault: Vault) -> dict | None:
     """What the tree looks like now (taken before `git status` runs), or None."""
     start = time.time_ns()
-    head = vault.head_from_files()
+    head = head_from_files(vault.root)
     listed = _watch_list(vault.root) if head else None
     if listed is None:
         return None
@@ -338,7 +339,7 @@ def _unchanged(vault: Vault, db) -> bool:
     if (not isinstance(rec, dict) or not isinstance(rec.get("paths"), list)
             or not all(isinstance(p, str) for p in rec["paths"])):
         return False                    # written by another version: asked again
-    if rec.get("head") != vault.head_from_files() or rec.get("commit") != meta(db, "commit"):
+    if rec.get("head") != head_from_files(vault.root) or rec.get("commit") != meta(db, "commit"):
         return False
     return _stat_all(vault.root, rec["paths"]) == rec.get("sigs")
 
@@ -395,7 +396,7 @@ def update(vault: Vault, db, full: bool = False, after_commit: bool = False,
                 record["commit"] = head or ""
             set_meta(db, "seen", json.dumps(record, separators=(",", ":")) if record else "")
         db.execute("COMMIT")
-    except BaseException:
+    except BaseException:  # any: rolled back, then raised again
         db.execute("ROLLBACK")
         raise
     finally:

@@ -129,7 +129,7 @@ def ensure(db, model_name: str) -> None:
             db.execute("INSERT OR REPLACE INTO meta VALUES ('vec_epoch', ?)", (os.urandom(8).hex(),))
             db.execute("INSERT OR REPLACE INTO meta VALUES ('vec_format', ?)", (FORMAT,))
         db.execute("COMMIT")
-    except BaseException:
+    except BaseException:  # any: a failed batch is rolled back, then raised again
         db.execute("ROLLBACK")
         raise
 
@@ -191,7 +191,7 @@ def sync(db, embedder, progress=None, limit: int | None = None) -> int:
                            [(r[0], h, blobs[h]) for r, h in zip(rows, hashes)])
             db.executemany("DELETE FROM vec_pending WHERE id = ?", [(r[0],) for r in rows])
             db.execute("COMMIT")
-        except BaseException:
+        except BaseException:  # any: a failed batch is rolled back, then raised again
             db.execute("ROLLBACK")
             raise
         done += len(rows)
@@ -394,7 +394,7 @@ def _write(db, path: str, epoch: str, model: str, dim: int, base: _Matrix | None
         if done != n:
             raise OSError("the vectors changed while the file was written")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException:  # any: the temporary file goes, then the error is raised again
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
@@ -416,7 +416,7 @@ def _rewrite(db, key: str, dim: int, base: _Matrix | None) -> None:
         db.execute("COMMIT")
     except OSError:
         db.execute("ROLLBACK")      # a file that cannot be written: the rows in `vec` serve
-    except BaseException:
+    except BaseException:  # any: rolled back, then raised again
         db.execute("ROLLBACK")
         raise
 

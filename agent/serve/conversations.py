@@ -201,7 +201,9 @@ class Conversations:
         with self._cond:
             sessions_ = [s for s, slot in self._slots.items() if slot.cancel is not None]
             for s in sessions_:
-                self._slots[s].cancel.set()
+                cancel = self._slots[s].cancel
+                if cancel is not None:           # (every one listed has one)
+                    cancel.set()
                 self._slots[s].queue.clear()     # nothing new starts: serve is leaving
         return sessions_
 
@@ -329,7 +331,7 @@ class Conversations:
         if failure == "interrupted":
             failure = "interrupted before the turn was saved"
         log.error("chat %s: failed: %s", session, failure)
-        self._tell_error(session, failure)
+        self._tell_error(session, failure or "the turn failed")    # (run_turn always says)
         return None, failure
 
     def _tell_error(self, session: str, error: str) -> None:

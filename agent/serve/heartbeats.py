@@ -18,6 +18,7 @@ from agent.stores import heartbeatfile
 from agent.fs import atomic
 from agent.vault.change import Change
 from agent.vault.repo import Vault
+from agent.vault import gitcmd
 
 
 class Heartbeats:
@@ -55,7 +56,7 @@ class Heartbeats:
         here = self.vault.host()
         if not any(hb.enabled and hb.host is None for hb in self.beats):
             return
-        if not self.vault.has_remote():
+        if not gitcmd.has_remote(self.vault):
             return
         names = []
         try:

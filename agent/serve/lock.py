@@ -39,6 +39,7 @@ class ServeLock:
             raise ServeRunning(f"agent serve is already running on {self.root} ({who}); "
                                f"stop it first{f' (kill {pid})' if pid else ''}")
         self.previous = pid_of(self.lock.previous)
+        assert self.lock.fd is not None          # acquired: the file is open
         os.fsync(self.lock.fd)
         return self
 

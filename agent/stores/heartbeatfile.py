@@ -301,6 +301,7 @@ def next_active(hb: Heartbeat, now: datetime) -> datetime:
     """The next moment inside the active hours (now when inside them)."""
     if in_active_hours(hb, now):
         return now
+    assert hb.active_hours is not None      # none: always inside them (above)
     start = hb.active_hours[0]
     tz = sched.zone(hb.tz)
     local = now.astimezone(tz)

@@ -101,7 +101,7 @@ def proposals(records: list[dict]) -> list[dict]:
     return out
 
 
-def proposal(records: list[dict], run: str, n: int) -> dict | None:
+def proposal(records: list[dict], run: str | None, n: object) -> dict | None:
     return next((r for r in records if is_proposal(r) and r.get("run") == run
                  and r.get("n") == n), None)
 

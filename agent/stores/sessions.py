@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from agent.errors import UserError
 
@@ -76,7 +77,7 @@ def parse_ts(value, where: str) -> datetime:
     return ts if ts.tzinfo else ts.astimezone()
 
 
-def dumps(obj: dict) -> str:
+def dumps(obj: object) -> str:
     """One JSONL line: compact, UTF-8 kept readable."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
@@ -120,7 +121,8 @@ class Line:
                    {k: v for k, v in obj.items() if k not in _FIELDS})
 
     def to_dict(self) -> dict:
-        out = {"id": self.id, "ts": self.ts, "role": self.role, "content": self.content}
+        out: dict[str, Any] = {"id": self.id, "ts": self.ts, "role": self.role,
+                               "content": self.content}
         if self.turn is not None:
             out["turn"] = self.turn
         out.update(self.extra)
@@ -407,7 +409,7 @@ def message_id(session: str, ts: str, role: str, content) -> str:
     return f"imp-{h[:12]}"
 
 
-def parse_import(path: Path) -> list[dict]:
+def parse_import(path: Path) -> list[tuple[str, datetime, dict[str, Any]]]:
     """Read a transcript to import: one JSON object per line.
 
     Each line has `session`, `role`, `content`, `ts` and optionally `id` and `speaker`.

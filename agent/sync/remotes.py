@@ -31,8 +31,9 @@ from agent.vault import attributes
 from agent.vault.change import Change
 from agent.vault import git as gitrun
 from agent.vault.git import filters_key, know_filters
-from agent.vault.gitstate import UnfinishedGit, unfinished_operation
-from agent.vault.repo import HOST_KEY, MARKER, GitError, Vault, VaultError, check_host
+from agent.vault.gitstate import UnfinishedGit, head_from_files, unfinished_operation
+from agent.vault.identity import HOST_KEY, check_host
+from agent.vault.repo import MARKER, GitError, Vault, VaultError
 from agent.sync.jobclaims import claim_jobs
 from agent.sync.mergetree import FACT_FILES, fact_notes, merge_tree
 
@@ -102,7 +103,7 @@ class SyncResult:
 
 
 def current_branch(vault: Vault) -> str:
-    sig = vault.head_from_files()          # no process when .git is a plain folder
+    sig = head_from_files(vault.root)          # no process when .git is a plain folder
     if sig is not None and sig.startswith(("ref:refs/heads/", "packed:refs/heads/",
                                            "unborn:refs/heads/")):
         name = sig.split(":", 2)[1].removeprefix("refs/heads/")
@@ -219,17 +220,17 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
                 ahead, behind = _counts(vault, theirs, ours)
         # HEAD read from the .git folder (no process) tells whether the lock's repair,
         # the merge or a claim moved it, so the refs are read again only then.
-        sig = vault.head_from_files()
+        sig = head_from_files(vault.root)
         with vault.locked():
             # Hand edits committed now were not there when the tombstones were read.
-            clean = sig is not None and vault.head_from_files() == sig
+            clean = sig is not None and head_from_files(vault.root) == sig
             if not clean:
                 ours = vault.head()
                 ahead, behind = _counts(vault, theirs, ours)
             if behind:
                 _merge(vault, remote, branch, result, theirs, ours)
             result.claimed += claim_jobs(vault)[0]
-            if sig is None or vault.head_from_files() != sig:
+            if sig is None or head_from_files(vault.root) != sig:
                 ours = vault.head()
                 ahead = _count(vault, theirs, ours) if theirs != ours else 0
         result.commits_out = ahead
@@ -529,7 +530,7 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
     """Merge drivers in .git/config, the vault's merge rules in .gitattributes, and the
     dream's record as a mergeable set: an older vault is converted in one commit that
     says so. `config`: the settings _config read, when the caller has them."""
-    vault.configure_merge_drivers(have=config)
+    attributes.configure_merge_drivers(vault, have=config)
     vault.host(known=(config or {}).get(HOST_KEY))
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
@@ -621,7 +622,7 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
 
     vault = Vault.open(path, hand_edit_checks())
     if host:
-        vault.set_host(host)
+        vault.identity.set_host(host)
     vault._configure_repo()
     vault.state.mkdir(exist_ok=True)
     from agent.sync import arrivals     # every proposal waiting in a clone came from there

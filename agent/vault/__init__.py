@@ -3,7 +3,7 @@
     from agent.vault import Vault, Change
     vault = Vault.open(path)
     with vault.locked():
-        vault.append_line("memory/2026-11-20.md", "- 14:05 bought milk")
+        vault.append_lines("memory/2026-11-20.md", ["- 14:05 bought milk"])
         vault.commit(Change("note", "add 1 line to memory/2026-11-20.md"))
 
 `Vault` (repo) owns its parts: `vault.lock` (lock.VaultLock), `vault.journal`
@@ -26,7 +26,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)  # noqa: PLE0605 - sorted() gives a list; ruff reads only literals
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'agent.vault' has no attribute {name!r}")

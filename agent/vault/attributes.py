@@ -9,6 +9,10 @@ The vault writes these settings (it runs git); the drivers themselves live with 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 DRIVERS = {
     "agent-lines": "append-only lines (session transcripts, daily notes)",
@@ -39,3 +43,17 @@ def git_config() -> list[tuple[str, str]]:
         out.append((f"merge.{name}.name", f"agent: {what}"))
         out.append((f"merge.{name}.driver", f"{exe} -m agent.sync.mergedriver {kind} %O %A %B %P"))
     return out
+
+
+def configure_merge_drivers(vault: Vault, have: dict[str, str] | None = None) -> None:
+    """Point the vault's git at its merge drivers (also for a person's own `git pull`).
+
+    The settings live in .git/config, which is not versioned, so a clone or a move
+    to another Python sets them again; unchanged settings are not rewritten.
+    `have`: the config already read (key -> value), to spare a `git config`."""
+    if have is None:
+        current = vault.git("config", "--get-regexp", r"^merge\.agent-", check=False)
+        have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
+    for key, value in git_config():
+        if have.get(key) != value:
+            vault.git("config", key, value)

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Callable, TYPE_CHECKING
 
 from agent.vault.change import Change
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 PREFIX = "dream/"
 
@@ -25,7 +29,7 @@ def ref_of(branch: str) -> str:
     return f"refs/heads/{branch}"
 
 
-def commit_files(vault, branch: str, parent: str, files: dict[str, str],
+def commit_files(vault: Vault, branch: str, parent: str, files: dict[str, str],
                  change: Change) -> str:
     """Commit `files` (vault-relative path -> text) on top of `parent` as the tip of
     `branch` (made or moved); the sha. A private index file is used, so the vault's
@@ -42,20 +46,20 @@ def commit_files(vault, branch: str, parent: str, files: dict[str, str],
     finally:
         with contextlib.suppress(FileNotFoundError):
             index.unlink()
-    message, who = vault._message(change)
+    message, who = change.message(), change.author or vault.agent_identity()
     sha = vault.git("commit-tree", tree, "-p", parent, "-F", "-", env=who.env(),
                     input=message).strip()
     vault.git("update-ref", "-m", change.head, ref_of(branch), sha)
     return sha
 
 
-def tip(vault, branch: str) -> str | None:
+def tip(vault: Vault, branch: str) -> str | None:
     """The branch's commit, or None when there is no such branch."""
     out = vault.git("rev-parse", "--verify", "-q", f"{ref_of(branch)}^{{commit}}", check=False)
     return out.strip() or None
 
 
-def delete(vault, branch: str) -> bool:
+def delete(vault: Vault, branch: str) -> bool:
     """Delete the branch; False when it was not there."""
     sha = tip(vault, branch)
     if sha is None:
@@ -64,7 +68,7 @@ def delete(vault, branch: str) -> bool:
     return True
 
 
-def listed(vault, prefix: str = PREFIX) -> dict[str, str]:
+def listed(vault: Vault, prefix: str = PREFIX) -> dict[str, str]:
     """Branch name -> sha of every branch under `prefix`."""
     out = vault.git("for-each-ref", "--format=%(refname:strip=2) %(objectname)",
                     ref_of(prefix.rstrip("/")))
@@ -81,9 +85,9 @@ def ref_patterns(remote: str) -> tuple[str, str]:
     return f"refs/remotes/{remote}/{PREFIX}".rstrip("/"), ref_of(PREFIX).rstrip("/")
 
 
-def exchange(vault, remote: str, waiting: set[str],
+def exchange(vault: Vault, remote: str, waiting: set[str],
              refs: dict[str, str] | None = None, rewritten: bool = False, *,
-             check) -> tuple[list[str], list[str], list[str], dict[str, str]]:
+             check: Callable[[Vault, str], str | None]) -> tuple[list[str], list[str], list[str], dict[str, str]]:
     """Carry proposal branches through `remote` in a sync, once `main` (and with it the
     ledger that says what waits) is merged: the names of the `waiting` branches and
     their tips are fetched and pushed; a branch nothing waits on any more (decided on

@@ -19,7 +19,7 @@ and history needs the vault to read, so one module would make the two import eac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 # Trailer keys: the `Key: value` lines the product writes and reads back.
 SESSION = "Session"          # the session key of a chat turn, compaction or undo
@@ -43,7 +43,7 @@ _USAGE = (("input_tokens", "in"), ("output_tokens", "out"),
           ("cache_creation_input_tokens", "cache write"))
 
 
-def tokens(usage) -> str:
+def tokens(usage: Mapping[str, Any]) -> str:
     """The Tokens trailer: `12 in, 5 out, 0 cache read, 0 cache write` for one usage
     dict; for usage by phase (the dream's analyst and editor), the phases in order:
     `analyst: 12 in, ...; editor: 40 in, ...`."""
@@ -151,7 +151,7 @@ def recovered(paths: list[str]) -> Change:
     return _files_change("recover", paths, "left by an interrupted command", None)
 
 
-def _files_change(kind: str, paths: list[str], tail: str, author) -> Change:
+def _files_change(kind: str, paths: list[str], tail: str, author: Identity | None) -> Change:
     if len(paths) <= 2:
         return Change(kind, f"{', '.join(paths)} {tail}", author=author)
     return Change(kind, f"{len(paths)} files {tail}", author=author,

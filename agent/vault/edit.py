@@ -8,13 +8,16 @@ share. The format is the caller's: this module knows text, not JSON.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from agent.fs import safe
 from agent.vault.change import Change
 
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
-def edit(vault, rel: str, fn: Callable[[str | None], tuple[str | None, Change | None]]
+
+def edit(vault: Vault, rel: str, fn: Callable[[str | None], tuple[str | None, Change | None]]
          ) -> tuple[Change | None, str | None]:
     """Apply `fn` to `rel`'s text as it is under the lock (None: no such file) and commit;
     (the change, the commit's sha).

@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any, Literal, overload
 
 from agent.errors import UserError
 
@@ -28,17 +30,21 @@ class VaultError(UserError):
     """A problem a user can fix; the message says what and how."""
 
 
+# Where git runs: a folder, or None for this process's current one.
+Cwd = str | os.PathLike[str] | None
+
+
 class GitError(VaultError):
-    def __init__(self, args, returncode, stderr):
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str):
         self.returncode = returncode
         self.stderr = stderr
         super().__init__(f"git {' '.join(args)} failed ({returncode}): {stderr.strip()}")
 
 
-_FILTERS: dict[str, tuple] = {}
+_FILTERS: dict[str, tuple[str, ...]] = {}
 
 
-def filters_key(cwd) -> str:
+def filters_key(cwd: Cwd) -> str:
     """What no_filters' answer for `cwd` depends on: the folder and its configs' times."""
     cwd = "." if cwd is None else cwd          # None: this process's current folder
     stamps = []
@@ -51,7 +57,7 @@ def filters_key(cwd) -> str:
     return f"{cwd}\0{stamps}"
 
 
-def no_filters(cwd) -> tuple:
+def no_filters(cwd: Cwd) -> tuple[str, ...]:
     """`-c` options that switch off every filter driver git's config defines.
 
     An empty command is no filter. Looked up once per repository and process (again
@@ -67,7 +73,7 @@ def no_filters(cwd) -> tuple:
     return _FILTERS[key]
 
 
-def know_filters(cwd, keys, key: str | None = None) -> None:
+def know_filters(cwd: Cwd, keys: Iterable[str], key: str | None = None) -> None:
     """Record the filter drivers among config `keys` (every scope's, as `git config
     --get-regexp` lists them) for no_filters, so that it runs no `git config` of its
     own; `key`: filters_key(cwd) as read before that config was."""
@@ -82,16 +88,29 @@ def know_filters(cwd, keys, key: str | None = None) -> None:
     _FILTERS[key or filters_key(cwd)] = tuple(opts)
 
 
-def argv(args, cwd, filters: bool = True) -> list[str]:
+def argv(args: Sequence[str], cwd: Cwd, filters: bool = True) -> list[str]:
     """The command line of git `args` run in `cwd`, with the settings above. Without
     `filters`, the filter drivers are left as they are: only for a command that never
     runs one (reading the config that names them)."""
     return ["git", *BASE, *(no_filters(cwd) if filters else ()), *args]
 
 
-def run(args, cwd, *, env: dict | None = None, input=None, text: bool = True,
+@overload
+def run(args: Sequence[str], cwd: Cwd, *, env: dict[str, str] | None = None,
+        input: str | None = None, text: Literal[True] = True, errors: str = "surrogateescape",
+        wait_lock: bool = False, filters: bool = True) -> subprocess.CompletedProcess[str]: ...
+
+
+@overload
+def run(args: Sequence[str], cwd: Cwd, *, env: dict[str, str] | None = None,
+        input: bytes | None = None, text: Literal[False], errors: str = "surrogateescape",
+        wait_lock: bool = False, filters: bool = True) -> subprocess.CompletedProcess[bytes]: ...
+
+
+def run(args: Sequence[str], cwd: Cwd, *, env: dict[str, str] | None = None,
+        input: str | bytes | None = None, text: bool = True,
         errors: str = "surrogateescape", wait_lock: bool = False,
-        filters: bool = True) -> subprocess.CompletedProcess:
+        filters: bool = True) -> subprocess.CompletedProcess[Any]:
     """Run git `args` in `cwd` (None: the current folder) and capture its output (str,
     or bytes when not `text`).
 
@@ -100,7 +119,7 @@ def run(args, cwd, *, env: dict | None = None, input=None, text: bool = True,
     editor's git integration, holds the index lock for a moment) is tried again for up
     to two seconds rather than failed.
     """
-    kw = {"text": True, "errors": errors} if text else {}
+    kw: dict[str, Any] = {"text": True, "errors": errors} if text else {}
     cmd = argv(args, cwd, filters)
     p = subprocess.run(cmd, cwd=cwd, env=env, input=input, capture_output=True, **kw)
     if wait_lock:
@@ -112,38 +131,39 @@ def run(args, cwd, *, env: dict | None = None, input=None, text: bool = True,
     return p
 
 
-def _lock_taken(stderr) -> bool:
+def _lock_taken(stderr: str | bytes) -> bool:
     return (".lock': File exists" in stderr if isinstance(stderr, str)
             else b".lock': File exists" in stderr)
 
 
-def output(args, cwd, **kw):
-    """The output of git `args` (see run); GitError when it fails."""
-    p = run(args, cwd, **kw)
+def output(args: Sequence[str], cwd: Cwd, **kw: Any) -> Any:
+    """The output of git `args` (see run: str, or bytes with text=False); GitError when
+    it fails."""
+    p: subprocess.CompletedProcess[Any] = run(args, cwd, **kw)
     if p.returncode:
         err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode("utf-8", "replace")
         raise GitError(list(args), p.returncode, err)
     return p.stdout
 
 
-def popen(args, cwd, **kw) -> subprocess.Popen:
+def popen(args: Sequence[str], cwd: Cwd, **kw: Any) -> subprocess.Popen[Any]:
     """Start git `args` in `cwd` and do not wait (streamed output, background work)."""
     return subprocess.Popen(argv(args, cwd), cwd=cwd, **kw)
 
 
-def background(args, cwd) -> None:
+def background(args: Sequence[str], cwd: Cwd) -> None:
     """Start git `args` that maintains derived data (gc, commit-graph) in its own
     session, its output dropped, and do not wait for it."""
     popen(args, cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
           stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def call(args, cwd) -> int:
+def call(args: Sequence[str], cwd: Cwd) -> int:
     """Run git `args` with the terminal attached (`agent git`, `agent log`): its status."""
     return subprocess.call(argv(args, cwd), cwd=cwd)
 
 
-def config_env(cwd, env: dict | None = None) -> dict:
+def config_env(cwd: Cwd, env: dict[str, str] | None = None) -> dict[str, str]:
     """An environment that gives these settings, through git's environment
     configuration, to the git commands a program runs itself (git-filter-repo)."""
     env = dict(os.environ if env is None else env)

@@ -6,6 +6,7 @@ Anything about to commit asks `unfinished_operation` first."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from agent.vault import git
@@ -28,6 +29,48 @@ def git_dir_of(root: Path) -> Path:
             target = Path(line[len("gitdir:"):].strip())
             return target if target.is_absolute() else (Path(root) / target).resolve()
     return dotgit
+
+
+def check_committable(root: Path) -> None:
+    """UnfinishedGit when the repository at `root` is mid-merge, mid-rebase, detached, ...
+
+    (see `unfinished_operation`); called before anything is written or committed.
+    """
+    problem = unfinished_operation(root)
+    if problem:
+        raise UnfinishedGit(problem)
+
+
+def head_from_files(root: Path) -> str | None:
+    """Where HEAD points, read from the .git folder with no process ("ref:<name>:<sha>",
+    "packed:...", "unborn:...", "detached:<sha>"): a signature to compare, not a
+    commit to use. None when .git is not a plain folder of loose and packed refs (a
+    linked work tree, a reftable): then ask git."""
+    dotgit = Path(root) / ".git"
+    try:
+        if (dotgit / "reftable").exists():
+            return None
+        head = (dotgit / "HEAD").read_text("ascii").strip()
+        if not head.startswith("ref: "):
+            return "detached:" + head
+        ref = head[5:]
+        if not ref.startswith("refs/") or ".." in ref:
+            return None
+        try:
+            return "ref:" + ref + ":" + (dotgit / ref).read_text("ascii").strip()
+        except FileNotFoundError:
+            pass
+        try:
+            packed = (dotgit / "packed-refs").read_text("ascii")
+        except FileNotFoundError:
+            return "unborn:" + ref
+        for line in packed.splitlines():
+            sha, _, name = line.partition(" ")
+            if name == ref:
+                return "packed:" + ref + ":" + sha
+        return "unborn:" + ref
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def unfinished_operation(root: Path, *, unmerged: bool = True) -> str | None:
@@ -76,7 +119,7 @@ def unfinished_operation(root: Path, *, unmerged: bool = True) -> str | None:
     return None
 
 
-def conflicted(root: Path, files) -> str:
+def conflicted(root: Path, files: Iterable[str]) -> str:
     """The sentence for a vault with conflicted (unmerged) files."""
     files = sorted(files)
     return (f"The vault {root} has conflicted files ({', '.join(files[:3])}"
@@ -107,7 +150,7 @@ def _git_commit_running(root: Path, g: Path) -> int | None:
     return _git_process_in(root, lambda argv: "commit" in argv[1:])
 
 
-def _git_process_in(root: Path, match) -> int | None:
+def _git_process_in(root: Path, match: Callable[[list[str]], bool]) -> int | None:
     proc = Path("/proc")
     if not proc.is_dir():
         return None

@@ -8,18 +8,23 @@ one commit, `agent sync reject FILE` drops it.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, cast
 
 from agent.fs import atomic
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
+    from agent.vault.staged import StagedVault
 
 STATE_FILE = "held.json"                 # agent.sync.held.STATE_FILE
 REF_PREFIX = "refs/agent/held/"          # agent.sync.held.REF_PREFIX
 MODEL = "the model"                      # who a held write came from
 
 
-def hold(vault, rel: str, text: str, source: str) -> None:
+def hold(vault: Vault | StagedVault, rel: str, text: str, source: str) -> None:
     """Record `text` for `rel` as a held change from the model (`source`: the chat);
     the blob is kept reachable by a ref so that gc keeps it."""
-    real = getattr(vault, "vault", vault)          # a turn's staged vault: the vault
+    real = cast("Vault", getattr(vault, "vault", vault))    # a turn's staged vault: its vault
     with real.locked(repair=False):
         oid = real.git("hash-object", "-w", "--stdin", input=text).strip()
         ref = REF_PREFIX + oid

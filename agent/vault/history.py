@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
+from collections.abc import Iterable, Sequence
 
 from agent.errors import UserError
 from agent.vault.change import REVERTS, SESSION, Change
@@ -73,12 +74,12 @@ class Commit:
 _TRAILER_KEYS = (SESSION, REVERTS)
 
 
-def _format(keys) -> str:
+def _format(keys: Iterable[str]) -> str:
     trailers = "".join(f"{_FIELD}%(trailers:key={k},valueonly,separator=%x1d)" for k in keys)
     return f"%H{_FIELD}%ae{_FIELD}%s{trailers}{_RECORD}"
 
 
-def _parse(out: str, keys) -> list[Commit]:
+def _parse(out: str, keys: Sequence[str]) -> list[Commit]:
     commits = []
     for rec in out.split(_RECORD):
         rec = rec.strip("\n")
@@ -94,14 +95,14 @@ def _parse(out: str, keys) -> list[Commit]:
     return commits
 
 
-def recent(vault: Vault, limit: int = UNDO_DEPTH, keys=_TRAILER_KEYS) -> list[Commit]:
+def recent(vault: Vault, limit: int = UNDO_DEPTH, keys: Sequence[str] = _TRAILER_KEYS) -> list[Commit]:
     """The newest `limit` commits, newest first, with trailers `keys` read."""
     if vault.head() is None:
         return []
     return _parse(vault.git("log", "-n", str(limit), f"--format={_format(keys)}"), keys)
 
 
-def find(vault: Vault, ref: str, keys=_TRAILER_KEYS) -> Commit | None:
+def find(vault: Vault, ref: str, keys: Sequence[str] = _TRAILER_KEYS) -> Commit | None:
     """The commit `ref` names (a sha, a short sha, HEAD~2, ...), or None."""
     full = vault.git("rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False).strip()
     if not full:
@@ -434,7 +435,7 @@ def ensure_path_filters(vault: Vault) -> bool:
         if b"BIDX" in head:
             return True
     if vault.head() is not None:
-        vault.git_background("commit-graph", "write", "--reachable", "--changed-paths")
+        git.background(["commit-graph", "write", "--reachable", "--changed-paths"], vault.root)
     return False
 
 
@@ -527,7 +528,7 @@ def _scope(subject: str) -> str | None:
 
 
 def file_log_records(vault: Vault, paths: list[str], *, max_count: int | None = None,
-                     since: str | None = None) -> list[dict]:
+                     since: str | None = None) -> list[dict[str, Any]]:
     """How `paths` changed, newest first, as records for `agent log --json`: the commit,
     its time, author and subject, and the lines it added and removed in each file."""
     args = ["log", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", "-p", "-U0",
@@ -536,7 +537,7 @@ def file_log_records(vault: Vault, paths: list[str], *, max_count: int | None = 
         args += ["-n", str(max_count)]
     if since:
         args += [f"--since={since}"]
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     rel = ""
     for row in vault.git(*args, "--", *paths).split("\n"):   # (splitlines splits at \x1e)
         if row.startswith(_RECORD):

@@ -16,6 +16,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agent import redact
 from agent.fs import atomic
@@ -23,6 +24,9 @@ from agent.vault import git
 from agent.vault.change import Change
 from agent.vault.git import GitError, VaultError
 from agent.fs.offlimits import STATE_DIR, is_off_limits
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 # The command that gives up a checkout that cannot be finished (Journal.abandon_checkout).
 FIX_CHECKOUT = "agent doctor --fix"
@@ -39,7 +43,7 @@ class Journal:
     """The write and checkout journals of a Vault (`vault.journal`; see the module's
     docstring)."""
 
-    def __init__(self, vault):      # the Vault that owns this part
+    def __init__(self, vault: Vault):      # the Vault that owns this part
         self.vault = vault
         self.root = vault.root
         self.state = vault.state
@@ -184,7 +188,7 @@ class Journal:
         journal.unlink(missing_ok=True)
         kept = [p for p in self.vault.dirty_paths() if p not in written]
         lines = [f"gave up the interrupted sync to {new[:7]}, which git refuses to check "
-                 f"out: the vault stays at {old[:7]}"]
+                 f"out: the vault stays {f'at {old[:7]}' if old else 'with no commit'}"]
         if written:
             lines.append(f"{len(written)} file{'s' * (len(written) != 1)} that sync had "
                          f"written put back: {', '.join(sorted(written)[:5])}"
@@ -232,7 +236,7 @@ class Journal:
     def _pending_file(self) -> Path:
         return self.state / PENDING_JOURNAL
 
-    def _read_journal(self) -> dict:
+    def _read_journal(self) -> dict[str, Any]:
         try:
             data = json.loads(self._pending_file().read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
@@ -251,7 +255,8 @@ class Journal:
         if not isinstance(c, dict) or not isinstance(c.get("kind"), str) \
                 or not isinstance(c.get("subject"), str):
             return None
-        trailers = c.get("trailers") if isinstance(c.get("trailers"), dict) else {}
+        trailers = c.get("trailers")
+        trailers = trailers if isinstance(trailers, dict) else {}
         return Change(c["kind"], c["subject"], scope=c.get("scope") if isinstance(
             c.get("scope"), str) else None, body=str(c.get("body") or ""),
             trailers={str(k): str(v) for k, v in trailers.items()})
@@ -264,7 +269,7 @@ class Journal:
 
     def _write_journal(self) -> None:
         self.state.mkdir(exist_ok=True)
-        data: dict = {"paths": self.touched}
+        data: dict[str, Any] = {"paths": self.touched}
         change = self.intent
         if change is not None and change.author is None:
             data["change"] = {"kind": change.kind, "subject": change.subject,

@@ -28,6 +28,7 @@ import posixpath
 import re
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent.fs import offlimits, safe
 from agent.fs.offlimits import STATE_DIR
@@ -166,7 +167,7 @@ def size_problem(path: str, size: int) -> str | None:
 # ---- what a commit made here may take ---------------------------------------------------
 
 
-def disk_problem(root, rel: str) -> str | None:
+def disk_problem(root: Path, rel: str) -> str | None:
     """Why the changed file `rel` of the work tree at `root` must stay uncommitted (None:
     a commit may take it): the rules a sync applies to what arrives, so that nothing
     committed here is refused by another clone."""

@@ -19,7 +19,9 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent import clock
 from agent.fs import atomic
@@ -29,6 +31,9 @@ from agent.vault.gitstate import UnfinishedGit, _git_process_in, conflicted, unf
 from agent.fs.pidlock import PidLock
 from agent.vault import kinds
 
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
+
 HELD_FILE = "uncommitted.json"              # in .agent/: files left uncommitted on purpose
 
 
@@ -36,7 +41,7 @@ class VaultLock:
     """The lock of a Vault (`vault.lock`), the repairs made as it is taken, the files
     held back and the claims."""
 
-    def __init__(self, vault):      # the Vault that owns this part
+    def __init__(self, vault: Vault):      # the Vault that owns this part
         self.vault = vault
         self.root = vault.root
         self.state = vault.state
@@ -52,7 +57,7 @@ class VaultLock:
     # ---- the lock and repairs ------------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self, repair: bool = True):
+    def locked(self, repair: bool = True) -> Iterator[Vault]:
         """Hold the vault lock (re-entrant); on first entry, repair and commit hand edits
         (not with `repair=False`: to save what must not be lost when repairing fails).
 
@@ -103,7 +108,7 @@ class VaultLock:
             dirty = self.vault.dirty_paths()
         live, dead = self._claims()
 
-        def under(p, prefixes):
+        def under(p: str, prefixes: Iterable[str]) -> bool:
             return any(p == x or p.startswith(x + "/") for x in prefixes)
         dirty = [p for p in dirty if not under(p, live)]
         pending |= {p for p in dirty if under(p, dead)}
@@ -129,7 +134,7 @@ class VaultLock:
                 self.vault.commit_paths(leftovers, recovered(leftovers))
         edits = [p for p in dirty if p not in pending and not self._too_big(p)]
         if edits:
-            self.vault.commit_paths(edits, by_hand(edits, self.vault.user_identity()))
+            self.vault.commit_paths(edits, by_hand(edits, self.vault.identity.user()))
         self.vault.journal.clear()
 
     def broken_hand_edits(self, dirty: list[str]) -> dict[str, str]:
@@ -169,7 +174,7 @@ class VaultLock:
 
     # ---- files left uncommitted on purpose ------------------------------------------
 
-    def uncommittable(self, paths, quota: int | None = None) -> dict[str, str]:
+    def uncommittable(self, paths: list[str], quota: int | None = None) -> dict[str, str]:
         """Of the changed files `paths`, those no commit may take, each with why: what
         a sync would refuse from another clone (agent.vault.kinds.disk_problem), and with `quota`
         (bytes one turn's commands may add), the files past it, taken in name order (a
@@ -194,14 +199,14 @@ class VaultLock:
                     used += st.st_size
         return out
 
-    def _signature(self, rel: str) -> list | None:
+    def _signature(self, rel: str) -> list[int] | None:
         try:
             st = os.lstat(self.root / rel)
         except OSError:
             return None
         return [st.st_mode, st.st_size, st.st_mtime_ns]
 
-    def held_back(self, dirty=None) -> dict[str, str]:
+    def held_back(self, dirty: list[str] | None = None) -> dict[str, str]:
         """The files left uncommitted on purpose (hold_back) that are as they were then,
         with why; no command commits them. One that changed since is judged again, and
         with `dirty` (the changed files now) one no longer among them is forgotten."""
@@ -241,7 +246,7 @@ class VaultLock:
         """
         git_dir = self.vault.git_dir
 
-        def locks():
+        def locks() -> list[Path]:
             found = [git_dir / n for n in ("index.lock", "HEAD.lock", "packed-refs.lock")]
             found += list((git_dir / "refs" / "heads").glob("**/*.lock"))
             return [p for p in found if p.exists()]
@@ -261,7 +266,7 @@ class VaultLock:
                 return
             time.sleep(0.05)
 
-    def _repair_torn(self, paths) -> list[str]:
+    def _repair_torn(self, paths: Iterable[str]) -> list[str]:
         """Set aside a torn last line of each JSONL file into .agent/recovered/."""
         moved = []
         for rel in paths:

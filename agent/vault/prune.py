@@ -30,7 +30,7 @@ class PruneError(VaultError):
     """A git command of the prune failed; the message says what to run."""
 
 
-def git_in(where, *args: str) -> str:
+def git_in(where: str | Path, *args: str) -> str:
     """A git command in the repository at `where`, its stdin an empty pipe; PruneError
     if it fails."""
     p = git.run(args, where, input="", errors="replace")
@@ -41,7 +41,7 @@ def git_in(where, *args: str) -> str:
     return p.stdout
 
 
-def wait_for_maintenance(where, limit: float = 60.0) -> None:
+def wait_for_maintenance(where: str | Path, limit: float = 60.0) -> None:
     """Wait (up to `limit` seconds) for a background gc or commit-graph write running in
     `where` to end: started before a rewrite, it would write a graph of the old commits
     after the prune."""
@@ -52,7 +52,7 @@ def wait_for_maintenance(where, limit: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def drop_derived(git_dir) -> None:
+def drop_derived(git_dir: str | Path) -> None:
     """Remove the files git derives from commits (it rebuilds them when needed)."""
     info = Path(git_dir) / "objects" / "info"
     (info / "commit-graph").unlink(missing_ok=True)
@@ -60,7 +60,7 @@ def drop_derived(git_dir) -> None:
     (Path(git_dir) / "objects" / "pack" / "multi-pack-index").unlink(missing_ok=True)
 
 
-def prune_repository(where, git_dir, *, work_tree: bool = True) -> None:
+def prune_repository(where: str | Path, git_dir: str | Path, *, work_tree: bool = True) -> None:
     """Drop every reflog entry, every object no ref reaches any more, and the derived
     files that name commits."""
     git_dir = Path(git_dir)

@@ -3,7 +3,7 @@
 Everything that changes the vault goes through a `Vault`:
 
     with vault.locked():                      # serialise with other processes
-        vault.append_line("memory/2026-11-20.md", "- 14:05 bought milk")
+        vault.append_lines("memory/2026-11-20.md", ["- 14:05 bought milk"])
         vault.commit(Change("note", "add 1 line to memory/2026-11-20.md"))
 
 `locked()` first repairs what a crash may have left (a torn JSONL line, files written
@@ -19,27 +19,25 @@ A Vault is made of parts, one idea each:
     agent.vault.lock      the lock, the repairs made as it is taken, claims
     agent.vault.journal   the write journal and a sync's checkout journal
     agent.vault.writes    appends and atomic rewrites of vault files
+    agent.vault.identity  the agent's and the person's identities, this machine's name
+    agent.vault.gitcmd    git asked about the vault: fsck, blame, dates, remotes
     this module           opening and making a vault, identities, status and commits
 """
 
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
-import re
-import stat
-import time
 from pathlib import Path
-from typing import ContextManager
+from typing import Callable, ContextManager
 
 from agent.fs import atomic
 from agent.package import package_data
-from agent.schedule import HOST_NAME
 from agent.vault import git
 from agent.vault.change import Change, Identity
-from agent.vault.git import GitError, VaultError
-from agent.vault.gitstate import _UNMERGED, UnfinishedGit, git_dir_of, unfinished_operation
+from agent.vault.git import GitError as GitError, VaultError as VaultError
+from agent.vault.gitstate import _UNMERGED, check_committable, git_dir_of
+from agent.vault.identity import VaultIdentity
 from agent.vault.journal import Journal
 from agent.vault.lock import VaultLock
 from agent.fs.offlimits import STATE_DIR
@@ -47,7 +45,6 @@ from agent.vault.turnvault import TurnVault
 from agent.vault.writes import Writes
 
 MARKER = "agent.toml"
-IDENTITY_FILE = "identity.json"     # in .agent/: what agent.toml said, and its stamp
 DEFAULT_VAULT = Path("~/.agent/vault")
 
 git_version = git.version              # for `agent doctor`
@@ -55,11 +52,15 @@ git_version = git.version              # for `agent doctor`
 CONTROL_FILES = (".gitignore", ".gitattributes", MARKER, "AGENTS.md")
 
 
+# Why a hand edit of a file cannot be committed (None: it can), given the vault's root.
+Check = Callable[[Path], "str | None"]
+
+
 class NotAVault(VaultError):
     pass
 
 
-def find_vault_above(start: str | os.PathLike) -> Path | None:
+def find_vault_above(start: str | os.PathLike[str]) -> Path | None:
     """The vault containing the folder `start` (itself or a parent), as git finds its repo."""
     here = Path(start).absolute()
     for d in (here, *here.parents):
@@ -68,7 +69,7 @@ def find_vault_above(start: str | os.PathLike) -> Path | None:
     return None
 
 
-def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, str]:
+def resolve_path(explicit: str | os.PathLike[str] | None) -> tuple[Path, str]:
     """Which vault a command works on, as git finds its repository: --vault, else the
     vault containing the current folder, else $AGENT_VAULT, else ~/.agent/vault.
 
@@ -91,18 +92,6 @@ def resolve_path(explicit: str | os.PathLike | None) -> tuple[Path, str]:
     return DEFAULT_VAULT.expanduser().absolute(), "default"
 
 
-def _stamp(path: Path) -> list[int] | None:
-    """A regular file's inode, size, modification and change times (None: no such file,
-    or not a regular one): what changes whenever its content does."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
 def _git_toplevel(path: Path) -> Path | None:
     p = git.run(["rev-parse", "--show-toplevel"], path)
     return Path(p.stdout.strip()) if p.returncode == 0 else None
@@ -114,22 +103,21 @@ class Vault(TurnVault):
     `journal` (the write and checkout journals) and `writes` (the file writes). The
     methods here are the verbs the rest of the agent uses (see the module's docstring)."""
 
-    def __init__(self, root: Path, checks: dict | None = None):
+    def __init__(self, root: Path, checks: dict[str, Check] | None = None):
         self.root = Path(root)
         # path -> check(root) giving why a hand edit of that file cannot be committed (a
         # cron.json that does not parse), or None: the formats are known above the vault,
         # which only runs them (see agent.stores.hand_edit_checks).
-        self.checks: dict = dict(checks or {})
+        self.checks: dict[str, Check] = dict(checks or {})
         self.state = self.root / STATE_DIR
         self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
         self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
-        self._agent: Identity | None = None
         self.git_dir = git_dir_of(self.root)
         self.too_big: list[str] = []    # files left uncommitted, with why, for the CLI to report
-        self._host: str | None = None
         self.lock = VaultLock(self)
         self.journal = Journal(self)
         self.writes = Writes(self)
+        self.identity = VaultIdentity(self)
 
     # ---- the parts' verbs ------------------------------------------------------------
 
@@ -148,9 +136,6 @@ class Vault(TurnVault):
         """Append whole lines; the kinds of secret kept out of them."""
         return self.writes.append_lines(rel, lines, header)
 
-    def append_line(self, rel: str, line: str, header: str | None = None) -> list[str]:
-        return self.writes.append_lines(rel, [line], header)
-
     def delete(self, rel: str) -> None:
         self.writes.delete(rel)
 
@@ -161,7 +146,7 @@ class Vault(TurnVault):
     # ---- opening -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike, checks: dict | None = None) -> "Vault":
+    def open(cls, path: str | os.PathLike[str], checks: dict[str, Check] | None = None) -> "Vault":
         """The vault at `path`, or a NotAVault error saying how to make one.
 
         `checks`: the hand-edit checks of the formats (agent.stores.hand_edit_checks)."""
@@ -182,7 +167,7 @@ class Vault(TurnVault):
         return cls(root, checks)
 
     @classmethod
-    def init(cls, path: str | os.PathLike) -> tuple["Vault", str]:
+    def init(cls, path: str | os.PathLike[str]) -> tuple["Vault", str]:
         """Make a vault at `path` (new, or adopting a folder of notes).
 
         Returns the vault and what happened: "created", "adopted" or "exists".
@@ -211,7 +196,7 @@ class Vault(TurnVault):
             # The user's own notes go in first, as their commit, so the init commit
             # holds only what the agent added.
             vault.commit_paths(None, Change("edit", "adopt existing notes as a vault",
-                                             author=vault.user_identity()))
+                                             author=vault.identity.user()))
         existed = {n for n in (".gitignore", ".gitattributes") if (root / n).exists()}
         vault._copy_template()
         vault._ensure_line(".gitignore", f"{STATE_DIR}/")
@@ -231,7 +216,9 @@ class Vault(TurnVault):
         self.git("config", "core.untrackedCache", "true")
         self.git("config", "core.splitIndex", "true")
         self._exclude_state()
-        self.configure_merge_drivers()
+        from agent.vault import attributes
+
+        attributes.configure_merge_drivers(self)
         self.host()
 
     def _exclude_state(self) -> None:
@@ -248,21 +235,6 @@ class Vault(TurnVault):
             exclude.parent.mkdir(parents=True, exist_ok=True)
             with open(exclude, "a", encoding="utf-8") as f:
                 f.write(("" if not text or text.endswith("\n") else "\n") + f"/{STATE_DIR}/\n")
-
-    def configure_merge_drivers(self, have: dict[str, str] | None = None) -> None:
-        """Point git at the vault's merge drivers (also for a person's own `git pull`).
-
-        The settings live in .git/config, which is not versioned, so a clone or a move
-        to another Python sets them again; unchanged settings are not rewritten.
-        `have`: the config already read (key -> value), to spare a `git config`."""
-        if have is None:
-            current = self.git("config", "--get-regexp", r"^merge\.agent-", check=False)
-            have = dict(line.split(" ", 1) for line in current.splitlines() if " " in line)
-        from agent.vault import attributes
-
-        for key, value in attributes.git_config():
-            if have.get(key) != value:
-                self.git("config", key, value)
 
     def _copy_template(self) -> list[str]:
         from shutil import copyfile
@@ -298,7 +270,7 @@ class Vault(TurnVault):
 
     # ---- paths ---------------------------------------------------------------------
 
-    def rel(self, path: str | os.PathLike) -> str:
+    def rel(self, path: str | os.PathLike[str]) -> str:
         """A vault-relative POSIX path for `path`, refusing anything outside the vault."""
         p = Path(path)
         full = p if p.is_absolute() else self.root / p
@@ -313,80 +285,19 @@ class Vault(TurnVault):
     def path(self, rel: str) -> Path:
         return self.root / rel
 
-    # ---- identities ----------------------------------------------------------------
+    # ---- identities (the part vault.identity) ------------------------------------------
 
     def agent_identity(self) -> Identity:
-        """The agent's name and email from agent.toml; a SettingsError when agent.toml is
-        broken. An agent.toml unchanged (same size and times) since it was last read
-        whole here is not parsed again: what it said is kept in .agent/identity.json, so
-        a command that commits nothing (a sync with nothing to do) loads no TOML parser."""
-        if self._agent is None:
-            stamp = _stamp(self.root / "agent.toml")
-            cached = atomic.read_json(self.state / IDENTITY_FILE) if stamp else None
-            if isinstance(cached, dict) and cached.get("stamp") == stamp and \
-                    isinstance(cached.get("name"), str) and isinstance(cached.get("email"), str):
-                self._agent = Identity(cached["name"], cached["email"])
-                return self._agent
-            from agent.config import load_settings  # local: config reads agent.toml
-            s = load_settings(self.root)
-            self._agent = Identity(s.agent_name, s.agent_email)
-            # A file changed within the last seconds might change again within the same
-            # clock tick, unseen by its times: it is read whole until it is older.
-            if stamp and time.time() - stamp[2] / 1e9 > 2 and self.state.is_dir():
-                with contextlib.suppress(OSError):     # a cache: the next read tries again
-                    atomic.write_json(self.state / IDENTITY_FILE, {
-                        "stamp": stamp, "name": s.agent_name, "email": s.agent_email})
-        return self._agent
+        """The agent's name and email from agent.toml (see VaultIdentity.agent)."""
+        return self.identity.agent()
 
     def host(self, known: str | None = None) -> str:
-        """This machine's name for the vault (`git config agent.host` in the vault's own,
-        unversioned config): the cron jobs and heartbeats marked with it run here.
-        Set from the hostname the first time it is asked for. `known`: the value the
-        caller already read from the vault's config."""
-        if self._host is None and known and known.strip():
-            self._host = known.strip()
-        if self._host is None:
-            name = self.git("config", "--local", HOST_KEY, check=False).strip()
-            if not name:
-                name = default_host()
-                # Saved so that renaming the computer later does not orphan its jobs.
-                self.git("config", "--local", HOST_KEY, name, check=False)
-            self._host = name
-        return self._host
-
-    def has_remote(self) -> bool:
-        """Whether the vault has a git remote (it is kept on several machines)."""
-        return bool(self.git("remote", check=False).strip())
-
-    def set_host(self, name: str) -> str:
-        name = check_host(name)
-        self.git("config", "--local", HOST_KEY, name)
-        self._host = name
-        return name
-
-    def user_identity_guessed(self) -> bool:
-        """True when git has no user.name or user.email for this vault, so hand edits are
-        committed under a name made from the login (root <root@host>)."""
-        return not all(os.environ.get(f"GIT_AUTHOR_{k.upper()}", "").strip()
-                       or self.git("config", f"user.{k}", check=False).strip()
-                       for k in ("name", "email"))
-
-    def user_identity(self) -> Identity:
-        """The user's git identity, or a fallback named after the login when none is set."""
-        # $GIT_AUTHOR_NAME / $GIT_AUTHOR_EMAIL first, as git itself honours them.
-        name = (os.environ.get("GIT_AUTHOR_NAME", "").strip()
-                or self.git("config", "user.name", check=False).strip())
-        email = (os.environ.get("GIT_AUTHOR_EMAIL", "").strip()
-                 or self.git("config", "user.email", check=False).strip())
-        if name and email:
-            return Identity(name, email)
-        login = getpass.getuser() or "user"
-        import socket
-        return Identity(name or login, email or f"{login}@{socket.gethostname() or 'localhost'}")
+        """This machine's name for the vault (see VaultIdentity.host)."""
+        return self.identity.host(known)
 
     # ---- git -----------------------------------------------------------------------
 
-    def git(self, *args: str, check: bool = True, env: dict | None = None,
+    def git(self, *args: str, check: bool = True, env: dict[str, str] | None = None,
             input: str | None = None) -> str:
         full_env = None
         if env:
@@ -399,53 +310,9 @@ class Vault(TurnVault):
             raise GitError(list(args), p.returncode, p.stderr)
         return p.stdout
 
-    def fsck(self) -> str | None:
-        """The first problem `git fsck` finds in the repository, None when it is sound."""
-        p = git.run(["fsck", "--no-progress", "--no-dangling"], self.root)
-        if p.returncode == 0:
-            return None
-        lines = (p.stderr.strip() + "\n" + p.stdout.strip()).strip().splitlines()
-        named = [l for l in lines if any(w in l for w in ("corrupt", "missing", "broken"))]
-        return (named or lines or ["git fsck failed"])[0].removeprefix("error: ")
-
-    def git_passthrough(self, *args: str) -> int:
-        """Run git with the terminal attached (for `agent git`, `agent log`)."""
-        return git.call(list(args), self.root)
-
     def head(self) -> str | None:
         p = git.run(["rev-parse", "--verify", "-q", "HEAD"], self.root)
         return p.stdout.strip() or None
-
-    def head_from_files(self) -> str | None:
-        """Where HEAD points, read from the .git folder with no process ("ref:<name>:<sha>",
-        "packed:...", "unborn:...", "detached:<sha>"): a signature to compare, not a
-        commit to use. None when .git is not a plain folder of loose and packed refs (a
-        linked work tree, a reftable): then ask git."""
-        git = self.root / ".git"
-        try:
-            if (git / "reftable").exists():
-                return None
-            head = (git / "HEAD").read_text("ascii").strip()
-            if not head.startswith("ref: "):
-                return "detached:" + head
-            ref = head[5:]
-            if not ref.startswith("refs/") or ".." in ref:
-                return None
-            try:
-                return "ref:" + ref + ":" + (git / ref).read_text("ascii").strip()
-            except FileNotFoundError:
-                pass
-            try:
-                packed = (git / "packed-refs").read_text("ascii")
-            except FileNotFoundError:
-                return "unborn:" + ref
-            for line in packed.splitlines():
-                sha, _, name = line.partition(" ")
-                if name == ref:
-                    return "packed:" + ref + ":" + sha
-            return "unborn:" + ref
-        except (OSError, UnicodeDecodeError):
-            return None
 
     def files(self, *patterns: str) -> list[str]:
         """The vault's files (tracked, or untracked and not ignored) matching the
@@ -453,23 +320,6 @@ class Vault(TurnVault):
         out = self.git("ls-files", "-z", "--cached", "--others", "--exclude-standard",
                        "--", *patterns, check=False)
         return [p for p in out.split("\0") if p and not _is_state(p)]
-
-    def date_stamp(self, text: str, now: float) -> int | None:
-        """A date as `git log --since` reads it ("2 weeks ago", "yesterday", "2025-03-01"),
-        counted back from the Unix time `now`, as a Unix time; None when git does not
-        understand it (it reads unknown words as now, or as 1970)."""
-        # git's date parser takes "now" from GIT_TEST_DATE_NOW (whole seconds) when set:
-        # "yesterday" is then the day before the clock the command runs at (AGENT_NOW).
-        now = int(now)
-        out = self.git("rev-parse", f"--since={text}", check=False,
-                       env={"GIT_TEST_DATE_NOW": str(now)}).strip()
-        try:
-            stamp = int(out.rpartition("=")[2])
-        except ValueError:
-            return None
-        if not stamp or (abs(stamp - now) < 5 and text.strip().lower() not in ("now", "today")):
-            return None
-        return stamp
 
     def dirty_paths(self) -> list[str]:
         """Paths with uncommitted changes (modified, added, deleted, untracked)."""
@@ -484,7 +334,9 @@ class Vault(TurnVault):
         # stat cache: that would make a concurrent agent commit fail.
         optional = () if self.lock.depth else ("--no-optional-locks",)
         out = self.git(*optional, "status", "--porcelain=v1", "-z", "--no-renames")
-        paths, new_dirs, unmerged = [], [], []
+        paths: list[str] = []
+        new_dirs: list[str] = []
+        unmerged: list[str] = []
         for item in out.split("\0"):
             if not item:
                 continue
@@ -499,24 +351,6 @@ class Vault(TurnVault):
             paths.extend(p for p in listed.split("\0") if p and not _is_state(p))
         return paths, unmerged
 
-    def line_authors(self, rel: str) -> list[str] | None:
-        """The author email of each line of `rel` as it is in the work tree (git blame;
-        a line not committed yet reads `not.committed.yet`), or None when git cannot say."""
-        p = git.run(["blame", "--line-porcelain", "--", rel], self.root)
-        if p.returncode:
-            return None
-        return [line[len("author-mail "):].strip().strip("<>")
-                for line in p.stdout.splitlines() if line.startswith("author-mail ")]
-
-    def check_committable(self) -> None:
-        """UnfinishedGit when the repository is mid-merge, mid-rebase, detached, ...
-
-        (see `unfinished_operation`); called before anything is written or committed.
-        """
-        problem = unfinished_operation(self.root)
-        if problem:
-            raise UnfinishedGit(problem)
-
     def commit_paths(self, paths: list[str] | None, change: Change) -> str | None:
         """Stage `paths` (all changes when None) and commit them; None if nothing changed.
 
@@ -526,7 +360,7 @@ class Vault(TurnVault):
         """
         # Under the lock it was checked as the lock was taken (one `git ls-files` fewer).
         if not self.lock.depth:
-            self.check_committable()
+            check_committable(self.root)
         self.last_commit = None          # until a commit is made (none when nothing changed)
         if paths is None:
             self.git("add", "-A", "--", ".", f":(exclude){STATE_DIR}",
@@ -566,11 +400,6 @@ class Vault(TurnVault):
         if loose * 256 > 6700:
             git.background(["gc", "--auto", "--quiet"], self.root)
 
-    def git_background(self, *args: str) -> None:
-        """Start a git command that maintains derived data (gc, commit-graph) and do not
-        wait for it; its output is dropped."""
-        git.background(list(args), self.root)
-
     def _message(self, change: Change) -> tuple[str, Identity]:
         return change.message(), change.author or self.agent_identity()
 
@@ -595,7 +424,7 @@ class Vault(TurnVault):
 
         Used by agent.vault.history.undo, which says what `change` is.
         """
-        self.check_committable()
+        check_committable(self.root)
         # An undo must not settle a clash by keeping both versions (that is for syncs
         # between machines): a fact the person changed since makes the revert refuse.
         p = git.run(["-c", "merge.agent-facts.driver=false", "revert", "--no-commit", sha],
@@ -622,24 +451,3 @@ def _union_lines() -> list[str]:
     from agent.vault import attributes
 
     return list(attributes.ATTRIBUTES)
-
-
-HOST_KEY = "agent.host"
-
-
-def check_host(name: str) -> str:
-    """A machine name as jobs and heartbeats store it; VaultError says what is allowed."""
-    name = str(name).strip()
-    if not HOST_NAME.match(name):
-        raise VaultError(f"{name!r} is not a machine name: use letters, digits, '.', '_' "
-                         f"and '-' (as in laptop or home-server)")
-    return name
-
-
-def default_host() -> str:
-    """The hostname's first label, as a machine name ("machine" if it has none)."""
-    import socket
-    label = (socket.gethostname() or "").split(".")[0]
-    label = re.sub(r"[^A-Za-z0-9._-]", "-", label).strip("-._")[:63]
-    return label or "machine"
-

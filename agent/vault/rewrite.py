@@ -44,6 +44,8 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
+from typing import Any
+from collections.abc import Iterable
 
 from agent.vault import git, prune
 from agent.vault.repo import Vault, VaultError
@@ -72,12 +74,12 @@ class Tombstone:
     def matches(self, text: str) -> bool:
         return len(text) == self.length and digest(self.salt, text) == self.hash
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "at": self.at, "salt": self.salt, "hash": self.hash,
                 "length": self.length, "rewrote": self.rewrote}
 
     @classmethod
-    def from_dict(cls, it) -> Tombstone:
+    def from_dict(cls, it: Any) -> Tombstone:
         """A tombstone from its JSON (KeyError, TypeError or ValueError if malformed)."""
         return cls(str(it["id"]), str(it["at"]), str(it["salt"]), str(it["hash"]),
                    int(it["length"]),
@@ -208,7 +210,8 @@ def texts_at(vault: Vault, revs: list[str], path: str) -> list[str | None]:
     `git cat-file --batch` rather than a `git show` each."""
     p = git.run(["cat-file", "--batch"], vault.root,
                 input="".join(f"{rev}:{path}\n" for rev in revs).encode(), text=False)
-    out, texts = p.stdout, []
+    out = p.stdout
+    texts: list[str | None] = []
     for _ in revs:
         header, _, out = out.partition(b"\n")
         parts = header.split()
@@ -271,7 +274,7 @@ def _window_match(stone: Tombstone, old: str, new: str) -> str | None:
     return None
 
 
-def _strings(value) -> list[str]:
+def _strings(value: object) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
@@ -338,7 +341,7 @@ def recover(vault: Vault, stone: Tombstone) -> str | None:
     return None
 
 
-def present(vault: Vault, shas) -> list[str]:
+def present(vault: Vault, shas: Iterable[str]) -> list[str]:
     """Those of `shas` that are commits of this repository (one `git cat-file`)."""
     shas = [x for x in dict.fromkeys(shas) if re.fullmatch(r"[0-9a-f]{40}", x)]
     if not shas:

@@ -28,17 +28,22 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from typing import Any, TYPE_CHECKING
+from collections.abc import Iterator
 
 from agent.fs import atomic
 from agent.vault import prune
 from agent.vault.git import GitError, VaultError
+
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
 
 JOURNAL = "rewrite.json"            # in .agent/
 OLD_RULES = "forget"                # .agent/forget/: an older version's rules (the phrase)
 CREATED = ".forgotten"              # the one file a rewrite may add to the work tree
 
 
-def pending(vault) -> bool:
+def pending(vault: Vault) -> bool:
     """Whether an interrupted rewrite waits to be settled, or an older version's rules
     file (which held the text) is left (two stats: no git)."""
     return (vault.state / JOURNAL).exists() or (vault.state / OLD_RULES).exists()
@@ -47,7 +52,7 @@ def pending(vault) -> bool:
 class Rewrite:
     """A journalled rewrite in progress (see `rewriting`)."""
 
-    def __init__(self, vault, data: dict):
+    def __init__(self, vault: Vault, data: dict[str, Any]):
         self.vault, self.data = vault, data
 
     def done(self) -> None:
@@ -56,7 +61,7 @@ class Rewrite:
         atomic.write_json(self.vault.state / JOURNAL, self.data)
 
 
-def _refs(vault) -> dict[str, str]:
+def _refs(vault: Vault) -> dict[str, str]:
     """Every ref that is not a symbolic one (origin/HEAD follows origin/main) -> commit."""
     out = vault.git("for-each-ref", "--format=%(objectname) %(refname) %(symref)")
     return {parts[1]: parts[0] for parts in (line.split(" ") for line in out.splitlines())
@@ -64,7 +69,7 @@ def _refs(vault) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def rewriting(vault, stone_id: str, command: str):
+def rewriting(vault: Vault, stone_id: str, command: str) -> Iterator[Rewrite]:
     """Journal a rewrite (call locked, with the work tree committed): yields a Rewrite
     whose done() marks the new history whole; on leaving, the rewrite is finished, or
     undone when done() was not reached (an error: the history is as it was)."""
@@ -83,7 +88,7 @@ def rewriting(vault, stone_id: str, command: str):
             _undo(vault, data)
 
 
-def settle(vault) -> None:
+def settle(vault: Vault) -> None:
     """Finish or undo a rewrite a kill interrupted (called as the vault lock is taken,
     before anything is committed); what was done goes to `vault.recovered`."""
     shutil.rmtree(vault.state / OLD_RULES, ignore_errors=True)
@@ -111,7 +116,7 @@ def settle(vault) -> None:
                                f"it was and nothing was forgotten; run it again")
 
 
-def _finish(vault) -> None:
+def _finish(vault: Vault) -> None:
     """Prune the old copies (PruneError if git fails: the journal goes all the same, the
     new history being whole, so a failing prune never stops every later command)."""
     for f in vault.state.glob("index.sqlite*"):    # derived: the next search rebuilds it
@@ -123,7 +128,7 @@ def _finish(vault) -> None:
         (vault.state / JOURNAL).unlink(missing_ok=True)
 
 
-def _undo(vault, data: dict) -> None:
+def _undo(vault: Vault, data: dict[str, Any]) -> None:
     """Every ref back where the journal found it, and the old HEAD's tree in the index
     and the work tree (only what differs is written)."""
     for lock in (vault.git_dir / "refs").rglob("*.lock"):

@@ -15,7 +15,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
+from collections.abc import Iterator
+import os
+from pathlib import Path
 
 from agent.errors import UserError
 from agent.fs import safe
@@ -29,7 +32,7 @@ from agent.vault.turnvault import TurnVault
 class _Op:
     rel: str
     kind: str          # append | write | delete | update
-    payload: object
+    payload: Any       # (lines, header) | text | None | fn(old text) -> new text
 
 
 def _append(text: str | None, lines: list[str], header: str | None) -> str:
@@ -50,20 +53,17 @@ class StagedVault(TurnVault):
         self._ops: list[_Op] = []
         self._lock = threading.RLock()
         self.problems: list[str] = []       # staged changes that could not be applied
-        self._claims: dict = {}              # prefix -> claim file (see Vault.claim)
-        self._quota: dict = {}               # prefix -> bytes its commands may add, or None
+        self._claims: dict[str, Path] = {}   # prefix -> claim file (see VaultLock.claim)
+        self._quota: dict[str, int | None] = {}  # prefix -> bytes its commands may add
         self.removed: list[str] = []         # kinds of secret kept out of what was applied
 
     # ---- reading the real vault (what a turn may know of it; see TurnVault) ----------
 
-    def rel(self, path) -> str:
+    def rel(self, path: str | os.PathLike[str]) -> str:
         return self.vault.rel(path)
 
     def head(self) -> str | None:
         return self.vault.head()
-
-    def head_from_files(self) -> str | None:
-        return self.vault.head_from_files()
 
     def files(self, *patterns: str) -> list[str]:
         return self.vault.files(*patterns)
@@ -170,16 +170,13 @@ class StagedVault(TurnVault):
 
     # ---- staging writes --------------------------------------------------------------
 
-    def _stage(self, rel: str, kind: str, payload) -> None:
+    def _stage(self, rel: str, kind: str, payload: Any) -> None:
         rel = self._target(rel)
         with self._lock:
             self._ops.append(_Op(rel, kind, payload))
 
     def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> None:
         self._stage(rel, "append", (list(lines), header))
-
-    def append_line(self, rel: str, line: str, header: str | None = None) -> None:
-        self.append_lines(rel, [line], header)
 
     def write_text(self, rel: str, text: str) -> None:
         self._stage(rel, "write", text)
@@ -199,7 +196,7 @@ class StagedVault(TurnVault):
         return new
 
     @contextlib.contextmanager
-    def locked(self):
+    def locked(self) -> Iterator[StagedVault]:
         """Serialise read-modify-write steps of the turn's concurrent tool calls.
 
         The real vault lock is taken when the turn is saved, not here.

@@ -14,9 +14,11 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.vault import git
 from agent.vault.repo import Vault, VaultError
+from agent.vault import gitcmd
 
 
 class TimeError(VaultError):
@@ -33,7 +35,7 @@ def resolve(vault: Vault, when: str) -> tuple[str, str]:
                     check=False).strip()
     if not sha:
         # git reads a word it does not know (banana) as now: say so rather than show HEAD
-        if vault.date_stamp(when, clock.now().timestamp()) is None:
+        if gitcmd.date_stamp(vault, when, clock.now().timestamp()) is None:
             raise TimeError(f"--as-of {when!r}: neither a commit nor a date git understands; "
                             f"use e.g. 2026-11-01, yesterday, '2 weeks ago' or HEAD~3.")
         sha = vault.git("rev-list", "-1", f"--until={when}", "HEAD", check=False).strip()
@@ -85,15 +87,15 @@ class Event:
     file: str
     old: str | None = None     # the line before (updated, removed)
     new: str | None = None     # the line after (added, updated, restored)
-    trailers: dict = field(default_factory=dict)
+    trailers: dict[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "commit": self.sha, "date": self.date, "author": self.author,
                 "subject": self.subject, "file": self.file, "old": self.old, "new": self.new,
                 "source": self.trailers}
 
 
-def _trailers(text: str) -> dict:
+def _trailers(text: str) -> dict[str, str]:
     out = {}
     for line in text.splitlines():
         k, sep, v = line.partition(": ")

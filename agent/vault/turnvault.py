@@ -5,6 +5,7 @@ where its commands will write, but never reverts, checks out or runs git."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import ContextManager, Protocol
 
@@ -15,7 +16,7 @@ class TurnVault(Protocol):
     root: Path
     state: Path
 
-    def rel(self, path) -> str:
+    def rel(self, path: str | os.PathLike[str]) -> str:
         """A vault-relative path, refusing anything outside the vault."""
         ...
 
@@ -28,9 +29,6 @@ class TurnVault(Protocol):
     def append_lines(self, rel: str, lines: list[str], header: str | None = None) -> object:
         ...
 
-    def append_line(self, rel: str, line: str, header: str | None = None) -> object:
-        ...
-
     def delete(self, rel: str) -> None:
         ...
 
@@ -41,9 +39,6 @@ class TurnVault(Protocol):
         ...
 
     def head(self) -> str | None:
-        ...
-
-    def head_from_files(self) -> str | None:
         ...
 
     def files(self, *patterns: str) -> list[str]:

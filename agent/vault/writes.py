@@ -11,18 +11,22 @@ import contextlib
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent import redact
 from agent.fs import atomic
 from agent.vault.git import VaultError
 from agent.fs.offlimits import is_off_limits, refusal
 
+if TYPE_CHECKING:
+    from agent.vault.repo import Vault
+
 
 class Writes:
     """The file writes of a Vault (`vault.writes`). Each write returns the kinds of
     secret the filter kept out of it (agent.redact), for the front-end to tell."""
 
-    def __init__(self, vault):      # the Vault that owns this part
+    def __init__(self, vault: Vault):      # the Vault that owns this part
         self.vault = vault
         self.root = vault.root
 
@@ -72,9 +76,6 @@ class Writes:
         if new:
             atomic.fsync_dir(path.parent)
         return kept
-
-    def append_line(self, rel: str, line: str, header: str | None = None) -> list[str]:
-        return self.append_lines(rel, [line], header)
 
     def write_text(self, rel: str, text: str) -> list[str]:
         """Replace a file atomically: a temporary file, fsync, then os.replace."""

@@ -128,7 +128,7 @@ async def _guarded(make_transport, log_path: Path, name: str):
         try:
             with os.fdopen(err_w, "w") as errlog:     # the server holds its own copy
                 read, write = await stack.enter_async_context(make_transport(errlog))
-        except BaseException:
+        except BaseException:  # any: the pipe is closed, then the error raised again
             os.close(err_r)
             log.done()                                 # the copier's share: never started
             raise
@@ -400,7 +400,7 @@ class Hub:
         except TimeoutError:
             return (f"The MCP server {conn.config.name} did not answer {tool} within "
                     f"{conn.config.call_timeout:g}s.", True)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - an MCPError is a refusal; anything else, a broken connection
             from mcp.shared.exceptions import MCPError
             from mcp_types import CONNECTION_CLOSED
             if isinstance(e, MCPError) and e.code != CONNECTION_CLOSED:

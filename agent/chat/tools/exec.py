@@ -21,7 +21,7 @@ from agent.config import show_size
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.vault.turnvault import TurnVault
+    from agent.vault.staged import StagedVault
 
 # What a program prints when an allocation fails (Python, libc's strerror, C++, glibc's
 # obstack, node, Go, Rust): the command hit [exec] memory, not a bug to hunt.
@@ -78,9 +78,9 @@ def exec_(command: str, timeout: float | None = None) -> str:
                       *(_left_out(ctx.vault) if writable else [])])
 
 
-def _left_out(vault: TurnVault) -> list[str]:
+def _left_out(vault: StagedVault) -> list[str]:
     """What this turn's commit will not take of workspace/, for the model to know."""
-    out = vault.left_out()          # the turn's StagedVault
+    out = vault.left_out()
     if not out:
         return []
     return ["note: not saved with this turn (left in workspace/, uncommitted):",

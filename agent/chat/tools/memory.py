@@ -31,7 +31,7 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
     if target == "daily":
         rel = memory.daily_path(ctx.now.date())
         line = memory.note_line(one, ctx.now)
-        vault.append_line(rel, line, header=memory.daily_header(ctx.now.date()))
+        vault.append_lines(rel, [line], header=memory.daily_header(ctx.now.date()))
         return f"Noted in {rel}: {line}"
     rel = memory.MEMORY if target == "memory" else memory.USER
     before = vault.current(rel)
@@ -72,6 +72,10 @@ def memory_search(query: str, limit: int = 10) -> str:
     hits = index.search(_real_vault(), query, limit=limit)
     if not hits:
         return f"No matches for {query!r}."
+    used = current_context().used
+    if used is not None:             # the turn's record of what memory it was shown
+        for h in hits:
+            used.found(h.path, h.line, list(h.message_ids), _real_vault().root)
     return "\n".join(format_hit(h) for h in hits)
 
 

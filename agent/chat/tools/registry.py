@@ -34,7 +34,7 @@ functions with `@tool`. `load_all()` imports every module of the package (with
   traceback to `.agent/logs/tools.log`), and the turn goes on.
 - Several calls of one reply run at once, each in its own thread.
 - Files: `ctx.vault` is the turn's `StagedVault` (agent/vault/staged.py). Use its vault
-  methods as usual (`read_text`, `write_text`, `append_line(s)`, `delete`, `with
+  methods as usual (`read_text`, `write_text`, `append_lines`, `delete`, `with
   locked():`, `commit()`): writes are staged and applied under the real vault lock when
   the turn is saved, in the turn's one commit (`commit()` is a no-op there). For a
   read-modify-write of a file another process may also change (cron.json), stage the
@@ -85,6 +85,7 @@ class ToolContext:
     messages: list | None = None     # the conversation so far (for spawn_agent context=full)
     runs: list = field(default_factory=list)   # sub-agent run ids this turn started
     parent: str | None = None        # "session turn N" of the turn running these tools
+    used: Any = None                 # agent.chat.used.Used: what memory the turn showed
 
 
 @dataclass

@@ -20,5 +20,8 @@ def load_skill(name: str) -> str:
     if skill.problem:
         raise ToolError(f"Skill {skill.name} cannot be read: {skill.problem}")
     missing = skill.missing()
+    used = current_context().used
+    if used is not None:
+        used.skill(skill.name)
     note = f"(Note: this skill needs {', '.join(missing)}, missing here.)\n\n" if missing else ""
     return note + skill.text()

@@ -127,7 +127,7 @@ def _pinned(conn_cls):
             sock.settimeout(max(0.01, self.deadline.left()))
             try:
                 sock.connect(sockaddr)
-            except BaseException:
+            except BaseException:  # any: the socket is closed, then the error raised again
                 sock.close()
                 raise
             if isinstance(self, http.client.HTTPSConnection):

@@ -60,10 +60,13 @@ def conversation(root, key: str, n: int = SHOWN) -> list[dict]:
             parts = _parts(obj.get("content"))
             if not parts:
                 continue                 # a tool result alone: shown with its call
+            used = obj.get("used") if obj.get("role") == "assistant" else None
             picked.append({"role": obj.get("role"), "parts": parts,
                            "ts": str(obj.get("ts") or "")[:16].replace("T", " "),
                            "interrupted": bool(obj.get("interrupted")),
-                           "source": obj.get("source") or ""})
+                           "source": obj.get("source") or "", "id": str(obj.get("id") or ""),
+                           "used": used.get("n") if isinstance(used, dict)
+                           and isinstance(used.get("n"), int) else None})
             if len(picked) >= n:
                 return picked[::-1]
     return picked[::-1]
@@ -172,6 +175,28 @@ def chat_stop(page, request):
     return _back("/", session=key, msg="Stopped." if stopped else "Nothing was running.")
 
 
+def chat_used(page, request):
+    """The memories a reply was shown (agent.ops.used), as JSON: by `reply` id or by
+    `turn` number, in `session`."""
+    from starlette.responses import JSONResponse
+
+    from agent.ops import used
+
+    q = request.query_params
+    key = q.get("session") or CHAT
+    try:
+        if q.get("turn"):
+            if not q["turn"].isdigit():
+                raise used.NoReply(f"turn must be a number, not {q['turn'][:20]!r}.")
+            reply = used.turn_reply(page.vault, key, int(q["turn"]))
+        else:
+            reply = used.find_reply(page.vault, q.get("reply") or "", key)
+        report = used.used(page.vault, reply)
+    except UserError as e:
+        return JSONResponse({"error": str(e)}, 404, headers={"Cache-Control": "no-store"})
+    return JSONResponse(report.to_json(), headers={"Cache-Control": "no-store"})
+
+
 # ---- Memory -----------------------------------------------------------------------------
 
 
@@ -259,7 +284,7 @@ def memory_save(page, request):
 
 
 def _reviewer(vault: Vault) -> str:
-    who = vault.user_identity()
+    who = vault.identity.user()
     return f"{who.name} <{who.email}>"
 
 
@@ -412,6 +437,7 @@ def routes(page, sync, direct) -> list:
         Route("/", sync(chat)),
         Route("/chat/send", direct(chat_send), methods=["POST"]),
         Route("/chat/stop", sync(chat_stop), methods=["POST"]),
+        Route("/chat/used", sync(chat_used)),
         Route("/memory", sync(memory_page)),
         Route("/memory/story", sync(story)),
         Route("/memory/edit", sync(memory_edit)),

@@ -86,6 +86,9 @@ async function send(form) {
           reply.dataset.commit = d.commit || "";
           if (d.error) reply.appendChild(el("div", "note bad", d.error));
           if (d.interrupted) reply.appendChild(el("div", "note", "interrupted"));
+          if (!d.command && d.turn !== null && d.turn !== undefined) {
+            usedUnder(reply, session, d.turn);
+          }
         }
         scrollDown();
       }
@@ -99,6 +102,60 @@ async function send(form) {
     box.focus();
   }
 }
+
+// "used N memories" under a reply: the record of what memory it was shown (GET
+// /chat/used, agent.ops.used), expandable to the list.
+function usedList(list, data) {
+  list.replaceChildren();
+  for (const item of data.items || []) {
+    const li = el("li", "used-item " + item.kind);
+    li.appendChild(el("span", "used-where", item.where));
+    li.appendChild(document.createTextNode(" "));
+    li.appendChild(el("span", "used-text", item.text));
+    if (item.taught) {
+      const t = item.taught;
+      li.appendChild(el("div", "used-taught muted", "taught by " + String(t.sha).slice(0, 7) +
+        " " + String(t.date || "").slice(0, 10) + " " + t.kind + ": " + t.subject));
+    }
+    list.appendChild(li);
+  }
+  for (const p of data.problems || []) list.appendChild(el("li", "used-item muted", p));
+}
+
+async function usedFetch(query) {
+  const r = await fetch("/chat/used?" + new URLSearchParams(query),
+                        {credentials: "same-origin", headers: {"Accept": "application/json"}});
+  return r.ok ? r.json() : null;
+}
+
+async function usedUnder(reply, session, turn) {
+  const data = await usedFetch({session: session, turn: String(turn)});
+  if (!data) return;
+  const box = el("details", "used");
+  box.dataset.reply = data.reply.id;
+  box.dataset.session = session;
+  box.dataset.loaded = "1";
+  const n = data.count;
+  box.appendChild(el("summary", "", "used " + n + " memor" + (n === 1 ? "y" : "ies")));
+  const id = el("div", "used-id muted", "reply " + data.reply.id + ": ");
+  id.appendChild(el("code", "", "agent why --reply " + data.reply.id));
+  box.appendChild(id);
+  const list = el("ol", "used-list");
+  usedList(list, data);
+  box.appendChild(list);
+  reply.appendChild(box);
+}
+
+document.addEventListener("toggle", async (ev) => {
+  const box = ev.target;
+  if (!(box instanceof HTMLDetailsElement) || !box.classList.contains("used")) return;
+  if (!box.open || box.dataset.loaded) return;
+  box.dataset.loaded = "1";
+  const data = await usedFetch({session: box.dataset.session, reply: box.dataset.reply});
+  const list = box.querySelector(".used-list");
+  if (data) usedList(list, data);
+  else list.replaceChildren(el("li", "used-item muted", "The record could not be read."));
+}, true);
 
 document.addEventListener("submit", (ev) => {
   const form = ev.target;
