@@ -48,12 +48,13 @@ def _whole(value: object) -> object:
 
 
 def _loosened(hint: Any) -> Any:
-    """`hint` with an int (alone or optional) also taking a whole float such as 5.0."""
+    """`hint` with an int (alone, optional or annotated) also taking a whole float (5.0)."""
     from pydantic import BeforeValidator
 
-    args = typing.get_args(hint)
-    if hint is int or (args and int in args and type(None) in args and len(args) == 2
-                       and typing.get_origin(hint) is not typing.Annotated):
+    base = typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
+    parts = set(typing.get_args(base)) - {type(None)}
+    if base is int or (typing.get_origin(base) in (typing.Union, types.UnionType)
+                       and parts == {int}):
         return typing.Annotated[hint, BeforeValidator(_whole)]
     return hint
 
@@ -175,8 +176,9 @@ def field_problem(err: Mapping[str, Any], model: type[BaseModel] | None = None) 
     if kind == "string_too_long":
         return (f"{at} is {len(str(value))} characters long; at most {ctx['max_length']} "
                 f"are accepted")
-    if kind in ("string_too_short", "string_pattern_mismatch"):
-        return f"{at} is empty"
+    if kind == "string_too_short" or (kind == "string_pattern_mismatch"
+                                      and ctx.get("pattern") == r"\S"):
+        return f"{at} is empty"             # `pattern: \S`: a text that is not blank
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         lo, hi = _bounds(model, err["loc"])
         if lo is not None and hi is not None:
