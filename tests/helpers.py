@@ -1,15 +1,28 @@
 """Helpers several test modules share, so that no test module imports another: the CLI
 run in-process and plain git, clones of a bare remote, the forget tests' planted phrase,
-the review dream's seeded vault and its scripted replies."""
+the review dream's seeded vault and its scripted replies, `agent mcp` driven by the SDK's
+client, serve's router of conversations and its transcripts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
+import sys
+import threading
+from contextlib import asynccontextmanager
 
+import anyio
 from click.testing import CliRunner
+from mcp import Client, StdioServerParameters
+from mcp_types import Implementation
 
 from agent.cli.app import cli
+from agent.clock import now as vault_now
+from agent.config import load_settings
+from agent.llm import make_provider
+from agent.serve.conversations import Conversations
 from agent.vault.repo import Vault
 from dreamkit import finding, op, write_entries
 from fakeanthropic import json_reply
@@ -118,3 +131,55 @@ def script(server, *, first=1, second=2):
 
 def read(vault, rel):
     return (vault.root / rel).read_text()
+
+
+# ---- agent mcp, driven by the SDK's stdio client ---------------------------------------------
+
+
+@asynccontextmanager
+async def connect(vault, *args, name="Claude Code", mode="legacy"):
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "agent", "--vault", str(vault.root), "mcp", *args],
+                                   env=dict(os.environ))
+    async with Client(params, client_info=Implementation(name=name, version="9.9"),
+                      mode=mode) as client:
+        yield client
+
+
+def text_of(result) -> str:
+    return "".join(c.text for c in result.content if c.type == "text")
+
+
+def drive(vault, steps, *args, **kw):
+    """Run `steps(client)` against a fresh `agent mcp`; its return value."""
+    out = {}
+
+    async def main():
+        async with connect(vault, *args, **kw) as client:
+            out["value"] = await steps(client)
+    anyio.run(main)
+    return out.get("value")
+
+
+# ---- serve's router of conversations -------------------------------------------------------
+
+
+def router(vault, **settings) -> Conversations:
+    base = load_settings(vault.root)
+    s = dataclasses.replace(base, **settings) if settings else base
+    return Conversations(vault, make_provider(), clock=vault_now, settings_fn=lambda: s)
+
+
+def after(event: threading.Event, item, timeout=10.0):
+    """A scripted reply the fake gives only once `event` is set (the test's cue)."""
+    def answer(_request):
+        assert event.wait(timeout), "the test never gave the cue"
+        return item
+    return answer
+
+
+def transcript(vault, session) -> list[dict]:
+    """The session's messages (not the lines saying a message was received)."""
+    files = sorted((vault.root / "sessions" / session).glob("*.jsonl"))
+    lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    return [x for x in lines if x.get("type") != "received"]

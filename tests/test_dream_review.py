@@ -235,7 +235,7 @@ def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_an
 @pytest.mark.slow
 def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
     from mcp import MCPError
-    from test_mcp_server import drive, text_of
+    from helpers import drive, text_of
 
     vault = proposed
 

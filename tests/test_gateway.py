@@ -18,7 +18,7 @@ import pytest
 from fakeanthropic import reply, tool_use
 
 from conftest import subjects
-from test_conversations import after, router, transcript
+from helpers import after, router, transcript
 
 
 # ---- the router: injection ---------------------------------------------------------------

@@ -109,7 +109,7 @@ def test_a_key_a_command_writes_in_workspace_is_not_committed(fake_anthropic, va
 
 
 def test_a_person_on_a_channel_hears_what_was_kept_out(fake_anthropic, vault):
-    from test_conversations import router
+    from helpers import router
     fake_anthropic.add(reply("Got it."))
     conv = router(vault)
     ticket = conv.submit("gateway/phone", f"the staging key is {ANTHROPIC}")
