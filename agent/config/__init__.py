@@ -377,6 +377,11 @@ def _walk(data: dict, prefix: str = "") -> tuple[list[str], list[str]]:
             from agent.config.providers import problems as provider_problems
             out.extend(provider_problems(table))
             continue
+        elif section == "prices":
+            # One table per model, named as the models are: agent/prices.py checks them.
+            from agent.prices import problems as price_problems
+            out.extend(price_problems(table))
+            continue
         if section not in SECTIONS and _nested(section):
             if not isinstance(table, dict):
                 out.append(f"[{section}] must be a table, as in [{_nested(section)[0]}]")
