@@ -98,7 +98,7 @@ def test_batch_order_does_not_matter(vault, run, rules, chunk_tokens):
 
 @pytest.mark.slow
 def test_a_fact_stated_on_two_machines_is_kept_once(tmp_path, vault, run, rules):
-    from test_sync import agent, clone
+    from helpers import agent, clone
 
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)

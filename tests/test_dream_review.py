@@ -11,24 +11,7 @@ import pytest
 from conftest import subjects
 from dreamkit import finding, op, set_review, write_entries
 from fakeanthropic import json_reply
-
-MEMORY = "# Memory\n\n## Facts\n\n- The team uses Postgres 16\n"
-USER = "# User\n\n## About\n\n- Lives in Berlin\n- Prefers tea to coffee\n"
-LISBON = "- Lives in Lisbon (since 2026-11-13)"
-KYOTO = "- Flying to Kyoto on 2026-12-03"
-
-
-def seed(vault):
-    """Facts by hand, then two archive entries: a trip, and a move."""
-    (vault.root / "MEMORY.md").write_text(MEMORY)
-    (vault.root / "USER.md").write_text(USER)
-    vault.git("add", "-A")
-    vault.git("commit", "-q", "-m", "edit: facts by hand")
-    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
-                          {"summary": "The user moved from Berlin to Lisbon last week.",
-                           "message": "I moved from Berlin to Lisbon last week!"}])
-    return vault
-
+from helpers import KYOTO, LISBON, MEMORY, USER, agent, clone, read, script, seed
 
 @pytest.fixture
 def seeded(vault):
@@ -41,21 +24,6 @@ def proposed(seeded, run, fake_anthropic):
     script(fake_anthropic)
     assert run("dream", "--sync").exit_code == 0
     return seeded
-
-
-def script(server, *, first=1, second=2):
-    server.add(json_reply({"findings": [
-        finding("Flying to Kyoto on 2026-12-03", evidence=[f"archive:{first}"]),
-        finding("The user lives in Lisbon", kind="update", file="USER.md",
-                evidence=[f"archive:{second}"])]}))
-    server.add(json_reply({"ops": [
-        op("add", section="Travel", new=KYOTO, reason=f"archive:{first}: flights booked"),
-        op("update", "USER.md", old="- Lives in Berlin", new=LISBON,
-           reason=f"archive:{second}: moved last week")]}))
-
-
-def read(vault, rel):
-    return (vault.root / rel).read_text()
 
 
 def trailers(vault, rev="HEAD") -> dict[str, str]:
@@ -267,7 +235,7 @@ def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_an
 @pytest.mark.slow
 def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
     from mcp import MCPError
-    from test_mcp_server import drive, text_of
+    from helpers import drive, text_of
 
     vault = proposed
 
@@ -306,7 +274,6 @@ def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
 
 def test_sync_carries_proposal_branches_and_a_decision_closes_them_everywhere(
         tmp_path, seeded, run, fake_anthropic):
-    from test_sync import agent, clone
 
     vault = seeded
     bare = tmp_path / "remote.git"

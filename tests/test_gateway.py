@@ -17,7 +17,7 @@ import pytest
 from fakeanthropic import reply, tool_use
 
 from conftest import subjects, wait_for
-from test_conversations import after, router, transcript
+from helpers import after, router, transcript
 
 
 # ---- the router: injection ---------------------------------------------------------------

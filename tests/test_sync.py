@@ -20,22 +20,9 @@ from agent.cli.app import cli
 from agent.stores.merge import CONFLICT_END, CONFLICT_START
 from agent.vault.repo import Vault
 from conftest import subjects
+from helpers import agent, clone
 
 MARKERS = ("<<<<<<<", ">>>>>>>", "=======\n")
-
-
-def agent(vault_path, *args, ok=True):
-    result = CliRunner().invoke(cli, ["--vault", str(vault_path), *args], catch_exceptions=False)
-    if ok:
-        assert result.exit_code == 0, result.output
-    return result
-
-
-def clone(tmp_path, remote, name) -> Vault:
-    result = CliRunner().invoke(cli, ["clone", str(remote), str(tmp_path / name)],
-                                catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return Vault.open(tmp_path / name)
 
 
 def no_markers(vault: Vault):
@@ -804,7 +791,7 @@ def test_a_settled_sync_still_takes_a_forget_from_another_clone(tmp_path, vault,
     """A sync that finds every ref as the last one left them reads no tombstones; one
     whose remote moved does: a phrase forgotten elsewhere is shown, and forgotten here
     once accepted."""
-    from test_forget import PHRASE, holds
+    from helpers import PHRASE, holds
     agent(vault.root, "note", f"told the agent {PHRASE}")
     agent(vault.root, "sync")
     b = clone(tmp_path, remote, "b")
