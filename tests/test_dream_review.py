@@ -342,11 +342,11 @@ def test_undoing_a_dream_withdraws_its_proposals(proposed, run):
     assert branches(vault) == []
 
 
-def test_completion_offers_the_numbers_waiting_for_review(proposed):
+def test_completion_offers_the_numbers_waiting_for_review(proposed, monkeypatch):
     from test_completion import complete
 
-    assert complete(proposed, "review", "accept", "") == ["1"]
-    assert complete(proposed, "review", "edit", "") == ["1"]
+    assert complete(proposed, monkeypatch, "review", "accept", "") == ["1"]
+    assert complete(proposed, monkeypatch, "review", "edit", "") == ["1"]
 
 
 # ---- review holds whatever the mix of ops (issue 35, item 5) --------------------------------
