@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """How many git processes `agent sync` starts, and how long it takes, against plain
-`git pull --rebase && git push` on the same repositories (issue 28, item 4).
+`git pull --rebase && git push` on the same repositories (issue 28, item 4; issue 36,
+item 3: a pull).
 
-Two clones of one bare remote; clone B makes one change (a note), then syncs. Counted
+Vault A and its clone B share one bare remote, as do two plain git clones. Counted
 with GIT_TRACE (each git process logs its start), medians of --runs, for a sync with
-nothing to do and a sync of one change. `agent path` in the same vault is the CLI's
-own start, shown apart. Each is timed twice: wall-clock, and the CPU time of the
-command and every process it started (user + system), which a machine busy with
-other work disturbs far less.
+nothing to do, a sync that pushes one change (a note) and a sync that pulls one turn
+(B appends a user and an assistant line to a session file in one commit, as a turn
+does, and pushes it; A syncs), each against plain git doing the same with one
+commit. `agent path` in the same vault is the CLI's own start, shown apart. Each is
+timed twice: wall-clock, and the CPU time of the command and every process it
+started (user + system), which a machine busy with other work disturbs far less.
+The pull's ratio is also the median of each run's own ratio (the runs of one pair
+are taken one after the other, so the load they meet is alike).
 
     python scripts/bench_sync_git.py [--runs 5]
 """
@@ -63,6 +68,22 @@ def agent(*args) -> list[str]:
     return [sys.executable, "-m", "agent", *args]
 
 
+# One turn's commit, as a chat turn makes it: two lines appended to the month's session.
+TURN = """
+import json, sys
+from agent.vault.change import Change
+from agent.vault.repo import Vault
+v = Vault.open(sys.argv[1])
+n = sys.argv[2]
+lines = [json.dumps({"id": f"b{n}-{r}", "ts": "2027-01-01T09:00:00+00:00", "role": r,
+                     "content": f"turn {n}: what about the garden trip? ({r})"})
+         for r in ("user", "assistant")]
+with v.locked():
+    v.append_lines("sessions/cli/default/2027-01.jsonl", lines)
+    v.commit(Change("chat", f"turn {n}", scope="cli/default"))
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -80,8 +101,12 @@ def main() -> None:
     subprocess.run(agent("--vault", str(a), "sync"), env=ENV, check=True, capture_output=True)
     plain = tmp / "plain"
     subprocess.run(["git", "clone", "-q", str(remote), str(plain)], check=True, env=ENV)
-    rows: dict[str, list[tuple[float, int]]] = {}
-    for _ in range(args.runs):
+    b = tmp / "b"
+    subprocess.run(agent("clone", str(remote), str(b)), env=ENV, check=True, capture_output=True)
+    plain2 = tmp / "plain2"
+    subprocess.run(["git", "clone", "-q", str(remote), str(plain2)], check=True, env=ENV)
+    rows: dict[str, list[tuple[float, int, float]]] = {}
+    for run in range(args.runs):
         rows.setdefault("agent path (CLI start)", []).append(traced(agent("path"), a))
         # Both clones share the remote: each first takes in the other's change, untimed,
         # so that "nothing to do" is nothing to do.
@@ -96,6 +121,19 @@ def main() -> None:
         subprocess.run("git add -A && git commit -qm x", shell=True, cwd=plain, env=ENV, check=True)
         rows.setdefault("git pull --rebase && git push, one change", []).append(
             traced("git pull -q --rebase && git push -q", plain))
+        # Pulling one turn: B (and the second plain clone) commit and push, untimed.
+        for v in (a, b):
+            traced(agent("sync"), v)
+        subprocess.run([sys.executable, "-c", TURN, str(b), str(run)], env=ENV, check=True)
+        traced(agent("sync"), b)
+        rows.setdefault("agent sync, pulls one turn", []).append(traced(agent("sync"), a))
+        for clone in (plain, plain2):
+            traced("git pull -q --rebase", clone)
+        (plain2 / "y.md").write_text(f"{time.time()}\n")
+        subprocess.run("git add -A && git commit -qm y && git push -q", shell=True, cwd=plain2,
+                       env=ENV, check=True)
+        rows.setdefault("git pull --rebase && git push, pulls one", []).append(
+            traced("git pull -q --rebase && git push -q", plain))
     med = {name: statistics.median(v[0] for v in vals) for name, vals in rows.items()}
     cpu = {name: statistics.median(v[2] for v in vals) for name, vals in rows.items()}
     for name, vals in rows.items():
@@ -104,12 +142,19 @@ def main() -> None:
     # The target (issue 28): beyond the CLI's own start, within 1.5x of plain git.
     for what, m in (("", med), (" (CPU)", cpu)):
         start = m["agent path (CLI start)"]
-        for case in ("nothing to do", "one change"):
+        for case in ("nothing to do", "one change", "pulls one turn"):
             beyond = m[f"agent sync, {case}"] - start
-            git = m[f"git pull --rebase && git push, {case.replace(' to do', '')}"]
+            git = m[f"git pull --rebase && git push, "
+                    f"{case.replace(' to do', '').replace(' turn', '')}"]
             print(f"sync beyond the CLI's start, {case:<14} {beyond * 1000:7.0f} ms = "
                   f"{beyond / git:4.2f}x plain git{what} (target 1.5x)")
-
+    # The same for the pull, paired: each run's (sync - CLI start) / plain git, median.
+    pairs = list(zip(rows["agent path (CLI start)"], rows["agent sync, pulls one turn"],
+                     rows["git pull --rebase && git push, pulls one"]))
+    for what, i in (("", 0), (" (CPU)", 2)):
+        ratios = [(s[i] - c[i]) / g[i] for c, s, g in pairs]
+        print(f"pull of one turn, median of paired ratios{what:<6}      "
+              f"{statistics.median(ratios):4.2f}x plain git (target 1.5x)")
 
 if __name__ == "__main__":
     main()

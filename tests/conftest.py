@@ -115,7 +115,7 @@ def evil(tmp_path, remote):
 def gateway(vault, fake_anthropic):
     """`agent serve`'s HTTP gateway in process, on a free port, with its router."""
     from agent.serve.gateway import Gateway
-    from test_conversations import router
+    from helpers import router
     conv = router(vault)
     gw = Gateway(vault, conv, port=0).start()
     yield gw

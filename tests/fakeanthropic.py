@@ -203,13 +203,13 @@ class Recorded:
     def json(self) -> Any:
         return self.body
 
-    def wait_for_text(self, timeout: float = 10.0) -> "Recorded":
+    def wait_for_text(self, timeout: float = 60.0) -> "Recorded":
         """Block until the streamed answer has sent its first piece of text."""
         if not self.text_sent.wait(timeout):
             raise TimeoutError(f"fake Anthropic: no text streamed for {self.path} after {timeout}s")
         return self
 
-    def wait(self, timeout: float = 10.0) -> "Recorded":
+    def wait(self, timeout: float = 60.0) -> "Recorded":
         """Block until the server has finished answering this request."""
         if not self.finished.wait(timeout):
             raise TimeoutError(f"fake Anthropic: {self.method} {self.path} still answering after {timeout}s")
@@ -350,7 +350,7 @@ class FakeAnthropic:
         with self._lock:
             return self.requests[-1]
 
-    def wait_for_requests(self, n: int, path: str | None = None, timeout: float = 10.0) -> list[Recorded]:
+    def wait_for_requests(self, n: int, path: str | None = None, timeout: float = 60.0) -> list[Recorded]:
         """Block until at least n requests (to `path` if given) arrived; raise on timeout."""
         def matching():
             return [r for r in self.requests if path is None or r.path == path]
@@ -511,7 +511,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, rec: Recorded, e: ErrorReply) -> None:
         if e.delay:
-            time.sleep(e.delay)
+            time.sleep(e.delay)         # a slow API, as the test scripted it
         self._send(rec, e.status, e.body(), headers=e.headers)
 
     def _not_found(self, rec: Recorded, what: str) -> None:
@@ -590,7 +590,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, ErrorReply):
             return self._error(rec, item)
         if item.delay:
-            time.sleep(item.delay)
+            time.sleep(item.delay)      # a slow API, as the test scripted it
         msg = self.fake._message(item, body)
         if item.then_error is not None and not body.get("stream"):
             return self._error(rec, item.then_error)
@@ -610,7 +610,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             for i, (event, data) in enumerate(_sse_events(msg, r.chunk_size, r.then_error)):
                 if i and r.chunk_delay:
-                    time.sleep(r.chunk_delay)
+                    time.sleep(r.chunk_delay)       # a reply streamed slowly, as scripted
                 chunk = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()

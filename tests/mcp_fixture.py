@@ -11,7 +11,7 @@ import sys
 import time
 
 if "--hang" in sys.argv:
-    time.sleep(3600)
+    time.sleep(3600)        # a server that never answers: the client must give up on it
     sys.exit(0)
 
 from mcp.server.mcpserver import MCPServer  # noqa: E402

@@ -126,7 +126,7 @@ def test_the_person_adds_approved_jobs_and_the_model_cannot_write_cron_json(
 
 def _gateway(vault, **kw):
     from agent.serve.gateway import Gateway
-    from test_conversations import router
+    from helpers import router
 
     conv = router(vault)
     return conv, Gateway(vault, conv, port=0, **kw).start()
@@ -377,7 +377,7 @@ def test_resuming_at_start_never_takes_a_message_that_came_meanwhile_for_a_left_
         vault, fake_anthropic):
     import threading
 
-    from test_conversations import router, transcript
+    from helpers import router, transcript
 
     conv = router(vault)                   # serve starts: nothing was left over
     go = threading.Event()

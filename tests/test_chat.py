@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from typing import Literal
 
 import pytest
 
@@ -214,6 +215,56 @@ def test_a_reply_breaking_the_tool_schema_is_an_error_result(fake_anthropic, vau
     assert "lines must be a whole number" in results["t3"]["content"]
     assert "There is no tool 'fly_to_moon'" in results["t4"]["content"]
     assert not list((vault.root / "memory").glob("*.md"))
+
+
+def test_a_wrong_typed_argument_is_one_line_naming_the_field(fake_anthropic, vault, run):
+    fake_anthropic.add(
+        reply(tool_use("spawn_agent", {"prompt": "look", "readonly": "yes"}, id="t1"),
+              tool_use("memory_get", {"path": "MEMORY.md", "start_line": 2.5}, id="t2"),
+              tool_use("memory_search", {"query": ["kyoto"]}, id="t3")),
+        reply("Sorry."))
+    r = run("chat", "-m", "look it up")
+    assert r.exit_code == 0, r.output
+    results = {b["tool_use_id"]: b["content"] for b in tool_results(fake_anthropic.calls()[1])}
+    assert results == {"t1": 'readonly must be true or false, got "yes"',
+                       "t2": "start_line must be a whole number, got 2.5",
+                       "t3": 'query must be a string, got ["kyoto"]'}
+
+
+def test_the_tool_schema_sent_is_the_one_of_the_type_hints(fake_anthropic, vault):
+    from agent.chat.tools.registry import REGISTRY, tool
+
+    @tool
+    def trip_probe(city: str, nights: int | None = None, tags: list[str] | None = None,
+                   pace: Literal["slow", "fast"] = "slow") -> str:
+        """Plan a trip.
+
+        Args:
+            city: Where to go.
+            nights: How many nights.
+            tags: Interests.
+            pace: How packed the days are.
+        """
+        return city
+
+    try:
+        fake_anthropic.add(reply("ok"))
+        run_turn(vault, make_provider(), "cli/default", "go", NOW)
+    finally:
+        REGISTRY.pop("trip_probe", None)
+    sent = {t["name"]: t for t in fake_anthropic.calls()[0].body["tools"]}["trip_probe"]
+    assert sent["description"] == "Plan a trip."
+    # pydantic's schema of the signature: an optional parameter is anyOf its type or null
+    assert sent["input_schema"] == {
+        "type": "object", "additionalProperties": False, "required": ["city"],
+        "properties": {
+            "city": {"type": "string", "description": "Where to go."},
+            "nights": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None,
+                       "description": "How many nights."},
+            "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}},
+                               {"type": "null"}], "default": None, "description": "Interests."},
+            "pace": {"enum": ["slow", "fast"], "type": "string", "default": "slow",
+                     "description": "How packed the days are."}}}
 
 
 def test_path_escapes_are_refused(fake_anthropic, vault, run, tmp_path):
@@ -723,7 +774,7 @@ class Terminal:
         self.out += chunk
         return bool(chunk)
 
-    def until(self, marker: bytes, timeout: float = 15) -> None:
+    def until(self, marker: bytes, timeout: float = 60) -> None:
         """Wait for `marker` in the output after what was already waited for."""
         deadline = time.monotonic() + timeout
         while marker not in self.out[self.pos:]:
@@ -752,7 +803,7 @@ class Terminal:
                 return
         raise AssertionError("Ctrl-C at the prompt was not heard:\n" + self.out.decode(errors="replace"))
 
-    def exit_status(self, timeout: float = 30) -> int:
+    def exit_status(self, timeout: float = 60) -> int:
         deadline = time.monotonic() + timeout
         while True:                      # drain, so the child never blocks on a full pty
             got = self._read(deadline)
@@ -817,7 +868,7 @@ def test_repl_a_line_typed_during_a_reply_joins_the_running_turn(fake_anthropic,
     cue = threading.Event()
 
     def looking(_request):                 # answered once the test has typed its line
-        assert cue.wait(15)
+        assert cue.wait(60)
         return reply("Looking.", tool_use("memory_search", {"query": "tea"}))
     fake_anthropic.add(looking, reply("Green tea; and yes, oolong too."))
     term = Terminal(vault)

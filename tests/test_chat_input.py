@@ -90,7 +90,7 @@ def test_ctrl_c_on_chat_m_through_serve_stops_the_turn_keeps_it_interrupted_exit
     import threading
 
     from fakeanthropic import reply
-    from test_conversations import after, transcript
+    from helpers import after, transcript
     from test_gateway import enable_gateway
     from test_serve import ServeProc
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
+from agent.cli.app import cli
 from conftest import agent_proc
 from fakeanthropic import reply
 
@@ -31,59 +33,59 @@ def test_completion_prints_the_script_for_each_shell(vault, tmp_path):
     assert "plain,status" in p.stdout.split()
 
 
-def complete(vault, *words: str, cwd=None) -> list[str]:
-    """What bash completion offers after `agent WORDS...` (the last word being typed)."""
+def complete(vault, monkeypatch, *words: str, cwd=None) -> list[str]:
+    """What bash completion offers after `agent WORDS...` (the last word being typed).
+    In-process, as the shell's hook runs it (the tests above start the real program)."""
     words = ["agent", *words]
-    p = agent_proc(env={"_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": " ".join(words),
-                        "COMP_CWORD": str(len(words) - 1)}, cwd=cwd or vault.root)
-    assert p.returncode == 0, p.stderr
-    return [line.split(",", 1)[1] for line in p.stdout.splitlines() if "," in line]
+    monkeypatch.chdir(cwd or vault.root)
+    r = CliRunner().invoke(cli, [], prog_name="agent", catch_exceptions=False,
+                           env={"_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": " ".join(words),
+                                "COMP_CWORD": str(len(words) - 1)})
+    assert r.exit_code == 0, r.output
+    return [line.split(",", 1)[1] for line in r.stdout.splitlines() if "," in line]
 
 
 @pytest.mark.slow
 def test_completion_offers_sessions_jobs_runs_review_numbers_and_settings(
-        fake_anthropic, vault, tmp_path):
+        fake_anthropic, vault, run, tmp_path, monkeypatch):
     from agent.stores import sessions
 
     fake_anthropic.add(reply("Hi"), reply("Hi"))
-    assert agent_proc("chat", "--session", "cli/garden", "--new", "-m", "hi",
-                      vault=vault.root).returncode == 0
-    assert agent_proc("chat", "--session", "phone/main", "--new", "-m", "hi",
-                      vault=vault.root).returncode == 0
+    assert run("chat", "--session", "cli/garden", "--new", "-m", "hi").exit_code == 0
+    assert run("chat", "--session", "phone/main", "--new", "-m", "hi").exit_code == 0
     assert set(sessions.list_sessions(vault.root)) >= {"cli/garden", "phone/main"}
-    assert complete(vault, "chat", "--session", "") == sessions.list_sessions(vault.root)
-    assert complete(vault, "chat", "--session", "cli/") == ["cli/garden"]
-    assert complete(vault, "archive", "--session", "ph") == ["phone/main"]
+    assert complete(vault, monkeypatch, "chat", "--session", "") == sessions.list_sessions(vault.root)
+    assert complete(vault, monkeypatch, "chat", "--session", "cli/") == ["cli/garden"]
+    assert complete(vault, monkeypatch, "archive", "--session", "ph") == ["phone/main"]
 
-    p = agent_proc("cron", "add", "water the plants", "--every", "1d", "-m", "remind me",
-                   vault=vault.root)
-    assert p.returncode == 0, p.stderr
-    job = json.loads(agent_proc("cron", "list", "--json", vault=vault.root).stdout)["id"]
-    assert complete(vault, "cron", "remove", "") == [job]
-    assert complete(vault, "cron", "run", job[:2]) == [job]
+    p = run("cron", "add", "water the plants", "--every", "1d", "-m", "remind me")
+    assert p.exit_code == 0, p.output
+    job = json.loads(run("cron", "list", "--json").stdout)["id"]
+    assert complete(vault, monkeypatch, "cron", "remove", "") == [job]
+    assert complete(vault, monkeypatch, "cron", "run", job[:2]) == [job]
 
-    assert complete(vault, "config", "get", "sync.") == ["sync.every", "sync.remote"]
-    assert "chat.window_tokens" in complete(vault, "config", "set", "")
+    assert complete(vault, monkeypatch, "config", "get", "sync.") == ["sync.every", "sync.remote"]
+    assert "chat.window_tokens" in complete(vault, monkeypatch, "config", "set", "")
 
     # from another folder: the vault named with --vault is the one read
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    assert complete(vault, "--vault", str(vault.root), "chat", "--session", "cli/",
+    assert complete(vault, monkeypatch, "--vault", str(vault.root), "chat", "--session", "cli/",
                     cwd=elsewhere) == ["cli/garden"]
     # and no vault at all completes nothing, making none
-    assert complete(vault, "chat", "--session", "", cwd=elsewhere) == []
+    assert complete(vault, monkeypatch, "chat", "--session", "", cwd=elsewhere) == []
     assert not (tmp_path / "home" / ".agent").exists()
 
 
 @pytest.mark.slow
-def test_completion_offers_sub_agent_run_ids(fake_anthropic, vault):
+def test_completion_offers_sub_agent_run_ids(fake_anthropic, vault, run, monkeypatch):
     from fakeanthropic import tool_use
 
     fake_anthropic.add(reply(tool_use("spawn_agent", {"prompt": "count the notes"})),
                        reply("I counted 3 notes."), reply("There are three."))
-    p = agent_proc("chat", "-m", "how many notes?", vault=vault.root)
-    assert p.returncode == 0, p.stderr
+    p = run("chat", "-m", "how many notes?")
+    assert p.exit_code == 0, p.output
     runs = sorted(q.name for q in (vault.root / "sessions" / "agent").iterdir())
     assert len(runs) == 1
-    assert complete(vault, "agents", "show", "") == runs
-    assert complete(vault, "agents", "show", "zz") == []
+    assert complete(vault, monkeypatch, "agents", "show", "") == runs
+    assert complete(vault, monkeypatch, "agents", "show", "zz") == []

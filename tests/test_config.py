@@ -3,7 +3,7 @@ names every bad key, and every command names a bad key of agent.toml."""
 
 from __future__ import annotations
 
-from conftest import agent_proc, subjects
+from conftest import subjects
 
 
 def test_config_set_changes_one_line_keeps_comments_and_commits(vault, run):
@@ -70,29 +70,29 @@ def test_every_command_names_the_bad_key_of_agent_toml(fake_anthropic, vault, ru
     assert run("note", "x").exit_code == 0
 
 
-def test_config_get_and_list_agree_on_unset_and_default_settings(vault):
-    p = agent_proc("config", "list", vault=vault.root)
+def test_config_get_and_list_agree_on_unset_and_default_settings(vault, run):
+    p = run("config", "list")
     rows = {l.split()[0]: l.split(None, 1)[1] for l in p.stdout.splitlines()}
     assert rows["sync.every"] == "(unset)"                      # no placeholder value
     assert "(built-in)" not in p.stdout
-    p = agent_proc("config", "get", "sync.every", vault=vault.root)
-    assert p.returncode == 1 and p.stdout == ""                 # as git config on an unset key
+    p = run("config", "get", "sync.every")
+    assert p.exit_code == 1 and p.stdout == ""                 # as git config on an unset key
     assert "sync.every is not set" in p.stderr and "serve does not sync" in p.stderr
     assert rows["web.timeout"] == "20  (default)"
-    p = agent_proc("config", "get", "web.timeout", vault=vault.root)
-    assert p.returncode == 0 and p.stdout == "20\n"             # a default with a value: shown
-    assert agent_proc("config", "set", "sync.every", "5m", vault=vault.root).returncode == 0
-    p = agent_proc("config", "get", "sync.every", vault=vault.root)
-    assert p.returncode == 0 and p.stdout == "5m\n"
-    p = agent_proc("config", "list", vault=vault.root)
+    p = run("config", "get", "web.timeout")
+    assert p.exit_code == 0 and p.stdout == "20\n"             # a default with a value: shown
+    assert run("config", "set", "sync.every", "5m").exit_code == 0
+    p = run("config", "get", "sync.every")
+    assert p.exit_code == 0 and p.stdout == "5m\n"
+    p = run("config", "list")
     assert any(l.split() == ["sync.every", '"5m"'] for l in p.stdout.splitlines())
 
 
-def test_config_check_findings_are_its_result_on_stdout(vault):
+def test_config_check_findings_are_its_result_on_stdout(vault, run):
     path = vault.root / "agent.toml"
     path.write_text(path.read_text().replace("window_tokens = 24000", 'window_tokens = "lots"'))
-    p = agent_proc("config", "check", vault=vault.root)
-    assert p.returncode == 1
+    p = run("config", "check")
+    assert p.exit_code == 1
     assert "chat.window_tokens must be a whole number, not 'lots'" in p.stdout and p.stderr == ""
 
 

@@ -5,7 +5,6 @@ transcript lines and `git log`; timing is by conditions (events), never by sleep
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 
@@ -17,27 +16,7 @@ from agent.llm import make_provider
 from agent.serve.conversations import Conversations, ServeStopping
 from agent.clock import now as vault_now
 from conftest import subjects
-
-
-def router(vault, **settings) -> Conversations:
-    base = load_settings(vault.root)
-    s = dataclasses.replace(base, **settings) if settings else base
-    return Conversations(vault, make_provider(), clock=vault_now, settings_fn=lambda: s)
-
-
-def after(event: threading.Event, item, timeout=10.0):
-    """A scripted reply the fake gives only once `event` is set (the test's cue)."""
-    def answer(_request):
-        assert event.wait(timeout), "the test never gave the cue"
-        return item
-    return answer
-
-
-def transcript(vault, session) -> list[dict]:
-    """The session's messages (not the lines saying a message was received)."""
-    files = sorted((vault.root / "sessions" / session).glob("*.jsonl"))
-    lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
-    return [x for x in lines if x.get("type") != "received"]
+from helpers import after, router, transcript
 
 
 def request_text(rec) -> str:

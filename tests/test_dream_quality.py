@@ -31,7 +31,9 @@ def facts(vault) -> list[str]:
 
 
 def dream(run):
-    r = run("dream")
+    # Batches are polled at once: the fake ends one at its second poll, and the default
+    # five seconds between polls would be most of this file's time.
+    r = run("dream", "--poll-interval", "0.01")
     assert r.exit_code == 0, r.output
     accepted = run("review", "accept", "--all")
     assert accepted.exit_code == 0, accepted.output
@@ -96,7 +98,7 @@ def test_batch_order_does_not_matter(vault, run, rules, chunk_tokens):
 
 @pytest.mark.slow
 def test_a_fact_stated_on_two_machines_is_kept_once(tmp_path, vault, run, rules):
-    from test_sync import agent, clone
+    from helpers import agent, clone
 
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)

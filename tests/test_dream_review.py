@@ -11,24 +11,7 @@ import pytest
 from conftest import subjects
 from dreamkit import finding, op, set_review, write_entries
 from fakeanthropic import json_reply
-
-MEMORY = "# Memory\n\n## Facts\n\n- The team uses Postgres 16\n"
-USER = "# User\n\n## About\n\n- Lives in Berlin\n- Prefers tea to coffee\n"
-LISBON = "- Lives in Lisbon (since 2026-11-13)"
-KYOTO = "- Flying to Kyoto on 2026-12-03"
-
-
-def seed(vault):
-    """Facts by hand, then two archive entries: a trip, and a move."""
-    (vault.root / "MEMORY.md").write_text(MEMORY)
-    (vault.root / "USER.md").write_text(USER)
-    vault.git("add", "-A")
-    vault.git("commit", "-q", "-m", "edit: facts by hand")
-    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December.",
-                          {"summary": "The user moved from Berlin to Lisbon last week.",
-                           "message": "I moved from Berlin to Lisbon last week!"}])
-    return vault
-
+from helpers import KYOTO, LISBON, MEMORY, USER, agent, clone, read, script, seed
 
 @pytest.fixture
 def seeded(vault):
@@ -41,21 +24,6 @@ def proposed(seeded, run, fake_anthropic):
     script(fake_anthropic)
     assert run("dream", "--sync").exit_code == 0
     return seeded
-
-
-def script(server, *, first=1, second=2):
-    server.add(json_reply({"findings": [
-        finding("Flying to Kyoto on 2026-12-03", evidence=[f"archive:{first}"]),
-        finding("The user lives in Lisbon", kind="update", file="USER.md",
-                evidence=[f"archive:{second}"])]}))
-    server.add(json_reply({"ops": [
-        op("add", section="Travel", new=KYOTO, reason=f"archive:{first}: flights booked"),
-        op("update", "USER.md", old="- Lives in Berlin", new=LISBON,
-           reason=f"archive:{second}: moved last week")]}))
-
-
-def read(vault, rel):
-    return (vault.root / rel).read_text()
 
 
 def trailers(vault, rev="HEAD") -> dict[str, str]:
@@ -267,7 +235,7 @@ def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_an
 @pytest.mark.slow
 def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
     from mcp import MCPError
-    from test_mcp_server import drive, text_of
+    from helpers import drive, text_of
 
     vault = proposed
 
@@ -306,7 +274,6 @@ def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
 
 def test_sync_carries_proposal_branches_and_a_decision_closes_them_everywhere(
         tmp_path, seeded, run, fake_anthropic):
-    from test_sync import agent, clone
 
     vault = seeded
     bare = tmp_path / "remote.git"
@@ -360,7 +327,8 @@ def test_serves_nightly_dream_tells_the_telegram_chat_how_many_wait(vault, fake_
             s.step(clock.t)
         assert subjects(vault)[0].endswith("1 proposed (archive 1..2)")
         [told] = fake_telegram.wait_sent(ANA)
-        assert told["text"] == "The dream left 1 proposal for your review: /review shows it."
+        first, *_ = told["text"].splitlines()
+        assert first == "The dream left 1 proposal for your review: /review shows it."
     finally:
         tg.stop()
 
@@ -374,11 +342,11 @@ def test_undoing_a_dream_withdraws_its_proposals(proposed, run):
     assert branches(vault) == []
 
 
-def test_completion_offers_the_numbers_waiting_for_review(proposed):
+def test_completion_offers_the_numbers_waiting_for_review(proposed, monkeypatch):
     from test_completion import complete
 
-    assert complete(proposed, "review", "accept", "") == ["1"]
-    assert complete(proposed, "review", "edit", "") == ["1"]
+    assert complete(proposed, monkeypatch, "review", "accept", "") == ["1"]
+    assert complete(proposed, monkeypatch, "review", "edit", "") == ["1"]
 
 
 # ---- review holds whatever the mix of ops (issue 35, item 5) --------------------------------
@@ -466,3 +434,87 @@ def test_a_card_quotes_the_message_that_states_its_own_fact(vault, run, fake_ant
                                           'last week!"')
     assert 'from: archive 1 (topic 1): "My sister Ana works as a nurse in Porto."' \
         in run("review").output
+
+
+# ---- with review = "all", a chat turn's writes to memory wait too (issue 35, item 5) --------
+
+
+def test_review_all_holds_a_chat_turns_writes_to_memory_for_review(seeded, run, fake_anthropic,
+                                                                   fixed_now):
+    from fakeanthropic import reply, tool_use
+
+    from agent.vault.repo import Vault
+
+    vault = seeded
+    set_review(vault, "all")
+    before = {f: read(vault, f) for f in ("MEMORY.md", "USER.md")}
+    veg = "- The user is vegetarian"
+    fake_anthropic.add(
+        reply(tool_use("remember", {"text": "The user is vegetarian", "target": "user",
+                                    "section": "Food"}, id="t1"),
+              tool_use("edit_file", {"path": "MEMORY.md", "old": "- The team uses Postgres 16",
+                                     "new": "- The team uses Postgres 17"}, id="t2"),
+              tool_use("write_file", {"path": "USER.md",
+                                      "content": USER + "- Has a cat named Miso\n"}, id="t3")),
+        reply("Both wait for your review."))
+    r = run("chat", "-m", "Remember that I'm vegetarian; we moved to Postgres 17; I have a cat.")
+    assert r.exit_code == 0, r.output
+    results = [b for b in fake_anthropic.calls()[-1].body["messages"][-1]["content"]
+               if b.get("type") == "tool_result"]
+    assert all("held for review" in str(b["content"]) for b in results), results
+    assert not any(b.get("is_error") for b in results)
+    # Nothing reached main's memory files, now or after archiving and dreaming.
+    assert {f: read(vault, f) for f in before} == before
+    fake_anthropic.add(json_reply({"topic": "Food and Postgres", "summary": "Vegetarian.",
+                                   "importance": 0.5}))
+    assert run("archive").exit_code == 0
+    fake_anthropic.add(json_reply({"findings": []}))
+    assert run("dream", "--sync").exit_code == 0
+    assert {f: read(vault, f) for f in before} == before
+    assert {f: vault.git("show", f"HEAD:{f}") for f in before} == before
+
+    items = [json.loads(x) for x in run("review", "--json").output.splitlines()]
+    chat = [i for i in items if i["run"].startswith("chat-")]
+    host = Vault(vault.root).host()
+    run_id = f"chat-{host}-{fixed_now:%Y-%m-%d}"
+    # The three tools ran at once: their numbers follow the order they were staged in.
+    assert sorted(i["id"] for i in chat) == [f"{run_id}#1", f"{run_id}#2", f"{run_id}#3"]
+    assert sorted((i["op"], i["file"], i["old"], i["new"]) for i in chat) == [
+        ("add", "USER.md", "", "- Has a cat named Miso"), ("add", "USER.md", "", veg),
+        ("update", "MEMORY.md", "- The team uses Postgres 16", "- The team uses Postgres 17")]
+    assert {i["source"] for i in chat} == {"written in chat (cli/default turn 3), held for review"}
+    veg_id = next(i["id"] for i in chat if i["new"] == veg)
+    pg_id = next(i["id"] for i in chat if i["op"] == "update")
+    assert branches(vault)[-1] == f"dream/{run_id}"
+    assert f"+{veg}" in vault.git("diff", "main", f"dream/{run_id}")
+    listed = run("review").output
+    assert f"[{run_id}, 1 of 3]" in listed
+
+    r = run("review", "accept", veg_id)
+    assert r.exit_code == 0, r.output
+    assert read(vault, "USER.md").endswith("## Food\n\n" + veg + "\n")
+    assert subjects(vault)[0] == f"review: accept 1 of 3 from {run_id}"
+    assert run("review", "reject", pg_id).exit_code == 0
+    assert "Postgres 17" not in read(vault, "MEMORY.md")
+
+
+@pytest.mark.slow
+def test_review_all_holds_an_mcp_clients_remember_for_review(seeded, run, fixed_now):
+    from test_mcp_server import drive, text_of
+
+    vault = seeded
+    set_review(vault, "all")
+
+    async def steps(c):
+        return text_of(await c.call_tool("remember", {"text": "Prefers window seats",
+                                                      "target": "user", "section": "Travel"}))
+    said = drive(vault, steps)
+    assert "Not written to USER.md: - Prefers window seats is held for review" in said
+    assert read(vault, "USER.md") == USER
+    assert subjects(vault)[0] == "mcp(claude-code): propose 1 fact for USER.md (held for review)"
+    [item] = [json.loads(x) for x in run("review", "--json").output.splitlines()]
+    assert item["new"] == "- Prefers window seats" and item["section"] == "Travel"
+    assert item["source"] == "asked to remember (MCP client Claude Code), held for review"
+    assert item["remote"] == ""
+    assert run("review", "accept", item["id"]).exit_code == 0
+    assert "## Travel\n\n- Prefers window seats\n" in read(vault, "USER.md")

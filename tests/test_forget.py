@@ -6,42 +6,13 @@ bare remote, is gone from both clones after one forget and one sync each: from
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 
 from conftest import subjects
 from fakeanthropic import json_reply, reply, text, tool_use
-from test_sync import agent, clone
-
-PHRASE = 'the safe code is "4417" under the fernwood'
-
-
-def every_object(path) -> bytes:
-    return subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=path,
-                          capture_output=True, check=True).stdout
-
-
-def holds(vault, phrase: str = PHRASE, word: str = "fernwood") -> list[str]:
-    """Every place of a clone that still holds the phrase (or its JSON-escaped form)."""
-    forms = [phrase, json.dumps(phrase)[1:-1]]
-    places = []
-    log = vault.git("log", "--all", "-p")
-    if any(f in log for f in forms):
-        places.append("git log --all -p")
-    blob = every_object(vault.root)
-    if any(f.encode() in blob for f in forms):
-        places.append("git cat-file --batch-all-objects")
-    for path in vault.root.rglob("*"):
-        if path.is_file() and ".git" not in path.parts and ".agent" not in path.parts:
-            if any(f in path.read_text(errors="replace") for f in forms):
-                places.append(str(path.relative_to(vault.root)))
-    found = agent(vault.root, "search", word, ok=False)
-    if found.exit_code != 1 or not found.output.startswith("No matches"):   # grep's exit 1
-        places.append("agent search")
-    return places
-
+from helpers import PHRASE, agent, clone, every_object, holds
 
 def plant(fake_anthropic, vault):
     fake_anthropic.add(reply(tool_use("remember", {"text": PHRASE, "target": "memory"})),

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from fakeanthropic import reply
-from test_sync import agent, clone  # remote: a fixture of conftest
+from helpers import agent, clone  # remote: a fixture of conftest
 
 
 def git(where, *args, input=None) -> str:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
 
 import pytest
 from fakeanthropic import reply, tool_use
 
-from conftest import subjects
-from test_conversations import after, router, transcript
+from conftest import subjects, wait_for
+from helpers import after, router, transcript
 
 
 # ---- the router: injection ---------------------------------------------------------------
@@ -336,9 +335,7 @@ def test_without_a_port_serve_answers_chat_on_its_own_socket_only(
     procs.append(serve)
     serve.wait_for("agent serve on")
     sock = vault.state / "gateway.sock"
-    deadline = time.monotonic() + 30
-    while not (vault.state / "gateway.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for((vault.state / "gateway.json").exists, "gateway.json")
     info = json.loads((vault.state / "gateway.json").read_text())
     assert info["url"] is None and info["port"] is None and info["socket"] == str(sock)
     assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600

@@ -14,7 +14,7 @@ import socket
 import sys
 
 import pytest
-from test_conversations import router
+from helpers import router
 
 from agent.serve.gateway import MAX_CONNECTIONS, MAX_PER_ADDRESS, Gateway
 

@@ -20,7 +20,8 @@ from datetime import UTC
 import pytest
 from conftest import agent_proc
 from fakeanthropic import reply, tool_use
-from test_sync_trust import _blob, _push_tree, agent, git, push  # noqa: F401
+from helpers import agent, git, push
+from test_sync_trust import _blob, _push_tree
 from test_vault_trust import history, needs_bwrap, tool_result
 
 

@@ -37,7 +37,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 # which the vault's commits consult.
 RANKS = {
     "agent": 0, "agent.errors": 0,
-    "agent.clock": 1, "agent.oneline": 1, "agent.package": 1, "agent.fs": 1, "agent.schedule": 1, "agent.sandbox": 1,
+    "agent.clock": 1, "agent.oneline": 1, "agent.schemas": 1, "agent.package": 1, "agent.fs": 1, "agent.schedule": 1, "agent.sandbox": 1,
+    "agent.prices": 1,
     "agent.config": 2,
     "agent.redact": 3,
     "agent.vault": 4,                          # git, and only git

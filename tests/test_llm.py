@@ -222,11 +222,10 @@ def test_dream_sync_call_refused_keeps_nothing_sent(vault):
     assert vault.head() == head and p.requests[0].kind == "create"
 
 
-def test_an_unreachable_base_url_names_anthropic_base_url(vault, monkeypatch):
+def test_an_unreachable_base_url_names_anthropic_base_url(vault, run, monkeypatch):
     """A wrong ANTHROPIC_BASE_URL said only "Could not reach the Anthropic API"."""
-    from conftest import agent_proc
-
-    p = agent_proc("chat", "-m", "hi", vault=vault.root,
-                   env={"ANTHROPIC_API_KEY": "x", "ANTHROPIC_BASE_URL": "notaurl"})
-    assert p.returncode != 0
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "notaurl")
+    p = run("chat", "-m", "hi")
+    assert p.exit_code != 0
     assert "'notaurl' (set by ANTHROPIC_BASE_URL" in p.stderr, p.stderr

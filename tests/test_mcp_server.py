@@ -3,40 +3,12 @@ real process, real git; assertions on what the client gets, the files and `git l
 
 from __future__ import annotations
 
-import os
 import sys
-from contextlib import asynccontextmanager
-import anyio
 import pytest
-from mcp import Client, MCPError, StdioServerParameters
-from mcp_types import Implementation
+from mcp import MCPError
 
 from conftest import TODAY_NOTE, subjects
-
-
-@asynccontextmanager
-async def connect(vault, *args, name="Claude Code", mode="legacy"):
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "agent", "--vault", str(vault.root), "mcp", *args],
-                                   env=dict(os.environ))
-    async with Client(params, client_info=Implementation(name=name, version="9.9"),
-                      mode=mode) as client:
-        yield client
-
-
-def text_of(result) -> str:
-    return "".join(c.text for c in result.content if c.type == "text")
-
-
-def drive(vault, steps, *args, **kw):
-    """Run `steps(client)` against a fresh `agent mcp`; its return value."""
-    out = {}
-
-    async def main():
-        async with connect(vault, *args, **kw) as client:
-            out["value"] = await steps(client)
-    anyio.run(main)
-    return out.get("value")
+from helpers import drive, text_of
 
 
 def test_tools_and_resources_are_listed(vault):
@@ -155,7 +127,7 @@ def test_read_only_offers_reading_tools_and_refuses_writes(vault):
 BAD_INPUT = [
     ("remember", {}, "remember needs text"),
     ("remember", {"text": 42}, "text must be a string"),
-    ("remember", {"text": "x", "target": "diary"}, "target must be one of daily, memory, user"),
+    ("remember", {"text": "x", "target": "diary"}, 'target must be one of "daily", "memory", "user"'),
     ("remember", {"text": "x" * 100_000}, "100000 characters long"),
     ("remember", {"text": "   "}, "text is empty"),
     ("remember", {"text": "x", "section": 3}, "section must be a string"),

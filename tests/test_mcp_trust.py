@@ -16,7 +16,7 @@ from agent.chat.mcp_client.client import LOG_BYTES, MAX_BAD_LINES, close_all
 from conftest import agent_proc, subjects, wait_for
 from fakeanthropic import reply
 from test_mcp_client import configure
-from test_sync_trust import agent, git, push  # evil, remote: fixtures of conftest
+from helpers import agent, git, push  # evil, remote: fixtures of conftest
 
 HOSTILE = Path(__file__).with_name("mcp_hostile.py")
 

@@ -52,11 +52,13 @@ def test_log_pages_and_colours_on_a_terminal_only(vault, run, tmp_path):
     assert not paged.exists() and "+- likes tea" in p.stdout and "\x1b[" not in p.stdout
 
 
-def test_api_errors_are_printed_once_and_401_names_the_key(fake_anthropic, vault):
+def test_api_errors_are_printed_once_and_401_names_the_key(fake_anthropic, vault, run,
+                                                          monkeypatch):
     fake_anthropic.api_keys = {"the-right-key"}
-    p = agent_proc("chat", "-m", "hello", vault=vault.root,
-                   env={"ANTHROPIC_BASE_URL": fake_anthropic.url, "ANTHROPIC_API_KEY": "wrong"})
-    assert p.returncode == 1
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "wrong")
+    p = run("chat", "-m", "hello")
+    assert p.exit_code == 1
     assert p.stderr.count("refused the key") == 1, p.stderr
     assert "Check ANTHROPIC_API_KEY" in p.stderr and "turn 1 of" not in p.stderr
 

@@ -83,13 +83,13 @@ def test_parallel_tool_calls_stream_back_as_blocks_in_order(fake_openai, vault, 
     assert "Likes green tea" in (vault.root / "USER.md").read_text()
 
 
-def test_a_streamed_reply_is_shown_as_it_comes_and_tokens_come_from_usage(fake_openai, vault):
+def test_a_streamed_reply_is_shown_as_it_comes_and_tokens_come_from_usage(fake_openai, vault, run):
     use(vault, "local/qwen3:8b", ("local", fake_openai.url))
     fake_openai.add(reply("Kyoto in April is lovely.", usage={
         "prompt_tokens": 1200, "completion_tokens": 9, "total_tokens": 1209,
         "prompt_tokens_details": {"cached_tokens": 1000}}))
-    p = agent_proc("chat", "--local", "-m", "Kyoto?", vault=vault.root)
-    assert p.returncode == 0, p.stderr
+    p = run("chat", "--local", "-m", "Kyoto?")
+    assert p.exit_code == 0, p.output
     assert "Kyoto in April is lovely." in p.stdout
     body = fake_openai.calls()[0].body
     assert body["stream_options"] == {"include_usage": True}

@@ -109,7 +109,7 @@ def test_a_key_a_command_writes_in_workspace_is_not_committed(fake_anthropic, va
 
 
 def test_a_person_on_a_channel_hears_what_was_kept_out(fake_anthropic, vault):
-    from test_conversations import router
+    from helpers import router
     fake_anthropic.add(reply("Got it."))
     conv = router(vault)
     ticket = conv.submit("gateway/phone", f"the staging key is {ANTHROPIC}")
@@ -158,7 +158,7 @@ def test_a_key_typed_into_user_md_by_hand_does_not_reach_the_model(fake_anthropi
 ])
 def test_a_synced_transcript_line_passes_the_filter_on_its_way_to_the_model(
         fake_anthropic, vault, run, evil, written):
-    from test_sync_trust import git, push
+    from helpers import git, push
     # The remote writes a transcript line the agent never filtered: in the session the
     # person then continues here.
     fake_anthropic.add(reply("Hello."))

@@ -70,6 +70,24 @@ def test_cron_add_keeps_the_bad_jobs_a_person_wrote(vault, run):
 
 
 @pytest.mark.slow
+def test_a_wrong_typed_field_names_the_file_the_job_and_what_it_must_be(vault, run):
+    typed = [{**GOOD, "id": "yes1", "name": "said yes", "enabled": "yes"},
+             {**GOOD, "id": "late", "name": "late", "state": {"next_run": 1700000000}},
+             {**GOOD, "id": "num", "name": 7}]
+    _write_cron(vault, typed + [GOOD])
+    before = (vault.root / "cron.json").read_bytes()
+    r = run("cron", "list")
+    assert r.exit_code == 0, r.output
+    skipped = [line for line in r.output.splitlines() if line.startswith("Skipped:")]
+    assert skipped == [
+        'Skipped: cron.json: job 1 (said yes): enabled must be true or false, got "yes"',
+        "Skipped: cron.json: job 2 (late): state.next_run must be an ISO 8601 time or null, "
+        "got 1700000000",
+        "Skipped: cron.json: job 3: name must be a string, got 7"]
+    assert "good1" in r.output
+    assert (vault.root / "cron.json").read_bytes() == before
+
+
 def test_serve_skips_bad_jobs_and_heartbeats_and_runs_the_rest(vault, fake_anthropic):
     _write_cron(vault, BAD_JOBS + [GOOD])
     hb = vault.root / "heartbeat"

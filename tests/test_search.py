@@ -273,19 +273,25 @@ def _seen(vault) -> bool:
     return bool(row and row[0])
 
 
+def _past_racy_window():
+    # The window is wall time by design and a file's ctime cannot be set back, so only
+    # waiting it out makes the files old enough for a record to be kept.
+    time.sleep(index.RACY_NS / 1e9 + 0.2)
+
+
 def _settled(vault):
     """Files older than the racy window, and a search that records the tree."""
-    time.sleep(index.RACY_NS / 1e9 + 0.2)
+    _past_racy_window()
     index.search(vault, "ferry", mode="words")
     assert _seen(vault)
 
 
 def test_a_search_after_a_commit_walks_no_tree_and_the_next_at_that_head_does(filled, run):
-    time.sleep(index.RACY_NS / 1e9 + 0.2)
+    _past_racy_window()
     assert run("note", "call", "the", "plumber").exit_code == 0     # a commit, as a turn's
     index.search(filled, "plumber", mode="words")
     assert not _seen(filled)            # its record would be stale at the next commit
-    time.sleep(index.RACY_NS / 1e9 + 0.2)
+    _past_racy_window()
     index.search(filled, "plumber", mode="words")
     assert _seen(filled)                # searches follow one another: the next skips git
     assert index.search(filled, "plumber", mode="words")[0].path.startswith("memory/")

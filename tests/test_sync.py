@@ -20,22 +20,9 @@ from agent.cli.app import cli
 from agent.stores.merge import CONFLICT_END, CONFLICT_START
 from agent.vault.repo import Vault
 from conftest import subjects
+from helpers import agent, clone
 
 MARKERS = ("<<<<<<<", ">>>>>>>", "=======\n")
-
-
-def agent(vault_path, *args, ok=True):
-    result = CliRunner().invoke(cli, ["--vault", str(vault_path), *args], catch_exceptions=False)
-    if ok:
-        assert result.exit_code == 0, result.output
-    return result
-
-
-def clone(tmp_path, remote, name) -> Vault:
-    result = CliRunner().invoke(cli, ["clone", str(remote), str(tmp_path / name)],
-                                catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return Vault.open(tmp_path / name)
 
 
 def no_markers(vault: Vault):
@@ -688,18 +675,78 @@ def _git_starts(vault_path, *args) -> tuple[subprocess.CompletedProcess, int]:
 
 def test_a_sync_starts_few_git_processes(vault, remote):
     """A sync with nothing to do, and one of one change, stay near plain `git pull
-    --rebase && git push` (9 and 15 processes here): 7 and 16, against 30 and 42
-    before issue 28; a bound, so that a change adding git calls to every sync shows."""
+    --rebase && git push` (9 and 15 processes here): 6 and 16, against 30 and 42
+    before issue 28 (7 and 16 before issue 36 read the refs from the .git folder); a
+    bound, so that a change adding git calls to every sync shows."""
     agent(vault.root, "sync")
     p, n = _git_starts(vault.root, "sync")
     assert p.returncode == 0 and "0 commits in, 0 out" in p.stdout, p.stdout + p.stderr
-    assert n <= 7, f"a sync with nothing to do started {n} git processes"
+    assert n <= 6, f"a sync with nothing to do started {n} git processes"
     agent(vault.root, "note", "one more line")
     p, n = _git_starts(vault.root, "sync")
     assert p.returncode == 0 and "0 commits in, 1 out" in p.stdout, p.stdout + p.stderr
     assert subprocess.run(["git", "rev-parse", "main"], cwd=remote, capture_output=True,
                           text=True).stdout.strip() == vault.head()
     assert n <= 16, f"a sync of one change started {n} git processes"
+
+
+def _turns(v: Vault, who: str, n: int) -> list[str]:
+    """`n` turns' commits, as a chat turn makes one: a user and an assistant line
+    appended to the month's session file; the contents written."""
+    rel = "sessions/cli/default/2030-01.jsonl"
+    said = []
+    for i in range(n):
+        lines = [json.dumps({"id": f"{who}{i}{r[0]}", "ts": f"2030-01-01T10:{i % 60:02d}:00+00:00",
+                             "role": r, "content": f"{who} turn {i} about the greenhouse ({r})"})
+                 for r in ("user", "assistant")]
+        with v.locked():
+            v.append_lines(rel, lines)
+            v.commit(Change("chat", f"{who} turn {i}", scope="cli/default"))
+        said.append(f"{who} turn {i} about the greenhouse")
+    return said
+
+
+@pytest.mark.slow
+def test_a_pull_of_turns_starts_as_many_git_processes_as_plain_git(tmp_path, vault, remote):
+    """Pulling one turn runs what plain `git pull --rebase && git push` runs (12
+    processes, the fetch's own 6 included): the commits that came in are read by one
+    `git log` and their objects by one `cat-file` session for every check, 25 before
+    issue 36. Forty turns cost the same processes as one, and a pull that merges
+    (both machines talked) stays bounded too. The pulled lines are on disk and in the
+    search index, which the sync brought up to its new HEAD."""
+    from agent.search import index
+    b = clone(tmp_path, remote, "b")
+    agent(vault.root, "search", "greenhouse", ok=False)     # its index, at HEAD
+    counts = []
+    for n in (1, 40):
+        said = _turns(b, f"b{n}-", n)
+        agent(b.root, "sync")
+        p, starts = _git_starts(vault.root, "sync")
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert f"sync: {n} commit{'s' * (n != 1)} in, 0 out" in p.stdout, p.stdout
+        assert vault.head() == b.head()
+        text = (vault.root / "sessions/cli/default/2030-01.jsonl").read_text()
+        assert all(line in text for line in said)
+        db = index._connect(index.db_path(vault))
+        try:
+            assert index.meta(db, "commit") == vault.head()
+            hits = db.execute("SELECT count(*) FROM docs WHERE text LIKE ?",
+                              (f"%{said[-1]}%",)).fetchone()[0]
+        finally:
+            db.close()
+        assert hits == 2                 # the turn's user and assistant lines
+        counts.append(starts)
+    assert counts[0] <= 12, f"a pull of one turn started {counts[0]} git processes"
+    assert counts[1] <= counts[0], f"a pull of 40 turns started {counts[1]} ({counts[0]} for one)"
+    # Both machines talked: the pull merges, commits and pushes the merge.
+    _turns(vault, "a", 1)
+    agent(vault.root, "search", "greenhouse")      # as the turn's own refresh leaves it
+    _turns(b, "b-again-", 5)
+    agent(b.root, "sync")
+    p, starts = _git_starts(vault.root, "sync")
+    assert p.returncode == 0 and "sync: 5 commits in, 2 out" in p.stdout, p.stdout + p.stderr
+    assert "sync: merge from origin" in subjects(vault)[0]
+    assert starts <= 22, f"a pull that merged started {starts} git processes"
 
 
 def test_sync_refuses_conflicted_files_and_takes_nothing_in(tmp_path, vault, remote):
@@ -744,7 +791,7 @@ def test_a_settled_sync_still_takes_a_forget_from_another_clone(tmp_path, vault,
     """A sync that finds every ref as the last one left them reads no tombstones; one
     whose remote moved does: a phrase forgotten elsewhere is shown, and forgotten here
     once accepted."""
-    from test_forget import PHRASE, holds
+    from helpers import PHRASE, holds
     agent(vault.root, "note", f"told the agent {PHRASE}")
     agent(vault.root, "sync")
     b = clone(tmp_path, remote, "b")
@@ -764,7 +811,8 @@ def test_the_file_names_a_sync_knows_without_loading_their_stores_agree():
     import agent.stores
     from agent.stores import archive, cronfile
     from agent.sync import jobclaims, remotes
-    assert jobclaims._CRON_FILE == cronfile.CRON_FILE == agent.stores.CRON_FILE
+    from agent.sync import held
+    assert jobclaims._CRON_FILE == held.CRON == cronfile.CRON_FILE == agent.stores.CRON_FILE
     assert remotes._CURSOR == archive.CURSOR
     from agent.stores import memory
     assert remotes.FACT_FILES == memory.MEMORY_FILES

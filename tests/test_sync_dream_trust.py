@@ -21,7 +21,7 @@ import subprocess
 
 import pytest
 
-from test_sync_trust import agent, with_a_job
+from helpers import agent, with_a_job
 
 
 @pytest.fixture
@@ -243,7 +243,7 @@ def test_accepting_a_proposal_never_writes_beyond_the_memory_files(vault, evil, 
 def test_a_remote_branch_on_forgotten_history_does_not_bring_the_phrase_back(vault, evil):
     """A remote that kept the commits from before an `agent forget` offers a proposal
     built on them: the phrase is forgotten here again by that sync, never kept."""
-    from test_forget import PHRASE, holds
+    from helpers import PHRASE, holds
 
     agent(vault.root, "note", f"told the agent {PHRASE}")
     agent(vault.root, "sync")
@@ -272,7 +272,7 @@ def test_the_dreams_own_proposals_are_its_own_until_its_record_is_lost(vault, ru
     `.agent/` deleted, nothing says so any more, and it counts as from elsewhere."""
     import shutil
 
-    from test_dream_review import script, seed
+    from helpers import script, seed
     seed(vault)
     script(fake_anthropic)
     assert run("dream", "--sync").exit_code == 0

@@ -9,7 +9,7 @@ import pytest
 from mcp import MCPError
 
 from conftest import subjects
-from test_mcp_server import drive, text_of
+from helpers import drive, text_of
 
 MEMORY = "# Memory\n\n## Travel\n\n- Plans a trip to Kyoto in April 2027\n- Prefers window seats\n"
 

@@ -398,11 +398,11 @@ with v.locked():
             f.write('{"id": "m2", "ts": "2026-11-20T10:0')
             f.flush()
         print("ready", flush=True)
-        time.sleep(60)
+        time.sleep(60)          # held mid-write until the test kills it
     elif mode == "uncommitted":
         v.append_lines(rel, [json.dumps({"id": "m1", "ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "kept", "turn": 1})])
         print("ready", flush=True)
-        time.sleep(60)
+        time.sleep(60)          # held before the commit until the test kills it
     else:
         i = 0
         print("ready", flush=True)
@@ -450,7 +450,7 @@ def test_kill_9_at_random_moments_always_leaves_a_consistent_vault(vault):
     session = vault.root / "sessions/cli/default/2026-11.jsonl"
     for delay in (0.05, 0.13, 0.21, 0.34, 0.55):
         p = start_writer(vault, "loop")
-        time.sleep(delay)
+        time.sleep(delay)       # the kill's moment is the variable here, not a hoped-for state
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         r = agent_proc("status", vault=vault.root)

@@ -204,7 +204,7 @@ class Trickler:
             conn.sendall(head)
             while time.monotonic() < end:
                 conn.sendall(b"x")
-                time.sleep(0.1)
+                time.sleep(0.1)         # a byte a tenth of a second: the slow server played
         except OSError:
             self.closed.set()
         finally:

@@ -26,8 +26,8 @@ import pytest
 from conftest import agent_proc, subjects
 from dreamkit import set_review
 from fakeanthropic import reply, tool_use
-from test_dream_review import KYOTO, LISBON, USER, read, script, seed
-from test_conversations import after, transcript  # noqa: F401
+from helpers import KYOTO, LISBON, USER, read, script, seed
+from helpers import after, transcript  # noqa: F401
 from test_gateway import enable_gateway
 from test_serve import ServeProc
 

@@ -263,7 +263,7 @@ FORGED = {
 @pytest.mark.parametrize("kind", sorted(FORGED))
 def test_a_remotes_forged_review_or_hand_edit_is_marked_as_from_another_clone(
         tmp_path, vault, evil, run, kind):
-    from test_sync_trust import git
+    from helpers import git
     # The remote's commit is dressed as the person's: their name and email as author, a
     # review decision's trailers and a ledger record saying the person accepted it.
     with open(evil / "USER.md", "a") as f:

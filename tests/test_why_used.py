@@ -13,7 +13,7 @@ from mcp import MCPError
 from agent.vault.repo import Vault
 from conftest import subjects
 from fakeanthropic import reply, tool_use
-from test_mcp_server import drive, text_of
+from helpers import drive, text_of
 
 SEAGULL = "The boat Seagull is moored in Kiel harbour, berth 14"
 

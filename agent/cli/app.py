@@ -463,6 +463,8 @@ LAZY = {
             "Open the agent's web page: chat, memory and its history, review, search."),
     "why": ("agent.cli.why", "why_cmd",
             "Tell where the line of MEMORY.md or USER.md that best matches TEXT came from."),
+    "stats": ("agent.cli.stats", "stats_cmd",
+              "Show memory health: facts, the dream's proposals and their fate, tokens and cost."),
     "forget": ("agent.cli.forget", "forget_cmd",
                "Remove a phrase from every file and commit, here and on every clone."),
     "show": ("agent.cli.timetravel", "show_cmd",

@@ -168,8 +168,10 @@ def after_change(vault: Vault, *, index: bool = True) -> None:
     """
     name_vault(vault)
     if index:
-        from agent.search import index as search_index
-        search_index.refresh(vault, after_commit=True)
+        # The refresh alone (agent.search.update), not the search it serves: a command
+        # that changed files has no query to rank.
+        from agent.search import update
+        update.refresh(vault, after_commit=True)
 
 
 def page(text: str, use_pager: bool = True) -> None:

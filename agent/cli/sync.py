@@ -48,9 +48,11 @@ def sync_cmd(ctx, remote, no_push, as_json):
     for path in result.kept_both:
         click.echo(f"  kept both versions of {path}", err=True)
     if before is None or head_from_files(vault.root) != before:
-        from agent.chat.mcp_client.client import lapsed
-        for line in lapsed(vault):
-            click.echo(line, err=True)
+        from agent.chat.mcp_client import APPROVED_FILE
+        if (vault.state / APPROVED_FILE).exists():     # else no approval here can lapse
+            from agent.chat.mcp_client.client import lapsed
+            for line in lapsed(vault):
+                click.echo(line, err=True)
 
 
 @sync_cmd.command("held")

@@ -128,6 +128,11 @@ SCHEMA: tuple[Key, ...] = (
     Key("chat.max_iterations", int, 12, "model calls per turn at most", "max_iterations", min=1),
     Key("memory.max_lines", int, 200, "MEMORY.md's size budget in lines", "memory_max_lines",
         min=1),
+    Key("memory.learn", str, "auto", "what the dream learns: \"auto\" (whatever the "
+        "conversations show is worth keeping) or \"explicit\" (only what the person asked "
+        "to remember)", "memory_learn",
+        check=lambda v: None if v in ("auto", "explicit") else
+        f"must be \"auto\" or \"explicit\", not {v!r}"),
     Key("dream.model", str, None, "the model the dream uses (default: model.name)", "dream_model"),
     Key("dream.schedule", str, "0 3 * * *", "when `agent serve` dreams (cron syntax, local time)",
         "dream_schedule"),
@@ -208,6 +213,7 @@ class Settings:
     max_iterations: int = 12          # tool-loop cap per turn
     max_message_tokens: int = 20000   # longer messages reach the model as head and tail
     memory_max_lines: int = 200       # MEMORY.md size budget the dream is held to
+    memory_learn: str = "auto"        # "explicit": the dream learns only what was asked
     dream_model: str = DEFAULT_MODEL
     dream_schedule: str = "0 3 * * *"
     dream_chunk_tokens: int = 60000
@@ -376,6 +382,11 @@ def _walk(data: dict, prefix: str = "") -> tuple[list[str], list[str]]:
         elif section == "providers":
             from agent.config.providers import problems as provider_problems
             out.extend(provider_problems(table))
+            continue
+        elif section == "prices":
+            # One table per model, named as the models are: agent/prices.py checks them.
+            from agent.prices import problems as price_problems
+            out.extend(price_problems(table))
             continue
         if section not in SECTIONS and _nested(section):
             if not isinstance(table, dict):

@@ -114,7 +114,9 @@ as archive ids ("archive:42"), and gives the absolute date it happened or became
 remembering.
 
 The entries, as data (one JSON object per line: id, session, created, topic, \
-importance, summary, and some of the raw messages it covers):
+importance, summary, and some of the raw messages it covers; a tool result marked \
+"recalled from memory" is what memory held already, read back in that conversation, \
+and is never a finding by itself):
 <archive_data>
 {data}
 </archive_data>"""
@@ -169,10 +171,11 @@ class Selection:
     done: archive.Consolidated
     entries: list[archive.Entry] = field(default_factory=list)   # sent to the analyst
     skipped: list[archive.Entry] = field(default_factory=list)   # heartbeat and dream sessions
+    passed: list[archive.Entry] = field(default_factory=list)    # nothing asked (explicit)
 
     @property
     def ids(self) -> list[int]:
-        return sorted(e.id for e in self.entries + self.skipped)
+        return sorted(e.id for e in self.entries + self.skipped + self.passed)
 
     @property
     def cursor(self) -> int:
@@ -243,14 +246,56 @@ def covered(root: Path, done: archive.Consolidated, pending: list[archive.Entry]
     return twice
 
 
-def _message_text(content) -> str:
-    return sessions.message_text(content, tool=_tool_text)
+def _message_text(content, recalls: frozenset[str] = frozenset()) -> str:
+    return sessions.message_text(content, tool=lambda b: _tool_text(b, recalls))
 
 
-def _tool_text(block: dict) -> str:
+def _tool_text(block: dict, recalls: frozenset[str] = frozenset()) -> str:
     if block.get("type") == "tool_use":
         return f"[used tool {block.get('name')}: {data_json(block.get('input'))}]"
+    if block.get("tool_use_id") in recalls:
+        return f"[{RECALLED}: {_message_text(block.get('content', ''))}]"
     return f"[tool result: {_message_text(block.get('content', ''))}]"
+
+
+# What a turn read back from memory reached its transcript as these tools' results: it
+# is marked for the analyst, so it is not taken for news (agent.dream.duplicates drops
+# an edit that restates it anyway).
+RECALL_TOOLS = ("memory_search", "memory_get")
+RECALLED = "recalled from memory, known already, not news"
+
+
+def _recalls(block: dict) -> bool:
+    name = block.get("name")
+    if name in RECALL_TOOLS:
+        return True
+    path = str((block.get("input") or {}).get("path", "")) if name == "read_file" else ""
+    return path.lstrip("./") in MEMORY_FILES or path.startswith(("memory/", "archive/"))
+
+
+def recall_ids(lines: list[dict]) -> frozenset[str]:
+    """The ids of the tool calls in `lines` that read memory back."""
+    out = set()
+    for obj in lines:
+        content = obj.get("content") if obj.get("role") == "assistant" else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_use" and _recalls(block):
+                out.add(str(block.get("id")))
+    return frozenset(out)
+
+
+def recalled(lines: list[dict]) -> list[str]:
+    """Each line of what the turns in `lines` read back from memory (tool results)."""
+    ids = recall_ids(lines)
+    out: list[str] = []
+    for obj in lines:
+        content = obj.get("content") if obj.get("role") == "user" else None
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result" \
+                    and block.get("tool_use_id") in ids:
+                text = sessions.message_text(block.get("content", ""))
+                out.extend(line for line in text.splitlines() if line.strip())
+    return out
 
 
 def _sources(meta: dict) -> list[dict]:
@@ -313,10 +358,11 @@ def raw_messages(cache: SessionCache, meta: dict, budget: int) -> tuple[list[dic
         lines, position = got
         start = position.get(str(src.get("from", "")), 0)
         end = position.get(str(src.get("through", "")), len(lines) - 1)
+        recalls = recall_ids(lines[start:end + 1])
         for obj in lines[start:end + 1]:
             if obj.get("type") == "compact" or "role" not in obj:
                 continue
-            text = _message_text(obj.get("content", ""))
+            text = _message_text(obj.get("content", ""), recalls)
             if left <= 0:
                 omitted += 1
                 continue
@@ -332,11 +378,15 @@ def raw_messages(cache: SessionCache, meta: dict, budget: int) -> tuple[list[dic
 
 
 def render_entry(entry: archive.Entry, cache: SessionCache,
-                 raw_tokens: int = Settings.dream_raw_tokens) -> str:
-    """An entry as one JSON line of data for the analyst."""
+                 raw_tokens: int = Settings.dream_raw_tokens,
+                 asks: list[str] | None = None) -> str:
+    """An entry as one JSON line of data for the analyst (with `asks`: what the person
+    asked to remember in it, under explicit-only learning)."""
     meta = entry.meta
     obj = {"id": entry.id, "session": entry.session, "created": meta.get("created"),
            "topic": entry.topic, "importance": meta.get("importance"), "summary": entry.summary}
+    if asks is not None:
+        obj["asked_to_remember"] = asks
     if raw_tokens > 0:
         msgs, omitted, problem = raw_messages(cache, meta, raw_tokens)
         obj["messages"] = msgs
@@ -443,12 +493,22 @@ Do not report them, or anything that says the same, again:
 RECENT_REJECTIONS = 20
 
 
+EXPLICIT = """
+
+The person keeps memory explicit: report only what they asked to remember, as each \
+entry's "asked_to_remember" messages say it, and nothing else the entries hold. An \
+edit that no such message states is discarded."""
+
+
 def analyst_params(model: str, memory: str, c: Chunk, today: str,
                    max_tokens: int = Settings.dream_max_tokens,
-                   rejected: list[dict] | None = None) -> dict:
+                   rejected: list[dict] | None = None, explicit: bool = False) -> dict:
     """The Messages API parameters of one analyst request (after the shared, cached
-    prefix: the most recent `rejected` statements, as examples of what not to propose)."""
+    prefix: the most recent `rejected` statements, as examples of what not to propose;
+    with `explicit`, the rule of explicit-only learning)."""
     tail = ANALYST.format(today=today, first=c.ids[0], last=c.ids[-1], data=c.data)
+    if explicit:
+        tail += EXPLICIT
     recent = (rejected or [])[-RECENT_REJECTIONS:]
     if recent:
         tail += REJECTED.format(data="\n".join(data_json(

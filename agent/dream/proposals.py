@@ -41,6 +41,7 @@ def waits(r: OpResult, mode: str) -> bool:
 class Dropped:
     op: dict
     why: str
+    kind: str = ""                   # "duplicate", "unasked", or "" (rejected, waiting)
 
 
 def screen(ops: list[dict], rejected: list[dict], waiting: list[dict]) -> tuple[list[dict], list[Dropped]]:
@@ -70,6 +71,8 @@ class Split:
     main: Applied                    # the edits applied to main (and the fate of every op)
     proposed: list[OpResult] = field(default_factory=list)
     branch: dict[str, str] = field(default_factory=dict)   # the memory files as proposed
+    duplicates: int = 0              # dropped: memory or a recalled memory held them already
+    unasked: int = 0                 # dropped: not asked for ([memory] learn = explicit)
 
 
 def as_op(r: OpResult) -> dict:

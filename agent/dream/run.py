@@ -31,6 +31,7 @@ import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
 from agent.dream.edits import Applied, FILES, OpResult
 import agent.dream.proposals as proposals
+from agent.dream import duplicates, learning
 import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
 from agent.llm import (BatchResult, Message, NotFound, Provider, ProviderError, add_usage,
@@ -42,6 +43,7 @@ from agent.stores.memory import MEMORY, USER
 from agent.fs import atomic
 from agent.fs.pidlock import PidLock
 from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
+from agent.stores.merge import CONFLICT_END, CONFLICT_RE
 from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
 REPLIES_OF = prompts.REPLIES
+DUPLICATES = "Dropped-duplicates"   # trailer: edits dropped as restating a held fact
 LAST_FAILURE = "dream-failure.json"
 LOCK = "dream.lock"
 
@@ -76,6 +79,7 @@ class DreamOutcome:
     waited: float = 0.0                # seconds spent sleeping between polls
     branch: str | None = None          # the branch of edits waiting for review
     free: bool = False                 # the model answers on this machine
+    duplicates: int = 0                # edits dropped: memory held them already
 
     @property
     def range(self) -> str:
@@ -202,6 +206,8 @@ class _Run:
         self.settings = load_settings(vault.root)
         self.waited = 0.0
         self._t0 = time.monotonic()
+        self._sessions: prompts.SessionCache | None = None
+        self._entries: list[archive.Entry] | None = None
 
     # -- helpers
 
@@ -262,7 +268,16 @@ class _Run:
             return self.skip_only(sel)
         raw_tokens = self.settings.dream_raw_tokens
         cache = prompts.SessionCache(root)
-        rendered = [(e.id, prompts.render_entry(e, cache, raw_tokens)) for e in sel.entries]
+        asked = self.asked(sel, cache) if self.explicit else None
+        if asked is not None:
+            sel.passed = [e for e in sel.entries if not asked[e.id]]
+            sel.entries = [e for e in sel.entries if asked[e.id]]
+            if not sel.entries:
+                return self.skip_only(sel)
+        passed = [e.id for e in sel.passed]
+        rendered = [(e.id, prompts.render_entry(e, cache, raw_tokens,
+                                                asked[e.id] if asked is not None else None))
+                    for e in sel.entries]
         chunks = prompts.chunk(rendered, self.settings.dream_chunk_tokens)
         texts = self.read_memory()
         state = RunState(
@@ -271,15 +286,21 @@ class _Run:
             today=prompts.today_of(self.now),
             max_tokens=self.settings.dream_max_tokens,
             entries=[e.id for e in sel.entries], skipped=[e.id for e in sel.skipped],
+            passed=passed,
+            asks=[a for e in sel.entries for a in asked[e.id]] if asked is not None else None,
             memory_text=texts[MEMORY], user_text=texts[USER],
             mode="sync" if self.sync else "batch")
         memory = self.memory_prompt(state)
         rejected = rejections.read(root)
         requests = [{"custom_id": c.custom_id,
                      "params": prompts.analyst_params(state.model, memory, c, state.today,
-                                                      state.max_tokens, rejected)}
+                                                      state.max_tokens, rejected,
+                                                      explicit=asked is not None)}
                     for c in chunks]
         skipped = f", {len(sel.skipped)} from heartbeat/dream sessions set aside" if sel.skipped else ""
+        if passed:
+            skipped += f", {_plural(len(passed), 'entry', 'entries')} passed over (nothing " \
+                       f"asked to be remembered)"
         self.say(f"Dreaming over archive {sel.first}..{sel.through}: "
                  f"{_plural(len(sel.entries), 'entry', 'entries')} in "
                  f"{_plural(len(requests), 'analyst request')}{skipped}.")
@@ -351,14 +372,25 @@ class _Run:
                 hand[name] = set(lines)          # unknown: every line counts as the person's
             else:
                 hand[name] = {line for line, who in zip(lines, authors) if who != agent_email}
-        wanted = set(state.entries or [])
-        cache = prompts.SessionCache(self.vault.root)
-        evidence = []
-        for entry_id, rel in archive.entry_ids(self.vault.root):
-            if entry_id in wanted:
-                evidence.append(prompts.render_entry(archive.load(self.vault.root, rel), cache,
-                                                      self.settings.dream_raw_tokens))
+        cache = self.session_cache()
+        evidence = [prompts.render_entry(e, cache, self.settings.dream_raw_tokens)
+                    for e in self.run_entries(state)]
         return {"hand": hand, "evidence": "\n".join(evidence)}
+
+    def session_cache(self) -> prompts.SessionCache:
+        """One cache of session files for the run's checks, so each file is read once."""
+        if self._sessions is None:
+            self._sessions = prompts.SessionCache(self.vault.root)
+        return self._sessions
+
+    def run_entries(self, state: RunState) -> list[archive.Entry]:
+        """The archive entries the run sent to the model, loaded once."""
+        if self._entries is None:
+            wanted = set(state.entries or [])
+            self._entries = [archive.load(self.vault.root, rel)
+                             for entry_id, rel in archive.entry_ids(self.vault.root)
+                             if entry_id in wanted]
+        return self._entries
 
     def memory_prompt(self, state: RunState) -> str:
         return prompts.memory_block(state.memory_text, state.user_text)
@@ -521,6 +553,9 @@ class _Run:
         step.params, step.done = {}, {}      # taken: the file need not carry them on
         if phase == "analyst":
             state.findings = prompts.clean_findings([f for obj in parsed for f in obj["findings"]])
+            if state.asks is not None:
+                # Explicit-only learning: what the asks do not state never reaches the editor.
+                state.findings, _ = learning.keep_findings(state.findings, state.asks)
             state.phase = "analyst_done"
         else:
             state.ops = parsed[0]["ops"]
@@ -564,11 +599,14 @@ class _Run:
                            "message": message})
 
     def skip_only(self, sel) -> DreamOutcome:
-        """Only heartbeat/dream entries wait: the cursor moves past them, no model call."""
+        """Only heartbeat/dream entries wait, or (explicit learning) entries in which
+        nobody asked to remember anything: the cursor moves past them, no model call."""
         span = {"cursor": sel.cursor, "first": sel.first, "through": sel.through}
         why = (f"The {len(sel.skipped)} entr{'ies' if len(sel.skipped) != 1 else 'y'} after the "
                f"cursor come from heartbeat or dream sessions, or cover messages other "
-               f"entries cover already: they are not dream input.")
+               f"entries cover already: they are not dream input.") if sel.skipped else ""
+        if sel.passed:
+            why = (why + " " + passed_over(len(sel.passed))).strip()
         if self.dry_run:
             return self.outcome("dry_run", f"{why} A run would move the cursor to "
                                 f"{sel.through}; nothing else.", **span)
@@ -591,6 +629,8 @@ class _Run:
         root = self.vault.root
         ops, dropped = proposals.screen(state.ops or [], rejections.read(root),
                                         ledger.proposals(ledger.read(root)))
+        ops, more = self.screen_learning(state, texts, ops)
+        dropped += more
         # What another assistant's export brought in is a person's history told by a
         # third party: every edit it leads to waits for review, whatever the setting.
         mode = "all" if imported(root, state.entries) else self.settings.dream_review
@@ -598,12 +638,64 @@ class _Run:
                              allow_shrink=self.allow_shrink,
                              max_lines=self.settings.memory_max_lines,
                              **self.guard_input(state, texts))
+        sp.duplicates = sum(1 for d in dropped if d.kind == "duplicate")
+        sp.unasked = sum(1 for d in dropped if d.kind == "unasked")
+        if state.passed:
+            sp.main.notes.insert(0, passed_over(len(state.passed)))
         sp.main.results.extend(sp.proposed)
         sp.main.results.extend(OpResult(str(d.op.get("op", "")), str(d.op.get("file", "")),
                                         str(d.op.get("section", "")), str(d.op.get("old", "")),
                                         str(d.op.get("new", "")), str(d.op.get("reason", "")),
                                         status="dropped", why=d.why) for d in dropped)
         return sp
+
+    @property
+    def explicit(self) -> bool:
+        return self.settings.memory_learn == "explicit"
+
+    def asked(self, sel, cache: prompts.SessionCache) -> dict[int, list[str]]:
+        """What the person asked to remember in each of the selected entries."""
+        return {e.id: learning.requests(o for _, o in prompts.covered_lines(cache, e.sources()))
+                for e in sel.entries}
+
+    def recalled(self, state: RunState) -> list[str]:
+        """The lines the run's conversations read back from memory (tool results)."""
+        cache = self.session_cache()
+        out: list[str] = []
+        for e in self.run_entries(state):
+            out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, e.sources())]))
+        return out
+
+    def screen_learning(self, state: RunState, texts: dict[str, str],
+                        ops: list[dict]) -> tuple[list[dict], list[proposals.Dropped]]:
+        """The ops worth keeping: under explicit learning only what the person asked to
+        keep, and never a fact memory or a recalled memory holds already."""
+        held = duplicates.Held(duplicates.memory_lines(texts))
+        recalled = duplicates.Held(self.recalled(state))
+        asked = learning.asked_words(state.asks) if state.asks is not None else None
+        kept, dropped = [], []
+        for op in ops:
+            kind, new = str(op.get("op", "")), str(op.get("new", ""))
+            if asked is not None:
+                why = learning.unasked(op, asked, _in_conflict(texts, op))
+                if why:
+                    dropped.append(proposals.Dropped(op, why, "unasked"))
+                    continue
+            # Settling a sync-conflict block keeps one of its versions: a line it holds.
+            if kind in ("add", "update") and new.strip() and not _in_conflict(texts, op):
+                same = held.restated(new)
+                if same is not None:
+                    dropped.append(proposals.Dropped(
+                        op, f"memory holds it already: {same.strip()}", "duplicate"))
+                    continue
+                was = recalled.restated(new)
+                if was is not None:
+                    dropped.append(proposals.Dropped(
+                        op, f"recalled from memory in the conversation: {was.strip()}",
+                        "duplicate"))
+                    continue
+            kept.append(op)
+        return kept, dropped
 
     def apply(self, state: RunState) -> DreamOutcome:
         first, through = state.first, state.through
@@ -645,7 +737,11 @@ class _Run:
             self.vault.write_text(archive.CURSOR, done.add(state.ids).render())
             out = self.outcome("committed" if applied.changed or sp.proposed else "no_changes",
                                "", state, report=applied)
-            change = commit_change(state, applied, trailers(state, out))
+            t = trailers(state, out)
+            if sp.duplicates:
+                t[DUPLICATES] = str(sp.duplicates)
+            out.duplicates = sp.duplicates
+            change = commit_change(state, applied, t)
             out.sha = self.vault.commit(change)
             if sp.proposed:
                 out.branch = proposals.branch_of(state.run)
@@ -689,6 +785,26 @@ def imported(root, ids: list[int]) -> bool:
     return False
 
 
+def passed_over(n: int) -> str:
+    return (f"Passed over {_plural(n, 'entry', 'entries')}: nobody asked to remember "
+            f"anything in {'them' if n != 1 else 'it'} ([memory] learn = explicit).")
+
+
+def _in_conflict(texts: dict[str, str], op: dict) -> bool:
+    """Whether `op` quotes a line inside a sync-conflict block of its file."""
+    old = str(op.get("old", "")).rstrip()
+    inside = False
+    for line in texts.get(str(op.get("file", "")), "").splitlines():
+        bare = line.strip()
+        if CONFLICT_RE.match(bare):
+            inside = True
+        elif bare == CONFLICT_END:
+            inside = False
+        elif inside and old and line.rstrip() == old:
+            return True
+    return False
+
+
 def _plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else words or word + 's'}"
 
@@ -719,8 +835,8 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
         lines.append(f"{_plural(applied.proposed, 'edit')} wait for review on branch "
                      f"{proposals.branch_of(state.run)}: `agent review` lists them.")
     if applied.dropped:
-        lines.append(f"Dropped before review: {applied.dropped} (rejected before, or "
-                     f"waiting already).")
+        lines.append(f"Dropped before review: {applied.dropped} (rejected before, waiting "
+                     f"already, held in memory already, or not asked for).")
     lines.extend(applied.notes)
     return Change("dream", subject, body="\n".join(lines), trailers=trailers)
 

@@ -83,6 +83,8 @@ class RunState:
     max_tokens: int = 0
     entries: list[int] = field(default_factory=list)      # archive ids sent to the model
     skipped: list[int] = field(default_factory=list)      # heartbeat/dream entries set aside
+    passed: list[int] = field(default_factory=list)       # explicit learning: nothing asked
+    asks: list[str] | None = None         # explicit learning: what the person asked to keep
     memory_text: str = ""
     user_text: str = ""
     mode: str = "batch"           # "batch" or "sync"
@@ -96,7 +98,7 @@ class RunState:
     @property
     def ids(self) -> list[int]:
         """Every archive id the run consolidates (sent or set aside)."""
-        return sorted([*self.entries, *self.skipped])
+        return sorted([*self.entries, *self.skipped, *self.passed])
 
     @property
     def first(self) -> int:
@@ -147,6 +149,10 @@ class RunState:
             d["ops"] = self.ops
         if self.previewed:
             d["previewed"] = True
+        if self.passed:
+            d["passed"] = list(self.passed)
+        if self.asks is not None:
+            d["asks"] = list(self.asks)
         return d
 
     @classmethod
@@ -195,7 +201,8 @@ class RunState:
             user_text=typed("user_text", str, ""), mode=typed("mode", str, "batch"),
             usage=dict(typed("usage", dict, {})), analyst=step("analyst"), editor=step("editor"),
             findings=typed("findings", list), ops=typed("ops", list),
-            previewed=bool(typed("previewed", bool, False)))
+            previewed=bool(typed("previewed", bool, False)),
+            passed=list(typed("passed", list, [])), asks=typed("asks", list))
         if state.phase in PHASES and state.current is None:
             raise ValueError(f"phase {state.phase} without its requests")
         if state.phase in PHASES and state.mode == "batch" and not state.current.batch:

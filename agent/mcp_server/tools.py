@@ -1,19 +1,26 @@
 """What `agent mcp` offers, as plain functions over a vault (no SDK here).
 
-Each tool has a JSON schema (what the client sees) and a function taking the checked
-arguments. Input is checked here, before anything is read or written: a wrong or
+Each tool is a method whose type hints are its arguments: a pydantic model made from the
+signature (agent/schemas.py) is both the JSON schema the client sees and the check of
+what it sends. Input is checked here, before anything is read or written: a wrong or
 missing argument, a path outside the vault or a huge text raises `BadInput`, which the
 server turns into an MCP error (and nothing changes). Every write is one commit
 `mcp(<client>): ...`, under the vault lock, after any hand edits were committed first.
+pydantic is imported at the top: only `agent mcp` imports this module, and the MCP SDK
+has loaded pydantic already.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Annotated, Any, Callable, Literal
 
+from pydantic import Field
+
+from agent import schemas
 from agent.oneline import subject
 from agent.clock import now as clock_now
 from agent.errors import UserError
@@ -30,6 +37,13 @@ MAX_QUERY = 1000         # search, why
 MAX_OUTPUT = 60000       # characters of a tool's answer (history, recent)
 SUBJECT_CHARS = 60
 
+# The kinds of argument: a text that is not blank, a path, a whole number in a range.
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT, pattern=r"\S")]
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY, pattern=r"\S")]
+VaultPath = Annotated[str, Field(min_length=1, max_length=500,
+                                 description="The file's path in the vault, e.g. MEMORY.md.")]
+Limit = Annotated[int, Field(ge=1, le=50)]
+
 
 class BadInput(UserError):
     """An argument the client sent is wrong; the message names it."""
@@ -39,9 +53,19 @@ class BadInput(UserError):
 class Spec:
     name: str
     description: str
-    schema: dict
     fn: Callable
     writes: bool = False
+
+    @functools.cached_property
+    def model(self) -> Any:
+        """The pydantic model of the arguments, from `fn`'s type hints (the client's name
+        is the server's to give, not an argument)."""
+        return schemas.arguments_model(self.fn, self.name, skip=("client",))
+
+    @functools.cached_property
+    def schema(self) -> dict:
+        """The JSON schema the client sees."""
+        return schemas.json_schema(self.model)
 
 
 def _client_scope(name: str | None) -> str:
@@ -54,78 +78,16 @@ def _shorten(text: str, limit: int = SUBJECT_CHARS) -> str:
     return subject(text, limit)
 
 
-# ---- checking arguments ----------------------------------------------------------------
-
-
-def _kind(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
-
-
 def check_args(spec: Spec, args) -> dict:
-    """The arguments with defaults filled in, or BadInput naming what is wrong."""
-    if args is None:
-        args = {}
-    if not isinstance(args, dict):
-        raise BadInput(f"{spec.name}: the arguments must be an object, got {_kind(args)}")
-    props = spec.schema["properties"]
-    unknown = sorted(set(args) - set(props))
-    if unknown:
-        raise BadInput(f"{spec.name} has no argument {', '.join(unknown)} "
-                       f"(it takes {', '.join(props) or 'none'})")
-    missing = [p for p in spec.schema.get("required", []) if p not in args]
-    if missing:
-        raise BadInput(f"{spec.name} needs {', '.join(missing)}")
-    out = {}
-    for name, schema in props.items():
-        if name not in args:
-            out[name] = schema.get("default")
-            continue
-        value = args[name]
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if value is None:
-            if "null" not in types:
-                raise BadInput(f"{spec.name}: {name} must be {types[0]}, got null")
-            out[name] = None
-            continue
-        if "string" in types:
-            if not isinstance(value, str):
-                raise BadInput(f"{spec.name}: {name} must be a string, got {_kind(value)}")
-            if "maxLength" in schema and len(value) > schema["maxLength"]:
-                raise BadInput(f"{spec.name}: {name} is {len(value)} characters long; "
-                               f"at most {schema['maxLength']} are accepted")
-            if "enum" in schema and value not in schema["enum"]:
-                raise BadInput(f"{spec.name}: {name} must be one of "
-                               f"{', '.join(schema['enum'])}, got {json.dumps(value)[:60]}")
-            if schema.get("minLength") and not value.strip():
-                raise BadInput(f"{spec.name}: {name} is empty")
-        elif "integer" in types:
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise BadInput(f"{spec.name}: {name} must be a whole number, got {_kind(value)}")
-            lo, hi = schema.get("minimum"), schema.get("maximum")
-            if (lo is not None and value < lo) or (hi is not None and value > hi):
-                raise BadInput(f"{spec.name}: {name} must be between {lo} and {hi}, got {value}")
-        out[name] = value
-    return out
+    """The arguments the client gave, checked by the tool's model, or BadInput naming
+    what is wrong (the method's defaults fill in the rest)."""
+    try:
+        return schemas.check(spec.model, args, spec.name, noun="argument", named=True)
+    except schemas.ArgumentError as e:
+        raise BadInput(str(e)) from None
 
 
 # ---- the tools -------------------------------------------------------------------------
-
-
-def _text(description: str, max_length: int = MAX_TEXT) -> dict:
-    return {"type": "string", "description": description, "minLength": 1,
-            "maxLength": max_length}
 
 
 class VaultTools:
@@ -138,95 +100,38 @@ class VaultTools:
         specs = [
             Spec("search", "Search everything the agent remembers: past conversations, "
                  "MEMORY.md, USER.md, daily notes and the archive. Returns the best hits with "
-                 "their file, line, date and speaker.",
-                 {"type": "object", "properties": {
-                     "query": _text("Key words to look for (names, places, distinctive words).",
-                                    MAX_QUERY),
-                     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
-                               "description": "How many hits at most (1 to 50)."}},
-                  "required": ["query"], "additionalProperties": False}, self.search),
+                 "their file, line, date and speaker.", self.search),
             Spec("remember", "Keep something in the shared memory, as one commit in the "
                  "vault's git history. target: 'daily' for today's daily note (passing "
                  "things), 'memory' for MEMORY.md (lasting facts about the world, projects, "
                  "plans), 'user' for USER.md (facts about the person).",
-                 {"type": "object", "properties": {
-                     "text": _text("What to keep, as one self-contained sentence with "
-                                   "absolute dates."),
-                     "target": {"type": "string", "enum": ["daily", "memory", "user"],
-                                "default": "daily", "description": "Where it goes."},
-                     "section": {"type": ["string", "null"], "maxLength": 200, "default": None,
-                                 "description": "For memory and user: the heading to add "
-                                                "the fact under (created when missing)."}},
-                  "required": ["text"], "additionalProperties": False},
                  self.remember, writes=True),
             Spec("note", "Append a timestamped line to today's daily note (memory/"
-                 "YYYY-MM-DD.md), as one commit.",
-                 {"type": "object", "properties": {"text": _text("The note.")},
-                  "required": ["text"], "additionalProperties": False}, self.note, writes=True),
+                 "YYYY-MM-DD.md), as one commit.", self.note, writes=True),
             Spec("recent", "What was noted and learned lately: the daily notes of the last "
-                 "days and the facts added to MEMORY.md and USER.md in that time.",
-                 {"type": "object", "properties": {
-                     "days": {"type": "integer", "minimum": 1, "maximum": 90, "default": 3,
-                              "description": "How many days back, today included (1 to 90)."}},
-                  "additionalProperties": False}, self.recent),
+                 "days and the facts added to MEMORY.md and USER.md in that time.", self.recent),
             Spec("history", "How a vault file changed: its commits, newest first, each with "
-                 "author, date, message and diff.",
-                 {"type": "object", "properties": {
-                     "path": {"type": "string", "minLength": 1, "maxLength": 500,
-                              "description": "The file's path in the vault, e.g. MEMORY.md."},
-                     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5,
-                               "description": "How many commits at most (1 to 50)."}},
-                  "required": ["path"], "additionalProperties": False}, self.history),
+                 "author, date, message and diff.", self.history),
             Spec("why", "Where a line of MEMORY.md or USER.md came from: the commit that "
                  "wrote it (a hand edit, a chat turn's remember, a dream, a sync merge) and "
                  "its source (the conversation, the archive entries), with earlier versions. "
                  "Or, given reply instead of text: the memories that reply was shown (lines "
                  "of USER.md, MEMORY.md, daily notes, retrieved messages, archive entries, "
-                 "skills), each with the commit that taught it.",
-                 {"type": "object", "properties": {
-                     "text": {**_text("Words of the fact to explain.", MAX_QUERY),
-                              "default": None},
-                     "reply": {"type": ["string", "null"], "maxLength": 100, "default": None,
-                               "description": "A reply's id (its transcript line's id), or "
-                                              "'last' for the newest reply."},
-                     "session": {"type": ["string", "null"], "maxLength": 200,
-                                 "default": None,
-                                 "description": "With reply: the conversation (e.g. "
-                                                "cli/default); default: any for an id, the "
-                                                "latest conversation for 'last'."}},
-                  "additionalProperties": False}, self.why),
+                 "skills), each with the commit that taught it.", self.why),
             # Review of the dream's proposals: the one operation agent.ops.review.
             Spec("review_list", "The dream's proposed memory edits waiting for the person's "
                  "review: each with its id, kind (add/update/remove), file, old and new "
                  "text, the reason and its source message; stale ones are marked.",
-                 {"type": "object", "properties": {}, "additionalProperties": False},
                  self.review_list),
             Spec("review_decide", "Accept or reject proposals from review_list, by id; "
                  "accepted ones are written to MEMORY.md/USER.md as one commit per dream, "
                  "rejected ones are never proposed again. Only on the person's say-so.",
-                 {"type": "object", "properties": {
-                     "ids": _text("Proposal ids from review_list (as 4..9#2), separated by "
-                                  "commas.", MAX_QUERY),
-                     "decision": {"type": "string", "enum": ["accept", "reject"],
-                                  "description": "What the person decided."},
-                     "because": {"type": ["string", "null"], "maxLength": 500,
-                                 "default": None, "description": "Why (for a rejection)."}},
-                  "required": ["ids", "decision"], "additionalProperties": False},
                  self.review_decide, writes=True),
             # Time travel (issue 26): the operations are agent.ops.timetravel's.
             Spec("show_as_of", "A vault file as it was at a moment: what the agent knew then.",
-                 {"type": "object", "properties": {
-                     "path": {"type": "string", "minLength": 1, "maxLength": 500,
-                              "description": "The file's path in the vault, e.g. MEMORY.md."},
-                     "when": {"type": "string", "minLength": 1, "maxLength": 100,
-                              "description": "A date (2026-11-20, '3 days ago') or a commit."}},
-                  "required": ["path", "when"], "additionalProperties": False},
                  self.show_as_of),
             Spec("restore", "Bring back the line of MEMORY.md or USER.md holding the text that "
                  "was removed most recently (by a dream, an undo or a hand edit), as one commit.",
-                 {"type": "object", "properties": {
-                     "text": _text("Words of the removed fact.", MAX_QUERY)},
-                  "required": ["text"], "additionalProperties": False},
                  self.restore, writes=True),
         ]
         self.specs = {s.name: s for s in specs}
@@ -250,7 +155,10 @@ class VaultTools:
 
     # -- reading
 
-    def search(self, query: str, limit: int) -> str:
+    def search(self, query: Annotated[Query, Field(description=(
+                   "Key words to look for (names, places, distinctive words)."))],
+               limit: Annotated[Limit, Field(description="How many hits at most (1 to 50).")]
+               = 10) -> str:
         from agent.chat.tools.memory import format_hit
         from agent.search import index
         hits = index.search(self.vault, query, limit=limit)
@@ -258,7 +166,8 @@ class VaultTools:
             return f"No matches for {query!r}."
         return "\n".join(format_hit(h) for h in hits)
 
-    def recent(self, days: int) -> str:
+    def recent(self, days: Annotated[int, Field(ge=1, le=90, description=(
+                   "How many days back, today included (1 to 90)."))] = 3) -> str:
         from agent.ops.recent import recent
         found = recent(self.vault, days, self.clock())
         parts = [f"## {rel}\n\n{text.strip()}" for rel, text in found.notes]
@@ -269,7 +178,8 @@ class VaultTools:
             return f"Nothing noted or learned in the last {days} day{'s' * (days != 1)}."
         return _cap("\n\n".join(parts))
 
-    def history(self, path: str, limit: int) -> str:
+    def history(self, path: VaultPath, limit: Annotated[Limit, Field(
+                    description="How many commits at most (1 to 50).")] = 5) -> str:
         rel = self._vault_path(path)
         from agent.vault import history
         out = history.file_log(self.vault, [rel], max_count=limit)
@@ -291,7 +201,14 @@ class VaultTools:
             raise BadInput(f"history: {path} is not a file of the vault")
         return rel
 
-    def why(self, text: str | None, reply: str | None, session: str | None) -> str:
+    def why(self, text: Annotated[Query | None, Field(
+                description="Words of the fact to explain.")] = None,
+            reply: Annotated[str | None, Field(max_length=100, description=(
+                "A reply's id (its transcript line's id), or 'last' for the newest "
+                "reply."))] = None,
+            session: Annotated[str | None, Field(max_length=200, description=(
+                "With reply: the conversation (e.g. cli/default); default: any for an id, "
+                "the latest conversation for 'last'."))] = None) -> str:
         from agent.ops import why
         if reply is None:
             if text is None:
@@ -310,12 +227,15 @@ class VaultTools:
         return json.dumps([i.to_json() for i in items], ensure_ascii=False, indent=1) \
             if items else "Nothing waits for review."
 
-    def show_as_of(self, path: str, when: str) -> str:
+    def show_as_of(self, path: VaultPath, when: Annotated[str, Field(
+                       min_length=1, max_length=100,
+                       description="A date (2026-11-20, '3 days ago') or a commit.")]) -> str:
         from agent.ops import timetravel
         found = timetravel.show_as_of(self.vault, self._vault_path(path), when)
         return _cap(f"{path} as of {found.line}:\n\n{found.text}")
 
-    def restore(self, text: str, client: str | None) -> str:
+    def restore(self, text: Annotated[Query, Field(description="Words of the removed fact.")],
+                client: str | None = None) -> str:
         from agent.ops import timetravel
         from agent.search import index
         done = timetravel.restore(self.vault, text)
@@ -324,8 +244,13 @@ class VaultTools:
 
     # -- writing
 
-    def review_decide(self, ids: str, decision: str, because: str | None,
-                      client: str | None) -> str:
+    def review_decide(self, ids: Annotated[Query, Field(description=(
+                          "Proposal ids from review_list (as 4..9#2), separated by commas."))],
+                      decision: Annotated[Literal["accept", "reject"], Field(
+                          description="What the person decided.")],
+                      because: Annotated[str | None, Field(
+                          max_length=500, description="Why (for a rejection).")] = None,
+                      client: str | None = None) -> str:
         from agent.ops import review
         picks = [p.strip() for p in ids.split(",") if p.strip()]
         try:
@@ -353,18 +278,32 @@ class VaultTools:
             index.refresh(self.vault, after_commit=True)
         return f" ({sha[:7]})" if sha else ""
 
-    def remember(self, text: str, target: str, section: str | None, client: str | None) -> str:
+    def remember(self, text: Annotated[Text, Field(description=(
+                     "What to keep, as one self-contained sentence with absolute dates."))],
+                 target: Annotated[Literal["daily", "memory", "user"], Field(
+                     description="Where it goes.")] = "daily",
+                 section: Annotated[str | None, Field(max_length=200, description=(
+                     "For memory and user: the heading to add the fact under (created when "
+                     "missing)."))] = None,
+                 client: str | None = None) -> str:
+        from agent.config import load_settings
         from agent.ops import notes
+        from agent.stores import holds
         done = notes.remember(self.vault, text, target, self.clock(), section=section,
-                              via=self._via(client, "remember", "remember"))
+                              via=self._via(client, "remember", "remember"),
+                              hold=holds.holds(load_settings(self.vault.root)))
         if target == "daily":
             return f"Noted in {done.rel}: {done.line}" + self._refresh(done.sha)
+        if done.held:
+            return (f"Not written to {done.rel}: - {done.line} is {holds.HELD.format(file=done.rel)}"
+                    f"; its id is {done.held}." + self._refresh(done.sha))
         if not done.added:
             return f"{done.rel} already has: - {done.line}"
         where = f" under {done.section}" if done.section else ""
         return f"Added to {done.rel}{where}: - {done.line}" + self._refresh(done.sha)
 
-    def note(self, text: str, client: str | None) -> str:
+    def note(self, text: Annotated[Text, Field(description="The note.")],
+             client: str | None = None) -> str:
         from agent.ops import notes
         done = notes.note(self.vault, " ".join(text.split()), self.clock(),
                           via=self._via(client, "note", "note"))

@@ -13,13 +13,14 @@ A pasted secret never lands in the vault: the text passes agent.redact's door fi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable
 
 from agent import redact
 from agent.errors import UserError
-from agent.stores import memory
+from agent.stores import holds, ledger, memory
 from agent.fs import safe
 from agent.vault.change import Change
 from typing import TYPE_CHECKING
@@ -43,6 +44,7 @@ class Noted:
     added: bool = True                  # False: the fact was there already
     section: str | None = None
     kept: list[str] = field(default_factory=list)
+    held: str = ""                      # the proposal's id when it waits for review
 
 
 def note(vault: Vault, text: str, now: datetime, *, via: Via | None = None) -> Noted:
@@ -67,10 +69,11 @@ def note(vault: Vault, text: str, now: datetime, *, via: Via | None = None) -> N
 
 
 def remember(vault: Vault, text: str, target: str, now: datetime, *, section: str | None = None,
-             via: Via | None = None) -> Noted:
+             via: Via | None = None, hold: bool = False) -> Noted:
     """Keep `text` (folded onto one line): "daily" as a note of today, "memory" or
     "user" as a fact in MEMORY.md or USER.md under `section` (made when missing); a
-    fact already there is not added twice."""
+    fact already there is not added twice. With `hold` (a model's write under `[dream]
+    review = "all"`) the fact is not written but proposed for review (agent.stores.holds)."""
     if target not in TARGETS:
         raise UserError(f"remember: target must be daily, memory or user, not {target!r}")
     one = " ".join(text.split())
@@ -84,7 +87,28 @@ def remember(vault: Vault, text: str, target: str, now: datetime, *, section: st
         new = memory.add_fact(old, one, section, memory.TITLES[rel])
         if new == (old or ""):
             return Noted(rel, one, None, added=False, section=section, kept=kept)
+        if hold:
+            return _hold(vault, rel, one, section, now, via, kept)
         vault.write_text(rel, new)
         sha = vault.commit(via(rel, one) if via else
                            Change("remember", f"add 1 fact to {rel}"))
     return Noted(rel, one, sha, section=section, kept=kept)
+
+
+def _hold(vault: Vault, rel: str, fact: str, section: str | None, now: datetime,
+          via: Via | None, kept: list[str]) -> Noted:
+    """The fact proposed for review in one commit (call under the vault's lock)."""
+    run = holds.run_of(vault.host(), now)
+    op = {"op": "add", "file": rel, "section": section or "", "old": "", "new": f"- {fact}"}
+    change = via(rel, fact) if via else Change("remember", f"add 1 fact to {rel}")
+    who = change.trailers.get("Client")
+    made = holds.records([op], run, now.isoformat(timespec="seconds"),
+                         f"MCP client {who}" if who else "a command", how="asked to remember")
+    old = safe.read_text(vault.root, ledger.LEDGER, limit=ledger.LEDGER_BYTES)
+    text = holds.append(vault.state, made)(old)
+    vault.write_text(ledger.LEDGER, text)
+    n = ledger.loads(text.rstrip("\n").rsplit("\n", 1)[-1]) or {}
+    sha = vault.commit(dataclasses.replace(
+        change, subject=f"propose 1 fact for {rel} (held for review)"))
+    return Noted(rel, fact, sha, added=False, section=section, kept=kept,
+                 held=f"{run}#{n.get('n')}")

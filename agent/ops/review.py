@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agent.dream import prompts
 from agent.dream.edits import FILES, apply_ops
+from agent.stores import holds
 from agent.dream.proposals import branch_of
 from agent.errors import UserError
 from agent.stores import archive, arrivals, ledger, rejections, sessions
@@ -32,6 +33,7 @@ from agent.stores.exports import MEMORIES_SESSION, NAMES, title_of
 from agent.vault import branches
 from agent.fs import atomic, safe
 from agent.vault.change import Change
+from agent.vault.git import GitError
 from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,6 +45,11 @@ NUMBERS = "review-numbers.json"   # in .agent/: the number each waiting proposal
 
 class ReviewError(UserError):
     pass
+
+
+def label(run: str) -> str:
+    """`dream 4..9`, or `chat-laptop-2026-11-20` for what a chat turn's writes held."""
+    return run if holds.is_chat(run) else f"dream {run}"
 
 
 @dataclass
@@ -77,7 +84,7 @@ class Item:
     def lines(self) -> list[str]:
         """The proposal as a person reads it, in the terminal or on Telegram."""
         where = self.file + (f" ({self.section})" if self.section else "")
-        head = f"{self.number}. {self.kind} {where}  [dream {self.run}, {self.n} of {self.total}]"
+        head = f"{self.number}. {self.kind} {where}  [{label(self.run)}, {self.n} of {self.total}]"
         out = [head + ("  STALE" if self.stale else "")]
         if self.op in ("update", "delete"):
             out.append(f"   old: {self.old}")
@@ -268,13 +275,28 @@ def pending(vault: Vault) -> list[Item]:
             ids = [i for i in paths if lo.isdigit() and hi.isdigit() and
                    int(lo) <= i <= int(hi)][:10]
         remote, by = arrivals.origin(came, r)
+        fact = str(r.get("line") or r.get("old") or "")
+        source = (f"{r.get('reason')}, held for review" if r.get("chat")
+                  else _excerpt(root, ids, cache, paths, fact))
         items.append(Item(
             k, f"{r['run']}#{r['n']}", r["run"], int(r["n"]), totals[r["run"]],
             str(r.get("op", "")), str(r.get("file", "")), str(r.get("section", "")),
             str(r.get("old", "")), str(r.get("line", "")), str(r.get("reason", "")),
-            ids, _excerpt(root, ids, cache, paths, str(r.get("line") or r.get("old") or "")),
-            _stale(texts, r), branch_of(r["run"]), remote, by))
+            ids, source, _stale(texts, r), branch_of(r["run"]), remote, by))
+    _branch_missing(vault, {str(r["run"]) for r in waiting})
     return sorted(items, key=lambda i: i.number)
+
+
+def _branch_missing(vault: Vault, runs: set[str]) -> None:
+    """Give the runs whose branch is not there yet their branch (a chat turn's held
+    writes: the turn records them, its commit is the branch's base)."""
+    have = branches.listed(vault)
+    missing = [run for run in sorted(runs) if branch_of(run) not in have]
+    if missing:
+        try:
+            _rebuild(vault, missing)
+        except (GitError, OSError):       # a read-only vault: the list holds without it
+            pass
 
 
 def _pick(items: list[Item], picks: list[str] | None) -> list[Item]:
@@ -385,7 +407,7 @@ def _decide_run(vault: Vault, run: str, chosen: list[Item], out: Outcome, at: st
     if because:
         body.append(f"because: {because}")
     numbers = ", ".join(str(i.n) for i in done)
-    change = Change("review", f"{verb} {len(done)} of {total} from dream {run}{edited}",
+    change = Change("review", f"{verb} {len(done)} of {total} from {label(run)}{edited}",
                     body="\n".join(body),
                     trailers={"Run": run, f"{verb.capitalize()}ed": numbers,
                               "Reviewer": reviewer})
@@ -414,7 +436,8 @@ def _rebuild(vault: Vault, runs: list[str]) -> list[str]:
         files = {n: proposed.texts[n] for n in FILES if proposed.texts[n] != texts[n]}
         branches.commit_files(vault, branch, head, files, Change(
             "dream", f"propose {len(left)} edit{'s' * (len(left) != 1)} for review "
-                     f"(archive {run})", trailers={"Run": run}))
+                     f"({run if holds.is_chat(run) else 'archive ' + run})",
+            trailers={"Run": run}))
     return closed
 
 

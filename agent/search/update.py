@@ -8,7 +8,6 @@ reads just the new bytes. Each file is opened once, through the safe reader
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -17,6 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent import clock
+try:
+    # CPython's own SHA-1: the same digests as hashlib's, without loading OpenSSL, which
+    # costs the refresh after a sync or a note more than all its hashing.
+    from _sha1 import sha1
+except ImportError:             # another Python
+    from hashlib import sha1
 from agent.errors import UserError
 from agent.search.db import SearchError, db_path, meta, open_index, set_meta
 from agent.search.documents import (Doc, archive_doc, kind_of, memory_docs, message_doc,
@@ -24,7 +29,6 @@ from agent.search.documents import (Doc, archive_doc, kind_of, memory_docs, mess
 from agent.search.text import tokens
 from agent.stores import sessions
 from agent.fs import safe
-from agent.vault import history
 from agent.vault.gitstate import head_from_files
 from typing import TYPE_CHECKING
 
@@ -101,7 +105,7 @@ JOIN_BYTES = 4096
 
 
 def _tail(st, before: bytes) -> str:
-    return f"end:{st.st_ino}:" + hashlib.sha1(before[-JOIN_BYTES:]).hexdigest()
+    return f"end:{st.st_ino}:" + sha1(before[-JOIN_BYTES:]).hexdigest()
 
 
 def _lines(data: bytes, line_no: int) -> tuple[list[Doc], int, int]:
@@ -163,7 +167,7 @@ def _index_session(db, fd: int, rel: str, st, row) -> int:
 
 def _index_text_file(db, fd: int, rel: str, kind: str, st, row) -> int:
     data = _read(fd, 0, min(st.st_size, safe.MAX_BYTES))
-    digest = hashlib.sha1(data).hexdigest()
+    digest = sha1(data).hexdigest()
     if row is not None and row["tail"] == digest:
         db.execute("UPDATE files SET size=?, mtime=? WHERE id=?", (st.st_size, st.st_mtime_ns, row["id"]))
         return 0
@@ -235,6 +239,7 @@ def changed_paths(vault: Vault, since: str, head: str | None, clean: bool = Fals
     if last is not None and last[0] == since and last[1] == head:
         committed = last[2]        # the caller's own commit, on top of the indexed one
     else:
+        from agent.vault import history      # only when the caller did not say
         committed = history.changed_since(vault, since, head)
     if committed is None:
         return None     # history rewritten under the index: rebuild

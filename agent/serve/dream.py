@@ -99,24 +99,42 @@ class Dream:
             outcome = None
         if outcome is not None:
             log.info("dream: %s", _describe(outcome))
+            health = None
             if getattr(outcome, "kind", None) in ("committed", "no_changes"):
                 self.server.sync.soon(now)      # the other machines get it at once
+                health = self._health(now)
+                if health:
+                    log.info("dream: %s", health)
             if getattr(outcome, "branch", None):
-                self._tell_review(outcome.report.proposed)
+                self._tell_review(outcome.report.proposed, health)
         after = dream_status(self.vault)
         self.inflight = bool(after.get("in_flight") or after.get("inflight")
                              or after.get("in-flight"))
         self.poll_at = now + DREAM_POLL
 
-    def _tell_review(self, n: int) -> None:
-        """The dream left proposals: one message to each allow_from Telegram chat."""
+    def _health(self, now: datetime) -> str | None:
+        """Memory health over the last week in one line (agent/ops/stats.py), or None
+        when it cannot be read (it never stops the dream's report)."""
+        from agent.ops import stats
+
+        try:
+            found = stats.stats(self.vault, self.server.settings, now,
+                                (now - timedelta(days=7)).date())
+        except UserError as e:
+            log.warning("dream: could not read memory health: %s", e)
+            return None
+        return stats.line(found)
+
+    def _tell_review(self, n: int, health: str | None = None) -> None:
+        """The dream left proposals: one message to each allow_from Telegram chat, with
+        memory health in one line."""
         from agent.serve.channels.telegram import DeliveryFailed
 
         sender = self.server.outbox.senders.get("telegram")
         if sender is None:
             return
         text = (f"The dream left {n} proposal{'s' * (n != 1)} for your review: "
-                f"/review shows {'them' if n != 1 else 'it'}.")
+                f"/review shows {'them' if n != 1 else 'it'}.") + (f"\n{health}" if health else "")
         for user in self.server.settings.telegram_allow_from:
             try:
                 sender.deliver(int(user), text)

@@ -31,6 +31,7 @@ only the lines whose values changed; keys a person added to a job are kept.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.errors import UserError
-from agent.schedule import (HOST_NAME, KINDS, MAX_SECONDS, Schedule, ScheduleError, check_cron,
+from agent.schedule import (HOST_NAME, MAX_SECONDS, Schedule, ScheduleError, check_cron,
                             first_run, iso,
                             make_schedule, zone)
 from agent.schedule import parse_iso as _parse_iso
@@ -284,105 +285,157 @@ def _no_constant(name: str):
 
 
 def _job(raw, where: str) -> Job:
+    """One job of cron.json checked by its pydantic model (`_models`), as a `Job`;
+    CronFileError names the file, the job and the field."""
+    from pydantic import ValidationError
+
     if not isinstance(raw, dict):
         raise CronFileError(f"{where}: a job must be a JSON object")
-    job_id = raw.get("id")
-    if not isinstance(job_id, str) or not _ID.match(job_id):
-        raise CronFileError(f"{where}: id must be a short name of letters, digits, . _ - "
-                            f"(such as 3f9a1c2e), got {job_id!r}")
-    name = raw.get("name", job_id)
+    name = raw.get("name", raw.get("id"))
     where = f"{where} ({name})" if isinstance(name, str) else where
-
-    def want(key, types, default=None, required=False):
-        if key not in raw or raw[key] is None:
-            if required:
-                raise CronFileError(f"{where}: {key} is missing")
-            return default
-        if not isinstance(raw[key], types) or (bool not in _tuple(types)
-                                               and isinstance(raw[key], bool)):
-            raise CronFileError(f"{where}: {key} has the wrong type ({raw[key]!r})")
-        return raw[key]
-
-    name = want("name", str, job_id)
-    message = want("message", str, required=True)
-    enabled = want("enabled", bool, True)
-    delete_after_run = want("delete_after_run", bool, False)
-    misfire = want("misfire", str, "run_once")
-    if misfire not in MISFIRE:
-        raise CronFileError(f"{where}: misfire must be run_once or skip, not {misfire!r}")
-    host = want("host", str, None)
-    if host is not None and not HOST_NAME.match(host):
-        raise CronFileError(f"{where}: host must be a machine name (letters, digits, . _ -), "
-                            f"got {host!r}")
-    session = want("session", str, f"cron/{job_id}")
+    job_record, _, _ = _models()
     try:
-        check_key(session)
-    except SessionError as e:
-        raise CronFileError(f"{where}: {e}") from None
-
-    created_by = want("created_by", str)
-    if created_by is not None and created_by not in CREATORS:
-        raise CronFileError(f"{where}: created_by must be person or model, not {created_by!r}")
-    approved = want("approved", bool)
-    deliver = want("deliver", str)
-    if deliver is not None:
-        try:
-            deliver = check_target(deliver)
-        except DeliveryError as e:
-            raise CronFileError(f"{where}: {e}") from None
-
-    sched = want("schedule", dict, required=True)
-    kind = sched.get("kind")
-    if kind not in KINDS:
-        raise CronFileError(f"{where}: schedule.kind must be at, every or cron, not {kind!r}")
-    tz = sched.get("tz")
-    if tz is not None and not isinstance(tz, str):
-        raise CronFileError(f"{where}: schedule.tz must be a time zone name or null")
+        rec = job_record.model_validate(raw)
+    except ValidationError as e:
+        raise CronFileError(f"{where}: {_problem(e.errors()[0])}") from None
+    sched, st = rec.schedule, rec.state
     try:
-        if tz:
-            zone(tz)
-        if kind == "at":
-            at = parse_iso(sched.get("at"), f"{where}: schedule.at")
-            if at is None:
+        if sched.kind == "at":
+            if sched.at is None:
                 raise CronFileError(f"{where}: schedule.at is missing")
-            schedule = Schedule("at", at=at, tz=tz)
-        elif kind == "every":
-            every = sched.get("every_seconds")
-            if (isinstance(every, bool) or not isinstance(every, int) or every <= 0
-                    or every > MAX_SECONDS):
-                raise CronFileError(f"{where}: schedule.every_seconds must be a whole number "
-                                    f"of seconds above zero and at most ten years, "
-                                    f"got {every!r}")
-            schedule = Schedule("every", every_seconds=every, tz=tz)
+            schedule = Schedule("at", at=sched.at, tz=sched.tz)
+        elif sched.kind == "every":
+            if sched.every_seconds is None:
+                raise CronFileError(f"{where}: schedule.every_seconds is missing")
+            schedule = Schedule("every", every_seconds=sched.every_seconds, tz=sched.tz)
         else:
-            expr = sched.get("expr")
-            if not isinstance(expr, str):
+            if sched.expr is None:
                 raise CronFileError(f"{where}: schedule.expr is missing")
-            schedule = Schedule("cron", expr=check_cron(expr), tz=tz)
+            schedule = Schedule("cron", expr=sched.expr, tz=sched.tz)
     except ScheduleError as e:
         raise CronFileError(f"{where}: {e}") from None
-
-    st = want("state", dict, {})
-    status = st.get("last_status")
-    if status is not None and not isinstance(status, str):
-        raise CronFileError(f"{where}: state.last_status must be a string or null")
-    error = st.get("last_error")
-    delivery = st.get("delivery")
-    if delivery is not None and not isinstance(delivery, dict):
-        raise CronFileError(f"{where}: state.delivery must be an object or null")
-    state = State(next_run=parse_iso(st.get("next_run"), f"{where}: state.next_run"),
-                  last_run=parse_iso(st.get("last_run"), f"{where}: state.last_run"),
-                  last_status=status, last_error=None if error is None else str(error),
-                  delivery=delivery)
+    state = State(next_run=st.next_run, last_run=st.last_run, last_status=st.last_status,
+                  last_error=None if st.last_error is None else str(st.last_error),
+                  delivery=st.delivery)
     extra = {k: v for k, v in raw.items() if k not in _JOB_KEYS}
-    return Job(id=job_id, name=name, schedule=schedule, message=message, session=session,
-               enabled=enabled, delete_after_run=delete_after_run, misfire=misfire,
-               state=state, extra=extra, deliver=deliver, host=host, created_by=created_by,
-               approved=approved)
+    return Job(id=rec.id, name=rec.name or rec.id, schedule=schedule, message=rec.message,
+               session=rec.session or f"cron/{rec.id}", enabled=rec.enabled,
+               delete_after_run=rec.delete_after_run, misfire=rec.misfire, state=state,
+               extra=extra, deliver=rec.deliver, host=rec.host, created_by=rec.created_by,
+               approved=rec.approved)
 
 
-def _tuple(types) -> tuple:
-    return types if isinstance(types, tuple) else (types,)
+def _problem(err) -> str:
+    """A pydantic error of a job in one line: a check of ours says its own words."""
+    from agent.schemas import field_problem, place
+
+    if err["type"] == "value_error":
+        return str(err["ctx"]["error"])
+    if err["type"] == "missing":
+        return f"{place(err['loc'])} is missing"
+    if err["type"] == "literal_error":       # `misfire must be run_once or skip, not 'later'`
+        expected = err["ctx"]["expected"].replace("'", "")
+        return f"{place(err['loc'])} must be {expected}, not {err['input']!r}"
+    return field_problem(err)
+
+
+def _said(check, what: str = "", *, before: bool = False):
+    """A check of ours (raising ScheduleError, SessionError or DeliveryError) as a pydantic
+    validator of a value that may be null, run on what the file holds when `before`
+    (it makes the value: a time from its text); `what` names the field in its message."""
+    from pydantic import AfterValidator, BeforeValidator
+
+    def run(value):
+        if value is None:
+            return None
+        try:
+            return check(value)
+        except (ScheduleError, SessionError, DeliveryError) as e:
+            raise ValueError(f"{what}: {e}" if what else str(e)) from None
+    return BeforeValidator(run) if before else AfterValidator(run)
+
+
+def _one_id(value: str) -> str:
+    if not _ID.match(value):
+        raise ScheduleError(f"id must be a short name of letters, digits, . _ - (such as "
+                            f"3f9a1c2e), got {value!r}")
+    return value
+
+
+def _host(value: str) -> str:
+    if not HOST_NAME.match(value):
+        raise ScheduleError(f"host must be a machine name (letters, digits, . _ -), "
+                            f"got {value!r}")
+    return value
+
+
+def _seconds(value: int) -> int:
+    if value <= 0 or value > MAX_SECONDS:
+        raise ScheduleError(f"schedule.every_seconds must be a whole number of seconds above "
+                            f"zero and at most ten years, got {value!r}")
+    return value
+
+
+def _tz(value: str) -> str:
+    if value:
+        zone(value)
+    return value
+
+
+def _when(field: str):
+    """The validator of a stored time: ISO 8601 text made a datetime."""
+    return _said(lambda v: _parse_iso(v, field), before=True)
+
+
+@functools.cache
+def _models():
+    """The pydantic models of a job, its schedule and its state (made at the first read
+    of a cron.json: `agent status` and `agent note` load this module, not pydantic).
+    Strict, as JSON is: "true" is no boolean; null means "not given"."""
+    from typing import Annotated, Any, Literal
+
+    from pydantic import BaseModel, ConfigDict, model_validator
+
+    class Record(BaseModel):
+        model_config = ConfigDict(strict=True, extra="ignore")
+
+        @model_validator(mode="before")
+        @classmethod
+        def _nulls(cls, data: Any) -> Any:
+            return {k: v for k, v in data.items() if v is not None} \
+                if isinstance(data, dict) else data
+
+    class ScheduleRecord(Record):
+        kind: Literal["at", "every", "cron"]
+        at: Annotated[datetime | None, _when("schedule.at")] = None
+        every_seconds: Annotated[int | None, _said(_seconds)] = None
+        expr: Annotated[str | None, _said(check_cron)] = None
+        tz: Annotated[str | None, _said(_tz)] = None
+
+    class StateRecord(Record):
+        next_run: Annotated[datetime | None, _when("state.next_run")] = None
+        last_run: Annotated[datetime | None, _when("state.last_run")] = None
+        last_status: str | None = None
+        last_error: Any = None
+        delivery: dict | None = None
+
+    class JobRecord(Record):
+        model_config = ConfigDict(strict=True, extra="allow")   # a person's keys are kept
+        id: Annotated[str, _said(_one_id)]
+        name: str | None = None
+        message: str
+        enabled: bool = True
+        delete_after_run: bool = False
+        misfire: Literal["run_once", "skip"] = "run_once"
+        host: Annotated[str | None, _said(_host)] = None
+        session: Annotated[str | None, _said(check_key)] = None
+        created_by: Literal["person", "model"] | None = None
+        approved: bool | None = None
+        deliver: Annotated[str | None, _said(check_target)] = None
+        schedule: ScheduleRecord
+        state: StateRecord = StateRecord()
+
+    return JobRecord, ScheduleRecord, StateRecord
 
 
 def dumps(cron: CronFile) -> str:

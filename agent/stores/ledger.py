@@ -36,6 +36,18 @@ def dumps(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
+def loads(line: str) -> dict | None:
+    """One record of a ledger line; None for a blank, torn or hand-mangled one."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def read(root: Path) -> list[dict]:
     """Every record; a line that is not JSON (a torn or hand-mangled one) is skipped."""
     from agent.fs import safe

@@ -5,17 +5,24 @@ commit that added it and the machine (Host trailer) and author that commit names
 from __future__ import annotations
 
 import json
+from collections import Counter
 
-from agent.stores import arrivals, ledger
+from agent.stores import ledger
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.sync.arrived import Arrived
     from agent.vault.repo import Vault
 
 
-def note(vault: Vault, ours: str | None, theirs: str, source: str) -> int:
+def note(vault: Vault, ours: str | None, theirs: str, source: str,
+         arrived: Arrived | None = None) -> int:
     """Note the proposals that the commits of `theirs` (and not `ours`) add to the ledger,
-    as from `source`; how many were new. One `git log`: its length follows what came in."""
+    as from `source`; how many were new. One `git log`: its length follows what came in;
+    none when a sync read those commits already (`arrived`)."""
+    if arrived is not None:
+        found = _added(arrived)
+        return _came(vault, found, source)
     spec = [theirs] + (["--not", ours] if ours else [])
     # -m: a merge commit's own changes count too (a line no parent had is shown).
     out = vault.git("log", "-p", "-m", "-U0", "--reverse", "--no-color", "--no-renames",
@@ -38,4 +45,38 @@ def note(vault: Vault, ours: str | None, theirs: str, source: str) -> int:
             continue
         if isinstance(record, dict):
             found.append((record, commit, by))
-    return arrivals.came(vault.state, found, source) if found else 0
+    return _came(vault, found, source)
+
+
+def _came(vault: Vault, found: list[tuple[dict, str, str]], source: str) -> int:
+    if not found:
+        return 0
+    from agent.stores import arrivals     # its record's keys are digests: OpenSSL, loaded
+    return arrivals.came(vault.state, found, source)   # only when a proposal came
+
+
+def _added(arrived: Arrived) -> list[tuple[dict, str, str]]:
+    """(record, commit, who it names) of each ledger line an arrived commit added against
+    one of its parents, oldest commit first: the lines of its version beyond those its
+    parent's had (a line no parent had shows once for each)."""
+    entries: dict[str, list] = {}
+    for e in arrived.entries:
+        if e.path == ledger.LEDGER and e.oid != "0" * 40:
+            entries.setdefault(e.commit, []).append(e)
+    found = []
+    for c in reversed(arrived.commits):
+        for e in entries.get(c.sha, []):
+            old = Counter(arrived.read_blob(e.old_oid).decode("utf-8", "replace").splitlines())
+            for line in arrived.read_blob(e.oid).decode("utf-8", "replace").splitlines():
+                if old[line] > 0:
+                    old[line] -= 1
+                    continue
+                if not line.startswith("{"):
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    found.append((record, c.sha, c.by()))
+    return found

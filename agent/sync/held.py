@@ -25,7 +25,6 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from agent.stores import cronfile
 from agent.fs import atomic
 from agent.sync import tombstones
 from agent.vault import rewrite
@@ -35,7 +34,7 @@ from agent.vault.repo import GitError, Vault, VaultError
 
 STATE_FILE = "held.json"
 REF_PREFIX = "refs/agent/held/"
-CRON = cronfile.CRON_FILE
+CRON = "cron.json"     # agent.stores.cronfile.CRON_FILE, loaded only to accept a job
 # What makes a job's change worth asking about: what it runs, when, and where it sends
 # (not its run state, which every machine that runs it updates).
 _JOB_KEYS = ("deliver", "message", "schedule")
@@ -124,10 +123,15 @@ def _job_stamp(job: dict | None) -> str:
 # ---- holding, during a sync's merge -------------------------------------------------
 
 
-def hold(vault: Vault, ours: str, tree: str, theirs: str, source: str) -> tuple[str, list[Held]]:
+def hold(vault: Vault, ours: str, tree: str, theirs: str, source: str,
+         arrived: set[str] | None = None) -> tuple[str, list[Held]]:
     """The tree a sync commits (`tree` with this machine's version of every protected
     change) and the changes newly held. Nothing is read from or written to the work
-    tree; the held changes are recorded in .agent/held.json."""
+    tree; the held changes are recorded in .agent/held.json. `arrived`: every path the
+    incoming commits changed (agent.sync.arrived), which holds every path `tree`
+    changes from `ours`: none protected, and git is not asked."""
+    if arrived is not None and not any(path == CRON or protected(path) for path in arrived):
+        return tree, []
     p = git.run(["diff-tree", "-r", "-z", "--no-renames", ours, tree], vault.root, text=False)
     if p.returncode:
         raise GitError(["diff-tree", ours, tree], p.returncode, p.stderr.decode("utf-8", "replace"))
@@ -417,6 +421,7 @@ def _write_blob(vault: Vault, h: Held) -> None:
 
 
 def _accept_job(vault: Vault, h: Held) -> None:
+    from agent.stores import cronfile
     text = cronfile.read_text(vault.root)
     try:
         doc = json.loads(text) if text else {"version": cronfile.VERSION, "jobs": []}

@@ -2,8 +2,9 @@
 
 A sync (and a clone) takes commits someone else made. Before the vault merges, moves
 or checks out any of them, every commit new to this machine is walked (only the paths
-it changed: one `git log --raw` and one `git cat-file --batch-check`, so the cost
-follows what came in, not the vault's size), and the whole fetch is refused, with one
+it changed: one `git log --raw` and one `git cat-file --batch-command` session, read
+once for the whole sync by agent.sync.arrived, so the cost follows what came in, not
+the vault's size), and the whole fetch is refused, with one
 line naming the commit, the path and the problem, when a commit holds:
 
 - a path git or the vault refuses: an empty component, `.` or `..`, `.git` in any
@@ -41,6 +42,7 @@ from agent.fs.safe import COMMIT_BYTES, _size
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.sync.arrived import Arrived
     from agent.vault.repo import Vault
 
 EMPTY = "0" * 40
@@ -64,10 +66,27 @@ class Incoming:
     oid: str
 
 
-def check(root: Path, ours: str | None, theirs: str, source: str) -> None:
+def check(root: Path, ours: str | None, theirs: str, source: str,
+          arrived: Arrived | None = None) -> None:
     """Refuse (IncomingRefused) when a commit reachable from `theirs` and not from `ours` holds
-    something the vault will not take; `source` names where it came from."""
-    check_entries(root, new_changes(root, ours, theirs), source)
+    something the vault will not take; `source` names where it came from. `arrived`:
+    those commits as a sync read them (its objects are read through its session)."""
+    if arrived is None:
+        check_entries(root, new_changes(root, ours, theirs), source)
+        return
+    check_entries(root, arrived_changes(arrived), source, arrived.objects)
+
+
+def arrived_changes(arrived: Arrived) -> list[Incoming]:
+    """new_changes, from the commits a sync read already."""
+    out: list[Incoming] = []
+    seen: set[tuple[str, str]] = set()
+    for e in arrived.entries:
+        if e.status.startswith("D") or e.oid == EMPTY or (e.path, e.oid) in seen:
+            continue
+        seen.add((e.path, e.oid))
+        out.append(Incoming(e.commit, e.path, e.mode, e.oid))
+    return out
 
 
 def check_tree(root: Path, commit: str, source: str) -> None:
@@ -84,7 +103,10 @@ def check_tree(root: Path, commit: str, source: str) -> None:
     check_entries(root, out, source)
 
 
-def check_entries(root: Path, changes: list[Incoming], source: str) -> None:
+def check_entries(root: Path, changes: list[Incoming], source: str,
+                  objects: git.Objects | None = None) -> None:
+    """Refuse (IncomingRefused) the first of `changes` the vault will not take; their
+    objects are read through `objects` (None: a session of this check's own)."""
     for c in changes:
         problem = path_problem(c.path)
         if problem is None and c.mode == GITLINK:
@@ -94,7 +116,17 @@ def check_entries(root: Path, changes: list[Incoming], source: str) -> None:
     blobs = [c for c in changes if c.mode not in (GITLINK,)]
     if not blobs:
         return
-    sizes = _sizes(root, {c.oid for c in blobs})
+    if objects is None:
+        with git.Objects(root) as own:
+            _check_blobs(blobs, source, own)
+    else:
+        _check_blobs(blobs, source, objects)
+
+
+def _check_blobs(blobs: list[Incoming], source: str, objects: git.Objects) -> None:
+    """The checks of what the blobs hold: sizes first, then the bytes of the few kinds
+    of file whose content is checked (read only once their size passed)."""
+    sizes = _sizes(objects, {c.oid for c in blobs})
     for c in blobs:
         if c.mode != SYMLINK and sizes.get(c.oid, 0) > COMMIT_BYTES:
             _refuse(source, c, f"is {_size(sizes[c.oid])}, over the {_size(COMMIT_BYTES)} "
@@ -106,17 +138,17 @@ def check_entries(root: Path, changes: list[Incoming], source: str) -> None:
     for c in blobs:
         check = formats.get(c.path) if c.mode != SYMLINK else None
         if check is not None:
-            problem = check(_blob(root, c.oid).decode("utf-8", "replace"))
+            problem = check(_blob(objects, c.oid).decode("utf-8", "replace"))
             if problem:
                 _refuse(source, c, problem)
     for c in blobs:
         if c.mode == SYMLINK:
-            target = _blob(root, c.oid).decode("utf-8", "surrogateescape")
+            target = _blob(objects, c.oid).decode("utf-8", "surrogateescape")
             problem = link_problem(c.path, target)
             if problem:
                 _refuse(source, c, problem)
         elif posixpath.basename(c.path).lower() == ".gitattributes":
-            text = _blob(root, c.oid).decode("utf-8", "replace")
+            text = _blob(objects, c.oid).decode("utf-8", "replace")
             problem = attributes_problem(text)
             if problem:
                 _refuse(source, c, problem)
@@ -180,19 +212,15 @@ def _git(root: Path, *args: str, input: bytes | None = None) -> bytes:
     return p.stdout
 
 
-def _sizes(root: Path, oids: set[str]) -> dict[str, int]:
-    out = _git(root, "cat-file", "--batch-check=%(objectname) %(objectsize)",
-               input=("\n".join(sorted(oids)) + "\n").encode())
-    sizes = {}
-    for line in out.decode().splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            sizes[parts[0]] = int(parts[1])
-    return sizes
+def _sizes(objects: git.Objects, oids: set[str]) -> dict[str, int]:
+    return objects.sizes(sorted(oids))
 
 
-def _blob(root: Path, oid: str) -> bytes:
-    return _git(root, "cat-file", "blob", oid)
+def _blob(objects: git.Objects, oid: str) -> bytes:
+    data = objects.read(oid)
+    if data is None:
+        raise GitError(["cat-file", "blob", oid], 128, f"fatal: Not a valid object name {oid}")
+    return data
 
 
 # ---- the dream's proposal branches (dream/*) a remote offers ---------------------------

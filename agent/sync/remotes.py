@@ -34,8 +34,12 @@ from agent.vault.git import filters_key, know_filters
 from agent.vault.gitstate import UnfinishedGit, head_from_files, unfinished_operation
 from agent.vault.identity import HOST_KEY, check_host
 from agent.vault.repo import MARKER, GitError, Vault, VaultError
-from agent.sync.jobclaims import claim_jobs
+from agent.sync.jobclaims import _CRON_FILE, claim_jobs
 from agent.sync.mergetree import FACT_FILES, fact_notes, merge_tree
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.sync.arrived import Arrived
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
@@ -43,6 +47,33 @@ STATE_FILE = "sync.json"
 
 class SyncError(VaultError):
     """A sync that could not be done; the message says why and what to do."""
+
+
+class _Came:
+    """What came in during one sync, read once (agent.sync.arrived) and asked by each
+    step: `paths`, every path the commits that came in changed; `exact` while HEAD
+    moved only by taking them (no hand edit committed, no history rewritten, no path
+    settled by hand), so that those paths are all HEAD's move changed."""
+
+    def __init__(self) -> None:
+        self.arrived: Arrived | None = None
+        self.paths: set[str] = set()
+        self.exact = True
+
+    def read(self, vault: Vault, ours: str | None, theirs: str) -> Arrived:
+        """The commits of `theirs` that `ours` lacks: those read already when the same."""
+        a = self.arrived
+        if a is None or a.ours != ours or a.theirs != theirs:
+            if a is not None:
+                a.close()
+            from agent.sync.arrived import Arrived
+            a = self.arrived = Arrived.read(vault.root, ours, theirs)
+            self.paths |= a.paths
+        return a
+
+    def close(self) -> None:
+        if self.arrived is not None:
+            self.arrived.close()
 
 
 @dataclass
@@ -198,58 +229,76 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     ours = None
     seen: dict[str, str] = {}     # the refs as read after the fetch (proposal branches too)
     same = clean = rewritten = False
-    for attempt in range(MAX_ATTEMPTS):
-        # The branch and the dream's proposal branches in one fetch (one connection).
-        dream = _fetch(vault, remote, branch, with_proposals=push)
-        theirs, ours = _refs(vault, remote, branch, seen)
-        if attempt == 0:
-            start = ours
-        ahead, behind = _counts(vault, theirs, ours)
-        _check_incoming(vault, remote, branch, theirs, ours, behind)
-        # Every ref as a sync that had nothing to repair left it: its tombstones were
-        # applied and its proposal branches exchanged then, so they need no reading now.
-        same = dream and seen == settled
-        if not same:
-            followed = _follow(vault, remote, branch, result)
-            if followed.blocked:         # a forget waits for the person: nothing goes
-                break
-            if followed.applied:         # forgotten elsewhere: here too
-                rewritten = True
-                theirs, ours = _refs(vault, remote, branch, seen)
+    came = _Came()
+    try:
+        for attempt in range(MAX_ATTEMPTS):
+            # The branch and the dream's proposal branches in one fetch (one connection).
+            dream = _fetch(vault, remote, branch, with_proposals=push)
+            theirs, ours = _refs(vault, remote, branch, seen)
+            if attempt == 0:
                 start = ours
-                ahead, behind = _counts(vault, theirs, ours)
-        # HEAD read from the .git folder (no process) tells whether the lock's repair,
-        # the merge or a claim moved it, so the refs are read again only then.
-        sig = head_from_files(vault.root)
-        with vault.locked():
-            # Hand edits committed now were not there when the tombstones were read.
-            clean = sig is not None and head_from_files(vault.root) == sig
-            if not clean:
-                ours = vault.head()
-                ahead, behind = _counts(vault, theirs, ours)
-            if behind:
-                _merge(vault, remote, branch, result, theirs, ours)
-            result.claimed += claim_jobs(vault)[0]
-            if sig is None or head_from_files(vault.root) != sig:
-                ours = vault.head()
-                ahead = _count(vault, theirs, ours) if theirs != ours else 0
-        result.commits_out = ahead
-        if not push or not result.commits_out:
-            break
-        if _push(vault, remote, branch, config):
-            result.pushed = True
-            break
-    else:
-        raise SyncError(f"{remote} kept moving while this vault pushed ({MAX_ATTEMPTS} "
-                        f"tries): run `agent sync` again.")
-    result.head = ours
-    exchanged = False
-    if push and not same and not result.waiting:
-        exchanged = _proposals(vault, remote, result, refs=seen if dream else None,
-                               rewritten=rewritten)
-    if result.pushed:
-        _point_remote_head(vault, remote, branch, config)
-    result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head, result)
+            ahead, behind = _counts(vault, theirs, ours, came)
+            _check_incoming(vault, remote, branch, theirs, ours, behind, came)
+            # Every ref as a sync that had nothing to repair left it: its tombstones were
+            # applied and its proposal branches exchanged then, so they need no reading now.
+            same = dream and seen == settled
+            if not same:
+                followed = _follow(vault, remote, branch, result, came)
+                if followed.blocked:         # a forget waits for the person: nothing goes
+                    break
+                if followed.applied:         # forgotten elsewhere: here too
+                    rewritten = True
+                    came.exact = False
+                    theirs, ours = _refs(vault, remote, branch, seen)
+                    start = ours
+                    ahead, behind = _counts(vault, theirs, ours, came)
+            # HEAD read from the .git folder (no process) tells whether the lock's repair,
+            # the merge or a claim moved it, so the refs are read again only then.
+            sig = head_from_files(vault.root)
+            with vault.locked():
+                # Hand edits committed now were not there when the tombstones were read.
+                clean = sig is not None and head_from_files(vault.root) == sig
+                if not clean:
+                    came.exact = False
+                    ours = vault.head()
+                    ahead, behind = _counts(vault, theirs, ours, came)
+                if behind:
+                    ahead = _merge(vault, remote, branch, result, theirs, ours, ahead, behind,
+                                   came)
+                claimed, claim = claim_jobs(vault)
+                result.claimed += claimed
+                if sig is None or head_from_files(vault.root) != sig:
+                    ours = vault.head()
+                    if claim or sig is None:    # else the merge said how far ahead HEAD is
+                        ahead = _count(vault, theirs, ours) if theirs != ours else 0
+            result.commits_out = ahead
+            if not push or not result.commits_out:
+                break
+            if _push(vault, remote, branch, config):
+                result.pushed = True
+                break
+        else:
+            raise SyncError(f"{remote} kept moving while this vault pushed ({MAX_ATTEMPTS} "
+                            f"tries): run `agent sync` again.")
+        result.head = ours
+        exchanged = False
+        moved = head_from_files(vault.root)
+        if push and not same and not result.waiting:
+            exchanged = _proposals(vault, remote, result, refs=seen if dream else None,
+                                   rewritten=rewritten)
+        if moved is None or head_from_files(vault.root) != moved:
+            came.exact = False
+        if result.pushed:
+            _point_remote_head(vault, remote, branch, config)
+        result.facts_added, result.facts_removed = _fact_changes(vault, start, result.head,
+                                                                 result, came)
+    finally:
+        came.close()
+    if came.exact and came.paths and start and result.head and result.head != start:
+        # What the search index re-reads (agent.search.update): every path HEAD's move
+        # can have changed (and cron.json, which a claim of jobs commits), so it need
+        # not ask git for the difference.
+        vault.last_commit = (start, result.head, sorted(came.paths | {_CRON_FILE}))
     refs = None
     if push and dream and clean and not exchanged and not result.forgotten:
         # What the refs are now: HEAD, and the remote's branch where it was fetched or
@@ -261,12 +310,13 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     return result
 
 
-def _follow(vault: Vault, remote: str, branch: str, result: SyncResult):
+def _follow(vault: Vault, remote: str, branch: str, result: SyncResult, came: _Came):
     """The tombstones of HEAD and the fetched branch (agent.sync.tombstones): those this
     machine made or accepted applied, the others that would rewrite commits here held.
     What to say goes to `result`."""
     from agent.sync import held, tombstones
-    followed = tombstones.follow(vault, remote, branch)
+    objects = came.arrived.objects if came.arrived is not None else None
+    followed = tombstones.follow(vault, remote, branch, objects)
     result.forgotten.extend(followed.lines())
     waiting = held.hold_tombstones(vault, followed.held)
     result.held.extend(h.label() for h in waiting)
@@ -320,43 +370,58 @@ def _fetch(vault: Vault, remote: str, branch: str, with_proposals: bool = False)
 
 def _refs(vault: Vault, remote: str, branch: str,
           seen: dict[str, str] | None = None) -> tuple[str | None, str | None]:
-    """(the fetched remote branch, HEAD) in one `git for-each-ref`; None when missing.
-    HEAD is refs/heads/<branch> (current_branch refuses a detached HEAD). The proposal
-    branches (dream/*, here and fetched) are read by the same call into `seen`."""
-    from agent.vault import branches
+    """(the fetched remote branch, HEAD) read from the .git folder (else in one `git
+    for-each-ref`); None when missing. HEAD is refs/heads/<branch> (current_branch
+    refuses a detached HEAD). The proposal branches (dream/*, here and fetched) are
+    read by the same call into `seen`."""
+    from agent.vault import branches, refs
     here = f"refs/heads/{current_branch(vault)}"
     tracking = f"refs/remotes/{remote}/{branch}"
-    found = dict(line.split(" ", 1)[::-1] for line in vault.git(
-        "for-each-ref", "--format=%(objectname) %(refname)", tracking, here,
-        *branches.ref_patterns(remote)).splitlines() if " " in line)
+    patterns = [tracking, here, *branches.ref_patterns(remote)]
+    found = refs.read(vault.root, patterns)
+    if found is None:
+        found = dict(line.split(" ", 1)[::-1] for line in vault.git(
+            "for-each-ref", "--format=%(objectname) %(refname)", *patterns).splitlines()
+            if " " in line)
     if seen is not None:
         seen.clear()
         seen.update(found)
     return found.get(tracking), found.get(here)
 
 
-def _counts(vault: Vault, theirs: str | None, ours: str | None) -> tuple[int, int]:
+def _counts(vault: Vault, theirs: str | None, ours: str | None,
+            came: _Came | None = None) -> tuple[int, int]:
     """(commits HEAD holds that the fetched branch does not, and the other way round),
-    in one `git rev-list` at most."""
+    in one `git rev-list` at most. With `came`, the commits that came in are read
+    (kept there for the checks and the merge), and a fast-forward needs no count: HEAD
+    is then a parent of one of them."""
     if theirs == ours:
         return 0, 0
     if not theirs or not ours:
         return _count(vault, None, ours), _count(vault, None, theirs)
+    if came is not None:
+        arrived = came.read(vault, ours, theirs)
+        behind = len(arrived.commits)
+        if behind and any(ours in c.parents for c in arrived.commits):
+            return 0, behind
+        return _count(vault, theirs, ours), behind
     out = vault.git("rev-list", "--left-right", "--count", f"{ours}...{theirs}").split()
     return int(out[0]), int(out[1])
 
 
 def _check_incoming(vault: Vault, remote: str, branch: str, theirs: str | None,
-                    ours: str | None, behind: int) -> None:
+                    ours: str | None, behind: int, came: _Came) -> None:
     """Refuse what was fetched, before anything is merged or journalled, when a commit
     new to this machine (`behind` of them) holds what the vault does not take
     (agent.sync.incoming); the remote-tracking ref is put back (its reflog says where
-    it was), so the vault is exactly as it was."""
-    if not behind:
+    it was), so the vault is exactly as it was. The commits read stay in `came`, for
+    the merge."""
+    if not behind or not theirs:
         return                             # no commit new to this machine: nothing to check
     from agent.sync import incoming       # only when something came in
     try:
-        incoming.check(vault.root, ours, theirs, f"{remote}/{branch}")
+        incoming.check(vault.root, ours, theirs, f"{remote}/{branch}",
+                       came.read(vault, ours, theirs))
     except incoming.IncomingRefused:
         ref = f"refs/remotes/{remote}/{branch}"
         before = vault.git("rev-parse", "--verify", "-q", f"{ref}@{{1}}", check=False).strip()
@@ -397,10 +462,6 @@ def _remote_head(vault: Vault, remote: str, branch: str) -> str | None:
     return out or None
 
 
-def _is_ancestor(vault: Vault, a: str, b: str) -> bool:
-    return gitrun.run(["merge-base", "--is-ancestor", a, b], vault.root).returncode == 0
-
-
 def _count(vault: Vault, since: str | None, until: str | None) -> int:
     if not until:
         return 0
@@ -409,31 +470,38 @@ def _count(vault: Vault, since: str | None, until: str | None) -> int:
 
 
 def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: str,
-           ours: str | None) -> None:
-    """Bring what came in (`theirs`, not in HEAD `ours`) into HEAD (under the lock):
-    fast-forward or a merge commit."""
-    result.commits_in += _count(vault, ours, theirs)
+           ours: str | None, ahead: int, behind: int, came: _Came) -> int:
+    """Bring what came in (`theirs`, not in HEAD `ours`: `behind` commits; HEAD has
+    `ahead` commits `theirs` lacks) into HEAD (under the lock): fast-forward or a merge
+    commit. How many commits HEAD then has that `theirs` lacks."""
+    result.commits_in += behind
+    arrived = came.read(vault, ours, theirs)
     from agent.sync import arrivals     # before anything moves: a proposal never goes unmarked
-    arrivals.note(vault, ours, theirs, f"{remote}/{branch}")
+    arrivals.note(vault, ours, theirs, f"{remote}/{branch}", arrived)
     if ours is None:            # no commit here yet: the work tree moves as any other sync
         vault.journal.checkout_commit(theirs, f"sync: check out {remote}/{branch}")
-        return
+        return 0
     from agent.sync import held
     source = f"{remote}/{branch}"
-    forward = _is_ancestor(vault, ours, theirs)
+    forward = not ahead          # HEAD is an ancestor of what came in
+    paths = arrived.paths
     if forward:
-        tree = vault.git("rev-parse", f"{theirs}^{{tree}}").strip()
+        tree = arrived.tree(theirs) or vault.git("rev-parse", f"{theirs}^{{tree}}").strip()
         notes: list[str] = []
     else:
         tree, notes, both = merge_tree(vault, ours, theirs, remote)
-        notes = fact_notes(vault, ours, theirs, remote) + notes
+        if notes:                # a path settled by hand: its copy beside it is new
+            came.exact = False
+        # The facts merge can only have had work where the fact files came in.
+        if set(FACT_FILES) & paths:
+            notes = fact_notes(vault, ours, theirs, remote) + notes
         result.kept_both.extend(both)
     merged_tree = tree
-    tree, now_held = held.hold(vault, ours, tree, theirs, source)
+    tree, now_held = held.hold(vault, ours, tree, theirs, source, paths)
     result.held.extend(h.label() for h in now_held)
     if forward and tree == merged_tree:
         vault.journal.checkout_commit(theirs, f"sync: fast-forward to {source}")
-        return
+        return 0
     if tree != merged_tree:
         notes.append(f"Changes from {remote} to what decides what the agent runs, where it "
                      f"sends and how git behaves were not taken: this machine's version "
@@ -445,6 +513,7 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
                     env=vault.agent_identity().env(), input=change.message()).strip()
     vault.journal.checkout_commit(sha, f"sync: merge from {remote}")
     result.merge_commit = sha
+    return ahead + 1             # HEAD's own commits and the merge
 
 
 def _push(vault: Vault, remote: str, branch: str, config: dict[str, str] | None = None) -> bool:
@@ -477,10 +546,12 @@ def _first_error(stderr: str) -> str:
 
 
 def _fact_changes(vault: Vault, old: str | None, new: str | None,
-                  result: SyncResult) -> tuple[int, int]:
+                  result: SyncResult, came: _Came) -> tuple[int, int]:
     """Facts of MEMORY.md/USER.md that came in: (+added, -removed)."""
     if not old or not new or old == new or not result.commits_in:
         return 0, 0
+    if came.exact and not set(FACT_FILES) & came.paths:
+        return 0, 0              # no commit that came in changed them
     diff = vault.git("diff", "--no-color", "-U0", old, new, "--", *FACT_FILES)
     added = removed = 0
     for line in diff.splitlines():

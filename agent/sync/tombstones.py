@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from agent import clock
 from agent.fs import atomic
-from agent.vault import rewrite, rewrite_journal
+from agent.vault import git, rewrite, rewrite_journal
 from agent.vault.repo import Vault, VaultError
 
 STATE_FILE = "tombstones.json"      # in .agent/
@@ -123,22 +123,30 @@ class Followed:
         return out
 
 
-def _stones(vault: Vault, tracking: str) -> list[tuple[rewrite.Tombstone, str]]:
-    """The tombstones of HEAD and of the fetched branch, each with where it is from."""
-    here, there = rewrite.texts_at(vault, ["HEAD", tracking], rewrite.TOMBSTONES)
+def _stones(vault: Vault, tracking: str,
+            objects: git.Objects | None = None) -> list[tuple[rewrite.Tombstone, str]]:
+    """The tombstones of HEAD and of the fetched branch, each with where it is from
+    (read through `objects`, a sync's session, when it has one)."""
+    if objects is None:
+        here, there = rewrite.texts_at(vault, ["HEAD", tracking], rewrite.TOMBSTONES)
+    else:
+        here, there = (None if b is None else b.decode("utf-8", "replace") for b in
+                       (objects.read(f"{rev}:{rewrite.TOMBSTONES}") for rev in ("HEAD", tracking)))
     mine = {s.id: (s, "HEAD") for s in rewrite.parse_tombstones(here)}
     for s in rewrite.parse_tombstones(there):
         mine.setdefault(s.id, (s, tracking.removeprefix("refs/remotes/")))
     return list(mine.values())
 
 
-def follow(vault: Vault, remote: str, branch: str) -> Followed:
+def follow(vault: Vault, remote: str, branch: str,
+           objects: git.Objects | None = None) -> Followed:
     """Between a sync's fetch and its merge: apply the tombstones this machine made or
-    accepted, and hold the others that would rewrite commits here (see the module)."""
+    accepted, and hold the others that would rewrite commits here (see the module).
+    `objects`: the sync's session reading objects, when it has one."""
     done = Followed()
     decided = _decisions(vault)
     todo = []
-    for stone, source in _stones(vault, f"refs/remotes/{remote}/{branch}"):
+    for stone, source in _stones(vault, f"refs/remotes/{remote}/{branch}", objects):
         if stone.id in decided[REJECTED] or not rewrite.rewrites_here(vault, stone):
             continue
         if stone.id in decided[APPLIED]:

@@ -151,6 +151,124 @@ def popen(args: Sequence[str], cwd: Cwd, **kw: Any) -> subprocess.Popen[Any]:
     return subprocess.Popen(argv(args, cwd), cwd=cwd, **kw)
 
 
+# What the answers to one batch of questions may take of a pipe's buffer (64 KiB on Linux,
+# 16 KiB on some systems): each answer is at most its name and 100 bytes.
+_PIPE_ROOM = 12_000
+
+
+class Objects:
+    """One `git cat-file --batch-command` session in `cwd`: the size and the bytes of
+    objects (an oid, or `REV:PATH`) read on demand by one process, however many are
+    asked for. A git older than 2.36 lacks that command: each question is then a
+    `git cat-file` of its own. Close it (or use it as a context manager)."""
+
+    def __init__(self, cwd: Cwd) -> None:
+        self.cwd = cwd
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._old_git = False
+
+    def __enter__(self) -> Objects:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def size(self, name: str) -> int | None:
+        """The object's size in bytes; None when there is no such object."""
+        return self.sizes([name]).get(name)
+
+    def sizes(self, names: list[str]) -> dict[str, int]:
+        """The size of each of `names` there is an object for, asked in batches: the
+        answers to one batch fit in a pipe's buffer, so git never waits on this
+        process while this process still writes."""
+        names = [n for n in dict.fromkeys(names) if n and "\n" not in n]
+        out: dict[str, int] = {}
+        i = 0
+        while i < len(names):
+            batch: list[str] = []
+            room = _PIPE_ROOM
+            while i < len(names) and (not batch or room > len(names[i]) + 100):
+                batch.append(names[i])
+                room -= len(names[i]) + 100
+                i += 1
+            answers = self._session("".join(f"info {n}\n" for n in batch), len(batch))
+            if answers is None:         # an older git: one `--batch-check` for them all
+                answers = run(["cat-file", "--batch-check"], self.cwd, text=False,
+                              input="".join(f"{n}\n" for n in names[i - len(batch):])
+                              .encode("utf-8", "surrogateescape")).stdout.splitlines()
+                i = len(names)
+            for n, line in zip(names[i - len(answers):], answers):
+                parts = line.split()
+                if len(parts) == 3 and parts[2].isdigit():
+                    out[n] = int(parts[2])
+        return out
+
+    def read(self, name: str) -> bytes | None:
+        """The object's bytes; None when there is no such object."""
+        if not name or "\n" in name:
+            return None
+        answer = self._session(f"contents {name}\n", 1)
+        if answer is None:
+            p = run(["cat-file", "--batch"], self.cwd, text=False,
+                    input=f"{name}\n".encode("utf-8", "surrogateescape"))
+            head, _, rest = p.stdout.partition(b"\n")
+            size = _size_of(head)
+            return None if p.returncode or size is None else rest[:size]
+        size = _size_of(answer[0])
+        if size is None:
+            return None                  # "<name> missing" (or ambiguous)
+        assert self._proc is not None and self._proc.stdout is not None
+        data = self._proc.stdout.read(size + 1)
+        if len(data) != size + 1:
+            raise GitError(["cat-file", "--batch-command"], -1, "the session ended early")
+        return data[:-1]
+
+    def _session(self, commands: str, answers: int) -> list[bytes] | None:
+        """Write `commands` to the session (started if need be) and read the first line
+        of each of their `answers`; None on a git without `--batch-command` (found out
+        by its first answer: none)."""
+        if self._old_git:
+            return None
+        if self._proc is None:
+            self._proc = popen(["cat-file", "--batch-command"], self.cwd, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            self._proc.stdin.write(commands.encode("utf-8", "surrogateescape"))
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            pass                         # it ended: told by the missing answer below
+        lines: list[bytes] = []
+        for _ in range(answers):
+            line = self._proc.stdout.readline()
+            if not line:
+                if lines:
+                    raise GitError(["cat-file", "--batch-command"], -1, "the session ended early")
+                self.close()
+                self._old_git = True
+                return None
+            lines.append(line)
+        return lines
+
+    def close(self) -> None:
+        if self._proc is not None:
+            proc, self._proc = self._proc, None
+            for f in (proc.stdin, proc.stdout):
+                if f is not None:
+                    try:
+                        f.close()
+                    except BrokenPipeError:
+                        pass
+            proc.wait()
+
+
+def _size_of(header: bytes) -> int | None:
+    """The size a `cat-file --batch` header (`<oid> <type> <size>`) names; None for
+    `<name> missing`."""
+    parts = header.split()
+    return int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
+
+
 def background(args: Sequence[str], cwd: Cwd) -> None:
     """Start git `args` that maintains derived data (gc, commit-graph) in its own
     session, its output dropped, and do not wait for it."""

@@ -36,7 +36,7 @@ from agent.package import package_data
 from agent.vault import git
 from agent.vault.change import Change, Identity
 from agent.vault.git import GitError as GitError, VaultError as VaultError
-from agent.vault.gitstate import _UNMERGED, check_committable, git_dir_of
+from agent.vault.gitstate import _UNMERGED, check_committable, git_dir_of, head_from_files
 from agent.vault.identity import VaultIdentity
 from agent.vault.journal import Journal
 from agent.vault.lock import VaultLock
@@ -311,6 +311,15 @@ class Vault(TurnVault):
         return p.stdout
 
     def head(self) -> str | None:
+        """The commit HEAD is at (None: none yet), read from the .git folder when it is
+        a plain one (no process), else asked of git."""
+        sig = head_from_files(self.root)
+        if sig is not None:
+            if sig.startswith("unborn:"):
+                return None
+            sha = sig.rpartition(":")[2]
+            if len(sha) in (40, 64) and all(c in "0123456789abcdef" for c in sha):
+                return sha
         p = git.run(["rev-parse", "--verify", "-q", "HEAD"], self.root)
         return p.stdout.strip() or None
 

@@ -32,12 +32,13 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+from agent.chat.mcp_client import APPROVED_FILE
 from agent.config.mcp_servers import ServerConfig
 from agent.errors import UserError
 from agent.fs import atomic, safe
 from agent.fs.offlimits import STATE_DIR, is_off_limits
 
-FILE = "mcp-approved.json"
+FILE = APPROVED_FILE
 FILE_BYTES = safe.COMMIT_BYTES       # one pinned file, hashed whole
 MAX_FILES = 5000                     # files pinned for one server
 MAX_BYTES = 200 * 1024 * 1024        # their total size

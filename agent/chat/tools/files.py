@@ -6,7 +6,10 @@ import os
 
 from agent.chat.tools.registry import ToolError, current_context, tool
 from agent.fs.offlimits import OFF_LIMITS, is_off_limits
+from agent.stores import holds
 from agent.errors import UserError
+from agent.stores import ledger
+from agent.stores.memory import MEMORY_FILES, normalise
 from agent.vault import heldwrites
 from agent.vault import kinds
 from agent.vault.repo import CONTROL_FILES
@@ -133,6 +136,8 @@ def write_file(path: str, content: str) -> str:
         content += "\n"
     if kinds.kind_of(rel).model == "hold":
         return _hold(rel, content)
+    if rel in MEMORY_FILES and holds.holds(current_context().settings):
+        return _held_for_review(rel, vault.current(rel) or "", content)
     vault.write_text(rel, content)
     return f"{'Replaced' if existed else 'Created'} {rel} ({len(content)} characters)."
 
@@ -166,8 +171,39 @@ def edit_file(path: str, old: str, new: str) -> str:
     text = _read(rel)
     if kinds.kind_of(rel).model == "hold":
         return _hold(rel, replace_once(text, old, new, rel))
+    if rel in MEMORY_FILES and holds.holds(current_context().settings):
+        return _held_for_review(rel, text, replace_once(text, old, new, rel))
     current_context().vault.update(rel, lambda text: replace_once(text, old, new, rel))
     return f"Edited {rel}."
+
+
+def _held_for_review(rel: str, old: str, new: str) -> str:
+    """A write of MEMORY.md or USER.md under `[dream] review = "all"`: its fact-line
+    edits wait for the person's review, the file stays as it is."""
+    ops = holds.ops_between(rel, old, new)
+    if not ops:
+        raise ToolError(f"{rel} is changed only through review here ([dream] review = "
+                        f"\"all\"), and this write changes no fact line (a bullet): "
+                        f"nothing was written. Add facts with remember.")
+    return hold(rel, ops)
+
+
+def hold(rel: str, ops: list[dict]) -> str:
+    """`ops` on a memory file recorded as proposals waiting for review (agent.dream.holds),
+    in this turn's commit; the file stays as it is."""
+    ctx = current_context()
+    vault = ctx.vault
+    waiting = {(p.get("file"), normalise(str(p.get("line") or p.get("old") or "")))
+               for p in ledger.proposals(ledger.read(vault.root))}
+    ops = [o for o in ops if (o["file"], normalise(o["new"] or o["old"])) not in waiting]
+    if not ops:
+        return f"That already waits for the person's review (`agent review`); {rel} is unchanged."
+    run = holds.run_of(vault.host(), ctx.now)
+    make = holds.records(ops, run, ctx.now.isoformat(timespec="seconds"),
+                         ctx.parent or f"{ctx.session}")
+    vault.update(ledger.LEDGER, holds.append(vault.state, make))
+    return (f"Not written to {rel}: {holds.describe(ops)}; "
+            + holds.HELD.format(file=rel) + ". Tell the person it waits for their review.")
 
 
 def _hold(rel: str, text: str) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+from agent.stores import holds
 from agent.stores import memory
-from agent.chat.tools.files import _read, confine
+from agent.chat.tools.files import _read, confine, hold
 from agent.chat.tools.registry import ToolError, current_context, tool
 
 TITLES = memory.TITLES
@@ -34,12 +35,38 @@ def remember(text: str, target: Literal["daily", "memory", "user"] = "daily",
         vault.append_lines(rel, [line], header=memory.daily_header(ctx.now.date()))
         return f"Noted in {rel}: {line}"
     rel = memory.MEMORY if target == "memory" else memory.USER
+    if getattr(ctx.settings, "memory_learn", "auto") == "explicit" and not _asked(ctx.messages):
+        raise ToolError(f"Not kept in {rel}: the person keeps memory explicit ([memory] learn "
+                        f"= \"explicit\"), so a lasting fact is kept only when they ask to "
+                        f"remember it. Use target \"daily\" for today's note, or ask them.")
     before = vault.current(rel)
+    if holds.holds(ctx.settings):
+        if before is not None and memory.find_fact(before, one) is not None:
+            return f"{rel} already has: - {one}"
+        return hold(rel, [{"op": "add", "file": rel, "section": (section or "").strip(),
+                           "old": "", "new": f"- {one}", "reason": ""}])
     vault.update(rel, lambda old: memory.add_fact(old, one, section, TITLES[rel]))
     if before is not None and memory.find_fact(before, one) is not None:
         return f"{rel} already has: - {one}"
     where = f" under {section.strip()}" if section else ""
     return f"Added to {rel}{where}: - {one}"
+
+
+def _asked(messages: list | None) -> bool:
+    """Whether the person's newest words in this turn (not the <context> block the
+    system adds, not a tool's result) ask to remember something."""
+    from agent.dream.learning import asks_to_remember
+
+    for message in reversed(messages or []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        said = [b.get("text", "") for b in blocks or [] if isinstance(b, dict)
+                and b.get("type") == "text" and not str(b.get("text", "")).startswith("<context>")]
+        if said:
+            return any(asks_to_remember(t) for t in said)
+    return False
 
 
 def _real_vault():

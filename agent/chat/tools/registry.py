@@ -20,7 +20,9 @@ functions with `@tool`. `load_all()` imports every module of the package (with
         return "Removed job 3"
 
 - The JSON schema comes from the type hints (`str`, `int`, `float`, `bool`,
-  `list[str]`, `X | None`, `Literal[...]`, `dict`) and defaults; each parameter's
+  `list[str]`, `X | None`, `Literal[...]`, `dict`, or anything pydantic describes) and
+  defaults, through a pydantic model made from the signature (agent/schemas.py), which
+  also checks the model's input (strictly: "5" is no whole number); each parameter's
   description from the docstring's `Args:` section; the tool's description from the
   docstring's text before it. The decorator returns the function unchanged, so it can
   be called and tested directly (with `use_context(...)`).
@@ -46,17 +48,17 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib
 import inspect
 import json
 import pkgutil
-import re
-import types
 import typing
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
+from agent import schemas
 from agent.errors import UserError
 from agent.vault.staged import StagedVault
 
@@ -90,15 +92,32 @@ class ToolContext:
 class Tool:
     name: str
     fn: Callable
-    description: str
-    schema: dict                     # the JSON schema of the input
-    params: dict = field(default_factory=dict)   # name -> (type hint, has default)
     writes: bool = False             # changes the vault: not offered to read-only sub-agents
     # available(settings) -> None when the tool can be offered, else why not (one line)
     available: Callable | None = None
 
     def unavailable(self, settings) -> str | None:
         return self.available(settings) if self.available is not None else None
+
+    @functools.cached_property
+    def _doc(self) -> tuple[str, dict[str, str]]:
+        return schemas.description(self.fn)
+
+    @property
+    def description(self) -> str:
+        """The docstring's text before its `Args:` section."""
+        return self._doc[0]
+
+    @functools.cached_property
+    def model(self) -> Any:
+        """The pydantic model of the input, from the type hints (made at the first use:
+        a command that offers no tool does not load pydantic)."""
+        return schemas.arguments_model(self.fn, self.name, docs=self._doc[1])
+
+    @functools.cached_property
+    def schema(self) -> dict:
+        """The JSON schema of the input, as the model is sent it."""
+        return schemas.json_schema(self.model)
 
     def definition(self) -> dict:
         return {"name": self.name, "description": self.description, "input_schema": self.schema}
@@ -149,182 +168,25 @@ def tool(fn: Callable | None = None, *, name: str | None = None, writes: bool = 
 
 
 def _build(fn: Callable, name: str) -> Tool:
-    doc = inspect.getdoc(fn) or ""
-    description, arg_docs = parse_docstring(doc)
-    if not description:
+    """The tool `fn`, refused (ValueError) when it cannot be described to the model; its
+    schema is made at the first use."""
+    if not (inspect.getdoc(fn) or "").strip():
         raise ValueError(f"tool {name!r} ({fn.__module__}) needs a docstring saying what it does")
     hints = typing.get_type_hints(fn)
-    props, required, params = {}, [], {}
     for pname, p in inspect.signature(fn).parameters.items():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise ValueError(f"tool {name!r}: *args/**kwargs cannot be described to the model")
         if pname not in hints:
             raise ValueError(f"tool {name!r}: parameter {pname!r} needs a type hint")
-        schema = type_schema(hints[pname], f"{name}.{pname}")
-        if pname in arg_docs:
-            schema["description"] = arg_docs[pname]
-        has_default = p.default is not inspect.Parameter.empty
-        if has_default and p.default is not None:
-            schema["default"] = p.default
-        if not has_default:
-            required.append(pname)
-        props[pname] = schema
-        params[pname] = (hints[pname], has_default)
-    schema = {"type": "object", "properties": props, "required": required,
-              "additionalProperties": False}
-    return Tool(name, fn, description, schema, params)
-
-
-_SECTION = re.compile(
-    r"^(Args|Arguments|Parameters|Returns|Return|Raises|Yields|Examples?|Notes?):\s*$")
-
-
-def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """(description, {arg: description}) from a Google-style docstring."""
-    lines = doc.splitlines()
-    desc, args, i = [], {}, 0
-    while i < len(lines) and not _SECTION.match(lines[i].strip()):
-        desc.append(lines[i])
-        i += 1
-    current, indent = None, None
-    while i < len(lines):
-        line = lines[i]
-        m = _SECTION.match(line.strip())
-        if m:
-            section = m.group(1)
-            current, indent = None, None
-            i += 1
-            if section not in ("Args", "Arguments", "Parameters"):
-                # Skip this section's body.
-                while i < len(lines) and (not lines[i].strip() or lines[i][:1].isspace()):
-                    i += 1
-                continue
-            while i < len(lines) and (not lines[i].strip() or lines[i][:1].isspace()):
-                body = lines[i]
-                stripped = body.strip()
-                level = len(body) - len(body.lstrip())
-                am = re.match(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$", stripped)
-                if am and (indent is None or level <= indent):
-                    indent = level
-                    current = am.group(1).lstrip("*")
-                    args[current] = am.group(3).strip()
-                elif current and stripped:
-                    args[current] = (args[current] + " " + stripped).strip()
-                i += 1
-            continue
-        i += 1
-    return "\n".join(desc).strip(), args
-
-
-def type_schema(hint, where: str) -> dict:
-    """The JSON schema of a type hint."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if hint is str:
-        return {"type": "string"}
-    if hint is bool:
-        return {"type": "boolean"}
-    if hint is int:
-        return {"type": "integer"}
-    if hint is float:
-        return {"type": "number"}
-    if hint is dict or origin is dict:
-        return {"type": "object"}
-    if origin is list or hint is list:
-        item = args[0] if args else str
-        return {"type": "array", "items": type_schema(item, where)}
-    if origin is Literal:
-        kinds = {type(a) for a in args}
-        schema = {"enum": list(args)}
-        if kinds == {str}:
-            schema["type"] = "string"
-        elif kinds <= {int}:
-            schema["type"] = "integer"
-        return schema
-    if origin in (typing.Union, types.UnionType):
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) == 1:
-            inner = type_schema(rest[0], where)
-            if len(rest) < len(args):
-                # Optional: the model may send null for "not given".
-                t = inner.get("type")
-                if isinstance(t, str):
-                    inner["type"] = [t, "null"]
-            return inner
-        return {"anyOf": [type_schema(a, where) for a in args]}
-    raise ValueError(f"tool parameter {where}: type {hint!r} has no JSON schema here")
-
-
-# ---- checking the model's input -----------------------------------------------------
-
-
-def _check(value, hint, where: str):
-    """The value, converted where JSON is loose (int for float); ToolInputError if wrong."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        problems = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _check(value, a, where)
-            except ToolInputError as e:
-                problems.append(str(e))
-        raise ToolInputError(problems[0] if len(problems) == 1 else
-                             f"{where}: {json.dumps(value)[:80]} matches none of the allowed types")
-    if origin is Literal:
-        if value in args and type(value) in {type(a) for a in args}:
-            return value
-        raise ToolInputError(f"{where} must be one of {', '.join(json.dumps(a) for a in args)}, "
-                             f"got {json.dumps(value)[:80]}")
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        raise ToolInputError(f"{where} must be true or false, got {json.dumps(value)[:80]}")
-    if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ToolInputError(f"{where} must be a whole number, got {json.dumps(value)[:80]}")
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise ToolInputError(f"{where} must be a number, got {json.dumps(value)[:80]}")
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise ToolInputError(f"{where} must be a string, got {json.dumps(value)[:80]}")
-    if hint is dict or origin is dict:
-        if isinstance(value, dict):
-            return value
-        raise ToolInputError(f"{where} must be an object, got {json.dumps(value)[:80]}")
-    if origin is list or hint is list:
-        if not isinstance(value, list):
-            raise ToolInputError(f"{where} must be a list, got {json.dumps(value)[:80]}")
-        item = args[0] if args else typing.Any
-        if item is typing.Any:
-            return value
-        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    return value
+    return Tool(name, fn)
 
 
 def check_input(t: Tool, data) -> dict:
     """The keyword arguments for a call of `t`, or ToolInputError saying what is wrong."""
-    if not isinstance(data, dict):
-        raise ToolInputError(f"the input of {t.name} must be a JSON object, "
-                             f"got {json.dumps(data)[:80]}")
-    unknown = sorted(set(data) - set(t.params))
-    if unknown:
-        raise ToolInputError(f"{t.name} has no parameter {', '.join(unknown)} "
-                             f"(it takes {', '.join(t.params) or 'none'})")
-    missing = [p for p, (_, has_default) in t.params.items() if not has_default and p not in data]
-    if missing:
-        raise ToolInputError(f"{t.name} needs {', '.join(missing)}")
-    return {p: _check(v, t.params[p][0], p) for p, v in data.items()}
+    try:
+        return schemas.check(t.model, data, t.name)
+    except schemas.ArgumentError as e:
+        raise ToolInputError(str(e)) from None
 
 
 # ---- the registry -------------------------------------------------------------------

@@ -191,7 +191,7 @@ class WebPage:
             from starlette.concurrency import run_in_threadpool
             from starlette.routing import Router
 
-            from agent.serve.web import more, pages
+            from agent.serve.web import health, more, pages
 
             def sync(fn, *args):          # a handler that blocks (git, files): a thread
                 async def endpoint(request):
@@ -203,7 +203,8 @@ class WebPage:
                     return await fn(self, request)
                 return endpoint
 
-            self._router = Router(pages.routes(self, sync, direct) + more.routes(self, sync))
+            self._router = Router(pages.routes(self, sync, direct) + more.routes(self, sync)
+                                  + health.routes(self, sync))
         return self._router
 
 
