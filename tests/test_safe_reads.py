@@ -24,6 +24,8 @@ ALLOWED = {
     ("agent/vault/gitstate.py", "git_dir_of"): "git's own .git file",
     ("agent/vault/gitstate.py", "unfinished_operation"): "git's own files under .git/",
     ("agent/vault/gitstate.py", "head_from_files"): "git's own files under .git/ (HEAD, refs)",
+    ("agent/vault/refs.py", "read"): "git's own packed-refs under .git/",
+    ("agent/vault/refs.py", "_loose"): "git's own loose refs under .git/",
     ("agent/vault/gitstate.py", "_git_process_in"): "/proc/<pid>/cmdline of a running git",
     ("agent/search/background.py", "texts"): "background.txt, shipped inside the package",
     ("agent/vault/repo.py", "_exclude_state"): "git's own .git/info/exclude",

@@ -73,7 +73,7 @@ class Used:
                     root: Any = None, head: str | None = None) -> "Used":
         """What a prompt showed: the memory files of its system part (`seen`, their bytes)
         and the memories retrieved for the message (prompt.hit_record's records); `head`
-        is Vault.head_from_files() as the prompt was built."""
+        is gitstate.head_from_files(root) as the prompt was built."""
         used = cls()
         sha = (head or "").rsplit(":", 1)[-1]
         used.commit = sha[:BLOB_CHARS] if re.fullmatch(r"[0-9a-f]{40}", sha) else None
