@@ -448,6 +448,7 @@ def test_review_all_holds_a_chat_turns_writes_to_memory_for_review(seeded, run, 
     vault = seeded
     set_review(vault, "all")
     before = {f: read(vault, f) for f in ("MEMORY.md", "USER.md")}
+    counted = json.loads(run("stats", "--json").output)["total"]["proposals"]
     veg = "- The user is vegetarian"
     fake_anthropic.add(
         reply(tool_use("remember", {"text": "The user is vegetarian", "target": "user",
@@ -496,6 +497,9 @@ def test_review_all_holds_a_chat_turns_writes_to_memory_for_review(seeded, run, 
     assert subjects(vault)[0] == f"review: accept 1 of 3 from {run_id}"
     assert run("review", "reject", pg_id).exit_code == 0
     assert "Postgres 17" not in read(vault, "MEMORY.md")
+    # Memory health counts what chat held as proposals made, and what became of them.
+    now = json.loads(run("stats", "--json").output)["total"]["proposals"]
+    assert [now[k] - counted[k] for k in ("made", "accepted", "rejected")] == [3, 1, 1]
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ left them:
 
 - facts: the bullets of MEMORY.md and USER.md at the day's last commit on `main`'s
   first-parent line (what the vault held, not a side branch a sync merged);
-- proposals made: a dream commit's `N proposed` (edits that waited for review);
+- proposals made: a dream commit's `N proposed` (edits that waited for review), and
+  the proposals a chat turn held for review under `review = "all"` (from the ledger);
   accepted and rejected: a review commit's `Accepted:` and `Rejected:` trailers; stale:
   proposals still waiting whose line changed since (agent review shows them STALE),
   counted on the day they were made; dropped as duplicates: the `Dropped-duplicates:`
@@ -207,6 +208,7 @@ def stats(vault: Vault, settings: Settings, now: datetime,
         found = _part(c, pricing)
         if found:
             d.parts[found[0]].add(found[1])
+    _chat_made(vault, days, run_day, zone)
     _stale(vault, days, run_day, now)
     texts = fulllog.blobs(vault, {b for files in ends.values() for b in files.values() if b})
     facts = {sha: count_facts(text) for sha, text in texts.items()}
@@ -228,6 +230,31 @@ def _day(since: date | datetime | None, zone: tzinfo | None) -> str | None:
     if isinstance(since, datetime):
         return since.astimezone(zone).date().isoformat()
     return since.isoformat()
+
+
+def _chat_made(vault: Vault, days: dict[str, Day], run_day: dict[str, str],
+               zone: tzinfo | None) -> None:
+    """Proposals a chat turn held for review (`[dream] review = "all"`, agent/stores/holds.py):
+    no dream commit counts them, so they are read from the ledger, each on the day its
+    record says it was made (a record counted once, however a union merge repeated it)."""
+    from agent.stores import holds, ledger
+
+    seen: set[tuple[str, int]] = set()
+    for r in ledger.read(vault.root):
+        run, n, at = r.get("run"), r.get("n"), r.get("at")
+        if not (isinstance(run, str) and holds.is_chat(run) and isinstance(n, int)
+                and isinstance(at, str) and r.get("status") == ledger.PROPOSED):
+            continue
+        if (run, n) in seen:
+            continue
+        seen.add((run, n))
+        try:
+            made = datetime.fromisoformat(at)
+        except ValueError:
+            continue               # a hand-mangled record: not counted, never a traceback
+        day = (made.astimezone(zone) if made.tzinfo else made).date().isoformat()
+        days.setdefault(day, Day(day)).made += 1
+        run_day.setdefault(run, day)
 
 
 def _stale(vault: Vault, days: dict[str, Day], run_day: dict[str, str], now: datetime) -> None:
