@@ -42,7 +42,7 @@ from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
 from agent.fs import atomic
 from agent.fs.pidlock import PidLock
-from agent.vault.change import BATCH, CURSOR, MODEL, RUN, TOKENS, Change, tokens
+from agent.vault.change import BATCH, CURSOR, DUPLICATES, MODEL, RUN, TOKENS, Change, tokens
 from agent.stores.merge import CONFLICT_END, CONFLICT_RE
 from agent.vault import gitcmd
 from typing import TYPE_CHECKING
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
 REPLIES_OF = prompts.REPLIES
-DUPLICATES = "Dropped-duplicates"   # trailer: edits dropped as restating a held fact
 LAST_FAILURE = "dream-failure.json"
 LOCK = "dream.lock"
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agent.prices import Price, lookup, overrides
 from agent.stores.memory import MEMORY_FILES, count_facts
 from agent.vault import fulllog
-from agent.vault.change import BATCH, MODEL, RUN, TOKENS, read_tokens
+from agent.vault.change import BATCH, DUPLICATES, MODEL, RUN, TOKENS, read_tokens
 from agent.vault.fulllog import Commit
 
 if TYPE_CHECKING:
@@ -39,11 +39,10 @@ if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
 PARTS = ("chat", "compaction", "dream")
-DROPPED = "Dropped-duplicates"     # written by the dream (agent/dream/run.py)
 ACCEPTED, REJECTED = "Accepted", "Rejected"   # written by a review (agent/ops/review.py)
 USAGE = ("input_tokens", "output_tokens", "cache_read_input_tokens",
          "cache_creation_input_tokens")
-_KEYS = (MODEL, TOKENS, BATCH, RUN, DROPPED, ACCEPTED, REJECTED)
+_KEYS = (MODEL, TOKENS, BATCH, RUN, DUPLICATES, ACCEPTED, REJECTED)
 _DIRECT = re.compile(r"^\+(\d+) facts?, (\d+) updated, (\d+) removed")
 _PROPOSED = re.compile(r", (\d+) proposed \(")
 
@@ -199,7 +198,7 @@ def stats(vault: Vault, settings: Settings, now: datetime,
                 d.direct += sum(int(x) for x in m.groups())
             p = _PROPOSED.search(c.subject)
             d.made += int(p.group(1)) if p else 0
-            d.dropped += int(c.trailer(DROPPED) or 0) if (c.trailer(DROPPED) or "").isdigit() else 0
+            d.dropped += int(c.trailer(DUPLICATES) or 0) if (c.trailer(DUPLICATES) or "").isdigit() else 0
             if c.trailer(RUN):
                 run_day[c.trailer(RUN) or ""] = day
         elif c.kind == "review":

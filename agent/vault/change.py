@@ -37,6 +37,7 @@ RUNS = "Runs"
 CLIENT = "Client"            # the MCP client that asked
 TOOL = "Tool"
 REVIEWER = "Reviewer"
+DUPLICATES = "Dropped-duplicates"  # a dream's edits dropped as restating a fact already held
 
 _USAGE = (("input_tokens", "in"), ("output_tokens", "out"),
           ("cache_read_input_tokens", "cache read"),
