@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Sequence
 
-from agent.stores import archive, memory, sessions
-from agent.stores.frontmatter_io import FrontmatterError
+from agent.stores import memory, sessions
 from agent.fs import safe
 
 
@@ -40,8 +39,11 @@ def kind_of(rel: str) -> str | None:
         return "memory"
     if memory.is_daily_note(rel):
         return "notes"
-    if archive.is_entry_path(rel):
-        return "archive"
+    if rel.startswith("archive/"):
+        # Loaded only here: a pull of turns indexes session lines, no archive entry.
+        from agent.stores import archive
+        if archive.is_entry_path(rel):
+            return "archive"
     if is_person_note(rel):
         return "notes"
     return None
@@ -142,6 +144,8 @@ def markdown_docs(text: str) -> list[Doc]:
 
 def archive_doc(rel: str, data: bytes) -> tuple[Doc | None, str | None]:
     """The document of an archive entry from its file's bytes, or why there is none."""
+    from agent.stores import archive
+    from agent.stores.frontmatter_io import FrontmatterError
     try:
         entry = archive.parse(rel, safe.decode(data, rel, errors="strict"))
     except (FrontmatterError, safe.BadBytes) as e:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from agent import clock
 from agent.fs import atomic, safe
-from agent.vault import attributes
+from agent.vault import attributes, heldwrites, kinds
 from agent.vault.change import Change
 from agent.vault import git as gitrun
 from agent.vault.git import filters_key, know_filters
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
+_TOMBSTONES = ".forgotten"     # agent.vault.rewrite.TOMBSTONES, loaded only when there is one
 
 
 class SyncError(VaultError):
@@ -243,10 +244,10 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
             # applied and its proposal branches exchanged then, so they need no reading now.
             same = dream and seen == settled
             if not same:
-                followed = _follow(vault, remote, branch, result, came)
-                if followed.blocked:         # a forget waits for the person: nothing goes
+                blocked, applied = _follow(vault, remote, branch, result, came)
+                if blocked:                  # a forget waits for the person: nothing goes
                     break
-                if followed.applied:         # forgotten elsewhere: here too
+                if applied:                  # forgotten elsewhere: here too
                     rewritten = True
                     came.exact = False
                     theirs, ours = _refs(vault, remote, branch, seen)
@@ -310,18 +311,26 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     return result
 
 
-def _follow(vault: Vault, remote: str, branch: str, result: SyncResult, came: _Came):
+def _follow(vault: Vault, remote: str, branch: str, result: SyncResult,
+            came: _Came) -> tuple[bool, bool]:
     """The tombstones of HEAD and the fetched branch (agent.sync.tombstones): those this
     machine made or accepted applied, the others that would rewrite commits here held.
-    What to say goes to `result`."""
-    from agent.sync import held, tombstones
+    What to say goes to `result`; (whether the sync must merge and push nothing now,
+    whether a tombstone rewrote the history here)."""
     objects = came.arrived.objects if came.arrived is not None else None
+    if objects is not None and not (vault.state / heldwrites.STATE_FILE).exists() and \
+            not objects.sizes([f"{rev}:{_TOMBSTONES}"
+                               for rev in ("HEAD", f"refs/remotes/{remote}/{branch}")]):
+        # No tombstone on either side, and no held one to let go: nothing to follow,
+        # nor the rewrite machinery to load (most pulls).
+        return False, False
+    from agent.sync import held, tombstones
     followed = tombstones.follow(vault, remote, branch, objects)
     result.forgotten.extend(followed.lines())
     waiting = held.hold_tombstones(vault, followed.held)
     result.held.extend(h.label() for h in waiting)
     result.waiting = followed.blocked
-    return followed
+    return followed.blocked, bool(followed.applied)
 
 
 def _proposals(vault: Vault, remote: str, result: SyncResult,
@@ -481,7 +490,6 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
     if ours is None:            # no commit here yet: the work tree moves as any other sync
         vault.journal.checkout_commit(theirs, f"sync: check out {remote}/{branch}")
         return 0
-    from agent.sync import held
     source = f"{remote}/{branch}"
     forward = not ahead          # HEAD is an ancestor of what came in
     paths = arrived.paths
@@ -497,8 +505,12 @@ def _merge(vault: Vault, remote: str, branch: str, result: SyncResult, theirs: s
             notes = fact_notes(vault, ours, theirs, remote) + notes
         result.kept_both.extend(both)
     merged_tree = tree
-    tree, now_held = held.hold(vault, ours, tree, theirs, source, paths)
-    result.held.extend(h.label() for h in now_held)
+    if any(kinds.held(path) for path in paths):    # else held.hold has nothing to hold
+        from agent.sync import held
+        tree, now_held = held.hold(vault, ours, tree, theirs, source, paths)
+        result.held.extend(h.label() for h in now_held)
+    else:
+        now_held = []
     if forward and tree == merged_tree:
         vault.journal.checkout_commit(theirs, f"sync: fast-forward to {source}")
         return 0
