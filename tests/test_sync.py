@@ -749,6 +749,38 @@ def test_a_pull_of_turns_starts_as_many_git_processes_as_plain_git(tmp_path, vau
     assert starts <= 22, f"a pull that merged started {starts} git processes"
 
 
+PULL_LOADS = """
+import sys
+from agent.cli.app import cli
+try:
+    cli(["--vault", sys.argv[1], "sync"])
+except SystemExit as e:
+    assert not e.code, e.code
+print("LOADED", sorted(m for m in ("agent.sync.held", "agent.sync.tombstones",
+                                   "agent.vault.rewrite", "agent.stores.archive")
+                       if m in sys.modules))
+"""
+
+
+@pytest.mark.slow
+def test_a_pull_of_turns_loads_no_forget_held_or_archive_code(tmp_path, vault, remote):
+    """A pull of turns (no tombstone on either side, nothing held, no archive entry)
+    does not load the tombstones, the held changes, the history rewrite or the archive
+    store: what it needs costs it less than plain git's own pull. The pulled lines are
+    on disk and found by a search."""
+    b = clone(tmp_path, remote, "b")
+    agent(vault.root, "search", "greenhouse", ok=False)     # its index, at HEAD
+    said = _turns(b, "b-", 1)
+    agent(b.root, "sync")
+    p = subprocess.run([sys.executable, "-c", PULL_LOADS, str(vault.root)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "sync: 1 commit in, 0 out" in p.stdout and "LOADED []" in p.stdout, p.stdout
+    assert vault.head() == b.head()
+    found = agent(vault.root, "search", "greenhouse").stdout
+    assert said[0].split(" about")[0] in found and "2030-01.jsonl:2" in found, found
+
+
 def test_sync_refuses_conflicted_files_and_takes_nothing_in(tmp_path, vault, remote):
     """Conflicted files a person left in the index stop a sync before it merges (the
     lock's `git status` finds them): HEAD, the files and the remote stay as they were."""
