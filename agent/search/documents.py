@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from agent.stores import memory, sessions
 from agent.fs import safe
 
 
-@dataclass
-class Doc:
+class Doc(NamedTuple):
     """One document: what is shown, plus what ranking and filters need."""
     line: int | None
     text: str

@@ -12,7 +12,6 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from agent import clock
@@ -36,12 +35,14 @@ if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
 
-@dataclass
 class Stats:
-    files: int = 0
-    docs: int = 0
-    full: bool = False
-    dense: object = None       # rebuild: the Dense it ran with
+    """What an update read (a plain class: a dataclass's generated methods would cost
+    the refresh after every sync more than its work on a turn's lines)."""
+
+    def __init__(self) -> None:
+        self.files = self.docs = 0
+        self.full = False
+        self.dense: object = None       # rebuild: the Dense it ran with
 
 
 def _body(text: str, topic: str | None) -> str:

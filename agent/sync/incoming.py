@@ -30,7 +30,6 @@ are as they were, and the remote-tracking ref is put back (sync.py).
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from pathlib import Path
 
 from agent import stores
@@ -39,7 +38,7 @@ from agent.vault import kinds
 from agent.vault import git
 from agent.vault.repo import GitError, VaultError
 from agent.fs.safe import COMMIT_BYTES, _size
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from agent.sync.arrived import Arrived
@@ -58,8 +57,7 @@ class IncomingRefused(VaultError):
     """An incoming commit the vault will not take; nothing was changed."""
 
 
-@dataclass
-class Incoming:
+class Incoming(NamedTuple):
     commit: str
     path: str
     mode: str

@@ -21,7 +21,6 @@ after uncommitted hand edits were committed as the person's own commit.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -77,23 +76,23 @@ class _Came:
             self.arrived.close()
 
 
-@dataclass
 class SyncResult:
-    remote: str
-    branch: str
-    commits_in: int = 0
-    commits_out: int = 0
-    pushed: bool = False
-    facts_added: int = 0
-    facts_removed: int = 0
-    kept_both: list[str] = field(default_factory=list)
-    merge_commit: str | None = None
-    head: str | None = None
-    claimed: list[str] = field(default_factory=list)   # jobs given to this machine
-    held: list[str] = field(default_factory=list)      # incoming changes held (labels)
-    refused: dict[str, str] = field(default_factory=dict)   # proposal branches not taken
-    forgotten: list[str] = field(default_factory=list)  # what the tombstones did (lines)
-    waiting: bool = False      # a forget made elsewhere waits: nothing merged or pushed
+    """What one sync did, filled in as it goes (a plain class: every sync builds this
+    one, and a dataclass's generated methods cost its start a millisecond)."""
+
+    def __init__(self, remote: str, branch: str) -> None:
+        self.remote, self.branch = remote, branch
+        self.commits_in = self.commits_out = 0
+        self.pushed = False
+        self.facts_added = self.facts_removed = 0
+        self.kept_both: list[str] = []
+        self.merge_commit: str | None = None
+        self.head: str | None = None
+        self.claimed: list[str] = []           # jobs given to this machine
+        self.held: list[str] = []              # incoming changes held (labels)
+        self.refused: dict[str, str] = {}      # proposal branches not taken
+        self.forgotten: list[str] = []         # what the tombstones did (lines)
+        self.waiting = False       # a forget made elsewhere waits: nothing merged or pushed
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""

@@ -33,10 +33,16 @@ ATTRIBUTES = [
 ]
 
 
+# What shlex.quote leaves unquoted (its _find_unsafe: ASCII \w and these).
+_BARE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
 def git_config() -> list[tuple[str, str]]:
     """The `merge.<driver>.*` settings that make git run these drivers."""
-    import shlex
-    exe = shlex.quote(sys.executable)
+    exe = sys.executable
+    if not exe or set(exe) - _BARE:     # else shlex.quote leaves it as it is (unloaded)
+        import shlex
+        exe = shlex.quote(exe)
     out = []
     for name, what in DRIVERS.items():
         kind = name.removeprefix("agent-")
