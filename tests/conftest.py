@@ -82,7 +82,7 @@ def run(vault):
 
 @pytest.fixture
 def procs():
-    """Processes a test starts (`agent serve`: test_serve.ServeProc), killed at its end
+    """Processes a test starts (`agent serve`: helpers.ServeProc), killed at its end
     whatever happened."""
     started: list = []
     yield started
@@ -126,11 +126,43 @@ def gateway(vault, fake_anthropic):
 @pytest.fixture
 def tg(vault, fake_telegram, fake_anthropic):
     """The Telegram channel and its router in process, on the fake Bot API."""
-    from test_telegram import ANA, Running, configure
-    configure(vault, fake_telegram.url, allow=(ANA,))
+    from helpers import ANA, Running, configure_telegram
+    configure_telegram(vault, fake_telegram.url, allow=(ANA,))
     running = Running(vault, fake_telegram)
     yield running
     running.stop()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Debian's headless Chromium through Selenium (chromedriver from the system: Selenium
+    Manager downloads nothing), one for each test module that asks for it."""
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.skip("no /usr/bin/chromium and /usr/bin/chromedriver (apt-get install "
+                    "chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1280,800",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    from helpers import SHOTS
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots of the web page: {SHOTS}")
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 def agent_proc(*args, vault=None, env=None, **kw) -> subprocess.CompletedProcess:

@@ -14,8 +14,7 @@ import pytest
 from fakeanthropic import reply, tool_use
 
 from conftest import subjects
-from test_serve import ServeProc
-from test_telegram import ANA, EVE, configure
+from helpers import ANA, EVE, ServeProc, configure_telegram
 
 OURS = f"telegram/{ANA}"
 STRANGER = f"telegram/{EVE}"
@@ -41,7 +40,7 @@ def _model_schedules(run, fake_anthropic, name: str, deliver: str) -> dict:
 @pytest.mark.slow
 def test_a_job_the_model_schedules_to_a_stranger_is_held_and_never_sent(
         vault, run, fake_anthropic, fake_telegram, procs):
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     evil = _model_schedules(run, fake_anthropic, "exfil", STRANGER)
     assert evil["held"] is True and evil["created_by"] == "model" and evil["approved"] is False
     tool_said = fake_anthropic.calls()[-1].body["messages"][-1]["content"][0]["content"]
@@ -86,7 +85,7 @@ def test_a_job_the_model_schedules_to_a_stranger_is_held_and_never_sent(
 @pytest.mark.slow
 def test_a_held_job_to_an_allowed_chat_runs_once_the_person_approves_it(
         vault, run, fake_anthropic, fake_telegram, procs):
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     job = _model_schedules(run, fake_anthropic, "tea", OURS)
     assert job["held"] is True
     ok = run("cron", "approve", job["id"])
@@ -138,8 +137,7 @@ def test_idle_connections_are_closed_after_the_timeout_and_bounded_in_number(
     import threading
 
     from agent.serve.gateway import MAX_CONNECTIONS, MAX_PER_ADDRESS
-    from test_gateway import http
-    from test_gateway_limits import answer
+    from helpers import answer, http
 
     conv, gw = _gateway(vault, timeout=1)
     before = threading.active_count()
@@ -173,7 +171,7 @@ def test_idle_connections_are_closed_after_the_timeout_and_bounded_in_number(
 
 
 def test_a_request_naming_another_host_is_refused_on_tcp(vault, fake_anthropic):
-    from test_gateway import MSG, http
+    from helpers import MSG, http
 
     conv, gw = _gateway(vault)
     try:
@@ -219,9 +217,9 @@ def _hang(event):
 
 
 def _raw_lines(vault, key) -> list[dict]:
-    from test_telegram import session_lines
+    from helpers import session_messages
 
-    return session_lines(vault, key, receipts=True)
+    return session_messages(vault, key, receipts=True)
 
 
 @pytest.mark.slow
@@ -229,7 +227,7 @@ def test_a_telegram_message_survives_a_kill_mid_turn_and_is_answered_once_after(
         vault, fake_anthropic, fake_telegram, procs):
     import threading
 
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     never = threading.Event()
     fake_anthropic.add(_hang(never), reply("Kyoto: book the ryokan now."))
     try:
@@ -313,7 +311,7 @@ def test_a_reply_saved_but_not_sent_before_a_kill_is_sent_after_the_restart(
         vault, fake_anthropic, fake_telegram, procs):
     import threading
 
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     fake_anthropic.add(reply("Pack light."))
     held = threading.Event()
     fake_telegram.hold_sends = held            # sendMessage waits: the kill lands before it

@@ -17,18 +17,14 @@ from typing import Literal
 import pytest
 
 from agent.stores import archive
-from agent.stores import sessions
 from agent.stores import window
 from agent.llm import make_provider
 from agent.chat.turn import run_turn
 from conftest import ROOT, subjects
 from fakeanthropic import error, json_reply, reply, text, tool_use
+from helpers import Terminal, session_lines
 
 NOW = datetime(2026, 11, 20, 14, 5, tzinfo=timezone(timedelta(hours=1)))
-
-
-def session_lines(vault, key="cli/default") -> list[dict]:
-    return sessions.Session(vault.root, key).lines()
 
 
 def trailers(vault, rev="HEAD") -> dict:
@@ -745,77 +741,6 @@ def test_run_turn_result_and_on_text(fake_anthropic, vault):
 
 
 # ---- the terminal conversation ------------------------------------------------------------------
-
-
-class Terminal:
-    """`agent chat` on a pseudo-terminal, as a person runs it."""
-
-    def __init__(self, vault, *args):
-        import pty
-        env = dict(os.environ, PYTHONPATH=str(ROOT), TERM="dumb")
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:
-            os.execvpe(sys.executable, [sys.executable, "-m", "agent", "--vault",
-                                        str(vault.root), "chat", *args], env)
-        self.out, self.pos = b"", 0
-
-    def _read(self, deadline: float) -> bool | None:
-        """Add what the program wrote by `deadline` to `out`: True when it wrote, False
-        at its end (EOF), None when the deadline passed. select first: a read on a quiet
-        terminal would wait past the deadline."""
-        import select
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-            return None
-        try:
-            chunk = os.read(self.fd, 4096)
-        except OSError:
-            return False
-        self.out += chunk
-        return bool(chunk)
-
-    def until(self, marker: bytes, timeout: float = 60) -> None:
-        """Wait for `marker` in the output after what was already waited for."""
-        deadline = time.monotonic() + timeout
-        while marker not in self.out[self.pos:]:
-            got = self._read(deadline)
-            assert got is not None, f"no {marker!r} after {timeout}s:\n" + self.out.decode(errors="replace")
-            if not got:
-                break
-        assert marker in self.out[self.pos:], self.out.decode(errors="replace")
-        self.pos = self.out.index(marker, self.pos) + len(marker)
-
-    def send(self, keys: str, marker: bytes | None = None) -> None:
-        os.write(self.fd, keys.encode())
-        if marker:
-            self.until(marker)
-
-    def ctrl_c_at_prompt(self) -> None:
-        """Ctrl-C at the prompt, pressed again while the program has not left.
-
-        Python's input() loses a SIGINT that lands between drawing the prompt and
-        waiting for a key (readline only checks signals when its wait is interrupted);
-        a person never presses that fast, a test does, so it presses again as they would.
-        """
-        for _ in range(20):
-            os.write(self.fd, b"\x03")
-            if self._read(time.monotonic() + 1.0) is not None:
-                return
-        raise AssertionError("Ctrl-C at the prompt was not heard:\n" + self.out.decode(errors="replace"))
-
-    def exit_status(self, timeout: float = 60) -> int:
-        deadline = time.monotonic() + timeout
-        while True:                      # drain, so the child never blocks on a full pty
-            got = self._read(deadline)
-            if got is None:
-                os.kill(self.pid, 9)
-                os.waitpid(self.pid, 0)
-                raise AssertionError("agent chat did not exit:\n" + self.out.decode(errors="replace"))
-            if not got:
-                break
-        _, status = os.waitpid(self.pid, 0)
-        os.close(self.fd)
-        return os.WEXITSTATUS(status)
 
 
 @pytest.mark.slow

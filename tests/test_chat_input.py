@@ -91,8 +91,7 @@ def test_ctrl_c_on_chat_m_through_serve_stops_the_turn_keeps_it_interrupted_exit
 
     from fakeanthropic import reply
     from helpers import after, transcript
-    from test_gateway import enable_gateway
-    from test_serve import ServeProc
+    from helpers import ServeProc, enable_gateway
 
     enable_gateway(vault)
     cue = threading.Event()

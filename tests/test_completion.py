@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from agent.cli.app import cli
 from conftest import agent_proc
 from fakeanthropic import reply
+from helpers import complete
 
 
 def test_shell_completion_as_the_readme_sets_it_up():
@@ -31,18 +30,6 @@ def test_completion_prints_the_script_for_each_shell(vault, tmp_path):
     p = agent_proc(env={"_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": "agent sta",
                         "COMP_CWORD": "1"})
     assert "plain,status" in p.stdout.split()
-
-
-def complete(vault, monkeypatch, *words: str, cwd=None) -> list[str]:
-    """What bash completion offers after `agent WORDS...` (the last word being typed).
-    In-process, as the shell's hook runs it (the tests above start the real program)."""
-    words = ["agent", *words]
-    monkeypatch.chdir(cwd or vault.root)
-    r = CliRunner().invoke(cli, [], prog_name="agent", catch_exceptions=False,
-                           env={"_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": " ".join(words),
-                                "COMP_CWORD": str(len(words) - 1)})
-    assert r.exit_code == 0, r.output
-    return [line.split(",", 1)[1] for line in r.stdout.splitlines() if "," in line]
 
 
 @pytest.mark.slow

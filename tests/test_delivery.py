@@ -16,15 +16,15 @@ from fakeanthropic import reply
 from agent.ops import jobs
 from agent.serve.delivery import NO_CHANNEL
 from conftest import subjects
-from test_serve import T0, ServeProc, heartbeat_file, jobs_json, server_at
-from test_telegram import ANA, Running, configure, session_lines
+from helpers import (ANA, T0, Running, ServeProc, configure_telegram, heartbeat_file, jobs_json,
+                     server_at, session_messages)
 
 CHAT = f"telegram/{ANA}"
 
 
 @pytest.fixture
 def channel(vault, fake_telegram, fake_anthropic):
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     running = Running(vault, fake_telegram)
     assert running.channel.connected.wait(20)
     yield running.channel
@@ -50,7 +50,7 @@ def test_a_cron_jobs_reply_is_delivered_and_the_chat_has_it_as_context(
     log = subjects(vault)
     assert log[0] == f"deliver({CHAT}): Time to *stretch*, Ana."
     assert log[1].startswith(f"cron(cron/{job.id}): remind me to stretch")
-    lines = session_lines(vault, CHAT)
+    lines = session_messages(vault, CHAT)
     assert [(l["role"], l["content"], l["source"]) for l in lines] == [
         ("assistant", "Time to *stretch*, Ana.", f"cron/{job.id}")]
     assert "delivery" not in jobs_json(vault)[0]["state"]
@@ -76,7 +76,7 @@ def test_heartbeat_ok_is_never_delivered_and_a_real_reply_is(vault, channel, fak
     s.step(clock.t)
     assert [m["text"] for m in fake_telegram.sent(ANA)] == ["Two new notes need an answer."]
     assert subjects(vault)[0] == f"deliver({CHAT}): Two new notes need an answer."
-    assert session_lines(vault, CHAT)[0]["source"] == "heartbeat/inbox"
+    assert session_messages(vault, CHAT)[0]["source"] == "heartbeat/inbox"
     state = json.loads((vault.state / "heartbeat-state.json").read_text())
     assert state["inbox"].get("delivery") is None
 
@@ -138,7 +138,7 @@ def test_without_telegram_the_delivery_waits_and_a_restart_with_it_sends_it(
     assert d["status"] == "retrying" and d["error"] == NO_CHANNEL
     assert "TELEGRAM_BOT_TOKEN" in run("cron", "list").output
     # serve restarts, now with Telegram
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     running = Running(vault, fake_telegram)
     try:
         assert running.channel.connected.wait(20)
@@ -186,7 +186,7 @@ def test_the_cron_add_tool_takes_deliver(vault, fake_anthropic):
 @pytest.mark.slow
 def test_serve_delivers_a_cron_jobs_reply_to_telegram(vault, run, fake_telegram, fake_anthropic,
                                                      procs):
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     run("cron", "add", "ping", "-m", "say pong", "--every", "2s", "--deliver", CHAT)
     fake_anthropic.default_reply = reply("pong")
     serve = ServeProc(vault)

@@ -182,18 +182,9 @@ def test_bad_numbers_and_review_off(seeded, run, fake_anthropic):
 
 # ---- review where the person is: Telegram ------------------------------------------------
 
-def telegram_vault(vault, fake_telegram, fake_anthropic):
-    """Telegram on (for ANA), the seeded facts and entries, and the scripted dream."""
-    from test_telegram import configure
-
-    configure(vault, fake_telegram.url)
-    seed(vault)
-    script(fake_anthropic)
-
-
 def test_telegram_review_with_buttons_only_for_allowed_users(vault, run, fake_anthropic,
                                                              fake_telegram):
-    from test_telegram import ANA, EVE, Running
+    from helpers import ANA, EVE, Running, telegram_vault
 
     telegram_vault(vault, fake_telegram, fake_anthropic)
     assert run("dream", "--sync").exit_code == 0
@@ -311,8 +302,7 @@ def test_serves_nightly_dream_tells_the_telegram_chat_how_many_wait(vault, fake_
     from datetime import datetime, timedelta
 
     from agent import schedule as sched
-    from test_serve import server_at
-    from test_telegram import ANA, Running
+    from helpers import ANA, Running, server_at, telegram_vault
 
     telegram_vault(vault, fake_telegram, fake_anthropic)
     fake_anthropic.batch_polls = 0
@@ -343,7 +333,7 @@ def test_undoing_a_dream_withdraws_its_proposals(proposed, run):
 
 
 def test_completion_offers_the_numbers_waiting_for_review(proposed, monkeypatch):
-    from test_completion import complete
+    from helpers import complete
 
     assert complete(proposed, monkeypatch, "review", "accept", "") == ["1"]
     assert complete(proposed, monkeypatch, "review", "edit", "") == ["1"]
@@ -504,7 +494,7 @@ def test_review_all_holds_a_chat_turns_writes_to_memory_for_review(seeded, run, 
 
 @pytest.mark.slow
 def test_review_all_holds_an_mcp_clients_remember_for_review(seeded, run, fixed_now):
-    from test_mcp_server import drive, text_of
+    from helpers import drive, text_of
 
     vault = seeded
     set_review(vault, "all")

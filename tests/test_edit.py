@@ -3,16 +3,8 @@ from anywhere in the vault, a broken agent.toml named and not committed."""
 
 from __future__ import annotations
 
-import sys
-
 from conftest import agent_proc, subjects
-
-
-def editor(tmp_path, script: str) -> str:
-    """An $EDITOR command running `script` (python) on the file it is given."""
-    path = tmp_path / "editor.py"
-    path.write_text("import sys\np = sys.argv[1]\n" + script)
-    return f"{sys.executable} {path}"
+from helpers import editor
 
 
 def test_edit_commits_the_change_as_the_persons(vault, tmp_path):

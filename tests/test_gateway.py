@@ -17,7 +17,7 @@ import pytest
 from fakeanthropic import reply, tool_use
 
 from conftest import subjects, wait_for
-from helpers import after, router, transcript
+from helpers import MSG, after, http, router, transcript
 
 
 # ---- the router: injection ---------------------------------------------------------------
@@ -27,34 +27,9 @@ from helpers import after, router, transcript
 
 import os
 import stat
-import urllib.error
-import urllib.request
 
 from agent.serve.gateway import MAX_BODY, Gateway
 from agent.serve.remote import Remote, RemoteError
-
-
-def http(gw, method, path, body=None, *, token="right", accept=None, raw=None, headers=None):
-    """(status, parsed JSON or text) of one request to the gateway."""
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(gw.url + path, data=data, method=method)
-    if token == "right":
-        req.add_header("Authorization", f"Bearer {gw.token}")
-    elif token is not None:
-        req.add_header("Authorization", token)
-    if accept:
-        req.add_header("Accept", accept)
-    for k, v in (headers or {}).items():
-        req.add_header(k, v)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            status, text = r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        status, text = e.code, e.read().decode()
-    try:
-        return status, json.loads(text)
-    except ValueError:
-        return status, text
 
 
 def sse(text: str) -> list[tuple[str, dict]]:
@@ -66,9 +41,6 @@ def sse(text: str) -> list[tuple[str, dict]]:
         if kind:
             out.append((kind, json.loads(data)))
     return out
-
-
-MSG = "/v1/sessions/gateway/phone/messages"
 
 
 def test_gateway_runs_a_turn_and_answers_json(vault, gateway, fake_anthropic):
@@ -246,13 +218,7 @@ def test_remote_without_a_running_gateway_says_how_to_start_one(vault):
 import signal
 
 from conftest import agent_proc
-from test_serve import ServeProc
-
-
-def enable_gateway(vault):
-    path = vault.root / "agent.toml"
-    path.write_text(path.read_text() + "\n[gateway]\nport = 0\n")
-    vault.git("commit", "-q", "-am", "gateway on")
+from helpers import ServeProc, enable_gateway
 
 
 class Client:
@@ -388,7 +354,7 @@ def test_sigterm_with_a_turn_in_flight_still_answers_the_client_and_commits(
 @pytest.mark.slow
 def test_remote_repl_streams_and_a_line_typed_meanwhile_joins_the_turn(vault, fake_anthropic,
                                                                        procs):
-    from test_chat import Terminal
+    from helpers import Terminal
 
     enable_gateway(vault)
     cue = threading.Event()

@@ -14,7 +14,7 @@ import socket
 import sys
 
 import pytest
-from helpers import router
+from helpers import answer, router
 
 from agent.serve.gateway import MAX_CONNECTIONS, MAX_PER_ADDRESS, Gateway
 
@@ -49,17 +49,6 @@ def unix(gw) -> socket.socket:
     s.settimeout(30)
     s.connect(gw.socket)
     return s
-
-
-def answer(s: socket.socket) -> bytes:
-    """Everything the server sends until it closes (b"": closed with no answer)."""
-    out = b""
-    try:
-        while chunk := s.recv(65536):
-            out += chunk
-    except ConnectionResetError:
-        pass
-    return out
 
 
 def status(data: bytes) -> int | None:

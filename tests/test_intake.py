@@ -21,8 +21,7 @@ import pytest
 from conftest import agent_proc
 from fakeanthropic import reply, tool_use
 from helpers import agent, git, push
-from test_sync_trust import _blob, _push_tree
-from test_vault_trust import history, needs_bwrap, tool_result
+from helpers import blob, history, needs_bwrap, push_tree, tool_result
 
 
 def _tracked(vault) -> list[str]:
@@ -117,21 +116,21 @@ def test_a_heartbeat_or_skill_the_model_writes_waits_for_accept(fake_anthropic, 
 
 
 def _link(evil, name, target):
-    return f"120000 blob {_blob(evil, target)}\t{name}"
+    return f"120000 blob {blob(evil, target)}\t{name}"
 
 
 @pytest.mark.parametrize("make,says", [
-    (lambda e: _push_tree(e, [_link(e, "heartbeat", "memory")]),
+    (lambda e: push_tree(e, [_link(e, "heartbeat", "memory")]),
      "'heartbeat', which is a symlink where the vault keeps what the agent runs"),
-    (lambda e: _push_tree(e, [_link(e, "skills", "memory")]),
+    (lambda e: push_tree(e, [_link(e, "skills", "memory")]),
      "'skills', which is a symlink where the vault keeps what the agent runs"),
-    (lambda e: _push_tree(e, [_link(e, "workspace", ".")]),
+    (lambda e: push_tree(e, [_link(e, "workspace", ".")]),
      "'workspace', which is a symlink to a folder that holds it"),
-    (lambda e: _push_tree(e, [f"100644 blob {_blob(e, 'x')}\t{'n' * 300}"]),
+    (lambda e: push_tree(e, [f"100644 blob {blob(e, 'x')}\t{'n' * 300}"]),
      "over the 255 a disk takes"),
-    (lambda e: _push_tree(e, [f"100644 blob {_blob(e, 'garbage!!')}\t.dream_cursor"]),
+    (lambda e: push_tree(e, [f"100644 blob {blob(e, 'garbage!!')}\t.dream_cursor"]),
      "'.dream_cursor', which is not a dream cursor the agent reads"),
-    (lambda e: _push_tree(e, [f"100644 blob {_blob(e, '- fact' * 80000)}\tUSER.md"]),
+    (lambda e: push_tree(e, [f"100644 blob {blob(e, '- fact' * 80000)}\tUSER.md"]),
      "over the 256 KB a prompt holds whole for USER.md"),
 ], ids=["heartbeat-link", "skills-link", "loop", "long-name", "cursor", "big-memory"])
 def test_a_remote_is_refused_at_intake_with_one_line(tmp_path, vault, evil, make, says):
@@ -189,6 +188,6 @@ def test_a_garbage_cursor_or_ledger_does_not_stop_serve_or_status(vault, run, fa
     # serve's first pass reads where the dream stands: it goes on.
     from datetime import datetime
 
-    from test_sync import serve
+    from helpers import serve
     s, _ = serve(vault, datetime.now(UTC))
     s.step(datetime.now(UTC))

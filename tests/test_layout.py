@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from test_which_vault import today_lines
+from helpers import today_lines
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agent"
 

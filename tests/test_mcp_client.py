@@ -5,7 +5,6 @@ tools offered and called through the fake Anthropic API."""
 from __future__ import annotations
 
 import json
-import re
 import socket
 import subprocess
 import sys
@@ -14,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from click.testing import CliRunner
 
-from agent.cli.app import cli
 from agent.chat.mcp_client.client import close_all
 from agent.stores import sessions
 from conftest import subjects
+from helpers import configure_mcp
 from fakeanthropic import reply, tool_use
 
 FIXTURE = Path(__file__).with_name("mcp_fixture.py")
@@ -29,17 +27,6 @@ FIXTURE = Path(__file__).with_name("mcp_fixture.py")
 def stop_servers():
     yield
     close_all()
-
-
-def configure(vault, body: str, approve: bool = True) -> None:
-    """Add `body` to agent.toml, commit it, and approve its servers on this machine as
-    the person would (`agent mcp approve NAME --yes`)."""
-    path = vault.root / "agent.toml"
-    path.write_text(path.read_text() + "\n" + body)
-    vault.git("commit", "-qam", "edit: agent.toml by hand")
-    for name in re.findall(r"^\[mcp\.servers\.([^\]]+)\]", body, re.M) if approve else []:
-        r = CliRunner().invoke(cli, ["--vault", str(vault.root), "mcp", "approve", name, "--yes"])
-        assert r.exit_code == 0 and f"Approved {name} on this machine." in r.output, r.output
 
 
 def stdio_server(name="fixture", *args, extra=""):
@@ -53,7 +40,7 @@ def tool_results(request) -> list[dict]:
 
 
 def test_a_servers_tools_are_offered_and_called(fake_anthropic, vault, run):
-    configure(vault, stdio_server())
+    configure_mcp(vault, stdio_server())
     fake_anthropic.add(reply(tool_use("fixture__add", {"a": 2, "b": 3}),
                              tool_use("fixture__shout", {"text": "hi"})), reply("2 + 3 is 5."))
     r = run("chat", "-m", "what is 2 + 3?")
@@ -80,7 +67,7 @@ def test_a_servers_tools_are_offered_and_called(fake_anthropic, vault, run):
 
 def test_a_server_that_dies_mid_call_is_reported_once_and_the_turn_goes_on(
         fake_anthropic, vault, run):
-    configure(vault, stdio_server())
+    configure_mcp(vault, stdio_server())
     fake_anthropic.add(reply(tool_use("fixture__crash", {})), reply("That tool broke."))
     r = run("chat", "-m", "try the crash tool")
     assert r.exit_code == 0, r.output
@@ -100,7 +87,7 @@ def test_a_server_that_dies_mid_call_is_reported_once_and_the_turn_goes_on(
 ])
 def test_a_server_that_never_starts_is_reported_and_left_out(fake_anthropic, vault, run,
                                                              server, says):
-    configure(vault, server + "\n" + stdio_server())
+    configure_mcp(vault, server + "\n" + stdio_server())
     fake_anthropic.add(reply("Fine without it."))
     r = run("chat", "-m", "hello")
     assert r.exit_code == 0, r.output
@@ -116,7 +103,7 @@ def test_only_the_named_environment_variables_reach_a_server(fake_anthropic, vau
                                                              monkeypatch):
     monkeypatch.setenv("FIXTURE_TOKEN", "s3cret-value")
     monkeypatch.setenv("OTHER_SECRET", "not-for-you")
-    configure(vault, stdio_server(extra='env = ["FIXTURE_TOKEN"]\n'))
+    configure_mcp(vault, stdio_server(extra='env = ["FIXTURE_TOKEN"]\n'))
     fake_anthropic.add(reply(tool_use("fixture__secret", {"name": "FIXTURE_TOKEN"}),
                              tool_use("fixture__secret", {"name": "OTHER_SECRET"})), reply("ok"))
     assert run("chat", "-m", "check the env").exit_code == 0
@@ -143,7 +130,7 @@ def test_a_streamable_http_server(fake_anthropic, vault, run):
                 break
             except OSError:
                 time.sleep(0.1)
-        configure(vault, f'[mcp.servers.web]\nurl = "http://127.0.0.1:{port}/mcp"\n')
+        configure_mcp(vault, f'[mcp.servers.web]\nurl = "http://127.0.0.1:{port}/mcp"\n')
         fake_anthropic.add(reply(tool_use("web__add", {"a": 40, "b": 2})), reply("42"))
         r = run("chat", "-m", "add over http")
         assert r.exit_code == 0, r.output
@@ -157,7 +144,7 @@ def test_a_streamable_http_server(fake_anthropic, vault, run):
 def test_mcp_list_shows_each_server_whether_it_starts_and_its_tools(vault, run):
     r = run("mcp", "list")
     assert r.exit_code == 0 and "No MCP servers in agent.toml" in r.output
-    configure(vault, stdio_server() + "\n" + stdio_server("off", extra="enabled = false\n")
+    configure_mcp(vault, stdio_server() + "\n" + stdio_server("off", extra="enabled = false\n")
               + "\n" + stdio_server("gone").replace(json.dumps(sys.executable),
                                                     json.dumps("/nonexistent/mcp-server")))
     r = run("mcp", "list")
@@ -170,7 +157,7 @@ def test_mcp_list_shows_each_server_whether_it_starts_and_its_tools(vault, run):
 
 
 def test_a_wrong_server_table_is_one_line_naming_agent_toml(fake_anthropic, vault, run):
-    configure(vault, '[mcp.servers.gh]\ncommand = "x"\nenv = { TOKEN = "abc" }\n', approve=False)
+    configure_mcp(vault, '[mcp.servers.gh]\ncommand = "x"\nenv = { TOKEN = "abc" }\n', approve=False)
     r = run("chat", "-m", "hello")
     assert r.exit_code == 1
     assert "agent.toml: [mcp.servers.gh]: env lists the names of environment variables" in r.output

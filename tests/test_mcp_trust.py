@@ -15,7 +15,7 @@ import pytest
 from agent.chat.mcp_client.client import LOG_BYTES, MAX_BAD_LINES, close_all
 from conftest import agent_proc, subjects, wait_for
 from fakeanthropic import reply
-from test_mcp_client import configure
+from helpers import configure_mcp
 from helpers import agent, git, push  # evil, remote: fixtures of conftest
 
 HOSTILE = Path(__file__).with_name("mcp_hostile.py")
@@ -40,7 +40,7 @@ def tools_offered(request) -> set[str]:
 def test_an_unapproved_server_is_not_started_until_the_person_approves_it(
         fake_anthropic, vault, run, tmp_path):
     marker = tmp_path / "helper-ran"
-    configure(vault, hostile("helper", "serve", marker), approve=False)
+    configure_mcp(vault, hostile("helper", "serve", marker), approve=False)
     fake_anthropic.add(reply("Hello."))
     r = run("chat", "-m", "hi")
     assert r.exit_code == 0, r.output
@@ -87,7 +87,7 @@ def test_an_unapproved_server_is_not_started_until_the_person_approves_it(
 
 def test_a_changed_command_line_is_unapproved_again(fake_anthropic, vault, run, tmp_path):
     marker = tmp_path / "helper-ran"
-    configure(vault, hostile("helper", "serve", marker))
+    configure_mcp(vault, hostile("helper", "serve", marker))
     assert run("mcp", "list").exit_code == 0
     marker.unlink()
     # The command line changes (as a synced commit would change it).
@@ -116,7 +116,7 @@ def test_a_script_in_the_vault_that_changes_is_unapproved_again(vault, run, tmp_
     script.parent.mkdir()
     script.write_text(f"open({str(marker)!r}, 'a').write('start\\n')\n")
     vault.git("add", "tools")
-    configure(vault, f"[mcp.servers.local]\ncommand = {json.dumps(sys.executable)}\n"
+    configure_mcp(vault, f"[mcp.servers.local]\ncommand = {json.dumps(sys.executable)}\n"
                      f"args = [{json.dumps(str(script))}]\n")
     run("mcp", "list")
     assert marker.read_text() == "start\n"
@@ -131,7 +131,7 @@ def test_a_script_in_the_vault_that_changes_is_unapproved_again(vault, run, tmp_
 def test_a_streamable_http_server_needs_approval_too(fake_anthropic, vault, run, monkeypatch):
     # A header template sends an environment variable's value to the url: approved first.
     monkeypatch.setenv("SOME_TOKEN", "s3cret")
-    configure(vault, '[mcp.servers.web]\nurl = "http://127.0.0.1:9/mcp"\n'
+    configure_mcp(vault, '[mcp.servers.web]\nurl = "http://127.0.0.1:9/mcp"\n'
                      'headers = { Authorization = "Bearer ${SOME_TOKEN}" }\n', approve=False)
     fake_anthropic.add(reply("Hello."))
     r = run("chat", "-m", "hi")
@@ -144,7 +144,7 @@ def test_a_streamable_http_server_needs_approval_too(fake_anthropic, vault, run,
 
 def test_a_garbage_printing_server_is_one_line_and_is_stopped(fake_anthropic, vault, tmp_path):
     marker = tmp_path / "garbage-ran"
-    configure(vault, hostile("noisy", "garbage", marker))
+    configure_mcp(vault, hostile("noisy", "garbage", marker))
     fake_anthropic.add(reply("Still here."))
     p = agent_proc("chat", "-m", "hi", vault=vault.root, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -164,7 +164,7 @@ def test_hanging_servers_cost_one_startup_timeout_not_one_each(fake_anthropic, v
                                                                 tmp_path):
     timeout = 3.0
     markers = [tmp_path / f"hang{i}" for i in range(3)]
-    configure(vault, "\n".join(hostile(f"hang{i}", "hang", m,
+    configure_mcp(vault, "\n".join(hostile(f"hang{i}", "hang", m,
                                        settings=f"startup_timeout = {timeout}\n")
                                for i, m in enumerate(markers)))
     fake_anthropic.add(reply("Answered anyway."))
@@ -184,7 +184,7 @@ def test_hanging_servers_cost_one_startup_timeout_not_one_each(fake_anthropic, v
 
 def test_a_server_flooding_stderr_keeps_working_and_its_log_is_capped(fake_anthropic, vault,
                                                                       run, tmp_path):
-    configure(vault, hostile("loud", "loud", tmp_path / "loud-ran"))
+    configure_mcp(vault, hostile("loud", "loud", tmp_path / "loud-ran"))
     fake_anthropic.add(reply("Done."))
     r = run("chat", "-m", "hi")
     assert r.exit_code == 0 and "Done." in r.stdout
@@ -202,7 +202,7 @@ def test_a_server_does_not_run_in_the_vault_so_synced_code_there_is_not_picked_u
     marker = tmp_path / "vault-code-ran"
     (vault.root / "helper.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     vault.git("add", "helper.py")
-    configure(vault, f"[mcp.servers.helper]\ncommand = {json.dumps(sys.executable)}\n"
+    configure_mcp(vault, f"[mcp.servers.helper]\ncommand = {json.dumps(sys.executable)}\n"
                      f'args = ["-m", "helper"]\nstartup_timeout = 30\n')
     listed = run("mcp", "list")
     assert "  approved; does not start:" in listed.output
@@ -226,7 +226,7 @@ def _local_server(vault, body: dict, *arg: str) -> None:
         (vault.root / rel).write_text(text)
     vault.git("add", "tools")
     vault.git("commit", "-qm", "edit: tools by hand")
-    configure(vault, f"[mcp.servers.local]\ncommand = {json.dumps(sys.executable)}\n"
+    configure_mcp(vault, f"[mcp.servers.local]\ncommand = {json.dumps(sys.executable)}\n"
                      f"args = {json.dumps([str(vault.root / a) for a in arg])}\n")
     agent(vault.root, "sync")
 
@@ -302,7 +302,7 @@ def test_a_server_started_from_the_top_of_the_vault_cannot_be_approved(vault, ru
     marker = tmp_path / "ran"
     (vault.root / "server.py").write_text(f"open({str(marker)!r}, 'a').write('start')\n")
     vault.git("add", "server.py")
-    configure(vault, f"[mcp.servers.top]\ncommand = {json.dumps(sys.executable)}\n"
+    configure_mcp(vault, f"[mcp.servers.top]\ncommand = {json.dumps(sys.executable)}\n"
                      f"args = [{json.dumps(str(vault.root / 'server.py'))}]\n", approve=False)
     r = run("mcp", "approve", "top", "--yes")
     assert r.exit_code == 1

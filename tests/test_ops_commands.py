@@ -10,8 +10,7 @@ import pytest
 from agent.ops import commands
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
-from test_chat import Terminal, session_lines
-from test_telegram import ANA
+from helpers import ANA, Terminal, session_lines
 
 LINES = ["/help", "/memory", "/stop", "/review", "/undo", "/nonsense"]
 

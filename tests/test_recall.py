@@ -16,7 +16,7 @@ from agent.chat.tools.registry import ToolContext, use_context
 from agent.search import index
 from agent.vault.staged import StagedVault
 from conftest import NOW, agent_proc
-from test_search import write_import
+from helpers import write_import
 
 
 def index_embed_installed() -> bool:
@@ -455,8 +455,6 @@ CHATTER = ["Hey Joanna, glad I could help. Let me know how it turns out!",
 
 
 def test_a_query_about_nothing_in_the_vault_finds_nothing_by_meaning(vault, run, tmp_path):
-    from test_recall import index_embed_installed
-
     if not index_embed_installed():
         pytest.skip("the embed extra is not installed")
     src = tmp_path / "chatter.jsonl"

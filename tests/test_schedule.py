@@ -18,7 +18,7 @@ from agent import schedule as sched
 from agent.stores import cronfile
 from agent.schedule import Schedule, next_run, settle
 from conftest import agent_proc, subjects
-from test_edit import editor
+from helpers import editor
 
 PARIS = ZoneInfo("Europe/Paris")
 NY = ZoneInfo("America/New_York")

@@ -15,13 +15,7 @@ import pytest
 from agent.vault.change import Change
 from agent.search import index
 from conftest import agent_proc
-
-
-def write_import(tmp_path, lines, name="talk.jsonl"):
-    path = tmp_path / name
-    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines),
-                    encoding="utf-8")
-    return path
+from helpers import write_import
 
 
 TALK = [

@@ -27,43 +27,11 @@ from agent.llm import make_provider
 from agent.serve.loop import Server
 from conftest import subjects
 from dreamkit import finding, op, write_entries
+from helpers import T0, ServeProc, heartbeat_file, jobs_json, server_at
 
 UTC = timezone.utc
-T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, t):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
-
-def server_at(vault, t, *, compact=True) -> tuple[Server, Clock]:
-    clock = Clock(t)
-    s = Server(vault, make_provider(), clock=clock, tick=1)
-    if not compact:
-        s.settings.idle_compact_minutes = 0
-    s.watching_since = t
-    s.reload(t, first=True)
-    return s, clock
-
-
-def jobs_json(vault) -> list[dict]:
-    return json.loads((vault.root / "cron.json").read_text())["jobs"]
-
-
 def files_of(vault, rev="HEAD") -> list[str]:
     return sorted(vault.git("show", "--name-only", "--format=", rev).split())
-
-
-def heartbeat_file(vault, name, front, body="Check the notes. If nothing needs attention, "
-                                              "reply exactly HEARTBEAT_OK."):
-    path = vault.root / "heartbeat" / f"{name}.md"
-    path.write_text(f"---\n{front}---\n{body}\n")
-    vault.git("add", str(path))
-    vault.git("commit", "-q", "-m", f"heartbeat {name}")
 
 
 # ---- cron jobs, in process ----------------------------------------------------------------
@@ -386,52 +354,6 @@ def test_sessions_idle_past_the_limit_are_compacted_once(vault, fake_anthropic):
 
 
 # ---- agent serve as a process -----------------------------------------------------------------
-
-
-class ServeProc:
-    """`agent serve` in its own process; its output is collected line by line."""
-
-    def __init__(self, vault, *args, tick="0.2", env=None):
-        self.p = subprocess.Popen(
-            [sys.executable, "-m", "agent", "--vault", str(vault.root), "serve", "--tick", tick,
-             *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **(env or {})})
-        self.lines: list[str] = []
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self):
-        for line in self.p.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for(self, text, timeout=30.0):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if any(text in line for line in self.lines):
-                return
-            if self.p.poll() is not None:
-                self._t.join(2)
-                if any(text in line for line in self.lines):
-                    return
-                raise AssertionError(f"serve exited ({self.p.returncode}) before {text!r}:\n{self.output}")
-            time.sleep(0.05)
-        raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
-
-    def stop(self, sig=signal.SIGTERM, timeout=40) -> int:
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        code = self.p.wait(timeout)
-        self._t.join(2)
-        return code
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(10)
 
 
 @pytest.mark.slow

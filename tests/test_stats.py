@@ -9,7 +9,6 @@ import subprocess
 import pytest
 
 from conftest import agent_proc
-from test_webpage import browser  # noqa: F401  (the module's Chromium, a fixture)
 
 DAY1, DAY2 = "2035-03-01", "2035-03-02"
 NOW = "2035-03-03T10:00:00+00:00"
@@ -172,9 +171,7 @@ def test_the_nightly_dreams_message_carries_a_line_of_memory_health(vault, fake_
     from datetime import datetime, timedelta
 
     from agent import schedule as sched
-    from test_dream_review import telegram_vault
-    from test_serve import server_at
-    from test_telegram import ANA, Running
+    from helpers import ANA, Running, server_at, telegram_vault
 
     telegram_vault(vault, fake_telegram, fake_anthropic)
     fake_anthropic.batch_polls = 0
@@ -202,9 +199,9 @@ def test_the_nightly_dreams_message_carries_a_line_of_memory_health(vault, fake_
 
 
 @pytest.mark.slow
-def test_the_health_view_draws_its_charts_offline_in_chromium(vault, browser, procs,  # noqa: F811
+def test_the_health_view_draws_its_charts_offline_in_chromium(vault, browser, procs,
                                                                fake_anthropic, monkeypatch):
-    from test_webpage import Page, css, shoot, wait
+    from helpers import Page, css, shoot, wait
 
     monkeypatch.setenv("AGENT_NOW", NOW)
     plant(vault)

@@ -335,20 +335,9 @@ from datetime import datetime, timedelta, timezone  # noqa: E402
 from fakeanthropic import reply  # noqa: E402
 
 from agent.llm import make_provider  # noqa: E402
-from test_serve import jobs_json, server_at  # noqa: E402
+from helpers import jobs_json, serve, set_every  # noqa: E402
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
-
-
-def serve(vault, t):
-    """`agent serve` in process, at the time the test sets (idle compaction off)."""
-    return server_at(vault, t, compact=False)
-
-
-def set_every(vault, every="5m"):
-    with (vault.root / "agent.toml").open("a") as f:
-        f.write(f'\n[sync]\nevery = "{every}"\n')
-    agent(vault.root, "note", "sync on its own")
 
 
 def test_clone_names_the_machine_and_status_and_cron_list_show_it(tmp_path, vault, remote):

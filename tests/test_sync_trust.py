@@ -20,7 +20,7 @@ from agent.cli.app import cli
 from agent.vault.repo import Vault
 from conftest import subjects
 from fakeanthropic import reply
-from helpers import agent, git, push, with_a_job
+from helpers import agent, blob, git, mktree, push, push_tree, with_a_job
 
 MCP = '\n[mcp.servers.helper]\ncommand = "/bin/sh"\nargs = ["-c", "echo pwned > {marker}"]\n'
 
@@ -187,35 +187,18 @@ def test_a_remote_cannot_start_a_program_on_the_next_chat(tmp_path, vault, evil,
 # ---- what is refused as a whole --------------------------------------------------------
 
 
-def _mktree(evil, entries: list[str]) -> str:
-    return git(evil, "mktree", input="".join(e + "\n" for e in entries)).strip()
-
-
-def _blob(evil, data: str) -> str:
-    return git(evil, "hash-object", "-w", "--stdin", input=data).strip()
-
-
-def _push_tree(evil, extra: list[str]) -> None:
-    """Commit HEAD's tree plus `extra` root entries with plumbing (plain git refuses
-    such paths in a work tree, but not in a pushed tree) and push it."""
-    root = git(evil, "ls-tree", "HEAD").splitlines()
-    tree = _mktree(evil, root + extra)
-    sha = git(evil, "commit-tree", tree, "-p", "HEAD", "-m", "edit: nothing to see").strip()
-    git(evil, "push", "-q", "origin", f"{sha}:refs/heads/main")
-
-
 def _folder(evil, folder, name):
     """A root entry `folder` holding one file `name`."""
-    inner = _mktree(evil, ["100644 blob " + _blob(evil, "x") + "\t" + name])
+    inner = mktree(evil, ["100644 blob " + blob(evil, "x") + "\t" + name])
     return "040000 tree " + inner + "\t" + folder
 
 
 def dotdot(evil):
-    _push_tree(evil, [_folder(evil, "notes", "..")])
+    push_tree(evil, [_folder(evil, "notes", "..")])
 
 
 def dotgit(evil):
-    _push_tree(evil, [_folder(evil, ".GIT", "config")])
+    push_tree(evil, [_folder(evil, ".GIT", "config")])
 
 
 def state(evil):
@@ -390,7 +373,7 @@ def test_a_held_change_made_here_by_hand_waits_no_longer(tmp_path, vault, evil):
 def test_serve_syncing_on_its_own_holds_too(tmp_path, vault, evil, caplog, fake_anthropic):
     from datetime import datetime, timezone
 
-    from test_sync import serve, set_every
+    from helpers import serve, set_every
     set_every(vault, "5m")
     agent(vault.root, "sync")
     git(evil, "pull", "-q", "--no-rebase")

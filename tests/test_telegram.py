@@ -13,54 +13,9 @@ import pytest
 
 from fakeanthropic import json_reply, reply
 
-from agent.serve.channels.telegram import LIMIT, TelegramChannel, split_message, utf16_len
-from agent.config import load_settings
-from agent.llm import make_provider
-from agent.serve.conversations import Conversations
-from agent.clock import now as vault_now
+from agent.serve.channels.telegram import LIMIT, split_message, utf16_len
 from conftest import subjects
-from test_serve import ServeProc
-
-ANA = 42                # an allowed user (her private chat has the same id)
-EVE = 666               # a stranger
-
-
-def configure(vault, api_base, allow=(ANA,), enabled=True):
-    ids = ", ".join(str(i) for i in allow)
-    (vault.root / "agent.toml").write_text(
-        f"[channels.telegram]\nenabled = {'true' if enabled else 'false'}\n"
-        f"allow_from = [{ids}]\napi_base = \"{api_base}\"\n")
-    vault.git("add", "agent.toml")
-    vault.git("commit", "-q", "-m", "telegram settings")
-
-
-class Running:
-    """The channel and its router, in process."""
-
-    def __init__(self, vault, fake_telegram, token=None):
-        self.settings = load_settings(vault.root)
-        provider = make_provider()
-        self.router = Conversations(vault, provider, clock=vault_now,
-                                    settings_fn=lambda: self.settings)
-        self.channel = TelegramChannel(vault, self.router, provider,
-                                       token=token or fake_telegram.token,
-                                       settings=self.settings, clock=vault_now,
-                                       settings_fn=lambda: self.settings)
-        self.channel.start()
-
-    def stop(self):
-        self.channel.stop_polling()
-        self.router.drain(20)
-        self.channel.close()
-
-
-def session_lines(vault, key, *, receipts=False):
-    """The session's messages (with `receipts`, also the lines saying a message was
-    received, written before its turn ran: agent/serve/receipts.py)."""
-    out = []
-    for f in sorted((vault.root / "sessions" / key).glob("*.jsonl")):
-        out += [json.loads(line) for line in f.read_text().splitlines()]
-    return out if receipts else [line for line in out if line.get("type") != "received"]
+from helpers import ANA, EVE, Running, ServeProc, configure_telegram, session_messages
 
 
 def all_vault_bytes(vault) -> bytes:
@@ -85,7 +40,7 @@ def test_an_allowed_user_gets_a_turn_committed_and_the_reply(vault, tg, fake_tel
     assert sent[0]["parse_mode"] == "Markdown"
     assert subjects(vault)[:2] == [f"chat(telegram/{ANA}): plan the Kyoto trip",
                                    f"receive(telegram/{ANA}): plan the Kyoto trip"]
-    lines = session_lines(vault, f"telegram/{ANA}", receipts=True)
+    lines = session_messages(vault, f"telegram/{ANA}", receipts=True)
     assert [(l.get("type"), l.get("role"), l["content"]) for l in lines] == [
         ("received", None, "plan the Kyoto trip"), (None, "user", "plan the Kyoto trip"),
         (None, "assistant", "Kyoto in *April*: book the ryokan now.")]
@@ -193,7 +148,7 @@ def test_slash_commands_help_memory_undo_new(vault, tg, fake_telegram, fake_anth
     said = fake_telegram.wait_sent(ANA, 4)[3]["text"]
     assert said.startswith(f"Undid {turn[:7]}")
     assert subjects(vault)[0].startswith("undo")
-    assert session_lines(vault, f"telegram/{ANA}") == []
+    assert session_messages(vault, f"telegram/{ANA}") == []
 
     fake_anthropic.add(reply("Hi again."))
     fake_telegram.message(ANA, "the garden needs water")
@@ -220,7 +175,7 @@ def test_stop_cancels_the_chats_running_turn(vault, tg, fake_telegram, fake_anth
     reply_text = next(t for t in texts if t != "Stopped; what was said is kept.")
     assert reply_text.endswith("[stopped]")
     assert reply_text == "[stopped]" or reply_text.startswith("one")
-    lines = session_lines(vault, f"telegram/{ANA}")
+    lines = session_messages(vault, f"telegram/{ANA}")
     assert lines[-1].get("interrupted") is True
     fake_telegram.message(ANA, "/stop")
     assert fake_telegram.wait_sent(ANA, 3)[2]["text"] == "Nothing is running."
@@ -230,7 +185,7 @@ def test_stop_cancels_the_chats_running_turn(vault, tg, fake_telegram, fake_anth
 
 
 def test_a_restart_does_not_answer_old_messages_again(vault, fake_telegram, fake_anthropic):
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     fake_anthropic.default_reply = reply("Answer.")
     first = Running(vault, fake_telegram)
     fake_telegram.message(ANA, "first message")
@@ -245,13 +200,13 @@ def test_a_restart_does_not_answer_old_messages_again(vault, fake_telegram, fake
     finally:
         second.stop()
     assert len(fake_telegram.sent(ANA)) == 2
-    assert [l["content"] for l in session_lines(vault, f"telegram/{ANA}")
+    assert [l["content"] for l in session_messages(vault, f"telegram/{ANA}")
             if l["role"] == "user"] == ["first message", "second message"]
 
 
 def test_telegram_down_at_start_is_retried_until_it_answers(vault, fake_telegram, fake_anthropic,
                                                              caplog):
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     fake_telegram.down = True
     fake_anthropic.add(reply("Back."))
     running = Running(vault, fake_telegram)
@@ -272,7 +227,7 @@ def test_telegram_down_at_start_is_retried_until_it_answers(vault, fake_telegram
 @pytest.mark.slow
 def test_serve_answers_on_telegram_and_sigterm_lets_the_reply_go_out(
         vault, fake_telegram, fake_anthropic, procs):
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     serve = ServeProc(vault)
     procs.append(serve)
     serve.wait_for("telegram: connected as @agent_test_bot; 1 allowed user")
@@ -294,7 +249,7 @@ def test_serve_answers_on_telegram_and_sigterm_lets_the_reply_go_out(
 @pytest.mark.slow
 def test_serve_with_telegram_unreachable_says_so_once_and_runs_cron(vault, run, fake_anthropic,
                                                                    fake_telegram, procs):
-    configure(vault, "http://127.0.0.1:9")           # nothing listens there
+    configure_telegram(vault, "http://127.0.0.1:9")           # nothing listens there
     run("cron", "add", "ping", "-m", "say pong", "--every", "1s")
     fake_anthropic.default_reply = reply("pong")
     serve = ServeProc(vault)
@@ -308,7 +263,7 @@ def test_serve_with_telegram_unreachable_says_so_once_and_runs_cron(vault, run, 
 
 
 def test_serve_enabled_without_a_token_says_how_to_set_it(vault, fake_anthropic, procs):
-    configure(vault, "http://127.0.0.1:9")
+    configure_telegram(vault, "http://127.0.0.1:9")
     serve = ServeProc(vault, env={"TELEGRAM_BOT_TOKEN": ""})
     procs.append(serve)
     serve.wait_for("agent serve on")
@@ -341,7 +296,7 @@ def test_a_stranger_is_told_once_and_an_id_added_while_serving_counts_at_once(
 
 
 def test_a_wrong_token_is_said_once_and_retried(vault, fake_telegram, fake_anthropic, caplog):
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     running = Running(vault, fake_telegram, token="999:a-token-BotFather-revoked")
     try:
         fake_telegram.wait_for(lambda: len(fake_telegram.calls("getMe")) >= 2, timeout=30,
@@ -365,7 +320,7 @@ def test_doctor_checks_the_telegram_channel_when_it_is_enabled(vault, fake_teleg
         return {c["name"]: c for c in checks}
 
     assert "telegram" not in doctor()                       # not enabled: not checked
-    configure(vault, fake_telegram.url)
+    configure_telegram(vault, fake_telegram.url)
     assert doctor()["telegram"] == {"name": "telegram", "status": "ok",
                                     "detail": "@agent_test_bot, 1 allowed user", "fix": ""}
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:wrong")

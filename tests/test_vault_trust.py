@@ -9,11 +9,10 @@ import json
 import os
 import subprocess
 
-import pytest
 
-from agent import sandbox
 from conftest import agent_proc, subjects
 from fakeanthropic import reply, tool_use
+from helpers import history, needs_bwrap, tool_result
 
 
 def refused_sync(vault, **changed: str) -> str:
@@ -137,24 +136,12 @@ def test_a_turn_answered_while_the_vault_cannot_commit_is_saved_and_said_so(
 
 # ---- what the model's commands may commit ---------------------------------------------
 
-needs_bwrap = pytest.mark.skipif(not sandbox.sandbox_status().ok,
-                                 reason=f"no sandbox here: {sandbox.sandbox_status().message}")
-
-
 def set_exec(vault, key: str, value: str) -> None:
     toml = vault.root / "agent.toml"
     text = toml.read_text()
     assert f"\n{key} = " in text
     toml.write_text("\n".join(f"{key} = {value}" if l.startswith(f"{key} = ") else l
                               for l in text.split("\n")))
-
-
-def tool_result(fake_anthropic, call: int) -> str:
-    return fake_anthropic.calls()[call].body["messages"][-1]["content"][0]["content"]
-
-
-def history(vault) -> str:
-    return vault.git("log", "--all", "--stat=200", "--format=%s")
 
 
 @needs_bwrap

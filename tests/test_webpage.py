@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
-import tempfile
 import threading
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -28,64 +24,7 @@ from dreamkit import set_review
 from fakeanthropic import reply, tool_use
 from helpers import KYOTO, LISBON, USER, read, script, seed
 from helpers import after, transcript  # noqa: F401
-from test_gateway import enable_gateway
-from test_serve import ServeProc
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-SHOTS = Path(os.environ.get("AGENT_SCREENSHOTS") or Path(tempfile.gettempdir()) / "agent-web-shots")
-SIZES = {"laptop": (1280, 800), "phone": (390, 844)}
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.skip("no /usr/bin/chromium and /usr/bin/chromedriver (apt-get install "
-                    "chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,800",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    print(f"\nscreenshots of the web page: {SHOTS}")
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def wait(driver, condition, timeout=30.0):
-    """Wait until `condition(driver)` is true (its value), else fail saying what.
-
-    An element read while htmx swaps the part of the page that holds it goes stale
-    mid-read: that is a condition not met yet, asked again at the next poll."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout, poll_frequency=0.05,
-                         ignored_exceptions=[StaleElementReferenceException]).until(condition)
-
-
-def css(driver, selector):
-    from selenium.webdriver.common.by import By
-    return driver.find_elements(By.CSS_SELECTOR, selector)
-
-
-def shoot(driver, name: str) -> None:
-    """The page as it is, at a laptop's and at a phone's width."""
-    for size, (w, h) in SIZES.items():
-        driver.set_window_size(w, h)
-        driver.execute_script("return document.fonts ? document.fonts.ready : null")
-        driver.save_screenshot(str(SHOTS / f"{name}-{size}.png"))
-    driver.set_window_size(*SIZES["laptop"])
+from helpers import SIZES, Page, css, enable_gateway, shoot, wait
 
 
 def fits_a_phone(driver, words: str | None = None) -> None:
@@ -106,41 +45,6 @@ def fits_a_phone(driver, words: str | None = None) -> None:
             assert widths and min(widths) > SIZES["phone"][0] / 2, widths
     finally:
         driver.set_window_size(*SIZES["laptop"])
-
-
-class Page:
-    """A running serve with its web page, and the browser logged in to it."""
-
-    def __init__(self, vault, driver, procs):
-        enable_gateway(vault)
-        self.vault = vault
-        self.serve = ServeProc(vault)
-        procs.append(self.serve)
-        self.serve.wait_for("agent serve on")
-        info = json.loads((vault.state / "gateway.json").read_text())
-        self.origin = info["url"]
-        self.port = info["port"]
-        self.driver = driver
-
-    def login_url(self) -> str:
-        p = agent_proc("web", "--no-open", vault=self.vault.root, timeout=60)
-        assert p.returncode == 0, p.stderr + self.serve.output
-        url = re.search(r"http://\S+/login\?code=\S+", p.stdout).group(0)
-        assert url.startswith(self.origin + "/login?code=")
-        return url
-
-    def login(self) -> None:
-        self.driver.delete_all_cookies()
-        self.driver.get(self.login_url())
-        wait(self.driver, lambda d: urlsplit(d.current_url).path == "/")
-
-    def open(self, path: str) -> None:
-        self.driver.get(self.origin + path)
-        wait(self.driver, lambda d: d.execute_script("return document.readyState") == "complete")
-
-    def cookie(self) -> str:
-        c = self.driver.get_cookie(f"agent_session_{self.port}")
-        return f"{c['name']}={c['value']}"
 
 
 @pytest.fixture

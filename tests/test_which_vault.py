@@ -7,10 +7,7 @@ from __future__ import annotations
 from agent.vault.repo import Vault
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
-
-
-def today_lines(vault: Vault) -> str:
-    return "".join(p.read_text() for p in sorted((vault.root / "memory").glob("*.md")))
+from helpers import today_lines
 
 
 def test_the_vault_containing_the_current_folder_wins_over_agent_vault(vault, tmp_path):
