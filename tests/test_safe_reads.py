@@ -68,7 +68,7 @@ def _is_state(src: str) -> bool:
     return any(k in src for k in (".state", "state_dir", "STATE_", "state /"))
 
 
-def _opens_for_reading(call: ast.Call, src: str) -> bool:
+def _opens_for_reading(call: ast.Call) -> bool:
     mode = call.args[1] if len(call.args) > 1 else next(
         (k.value for k in call.keywords if k.arg == "mode"), None)
     if mode is None:
@@ -101,7 +101,6 @@ def direct_reads() -> list[tuple[str, int, str, str]]:
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
-            code = ast.get_source_segment(source, node) or ""
             if isinstance(f, ast.Attribute) and f.attr in READ_METHODS:
                 if node.args and not isinstance(node.args[0], ast.Constant):
                     continue        # a store's read_text(root, ...), not Path.read_text()
@@ -110,7 +109,7 @@ def direct_reads() -> list[tuple[str, int, str, str]]:
                     continue
                 target = receiver
             elif isinstance(f, ast.Name) and f.id == "open":
-                if not node.args or not _opens_for_reading(node, code):
+                if not node.args or not _opens_for_reading(node):
                     continue
                 target = ast.get_source_segment(source, node.args[0]) or ""
             elif (isinstance(f, ast.Attribute) and f.attr == "open"
@@ -123,6 +122,7 @@ def direct_reads() -> list[tuple[str, int, str, str]]:
                 continue
             if _is_state(target):
                 continue
+            code = ast.get_source_segment(source, node) or ""
             found.append((rel, node.lineno, function_of(node), code.splitlines()[0]))
     return found
 
