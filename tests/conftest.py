@@ -35,6 +35,7 @@ def pytest_configure(config):
         compileall.compile_dir(ROOT / "agent", quiet=1)
 
 
+@pytest.hookimpl(optionalhook=True)     # run without xdist (`-p no:xdist`), it is not called
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: two workers a core. Most scenarios spend their time waiting on a process
     they started (`agent serve`, `agent chat` on a terminal, git, Chromium), so one worker a
