@@ -4,6 +4,7 @@ and no way to reach a real home folder, git config or API key."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,11 +98,32 @@ def fixed_now(monkeypatch) -> datetime:
     return NOW
 
 
+# A new vault is 35 git processes; a copy of one made once is none. One template for each
+# setting `agent init` depends on (the clock, git's identity), made the first time a test of
+# this worker asks for a vault with it.
+_TEMPLATES: dict[tuple, Path] = {}
+_PER_TEST = {"HOME", "GIT_CONFIG_GLOBAL", "GIT_CEILING_DIRECTORIES"}
+
+
+def _template_key() -> tuple:
+    env = tuple(sorted((k, v) for k, v in os.environ.items()
+                       if k.startswith(("AGENT_", "GIT_")) and k not in _PER_TEST))
+    config = Path(os.environ.get("GIT_CONFIG_GLOBAL", os.devnull))
+    return env, config.read_text() if config.is_file() else None
+
+
 @pytest.fixture
-def vault(tmp_path) -> Vault:
-    v, what = Vault.init(tmp_path / "vault")
-    assert what == "created"
-    return v
+def vault(tmp_path, tmp_path_factory) -> Vault:
+    """A new vault, as `agent init` makes it, at tmp_path/vault."""
+    key = _template_key()
+    template = _TEMPLATES.get(key)
+    if template is None:
+        template = tmp_path_factory.mktemp("template") / "vault"
+        _, what = Vault.init(template)
+        assert what == "created"
+        _TEMPLATES[key] = template
+    shutil.copytree(template, tmp_path / "vault", symlinks=True)
+    return Vault.open(tmp_path / "vault")
 
 
 @pytest.fixture
