@@ -47,13 +47,17 @@ def run_suite(tree: Path, args: list[str]) -> tuple[float, float, str]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", *args],
                           cwd=tree, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    lines = [l for l in proc.stdout.splitlines() if re.search(r"\d+ (passed|failed)", l)]
-    summary = lines[-1].strip("= ") if lines else f"exit {proc.returncode}, no summary"
+    out = proc.stdout.splitlines()
+    lines = [l for l in out if re.search(r"\d+ (passed|failed)", l)]
+    summary = lines[-1].strip("= ") if lines else f"exit {proc.returncode}"
+    failed = [l for l in out if l.startswith(("FAILED", "ERROR"))]
+    if proc.returncode:         # a run that failed is not a figure: say what failed
+        summary += "".join(f"\n    {l}" for l in failed or out[-20:])
     return wall, cpu, summary
 
 

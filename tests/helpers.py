@@ -273,8 +273,14 @@ class ServeProc:
         raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
 
     def stop(self, sig=signal.SIGTERM, timeout=40) -> int:
+        """Signal serve (unless it has left) and wait for its exit status."""
         if self.p.poll() is None:
             self.p.send_signal(sig)
+        return self.wait(timeout)
+
+    def wait(self, timeout=40) -> int:
+        """Wait for serve to leave on its own, after a signal the test sent: a second
+        SIGTERM from stop() would interrupt the turn the first lets finish."""
         code = self.p.wait(timeout)
         self._t.join(2)
         return code

@@ -341,7 +341,7 @@ def test_sigterm_with_a_turn_in_flight_still_answers_the_client_and_commits(
     t.start()
     fake_anthropic.wait_for_requests(1)[0].wait_for_text()
     serve.p.send_signal(signal.SIGTERM)
-    assert serve.stop() == 0
+    assert serve.wait() == 0
     t.join(30)
     status, answer = answers["first"]
     assert status == 200 and answer["reply"] == words and answer["interrupted"] is False

@@ -465,7 +465,7 @@ def test_sigterm_during_a_job_lets_the_turn_finish_and_commit(vault, run, fake_a
     serve.wait_for(f'cron "slow" ({job_id}): running')
     fake_anthropic.wait_for_requests(1)[0].wait_for_text()
     serve.p.send_signal(signal.SIGTERM)
-    assert serve.stop() == 0
+    assert serve.wait() == 0
     assert "stopping after the running turn" in serve.output
     assert vault.dirty_paths() == []
     assert subjects(vault)[0].startswith(f"cron(cron/{job_id}): ")
@@ -520,7 +520,7 @@ def test_second_sigterm_interrupts_the_turn_and_records_it(vault, run, fake_anth
     serve.p.send_signal(signal.SIGTERM)
     serve.wait_for("stopping after the running turn")
     serve.p.send_signal(signal.SIGTERM)
-    assert serve.stop() == 0
+    assert serve.wait() == 0
     assert vault.dirty_paths() == []
     head = vault.git("log", "-1", "--format=%B")
     assert head.startswith(f"cron(cron/{job_id}): ") and "Interrupted: yes" in head
