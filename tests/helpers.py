@@ -29,6 +29,7 @@ import anyio
 import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
+from mcp.server.lowlevel import Server as McpServer
 from mcp_types import Implementation
 
 from agent import sandbox
@@ -36,10 +37,11 @@ from agent.cli.app import cli
 from agent.clock import now as vault_now
 from agent.config import load_settings
 from agent.llm import make_provider
+from agent.mcp_server.server import build as build_mcp_server
 from agent.serve.channels.telegram import TelegramChannel
 from agent.serve.conversations import Conversations
 from agent.serve.loop import Server
-from agent.stores import sessions
+from agent.stores import hand_edit_checks, sessions
 from agent.vault.repo import Vault
 from conftest import ROOT, agent_proc
 from dreamkit import finding, op, write_entries
@@ -151,15 +153,24 @@ def read(vault, rel):
     return (vault.root / rel).read_text()
 
 
-# ---- agent mcp, driven by the SDK's stdio client ---------------------------------------------
+# ---- agent mcp, driven by the SDK's client (in process, or over stdio) -------------------
 
 
 @asynccontextmanager
-async def connect(vault, *args, name="Claude Code", mode="legacy"):
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "agent", "--vault", str(vault.root), "mcp", *args],
-                                   env=dict(os.environ))
-    async with Client(params, client_info=Implementation(name=name, version="9.9"),
+async def connect(vault, *args, name="Claude Code", mode="legacy", process=False):
+    """The SDK's client on the server `agent mcp ARGS` builds: in this process, on the SDK's
+    in-memory transport (a process would cost its start, the MCP SDK's import, a second),
+    or with process=True as a client runs it, a process spoken to over stdio."""
+    target: McpServer | StdioServerParameters
+    if process:
+        target = StdioServerParameters(
+            command=sys.executable, args=["-m", "agent", "--vault", str(vault.root), "mcp", *args],
+            env=dict(os.environ))
+    else:
+        assert set(args) <= {"--read-only"}, args
+        target = build_mcp_server(Vault.open(vault.root, hand_edit_checks()),
+                                  read_only="--read-only" in args)
+    async with Client(target, client_info=Implementation(name=name, version="9.9"),
                       mode=mode) as client:
         yield client
 

@@ -1,5 +1,7 @@
-"""`agent mcp` driven by the SDK's own stdio client, as Claude Code would drive it: the
-real process, real git; assertions on what the client gets, the files and `git log`."""
+"""`agent mcp` driven by the SDK's own client: over stdio, as Claude Code drives the real
+process (the listing, the commits named after the client, the modern protocol, a line
+that is not JSON-RPC), and otherwise on the SDK's in-memory transport to the server the
+command builds; real git; assertions on what the client gets, the files and `git log`."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ def test_tools_and_resources_are_listed(vault):
         resources = await c.list_resources()
         return ({t.name: t for t in tools.tools}, [r.uri for r in resources.resources],
                 c.server_info)
-    tools, uris, info = drive(vault, steps)
+    tools, uris, info = drive(vault, steps, process=True)
     assert set(tools) == {"search", "remember", "note", "recent", "history", "why",
                           "review_list", "review_decide", "show_as_of", "restore"}
     assert tools["remember"].input_schema["required"] == ["text"]
@@ -36,7 +38,7 @@ def test_remember_and_note_are_one_commit_each_named_after_the_client(vault, fix
         n = await c.call_tool("note", {"text": "called the dentist"})
         d = await c.call_tool("remember", {"text": "bought a new kettle"})
         return [text_of(r) for r in (a, b, n, d)], [r.is_error for r in (a, b, n, d)]
-    texts, errors = drive(vault, steps)
+    texts, errors = drive(vault, steps, process=True)
     assert errors == [False] * 4
     assert texts[0].startswith("Added to USER.md under Travel: - Prefers window seats on trains")
     today = TODAY_NOTE                               # the server took AGENT_NOW
@@ -171,7 +173,8 @@ def test_the_modern_protocol_works_too(vault):
     async def steps(c):
         r = await c.call_tool("note", {"text": "from a 2026 client"})
         return text_of(r)
-    assert "from a 2026 client" in drive(vault, steps, mode="auto", name="Other Client")
+    assert "from a 2026 client" in drive(vault, steps, mode="auto", name="Other Client",
+                                         process=True)
     assert subjects(vault)[0].startswith("mcp(other-client): note in memory/")
 
 
