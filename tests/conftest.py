@@ -38,10 +38,11 @@ def pytest_configure(config):
 
 @pytest.hookimpl(optionalhook=True)     # run without xdist (`-p no:xdist`), it is not called
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: two workers a core. Most scenarios spend their time waiting on a process
-    they started (`agent serve`, `agent chat` on a terminal, git, Chromium), so one worker a
-    core leaves the cores idle a third of the time (8.7 min against 6.5 min on 2 cores)."""
-    return 2 * _cores()
+    """`-n auto`: two workers a core, at most 16. Most scenarios spend their time waiting
+    on a process they started (`agent serve`, `agent chat` on a terminal, git, Chromium),
+    so one worker a core left a quarter of the CPU idle (docs/benchmarks.md, "Half of the
+    baseline")."""
+    return min(2 * _cores(), 16)        # (each worker may start Chromium: mind the memory)
 
 
 def _cores() -> int:
