@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from mcp import MCPError
 
-from agent.vault.repo import Vault
+from agent.ops.vaults import init_vault
 from conftest import subjects
 from fakeanthropic import reply, tool_use
 from helpers import drive, text_of
@@ -126,7 +126,7 @@ def test_unknown_ids_and_replies_from_before_say_so_in_one_line(vault, run, fake
 def test_the_record_adds_nothing_to_a_request(tmp_path, vault, run, fake_anthropic, fixed_now):
     """Two vaults, the same conversation; in one the first reply's record is removed (a
     vault from before): the second turn's request is the same, byte for byte."""
-    other, _ = Vault.init(tmp_path / "other")
+    other, _ = init_vault(tmp_path / "other")
     for v in (vault, other):
         path = v.root / "USER.md"
         path.write_text(path.read_text() + "- Alice lives in Lisbon\n")
