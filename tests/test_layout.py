@@ -227,6 +227,30 @@ def test_no_vendor_dialect_above_the_seam():
     assert dialect_strings(modules()["agent.llm.openai"][1], OPENAI_DIALECT)
 
 
+# The product's files, which the vault is told about (agent.vault.layout) and never names:
+# the formats' own files, their merge drivers, the search index.
+PRODUCT_FILES = ("cron.json", ".forgotten", ".dream_cursor", ".dream_ledger", ".dream_rejected",
+                 "MEMORY.md", "USER.md", "index.sqlite", "agent-facts", "agent-lines",
+                 "agent-cron", "agent-set", "mergedriver")
+# A journal of an older version does not name the file its rewrite added.
+NAMED_FOR_OLD_JOURNALS = {("agent.vault.rewrite_journal", ".forgotten")}
+
+
+def test_the_vault_names_none_of_the_products_files():
+    problems = []
+    for name, (path, tree) in modules().items():
+        if not name.startswith("agent.vault."):
+            continue
+        docstrings = {id(n.value) for n in ast.walk(tree)
+                      if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docstrings:
+                problems += [f"{where(path, node)}: names {f}" for f in PRODUCT_FILES
+                             if f in node.value and (name, f) not in NAMED_FOR_OLD_JOURNALS]
+    assert not problems, "\n".join(problems)
+
+
 def test_only_agent_llm_talks_to_the_model():
     problems = []
     for name, (path, tree) in modules().items():

@@ -72,6 +72,9 @@ DRIVERS = {
     "agent-cron": "cron.json, job by job",
     "agent-set": "a set of lines (.dream_cursor)",
 }
+# The drivers that settle a clash by keeping both versions of a fact (for the dream to
+# sort out): right for a sync between machines, wrong for an undo, which must refuse.
+KEEPS_BOTH = ("agent-facts",)
 ATTRIBUTES = (
     "sessions/**/*.jsonl merge=agent-lines",
     "memory/*.md merge=agent-lines",

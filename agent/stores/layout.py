@@ -66,6 +66,9 @@ class ProductLayout:
     def derived(self) -> Sequence[Cleanup]:
         return self._derived
 
+    def keeps_both(self) -> Sequence[str]:
+        return kinds.KEEPS_BOTH
+
     def register(self, cleanup: Cleanup) -> ProductLayout:
         """This layout with one more cleanup of derived state (run after a rewrite)."""
         return ProductLayout(self._git_config, (*self._derived, cleanup))

@@ -44,6 +44,11 @@ class Layout(Protocol):
         """The cleanups of state derived from the files, run after a history rewrite."""
         ...
 
+    def keeps_both(self) -> Sequence[str]:
+        """The merge drivers that settle a clash by keeping both versions: an undo runs
+        without them, so that a clash makes it refuse."""
+        ...
+
 
 class GitOnly:
     """The layout of a plain repository: no file has a format the vault must check."""
@@ -60,6 +65,9 @@ class GitOnly:
         return None
 
     def derived(self) -> Sequence[Cleanup]:
+        return ()
+
+    def keeps_both(self) -> Sequence[str]:
         return ()
 
 

@@ -438,8 +438,9 @@ class Vault(TurnVault):
         check_committable(self.root)
         # An undo must not settle a clash by keeping both versions (that is for syncs
         # between machines): a fact the person changed since makes the revert refuse.
-        p = git.run(["-c", "merge.agent-facts.driver=false", "revert", "--no-commit", sha],
-                    self.root)
+        off = [a for name in self.layout.keeps_both()
+               for a in ("-c", f"merge.{name}.driver=false")]
+        p = git.run([*off, "revert", "--no-commit", sha], self.root)
         if p.returncode:
             git.run(["revert", "--abort"], self.root)
             git.run(["reset", "--merge"], self.root)
