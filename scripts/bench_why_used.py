@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the record of "what shaped this answer" (agent.chat.used) costs: bytes per turn.
+"""What the record of "what shaped this answer" (agent.stores.used) costs: bytes per turn.
 
 A vault with a MEMORY.md of --facts lines, a USER.md, today's and yesterday's daily
 notes and --history earlier conversations (so retrieval finds messages), then --turns

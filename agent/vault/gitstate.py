@@ -73,6 +73,24 @@ def head_from_files(root: Path) -> str | None:
         return None
 
 
+_FORMATS: dict[str, str] = {}      # root -> its object format, asked once a process
+
+
+def object_format(root: Path) -> str:
+    """The object format of the repository at `root`, as git's extensions.objectFormat
+    says: "sha1" or "sha256". Told by the length of HEAD's commit id where .git's
+    files give it (no process), else asked of git once."""
+    sig = head_from_files(root)
+    sha = (sig or "").rsplit(":", 1)[-1]
+    if sig and not sig.startswith("unborn:") and len(sha) in (40, 64):
+        return "sha1" if len(sha) == 40 else "sha256"
+    key = str(root)
+    if key not in _FORMATS:
+        p = git.run(["rev-parse", "--show-object-format"], root)
+        _FORMATS[key] = p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else "sha1"
+    return _FORMATS[key]
+
+
 def unfinished_operation(root: Path, *, unmerged: bool = True) -> str | None:
     """What stops the agent committing in the vault at `root` now, or None.
 

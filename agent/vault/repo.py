@@ -390,7 +390,8 @@ class Vault(TurnVault):
         sha = self.git("commit-tree", tree, *(["-p", head] if head else []), "-F", "-",
                        env=who.env(), input=message).strip()
         subject = message.splitlines()[0] if message else ""
-        self.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or "0" * 40)
+        # "" for no old value: HEAD must not exist yet (in either object format).
+        self.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or "")
         # What this commit changed, for the search index's refresh right after it (two
         # git commands fewer per turn); None when `git add -A` chose the paths.
         self.last_commit = (head, sha, sorted(set(paths))) if paths is not None else None
