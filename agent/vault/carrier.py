@@ -63,6 +63,9 @@ def network_problem(stderr: str, url: str, timeout: int | None) -> str:
     if "Operation too slow" in stderr or "curl 28" in stderr or "timed out" in stderr.lower():
         return (f"the host at {url} stalled (nothing for {timeout} seconds), so the sync "
                 f"gave up")
+    if any(s in stderr for s in ("curl 52", "curl 55", "curl 56", "Empty reply",
+                                 "the remote end hung up", "Connection reset")):
+        return f"the host at {url} hung up in the middle"
     for line in stderr.splitlines():
         line = line.strip().removeprefix("fatal: ").removeprefix("error: ")
         if line and not line.startswith(("remote: ", "hint: ")):

@@ -54,8 +54,11 @@ class Session:
             self.atomic = value == "true"
         return "ok"
 
-    def list(self) -> None:
-        self.state = self.remote.load()
+    def listing(self, for_push: bool = False) -> None:
+        # Before a push, the state as this machine last fetched it (a sync fetched it a
+        # moment ago): the host's own ref update refuses a push from a state it has
+        # moved on from, and the push then reads it again.
+        self.state = self.remote.cached() if for_push else self.remote.load()
         m = self.state.manifest
         lines = [f"{sha} {ref}\n" for ref, sha in sorted(self.state.refs.items())]
         if m is not None and m.head in self.state.refs:
@@ -112,7 +115,7 @@ def serve(remote: CryptRemote, inp: BinaryIO, out: BinaryIO) -> None:
             name, _, value = line[len("option "):].partition(" ")
             session.say(session.option(name, value) + "\n")
         elif line in ("list", "list for-push"):
-            session.list()
+            session.listing(for_push=line == "list for-push")
         elif line.startswith("fetch "):
             while line.startswith("fetch "):      # a batch: read to its blank line
                 line = inp.readline().decode("utf-8", "surrogateescape").rstrip("\n")

@@ -114,7 +114,7 @@ class CryptRemote:
 
     # ---- this machine's record ----------------------------------------------------------
 
-    def _record(self) -> dict:
+    def _record(self) -> dict[str, object]:
         data = atomic.read_json(self.dir / "state.json")
         return data if isinstance(data, dict) else {}
 
