@@ -465,7 +465,8 @@ def test_two_machines_syncing_at_once_again_and_again_lose_nothing(tmp_path, a, 
         notes = "".join(p.read_text() for p in (m.root / "memory").glob("*.md"))
         for i in range(rounds):
             assert f"round {i} from a" in notes and f"round {i} from b" in notes
-    # Nothing was force-pushed: every carrier commit has one parent, back to the first.
+    # The host's branch is one line of commits back to one root (a merge of packs starts
+    # a new one, leased): no push ever forked it.
     parents = [line.split()[1:] for line in
                git(bare(host), "log", "--format=%H %P", "agent-crypt").splitlines()]
     assert sum(1 for p in parents if not p) == 1 and all(len(p) <= 1 for p in parents)

@@ -6,8 +6,8 @@ flat list of opaque files (age ciphertext: an encrypted manifest and encrypted p
 Each sync that sends something adds a commit on top of that branch, so git's own
 atomic ref update on the host refuses a second machine pushing from the same commit
 (it fetches, merges and pushes again). Only a rewrite of the vault's history (`agent
-forget`) replaces the branch, with a lease on the commit it replaces. Carrier commits
-carry nothing of the vault: a fixed author, date and message.
+forget`) or a merge of packs replaces the branch, with a lease on the commit it
+replaces. Carrier commits carry nothing of the vault: a fixed author, date and message.
 
 This machine keeps a copy of the carrier (a shallow bare repository under
 .git/agent-crypt/) so a sync fetches only what is new. The vault side is a pack of the
@@ -99,7 +99,9 @@ class Carrier:
                         filters=False)
             if p.returncode:
                 raise VaultError(f"could not make {self.path}: {p.stderr.strip()}")
-            self._out("config", "gc.auto", "0")   # pruned when a rewrite asks (prune())
+            # Pruned when a rewrite asks (prune()), never by a background gc mid-sync.
+            self._out("config", "gc.auto", "0")
+            self._out("config", "maintenance.auto", "false")
 
     def tip(self) -> str | None:
         p = self._git("rev-parse", "--verify", "-q", BRANCH)
@@ -222,6 +224,16 @@ def resolve(git_dir: Path, rev: str) -> str | None:
     p = git.run(["--git-dir", str(git_dir), "rev-parse", "--verify", "-q", f"{rev}^{{commit}}"],
                 git_dir, filters=False)
     return p.stdout.strip() or None
+
+
+def independent(git_dir: Path, shas: Iterable[str]) -> list[str]:
+    """Those of `shas` (commits of the repository) that no other of them reaches."""
+    shas = sorted(set(shas))
+    if len(shas) < 2:
+        return shas
+    p = git.run(["--git-dir", str(git_dir), "merge-base", "--independent", *shas], git_dir,
+                filters=False)
+    return sorted(p.stdout.split()) if p.returncode == 0 else shas
 
 
 def has_new(git_dir: Path, tips: list[str], exclude: Iterable[str]) -> bool:

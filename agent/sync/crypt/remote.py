@@ -11,14 +11,17 @@ the manifest (agent.sync.crypt.manifest) and the packs it lists. Every push adds
 pack of what the remote lacks, sealed to the newest data key, and a new manifest one
 generation on, in one fast-forward commit: a push from the same commit by another
 machine is refused by the host's own ref update, and the git push above it says
-"fetch first" (the sync fetches, merges and pushes again). Nothing is force-pushed but
-a rewrite (`agent forget`, or a branch replaced rather than moved on): it re-uploads
-everything as one pack on a new root commit, leased on the commit it replaces, so the
-old ciphertext is no longer reachable from the host's refs.
+"fetch first" (the sync fetches, merges and pushes again).
 
-Packs pile up one a push; every FANOUT packs of one level are merged into one of the
-next (made from this vault's own objects), so a clone after years of syncing
-decrypts and indexes a few dozen packs rather than one per sync.
+Packs pile up one a push; when FANOUT packs of one level end the list they are merged
+into one of the next level (made from this vault's own objects), so a clone after
+years of syncing decrypts and indexes a few dozen packs rather than one per sync. A
+merge, and a rewrite of the vault's history (`agent forget`, or a branch replaced
+rather than moved on: everything is then re-uploaded as one pack), put a new root
+commit on the host's branch, leased on the commit they replace: what they supersede
+is then reachable from no ref of the host (which drops it in its own time), and a
+machine that pushed meanwhile made the lease fail, so it is read again and nothing
+of its is dropped. Nothing else is ever force-pushed.
 
 This machine's record of the remote (what it accepted, which packs it applied) and its
 copy of the carrier live in .git/agent-crypt/<id>/: never in the vault's tree.
@@ -250,9 +253,9 @@ class CryptRemote:
                 heads = sorted(r for r in new.refs if r.startswith("refs/heads/"))
                 new.head = "refs/heads/main" if "refs/heads/main" in new.refs else \
                     (heads[0] if heads else None)
-            files = self._pack(state, new, [u.new for u in changed if u.new], rewrite)
+            files, replace = self._pack(state, new, [u.new for u in changed if u.new], rewrite)
             try:
-                self._publish(state, new, files, replace=rewrite)
+                self._publish(state, new, files, replace=replace, rewrite=rewrite)
             except Rejected:
                 state = self.load()
                 continue
@@ -260,10 +263,13 @@ class CryptRemote:
             return results
         return {u.dst: "fetch first" for u in updates}
 
-    def _pack(self, state: State, new: Manifest, tips: list[str], rewrite: bool) -> dict[str, str]:
+    def _pack(self, state: State, new: Manifest, tips: list[str], rewrite: bool
+              ) -> tuple[dict[str, str], bool]:
         """The carrier files of `new`: its packs as they are, plus one of what the remote
         lacks (everything, on a `rewrite`), merged with the newest ones when FANOUT of a
-        level have piled up. `new.packs` is set to match."""
+        level have piled up. `new.packs` is set to match. And whether the carrier's
+        history is replaced (a rewrite, or packs merged: what they replace is then
+        reachable from no ref of the host, which drops it in its own time)."""
         if rewrite:
             have = carrying.present(self.git_dir, new.refs.values())
             # A ref whose commits this vault lacks (it pruned them: a rewrite's old
@@ -274,15 +280,15 @@ class CryptRemote:
             files: dict[str, str] = {}
             if every:
                 self._add_pack(new, files, every, [], level=9)
-            return files
+            return files, True
         files = {p.file: state.files[p.file] for p in new.packs}
         before = [t for p in new.packs for t in p.tips] + list(state.refs.values())
         exclude = sorted(carrying.present(self.git_dir, before))
         tips = sorted(set(tips))
         if carrying.has_new(self.git_dir, tips, exclude):
             self._add_pack(new, files, tips, exclude, level=0)
-            self._merge_packs(new, files)
-        return files
+            return files, self._merge_packs(new, files)
+        return files, False
 
     def _add_pack(self, new: Manifest, files: dict[str, str], tips: list[str],
                   exclude: list[str], level: int) -> None:
@@ -292,7 +298,9 @@ class CryptRemote:
         new.packs.append(Pack(name, hashlib.sha256(data).hexdigest(), tips, len(new.keys) - 1,
                               level, len(data)))
 
-    def _merge_packs(self, new: Manifest, files: dict[str, str]) -> None:
+    def _merge_packs(self, new: Manifest, files: dict[str, str]) -> bool:
+        """Merge the newest packs while FANOUT of one level end the list; whether any was."""
+        merged = False
         while new.packs:
             level = new.packs[-1].level
             run = 0
@@ -301,21 +309,26 @@ class CryptRemote:
                     break
                 run += 1
             if run < FANOUT:
-                return
+                return merged
             group, before = new.packs[-run:], new.packs[:-run]
             tips = sorted({t for p in group for t in p.tips})
             if carrying.present(self.git_dir, tips) != set(tips):
-                return              # objects this vault no longer has: left as they are
+                return merged       # objects this vault no longer has: left as they are
             exclude = sorted(carrying.present(self.git_dir, [t for p in before for t in p.tips]))
             for p in group:
                 files.pop(p.file, None)
             new.packs = before
-            self._add_pack(new, files, tips, exclude, level=level + 1)
+            self._add_pack(new, files, carrying.independent(self.git_dir, tips), exclude,
+                           level=level + 1)
+            merged = True
+        return merged
 
     def _publish(self, state: State, new: Manifest, files: dict[str, str],
-                 replace: bool = False) -> None:
+                 replace: bool = False, rewrite: bool = False) -> None:
         """Seal `new`, commit it with `files` on the carrier and push it (Rejected when
-        the host moved since `state`); this machine then records it as accepted."""
+        the host moved since `state`); this machine then records it as accepted. With
+        `replace`, as a new root commit (leased); a `rewrite` also prunes a host that is
+        a folder on this machine, as a forget on a plain remote on a disk does."""
         data, digest = new.seal()
         files = {**files, MANIFEST: self.carrier.write(data)}
         commit = self.carrier.commit(files, None if replace else state.tip)
@@ -325,7 +338,8 @@ class CryptRemote:
                    applied=sorted(applied & {p.file for p in new.packs}))
         if replace:
             self.carrier.prune()
-            carrying.prune_local_host(self.url)
+            if rewrite:
+                carrying.prune_local_host(self.url)
 
     # ---- devices ------------------------------------------------------------------------
 
