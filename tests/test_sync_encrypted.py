@@ -198,6 +198,27 @@ def test_control_files_from_an_encrypted_remote_are_held_until_accepted(tmp_path
     assert "# changed on the laptop" in (a.root / "agent.toml").read_text()
 
 
+def test_the_dreams_proposal_branches_travel_encrypted(tmp_path, vault, host, fake_anthropic):
+    from helpers import LISBON, script, seed
+    seed(vault)
+    a = Machine(vault.root, tmp_path / "keys" / "a.txt")
+    a.run("remote", "add", "origin", host.url(), "--encrypt")
+    script(fake_anthropic)
+    a.run("dream", "--sync")
+    a.run("sync")
+    b = trusted_clone(tmp_path, a, host)
+    b.run("sync")
+    assert b.vault.git("rev-parse", "dream/1-2").strip() == a.vault.git("rev-parse", "dream/1-2").strip()
+    listed = [json.loads(x) for x in b.run("review", "--json").output.splitlines()]
+    assert [i["id"] for i in listed] == ["1..2#1"]
+    b.run("review", "accept", "1")
+    b.run("sync")
+    a.run("sync")
+    assert a.vault.git("for-each-ref", "refs/heads/dream").strip() == ""
+    assert LISBON in (a.root / "USER.md").read_text()
+    assert b"dream/1-2" not in host_bytes(bare(host))
+
+
 # ---- devices ----------------------------------------------------------------------------
 
 
