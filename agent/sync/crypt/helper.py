@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         if device is None:
             raise UserError("this machine has no key for encrypted remotes yet: run `agent "
                             "key`, then trust it on a machine that syncs this vault")
-        remote = CryptRemote(Path(git_dir).absolute(), url, device)
+        remote = CryptRemote(Path(git_dir).absolute(), url, device, args[0])
         with remote.locked():
             serve(remote, sys.stdin.buffer, sys.stdout.buffer)
     except (Refused, CarrierError, UserError) as e:

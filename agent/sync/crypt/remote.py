@@ -1,6 +1,6 @@
 """One encrypted remote as this machine sees it: read, check, fetch from and push to it.
 
-    remote = CryptRemote(git_dir, "https://host/vault.git", keys.load())
+    remote = CryptRemote(git_dir, "https://host/vault.git", keys.load(), "origin")
     with remote.locked():
         state = remote.load()                       # the host's newest state, checked
         remote.fetch_objects(state)                 # the packs this vault lacks, applied
@@ -104,14 +104,18 @@ class Update:
 
 
 class CryptRemote:
-    """An encrypted remote at `url` (the host's, without the prefix) for the vault
-    whose git folder is `git_dir`, read with this machine's `device` key."""
+    """The encrypted remote `name` at `url` (the host's, without the prefix) of the
+    vault whose git folder is `git_dir`, read with this machine's `device` key."""
 
-    def __init__(self, git_dir: Path, url: str, device: keys.DeviceKey) -> None:
+    def __init__(self, git_dir: Path, url: str, device: keys.DeviceKey, name: str) -> None:
         self.git_dir = Path(git_dir)
         self.url = url
         self.device = device
-        self.dir = self.git_dir / "agent-crypt" / hashlib.sha256(url.encode()).hexdigest()[:16]
+        self.name = name
+        # This machine's record is the remote's, by name and URL: one added again under
+        # another name (a host emptied on purpose) starts afresh.
+        ident = hashlib.sha256(f"{name}\0{url}".encode()).hexdigest()[:16]
+        self.dir = self.git_dir / "agent-crypt" / ident
         self.carrier = Carrier(self.dir / "carrier.git")
         self.timeout = timeout()
 
@@ -164,7 +168,8 @@ class CryptRemote:
         if tip is None:
             if self.seen.mac_key is not None:
                 raise Refused("the remote is empty, but this machine has synced with it: "
-                              "the host lost or removed it")
+                              "the host lost or removed it (if you emptied it on purpose, "
+                              "add it again under another name)")
             return State()
         files = self.carrier.files(tip)
         if MANIFEST not in files:

@@ -60,7 +60,7 @@ def open_remote(vault: Vault, name: str, device: keys.DeviceKey | None = None) -
     device = device or keys.load()
     if device is None:
         raise UserError("This machine has no key yet: run `agent key`.")
-    return CryptRemote(vault.git_dir, bare, device)
+    return CryptRemote(vault.git_dir, bare, device, name)
 
 
 def encrypted(vault: Vault) -> dict[str, str]:
