@@ -235,7 +235,10 @@ class CryptRemote:
                 now = state.refs.get(u.dst)
                 if u.lease != _UNSET and now != (u.lease or None):
                     results[u.dst] = "stale info"
-                elif now != u.listed:
+                elif now != u.listed and not (
+                        now and u.new and carrying.is_ancestor(self.git_dir, now, u.new)):
+                    # The host moved it since git decided, and not to a commit this one
+                    # builds on (a fast-forward from the host's own state goes through).
                     results[u.dst] = "fetch first"
                 elif u.new is None:
                     new.refs.pop(u.dst, None)
