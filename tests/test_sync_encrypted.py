@@ -268,6 +268,25 @@ def test_an_untrusted_device_cannot_read_what_is_pushed_after(tmp_path, a, host)
                                            a.public(), ok=False).output
 
 
+def test_a_machine_can_use_its_ssh_key(tmp_path, a, host):
+    (tmp_path / "ssh").mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ana@laptop",
+                    "-f", str(tmp_path / "ssh" / "id_ed25519")], check=True)
+    c = Machine(tmp_path / "c", tmp_path / "ssh" / "id_ed25519")
+    assert c.public().startswith("ssh-ed25519 ")
+    out = a.run("remote", "trust", "origin", str(tmp_path / "ssh" / "id_ed25519.pub"),
+                "--name", "laptop").output
+    assert "Trusted laptop (ssh-ed25519 " in out
+    result = CliRunner().invoke(cli, ["clone", host.url(), str(c.root)], env=c.env(),
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    c.run("note", "written with an ssh key")
+    c.run("sync")
+    a.run("sync")
+    assert "written with an ssh key" in "".join(
+        p.read_text() for p in (a.root / "memory").glob("*.md"))
+
+
 def test_remote_list_shows_the_devices(tmp_path, a, host):
     trusted_clone(tmp_path, a, host)
     out = a.run("remote", "list").output

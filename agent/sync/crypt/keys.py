@@ -9,7 +9,9 @@ so `age -d -i FILE` reads it too):
     AGE-SECRET-KEY-1…
 
 It lives at $AGENT_KEY_FILE, else $XDG_CONFIG_HOME/agent/key.txt, else
-~/.config/agent/key.txt: readable by its owner only (0600, in a 0700 folder). `agent
+~/.config/agent/key.txt: readable by its owner only (0600, in a 0700 folder). An ssh
+key pair the person already has serves too (AGENT_KEY_FILE=~/.ssh/id_ed25519, its .pub
+beside it; without a passphrase: age cannot ask for one here). `agent
 key` prints its public half, which another device trusts (`agent remote trust`). The
 file is never copied into the vault, a commit, a log or a model request; losing it on
 every device makes what the remote holds unreadable, by anyone.
@@ -30,6 +32,7 @@ ENV = "AGENT_KEY_FILE"
 SECRET_PREFIX = "AGE-SECRET-KEY-1"
 PUBLIC_PREFIX = "age1"
 SSH_PREFIXES = ("ssh-ed25519 ", "ssh-rsa ")
+SSH_PRIVATE = "-----BEGIN OPENSSH PRIVATE KEY-----"
 
 
 class KeyProblem(UserError):
@@ -47,12 +50,15 @@ def key_path() -> Path:
 
 @dataclass(frozen=True)
 class DeviceKey:
-    """This machine's identity: what decrypts, and the public key others trust."""
+    """This machine's identity: what decrypts, and the public key others trust (an age
+    key, or an ssh key pair the person already has: AGENT_KEY_FILE=~/.ssh/id_ed25519)."""
     path: Path
     secret: str
     public: str
 
-    def identity(self) -> pyrage.x25519.Identity:
+    def identity(self) -> pyrage.x25519.Identity | pyrage.ssh.Identity:
+        if self.secret.startswith(SSH_PRIVATE):
+            return pyrage.ssh.Identity.from_buffer(self.secret.encode())
         return pyrage.x25519.Identity.from_str(self.secret)
 
 
@@ -67,6 +73,8 @@ def load(path: Path | None = None) -> DeviceKey | None:
     except (OSError, UnicodeDecodeError) as e:
         raise KeyProblem(f"This machine's key {path} cannot be read ({type(e).__name__}). "
                         f"Fix its permissions; if it is lost, see `agent key --help`.") from None
+    if text.lstrip().startswith(SSH_PRIVATE):
+        return _ssh_key(path, text.strip() + "\n")
     secret = next((line.strip() for line in text.splitlines()
                    if line.strip().startswith(SECRET_PREFIX)), None)
     if secret is None:
@@ -78,6 +86,22 @@ def load(path: Path | None = None) -> DeviceKey | None:
         raise KeyProblem(f"{path} holds a damaged age secret key. Move it aside and run "
                         f"`agent key` to make a new one (the remotes must then trust it).") from None
     return DeviceKey(path, secret, str(ident.to_public()))
+
+
+def _ssh_key(path: Path, text: str) -> DeviceKey:
+    """An ssh private key used as this machine's key; its public half beside it (.pub)."""
+    try:
+        pyrage.ssh.Identity.from_buffer(text.encode())
+    except pyrage.IdentityError:
+        raise KeyProblem(f"{path} is an ssh key age cannot use (one with a passphrase, or "
+                         f"not ed25519 or rsa): point AGENT_KEY_FILE at an age key instead "
+                         f"(unset it and run `agent key`).") from None
+    pub = path.with_name(path.name + ".pub")
+    try:
+        public = parse_public(pub.read_text(encoding="utf-8"), str(pub))
+    except OSError:
+        raise KeyProblem(f"{path} is an ssh key but {pub} (its public half) is missing.") from None
+    return DeviceKey(path, text, public)
 
 
 def ensure(now_iso: str, path: Path | None = None) -> tuple[DeviceKey, bool]:
