@@ -112,9 +112,9 @@ class CryptRemote:
         self.url = url
         self.device = device
         self.name = name
-        # This machine's record is the remote's, by name and URL: one added again under
-        # another name (a host emptied on purpose) starts afresh.
-        ident = hashlib.sha256(f"{name}\0{url}".encode()).hexdigest()[:16]
+        # This machine's record is kept by the host's URL, whatever the remote is named
+        # (a rename must not start it afresh: it guards against replays and forgeries).
+        ident = hashlib.sha256(url.encode()).hexdigest()[:16]
         self.dir = self.git_dir / "agent-crypt" / ident
         self.carrier = Carrier(self.dir / "carrier.git")
         self.timeout = timeout()
@@ -167,9 +167,9 @@ class CryptRemote:
     def _open(self, tip: str | None, record: bool = True) -> State:
         if tip is None:
             if self.seen.mac_key is not None:
-                raise Refused("the remote is empty, but this machine has synced with it: "
-                              "the host lost or removed it (if you emptied it on purpose, "
-                              "add it again under another name)")
+                raise Refused(f"the remote is empty, but this machine has synced with it: "
+                              f"the host lost or removed it (if you emptied it on purpose, "
+                              f"remove this machine's record of it: rm -r {self.dir})")
             return State()
         files = self.carrier.files(tip)
         if MANIFEST not in files:
