@@ -384,6 +384,10 @@ def test_a_replayed_older_state_is_refused(tmp_path, a, host):
     result = a.run("sync", ok=False)
     _unchanged(a, head, tracking, result)
     assert "older state" in result.output and "replaying" in result.output
+    # Renaming the remote keeps what this machine accepted: still refused.
+    git(a.root, "remote", "rename", "origin", "vault")
+    result = a.run("sync", ok=False)
+    assert result.exit_code == 1 and "older state" in result.output
 
 
 def test_a_manifest_forged_with_public_keys_is_refused(tmp_path, a, host):
