@@ -102,6 +102,10 @@ class Carrier:
             # Pruned when a rewrite asks (prune()), never by a background gc mid-sync.
             self._out("config", "gc.auto", "0")
             self._out("config", "maintenance.auto", "false")
+            # Ciphertext does not compress: kept as it arrives, in the pack it came in,
+            # rather than deflated again object by object.
+            self._out("config", "core.compression", "0")
+            self._out("config", "fetch.unpackLimit", "1")
 
     def tip(self) -> str | None:
         p = self._git("rev-parse", "--verify", "-q", BRANCH)
