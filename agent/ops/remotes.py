@@ -155,8 +155,7 @@ def untrust(vault: Vault, name: str, which: str) -> Devices:
 
 
 def read_key_file(path: Path) -> str:
-    """The text of a KEYFILE a person names (`-`: standard input is the CLI's)."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")[:100_000]
-    except OSError as e:
-        raise RemoteError(f"Cannot read {path} ({e.strerror or e}).") from None
+    """The text of a KEYFILE a person names (`-`: standard input is the CLI's): a
+    regular file of at most 100 kB (a public key is one line)."""
+    from agent.fs import safe
+    return safe.read_given(path, 100_000).decode("utf-8", "replace")
