@@ -436,6 +436,21 @@ def test_forget_reuploads_and_the_old_ciphertext_leaves_the_hosts_refs(tmp_path,
     assert "ultramarine herons" not in git(a.root, "log", "--all", "-p")
 
 
+def test_a_forget_whose_push_was_cut_off_is_finished_by_the_next_sync(tmp_path, a, host):
+    a.run("note", CANARY)
+    a.run("sync")
+    host.fault = "drop"
+    out = a.run("forget", "ultramarine herons", "--yes").output
+    assert "remote: origin was not updated" in out and "the next `agent sync` rewrites it" in out
+    host.fault = None
+    a.run("sync")
+    log = git(bare(host), "log", "--format=%H %P", "agent-crypt").splitlines()
+    assert len(log[-1].split()) == 1            # the host's branch starts anew
+    b = trusted_clone(tmp_path, a, host)
+    assert "ultramarine herons" not in git(b.root, "log", "--all", "-p")
+    assert b.vault.head() == a.vault.head()
+
+
 # ---- the network ------------------------------------------------------------------------
 
 

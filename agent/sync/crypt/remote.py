@@ -23,8 +23,7 @@ is then reachable from no ref of the host (which drops it in its own time), and 
 machine that pushed meanwhile made the lease fail, so it is read again and nothing
 of its is dropped. Nothing else is ever force-pushed.
 
-This machine's record of the remote (what it accepted, which packs it applied) and its
-copy of the carrier live in .git/agent-crypt/<id>/: never in the vault's tree.
+This machine's record of the remote (what it accepted) and its copy of the carrier live in .git/agent-crypt/<id>/: never in the vault's tree.
 """
 
 from __future__ import annotations
@@ -138,10 +137,6 @@ class CryptRemote:
             seen.expect = os.environ[EXPECT_ENV].strip().lower()
         return seen
 
-    def _applied(self) -> set[str]:
-        got = self._record().get("applied")
-        return {str(x) for x in got} if isinstance(got, list) else set()
-
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """One process at a time reads or writes this machine's record of the remote."""
@@ -192,12 +187,11 @@ class CryptRemote:
         m = state.manifest
         if m is None:
             return 0
-        applied = self._applied()
-        todo = [p for p in m.packs if p.file not in applied]
-        if todo:
-            have = carrying.present(self.git_dir, [t for p in todo for t in p.tips])
-            done = [p for p in todo if set(p.tips) <= have]
-            todo = [p for p in todo if p not in done]
+        # A pack whose commits are here was applied before (or brought them another
+        # way). One whose commits went (a forget here pruned them while the host still
+        # has them) is applied again: git's fetch asks for them.
+        have = carrying.present(self.git_dir, [t for p in m.packs for t in p.tips])
+        todo = [p for p in m.packs if not set(p.tips) <= have]
         datas = []
         for p in todo:
             blob = self.carrier.read(state.files[p.file])
@@ -210,7 +204,6 @@ class CryptRemote:
                 raise Refused("a pack on the remote does not decrypt: it was altered") from None
         for data in datas:
             carrying.unpack(self.git_dir, data)
-        self._save(applied=sorted(p.file for p in m.packs))
         return len(datas)
 
     # ---- writing ------------------------------------------------------------------------
@@ -341,9 +334,7 @@ class CryptRemote:
         files = {**files, MANIFEST: self.carrier.write(data)}
         commit = self.carrier.commit(files, None if replace else state.tip)
         self.carrier.push(self.url, commit, state.tip, self.timeout, replace=replace)
-        applied = self._applied() | {p.file for p in new.packs}
-        self._save(seen=Seen(new.fingerprint, new.generation, digest).as_dict(),
-                   applied=sorted(applied & {p.file for p in new.packs}))
+        self._save(seen=Seen(new.fingerprint, new.generation, digest).as_dict())
         if replace:
             self.carrier.prune()
             if rewrite:
