@@ -167,9 +167,10 @@ async def connect(vault, *args, name="Claude Code", mode="legacy", process=False
             command=sys.executable, args=["-m", "agent", "--vault", str(vault.root), "mcp", *args],
             env=dict(os.environ))
     else:
-        assert set(args) <= {"--read-only"}, args
+        assert set(args) <= {"--read-only", "--review"}, args
         target = build_mcp_server(Vault.open(vault.root, hand_edit_checks()),
-                                  read_only="--read-only" in args)
+                                  read_only="--read-only" in args,
+                                  **({"review": True} if "--review" in args else {}))
     async with Client(target, client_info=Implementation(name=name, version="9.9"),
                       mode=mode) as client:
         yield client
