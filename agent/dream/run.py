@@ -768,7 +768,8 @@ RUN_ENTRIES = 1000
 
 def imported(root, ids: list[int]) -> bool:
     """Whether any of the archive entries `ids` comes from an imported conversation
-    (agent import: sessions under `import/`); only each entry's head is read."""
+    (agent import: sessions under `import/`, or lines a JSONL import brought into any
+    session, which the entry's `imported: true` says); only each entry's head is read."""
     want = set(ids)
     for entry_id, rel in archive.entry_ids(root):
         if entry_id not in want:
@@ -779,7 +780,7 @@ def imported(root, ids: list[int]) -> bool:
             continue
         with os.fdopen(fd, "rb") as f:
             head = f.read(1024)
-        if re.search(rb"(?m)^session: ['\"]?import/", head):
+        if re.search(rb"(?m)^(?:session: ['\"]?import/|imported: true\s*$)", head):
             return True
     return False
 
