@@ -654,7 +654,8 @@ class _Run:
 
     def asked(self, sel, cache: prompts.SessionCache) -> dict[int, list[str]]:
         """What the person asked to remember in each of the selected entries."""
-        return {e.id: learning.requests(o for _, o in prompts.covered_lines(cache, e.sources()))
+        return {e.id: learning.requests((o for _, o in prompts.covered_lines(cache, e.sources())),
+                                        e.session)
                 for e in sel.entries}
 
     def recalled(self, state: RunState) -> list[str]:

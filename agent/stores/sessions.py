@@ -38,6 +38,11 @@ class SessionError(UserError):
 # the person's chat: what the dream learns from it waits for review.
 IMPORTS = "import/"
 IMPORTED = "imported"
+# Of a message that came with attachments (a Claude export), how many of its last
+# content blocks came attached: the sender did not type them.
+ATTACHED = "attached"
+# What a cron job's run says on its transcript line: the job's id (nobody typed it).
+JOB = "job"
 
 
 def imported(session: str, obj: object) -> bool:
