@@ -239,6 +239,8 @@ def cron_run(job_id):
     vault = get_vault()
     job = jobs.find(vault, job_id)
     quiet_logs()
+    from agent.cli.keys import ask
+    ask(settings_of(vault))
     provider = make_provider(settings_of(vault))
     outcome = jobs.run_now(vault, provider, job.id, clock_now(),
                            on_text=lambda s: click.echo(s, nl=False))
@@ -376,6 +378,8 @@ def heartbeat_run(name):
     vault = get_vault()
     hb = ops.find(vault, name)
     quiet_logs()
+    from agent.cli.keys import ask
+    ask(settings_of(vault))
     provider = make_provider(settings_of(vault))
     outcome = ops.run_now(vault, provider, hb.name, clock_now(),
                           on_text=lambda s: click.echo(s, nl=False))
