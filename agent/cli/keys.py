@@ -83,16 +83,17 @@ def revoke_cmd(variable, origin):
     click.echo(f"Revoked: ${variable} goes to {keys.origin(origin)} no more.")
 
 
-def ask(settings) -> None:
+def ask(settings, model: str | None = None) -> None:
     """At a terminal, before a command's first model call: for each key agent.toml's
-    models would send to a host this machine has not approved, ask; yes approves it
+    models (and `model`, a --model) would send to a host this machine has not approved,
+    ask; yes approves it
     here. Without a terminal nothing is asked, and the call is refused with the line
     saying how to approve."""
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return
     from agent.clock import now
     from agent.ops.keys import pairs
-    for pair in pairs(settings, used=True):
+    for pair in pairs(settings, used=True, model=model):
         if pair.state() != "unapproved" or not os.environ.get(pair.env, "").strip():
             continue
         click.echo(f"{pair.where} in agent.toml sends ${pair.env} to {pair.origin}, which "

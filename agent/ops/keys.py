@@ -18,12 +18,12 @@ def models(settings: Settings) -> list[str]:
     return [m for i, m in enumerate(named) if m and m not in named[:i]]
 
 
-def pairs(settings: Settings, *, used: bool = False) -> list[keys.Pair]:
-    """Each pair the settings make: the providers of agent.toml's models (with `used`,
-    only those; else every provider that has a key) and Telegram's bot token when its
-    channel is on. One pair once, in that order."""
+def pairs(settings: Settings, *, used: bool = False, model: str | None = None) -> list[keys.Pair]:
+    """Each pair the settings make: the providers of agent.toml's models and of `model`
+    (a command's --model; with `used`, only those, else every provider that has a key)
+    and Telegram's bot token when its channel is on. One pair once, in that order."""
     known = specs(settings)
-    names = [split(m)[0] for m in models(settings)]
+    names = [split(m)[0] for m in ([model] if model else []) + models(settings)]
     if not used:
         names += [n for n in known if n not in names]
     out: list[keys.Pair] = []
