@@ -660,6 +660,9 @@ def _check_out_vault(url: str, path: Path) -> None:
     order = [b for b in dict.fromkeys([head, "main", "master", *sorted(branches)]) if b in branches]
     vaults = [b for b in order if git("cat-file", "-e", f"refs/remotes/origin/{b}:{MARKER}",
                                       check=False).returncode == 0]
+    if not vaults and branches == ["agent-crypt"]:
+        from agent.sync.crypt import cloning
+        raise cloning.Encrypted(url)
     if not vaults:
         if not branches:
             raise SyncError(f"{url} is not a vault: it is empty. Nothing was made at {path}. To "
@@ -685,22 +688,30 @@ def _remove_clone(path: Path, made: bool) -> None:
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
-def clone(url: str, path: Path, host: str | None = None) -> Vault:
+def clone(url: str, path: Path, host: str | None = None, expect: str | None = None) -> Vault:
     """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
-    names this machine (default: its hostname). What decides what runs (agent.toml,
-    skills, heartbeats, cron jobs, ...) is held as `agent init`'s until the person
-    accepts the remote's (agent.sync.held.hold_clone)."""
+    names this machine (default: its hostname). An encrypted remote (agent.sync.crypt)
+    is cloned through its helper; `expect`: the fingerprint it must have. What decides
+    what runs (agent.toml, skills, heartbeats, cron jobs, ...) is held as `agent
+    init`'s until the person accepts the remote's (agent.sync.held.hold_clone)."""
     host = check_host(host) if host else None
     path = Path(path).expanduser().absolute()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
     made = not path.exists()
-    p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None,
-                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    from agent.sync.crypt import cloning
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **cloning.prepare(url, expect)}
+    p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None, env=env)
     if p.returncode:
-        raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
+        if made and path.exists():     # (what a refusing helper leaves)
+            _remove_clone(path, made)
+        raise SyncError(cloning.refused(url, _first_error(p.stderr)) or
+                        f"Could not clone {url}: {_first_error(p.stderr)}.")
     try:
         _check_out_vault(url, path)
+    except cloning.Encrypted:      # a plain URL of an encrypted remote: through its helper
+        _remove_clone(path, made)
+        return clone(cloning.PREFIX + url, path, host, expect)
     except VaultError:
         _remove_clone(path, made)
         raise
