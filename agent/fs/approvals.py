@@ -29,9 +29,10 @@ VERSION = 1
 
 def config_dir() -> Path:
     """The person's folder of this machine's own settings: `$XDG_CONFIG_HOME/agent`,
-    else `~/.config/agent`. Never inside a vault."""
-    base = os.environ.get("XDG_CONFIG_HOME", "").strip()
-    return (Path(base) if base and os.path.isabs(base) else Path.home() / ".config") / "agent"
+    else `~/.config/agent` (where agent.sync.crypt keeps the device key too). Never
+    inside a vault."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "agent"
 
 
 class Approvals:
@@ -57,7 +58,9 @@ class Approvals:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
         """The file's data, to change; written back when the block ends without error."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Its owner's only: the folder may hold this machine's device key too
+        # (agent.sync.crypt.keys).
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.path.with_name(f".{self.path.name}.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = self._read()
