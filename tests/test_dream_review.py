@@ -253,7 +253,7 @@ def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
                                          {"ids": "1..2#1", "decision": "reject",
                                           "because": "not true"}))
         return bad, said
-    bad, said = drive(vault, decide)
+    bad, said = drive(vault, decide, "--review")
     assert "No proposal '9..9#1' waits for review (review_list shows 1)" in bad
     assert "Rejected 1..2#1" in said and "review: reject 1 of 1 from dream 1..2" in said
     assert subjects(vault)[0] == "review: reject 1 of 1 from dream 1..2"

@@ -157,8 +157,13 @@ def test_a_claude_export_keeps_attachments_and_makes_memories_an_entry_for_revie
     assert r.exit_code == 0, r.output
     got = messages(vault, "import/claude-u-garden")
     assert [(m["id"], m["role"]) for m in got] == [("m1", "user"), ("m2", "assistant")]
-    assert got[0]["content"] == ("Here is my soil report\n\n[attachment: soil.txt]\n"
-                                 "pH 6.5, loamy, low nitrogen\n\n[file: photo.jpg]")
+    # What came attached is kept with the message, each a block of its own after the
+    # words, and the line says how many: nobody typed them (agent.dream.learning).
+    assert got[0]["content"] == [
+        {"type": "text", "text": "Here is my soil report"},
+        {"type": "text", "text": "[attachment: soil.txt]\npH 6.5, loamy, low nitrogen"},
+        {"type": "text", "text": "[file: photo.jpg]"}]
+    assert got[0]["attached"] == 2
     assert got[0]["conversation"]["title"] == "Garden plans"
     assert "proposals for agent review" in r.output
     entries = list((vault.root / "archive").rglob("*.md"))

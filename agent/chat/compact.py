@@ -240,6 +240,13 @@ def _append_marker(vault: Vault, session: str, now: datetime, marker: dict,
     vault.append_lines(rel, [_marker_line(marker, size, start_here)])
 
 
+def _imported(part: list[dict]) -> dict:
+    """`imported: true` for an archive entry covering a line a JSONL import brought into
+    a session of the person's: the dream holds what it learns from it for review."""
+    return {sessions.IMPORTED: True} if any(m.get(sessions.IMPORTED) is True for m in part) \
+        else {}
+
+
 def compact_session(vault: Vault, provider: Provider, session: str, now: datetime, *, force: bool = False,
                     settings=None, budget: int | None = None) -> int | None:
     """Compact the window's oldest part (with force, the whole window) into an archive
@@ -269,7 +276,8 @@ def compact_session(vault: Vault, provider: Provider, session: str, now: datetim
         if not now_w.messages or now_w.messages[0].get("id") != part[0].get("id"):
             return None
         entry_id = archive.new_id(vault.root, now)
-        meta = {"session": session, "created": now.isoformat(timespec="seconds"),
+        meta = {"session": session, **_imported(part),      # in the head the dream reads
+                "created": now.isoformat(timespec="seconds"),
                 "source": _source(part, files), "topic": topic, "importance": importance,
                 "tokens": context.estimate_tokens(part)}
         vault.write_text(archive.entry_path(entry_id, now), archive.render(entry_id, meta, summary))
@@ -507,7 +515,8 @@ def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetim
         entry_id = None
         if part:
             entry_id = archive.new_id(vault.root, now)
-            meta = {"session": session, "created": now.isoformat(timespec="seconds"),
+            meta = {"session": session, **_imported(part),
+                    "created": now.isoformat(timespec="seconds"),
                     "source": _source(part, files), "topic": topic, "importance": importance,
                     "tokens": context.estimate_tokens(part)}
             vault.write_text(archive.entry_path(entry_id, now),

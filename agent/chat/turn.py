@@ -442,6 +442,7 @@ class _Turn:
         ctx = registry.ToolContext(staged, session, now, settings, opts.depth, provider,
                                    cancel=cancel, readonly=opts.readonly, messages=messages,
                                    parent=f"{session} turn {number}",
+                                   asked=text if opts.kind == "chat" and not opts.depth else "",
                                    used=Used.from_prompt(prompt.seen, prompt.retrieved,
                                                          vault.root, head_from_files(vault.root)))
         return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
@@ -457,6 +458,7 @@ class _Turn:
             said, found = redact.door(self.vault.root, said)
             self.kept.extend(found)
             target.blocks.append(Text(said))
+            self.ctx.asked += f"\n{said}" if self.ctx.asked else ""
             extra = {"injected": True}
             if source:
                 extra["source"] = source

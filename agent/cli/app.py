@@ -447,6 +447,8 @@ LAZY = {
                "Check the API key, models, git, the sandbox, the index and the vault's files."),
     "models": ("agent.cli.models", "models_cmd",
                "List the configured models, their providers, and which answers chat and dream."),
+    "keys": ("agent.cli.keys", "keys_group",
+             "Show where each key agent.toml sends may go on this machine (approve, revoke)."),
     "skills": ("agent.cli.skills", "skills",
                "Skills (skills/<name>/SKILL.md): instructions the agent loads for a task."),
     "agents": ("agent.cli.agents", "agents",

@@ -47,6 +47,8 @@ def archive_cmd(session, all_):
     settings = load_settings(vault.root)
     preload(sdk_of(settings))
     quiet_logs()
+    from agent.cli.keys import ask
+    ask(settings)
     from agent.chat.compact import CompactError
     from agent.clock import now
 

@@ -672,7 +672,8 @@ class _Run:
 
     def asked(self, sel, cache: prompts.SessionCache) -> dict[int, list[str]]:
         """What the person asked to remember in each of the selected entries."""
-        return {e.id: learning.requests(o for _, o in prompts.covered_lines(cache, e.sources()))
+        return {e.id: learning.requests((o for _, o in prompts.covered_lines(cache, e.sources())),
+                                        e.session)
                 for e in sel.entries}
 
     def recalled(self, state: RunState) -> list[str]:
@@ -786,7 +787,8 @@ RUN_ENTRIES = 1000
 
 def imported(root, ids: list[int]) -> bool:
     """Whether any of the archive entries `ids` comes from an imported conversation
-    (agent import: sessions under `import/`); only each entry's head is read."""
+    (agent import: sessions under `import/`, or lines a JSONL import brought into any
+    session, which the entry's `imported: true` says); only each entry's head is read."""
     want = set(ids)
     for entry_id, rel in archive.entry_ids(root):
         if entry_id not in want:
@@ -797,7 +799,7 @@ def imported(root, ids: list[int]) -> bool:
             continue
         with os.fdopen(fd, "rb") as f:
             head = f.read(1024)
-        if re.search(rb"(?m)^session: ['\"]?import/", head):
+        if re.search(rb"(?m)^(?:session: ['\"]?import/|imported: true\s*$)", head):
             return True
     return False
 

@@ -235,7 +235,14 @@ def _plan(root: Path, key: str, conv: Imported) -> tuple[dict[str, list[str]], b
         if first:
             extra["conversation"] = _about(conv)
             first = False
-        line = sessions.Line(m.id, m.ts.isoformat(timespec="seconds"), m.role, m.text, turn,
+        content: str | list[dict[str, str]] = m.text
+        if m.attached:
+            # Each attachment a block of its own after the words, and the line says how
+            # many came attached: nobody typed them (agent.dream.learning).
+            content = [{"type": "text", "text": t}
+                       for t in ([m.text] if m.text.strip() else []) + m.attached]
+            extra[sessions.ATTACHED] = len(m.attached)
+        line = sessions.Line(m.id, m.ts.isoformat(timespec="seconds"), m.role, content, turn,
                              extra)
         plan.setdefault(sessions.month_file(key, m.ts), []).append(line.dumps())
     return plan, not files

@@ -49,8 +49,11 @@ class Message:
     id: str                     # the message's id in the export
     role: str                   # user | assistant
     ts: datetime
-    text: str
+    text: str                   # what the sender wrote
     speaker: str | None = None  # a tool's name, when a tool said it
+    # What came with it that the sender did not write (an attachment's text, a file's
+    # note), one text each: kept as content blocks of their own after `text`.
+    attached: list[str] = field(default_factory=list)
 
 
 @dataclass

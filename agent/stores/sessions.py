@@ -42,6 +42,24 @@ class SessionError(UserError):
     """Bad session data; the message names the file and line."""
 
 
+# What came in by `agent import`: the sessions of another assistant's export live under
+# `import/`; a line of our own JSONL format, imported into any session (`cli/default`,
+# `telegram/42`), says `"imported": true`. Either way it is history told by a file, not
+# the person's chat: what the dream learns from it waits for review.
+IMPORTS = "import/"
+IMPORTED = "imported"
+# Of a message that came with attachments (a Claude export), how many of its last
+# content blocks came attached: the sender did not type them.
+ATTACHED = "attached"
+# What a cron job's run says on its transcript line: the job's id (nobody typed it).
+JOB = "job"
+
+
+def imported(session: str, obj: object) -> bool:
+    """Whether the session line `obj` of `session` came in by an import."""
+    return session.startswith(IMPORTS) or (isinstance(obj, dict) and obj.get(IMPORTED) is True)
+
+
 def check_key(key: str) -> str:
     """A session key `channel/chat` (e.g. `cli/default`), or SessionError."""
     parts = key.split("/") if isinstance(key, str) else []
@@ -537,7 +555,7 @@ def parse_import(path: Path) -> list[tuple[str, datetime, dict[str, Any]]]:
             if not isinstance(key, str):
                 raise SessionError(f"{where}: session must be a string")
             if "/" not in key:
-                key = f"import/{key}"
+                key = f"{IMPORTS}{key}"
             check_key(key)
             if obj["role"] not in ROLES:
                 raise SessionError(f"{where}: role must be one of {', '.join(ROLES)}")
@@ -557,7 +575,8 @@ def parse_import(path: Path) -> list[tuple[str, datetime, dict[str, Any]]]:
                                 f"{seen_ids[(key, str(mid))]}; give each message its own id")
                 continue
             seen_ids[(key, str(mid))] = n
-        rec = {k: v for k, v in obj.items() if k not in ("session", "turn")}
+        rec = {k: v for k, v in obj.items() if k not in ("session", "turn", IMPORTED)}
+        rec[IMPORTED] = True        # whatever the file says: it is not the person's chat
         rec["ts"] = ts.isoformat()
         rec["id"] = str(mid) if mid is not None else message_id(key, rec["ts"], obj["role"],
                                                                   obj["content"])

@@ -607,5 +607,10 @@ def from_environment(vault: Vault, router, provider, *, settings, clock,
                     "serve's environment (BotFather gives the token) and restart; the rest "
                     "runs without Telegram", TOKEN_ENV)
         return None
+    from agent.config import keys
+    refused = keys.telegram_pair(settings.telegram_api_base).refusal()
+    if refused:                 # the token would go where agent.toml says: not decided here
+        log.warning("telegram: not started: %s; the rest runs without Telegram", refused)
+        return None
     return TelegramChannel(vault, router, provider, token=token, settings=settings, clock=clock,
                            settings_fn=settings_fn)
