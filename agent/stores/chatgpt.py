@@ -13,7 +13,7 @@ note; `code` and `execution_output` are kept as their text.
 
 from __future__ import annotations
 
-from agent.stores.exports import CHATGPT, Imported, Message, epoch
+from agent.stores.exports import CHATGPT, Imported, Message, epoch, title
 
 ROLES = {"user": "user", "assistant": "assistant", "tool": "assistant"}
 
@@ -33,7 +33,7 @@ def conversation(obj) -> Imported:
     if not isinstance(mapping, dict):
         raise Unreadable("it has no mapping")
     created = epoch(obj.get("create_time"))
-    out = Imported(CHATGPT, cid, _title(obj.get("title")), created,
+    out = Imported(CHATGPT, cid, title(obj.get("title")), created,
                    epoch(obj.get("update_time")),
                    model=obj.get("default_model_slug") if isinstance(
                        obj.get("default_model_slug"), str) else None)
@@ -42,11 +42,6 @@ def conversation(obj) -> Imported:
         if msg is not None:
             out.messages.append(msg)
     return out
-
-
-def _title(value) -> str:
-    return " ".join(value.split())[:200] if isinstance(value, str) and value.strip() \
-        else "(untitled)"
 
 
 def thread(mapping: dict, current) -> list[dict]:
