@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent.llm.base import Message, NotFound, Provider, ProviderError, usage_dict
 from agent.llm.spec import ProviderSpec
+from agent.fs import boundedjson
 
 if TYPE_CHECKING:
     import openai
@@ -179,7 +180,7 @@ def usage_of(usage: Any) -> dict[str, int]:
 
 def _tool_block(n: int, call_id: str | None, name: str, arguments: str) -> dict[str, Any]:
     try:
-        args = json.loads(arguments) if arguments.strip() else {}
+        args = boundedjson.loads(arguments) if arguments.strip() else {}
     except ValueError:
         args = None
     if not isinstance(args, dict):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
+from agent.fs import boundedjson
 
 SESSIONS = "sessions"
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")     # fullmatch: no newline
@@ -266,7 +267,7 @@ class Session:
                     if is_marker_raw(raw):
                         continue
                     try:
-                        obj = json.loads(raw)
+                        obj = boundedjson.loads(raw)
                     except ValueError:
                         continue
                     if isinstance(obj, dict):
@@ -386,7 +387,7 @@ def turn_lines(root: Path, rel: str, turn) -> list[Line]:
             if needle not in raw.replace(b" ", b""):
                 continue
             try:
-                line = Line.read(json.loads(raw))
+                line = Line.read(boundedjson.loads(raw))
             except ValueError:
                 continue
             if line is not None and str(line.turn) == str(turn):
