@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from agent import redact
 from agent.errors import UserError
 from agent.fs import safe
 from agent.stores import archive, arrivals, ledger
@@ -405,6 +406,10 @@ class _Run:
     def submit(self, state: RunState, phase: str,
                requests: list[dict]) -> RunState | DreamOutcome:
         """Send a phase's requests: a batch (state saved at once), or plain calls."""
+        if redact.enabled(self.vault.root):
+            # What the agent wrote passed the filter then; what a person typed into
+            # MEMORY.md or a sync brought (a transcript, an entry) did not: it does here.
+            requests = [{**r, "params": redact.scrub_value(r["params"])} for r in requests]
         ids = [r["custom_id"] for r in requests]
         if state.mode == "batch" and not self.sync:
             try:
