@@ -554,3 +554,26 @@ def test_status_shows_a_running_import_as_one_and_a_killed_one_is_committed_as_i
     assert again.returncode == 0, again.stderr
     ids = [m["id"] for n in range(2000) for m in messages(vault, f"import/chatgpt-k{n:04d}")]
     assert len(ids) == 4000 and len(set(ids)) == 4000
+
+
+def test_a_title_holding_terminal_escapes_is_shown_without_them(vault, run, tmp_path):
+    evil = "Trip\x1b]0;owned\x07 to \x1b[2JKyoto\x9b31m\u202e"
+    (tmp_path / "conversations.json").write_text(json.dumps(
+        [simple_gpt("esc", evil, [("user", "Plan the trip"), ("assistant", "Sure")])]))
+    assert run("import", str(tmp_path / "conversations.json")).exit_code == 0
+    assert messages(vault, "import/chatgpt-esc")[0]["conversation"]["title"] == \
+        "Trip to Kyoto"
+    # One a sync brought as it was: stored with its escapes, shown without.
+    rel = vault.root / "sessions" / "import" / "chatgpt-other" / "2023-11.jsonl"
+    rel.parent.mkdir(parents=True)
+    rel.write_text(json.dumps({"id": "o1", "ts": "2023-11-14T22:13:21+00:00", "role": "user",
+                               "content": "hello \x1b]52;c;ZXZpbA==\x07there", "turn": 1,
+                               "conversation": {"from": "chatgpt", "id": "other",
+                                                "title": evil}}) + "\n")
+    vault.git("add", "-A")
+    vault.git("commit", "-qm", "from elsewhere")
+    listed = agent_proc("sessions", vault=vault.root)
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    assert "\x9b" not in listed.stdout and "\u202e" not in listed.stdout
+    assert "Trip to Kyoto: user: hello there" in listed.stdout

@@ -198,8 +198,9 @@ def parse_line(raw: bytes, name: str, n: int) -> dict:
         raise SessionError(f"{name}:{n}: byte 0x{raw[e.start]:02x} is not UTF-8; fix or "
                            f"remove the line") from None
     try:
+        boundedjson.check(text)             # (a walk over a deeper line would recurse)
         obj = _DECODER.decode(text)
-    except RecursionError:
+    except (RecursionError, boundedjson.TooDeep):
         raise SessionError(f"{name}:{n}: nested too deeply; fix or remove the line") from None
     except ValueError as e:
         raise SessionError(f"{name}:{n}: not valid JSON ({getattr(e, 'msg', e)}); fix or "
