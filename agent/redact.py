@@ -33,6 +33,7 @@ import re
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 # Ours, matched before the library's (an Anthropic key also looks like an OpenAI one).
 _BEGIN = r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
@@ -117,13 +118,16 @@ def _library_patterns() -> list[tuple[str, str, int]]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.plugins.base import RegexBasedDetector
 
-    out = []
-    for secret_type, cls in sorted(get_mapping_from_secret_type_to_class().items()):
+    out: list[tuple[str, str, int]] = []
+    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
+    for secret_type, cls in sorted(plugins.items()):
         if secret_type in SKIPPED or not issubclass(cls, RegexBasedDetector):
             continue
         if cls.__name__ == "PrivateKeyDetector":
             continue                      # the whole block is ours (EXTRA)
-        out.extend((_kind(secret_type), rx.pattern, rx.flags) for rx in cls.denylist)
+        # A class attribute of each plugin, which the base declares as a property.
+        denylist: Any = cls.denylist
+        out.extend((_kind(secret_type), rx.pattern, rx.flags) for rx in denylist)
     return out
 
 
@@ -165,7 +169,9 @@ def _decoded(text: str) -> tuple[str, list[tuple[int, int, int, int]]] | None:
     """`text` decoded (see _ENCODED), and each escape's place: (start in the decoded
     text, characters it decoded to (1, or 0 for a line break inside a key), start in
     `text`, end in `text`); None when there is nothing to decode."""
-    pieces, marks, at, out_len = [], [], 0, 0
+    pieces: list[str] = []
+    marks: list[tuple[int, int, int, int]] = []
+    at = out_len = 0
     for m in _ENCODED.finditer(text):
         plain = text[at:m.start()]
         code = m.group(1) or m.group(2)
@@ -181,7 +187,8 @@ def _decoded(text: str) -> tuple[str, list[tuple[int, int, int, int]]] | None:
     return "".join(pieces), marks
 
 
-def _source(marks, starts: list[int], pos: int) -> tuple[int, int]:
+def _source(marks: list[tuple[int, int, int, int]], starts: list[int], pos: int
+            ) -> tuple[int, int]:
     """Where the character at `pos` of the decoded text came from in the original."""
     i = bisect.bisect_right(starts, pos) - 1
     if i < 0:
@@ -299,7 +306,7 @@ def scrub_json_line(line: str) -> tuple[str, list[str]]:
         broken, kinds = True, []
     more: list[str] = []
 
-    def walk(v):
+    def walk(v: Any) -> Any:
         if isinstance(v, str):
             s, k = scrub(v)
             more.extend(k)
@@ -315,7 +322,7 @@ def scrub_json_line(line: str) -> tuple[str, list[str]]:
     return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")), kinds + more
 
 
-def scrub_value(value):
+def scrub_value(value: Any) -> Any:
     """A JSON-like value (a tool's content blocks, a message) with its strings scrubbed."""
     if isinstance(value, str):
         return scrub(value)[0]

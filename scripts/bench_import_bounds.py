@@ -7,6 +7,10 @@ space cap (--cap-gb) so a runaway is stopped rather than the machine; the figure
 that child's maximum resident set (os.wait4), its exit code and the first line it said.
 
     python scripts/bench_import_bounds.py [--depths 1000,10000,20000] [--messages-mb 1,16,64]
+        [--within-mb 60] [--values 990000]
+
+(the last two: the worst an export within the bounds can hold, one conversation of
+sixty 1 MB messages and one of nearly a million values).
 
 The machine may be shared: resident sets are what this process measured, not a
 benchmark of speed (no time is taken).
@@ -56,6 +60,33 @@ def big_message(path: Path, mb: int) -> Path:
     return path
 
 
+def many_messages(path: Path, mb: int) -> Path:
+    """One conversation of `mb` messages of 1 MB each (the most an import keeps of one),
+    just under the 64 MB bound of a conversation when mb is 60."""
+    words = "the quick brown fox jumps over the lazy dog and keeps running " * 16
+    text = (words * (1024 * 1024 // len(words) + 1))[:1024 * 1024 - 100]
+    nodes, parent = {}, None
+    for k in range(mb):
+        nid = f"m{k}"
+        nodes[nid] = {"id": nid, "parent": parent, "children": [], "message": {
+            "id": nid, "author": {"role": "user" if k % 2 == 0 else "assistant"},
+            "create_time": T0 + k, "content": {"content_type": "text", "parts": [text]}}}
+        if parent:
+            nodes[parent]["children"].append(nid)
+        parent = nid
+    path.write_text(json.dumps([{"id": "c1", "title": "Many", "create_time": T0,
+                                 "current_node": parent, "mapping": nodes}]))
+    return path
+
+
+def many_values(path: Path, values: int) -> Path:
+    """One conversation holding `values` small values (zeros), under the bound of
+    1,000,000 when values is 990,000: the most Python objects one may make."""
+    extra = ', "x": [' + ",".join(["0.5"] * values) + "]"
+    path.write_text("[" + conversation('"Values"' + extra) + "]")
+    return path
+
+
 def run(vault: Path, export: Path, cap_gb: float) -> tuple[int, int, str]:
     """(peak resident KB, exit code, first line said) of one import in its own process."""
     cap = int(cap_gb * 1024 ** 3)
@@ -80,6 +111,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--depths", default="1000,10000,20000")
     ap.add_argument("--messages-mb", default="1,16,64")
+    ap.add_argument("--within-mb", type=int, default=0,
+                    help="also one conversation of this many 1 MB messages (60: at the bound)")
+    ap.add_argument("--values", type=int, default=0,
+                    help="also one conversation of this many values (990000: at the bound)")
     ap.add_argument("--cap-gb", type=float, default=6.0,
                     help="address space cap of each import (a runaway stops there)")
     args = ap.parse_args()
@@ -97,6 +132,18 @@ def main() -> None:
             export = big_message(base / f"message-{mb}.json", mb)
             fresh, _ = Vault.init(base / f"v{mb}")
             rows.append((f"one message of {mb} MB", export.stat().st_size, *run(
+                fresh.root, export, args.cap_gb)))
+            export.unlink()
+        if args.within_mb:
+            export = many_messages(base / "many.json", args.within_mb)
+            fresh, _ = Vault.init(base / "vmany")
+            rows.append((f"{args.within_mb} messages of 1 MB", export.stat().st_size, *run(
+                fresh.root, export, args.cap_gb)))
+            export.unlink()
+        if args.values:
+            export = many_values(base / "values.json", args.values)
+            fresh, _ = Vault.init(base / "vvalues")
+            rows.append((f"{args.values:,} values", export.stat().st_size, *run(
                 fresh.root, export, args.cap_gb)))
             export.unlink()
         print(f"{'export':<24}{'file bytes':>14}{'peak RSS MB':>13}{'exit':>6}  said")

@@ -116,11 +116,11 @@ def _render_status(s) -> None:
     click.echo(f"HEAD:       {s.head_line}")
     w = s.writing
     if w is not None:
-        n = f"{len(w.files):,} file{'s' * (len(w.files) != 1)}"
-        click.echo(f"in progress: {w.change} ({n} written so far; committed as that when it "
-                   f"ends)" if w.running else
-                   f"interrupted: {w.change} ({n} written; the next command commits them "
-                   f"as that change)")
+        files = f"{len(w.files):,} file{'s' * (len(w.files) != 1)}"
+        click.echo(f"in progress: {w.change} ({files} written so far; committed as that "
+                   f"when it ends)" if w.running else
+                   f"interrupted: {w.change} ({files} written; the next command commits "
+                   f"them as that change)")
     edits = s.edits
     if edits:
         click.echo(f"hand edits: {len(edits)} uncommitted ({', '.join(edits[:5])}"

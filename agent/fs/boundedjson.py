@@ -104,8 +104,11 @@ def check(data: bytes | str, max_depth: int = MAX_DEPTH, max_values: int | None 
     """TooDeep when the JSON text `data` nests past `max_depth`, TooBig when it holds
     more than `max_values` values (arrays, objects and the items between commas).
     Cheap when it opens fewer brackets than `max_depth` and no values bound is asked."""
-    if max_values is None and data.count(b"[" if isinstance(data, bytes) else "[") + \
-            data.count(b"{" if isinstance(data, bytes) else "{") <= max_depth:
+    if isinstance(data, str):
+        opens = data.count("[") + data.count("{")
+    else:
+        opens = data.count(b"[") + data.count(b"{")
+    if max_values is None and opens <= max_depth:
         return
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     scanner = Scanner(max_depth)

@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -134,7 +135,7 @@ def parts(path: Path) -> list[Part]:
     elif zipfile.is_zipfile(path):
         found = _zip(path)
     else:
-        found = [Part(path.name, lambda p=path: open(p, "rb"))]
+        found = [Part(path.name, partial(_file, path))]
     found = [p for p in found if p.kind or _own_kind(p)]
     manifests = [p for p in found if p.kind == "manifest"]
     if manifests:
@@ -165,10 +166,10 @@ def _own_kind(p: Part, base: str | None = None) -> bool:
 
 
 def _folder(path: Path) -> list[Part]:
-    out = []
+    out: list[Part] = []
     for f in sorted(path.iterdir()):
         if f.is_file() and not f.is_symlink():
-            part = Part(f"{path.name}/{f.name}", lambda f=f: open(f, "rb"))
+            part = Part(f"{path.name}/{f.name}", partial(_file, f))
             if _own_kind(part) and not (part.kind == "conversations"
                                         and not _SPLIT.match(f.name)):
                 out.append(part)
@@ -200,8 +201,7 @@ def _zip(path: Path) -> list[Part]:
     for info in infos:
         if info.is_dir():
             continue
-        part = Part(f"{path.name}:{info.filename}",
-                    lambda info=info: _member(path, info))
+        part = Part(f"{path.name}:{info.filename}", partial(_member, path, info))
         # The member's own name says what it is (claude-export.zip:memories.json is
         # memories), not the part's, which names the zip too.
         base = PurePosixPath(info.filename).name
@@ -209,6 +209,10 @@ def _zip(path: Path) -> list[Part]:
                                           and not _SPLIT.match(base)):
             out.append(part)
     return out
+
+
+def _file(path: Path) -> IO[bytes]:
+    return open(path, "rb")
 
 
 def _member(path: Path, info: zipfile.ZipInfo) -> IO[bytes]:
