@@ -155,3 +155,45 @@ def test_a_path_that_does_not_exist_is_named_so(vault, tmp_path):
     p = agent_proc("import", "/dev/null", vault=vault.root)
     assert p.returncode == 1
     assert "is not a regular file (a device, FIFO or socket)" in p.stderr
+
+
+def test_the_depth_is_counted_right_wherever_a_read_cuts_the_file():
+    """The bound must never refuse a real file: the depth counted as the bytes arrive,
+    cut anywhere (inside a string, an escape, a multi-byte character), is the file's."""
+    import random
+
+    from agent.fs.boundedjson import Scanner, TooDeep
+
+    rng = random.Random(41)
+    alphabet = ['a', '"', '\\', '[', ']', '{', '}', ',', 'é', '\n', ' ', '\\"', '\\\\']
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+
+    def value(depth: int):
+        r = rng.random()
+        if depth > 7 or r < 0.45:
+            return rng.choice([text(), 1, 2.5, None, True])
+        if r < 0.7:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {text(): value(depth + 1) for _ in range(rng.randint(0, 3))}
+
+    def deepest(v) -> int:
+        inner = list(v.values()) if isinstance(v, dict) else v if isinstance(v, list) else None
+        return 0 if inner is None else 1 + max(map(deepest, inner), default=0)
+
+    for _ in range(3000):
+        doc = value(0)
+        raw = json.dumps(doc, ensure_ascii=rng.random() < 0.5).encode()
+        cuts = sorted(rng.sample(range(len(raw) + 1), min(len(raw), rng.randint(0, 6))))
+        pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)])]
+        d = deepest(doc)
+        scanner = Scanner(d)
+        for piece in pieces:
+            scanner.feed(piece)                 # at the bound: taken
+        assert scanner.depth == 0
+        if d:
+            with pytest.raises(TooDeep):        # one level less: refused
+                below = Scanner(d - 1)
+                for piece in pieces:
+                    below.feed(piece)
