@@ -363,11 +363,14 @@ def import_cmd(path, fmt):
     if done.stopped:
         if done.added:
             after_change(vault)
-        kept = (f"{done.added:,} message{'s' * (done.added != 1)} in {done.sessions:,} "
-                f"conversation{'s' * (done.sessions != 1)} are in, committed"
-                if done.added else "nothing was written")
-        click.echo(f"Stopped: {kept}. Run the same command again to finish: agent import "
-                   f"{shlex.quote(str(path))}", err=True)
+        again = f"agent import {shlex.quote(str(path))}"
+        if done.added:
+            click.echo(f"Stopped: {done.added:,} message{'s' * (done.added != 1)} in "
+                       f"{done.sessions:,} conversation{'s' * (done.sessions != 1)} are in, "
+                       f"committed. Run the same command again to finish: {again}", err=True)
+        else:
+            click.echo(f"Stopped before anything was imported. Run the same command again "
+                       f"to import it: {again}", err=True)
         sys.exit(130)
     if done.added:
         after_change(vault)
