@@ -83,7 +83,7 @@ def many_values(path: Path, values: int) -> Path:
     """One conversation holding `values` small values (zeros), under the bound of
     1,000,000 when values is 990,000: the most Python objects one may make."""
     extra = ', "x": [' + ",".join(["0.5"] * values) + "]"
-    path.write_text("[" + conversation('"Values"' + extra) + "]")
+    path.write_text("[" + conversation('"Values"')[:-1] + extra + "}]")   # after the mapping
     return path
 
 
