@@ -254,7 +254,10 @@ def _write(vault: Vault, batch: list[Imported], path: Path, result: ImportResult
             added += sum(len(lines) for lines in plan.values())
             touched, new = touched + 1, new + fresh
             change = _change(added, touched, source, path, trailers)
-            vault.intend(change)        # a kill from here is committed as this change
+            # A kill from here is committed as this change (journalled with the
+            # conversation's first new file, when it has one: one write, not two).
+            vault.intend(change, with_next_path=any(
+                rel not in vault.journal.touched for rel in plan))
             before = {}
             for rel, lines in plan.items():
                 dest = vault.root / rel
