@@ -17,8 +17,15 @@ and commit ids) and the public IP plugin (an address is no credential).
 Anthropic keys (`sk-ant-…`), OpenAI's project and service keys (`sk-proj-…`,
 `sk-svcacct-…`: the library knows only the old `…T3BlbkFJ…` shape), Google API keys
 (`AIza…`), GitHub fine-grained tokens (`github_pat_…`), a whole private key block
-(the library flags only its BEGIN line; the door must remove the key itself) and a
-whole JWT (the library's pattern stops before the signature).
+(the library flags only its BEGIN line; the door must remove the key itself), one cut
+before its END line or the rest of one after its BEGIN line was cut off, and a whole
+JWT (the library's pattern stops before the signature).
+
+A key cannot pass by being written differently (`_ENCODED`: JSON and URL escapes,
+escaped once more where JSON holds JSON, written line breaks) or split: a provider's
+prefix marks a key however little follows, and the rest split off it (`_CONTINUED`) is
+taken in with it. A JSONL line holding a backslash is scrubbed string by string as it
+decodes too (`scrub_json_line`): how the model's own tool input is stored.
 
 `[security] redact_secrets = false` in agent.toml turns the filter off (`enabled`).
 """
