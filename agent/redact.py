@@ -43,6 +43,9 @@ from pathlib import Path
 from typing import Any
 
 # Ours, matched before the library's (an Anthropic key also looks like an OpenAI one).
+# The provider keys start at their prefix, with no \b before it: a key may follow a
+# written line break (`...\nsk-ant-...` in JSON text), and a pattern that starts with a
+# literal is scanned for at memchr speed (about 100x faster than one starting with \b).
 _BEGIN = r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
 _END = r"-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
 # The lines of a key: a line of base64, or a header (`Proc-Type: 4,ENCRYPTED`); between
@@ -61,15 +64,15 @@ EXTRA: tuple[tuple[str, str], ...] = (
     ("private-key", _BEGIN + _PEM_BODY),
     # A provider's prefix says what follows is a key, however little of it is here (the
     # first half of a key split in two; the rest is caught by _CONTINUED).
-    ("anthropic", r"\bsk-ant-[A-Za-z0-9_\-]+"),
-    ("openai", r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]+"),
-    ("google", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    ("github", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    ("anthropic", r"sk-ant-[A-Za-z0-9_\-]+"),
+    ("openai", r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]+"),
+    ("google", r"AIza[0-9A-Za-z_\-]{35}"),
+    ("github", r"github_pat_[A-Za-z0-9_]{22,}"),
     # The library's JWT regex ends lazily (`*?`): alone it leaves the signature behind.
-    ("jwt", r"\beyJ[A-Za-z0-9_\-=]+\.eyJ[A-Za-z0-9_\-=]+\.[A-Za-z0-9_\-+/=]*"),
+    ("jwt", r"eyJ[A-Za-z0-9_\-=]+\.eyJ[A-Za-z0-9_\-=]+\.[A-Za-z0-9_\-+/=]*"),
     # An AWS secret access key (40 characters of base64) written near its key id, or
     # after a word saying what it is; the library knows it only quoted after `aws...key`.
-    ("aws", (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+])"
+    ("aws", (r"(?:AKIA|ASIA)[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+])"
              r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")),
     ("aws", (r"(?i:secret[_ ]?(?:access[_ ]?)?key|aws[_ ]?secret)[\"' ]{0,2}[:=]?[\"' ]{0,2}"
              r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")),
@@ -90,15 +93,13 @@ _PEM_BEFORE = re.compile(rf"(?:{_PEM_BASE64}|{_PEM_HEADER}[ \t]*{_NL}?){_PEM_BRE
 
 # What the door decodes before it matches, so a key cannot pass by being written
 # differently: a JSON escape (`\u002d`, or `\\u002d` when JSON holds JSON, as a tool's
-# input or a request's text does), a URL escape (`%2D`), a line break inside a run of key
-# characters (a key wrapped or split over lines, raw or as JSON's `\n`, escaped once
-# more or not) and any other written `\n`, `\r` or `\t` (so `\nsk-ant-...` starts a word).
+# input or a request's text does), a URL escape (`%2D`), and a line break inside a run of
+# key characters (a key wrapped or split over lines, raw or as JSON's `\n`, escaped once
+# more or not). (Any other written `\n` is left: the patterns take a key after one.)
 _KEYCHAR = r"[A-Za-z0-9_\-+/=]"
 _ENCODED = re.compile(r"\\{1,2}u([0-9A-Fa-f]{4})|%([0-9A-Fa-f]{2})"
                       rf"|(?<={_KEYCHAR}{{8}})(?:\r?\n|(?:\\{{1,2}}r)?\\{{1,2}}n)[ \t]*"
-                      rf"(?={_KEYCHAR}{{8}})"
-                      r"|\\{1,2}([nrt])")
-_WRITTEN = {"n": "\n", "r": "\r", "t": "\t"}
+                      rf"(?={_KEYCHAR}{{8}})")
 
 # detect-secrets' secret types, by the short kind a person reads in `[secret:KIND]`.
 KINDS = {
@@ -182,7 +183,7 @@ def _decoded(text: str) -> tuple[str, list[tuple[int, int, int, int]]] | None:
     for m in _ENCODED.finditer(text):
         plain = text[at:m.start()]
         code = m.group(1) or m.group(2)
-        char = chr(int(code, 16)) if code else _WRITTEN.get(m.group(3) or "", "")
+        char = chr(int(code, 16)) if code else ""
         pieces += [plain, char]
         out_len += len(plain)
         marks.append((out_len, len(char), m.start(), m.end()))
