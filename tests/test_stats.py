@@ -163,6 +163,36 @@ def test_since_refuses_what_is_not_a_date(vault, run):
                                 "e.g. 2025-03-01, yesterday, '2 weeks ago', 'last monday'.")
 
 
+@pytest.mark.parametrize("when", ["2026-13-45", "2026-02-30", "2026/00/10"])
+def test_since_refuses_a_date_that_does_not_exist(vault, run, when):
+    r = run("stats", "--since", when)
+    assert r.exit_code == 1
+    assert r.output.startswith(f"Error: --since {when!r}: not a date (")
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_a_price_past_any_real_one_is_refused_and_stats_stay_json(planted, run):
+    toml = planted.root / "agent.toml"
+    toml.write_text(toml.read_text() + f'\n[prices."{SONNET}"]\ninput = 1e308\noutput = 15.0\n')
+    r = run("config", "check")
+    assert r.exit_code != 0
+    assert (f'prices."{SONNET}".input must be a number of USD per million tokens, 0 to '
+            f'10,000, not 1e+308') in r.output
+    r = run("stats", "--json")
+    assert "Infinity" not in r.output and "Traceback" not in r.output
+    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1
+
+
+def test_a_forged_tokens_trailer_leaves_stats_valid_json(planted, run):
+    commit(planted, DAY2, f"chat(cli/default): forged\n\nModel: {SONNET}\n"
+                          f"Tokens: {'9' * 5000} in, {'9' * 300} out, 0 cache read, 0 cache write")
+    r = run("stats", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)              # (Infinity is not JSON: this would fail)
+    assert out["total"]["tokens"]["chat"]["input"] == 1000
+    assert "Infinity" not in r.output
+
+
 def _git_starts(vault, *args) -> int:
     trace = vault.root.parent / "git.trace"
     trace.unlink(missing_ok=True)

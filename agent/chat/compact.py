@@ -48,6 +48,7 @@ from agent.llm.structured import schema_of
 from agent.stores import archive, sessions
 from agent.stores import window
 from agent.vault.change import MODEL, SESSION, TOKENS, Change, tokens
+from agent.fs import boundedjson
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ def summarise(provider: Provider, models: list[str], session: str, part: list[di
         raise CompactError(f"Could not summarise {session} for the archive: {e}") from None
     text = msg.text
     try:
-        data = json.loads(text)
+        data = boundedjson.loads(text)
     except ValueError:
         raise CompactError(f"Could not summarise {session}: the model's answer was not "
                            f"JSON ({text[:80]!r})") from None

@@ -14,6 +14,7 @@ The vault lock is held only to apply and commit, never while waiting for the mod
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from agent import redact
 from agent.errors import UserError
 from agent.fs import safe
 from agent.stores import archive, arrivals, ledger
@@ -410,6 +412,11 @@ class _Run:
                requests: list[BatchRequest]) -> RunState | DreamOutcome:
         """Send a phase's requests: a batch (state saved at once) where the model's
         provider has a batch API, else plain calls."""
+        if redact.enabled(self.vault.root):
+            # What the agent wrote passed the filter then; what a person typed into
+            # MEMORY.md or a sync brought (a transcript, an entry) did not: it does here.
+            requests = [dataclasses.replace(r, request=redact.scrub_value(r.request))
+                        for r in requests]
         ids = [r.custom_id for r in requests]
         if state.mode == "batch" and not self.sync:
             batch = None

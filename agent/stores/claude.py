@@ -14,7 +14,7 @@ are never written to MEMORY.md or USER.md as they are.
 from __future__ import annotations
 
 from agent.stores.chatgpt import Unreadable
-from agent.stores.exports import CLAUDE, Imported, Message, iso
+from agent.stores.exports import CLAUDE, Imported, Message, iso, title
 
 SENDERS = {"human": "user", "user": "user", "assistant": "assistant"}
 ATTACHMENT_CHARS = 200_000          # of one attachment's text kept with its message
@@ -30,10 +30,8 @@ def conversation(obj) -> Imported:
     msgs = obj.get("chat_messages")
     if not isinstance(msgs, list):
         raise Unreadable("it has no chat_messages")
-    name = obj.get("name")
     created = iso(obj.get("created_at"))
-    out = Imported(CLAUDE, uuid, " ".join(name.split())[:200] if isinstance(name, str)
-                   and name.strip() else "(untitled)", created, iso(obj.get("updated_at")))
+    out = Imported(CLAUDE, uuid, title(obj.get("name")), created, iso(obj.get("updated_at")))
     for m in msgs:
         msg = _message(m, created)
         if msg is not None:

@@ -47,6 +47,7 @@ from agent.schedule import (HOST_NAME, MAX_SECONDS, Schedule, ScheduleError, che
 from agent.schedule import parse_iso as _parse_iso
 from agent.stores.delivery import DeliveryError, check_target
 from agent.stores.sessions import SessionError, check_key
+from agent.fs import boundedjson
 
 CRON_FILE = "cron.json"
 VERSION = 1
@@ -253,8 +254,8 @@ def loads(text: str, rel: str = CRON_FILE) -> CronFile:
     if not text.strip():
         return CronFile()
     try:
-        data = json.loads(text, parse_constant=_no_constant)
-    except RecursionError:
+        data = boundedjson.loads(text, parse_constant=_no_constant)
+    except boundedjson.TooDeep:
         raise CronFileError(f"{rel}: nested too deeply to be a cron file. It was left as "
                             f"it is.") from None
     except json.JSONDecodeError as e:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
+from agent.fs import boundedjson
 from agent.llm.records import Block, CacheHint, Opaque, Text, ToolCall, ToolResult
 
 SESSIONS = "sessions"
@@ -306,8 +307,9 @@ def parse_line(raw: bytes, name: str, n: int) -> dict:
         raise SessionError(f"{name}:{n}: byte 0x{raw[e.start]:02x} is not UTF-8; fix or "
                            f"remove the line") from None
     try:
+        boundedjson.check(text)             # (a walk over a deeper line would recurse)
         obj = _DECODER.decode(text)
-    except RecursionError:
+    except (RecursionError, boundedjson.TooDeep):
         raise SessionError(f"{name}:{n}: nested too deeply; fix or remove the line") from None
     except ValueError as e:
         raise SessionError(f"{name}:{n}: not valid JSON ({getattr(e, 'msg', e)}); fix or "
@@ -375,7 +377,7 @@ class Session:
                     if is_marker_raw(raw):
                         continue
                     try:
-                        obj = json.loads(raw)
+                        obj = boundedjson.loads(raw)
                     except ValueError:
                         continue
                     if isinstance(obj, dict):
@@ -495,7 +497,7 @@ def turn_lines(root: Path, rel: str, turn) -> list[Line]:
             if needle not in raw.replace(b" ", b""):
                 continue
             try:
-                line = Line.read(json.loads(raw))
+                line = Line.read(boundedjson.loads(raw))
             except ValueError:
                 continue
             if line is not None and str(line.turn) == str(turn):

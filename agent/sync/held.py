@@ -38,6 +38,7 @@ from agent.vault import rewrite
 from agent.vault.change import Change
 from agent.vault import git, kinds
 from agent.vault.repo import GitError, Vault, VaultError
+from agent.fs import boundedjson
 
 STATE_FILE = "held.json"
 REF_PREFIX = "refs/agent/held/"
@@ -268,9 +269,9 @@ def _hold_jobs(vault: Vault, ours: str, oid: str, rejected: dict) -> tuple[str |
     """cron.json as merged with the jobs the remote added or changed put back
     as they are here (None: nothing to put back), and those (job, local job) to hold."""
     try:
-        merged = json.loads(vault.git("cat-file", "blob", oid))
+        merged = boundedjson.loads(vault.git("cat-file", "blob", oid))
         mine = _entry(vault, ours, CRON)
-        local = json.loads(vault.git("cat-file", "blob", mine[1])) if mine else {"jobs": []}
+        local = boundedjson.loads(vault.git("cat-file", "blob", mine[1])) if mine else {"jobs": []}
         here = {j["id"]: j for j in local.get("jobs", [])}
         jobs = merged["jobs"]
     except (ValueError, KeyError, TypeError):
@@ -482,7 +483,7 @@ def _accept_job(vault: Vault, h: Held) -> None:
     from agent.stores import cronfile
     text = cronfile.read_text(vault.root)
     try:
-        doc = json.loads(text) if text else {"version": cronfile.VERSION, "jobs": []}
+        doc = boundedjson.loads(text) if text else {"version": cronfile.VERSION, "jobs": []}
     except ValueError:
         doc = None
     jobs = doc.setdefault("jobs", []) if isinstance(doc, dict) else None

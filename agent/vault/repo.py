@@ -139,9 +139,9 @@ class Vault(TurnVault):
     def delete(self, rel: str) -> None:
         self.writes.delete(rel)
 
-    def intend(self, change: Change) -> None:
+    def intend(self, change: Change, *, with_next_path: bool = False) -> None:
         """Journal the agent change about to be written (see Journal.intend)."""
-        self.journal.intend(change)
+        self.journal.intend(change, with_next_path=with_next_path)
 
     # ---- opening -------------------------------------------------------------------
 
