@@ -15,6 +15,9 @@ What a person can rely on:
   line saying the bot is private, with their user id (so the owner can add it); their
   text is stored nowhere, and the refusal (ids, username, time; never the text) is
   logged to `.agent/telegram-refused.log`. In a group, strangers are not answered.
+- Replies to one chat go out in the order its messages came: a photo's line or the
+  answer to /help waits for the reply to the message before it. Each does its work at
+  once (/stop stops the running turn); only the sending waits. Other chats never wait.
 - A "typing" action is repeated every 4 s while the model works; the reply is split
   at Telegram's 4096-character limit on paragraph or line boundaries, sent as
   Telegram's (legacy) Markdown and, when Telegram cannot parse it, again as plain text.
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -64,6 +68,12 @@ TYPING_EVERY = 4.0           # a typing action lasts about 5 s
 BACKOFF_CAP = 300.0
 REVIEW_SHOWN = 10            # proposals /review shows at once (one message each)
 REVIEW_DATA = "rv:"          # callback data of review buttons: rv:a:<run>#<n>, rv:r:<run>#<n>
+
+# What the follow-up of an update (the reply, a command's answer) sends after: the end of
+# the follow-up of the message before it in the same chat (None: nothing to wait for).
+_AFTER: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar(
+    "telegram_after", default=None)
+
 
 class DeliveryFailed(Exception):
     """A message could not be sent; str() says why (the token scrubbed)."""
@@ -133,6 +143,7 @@ class TelegramChannel:
         self._thread: threading.Thread | None = None
         self._poll_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._last: dict[int, asyncio.Event] = {}    # chat -> its newest follow-up's end
         self._closed: asyncio.Event | None = None
         self._started = threading.Event()
 
@@ -267,15 +278,32 @@ class TelegramChannel:
                     log.error("telegram: update %d: %s", u.update_id, self.scrub(repr(e)))
                     follow = None
                 if follow is not None:
-                    self._spawn(follow)
+                    chat = update_chat(u)
+                    self._spawn(follow, chat)
                 self.offset = max(self.offset or 0, u.update_id + 1)
             if updates:
                 await asyncio.to_thread(self._write_offset, self.offset)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro, chat: int | None = None) -> None:
+        """Run `coro` (an update's follow-up) now; what it sends to `chat` goes out after
+        what the chat's earlier follow-ups send (see send)."""
+        if chat is not None:
+            done = asyncio.Event()
+            coro = self._in_order(chat, coro, self._last.get(chat), done)
+            self._last[chat] = done
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+
+    async def _in_order(self, chat: int, coro, after: asyncio.Event | None,
+                        done: asyncio.Event) -> None:
+        _AFTER.set(after)
+        try:
+            await coro
+        finally:
+            done.set()
+            if self._last.get(chat) is done:
+                del self._last[chat]
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -323,12 +351,13 @@ class TelegramChannel:
             return True
         if receipt.reply is not None:       # answered, and killed before it was sent
             log.info("telegram: sending the reply to a message answered before a restart")
-            self.loop.call_soon_threadsafe(self._spawn, self._send_saved(chat_id, receipt))
+            self.loop.call_soon_threadsafe(self._spawn, self._send_saved(chat_id, receipt),
+                                           chat_id)
             return True
         log.info("chat %s: answering a message taken before a restart", receipt.session)
         ticket = self.router.submit(receipt.session, receipt.text, source=receipt.source,
                                     receipt=receipt.id, resumed=True, settle=False)
-        self.loop.call_soon_threadsafe(self._spawn, self._reply(chat_id, ticket))
+        self.loop.call_soon_threadsafe(self._spawn, self._reply(chat_id, ticket), chat_id)
         return True
 
     async def _send_saved(self, chat_id: int, receipt) -> None:
@@ -461,6 +490,7 @@ class TelegramChannel:
         from telegram.constants import ParseMode
         from telegram.error import BadRequest, RetryAfter, TelegramError
 
+        await _my_turn()
         for piece in split_message(text):
             mode = ParseMode.MARKDOWN if markdown else None
             for _attempt in range(3):
@@ -520,6 +550,21 @@ class TelegramChannel:
             self.vault.state.mkdir(parents=True, exist_ok=True)
             atomic.write_json(self.vault.state / STATE_FILE, {"offset": offset})
             self._written = offset
+
+
+async def _my_turn() -> None:
+    """Wait until the chat's earlier follow-ups have sent what they send (once: a
+    follow-up sending several messages holds the chat until it ends)."""
+    after = _AFTER.get()
+    if after is not None:
+        await after.wait()
+        _AFTER.set(None)
+
+
+def update_chat(update) -> int | None:
+    """The chat an update's answer goes to (None: none, as for an inline message's button)."""
+    chat = update.effective_chat
+    return chat.id if chat is not None else None
 
 
 def _finished(loop, ticket) -> asyncio.Future:
