@@ -287,6 +287,47 @@ def test_agent_web_without_a_serve_says_how_to_start_one(vault):
     assert "No agent serve is running" in p.stderr and "agent serve" in p.stderr
 
 
+def test_agent_web_while_serve_is_starting_waits_for_its_page(vault, fake_anthropic):
+    """A serve holds its lock from its first moment and brings the gateway up a second or
+    two later: `agent web` meanwhile says it is starting and waits, instead of saying none
+    runs. Here the test process is that serve: the real lock, then the real gateway."""
+    import os
+    import subprocess
+    import sys
+
+    from agent.serve.gateway import Gateway
+    from agent.serve.lock import ServeLock
+    from helpers import router
+
+    enable_gateway(vault)
+    cmd = [sys.executable, "-m", "agent", "--vault", str(vault.root), "web", "--no-open"]
+    lock = ServeLock(vault).acquire()
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL)
+        assert p.stderr.readline().strip() == (f"agent serve (pid {os.getpid()}) is starting; "
+                                               f"waiting for its web page...")
+        conv = router(vault)
+        gw = Gateway(vault, conv, port=0).start()
+        try:
+            out, err = p.communicate(timeout=60)
+        finally:
+            gw.close(5)
+            conv.drain(10)
+        assert p.returncode == 0, err
+        assert re.search(r"http://\S+/login\?code=\S+", out) and "No agent serve" not in err
+        # A serve that stops before its page is up: said, with where to look.
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL)
+        assert "is starting" in p.stderr.readline()
+    finally:
+        lock.release()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and "Traceback" not in err
+    assert f"agent serve (pid {os.getpid()}) stopped before its web page was up: see " in err
+    assert "serve.log" in err
+
+
 # ---- schedules and settings -------------------------------------------------------------
 
 
