@@ -47,6 +47,15 @@ def fits_a_phone(driver, words: str | None = None) -> None:
         driver.set_window_size(*SIZES["laptop"])
 
 
+def parts_of(driver, bubble) -> list[list[str]]:
+    """A reply bubble's texts (as laid out: its textContent) and tool calls, in order."""
+    return driver.execute_script(
+        "return [...arguments[0].children].filter(c => c.matches('.text, .tool') &&"
+        " c.textContent.trim()).map(c => c.matches('.tool') ?"
+        " ['tool', c.querySelector('.tool-name').textContent] : ['text', c.textContent]);",
+        bubble)
+
+
 @pytest.fixture
 def page(vault, browser, procs, fake_anthropic):
     p = Page(vault, browser, procs)
@@ -89,6 +98,11 @@ def test_chat_streams_the_reply_shows_tool_calls_and_keeps_script_as_text(page, 
     bubble = css(d, ".msg.assistant")[-1]
     assert "Let me look." in bubble.text and "Nothing about Kyoto yet, but I can plan it." in bubble.text
     assert bubble.get_attribute("data-commit") == page.vault.head()
+    # Streamed, it reads as the saved reply reads: the text, the call, the text, no blank
+    # lines around the call (the turn's separator for a terminal).
+    streamed = parts_of(d, bubble)
+    assert streamed == [["text", "Let me look."], ["tool", "memory_search"],
+                        ["text", "Nothing about Kyoto yet, but I can plan it."]], streamed
     # What the person typed is text, never markup: the script did not run.
     mine = css(d, ".msg.user")[-1]
     assert "<script>document.title='pwned'</script> plan Kyoto" in mine.text
@@ -103,6 +117,8 @@ def test_chat_streams_the_reply_shows_tool_calls_and_keeps_script_as_text(page, 
     texts = [e.text for e in css(d, ".msg.user .text")]
     assert "<script>document.title='pwned'</script> plan Kyoto" in texts
     assert d.title != "pwned" and not css(d, ".msg script")
+    saved = d.execute_script("return [...document.querySelectorAll('.msg.user ~ .msg.assistant')]")
+    assert [p for b in saved for p in parts_of(d, b)] == streamed
     shoot(d, "chat")
 
 
