@@ -344,6 +344,70 @@ def test_agent_web_while_serve_is_starting_waits_for_its_page(vault, fake_anthro
     assert "serve.log" in err
 
 
+# ---- every page at a phone's width ------------------------------------------------------
+
+
+UUID = "5f3c2a9e-8b1d-4e7a-9c6f-2d8e1b4a7c30"
+
+
+def test_every_page_fits_a_phone_with_long_names_and_the_template_reads_as_a_paragraph(
+        vault, browser, procs, run, fake_anthropic, tmp_path):
+    """At 390 px no page is wider than the screen (document.documentElement.scrollWidth
+    against its client width), with what makes pages wide: an imported conversation's
+    key (`import/claude-<uuid>`) in the chat's picker, a dream run's 37-character id on
+    review cards. MEMORY.md's template paragraph, wrapped over two lines of the file, is
+    one block on the Memory page."""
+    from dreamkit import finding, op, write_entries
+    from fakeanthropic import json_reply
+
+    claude = [{"uuid": UUID, "name": "Marathon training", "summary": "",
+               "created_at": "2024-03-01T09:00:00Z", "updated_at": "2024-03-01T09:05:00Z",
+               "chat_messages": [{"uuid": "m1", "sender": "human", "text": "I run.",
+                                  "created_at": "2024-03-01T09:00:00Z", "content": [],
+                                  "attachments": [], "files": []}]}]
+    (tmp_path / "conversations.json").write_text(json.dumps(claude))
+    assert run("import", "--format", "claude", str(tmp_path / "conversations.json")).exit_code == 0
+    first = 202611230931024417                     # ids as archive entries are stamped today
+    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December."],
+                  start=first)
+    set_review(vault, "all")
+    fake_anthropic.add(json_reply({"findings": [finding("Flying to Kyoto on 2026-12-03",
+                                                        evidence=[f"archive:{first}"])]}),
+                       json_reply({"ops": [op("add", section="Travel", new=KYOTO,
+                                              reason=f"archive:{first}: flights booked")]}))
+    assert run("dream", "--sync").exit_code == 0
+    page = Page(vault, browser, procs)
+    page.login()
+    d = page.driver
+    page.open("/memory")
+    ln = css(d, 'a.line[data-line="3"] .ln')[0].text
+    said = css(d, 'a.line[data-line="3"] .lt')[0].text
+    assert (ln, said) == ("3–4", "Long-term facts, one per bullet, under headings. The agent "
+                                 "adds to this file when it dreams; you can edit it by hand "
+                                 "at any time.")
+    assert not css(d, 'a.line[data-line="4"]')
+    pages = ["/", f"/?session=import/claude-{UUID}", "/memory", "/memory?file=USER.md",
+             "/memory/edit", "/memory/story?file=MEMORY.md&line=3", "/review", "/timeline",
+             f"/timeline/{vault.head()}", "/search?q=Kyoto", "/health", "/schedules",
+             "/settings", "/timeline/0000000"]
+    d.set_window_size(*SIZES["phone"])
+    try:
+        wide = {}
+        for path in pages:
+            page.open(path)
+            w = d.execute_script("return [document.documentElement.scrollWidth,"
+                                 " document.documentElement.clientWidth]")
+            if w[0] > w[1]:
+                wide[path] = w
+        assert wide == {}, wide
+        page.open(f"/?session=import/claude-{UUID}")
+        opened = css(d, ".pick button")[0].rect
+        assert opened["x"] + opened["width"] <= SIZES["phone"][0]     # Open is on screen
+    finally:
+        d.set_window_size(*SIZES["laptop"])
+    page.serve.stop()
+
+
 # ---- schedules and settings -------------------------------------------------------------
 
 
