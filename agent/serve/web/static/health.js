@@ -20,7 +20,7 @@ function dayLabel(n, withYear) {
 // Steps a tick may take: whole numbers for counts (no "1.5 facts"), whole days on x.
 const WHOLE = [];
 for (let e = 1; e <= 1e12; e *= 10) WHOLE.push(e, 2 * e, 5 * e);
-const DAYS = [1, 2, 7, 14, 28, 56, 91, 182, 364, 728];
+const DAYS = [1, 2, 7, 14, 28, 56, 91, 182, 364, 728, 1456, 2912, 5824];
 
 // The room a y axis needs for its widest label (uPlot's default is a fixed 50 px, which
 // cut "25,000" to "5,000").
@@ -56,7 +56,8 @@ function draw(box, names, columns, xs, whole) {
       y: {range: (u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1]},
     },
     axes: [
-      {incrs: DAYS, values: (u, splits) => splits.map((n) => dayLabel(n, years))},
+      {incrs: DAYS, space: years ? 110 : 60,      // room for "Oct 21 2027", "Mar 1"
+       values: (u, splits) => splits.map((n) => dayLabel(n, years))},
       Object.assign({size: axisSize}, whole ? {incrs: WHOLE} : {}),
     ],
   };
