@@ -105,15 +105,16 @@ def test_replies_to_one_chat_keep_its_order_while_other_chats_go_on(vault, tg, f
 
     group = -100123
     cue = threading.Event()
-    fake_anthropic.add(after(cue, reply("Kyoto in April: book the ryokan now.")))
+    # Generous limits (a loaded machine is slow), never what is tested.
+    fake_anthropic.add(after(cue, reply("Kyoto in April: book the ryokan now."), timeout=120))
     fake_telegram.message(ANA, "plan the Kyoto trip")
-    fake_anthropic.wait_for_requests(1, "/v1/messages", timeout=30)
+    fake_anthropic.wait_for_requests(1, "/v1/messages", timeout=120)
     fake_telegram.message(ANA, None, photo=True)
     fake_telegram.message(ANA, "/help")
     fake_telegram.message(ANA, "/help", chat_id=group, chat_type="group")
-    assert "/new" in fake_telegram.wait_sent(group)[0]["text"]   # while the turn still waits
+    assert "/new" in fake_telegram.wait_sent(group, timeout=120)[0]["text"]   # the turn waits
     cue.set()
-    sent = [s["text"] for s in fake_telegram.wait_sent(ANA, 3)]
+    sent = [s["text"] for s in fake_telegram.wait_sent(ANA, 3, timeout=120)]
     assert sent[0] == "Kyoto in April: book the ryokan now."
     assert "only text" in sent[1] and "/new" in sent[2]
 

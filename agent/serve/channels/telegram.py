@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
 import os
@@ -51,6 +50,8 @@ import time
 from datetime import timezone
 
 from agent import clock
+from agent.serve.channels import inorder
+from agent.serve.channels.inorder import ChatOrder
 from agent.fs import atomic
 from typing import TYPE_CHECKING
 
@@ -68,12 +69,6 @@ TYPING_EVERY = 4.0           # a typing action lasts about 5 s
 BACKOFF_CAP = 300.0
 REVIEW_SHOWN = 10            # proposals /review shows at once (one message each)
 REVIEW_DATA = "rv:"          # callback data of review buttons: rv:a:<run>#<n>, rv:r:<run>#<n>
-
-# What the follow-up of an update (the reply, a command's answer) sends after: the end of
-# the follow-up of the message before it in the same chat (None: nothing to wait for).
-_AFTER: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar(
-    "telegram_after", default=None)
-
 
 class DeliveryFailed(Exception):
     """A message could not be sent; str() says why (the token scrubbed)."""
@@ -143,7 +138,7 @@ class TelegramChannel:
         self._thread: threading.Thread | None = None
         self._poll_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._last: dict[int, asyncio.Event] = {}    # chat -> its newest follow-up's end
+        self._order = ChatOrder()                    # replies to a chat in its order
         self._closed: asyncio.Event | None = None
         self._started = threading.Event()
 
@@ -288,22 +283,10 @@ class TelegramChannel:
         """Run `coro` (an update's follow-up) now; what it sends to `chat` goes out after
         what the chat's earlier follow-ups send (see send)."""
         if chat is not None:
-            done = asyncio.Event()
-            coro = self._in_order(chat, coro, self._last.get(chat), done)
-            self._last[chat] = done
+            coro = self._order.wrap(chat, coro)
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
-
-    async def _in_order(self, chat: int, coro, after: asyncio.Event | None,
-                        done: asyncio.Event) -> None:
-        _AFTER.set(after)
-        try:
-            await coro
-        finally:
-            done.set()
-            if self._last.get(chat) is done:
-                del self._last[chat]
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -490,7 +473,7 @@ class TelegramChannel:
         from telegram.constants import ParseMode
         from telegram.error import BadRequest, RetryAfter, TelegramError
 
-        await _my_turn()
+        await inorder.turn()
         for piece in split_message(text):
             mode = ParseMode.MARKDOWN if markdown else None
             for _attempt in range(3):
@@ -550,15 +533,6 @@ class TelegramChannel:
             self.vault.state.mkdir(parents=True, exist_ok=True)
             atomic.write_json(self.vault.state / STATE_FILE, {"offset": offset})
             self._written = offset
-
-
-async def _my_turn() -> None:
-    """Wait until the chat's earlier follow-ups have sent what they send (once: a
-    follow-up sending several messages holds the chat until it ends)."""
-    after = _AFTER.get()
-    if after is not None:
-        await after.wait()
-        _AFTER.set(None)
 
 
 def update_chat(update) -> int | None:
