@@ -286,3 +286,61 @@ def test_the_health_view_draws_its_charts_offline_in_chromium(vault, browser, pr
         shoot(d, "health")
     finally:
         page.serve.stop()
+
+
+@pytest.fixture
+def first_day(monkeypatch, request):
+    """A vault on its first day (made, and used, on 2035-03-01): one chat turn of 25,441
+    tokens, one fact."""
+    monkeypatch.setenv("AGENT_NOW", f"{DAY1}T18:00:00+00:00")
+    for var in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.setenv(var, f"{DAY1}T09:00:00+00:00")
+    vault = request.getfixturevalue("vault")          # made with the clock above
+    memory = (vault.root / "MEMORY.md").read_text()
+    commit(vault, DAY1, f"chat(cli/default): hello\n\nSession: cli/default\nTurn: 1\n"
+                        f"Model: {SONNET}\nTokens: 25000 in, 441 out, 0 cache read, 0 cache write",
+           {"MEMORY.md": memory + "- Likes green tea\n"})
+    return vault
+
+
+@pytest.mark.slow
+def test_the_charts_of_a_first_day_read_as_days_whole_numbers_and_whole_labels(
+        first_day, browser, procs, fake_anthropic):
+    """On a vault's first day the time axis read 2027 2028 2029; "Tokens per day" cut
+    25,000 to "5,000"; counts had ticks at 0.5. The labels are read from the drawn charts
+    (uPlot's axes), their widths measured with the axis's own font."""
+    from helpers import SIZES, Page, css, wait
+
+    page = Page(first_day, browser, procs)
+    try:
+        page.login()
+        d = page.driver
+        page.open("/health")
+        wait(d, lambda d: css(d, "#health-charts[data-ready=yes]"))
+        axes = d.execute_script("""
+            return Object.fromEntries([...document.querySelectorAll('[data-chart]')].map(b => {
+              const u = b.plot, ctx = document.createElement('canvas').getContext('2d');
+              return [b.dataset.chart, u.axes.map(a => {
+                ctx.font = a.font[0];
+                return {labels: a._values, room: a._size - a.ticks.size - a.gap,
+                        widths: a._values.map(v => ctx.measureText(v).width / devicePixelRatio)};
+              })];
+            }));""")
+        assert set(axes) == {"facts", "proposals", "tokens", "cost"}
+        for name, (x, y) in axes.items():
+            assert x["labels"] == ["Mar 1"], (name, x)
+            assert all(w <= y["room"] for w in y["widths"]), (name, y)
+            if name != "cost":
+                assert all(v.replace(",", "").isdigit() for v in y["labels"]), (name, y)
+        assert max(len(v) for v in axes["tokens"][1]["labels"]) >= 6, axes["tokens"]
+        # The table shows its last column on a laptop, without a scrollbar of its own.
+        wrap = d.execute_script("const w = document.querySelector('.table-wrap');"
+                                "return [w.scrollWidth, w.clientWidth];")
+        assert wrap[0] <= wrap[1], wrap
+        d.set_window_size(*SIZES["phone"])
+        wide = d.execute_script("return [document.documentElement.scrollWidth,"
+                                " document.documentElement.clientWidth]")
+        assert wide[0] <= wide[1], wide
+    finally:
+        d.set_window_size(*SIZES["laptop"])
+        page.serve.stop()
