@@ -131,6 +131,8 @@ def dense_for(db, *, everything: bool = False, limit: int | None = None) -> Dens
     if everything or limit is not None or not BACKGROUND.get():
         vectors.sync(db, emb, PROGRESS,
                      limit=None if everything else (limit or SEARCH_EMBED_BUDGET))
+    else:
+        vectors.ensure(db, emb.name)        # queued for serve (the first time: all)
     left = 0 if everything else vectors.pending(db)
     if left:
         return Dense(embedder=emb, problem=catching_up(left))
