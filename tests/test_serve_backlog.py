@@ -149,3 +149,51 @@ def test_a_turn_through_serve_leaves_the_imports_vectors_to_the_background(
     # Once nobody is talking, serve makes them.
     server.step(now + timedelta(minutes=2))
     assert index.vectors_waiting(vault) < waiting
+
+
+@pytest.mark.skipif(not _embed_installed(), reason="the embed extra is not installed")
+def test_the_index_stays_writable_while_the_embedding_model_runs(vault, run, tmp_path,
+                                                                 monkeypatch):
+    # While serve's background embeds a batch (a second or more of the model), a turn's
+    # search and save must still get the index's write lock.
+    import sqlite3
+
+    from agent.search import embed, index
+
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps({
+        "session": "cli/default", "id": f"h{i}", "role": "user",
+        "content": f"note {i} about the garden shed", "ts": "2020-01-01T10:00:00+00:00"}) + "\n"
+        for i in range(100)))
+    assert run("import", str(path)).exit_code == 0
+    model = embed.load()
+    real = model._model
+    inside, release = threading.Event(), threading.Event()
+
+    class Held:
+        """The real engine, held open by the test once a batch reaches it."""
+        def passage(self, texts):
+            inside.set()
+            assert release.wait(60), "the test never let the model go on"
+            return real.passage(texts)
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    monkeypatch.setattr(model, "_model", Held())
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (index.vectors_now(vault, limit=64), done.set()),
+                              daemon=True)
+    worker.start()
+    try:
+        assert inside.wait(60)
+        db = sqlite3.connect(index.db_path(vault), timeout=2, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")       # 'database is locked' if the batch held it
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+    finally:
+        release.set()
+    assert done.wait(60)
+    assert index.vectors_waiting(vault) < sum(index.status(vault).documents.values())
