@@ -44,20 +44,20 @@ sys.path.insert(0, str(ROOT))
 
 from fakeanthropic import FakeAnthropic, json_reply, reply  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_turn import Words  # noqa: E402  (chat-like text, a Zipf vocabulary)
+
 SESSION = "cli/default"
-WORDS = ("garden tomatoes roses trip Kyoto train hiking boots tent lake bread coffee "
-         "sister landlord deposit boxes piano lessons bike repair budget").split()
 
 
 def transcript(path: Path, n: int) -> None:
     """`n` messages of `cli/default`, a user and an assistant in turn, one an hour, the
     last of them yesterday."""
     t0 = datetime.now(timezone.utc) - timedelta(days=1, hours=n)
+    words = Words(11)
     with open(path, "w") as f:
         for i in range(n):
-            w = [WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7, 11)]
-            text = (f"message {i}: we talked about the {w[0]} and the {w[1]}, then the "
-                    f"{w[2]} and what to do about the {w[3]} next week ({i % 97}).")
+            text = " ".join(words.sentence() for _ in range(2))
             f.write(json.dumps({"session": SESSION, "id": f"h{i}",
                                 "role": "user" if i % 2 == 0 else "assistant",
                                 "content": text, "ts": (t0 + timedelta(hours=i)).isoformat()})
@@ -150,8 +150,8 @@ class Serve:
 def waiting_vectors(root: Path, code: Path) -> str:
     p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(root), "index", "status"],
                        env=env_for(code, None, True), capture_output=True, text=True)
-    m = re.search(r"([\d,]+) (?:documents? )?(?:still )?wait", p.stdout + p.stderr)
-    return m.group(1) if m else "-"
+    m = re.search(r"([\d,]+) waiting", p.stdout + p.stderr)
+    return m.group(1) if m else "none"
 
 
 def main() -> None:
@@ -190,12 +190,13 @@ def main() -> None:
                 shutil.copytree(keep / f"v{n}{'' if embed else '-words'}", root, symlinks=True)
                 serves[n] = Serve(root, env)
             time.sleep(args.warmup)
+            words = Words(3)
             for n in sizes:                        # the first turn loads what a turn needs
-                serves[n].turn("hello")
+                serves[n].turn(words.question())
             for r in range(args.rounds):
                 order = sizes if r % 2 == 0 else sizes[::-1]
-                got = {n: serves[n].turn(f"what did we say about the garden? ({r})")
-                       for n in order}
+                question = words.question()        # the same question of both sizes
+                got = {n: serves[n].turn(question) for n in order}
                 for n in sizes:
                     times[n].append(got[n])
                 print(f"round {r + 1}: " + ", ".join(f"{n:,}: {got[n] * 1000:.0f} ms"
