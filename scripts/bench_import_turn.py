@@ -5,7 +5,7 @@ after a small one (issue 46: a turn never waits for background work).
 For each size, a vault gets that many messages imported into `cli/default` by `agent
 import` (a JSONL transcript, a message an hour), so nearly all of it waits beyond the
 window to be archived (and, with the embed extra, to be embedded); the last message is
-a day old, the first `n` hours before it. Then `agent serve`
+ten minutes old (the conversation goes on), the first `n` hours before it. Then `agent serve`
 starts on every vault at once, against the fake Anthropic server (tests/fakeanthropic.py;
 a chat reply at once, an archive summary after `--summary-delay` seconds, as a model
 takes a while to summarise 50,000 tokens), and while serve archives and embeds the
@@ -45,15 +45,22 @@ sys.path.insert(0, str(ROOT))
 from fakeanthropic import FakeAnthropic, json_reply, reply  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
+_embed = os.environ.get("AGENT_EMBED")
 from bench_turn import Words  # noqa: E402  (chat-like text, a Zipf vocabulary)
+# (bench_turn turns meaning-search off for its own runs: not for these)
+if _embed is None:
+    os.environ.pop("AGENT_EMBED", None)
+else:
+    os.environ["AGENT_EMBED"] = _embed
 
 SESSION = "cli/default"
 
 
 def transcript(path: Path, n: int) -> None:
     """`n` messages of `cli/default`, a user and an assistant in turn, one an hour, the
-    last of them yesterday."""
-    t0 = datetime.now(timezone.utc) - timedelta(days=1, hours=n)
+    last of them ten minutes ago (not idle: serve archives no window, so both sizes'
+    turns send a full one)."""
+    t0 = datetime.now(timezone.utc) - timedelta(minutes=10) - timedelta(hours=n - 1)
     words = Words(11)
     with open(path, "w") as f:
         for i in range(n):
