@@ -5,7 +5,8 @@ after a small one (issue 46: a turn never waits for background work).
 For each size, a vault gets that many messages imported into `cli/default` by `agent
 import` (a JSONL transcript, a message an hour), so nearly all of it waits beyond the
 window to be archived (and, with the embed extra, to be embedded); the last message is
-ten minutes old (the conversation goes on), the first `n` hours before it. Then `agent serve`
+ten minutes old, the first `n` hours before it, and no window is archived as idle (both
+sizes' turns send a full one). Then `agent serve`
 starts on every vault at once, against the fake Anthropic server (tests/fakeanthropic.py;
 a chat reply at once, an archive summary after `--summary-delay` seconds, as a model
 takes a while to summarise 50,000 tokens), and while serve archives and embeds the
@@ -58,8 +59,7 @@ SESSION = "cli/default"
 
 def transcript(path: Path, n: int) -> None:
     """`n` messages of `cli/default`, a user and an assistant in turn, one an hour, the
-    last of them ten minutes ago (not idle: serve archives no window, so both sizes'
-    turns send a full one)."""
+    last of them ten minutes ago."""
     t0 = datetime.now(timezone.utc) - timedelta(minutes=10) - timedelta(hours=n - 1)
     words = Words(11)
     with open(path, "w") as f:
@@ -88,6 +88,12 @@ def build(root: Path, n: int, code: Path, embed: bool) -> float:
     env = env_for(code, None, embed)
     agent = [sys.executable, "-m", "agent", "--vault", str(root)]
     subprocess.run(agent + ["init"], env=env, check=True, capture_output=True)
+    # A conversation idle for a year before serve archives its window: both sizes' turns
+    # send a full window however long after the import the bench runs (--keep).
+    with open(root / "agent.toml", "a") as f:
+        f.write("\n[serve]\nidle_compact_minutes = 525600\n")
+    subprocess.run(["git", "commit", "-qam", "bench: no idle compaction"], cwd=root, env=env,
+                   check=True)
     src = root.parent / f"import-{n}.jsonl"
     transcript(src, n)
     t = time.perf_counter()
