@@ -49,7 +49,7 @@ def test_a_turn_answers_and_commits_while_serve_summarises_imported_history(
 
     def model(body):
         if "output_config" in body:             # an archive summary: held open by the test
-            assert release.wait(60), "the test never released the summary"
+            assert release.wait(240), "the test never released the summary"
             return json_reply(SUMMARY)
         return reply("You planted tomatoes.")
     fake_anthropic.default_reply = model
@@ -62,7 +62,7 @@ def test_a_turn_answers_and_commits_while_serve_summarises_imported_history(
         assert len(summaries(fake_anthropic)) == 1
 
         ticket = server.conversations.submit("cli/default", "what did we plant?")
-        result = ticket.wait(30)
+        result = ticket.wait(120)
         assert result is not None and result.sha, ticket.error
         assert result.reply == "You planted tomatoes."
         # Answered and committed while the summary is still open: the turn waited for
@@ -73,7 +73,7 @@ def test_a_turn_answers_and_commits_while_serve_summarises_imported_history(
         assert not list((vault.root / "archive").rglob("*.md"))
     finally:
         release.set()
-    step.join(60)
+    step.join(240)
     assert not step.is_alive()
     # Then serve's chunk lands after the turn, and nothing of the turn is lost.
     log = subjects(vault)
@@ -87,7 +87,7 @@ def test_a_turn_answers_and_commits_while_serve_summarises_imported_history(
 def test_no_chunk_of_imported_history_starts_while_a_persons_turn_runs(imported, fake_anthropic):
     vault = imported
     cue = threading.Event()
-    fake_anthropic.add(after(cue, reply("You planted tomatoes."), timeout=60))
+    fake_anthropic.add(after(cue, reply("You planted tomatoes."), timeout=300))
     fake_anthropic.default_reply = json_reply(SUMMARY)
     now = vault_now()
     server, _ = server_at(vault, now)
@@ -98,11 +98,11 @@ def test_no_chunk_of_imported_history_starts_while_a_persons_turn_runs(imported,
         step = threading.Thread(target=lambda: (server.step(now), done.set()), daemon=True)
         step.start()
         # The scheduler's pass leaves the backlog for after the turn, without waiting.
-        assert done.wait(30), "serve's pass waited for the person's turn"
+        assert done.wait(120), "serve's pass waited for the person's turn"
         assert summaries(fake_anthropic) == []
     finally:
         cue.set()
-    result = ticket.wait(30)
+    result = ticket.wait(120)
     assert result is not None and result.sha
     # The turn left the imported history to serve: its own requests hold no summary.
     assert summaries(fake_anthropic) == []
@@ -128,7 +128,7 @@ def test_a_turn_through_serve_leaves_the_imports_vectors_to_the_background(
         "ts": f"2020-01-01T{i // 60 % 24:02d}:{i % 60:02d}:00+00:00"}) + "\n" for i in range(300)))
     assert run("import", str(path)).exit_code == 0
     cue = threading.Event()
-    fake_anthropic.add(after(cue, reply("The roof."), timeout=60))
+    fake_anthropic.add(after(cue, reply("The roof."), timeout=300))
     fake_anthropic.default_reply = reply("ok")
     now = vault_now()
     server, _ = server_at(vault, now)
@@ -144,7 +144,7 @@ def test_a_turn_through_serve_leaves_the_imports_vectors_to_the_background(
         assert index.vectors_waiting(vault) == waiting
     finally:
         cue.set()
-    result = ticket.wait(30)
+    result = ticket.wait(120)
     assert result is not None and result.sha
     # Once nobody is talking, serve makes them.
     server.step(now + timedelta(minutes=2))
@@ -174,7 +174,7 @@ def test_the_index_stays_writable_while_the_embedding_model_runs(vault, run, tmp
         """The real engine, held open by the test once a batch reaches it."""
         def passage(self, texts):
             inside.set()
-            assert release.wait(60), "the test never let the model go on"
+            assert release.wait(240), "the test never let the model go on"
             return real.passage(texts)
 
         def __getattr__(self, name):
@@ -186,7 +186,7 @@ def test_the_index_stays_writable_while_the_embedding_model_runs(vault, run, tmp
                               daemon=True)
     worker.start()
     try:
-        assert inside.wait(60)
+        assert inside.wait(240)
         db = sqlite3.connect(index.db_path(vault), timeout=2, isolation_level=None)
         try:
             db.execute("BEGIN IMMEDIATE")       # 'database is locked' if the batch held it
@@ -195,5 +195,5 @@ def test_the_index_stays_writable_while_the_embedding_model_runs(vault, run, tmp
             db.close()
     finally:
         release.set()
-    assert done.wait(60)
+    assert done.wait(240)
     assert index.vectors_waiting(vault) < sum(index.status(vault).documents.values())

@@ -113,7 +113,8 @@ SEARCH_EMBED_BUDGET = 32
 BACKGROUND: ContextVar[bool] = ContextVar("vectors_in_background", default=False)
 
 
-def dense_for(db, *, everything: bool = False, limit: int | None = None) -> Dense:
+def dense_for(db, *, everything: bool = False, limit: int | None = None,
+              batch: int | None = None) -> Dense:
     """The embedding model, with the index's vectors brought up to date (at most
     `limit`, SEARCH_EMBED_BUDGET by default, new ones, unless `everything`), or why not.
     When more wait, `problem` says meaning-search is catching up and how to finish it."""
@@ -130,7 +131,8 @@ def dense_for(db, *, everything: bool = False, limit: int | None = None) -> Dens
         return Dense()
     if everything or limit is not None or not BACKGROUND.get():
         vectors.sync(db, emb, PROGRESS,
-                     limit=None if everything else (limit or SEARCH_EMBED_BUDGET))
+                     limit=None if everything else (limit or SEARCH_EMBED_BUDGET),
+                     batch=batch or vectors.BATCH)
     else:
         vectors.ensure(db, emb.name)        # queued for serve (the first time: all)
     left = 0 if everything else vectors.pending(db)

@@ -144,8 +144,8 @@ def count(db) -> int:
     return db.execute("SELECT count(*) FROM vec").fetchone()[0] if enabled(db) else 0
 
 
-def _queued(db, ids: list[int] | None = None) -> list[tuple]:
-    """The next BATCH queued documents (or those of `ids` still queued) with what the
+def _queued(db, ids: list[int] | None = None, size: int = BATCH) -> list[tuple]:
+    """The next `size` queued documents (or those of `ids` still queued) with what the
     model reads of each: (id, text, speaker, topic, text before, its speaker)."""
     where = f"WHERE p.id IN ({','.join('?' * len(ids))})" if ids is not None else ""
     return db.execute(
@@ -155,16 +155,16 @@ def _queued(db, ids: list[int] | None = None) -> list[tuple]:
         "   ORDER BY e.line DESC LIMIT 1) END AS prev"
         f"  FROM vec_pending p JOIN docs d ON d.id = p.id JOIN files f ON f.id = d.file {where}"
         "  ORDER BY p.id LIMIT ?) q LEFT JOIN docs b ON b.id = q.prev ORDER BY q.id",
-        (*(ids or ()), BATCH if ids is None else len(ids))).fetchall()
+        (*(ids or ()), size if ids is None else len(ids))).fetchall()
 
 
 def _texts(rows: list[tuple]) -> list[str]:
     return [text_of(t, s, tp, None if bt is None else (bt, bs)) for _, t, s, tp, bt, bs in rows]
 
 
-def sync(db, embedder, progress=None, limit: int | None = None) -> int:
-    """Embed the queued documents (at most about `limit` of them); returns how many ran
-    through the model.
+def sync(db, embedder, progress=None, limit: int | None = None, batch: int = BATCH) -> int:
+    """Embed the queued documents (at most about `limit` of them: whole batches of
+    `batch`); returns how many ran through the model.
 
     Commits per batch, so an interrupted build keeps what it did. `progress(done, total)`
     is called after each batch. The model runs outside any transaction (a batch takes
@@ -181,7 +181,7 @@ def sync(db, embedder, progress=None, limit: int | None = None) -> int:
         db.execute("DELETE FROM vec_spare")
         return 0
     while True:
-        rows = _queued(db)
+        rows = _queued(db, size=batch)
         if rows:
             texts = _texts(rows)
             hashes = [_hash(t) for t in texts]

@@ -3,9 +3,10 @@ a vault of years), the documents still waiting for their vectors are embedded he
 the background, so no search or turn makes them.
 
 It yields to a person: no slice starts while a person's turn runs or waits, and a step
-embeds one small slice after another (each a batch of the model, under the index's
-write lock for as long as the batch takes) only while nobody is talking, for at most
-EMBED_STEP. A search in serve (a turn's, the web page's) makes no queued vector itself
+embeds one small slice after another only while nobody is talking, for at most
+EMBED_STEP. A turn that arrives during a slice waits at most for that slice's few
+documents at the engine (one call into it at a time: its query is next), never for the
+index, whose write lock the model's time does not hold (agent.search.vectors.sync). A search in serve (a turn's, the web page's) makes no queued vector itself
 (agent.search.query.BACKGROUND): what it does not find by meaning yet it finds by its
 words, and the person's turn does not pay for the import's vectors."""
 
@@ -20,7 +21,8 @@ from agent.serve.turns import log
 EMBED_SCAN = timedelta(minutes=1)       # how often serve looks for waiting documents
 EMBED_AGAIN = timedelta(seconds=1)      # ... and how soon again while some wait
 EMBED_STEP = 5.0                        # seconds of embedding a step, at most
-EMBED_SLICE = 64                        # vectors a slice: one batch of the model
+EMBED_SLICE = 8                         # vectors a slice (the model's time for them is
+                                        # what a turn arriving meanwhile may wait)
 
 
 class Embedding:
@@ -46,7 +48,7 @@ class Embedding:
             while left and not server.stopping and time.monotonic() < end:
                 if not server.conversations.quiet():
                     break                   # a person's turn runs: again after it
-                dense = index.vectors_now(self.vault, limit=EMBED_SLICE)
+                dense = index.vectors_now(self.vault, limit=EMBED_SLICE, batch=EMBED_SLICE)
                 if dense.embedder is None:
                     return
                 left = index.vectors_waiting(self.vault)
