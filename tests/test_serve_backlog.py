@@ -146,9 +146,13 @@ def test_a_turn_through_serve_leaves_the_imports_vectors_to_the_background(
         cue.set()
     result = ticket.wait(120)
     assert result is not None and result.sha
-    # Once nobody is talking, serve makes them.
+    matrix = index.db_path(vault).parent / "index.sqlite-vectors"
+    assert not matrix.exists()
+    # Once nobody is talking, serve makes them, and writes the matrix file a search maps
+    # (so that a person's next search need not).
     server.step(now + timedelta(minutes=2))
     assert index.vectors_waiting(vault) < waiting
+    assert matrix.exists()
 
 
 @pytest.mark.skipif(not _embed_installed(), reason="the embed extra is not installed")

@@ -454,6 +454,15 @@ def _load(db, key: str, dim: int) -> _Matrix:
                        top_ids=list(cached.top_ids))
 
 
+def prepare(db, key: str, dim: int) -> None:
+    """What the next search would do first, done now: the matrix file written again when
+    what it lacks has grown past its share, and this process's view of it topped up.
+    `agent serve` calls it after it made vectors in the background, so that a person's
+    search does not write the file."""
+    with _CACHING:
+        _top_up(db, key, dim)
+
+
 def _top_up(db, key: str, dim: int) -> _Matrix:
     import numpy as np
 
