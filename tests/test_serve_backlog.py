@@ -201,3 +201,47 @@ def test_the_index_stays_writable_while_the_embedding_model_runs(vault, run, tmp
         release.set()
     assert done.wait(240)
     assert index.vectors_waiting(vault) < sum(index.status(vault).documents.values())
+
+
+@pytest.mark.skipif(not _embed_installed(), reason="the embed extra is not installed")
+def test_a_query_waits_for_a_few_documents_of_a_background_batch_not_the_whole(monkeypatch):
+    from agent.search import embed
+
+    model = embed.load()
+    real = model._model
+    calls: list[tuple[str, int]] = []
+    inside, release = threading.Event(), threading.Event()
+
+    class Held:
+        """The real engine, recording its calls; the first is held open by the test."""
+        def passage(self, texts):
+            calls.append(("passage", len(texts)))
+            if len(calls) == 1:
+                inside.set()
+                assert release.wait(240), "the test never let the model go on"
+            return real.passage(texts)
+
+        def query(self, text):
+            calls.append(("query", 1))
+            return real.query(text)
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    monkeypatch.setattr(model, "_model", Held())
+    batch = threading.Thread(target=model.passages,
+                             args=([f"document {i} about the garden shed" for i in range(64)],),
+                             daemon=True)
+    batch.start()
+    assert inside.wait(240)
+    asked = threading.Thread(target=model.queries, args=(["the shed roof"],), daemon=True)
+    asked.start()
+    # The query is waiting for the engine: let the held call finish.
+    while not getattr(model, "_asking", 1):      # (a count of queries waiting)
+        threading.Event().wait(0.01)
+    release.set()
+    asked.join(240)
+    batch.join(240)
+    first = calls.index(("query", 1))
+    assert sum(n for what, n in calls[:first]) <= 8, calls       # a few, not 64
+    assert sum(n for what, n in calls if what == "passage") == 64

@@ -4,9 +4,10 @@ the background, so no search or turn makes them.
 
 It yields to a person: no slice starts while a person's turn runs or waits, and a step
 embeds one small slice after another only while nobody is talking, for at most
-EMBED_STEP. A turn that arrives during a slice waits at most for that slice's few
-documents at the engine (one call into it at a time: its query is next), never for the
-index, whose write lock the model's time does not hold (agent.search.vectors.sync). A search in serve (a turn's, the web page's) makes no queued vector itself
+EMBED_STEP. A turn that arrives during a slice waits at most for a few documents at
+the engine (one call into it at a time, and a query goes first: agent.search.embed),
+never for the index, whose write lock the model's time does not hold
+(agent.search.vectors.sync). A search in serve (a turn's, the web page's) makes no queued vector itself
 (agent.search.query.BACKGROUND): what it does not find by meaning yet it finds by its
 words, and the person's turn does not pay for the import's vectors."""
 
@@ -21,8 +22,8 @@ from agent.serve.turns import log
 EMBED_SCAN = timedelta(minutes=1)       # how often serve looks for waiting documents
 EMBED_AGAIN = timedelta(seconds=1)      # ... and how soon again while some wait
 EMBED_STEP = 5.0                        # seconds of embedding a step, at most
-EMBED_SLICE = 8                         # vectors a slice (the model's time for them is
-                                        # what a turn arriving meanwhile may wait)
+EMBED_SLICE = 8                         # vectors a slice: a turn arriving meanwhile
+                                        # shares the cores with its rest
 
 
 class Embedding:
