@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -179,6 +180,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=5.0,
                     help="seconds serve runs before the first turn (its background work starts)")
     args = ap.parse_args()
+    # A SIGTERM stops the serves it started too (the `finally` below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = [int(s) for s in args.sizes.split(",")]
     embed = not args.no_embed
     code = args.code.resolve()
