@@ -45,18 +45,19 @@ class Embedding:
             left = index.vectors_waiting(self.vault)
             if not left:
                 return
-            end = time.monotonic() + EMBED_STEP
+            end, made = time.monotonic() + EMBED_STEP, False
             while left and not server.stopping and time.monotonic() < end:
                 if not server.conversations.quiet():
                     break                   # a person's turn runs: again after it
                 dense = index.vectors_now(self.vault, limit=EMBED_SLICE, batch=EMBED_SLICE)
                 if dense.embedder is None:
                     return
-                left = index.vectors_waiting(self.vault)
+                left, made = index.vectors_waiting(self.vault), True
         except (UserError, OSError) as e:
             log.error("embed: %s", e)
             return
-        log.info("embed: %s documents still wait for their vectors", f"{left:,}")
+        if made:
+            log.info("embed: %s documents still wait for their vectors", f"{left:,}")
         if left:
             self.at = now + EMBED_AGAIN
 
