@@ -338,6 +338,8 @@ class TurnOptions:
     extra_trailers: dict | None = None
     line_extra: dict | None = None       # added to the first transcript line
     inbox: object = None                 # agent.chat.inbox.Inbox
+    backlog: bool = True                 # archive a chunk of imported history after the
+                                         # reply (serve archives it in the background)
 
 
 def run_turn(vault: Vault, provider: Provider, session: str, text: str, now: datetime,
@@ -649,7 +651,7 @@ class _Turn:
                   prompt.window_budget + min(len(text), settings.max_message_tokens * 4) // 4)
         budget = max(budget, 1)
         over = context.estimate_tokens(window, settings.max_message_tokens) > budget
-        if not over and backlog_of(vault.root, session) is None:
+        if not over and (not self.opts.backlog or backlog_of(vault.root, session) is None):
             return
         try:
             if over:

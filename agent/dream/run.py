@@ -31,7 +31,7 @@ from agent.stores import archive, arrivals, ledger
 from agent.config import load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
-from agent.dream.edits import Applied, FILES, OpResult
+from agent.dream.edits import Applied, FILES, OpResult, conflict_lines
 import agent.dream.proposals as proposals
 from agent.dream import duplicates, learning
 import agent.dream.state as runstate
@@ -46,7 +46,6 @@ from agent.fs import atomic
 from agent.fs.pidlock import PidLock
 from agent.vault.change import (BATCH, CURSOR, DUPLICATES, FACTS_ADDED, FACTS_REMOVED,
                                 FACTS_UPDATED, MODEL, PROPOSED, RUN, TOKENS, Change, tokens)
-from agent.stores.merge import CONFLICT_END, CONFLICT_RE
 from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
@@ -698,16 +697,18 @@ class _Run:
         held = duplicates.Held(duplicates.memory_lines(texts))
         recalled = duplicates.Held(self.recalled(state))
         asked = learning.asked_words(state.asks) if state.asks is not None else None
+        # Each file's conflict blocks are read once, not once an operation.
+        blocks = {name: conflict_lines(text) for name, text in texts.items()}
         kept, dropped = [], []
         for op in ops:
             kind, new = str(op.get("op", "")), str(op.get("new", ""))
             if asked is not None:
-                why = learning.unasked(op, asked, _in_conflict(texts, op))
+                why = learning.unasked(op, asked, _in_conflict(blocks, op))
                 if why:
                     dropped.append(proposals.Dropped(op, why, "unasked"))
                     continue
             # Settling a sync-conflict block keeps one of its versions: a line it holds.
-            if kind in ("add", "update") and new.strip() and not _in_conflict(texts, op):
+            if kind in ("add", "update") and new.strip() and not _in_conflict(blocks, op):
                 same = held.restated(new)
                 if same is not None:
                     dropped.append(proposals.Dropped(
@@ -816,19 +817,11 @@ def passed_over(n: int) -> str:
             f"anything in {'them' if n != 1 else 'it'} ([memory] learn = explicit).")
 
 
-def _in_conflict(texts: dict[str, str], op: dict) -> bool:
-    """Whether `op` quotes a line inside a sync-conflict block of its file."""
+def _in_conflict(blocks: dict[str, set[str]], op: dict) -> bool:
+    """Whether `op` quotes a line inside a sync-conflict block of its file (`blocks`:
+    each file's conflict_lines)."""
     old = str(op.get("old", "")).rstrip()
-    inside = False
-    for line in texts.get(str(op.get("file", "")), "").splitlines():
-        bare = line.strip()
-        if CONFLICT_RE.match(bare):
-            inside = True
-        elif bare == CONFLICT_END:
-            inside = False
-        elif inside and old and line.rstrip() == old:
-            return True
-    return False
+    return bool(old) and old in blocks.get(str(op.get("file", "")), ())
 
 
 def _plural(n: int, word: str, words: str | None = None) -> str:

@@ -367,8 +367,11 @@ def _fetch(vault: Vault, remote: str, branch: str, with_proposals: bool = False)
         # the remote, never the branch (a missing branch fails the fetch instead).
         spec = ["--prune", *spec, branches.fetch_refspec(remote)]
     try:
-        vault.git("fetch", "--quiet", "--no-write-fetch-head", remote, *spec,
-                  env={"GIT_TERMINAL_PROMPT": "0"})
+        # No `git maintenance run --auto` started by the fetch: the vault checks for
+        # housekeeping itself, by two directory reads (Vault.maybe_gc), not a process.
+        vault.git("-c", "maintenance.auto=false", "fetch", "--quiet", "--no-write-fetch-head",
+                  remote, *spec, env={"GIT_TERMINAL_PROMPT": "0"})
+        vault.maybe_gc()
         return with_proposals
     except GitError as e:
         if "couldn't find remote ref" in e.stderr:

@@ -385,21 +385,29 @@ class Vault(TurnVault):
         # What this commit changed, for the search index's refresh right after it (two
         # git commands fewer per turn); None when `git add -A` chose the paths.
         self.last_commit = (head, sha, sorted(set(paths))) if paths is not None else None
-        self._maybe_gc()
+        self.maybe_gc()
         return sha
 
-    def _maybe_gc(self) -> None:
-        """Start git's own housekeeping in the background when loose objects pile up.
+    def maybe_gc(self) -> None:
+        """Start git's own housekeeping in the background when loose objects or packs
+        pile up.
 
-        Plumbing commits never trigger `gc --auto` the way `git commit` does; the check
-        is git's own estimate (one fan-out folder of 256), so it costs a directory read.
+        Plumbing commits never trigger `gc --auto` the way `git commit` does, and a
+        sync's fetch is told not to start `git maintenance` (a process a sync with
+        nothing to do need not pay for). The check is git's own estimate (one fan-out
+        folder of 256, and the packs against gc.autoPackLimit's default of 50), so it
+        costs two directory reads.
         """
-        fanout = self.git_dir / "objects" / "17"
+        objects = self.git_dir / "objects"
         try:
-            loose = len(os.listdir(fanout))
+            loose = len(os.listdir(objects / "17"))
         except FileNotFoundError:
-            return
-        if loose * 256 > 6700:
+            loose = 0
+        try:
+            packs = sum(1 for f in os.listdir(objects / "pack") if f.endswith(".pack"))
+        except FileNotFoundError:
+            packs = 0
+        if loose * 256 > 6700 or packs > 50:
             git.background(["gc", "--auto", "--quiet"], self.root)
 
     def _message(self, change: Change) -> tuple[str, Identity]:
