@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.fs import boundedjson
+
 FILE = ".forgotten"
 ITERATIONS = 20_000
 
@@ -64,7 +66,7 @@ def parse(data: str | None) -> list[Tombstone]:
     if not data:
         return []
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
     except ValueError:
         return []
     items = doc.get("forgotten", []) if isinstance(doc, dict) else []

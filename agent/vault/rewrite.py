@@ -42,6 +42,7 @@ from typing import Protocol
 from agent.vault import git, prune
 from agent.vault.layout import drop_derived
 from agent.vault.repo import Vault, VaultError
+from agent.fs import boundedjson
 
 REPLACEMENT = "[forgotten]"
 ITERATIONS = 20_000
@@ -238,7 +239,7 @@ def _from_texts(stone: Sought, old: str, new: str) -> str | None:
         if x == y:
             continue
         try:                                  # a transcript line: the phrase is escaped
-            sx, sy = _strings(json.loads(x)), _strings(json.loads(y))
+            sx, sy = _strings(boundedjson.loads(x)), _strings(boundedjson.loads(y))
         except ValueError:
             break
         for s, t in zip(sx, sy):
