@@ -4,10 +4,10 @@ would still name the pruned commits and make `git fsck` fail.
 
     prune_repository(vault.root, vault.git_dir)
 
-Git does it: the reflogs expired, then `git repack -a -d` (every reachable object into
-one pack, every other pack and packed loose object dropped) and `git prune
---expire=now` (the unreachable loose ones): `git gc --prune=now` without its packing of
-refs and its other chores.
+Git does it: the reflogs expired, then `git gc --prune=now` (every reachable object
+into one pack, every other pack and every unreachable object dropped, a commit-graph of
+what is left written). Only where git's repack cannot run (see `repack_by_hand`) is the
+same done by hand.
 """
 
 from __future__ import annotations
@@ -71,9 +71,10 @@ def prune_repository(where: str | Path, git_dir: str | Path, *, work_tree: bool 
     if not _devnull_is_a_device():
         repack_by_hand(where, git_dir, work_tree=work_tree)
         return
+    # git rewrites these itself; dropped first so that none written by an older git
+    # (a split commit-graph chain) survives naming the old commits.
     drop_derived(git_dir)
-    git_in(where, "repack", "-a", "-d", "-q")
-    git_in(where, "prune", "--expire=now")
+    git_in(where, "gc", "--quiet", "--prune=now")
 
 
 def _devnull_is_a_device() -> bool:
@@ -88,8 +89,9 @@ def _devnull_is_a_device() -> bool:
 
 
 def repack_by_hand(where: str | Path, git_dir: str | Path, *, work_tree: bool = True) -> None:
-    """What `git repack -a -d` and `git prune` do, done by hand: the fallback where git
-    cannot. Git's repack runs pack-objects with /dev/null as its stdin, and where
+    """What `git gc --prune=now` does to objects, done by hand: the fallback where git
+    cannot. Git's repack (which gc runs) starts pack-objects with /dev/null as its
+    stdin, and where
     /dev/null is no device (a sandbox that replaced it by a file others write to)
     pack-objects reads their output as revisions and fails, or packs what they name.
     Here the reachable objects are listed by rev-list and handed to pack-objects through
