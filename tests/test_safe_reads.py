@@ -38,6 +38,7 @@ ALLOWED = {
     ("agent/sync/mergedriver.py", "main"): "the temporary files git gives a merge driver",
     ("agent/search/vectors.py", "_map"): "the index's vectors file in .agent/",
     ("agent/fs/pidlock.py", "acquire"): "the lock files of .agent/ (the vault's, serve's, the dream's)",
+    ("agent/fs/pidlock.py", "busy"): "the same lock files, looked at without taking them",
     ("agent/chat/subagents.py", "list_runs"): "subagent runs in .agent/runs/",
     ("agent/dream/state.py", "load"): "the dream in flight, in .agent/",
     ("agent/schedule.py", "local_zone"): "/etc/localtime",
@@ -55,8 +56,7 @@ ALLOWED = {
     ("agent/config/__init__.py", "load_settings"): "the checked-settings mark in .agent/",
     ("agent/ops/review.py", "_numbers"): "the review numbers in .agent/",
     ("agent/stores/exports.py", "conversation_of"): "an export the person names (agent import)",
-    ("agent/stores/exports.py", "_folder"): "an export folder the person names (agent import)",
-    ("agent/stores/exports.py", "parts"): "an export the person names (agent import)",
+    ("agent/stores/exports.py", "_file"): "an export file the person names (agent import)",
     ("agent/stores/kinds.py", "disk_problem"): "a .gitattributes about to be committed, "
                                                "lstat-checked a regular file just before",
 }
