@@ -128,6 +128,10 @@ class Fusion:
     # sqrt(2 ln n) for n documents compared (the expected maximum of n normal draws;
     # see "The floor" above)...
     chance: float = 1.1
+    # ...and above the best of the background's own lines by this many spreads: in a
+    # small vault the chance bound is low (1.6 spreads for three notes) while the
+    # best of background.txt's unrelated lines reaches 2-3 for a query.
+    above_background: float = 0.5
     # ...and this much closer than the vault's average document is to the query (the
     # level of "unrelated" moves with the query: short queries sit closer to everything).
     margin: float = 0.025
@@ -135,11 +139,12 @@ class Fusion:
     min_words: int = 3
 
 
-def floor(compared: int, fusion: Fusion) -> float:
+def floor(compared: int, fusion: Fusion, background_best: float = 0.0) -> float:
     """The lift (in spreads) a meaning-only result needs when the query was compared
-    with `compared` documents: the more there are, the closer the best unrelated one
-    comes by chance."""
-    return fusion.chance * math.sqrt(2 * math.log(max(compared, 2)))
+    with `compared` documents (the more there are, the closer the best unrelated one
+    comes by chance) and the best background line reached `background_best`."""
+    return max(fusion.chance * math.sqrt(2 * math.log(max(compared, 2))),
+               background_best + fusion.above_background)
 
 
 def substantial(text: str, min_words: int) -> bool:
