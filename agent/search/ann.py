@@ -57,11 +57,30 @@ EXPANSION_ADD = 64
 EXPANSION_SEARCH = 256
 FORMAT = "1"
 MANIFEST = "segments.json"
+LOCK = ".building"
 
 
 def folder_of(key: str) -> str:
     """The segments' folder beside the index at `key` (its path)."""
     return f"{key}-ann"
+
+
+@contextlib.contextmanager
+def building(key: str):
+    """Whether this process may build the segments now (a lock on a file of the folder,
+    held for the block; False when another process holds it)."""
+    import fcntl
+    os.makedirs(folder_of(key), exist_ok=True)
+    fd = os.open(os.path.join(folder_of(key), LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def available() -> bool:
@@ -261,9 +280,10 @@ def _plan(segs: list[Segment], gone: dict[int, int]) -> tuple[int, int] | None:
 
 
 def maintain(db, key: str, epoch: str, model: str, dim: int, progress=None) -> int:
-    """Bring the segments up to date with `vec` (the caller holds the index's write
-    lock): a new segment of the rows waiting after the last one once SEGMENT wait, and
-    the merges due. Returns how many rows went into graphs. Nothing happens below
+    """Bring the segments up to date with `vec` (the caller holds `building`): a new
+    segment of the rows waiting after the last one once SEGMENT wait, and the merges
+    due. Each read of `vec` is a transaction of its own: rows added meanwhile wait for
+    the next segment, rows removed are left out of answers by the search. Returns how many rows went into graphs. Nothing happens below
     ANN_AT vectors, or without usearch."""
     import glob
 
@@ -272,12 +292,13 @@ def maintain(db, key: str, epoch: str, model: str, dim: int, progress=None) -> i
     live = db.execute("SELECT count(*) FROM vec").fetchone()[0]
     folder = folder_of(key)
     if live < ANN_AT:
-        if os.path.isdir(folder):       # a history that shrank: the scan serves again
-            remove(key)
+        # A history that shrank (or never grew): the scan serves; the graphs go.
+        for path in glob.glob(os.path.join(glob.escape(folder), "*")):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         return 0
-    os.makedirs(folder, exist_ok=True)
     segs = read(key, epoch, model, dim) or Segments(epoch, model, dim, [])
-    named = {s.file for s in segs.items} | {MANIFEST}
+    named = {s.file for s in segs.items} | {MANIFEST, LOCK}
     for path in glob.glob(os.path.join(glob.escape(folder), "*")) + glob.glob(
             os.path.join(glob.escape(folder), ".*")):
         if os.path.basename(path) not in named:       # a kill's leftovers, or replaced

@@ -223,17 +223,17 @@ def graphs(db, dim: int) -> int:
                          (segs.hi if segs else 0, ann.SEGMENT)).fetchone()[0]
     if waiting < ann.SEGMENT and segs is not None:
         return 0
-    db.execute("BEGIN IMMEDIATE")
+    # Not under the index's write lock: building a large segment takes minutes, and a
+    # turn must be able to add its messages meanwhile. One process at a time builds
+    # (a lock file of the folder); another finds it taken and leaves the work to it.
     try:
-        made = ann.maintain(db, key, _meta(db, "vec_epoch") or "", _meta(db, "embed_model") or "", dim)
-        db.execute("COMMIT")
+        with ann.building(key) as mine:
+            if not mine:
+                return 0
+            return ann.maintain(db, key, _meta(db, "vec_epoch") or "",
+                                _meta(db, "embed_model") or "", dim)
     except OSError:
-        db.execute("ROLLBACK")      # a folder that cannot be written: the scan serves
-        return 0
-    except BaseException:  # any: rolled back, then raised again
-        db.execute("ROLLBACK")
-        raise
-    return made
+        return 0                    # a folder that cannot be written: the scan serves
 
 
 # ---- searching ------------------------------------------------------------------------
