@@ -76,6 +76,9 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    # This machine's key for encrypted remotes lives under the test's home, never the real one.
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("AGENT_KEY_FILE", raising=False)
     # The width tables are cut to: the same whatever terminal (or none, as in a parallel
     # worker) runs the suite.
     monkeypatch.setenv("COLUMNS", "100")

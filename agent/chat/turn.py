@@ -20,7 +20,6 @@ message and the partial reply, marked `"interrupted": true`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import secrets
 import signal
@@ -43,6 +42,9 @@ from agent import clock, redact
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
+from agent.llm.records import (Interrupted, Message, Request, Text, Tool, ToolCall,
+                               ToolResult, text_of)
+from agent.llm.size import chars
 from agent.stores import sessions
 from agent.vault.change import Change, tokens
 from agent.vault.gitstate import head_from_files
@@ -79,8 +81,8 @@ class TurnResult:
     injected: list[tuple[str, int]] = field(default_factory=list)
 
 
-def _text_of(blocks: list[dict]) -> str:
-    return sessions.message_text(blocks, sep="")
+def _text_of(blocks) -> str:
+    return blocks if isinstance(blocks, str) else text_of(blocks)
 
 
 def _joined(replies: list[str]) -> str:
@@ -100,39 +102,36 @@ def _tool_logger(vault: Vault):
     return log_exception
 
 
-def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
-              mcp=None, on_tool_done=None, kept: list | None = None) -> list[dict]:
-    """tool_result blocks for the tool_use blocks `calls`, run at once, in their order.
+def run_tools(calls: list[ToolCall], ctx: registry.ToolContext, *, on_tool=None,
+              mcp=None, on_tool_done=None, kept: list | None = None) -> list[ToolResult]:
+    """The results of the tool calls `calls`, run at once, in their order.
 
     `mcp` (an agent.chat.mcp_client.client.Hub) answers the calls of its servers' tools;
     `on_tool_done(name, is_error)` hears of each call as it ends (from its thread).
     """
     logger = _tool_logger(ctx.vault)
 
-    def one(call: dict) -> dict:
-        if mcp is not None and mcp.owns(call["name"]):
-            text, is_error = mcp.call(call["name"], call.get("input"))
+    def one(call: ToolCall) -> ToolResult:
+        if mcp is not None and mcp.owns(call.name):
+            text, is_error = mcp.call(call.name, call.input)
         else:
             with registry.use_context(ctx):
-                text, is_error = registry.call(call["name"], call.get("input"), log=logger)
+                text, is_error = registry.call(call.name, call.input, log=logger)
         text, found = redact.door(ctx.vault.root, text)    # a key a tool read stays out
         if kept is not None:
             kept.extend(found)
-        block = {"type": "tool_result", "tool_use_id": call["id"], "content": text}
-        if is_error:
-            block["is_error"] = True
         if on_tool_done is not None:
-            on_tool_done(call["name"], bool(is_error))
-        return block
+            on_tool_done(call.name, bool(is_error))
+        return ToolResult(call.id, text, is_error=bool(is_error))
 
     for call in calls:
         if on_tool is not None:
-            on_tool(call["name"], call.get("input"))
+            on_tool(call.name, call.input)
     if len(calls) == 1:
         return [one(calls[0])]
     # A spawn_agent call mostly waits for its run: each gets a worker of its own, so the
     # sub-agents of one reply all run at once.
-    spawns = sum(c.get("name") == "spawn_agent" for c in calls)
+    spawns = sum(c.name == "spawn_agent" for c in calls)
     pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS + spawns, len(calls)),
                               thread_name_prefix="tool")
     try:
@@ -280,21 +279,16 @@ def _save(vault: Vault, rel: str, change: Change, write, done: dict) -> str | No
                            f"command commits it once this is fixed: {why}") from None
 
 
-def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
+def _with_prefix(prefix: list[Message] | None, messages: list[Message]) -> list[Message]:
     """`prefix` (a parent's window, ending with a user message) then `messages`, the two
     user messages where they meet joined into one (the API wants roles to alternate)."""
     if not prefix:
         return messages
-    prefix = json.loads(json.dumps(prefix))          # a copy, without cache marks
-    for m in prefix:
-        if isinstance(m.get("content"), list):
-            for b in m["content"]:
-                b.pop("cache_control", None)
-    if prefix[-1]["role"] == "user" and messages and messages[0]["role"] == "user":
-        def blocks(c):
-            return [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
-        joined = {"role": "user", "content": blocks(prefix[-1]["content"])
-                  + blocks(messages[0]["content"])}
+    prefix = [Message(m.role, m.content if isinstance(m.content, str) else    # a copy,
+                      [dataclasses.replace(b, cache=None) for b in m.content])  # no cache marks
+              for m in prefix]
+    if prefix[-1].role == "user" and messages and messages[0].role == "user":
+        joined = Message("user", prefix[-1].blocks + messages[0].blocks)
         return prefix[:-1] + [joined] + messages[1:]
     return prefix + messages
 
@@ -339,7 +333,7 @@ class TurnOptions:
     cancel: object = None                # agent.chat.cancel's event; a new one if None
     depth: int = 0                       # how deep in sub-agents
     readonly: bool = False
-    prefix_messages: list[dict] | None = None   # a parent's window (context=full)
+    prefix_messages: list[Message] | None = None   # a parent's window (context=full)
     scope: str | None = None             # the commit's scope (default the session)
     extra_trailers: dict | None = None
     line_extra: dict | None = None       # added to the first transcript line
@@ -399,14 +393,14 @@ class _Turn:
     settings: object
     kept: list                    # what redact.door held back (keys pasted or read)
     models: list[str]
-    tools: list[dict]
+    tools: list[Tool]
     mcp: object
     mcp_notes: list[str]
     prompt: context.Prompt
     fit_notes: list[str]
     number: int                   # the turn's number (renumbered under the lock if taken)
     staged: StagedVault
-    messages: list[dict]          # the request's messages
+    messages: list[Message]       # the request's messages
     window_end: int
     ctx: registry.ToolContext
     cancel: object
@@ -456,13 +450,13 @@ class _Turn:
 
     # -- the tool loop --
 
-    def inject(self, target: dict) -> None:
+    def inject(self, target: Message) -> None:
         """The messages waiting in the inbox, added to `target` (the user message about
         to be sent) and to the transcript."""
         for said, source in self.opts.inbox.drain():
             said, found = redact.door(self.vault.root, said)
             self.kept.extend(found)
-            target["content"].append({"type": "text", "text": said})
+            target.blocks.append(Text(said))
             extra = {"injected": True}
             if source:
                 extra["source"] = source
@@ -499,8 +493,8 @@ class _Turn:
             self.interrupted = True
             self.reply = _joined(self.replies + ["".join(self.streamed)])
             self.texts.append("".join(self.streamed))
-            if getattr(e, "partial_usage", None) is not None:
-                add_usage(self.usage, e.partial_usage)
+            if isinstance(e, Interrupted):      # what the provider counted of the reply
+                add_usage(self.usage, e.usage)
             # Every sub-agent this turn started stops too, and saves what it did.
             self.cancel.set()
             self.cancel.settle()
@@ -513,11 +507,11 @@ class _Turn:
         """One model call and the tools it asks for; True when the turn's reply is done."""
         messages = self.messages
         self.cancel.check()
-        if self.opts.inbox is not None and messages and messages[-1]["role"] == "user":
-            if isinstance(messages[-1]["content"], str):
-                messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}]
+        if self.opts.inbox is not None and messages and messages[-1].role == "user":
+            if isinstance(messages[-1].content, str):
+                messages[-1].content = [Text(messages[-1].content)]
             self.inject(messages[-1])
-            if not messages[-1]["content"]:       # nothing came after all
+            if not messages[-1].content:          # nothing came after all
                 messages.pop()
                 self.reply = _joined(self.replies)
                 return True
@@ -525,19 +519,19 @@ class _Turn:
         context.mark_last(messages)
         self.streamed.clear()
         models = self.models
-        msg = cancellable(
-            self.cancel, self.provider.stream, models[models.index(self.used):],
-            on_text=self.sink, max_tokens=self.settings.max_tokens, system=self.prompt.system,
-            messages=messages, tools=self.tools)
+        request = Request(messages, self.settings.max_tokens, system=self.prompt.system,
+                          tools=self.tools)
+        msg = cancellable(self.cancel, self.provider.stream, models[models.index(self.used):],
+                          request, on_text=self.sink)
         self.used = msg.model
         add_usage(self.usage, msg.usage)
-        blocks = [b for b in msg.content if not (b.get("type") == "text" and not b.get("text"))]
+        blocks = [b for b in msg.content if not (isinstance(b, Text) and not b.text)]
         self.streamed.clear()
         if blocks:
             # Separate lists: cache breakpoints go on the request, never the transcript.
-            messages.append({"role": "assistant", "content": list(blocks)})
+            messages.append(Message("assistant", list(blocks)))
             self.new.append({"role": "assistant", "content": blocks})
-        calls = [b for b in blocks if b.get("type") == "tool_use"]
+        calls = [b for b in blocks if isinstance(b, ToolCall)]
         self.texts.append(_text_of(blocks))
         if not calls:
             self.replies.append(_text_of(blocks))
@@ -545,14 +539,14 @@ class _Turn:
             if inbox is not None and more_allowed and inbox.waiting():
                 # Messages came while the model wrote this reply: it is kept, and
                 # they are answered by the next call (injected at the loop's top).
-                if messages[-1]["role"] != "user":
-                    messages.append({"role": "user", "content": []})
+                if messages[-1].role != "user":
+                    messages.append(Message("user", []))
                 return False
             self.reply = _joined(self.replies)
             return True
         results = run_tools(calls, self.ctx, on_tool=self.opts.on_tool, mcp=self.mcp,
                             on_tool_done=self.opts.on_tool_done, kept=self.kept)
-        messages.append({"role": "user", "content": list(results)})
+        messages.append(Message("user", list(results)))
         self.new.append({"role": "user", "content": results})
         return False
 
@@ -572,8 +566,8 @@ class _Turn:
         lines = [_line(turn, 0, now, "user", text)]
         for n, m in enumerate(new, 1):
             content = m["content"]
-            if m["role"] == "assistant" and len(content) == 1 and content[0]["type"] == "text":
-                content = content[0]["text"]
+            if m["role"] == "assistant" and len(content) == 1 and isinstance(content[0], Text):
+                content = content[0].text
             extra = {"model": used} if m["role"] == "assistant" else m.get("extra", {})
             lines.append(_line(turn, n, now, m["role"], content, **extra))
         if interrupted:
@@ -676,13 +670,13 @@ class _Turn:
 
 
 def _fitted_prompt(vault: Vault, provider: Provider, session: str, text: str, now: datetime, settings,
-                   tools: list[dict], prefix_messages) -> tuple[context.Prompt, list[str]]:
+                   tools: list[Tool], prefix_messages) -> tuple[context.Prompt, list[str]]:
     """The turn's prompt, within `[chat] window_tokens` with the tools counted: a window
     that does not fit is compacted first (in chunks that each fit a request); if that
     fails, this request leaves out the window's oldest turns (they stay in the session)."""
-    budget = settings.window_tokens - len(json.dumps(tools, ensure_ascii=False)) // 4
+    budget = settings.window_tokens - chars(tools) // 4
     if prefix_messages:
-        budget -= len(json.dumps(prefix_messages, ensure_ascii=False)) // 4
+        budget -= chars(prefix_messages) // 4
 
     def build():
         return context.build(vault, session, text, now, budget=budget,

@@ -36,7 +36,8 @@ def sync_cmd(ctx, remote, no_push, as_json):
     report_recovery(vault)
     # The search index follows what came in; a sync that left HEAD where it was has
     # nothing to add (every search refreshes it first anyway), nor its import to pay.
-    after_change(vault, index=before is None or head_from_files(vault.root) != before)
+    after_change(vault, index=before is None or head_from_files(vault.root) != before,
+                 moved=result.moved)
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return
@@ -117,12 +118,14 @@ def reject_cmd(which):
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--host", metavar="NAME", help="This machine's name, which its cron jobs and "
               "heartbeats are marked with (default: the hostname).")
-def clone_cmd(url, path, host):
+@click.option("--expect", metavar="FINGERPRINT", help="An encrypted remote's fingerprint, "
+              "as `agent remote trust` printed it: anything else is refused.")
+def clone_cmd(url, path, host, expect):
     """Make a vault on this machine from a remote (a path, ssh or https URL)."""
     if path is None:
         name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
         path = Path(name or "vault")
-    vault = syncing.clone(url, path, host=host)
+    vault = syncing.clone(url, path, host=host, expect=expect)
     after_change(vault)
     click.echo(f"Cloned {url} into {vault.root} (this machine: {vault.host()})")
     click.echo(f"Use it with --vault {vault.root} or `export AGENT_VAULT={vault.root}`; "

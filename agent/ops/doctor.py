@@ -134,7 +134,7 @@ def _anthropic(settings: Settings | None, models: list[str] | None) -> list[Chec
     provider = make_provider(settings, max_retries=0, timeout=15, model="anthropic/")
     where = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
     try:
-        known = set(provider.list_models())
+        known = set(provider.backend("anthropic").list_models())
     except ProviderError as e:
         if e.status == 401:
             return [Check("API key", "fail", "ANTHROPIC_API_KEY was refused (HTTP 401)",
@@ -330,11 +330,70 @@ def _identity(vault: Vault) -> Check | None:
                  'git config --global user.email you@example.org')
 
 
+def _encrypted_remotes(vault: Vault) -> list[Check]:
+    """Only for a vault with an encrypted remote: this machine's key, and each such
+    remote read from its host (checked as a sync checks it) and the devices it lists."""
+    from agent.sync.crypt import vaultremotes
+
+    if not gitcmd.has_remote(vault):
+        return []
+    remotes = vaultremotes.encrypted(vault)
+    if not remotes:
+        return []
+    from agent.sync.crypt import keys
+    from agent.sync.crypt.manifest import Refused
+    from agent.vault.carrier import CarrierError
+
+    path = keys.key_path()
+    try:
+        device = keys.load(path)
+    except keys.KeyProblem as e:
+        return [Check("key", "fail", str(e), "restore the file from your copy, or make a "
+                      "new key (`agent key`) and trust it from a machine that syncs")]
+    if device is None:
+        return [Check("key", "fail", f"this machine has no key ({path}): it cannot read "
+                      f"{', '.join(remotes)}", "restore the file from your copy, or run "
+                      "`agent key` and trust it from a machine that syncs the vault")]
+    checks = [Check("key", "warn", f"{path} can be read by other users of this machine",
+                    f"chmod 600 {path}") if keys.loose_permissions(path) else
+              Check("key", "ok", f"{path} ({keys.short(device.public)})")]
+    for name in sorted(remotes):
+        remote = vaultremotes.open_remote(vault, name, device)
+        label = f"remote {name}"
+        try:
+            with remote.locked():
+                state = remote.load()
+        except Refused as e:
+            checks.append(Check(label, "fail", str(e), "do not sync with it until you know "
+                                "why; `agent remote list` shows what this machine trusted"))
+            continue
+        except CarrierError as e:
+            checks.append(Check(label, "warn", f"its host cannot be read now: {e}",
+                                "check the network and the URL (`agent remote list`)"))
+            continue
+        m = state.manifest
+        if m is None:
+            checks.append(Check(label, "ok", "encrypted, empty: `agent sync` fills it"))
+            continue
+        n = len(m.devices)
+        detail = (f"encrypted for {n} device{'s' * (n != 1)}, fingerprint {m.fingerprint}, "
+                  f"{len(m.packs)} pack{'s' * (len(m.packs) != 1)}")
+        if n == 1:
+            checks.append(Check(label, "warn", f"{detail}: only this machine can read it, "
+                                f"and if its key is lost what it holds is unrecoverable",
+                                f"trust a second machine (`agent remote trust {name} FILE`) "
+                                f"or keep a copy of {path} somewhere safe"))
+        else:
+            checks.append(Check(label, "ok", detail))
+    return checks
+
+
 def run_checks(vault: Vault, telegram: TelegramCheck | None = None) -> list[Check]:
     """Every check; `telegram(settings) -> (ok, detail, fix)` checks the Telegram
     channel when it is enabled."""
     settings_check, settings = _settings(vault)
     checks = [*_api(settings), settings_check, _git(), _identity(vault), _sandbox(), _fsck(vault),
               _checkout(vault), _index(vault), _cron(vault), _heartbeats(vault),
-              _skills(vault), _cursor(vault), _held(vault), *_telegram(settings, telegram), *_mcp(vault, settings)]
+              _skills(vault), _cursor(vault), _held(vault), *_encrypted_remotes(vault), *_telegram(settings, telegram),
+              *_mcp(vault, settings)]
     return [c for c in checks if c is not None]

@@ -93,6 +93,9 @@ class SyncResult:
         self.refused: dict[str, str] = {}      # proposal branches not taken
         self.forgotten: list[str] = []         # what the tombstones did (lines)
         self.waiting = False       # a forget made elsewhere waits: nothing merged or pushed
+        # HEAD's move, when every path it changed is known: (from, to, the paths), for
+        # the search index's refresh (agent.search.update), so it need not ask git.
+        self.moved: tuple[str, str, list[str]] | None = None
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""
@@ -295,10 +298,9 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     finally:
         came.close()
     if came.exact and came.paths and start and result.head and result.head != start:
-        # What the search index re-reads (agent.search.update): every path HEAD's move
-        # can have changed (and cron.json, which a claim of jobs commits), so it need
-        # not ask git for the difference.
-        vault.last_commit = (start, result.head, sorted(came.paths | {_CRON_FILE}))
+        # Every path HEAD's move can have changed (and cron.json, which a claim of jobs
+        # commits).
+        result.moved = (start, result.head, sorted(came.paths | {_CRON_FILE}))
     refs = None
     if push and dream and clean and not exchanged and not result.forgotten:
         # What the refs are now: HEAD, and the remote's branch where it was fetched or
@@ -658,6 +660,9 @@ def _check_out_vault(url: str, path: Path) -> None:
     order = [b for b in dict.fromkeys([head, "main", "master", *sorted(branches)]) if b in branches]
     vaults = [b for b in order if git("cat-file", "-e", f"refs/remotes/origin/{b}:{MARKER}",
                                       check=False).returncode == 0]
+    if not vaults and branches == ["agent-crypt"]:
+        from agent.sync.crypt import cloning
+        raise cloning.Encrypted(url)
     if not vaults:
         if not branches:
             raise SyncError(f"{url} is not a vault: it is empty. Nothing was made at {path}. To "
@@ -683,20 +688,28 @@ def _remove_clone(path: Path, made: bool) -> None:
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
-def clone(url: str, path: Path, host: str | None = None) -> Vault:
+def clone(url: str, path: Path, host: str | None = None, expect: str | None = None) -> Vault:
     """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
-    names this machine (default: its hostname)."""
+    names this machine (default: its hostname). An encrypted remote (agent.sync.crypt)
+    is cloned through its helper; `expect`: the fingerprint it must have."""
     host = check_host(host) if host else None
     path = Path(path).expanduser().absolute()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
     made = not path.exists()
-    p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None,
-                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    from agent.sync.crypt import cloning
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **cloning.prepare(url, expect)}
+    p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None, env=env)
     if p.returncode:
-        raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
+        if made and path.exists():     # (what a refusing helper leaves)
+            _remove_clone(path, made)
+        raise SyncError(cloning.refused(url, _first_error(p.stderr)) or
+                        f"Could not clone {url}: {_first_error(p.stderr)}.")
     try:
         _check_out_vault(url, path)
+    except cloning.Encrypted:      # a plain URL of an encrypted remote: through its helper
+        _remove_clone(path, made)
+        return clone(cloning.PREFIX + url, path, host, expect)
     except VaultError:
         _remove_clone(path, made)
         raise
