@@ -84,7 +84,8 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
                 "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
-                "TELEGRAM_BOT_TOKEN", "AGENT_NOW", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+                "TELEGRAM_BOT_TOKEN", "AGENT_NOW", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                "XDG_CONFIG_HOME"):       # approvals of keys: the test's home, no other
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -403,6 +403,18 @@ def test_a_manifest_forged_with_public_keys_is_refused(tmp_path, a, host):
     assert "not made by a device that holds its keys" in result.output
 
 
+def test_a_manifest_nested_past_any_real_one_is_refused_in_one_line(tmp_path, a, host):
+    """Its JSON is read before its MAC can be checked: the host, sealing to A's public
+    key, makes it nest 50,000 levels."""
+    body = b'{"format": 1, "refs": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    data = pyrage.encrypt(body + b"\n" + b"0" * 64, [keys.recipient(a.public())])
+    _host_commit(host, {"m": data})
+    head, tracking = a.vault.head(), git(a.root, "rev-parse", "origin/main").strip()
+    result = a.run("sync", ok=False)
+    _unchanged(a, head, tracking, result)
+    assert "not one this version reads" in result.output
+
+
 # ---- forget -----------------------------------------------------------------------------
 
 

@@ -107,16 +107,40 @@ def _wanted(settings: Settings) -> list[str]:
 def _api(settings: Settings | None) -> list[Check]:
     """Each provider a configured model names: its key, whether it answers, and whether
     it lists the models (Anthropic's own checks keep their names, "API key" and
-    "models")."""
+    "models"). A provider whose key this machine has not said may go where it answers
+    is named so, and not called (the call would send the key)."""
     from agent.llm.spec import split
 
     by_provider: dict[str, list[str]] = {}
     for m in _wanted(settings) if settings is not None else []:
         name, bare = split(m)
         by_provider.setdefault(name, []).append(bare)
-    out = _anthropic(settings, by_provider.pop("anthropic", None))
+    out = [] if settings is None else _keys(settings)
+    blocked = {c.name.removeprefix("key of ") for c in out}
+    anthropic = by_provider.pop("anthropic", None)
+    if "anthropic" not in blocked:
+        out += _anthropic(settings, anthropic)
     for name, models in by_provider.items():
-        out.append(_provider(settings, name, models))
+        if name not in blocked:
+            out.append(_provider(settings, name, models))
+    return out
+
+
+def _keys(settings: Settings) -> list[Check]:
+    """Each key agent.toml sends where this machine has not approved it (agent.config.keys):
+    named `key of PROVIDER` (or `key of telegram`), with the command that approves it."""
+    from agent.ops.keys import not_approved
+
+    out = []
+    for pair in not_approved(settings):
+        who = pair.where.removeprefix("providers.").replace("channels.telegram.api_base",
+                                                             "telegram")
+        fix = (f"agent keys approve {pair.env} {pair.origin} (if you mean it)"
+               if pair.state() == "unapproved" else
+               f"give providers.{who} a key variable of its own (agent config set "
+               f"providers.{who}.key_env NAME)")
+        out.append(Check(f"key of {who}", "fail", f"${pair.env} would go to {pair.origin}, "
+                         f"which this machine has not approved", fix))
     return out
 
 
@@ -300,6 +324,9 @@ def _telegram(settings: Settings | None, check: TelegramCheck | None) -> list[Ch
     channel's own `check`, given by the front-end: the channel lives in serve)."""
     if settings is None or not getattr(settings, "telegram_enabled", False) or check is None:
         return []
+    from agent.config import keys
+    if keys.telegram_pair(settings.telegram_api_base).refusal() is not None:
+        return []               # named by _keys, and not sent there to find out
     ok, detail, fix = check(settings)
     return [Check("telegram", "ok" if ok else "fail", detail, fix)]
 

@@ -367,8 +367,11 @@ def _fetch(vault: Vault, remote: str, branch: str, with_proposals: bool = False)
         # the remote, never the branch (a missing branch fails the fetch instead).
         spec = ["--prune", *spec, branches.fetch_refspec(remote)]
     try:
-        vault.git("fetch", "--quiet", "--no-write-fetch-head", remote, *spec,
-                  env={"GIT_TERMINAL_PROMPT": "0"})
+        # No `git maintenance run --auto` started by the fetch: the vault checks for
+        # housekeeping itself, by two directory reads (Vault.maybe_gc), not a process.
+        vault.git("-c", "maintenance.auto=false", "fetch", "--quiet", "--no-write-fetch-head",
+                  remote, *spec, env={"GIT_TERMINAL_PROMPT": "0"})
+        vault.maybe_gc()
         return with_proposals
     except GitError as e:
         if "couldn't find remote ref" in e.stderr:
@@ -691,7 +694,9 @@ def _remove_clone(path: Path, made: bool) -> None:
 def clone(url: str, path: Path, host: str | None = None, expect: str | None = None) -> Vault:
     """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
     names this machine (default: its hostname). An encrypted remote (agent.sync.crypt)
-    is cloned through its helper; `expect`: the fingerprint it must have."""
+    is cloned through its helper; `expect`: the fingerprint it must have. What decides
+    what runs (agent.toml, skills, heartbeats, cron jobs, ...) is held as `agent
+    init`'s until the person accepts the remote's (agent.sync.held.hold_clone)."""
     host = check_host(host) if host else None
     path = Path(path).expanduser().absolute()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
@@ -721,5 +726,9 @@ def clone(url: str, path: Path, host: str | None = None, expect: str | None = No
     vault._configure_repo()
     vault.state.mkdir(exist_ok=True)
     from agent.sync import arrivals     # every proposal waiting in a clone came from there
-    arrivals.note(vault, None, "HEAD", f"origin/{current_branch(vault)}")
+    source = f"origin/{current_branch(vault)}"
+    arrivals.note(vault, None, "HEAD", source)
+    # What decides what runs waits for the person, as a sync's would (agent.sync.held).
+    from agent.sync import held
+    held.hold_clone(vault, source)
     return vault

@@ -41,6 +41,7 @@ from typing import Any
 
 import pyrage
 
+from agent.fs import boundedjson
 from agent.sync.crypt import keys
 
 FORMAT = 1
@@ -161,7 +162,7 @@ def open_sealed(data: bytes, device: keys.DeviceKey) -> tuple[Manifest, str]:
                       "decrypt)") from None
     body_bytes, _, tag = plain.rpartition(b"\n")
     try:
-        doc = json.loads(body_bytes)
+        doc = boundedjson.loads(body_bytes)     # (read before its MAC is checked)
         manifest = _from_body(doc)
     except (ValueError, KeyError, TypeError, IndexError):
         raise Refused("the remote's manifest is not one this version reads (malformed "
