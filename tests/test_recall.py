@@ -488,43 +488,33 @@ def test_a_query_about_nothing_in_the_vault_finds_nothing_by_meaning(vault, run,
     assert "coffee" in hits[0]["text"]
 
 
-# A vault about hiking and trains (issue 46: `agent search 咖啡` listed three such notes
-# as "close in meaning"). Measured here, in spreads of the background's lifts (about
-# 0.014 of cosine each; fusion.py): the off-topic queries' best lifts are 0.7 at most
-# against floors of 2.5-3.9 (the best background line plus half a spread, or the chance
-# bound), and 咖啡 against the café line 5.7 against 3.0. A different CPU moves a cosine
-# of this 4-bit model by about 0.012 at most (コーヒー against a coffee line: 0.825 here,
-# 0.813 on another machine), under one spread, and moves the query's level and the
-# background with it: both decisions keep two spreads (0.03 of cosine) to spare.
+# Three notes about hiking and trains (issue 46: `agent search 咖啡` in such a vault
+# listed its notes as "close in meaning"). A meaning-only result must pass two bounds
+# (fusion.py): the best of three unrelated documents by chance (1.6 spreads of the
+# background's lifts, each about 0.014 of cosine) and the best of the background's own
+# lines for the query plus half a spread. Measured here: "impuestos" (taxes) against
+# the note about the trip's cost is 2.6 spreads, past the chance bound, so the chance
+# bound alone showed it; the second bound is 4.5 for that query. Every query below stays
+# at least 1.6 spreads under its floor (咖啡: -1.7 against 3.0; tax return 1.6 against
+# 3.9; retirement savings 1.8 against 3.4), and 咖啡 against the café note is 7.2: a
+# CPU that moves a cosine by 0.012 (コーヒー against a coffee line: 0.825 here, 0.813
+# elsewhere) moves the background and the query's level with it, and decides nothing.
 HIKING = ["Hiked the ridge trail above the lake today, six hours, sore knees.",
           "Took the night train to Vienna, slept badly in the couchette.",
-          "Planning a hike in the Alps next month with Tom: need new boots.",
-          "The regional train was forty minutes late again this morning.",
-          "We reached the summit hut just before the storm rolled in.",
-          "Booked the sleeper train from Munich to Rome for the autumn trip.",
-          "My new hiking poles saved my knees on the descent.",
-          "The mountain railway to the glacier is closed until June."]
+          "Paid for the rail pass and the hut fees, the trip is getting expensive."]
 
 
 @needs_model
 def test_in_a_vault_about_hiking_and_trains_coffee_finds_nothing_until_there_is_coffee(
-        vault, run, tmp_path):
-    src = tmp_path / "hiking.jsonl"
-    src.write_text("".join(json.dumps({"session": "import/h", "id": f"h{i}", "role": "user",
-                                       "ts": f"2026-10-{10 + i:02d}T10:00:00+00:00",
-                                       "content": m}) + "\n" for i, m in enumerate(HIKING)))
-    assert run("import", str(src)).exit_code == 0
-    for note in HIKING[:4]:
+        vault, run):
+    for note in HIKING:
         assert run("note", note).exit_code == 0
-    for query in ("咖啡", "コーヒー", "tax return", "Kubernetes pod eviction", "啤酒"):
+    for query in ("咖啡", "コーヒー", "啤酒", "impuestos", "tax return", "retirement savings"):
         r = run("search", query)
         assert r.exit_code == 1, (query, r.output)
         assert r.output.strip() == f"No matches for {query!r}."
-    cafe = tmp_path / "cafe.jsonl"
-    cafe.write_text(json.dumps({"session": "import/c", "id": "c1", "role": "user",
-                                "ts": "2026-10-30T10:00:00+00:00",
-                                "content": "The café on the corner makes the best coffee in town."}) + "\n")
-    assert run("import", str(cafe)).exit_code == 0
+    assert run("note", "The café on the corner makes the best coffee in town.").exit_code == 0
     r = run("search", "--json", "咖啡")
     hits = [json.loads(x) for x in r.stdout.splitlines()]
-    assert r.exit_code == 0 and [(h["why"], h["message_ids"]) for h in hits] == [("meaning", ["c1"])]
+    assert r.exit_code == 0 and [h["why"] for h in hits] == ["meaning"]
+    assert "coffee" in hits[0]["text"]
