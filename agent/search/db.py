@@ -83,9 +83,11 @@ def set_meta(db, key, value):
 
 
 def remove_db(path: Path) -> None:
+    import shutil
     for suffix in ("", "-wal", "-shm", "-journal", "-vectors"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}{suffix}")
+    shutil.rmtree(f"{path}-ann", ignore_errors=True)      # the graphs (agent/search/ann.py)
 
 
 # One thread of a process at a time opens and checks the index. SQLite's locks belong
