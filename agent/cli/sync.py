@@ -11,6 +11,7 @@ import click
 
 from agent.cli.common import after_change, get_vault, report_recovery, vault_option
 from agent.sync import remotes as syncing
+from agent.sync import clone as cloning
 from agent.vault.gitstate import head_from_files
 
 
@@ -124,7 +125,7 @@ def clone_cmd(url, path, host):
     if path is None:
         name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
         path = Path(name or "vault")
-    vault = syncing.clone(url, path, host=host)
+    vault = cloning.clone(url, path, host=host)
     after_change(vault)
     click.echo(f"Cloned {url} into {vault.root} (this machine: {vault.host()})")
     click.echo(f"Use it with --vault {vault.root} or `export AGENT_VAULT={vault.root}`; "
