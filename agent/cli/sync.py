@@ -120,12 +120,14 @@ def reject_cmd(which):
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--host", metavar="NAME", help="This machine's name, which its cron jobs and "
               "heartbeats are marked with (default: the hostname).")
-def clone_cmd(url, path, host):
+@click.option("--expect", metavar="FINGERPRINT", help="An encrypted remote's fingerprint, "
+              "as `agent remote trust` printed it: anything else is refused.")
+def clone_cmd(url, path, host, expect):
     """Make a vault on this machine from a remote (a path, ssh or https URL)."""
     if path is None:
         name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
         path = Path(name or "vault")
-    vault = cloning.clone(url, path, host=host)
+    vault = cloning.clone(url, path, host=host, expect=expect)
     after_change(vault)
     click.echo(f"Cloned {url} into {vault.root} (this machine: {vault.host()})")
     click.echo(f"Use it with --vault {vault.root} or `export AGENT_VAULT={vault.root}`; "
