@@ -52,6 +52,7 @@ from datetime import timezone
 from agent import clock
 from agent.serve.channels import inorder
 from agent.serve.channels.inorder import ChatOrder
+from agent.serve.channels.replies import reply_text, split_message
 from agent.fs import atomic
 from typing import TYPE_CHECKING
 
@@ -63,7 +64,6 @@ log = logging.getLogger("agent.serve")
 TOKEN_ENV = "TELEGRAM_BOT_TOKEN"
 STATE_FILE = "telegram.json"
 REFUSED_LOG = "telegram-refused.log"
-LIMIT = 4096                 # characters (UTF-16 code units) in one message
 POLL_TIMEOUT = 25            # seconds a getUpdates long poll waits
 TYPING_EVERY = 4.0           # a typing action lasts about 5 s
 BACKOFF_CAP = 300.0
@@ -72,39 +72,6 @@ REVIEW_DATA = "rv:"          # callback data of review buttons: rv:a:<run>#<n>, 
 
 class DeliveryFailed(Exception):
     """A message could not be sent; str() says why (the token scrubbed)."""
-
-
-def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def split_message(text: str, limit: int = LIMIT) -> list[str]:
-    """`text` in pieces of at most `limit` UTF-16 units, cut at a paragraph break, else a
-    line break, else a space, else anywhere."""
-    text = text.strip("\n") or "(no reply)"
-    out = []
-    while utf16_len(text) > limit:
-        # the longest prefix within the limit
-        lo, hi = 0, len(text)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if utf16_len(text[:mid]) <= limit:
-                lo = mid
-            else:
-                hi = mid - 1
-        head = text[:lo]
-        cut = -1
-        for sep in ("\n\n", "\n", " "):
-            cut = head.rfind(sep)
-            if cut > lo // 2:
-                break
-        if cut <= 0:
-            cut = lo
-        out.append(text[:cut].rstrip())
-        text = text[cut:].lstrip("\n ")
-    if text:
-        out.append(text)
-    return [p for p in out if p] or ["(no reply)"]
 
 
 class TelegramChannel:
@@ -384,7 +351,7 @@ class TelegramChannel:
             result = await finished
         finally:
             typing.cancel()
-        await self.send(chat_id, _reply_text(ticket, result))
+        await self.send(chat_id, reply_text(ticket, result))
         if result is None and "before the turn was saved" in (ticket.error or ""):
             return                  # serve stopped it: answered again after the restart
         # Sent (or given up with a line in the log): a restart does not send it again.
@@ -563,18 +530,6 @@ def _why(e, scrub) -> str:
     if isinstance(e, Forbidden):
         return f"403 Forbidden from Telegram: {scrub(e)}"
     return f"{type(e).__name__}: {scrub(e)}"
-
-
-def _reply_text(ticket, result) -> str:
-    """What the chat is sent for a message: the reply, marked when it was stopped, and
-    the error when the turn failed."""
-    reply = (getattr(ticket, "reply", "") or getattr(result, "reply", "") or "").strip()
-    if getattr(result, "interrupted", False):
-        reply = (reply + "\n\n[stopped]").strip()
-    error = getattr(ticket, "error", None) or getattr(result, "error", None)
-    if error:
-        reply = (reply + f"\n\n(Error: {error})").strip()
-    return reply or "(no reply)"
 
 
 def check(settings, timeout: float = 10.0) -> tuple[bool, str, str]:
