@@ -57,6 +57,8 @@ from agent.fs import atomic
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from telegram import Bot
+
     from agent.vault.repo import Vault
 
 log = logging.getLogger("agent.serve")
@@ -90,7 +92,7 @@ class TelegramChannel:
         self.settings_fn = settings_fn or (lambda: settings)
         self._told: dict[int, float] = {}       # stranger -> when last told (monotonic)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.bot = None
+        self.bot: Bot | None = None
         self.connected = threading.Event()
         self.stopping = False
         self.offset = self._read_offset()
@@ -142,13 +144,20 @@ class TelegramChannel:
             await asyncio.wait(list(self._tasks), timeout=10)
         self._poll_task.cancel()
         try:
-            await self.bot.shutdown()
+            await self.api.shutdown()
         except (TelegramError, OSError) as e:   # on the way out: said, and nothing to undo
             log.info("telegram: shutting down: %s", self.scrub(repr(e)))
 
     @property
     def allow(self) -> set[int]:
         return set(self.settings_fn().telegram_allow_from)
+
+    @property
+    def api(self) -> Bot:
+        """The Bot, which the polling thread makes before anything is sent."""
+        if self.bot is None:
+            raise RuntimeError("telegram: the bot is used before the channel connected")
+        return self.bot
 
     def stop_polling(self) -> None:
         """No new messages are taken (SIGTERM); replies of turns in flight still go out."""
@@ -174,8 +183,8 @@ class TelegramChannel:
         delay, said = 2.0, None
         while not self.stopping:
             try:
-                me = await self.bot.get_me()
-                await self.bot.delete_webhook()   # getUpdates is refused while one is set
+                me = await self.api.get_me()
+                await self.api.delete_webhook()   # getUpdates is refused while one is set
             except InvalidToken:
                 what = (f"the bot token was refused by {self.api_base} (check "
                         f"${TOKEN_ENV}; BotFather gives it)")
@@ -204,7 +213,7 @@ class TelegramChannel:
         delay, said = 1.0, None
         while not self.stopping:
             try:
-                updates = await self.bot.get_updates(
+                updates = await self.api.get_updates(
                     offset=self.offset, timeout=POLL_TIMEOUT,
                     allowed_updates=["message", "edited_message", "callback_query"])
             except asyncio.CancelledError:
@@ -242,9 +251,9 @@ class TelegramChannel:
                 if follow is not None:
                     chat = update_chat(u)
                     self._spawn(follow, chat)
-                self.offset = max(self.offset or 0, u.update_id + 1)
+                offset = self.offset = max(self.offset or 0, u.update_id + 1)
             if updates:
-                await asyncio.to_thread(self._write_offset, self.offset)
+                await asyncio.to_thread(self._write_offset, offset)
 
     def _spawn(self, coro, chat: int | None = None) -> None:
         """Run `coro` (an update's follow-up) now; what it sends to `chat` goes out after
@@ -362,7 +371,7 @@ class TelegramChannel:
 
         while not finished.done():
             try:
-                await self.bot.send_chat_action(chat_id, "typing")
+                await self.api.send_chat_action(chat_id, "typing")
             except (TelegramError, OSError):
                 pass
             try:
@@ -398,7 +407,7 @@ class TelegramChannel:
             markup = InlineKeyboardMarkup([[
                 InlineKeyboardButton("Accept", callback_data=f"{REVIEW_DATA}a:{item.id}"),
                 InlineKeyboardButton("Reject", callback_data=f"{REVIEW_DATA}r:{item.id}")]])
-            await self.bot.send_message(chat_id, "\n".join(item.lines()), reply_markup=markup)
+            await self.api.send_message(chat_id, "\n".join(item.lines()), reply_markup=markup)
         if len(items) > REVIEW_SHOWN:
             await self.send(chat_id, f"... and {len(items) - REVIEW_SHOWN} more: decide "
                                      f"these, then /review again.", markdown=False)
@@ -445,7 +454,7 @@ class TelegramChannel:
             mode = ParseMode.MARKDOWN if markdown else None
             for _attempt in range(3):
                 try:
-                    await self.bot.send_message(chat_id, piece, parse_mode=mode)
+                    await self.api.send_message(chat_id, piece, parse_mode=mode)
                     break
                 except BadRequest as e:
                     if mode is not None and "parse entities" in str(e).lower():
