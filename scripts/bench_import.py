@@ -81,11 +81,12 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=50, help="visible messages each")
     args = ap.parse_args()
     from agent.vault.repo import Vault
+    from agent.ops.vaults import LAYOUT
 
     with tempfile.TemporaryDirectory() as tmp:
         export = Path(tmp) / "conversations.json"
         size = write_export(export, args.conversations, args.messages)
-        vault, _ = Vault.init(Path(tmp) / "vault")
+        vault, _ = Vault.init(Path(tmp) / "vault", LAYOUT)
         total = args.conversations * args.messages
         first, peak, said = timed_import(vault.root, export)
         again, _, said_again = timed_import(vault.root, export)

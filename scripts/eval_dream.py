@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.vault.change import Change  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -224,7 +225,7 @@ def main() -> int:
     try:
         for sample in samples:
             with tempfile.TemporaryDirectory() as tmp:
-                vault, _ = Vault.init(Path(tmp) / "vault")
+                vault, _ = Vault.init(Path(tmp) / "vault", LAYOUT)
                 build(vault, sample, args.sessions)
                 out = run_dream(vault, make_provider(lazy=True), T0 + timedelta(days=365),
                                 sync=True)

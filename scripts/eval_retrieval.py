@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 from agent.search import fusion as fusion_mod, index  # noqa: E402
 from agent.chat.importer import import_file  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -94,7 +95,7 @@ def evidence(q: dict, known: set[str]) -> list[str]:
 
 def build_vault(conv: dict, tmp: Path) -> Vault:
     sample = str(conv.get("sample_id", "conv"))
-    vault, _ = Vault.init(tmp / "vault")
+    vault, _ = Vault.init(tmp / "vault", LAYOUT)
     src = tmp / f"{sample}.jsonl"
     with open(src, "w", encoding="utf-8") as f:
         for line in transcript(conv, sample):

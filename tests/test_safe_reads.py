@@ -26,7 +26,6 @@ ALLOWED = {
     ("agent/vault/gitstate.py", "head_from_files"): "git's own files under .git/ (HEAD, refs)",
     ("agent/vault/refs.py", "read"): "git's own packed-refs under .git/",
     ("agent/vault/refs.py", "_loose"): "git's own loose refs under .git/",
-    ("agent/vault/gitstate.py", "_git_process_in"): "/proc/<pid>/cmdline of a running git",
     ("agent/search/background.py", "texts"): "background.txt, shipped inside the package",
     ("agent/vault/repo.py", "_exclude_state"): "git's own .git/info/exclude",
     ("agent/vault/lock.py", "_repair_torn"): "repairs a torn JSONL line in place; lstat "
@@ -58,8 +57,8 @@ ALLOWED = {
     ("agent/stores/exports.py", "conversation_of"): "an export the person names (agent import)",
     ("agent/stores/exports.py", "_folder"): "an export folder the person names (agent import)",
     ("agent/stores/exports.py", "parts"): "an export the person names (agent import)",
-    ("agent/vault/kinds.py", "disk_problem"): "a .gitattributes about to be committed, "
-                                              "lstat-checked a regular file just before",
+    ("agent/stores/kinds.py", "disk_problem"): "a .gitattributes about to be committed, "
+                                               "lstat-checked a regular file just before",
 }
 
 READ_METHODS = {"read_text", "read_bytes"}

@@ -17,6 +17,7 @@ from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_st
                               warn_if_identity_guessed)
 from agent.errors import UserError
 from agent.clock import now
+from agent.ops.vaults import init_vault
 from agent.vault.repo import Vault
 from agent.vault import gitcmd
 
@@ -42,7 +43,7 @@ def cli(ctx):
 def init(path):
     """Make a new vault (or adopt a folder of notes) from the template."""
     target = path.expanduser().absolute() if path else vault_path()[0]
-    vault, what = Vault.init(target)
+    vault, what = init_vault(target)
     if what == "exists":
         click.echo(f"{target} is already a vault; nothing changed.")
     elif what == "adopted":

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agent.vault import git as gitrun
 from agent.vault.identity import check_host
+from agent.vault.layout import GIT_ONLY, Layout
 from agent.vault.repo import MARKER, GitError, Vault, VaultError
 from agent.sync.result import SyncError, first_error
 from agent.sync.steps import current_branch
@@ -60,9 +61,11 @@ def _remove_clone(path: Path, made: bool) -> None:
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
-def clone(url: str, path: Path, host: str | None = None, expect: str | None = None) -> Vault:
+def clone(url: str, path: Path, host: str | None = None, expect: str | None = None,
+          layout: Layout = GIT_ONLY) -> Vault:
     """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
-    names this machine (default: its hostname). An encrypted remote (agent.sync.crypt)
+    names this machine (default: its hostname), `layout` what the vault is told of the
+    product's files (agent.ops.vaults.LAYOUT). An encrypted remote (agent.sync.crypt)
     is cloned through its helper; `expect`: the fingerprint it must have. What decides
     what runs (agent.toml, skills, heartbeats, cron jobs, ...) is held as `agent
     init`'s until the person accepts the remote's (agent.sync.held.hold_clone)."""
@@ -83,13 +86,11 @@ def clone(url: str, path: Path, host: str | None = None, expect: str | None = No
         _check_out_vault(url, path)
     except cloning.Encrypted:      # a plain URL of an encrypted remote: through its helper
         _remove_clone(path, made)
-        return clone(cloning.PREFIX + url, path, host, expect)
+        return clone(cloning.PREFIX + url, path, host, expect, layout)
     except VaultError:
         _remove_clone(path, made)
         raise
-    from agent.stores import hand_edit_checks
-
-    vault = Vault.open(path, hand_edit_checks())
+    vault = Vault.open(path, layout)
     if host:
         vault.identity.set_host(host)
     vault._configure_repo()

@@ -32,7 +32,8 @@ from typing import Any
 
 from agent import clock
 from agent.fs import atomic, safe
-from agent.sync import steps
+from agent.stores import kinds
+from agent.sync import mergedriver, steps
 from agent.sync.jobclaims import _CRON_FILE, claim_jobs
 from agent.sync.mergetree import FACT_FILES
 from agent.sync.result import SyncError, SyncResult
@@ -325,12 +326,12 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
     """Merge drivers in .git/config, the vault's merge rules in .gitattributes, and the
     dream's record as a mergeable set: an older vault is converted in one commit that
     says so. `config`: the settings _config read, when the caller has them."""
-    attributes.configure_merge_drivers(vault, have=config)
+    attributes.configure(vault, mergedriver.git_config(), have=config)
     vault.host(known=(config or {}).get(HOST_KEY))
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
-    missing = [a for a in attributes.ATTRIBUTES if a not in lines]
+    missing = [a for a in kinds.ATTRIBUTES if a not in lines]
     cursor_text = safe.read_text(vault.root, _CURSOR, errors="replace") or ""
     old_cursor = bool(cursor_text.strip()) and not cursor_text.lstrip().startswith("#")
     if not missing and not old_rules & set(lines) and not old_cursor:

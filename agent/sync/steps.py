@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.vault import git as gitrun
-from agent.vault import heldwrites, kinds
+from agent.stores import kinds
+from agent.vault import heldwrites
 from agent.vault.change import Change
 from agent.vault.gitstate import head_from_files
 from agent.vault.repo import GitError, Vault
@@ -19,7 +20,7 @@ from agent.sync.result import SyncError, SyncResult, first_error
 if TYPE_CHECKING:
     from agent.sync.arrived import Arrived
 
-TOMBSTONES = ".forgotten"     # agent.vault.rewrite.TOMBSTONES, loaded only when there is one
+TOMBSTONES = ".forgotten"     # agent.stores.forgotten.FILE, loaded only when there is one
 
 
 class Came:
