@@ -123,6 +123,7 @@ def main() -> None:
     from agent.ops import forget as forgetting
     from agent.ops import remotes
     from agent.sync import remotes as syncing
+    from agent.sync import clone as cloning
 
     server = None
     if args.http:
@@ -201,7 +202,7 @@ def main() -> None:
             for k in order:
                 url = {"p": purl, "e": f"agent-crypt::{eurl}", "i": f"agent-crypt::{iurl}"}[k]
                 dest = tmp / f"clone-{k}-{i}"
-                got[k] = timed(lambda url=url, dest=dest: syncing.clone(url, dest))
+                got[k] = timed(lambda url=url, dest=dest: cloning.clone(url, dest))
                 shutil.rmtree(dest)
             clones.append(got)
         for k, label in (("e", "one pack"), ("i", "200 syncs")):

@@ -53,6 +53,7 @@ from agent.vault.change import Change  # noqa: E402
 from agent.stores import memory, sessions  # noqa: E402
 from agent.stores.window import read_window
 from agent.sync import remotes as sync  # noqa: E402
+from agent.sync.clone import clone  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 MARKERS = ("<<<<<<<", ">>>>>>>")
@@ -139,7 +140,7 @@ def main() -> None:
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
         a.git("remote", "add", "origin", str(bare))
         first = timed_sync(a)
-        b = sync.clone(str(bare), tmp / "b")
+        b = clone(str(bare), tmp / "b")
         print(f"vault of {args.messages:,} messages built, pushed ({first:.2f} s) and cloned "
               f"in {time.perf_counter() - t:.1f} s")
         written: list[str] = []

@@ -45,7 +45,7 @@ ALLOWED = {
     ("agent/sandbox.py", "kill_all"): "a cgroup's cgroup.procs under /sys/fs/cgroup",
     ("agent/sandbox.py", "_cgroup_parent"): "the process's cgroup under /proc and /sys",
     ("agent/sandbox.py", "oom_kills"): "a cgroup's memory.events under /sys/fs/cgroup",
-    ("agent/sync/remotes.py", "_point_remote_head"): "a bare remote's own HEAD file, not the vault",
+    ("agent/sync/steps.py", "point_remote_head"): "a bare remote's own HEAD file, not the vault",
     ("agent/ops/forget.py", "verify"): "the search index's own files in .agent/",
     ("agent/sync/crypt/keys.py", "load"): "this machine's key, under the person's home",
     ("agent/sync/crypt/keys.py", "_ssh_key"): "the public half of the person's ssh key",

@@ -880,8 +880,9 @@ def test_the_file_names_a_sync_knows_without_loading_their_stores_agree():
     from agent.sync import held
     assert jobclaims._CRON_FILE == held.CRON == cronfile.CRON_FILE == layout.CRON_FILE
     assert remotes._CURSOR == archive.CURSOR
+    from agent.sync import steps
     from agent.vault import heldwrites, rewrite_journal
-    assert remotes._TOMBSTONES == forgotten.FILE == rewrite_journal.OLD_ADDS
+    assert steps.TOMBSTONES == forgotten.FILE == rewrite_journal.OLD_ADDS
     assert heldwrites.STATE_FILE == held.STATE_FILE
     from agent.stores import memory
     assert remotes.FACT_FILES == memory.MEMORY_FILES

@@ -13,7 +13,7 @@ import pytest
 
 from fakeanthropic import json_reply, reply
 
-from agent.serve.channels.telegram import LIMIT, split_message, utf16_len
+from agent.serve.channels.replies import LIMIT, split_message, utf16_len
 from conftest import subjects
 from helpers import ANA, EVE, Running, ServeProc, configure_telegram, session_messages
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agent.chat.compact import mark_backlog
 from agent.config import load_settings
-from agent.stores import sessions
+from agent.stores import sessions, transcripts
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
@@ -20,9 +20,9 @@ def import_file(vault: Vault, path: Path) -> tuple[int, int, str | None]:
     naming every bad line, and nothing is written.
     """
     path = Path(path)
-    records = sessions.parse_import(path)
+    records = transcripts.parse_import(path)
     with vault.locked():
-        plan = sessions.plan_import(vault.root, records)
+        plan = transcripts.plan_import(vault.root, records)
         added = sum(len(lines) for lines in plan.values())
         if not added:
             return 0, 0, None

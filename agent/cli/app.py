@@ -468,11 +468,11 @@ def _import_progress():
 
 def _import_jsonl(file: Path):
     from agent.chat.importer import import_file
-    from agent.stores import sessions
+    from agent.stores import transcripts
 
     vault = get_vault()
     # Read through the store's bounded, regular-files-only reader (never /dev/zero).
-    if not sessions.parse_import(file):
+    if not transcripts.parse_import(file):
         click.echo(f"Nothing to import: {file.name} is empty.")
         return
     added, keys, sha = import_file(vault, file)

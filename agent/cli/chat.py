@@ -420,7 +420,8 @@ def _local_turns(vault: Vault, provider, session: str, text: str, model: str | N
 
     pending = [text]
     while pending:
-        inbox, late = Inbox(), []
+        inbox = Inbox()
+        late: list[str] = []
         for more in pending[1:]:               # seen by the next turn's first model call
             inbox.put(more)
         cancel = new_turn_cancel()

@@ -12,7 +12,7 @@ from agent import config as cfg
 from agent.cli import complete
 from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
 from agent.vault.change import Change
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
@@ -183,7 +183,8 @@ def identity_despite_problems(vault: Vault) -> None:
 
         data, _ = cfg.read_data(vault.root)       # a syntax error is still refused
         name_key, email_key = cfg.KEYS["identity.name"], cfg.KEYS["identity.email"]
-        ident = data.get("identity") if isinstance(data.get("identity"), dict) else {}
+        found = data.get("identity")
+        ident: dict[str, Any] = found if isinstance(found, dict) else {}
         name = ident.get("name", name_key.default)
         email = ident.get("email", email_key.default)
         if cfg.check_value(name_key, name) or cfg.check_value(email_key, email):

@@ -17,7 +17,10 @@ only where this machine said it may (agent.config.keys).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from agent.config.values import said
 
 BUILTIN = ("anthropic", "openai")
 ANTHROPIC_WINDOW = 200_000
@@ -59,20 +62,16 @@ def _where(loc: tuple) -> str:
     return ".".join(str(p) for p in loc)
 
 
-def _why(err: dict) -> str:
-    kind, value = err["type"], err.get("input")
-    if kind == "extra_forbidden":
-        return "is not a setting of a provider (api, base_url, key_env, context_window, " \
-               "context_windows, json_schema)"
-    if kind == "literal_error":
-        return f"must be \"openai\" or \"anthropic\", not {value!r}"
-    if kind == "string_pattern_mismatch":
-        return f"must be an http(s) address such as \"http://127.0.0.1:11434/v1\", not {value!r}"
-    if kind == "greater_than_equal":
-        return f"must be at least 1000 tokens, not {value!r}"
-    if kind in ("int_type", "int_parsing"):
-        return f"must be a whole number of tokens, not {value!r}"
-    return err["msg"].lower()
+def _why(err: Mapping[str, Any]) -> str:
+    return said(err, {
+        "extra_forbidden": "is not a setting of a provider (api, base_url, key_env, "
+                           "context_window, context_windows, json_schema)",
+        "literal_error": "must be \"openai\" or \"anthropic\", not {value!r}",
+        "string_pattern_mismatch": "must be an http(s) address such as "
+                                   "\"http://127.0.0.1:11434/v1\", not {value!r}",
+        "greater_than_equal": "must be at least 1000 tokens, not {value!r}",
+        "int_type": "must be a whole number of tokens, not {value!r}",
+        "int_parsing": "must be a whole number of tokens, not {value!r}"})
 
 
 def problems(section) -> list[str]:

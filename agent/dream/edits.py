@@ -128,7 +128,7 @@ class Applied:
 
     def diff(self) -> str:
         """A unified diff of the changed files, as `git diff` would show them."""
-        out = []
+        out: list[str] = []
         for name in self.changed:
             out.extend(difflib.unified_diff(
                 self.before.get(name, "").splitlines(keepends=True),
@@ -267,10 +267,10 @@ class _Doc:
                         if (t := _heading_title(self.lines[j])) and t[0] <= head[0]),
                        len(self.lines))
             # The section's last line with text, looked for from its end back.
-            last = next((j for j in range(end - 1, h, -1) if self.lines[j].strip()), None)
-            if last is not None:
-                self._terminate(last)
-                self._splice(last + 1, last + 1, [line])
+            text_end = next((j for j in range(end - 1, h, -1) if self.lines[j].strip()), None)
+            if text_end is not None:
+                self._terminate(text_end)
+                self._splice(text_end + 1, text_end + 1, [line])
                 return
             self._terminate(h)
             block = [self.nl, line]

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Literal
+from typing import Literal, get_args
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -38,7 +38,7 @@ class _Strict(BaseModel):
 
 
 MemoryFile = Literal["MEMORY.md", "USER.md"]
-assert set(MemoryFile.__args__) == set(MEMORY_FILES)
+assert set(get_args(MemoryFile)) == set(MEMORY_FILES)
 
 
 class Finding(_Strict):
@@ -71,7 +71,7 @@ class EditorReply(_Strict):
 
 ANALYST_SCHEMA = schema_of(AnalystReply)
 EDITOR_SCHEMA = schema_of(EditorReply)
-REPLIES = {"analyst": AnalystReply, "editor": EditorReply}
+REPLIES: dict[str, type[BaseModel]] = {"analyst": AnalystReply, "editor": EditorReply}
 
 SYSTEM = """\
 You maintain the long-term memory of a personal AI agent. Its memory is two Markdown \
@@ -337,7 +337,7 @@ class SessionCache:
 def covered_lines(cache: SessionCache, sources) -> list[tuple[str, dict]]:
     """(session file, line) of every session line an archive entry covers, in order
     (`sources`: its (file, first id, last id) triples); unreadable files are left out."""
-    out = []
+    out: list[tuple[str, dict]] = []
     for file, first, through in sources:
         got = cache.lines(str(file or ""))
         if isinstance(got, str):

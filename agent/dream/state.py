@@ -164,6 +164,13 @@ class RunState:
     def step(self, phase: str) -> Step | None:
         return self.analyst if phase == "analyst" else self.editor if phase == "editor" else None
 
+    def sent(self, phase: str) -> Step:
+        """The step of `phase`, which the record holds once the phase was sent."""
+        step = self.step(phase)
+        if step is None:
+            raise DreamError(f"the record of the dream over {self.span} has no {phase} requests")
+        return step
+
     def set_step(self, phase: str, step: Step) -> None:
         setattr(self, phase, step)
 
@@ -248,12 +255,13 @@ class RunState:
             findings=typed("findings", list), ops=typed("ops", list),
             previewed=bool(typed("previewed", bool, False)),
             passed=list(typed("passed", list, [])), asks=typed("asks", list))
-        if state.phase in PHASES and state.current is None:
+        current = state.current
+        if state.phase in PHASES and current is None:
             raise ValueError(f"phase {state.phase} without its requests")
-        if state.phase in PHASES and state.mode == "batch" and not state.current.batch:
+        if current is not None and state.mode == "batch" and not current.batch:
             raise ValueError(f"phase {state.phase} without its batch")
-        if state.phase in PHASES and state.mode == "sync" and \
-                set(state.current.requests) - set(state.current.params) - set(state.current.done):
+        if current is not None and state.mode == "sync" and \
+                set(current.requests) - set(current.params) - set(current.done):
             raise ValueError(f"phase {state.phase} without its requests' parameters")
         if state.phase == "analyst_done" and state.findings is None:
             raise ValueError("analyst_done without findings")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 SOURCE = Path(__file__).with_name("background.txt")
 
-_MEMO: dict[str, object] = {}          # "model|texts hash" -> float32 [n, dim]
+_MEMO: dict[str, Background] = {}          # "model|texts hash" -> float32 [n, dim]
 _LOCK = threading.Lock()
 
 

@@ -27,6 +27,18 @@ import functools
 import os
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+
+class Model(Protocol):
+    """What the embedding model (nano-e5) offers: the vectors of passages, of queries."""
+
+    def passage(self, texts: list[str]) -> ArrayLike: ...
+
+    def query(self, texts: str | list[str]) -> ArrayLike: ...
 
 ENV = "AGENT_EMBED"            # "off" turns dense retrieval off; default: on when installed
 FIX = "install the embed extra (pip install -e '.[embed]') or set AGENT_EMBED=off"
@@ -45,7 +57,7 @@ PASSAGES_STEP = 4              # documents per call into the engine: what a quer
 class Embedder:
     name: str
     dim: int
-    _model: object
+    _model: Model
     # One call into the engine at a time (a search's worker thread makes the query's
     # vector while its own thread may make the queued documents, and `agent serve` makes
     # an import's in the background). A query goes first: documents are embedded a few

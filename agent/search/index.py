@@ -108,6 +108,8 @@ def _mode_line(db) -> str:
         emb = embed.load()
     except embed.EmbedUnavailable as e:
         return f"words alone: {e}; {embed.FIX}"
+    if emb is None:                      # turned off meanwhile
+        return f"words alone ({embed.ENV}=off)"
     if db is None or not vectors.current(db, emb.name):
         return f"words and meaning ({emb.name}; vectors made at the next search)"
     n, todo = vectors.count(db), vectors.pending(db)

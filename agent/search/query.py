@@ -26,6 +26,7 @@ from agent.search.update import update
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.search.embed import Embedder
     from agent.vault.repo import Vault
 
 JSON_TEXT = 2000         # of a hit's text `search --json` prints (a huge message: its start)
@@ -93,7 +94,7 @@ MODES = ("auto", "words", "dense", "hybrid")
 @dataclass
 class Dense:
     """What dense retrieval can do in this process for one index."""
-    embedder: object | None = None
+    embedder: Embedder | None = None
     problem: str | None = None          # one line: why search runs on words alone
 
 

@@ -10,8 +10,10 @@ import contextlib
 import functools
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 from agent.search.text import STOP_WORDS, Stemmer, is_cjk, lazy_re, tokens
 
@@ -172,6 +174,13 @@ def within(ts: str | None, since: date | None, until: date | None) -> bool:
             and (until is None or (ts or "\uffff") < (until + timedelta(days=1)).isoformat()))
 
 
+def _candidate(row: Sequence[Any], bm25: float) -> Candidate:
+    """A Candidate of a row of _ranked or _newest (its first 13 columns, in field order)."""
+    c = Candidate(*row[:13])
+    c.bm25 = bm25
+    return c
+
+
 def candidates(db, expr: str, n: int, since: date | None, kinds,
                until: date | None = None, recent: str = "") -> list[Candidate]:
     """The `n` documents matching `expr` with the best BM25 score, then, for the words of
@@ -180,14 +189,14 @@ def candidates(db, expr: str, n: int, since: date | None, kinds,
     what `expr` leaves."""
     where, args = filters(since, kinds, until)
     rows = _ranked(db, expr, n, where, args) if expr else []
-    found = [Candidate(*r[:13], bm25=-(r[13] or 0.0)) for r in rows]
+    found = [_candidate(r, -(r[13] or 0.0)) for r in rows]
     if recent:
         found = found[:n - n // 4]
         # Well below the weakest ranked one (the re-ranking passes scores between
         # neighbours and days, and these come in runs), yet above nothing, which it drops.
         floor = min((c.bm25 for c in found if c.bm25 > 0), default=10.0) / 10
         seen = {c.id for c in found}
-        found += [Candidate(*r[:13], bm25=floor) for r in _newest(db, recent, n, where, args)
+        found += [_candidate(r, floor) for r in _newest(db, recent, n, where, args)
                   if r[0] not in seen][:n - len(found)]
     return found
 
@@ -267,7 +276,7 @@ def around(db, cands: list[Candidate], reach: int, known: Around | None = None) 
                 mine.extend(c for c in docs if c.id not in seen)
         places |= known.of
     for docs in per_file.values():
-        docs.sort(key=lambda c: c.line)
+        docs.sort(key=lambda c: c.line or 0)
     return Around(per_file, places)
 
 
@@ -310,7 +319,8 @@ def within_budget(db, terms: list[str]) -> Budget:
     plain = [t for t in terms if not (len(t) == 1 and is_cjk(t))]   # prefixes stay ranked
     stems = {t: stem(t) for t in plain}
     df = {k: postings(db, k) for k in set(stems.values())}
-    ranked, common, total = [t for t in terms if t not in stems], [], 0
+    ranked, total = [t for t in terms if t not in stems], 0
+    common: list[str] = []
     for t in sorted(plain, key=lambda t: df[stems[t]]):
         kept = len(ranked) + len(common)
         if df[stems[t]] > POSTINGS_BUDGET:          # counted only so far: too common to rank

@@ -132,7 +132,7 @@ def _kept_lines(db, file_id: int, docs: list[Doc]) -> int:
     for d, row in zip(docs, old):
         if (d.line, d.ts, d.speaker, d.msg, d.weight, d.covers, d.topic, d.text) != tuple(row):
             break
-        kept = d.line
+        kept = d.line or 0
     return kept
 
 
@@ -154,7 +154,7 @@ def _index_session(db, fd: int, rel: str, st, row) -> int:
     elif row is not None:
         kept = _kept_lines(db, file_id, docs)
         _drop_docs(db, file_id, kept)
-        docs = [d for d in docs if d.line > kept]
+        docs = [d for d in docs if (d.line or 0) > kept]
     _insert(db, file_id, docs)
     size = max(end, start)
     before = data[:size - start] if appended else data[:size]
@@ -208,7 +208,7 @@ def _index_path(db, root: Path, rel: str) -> int:
     kind = kind_of(rel)
     opened = _open_file(root, rel, kind) if kind is not None else None
     row = db.execute("SELECT * FROM files WHERE path=?", (rel,)).fetchone()
-    if opened is None:
+    if opened is None or kind is None:
         if row is not None:
             _drop_docs(db, row["id"])
             db.execute("DELETE FROM files WHERE id=?", (row["id"],))
@@ -307,8 +307,8 @@ def _watch_list(root: Path) -> tuple[list[str], list[str]] | None:
     return dirs, files
 
 
-def _stat_all(root: Path, paths: list[str]) -> list:
-    out = []
+def _stat_all(root: Path, paths: list[str]) -> list[list[int] | None]:
+    out: list[list[int] | None] = []
     base = f"{root}{os.sep}"
     for rel in paths:
         try:

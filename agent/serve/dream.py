@@ -71,7 +71,8 @@ class Dream:
             self._write_state()
         inflight_check = self.inflight is None or (
             self.inflight and (self.poll_at is None or now >= self.poll_at))
-        if not inflight_check and now < nxt:
+        # (a schedule that never fires again, such as an `at` past its time: not due)
+        if not inflight_check and (nxt is None or now < nxt):
             return
         status = dream_status(self.vault)
         inflight = bool(status.get("in_flight") or status.get("inflight")
@@ -79,7 +80,7 @@ class Dream:
         self.inflight = inflight
         entries, clashes = int(status.get("waiting") or 0), int(status.get("conflicts") or 0)
         waiting = entries + clashes
-        due = now >= nxt
+        due = nxt is not None and now >= nxt
         if due:
             self.state["dream_next"] = sched.iso(sched.next_run(schedule, now))
             self._write_state()
@@ -105,7 +106,7 @@ class Dream:
                 health = self._health(now)
                 if health:
                     log.info("dream: %s", health)
-            if getattr(outcome, "branch", None):
+            if outcome.branch and outcome.report is not None:
                 self._tell_review(outcome.report.proposed, health)
         after = dream_status(self.vault)
         self.inflight = bool(after.get("in_flight") or after.get("inflight")

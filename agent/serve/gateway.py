@@ -56,6 +56,8 @@ from agent.fs import boundedjson
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agent.serve.httpd import Served
+    from agent.serve.web.app import WebPage
     from agent.vault.repo import Vault
 
 MAX_BODY = 1_000_000                 # bytes of a request body
@@ -114,8 +116,8 @@ class Gateway:
         self.timeout = timeout
         self.token = ""
         self.socket: str | None = None
-        self.web = None                  # the web page (agent.serve.web), with a TCP port
-        self._served = None
+        self.web: WebPage | None = None  # the web page (agent.serve.web), with a TCP port
+        self._served: Served | None = None
         self._active = 0
         self._idle = threading.Condition()
 
@@ -165,10 +167,10 @@ class Gateway:
                                               "port": self.port, "socket": self.socket,
                                               "pid": os.getpid()})
         _warm(self.vault.root)
-        self._served = Served(self.app, sockets, idle=self.timeout,
+        served = self._served = Served(self.app, sockets, idle=self.timeout,
                               max_connections=MAX_CONNECTIONS, per_address=MAX_PER_ADDRESS,
                               trusted=self.trusted)
-        self._served.start()
+        served.start()
         return self
 
     def stop_accepting(self) -> None:
@@ -252,16 +254,18 @@ class Gateway:
             request = Request(scope, receive)
             tcp = scope.get("server") is not None       # None: the Unix socket
             path = scope["path"]
-            web = (tcp and self.web is not None and not path.startswith("/v1/")
-                   and "authorization" not in request.headers)
+            page = self.web if tcp and not path.startswith("/v1/") and \
+                "authorization" not in request.headers else None
+            web = page is not None
             if not web:
                 await _take_body(request)
             if tcp and not self.host_allowed(request.headers.get("host")):
                 response = _error(421, f"Host {request.headers.get('host')!r} is not this "
                                        f"machine: the gateway answers requests for "
                                        f"localhost or an IP address only")
-            elif web:
-                return await self.web.app(scope, receive, send)
+            elif page is not None:
+                await page.app(scope, receive, send)
+                return
             else:
                 response = await self._api(request)
             await response(scope, receive, send)

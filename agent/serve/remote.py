@@ -10,7 +10,7 @@ The standard library's urllib only: nothing to install, and nothing of the SDK l
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Any, Callable
 
 from agent.errors import UserError
 from agent.fs import atomic
@@ -34,7 +34,7 @@ def _not_running(vault: Vault, why: str) -> RemoteError:
                        f"and reach it over HTTP), then try again.")
 
 
-def _opener(socket_path: str | None):
+def _opener(socket_path: str | None) -> Callable[..., Any]:
     """urllib's opener for the gateway: over its Unix socket when given; never through
     an HTTP proxy of the environment (the gateway is on this machine). The HTTP modules
     load here, not with this module: `agent chat -m` checks for a serve before it starts
@@ -46,10 +46,10 @@ def _opener(socket_path: str | None):
     class UnixConnection(http.client.HTTPConnection):
         def connect(self) -> None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            if self.timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
+            if isinstance(self.timeout, (int, float)):     # else: socket's default
                 sock.settimeout(self.timeout)
             try:
-                sock.connect(socket_path)
+                sock.connect(path)
             except OSError:
                 sock.close()
                 raise
@@ -59,8 +59,9 @@ def _opener(socket_path: str | None):
         def http_open(self, req):
             return self.do_open(UnixConnection, req)
 
-    handlers = [urllib.request.ProxyHandler({})]
-    if socket_path:
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+    path = socket_path or ""
+    if path:
         handlers.append(UnixHandler())
     return urllib.request.build_opener(*handlers).open
 
@@ -73,7 +74,7 @@ class Remote:
         self.url = (url or "").rstrip("/") if not socket_path else "http://localhost"
         self.where = socket_path or self.url
         self.token = token
-        self._open = None
+        self._open: Callable[..., Any] | None = None
 
     @classmethod
     def find(cls, vault: Vault) -> "Remote":
@@ -109,8 +110,9 @@ class Remote:
         import urllib.error
         import urllib.request
 
-        if self._open is None:
-            self._open = _opener(self.socket_path)
+        opener = self._open
+        if opener is None:
+            opener = self._open = _opener(self.socket_path)
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
@@ -118,7 +120,7 @@ class Remote:
             req.add_header("Content-Type", "application/json")
         req.add_header("Accept", "text/event-stream" if stream else "application/json")
         try:
-            return self._open(req, timeout=timeout)
+            return opener(req, timeout=timeout)
         except urllib.error.HTTPError as e:
             try:
                 message = json.loads(e.read().decode()).get("error") or e.reason

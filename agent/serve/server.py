@@ -126,9 +126,9 @@ def main(vault: Vault, *, tick: float = 5.0, once: bool = False,
                  server.conversations.turns)
         return code
     finally:
-        for h in handlers:
-            log.removeHandler(h)
-            h.close()
+        for handler in handlers:
+            log.removeHandler(handler)
+            handler.close()
         lock.release()
 
 

@@ -170,7 +170,7 @@ def add_fact(text: str | None, fact: str, section: str | None, title: str = "") 
 
     def insert_into(idx: int) -> None:
         """Insert under the heading at lines[idx]."""
-        lvl = _level(lines[idx])
+        lvl = _level(lines[idx]) or 0
         end = next((j for j in range(idx + 1, len(lines))
                     if (_level(lines[j]) or 99) <= lvl), len(lines))
         last = next((j for j in range(end - 1, idx, -1) if lines[j].strip()), None)
@@ -197,7 +197,7 @@ def add_fact(text: str | None, fact: str, section: str | None, title: str = "") 
             lines += [f"## {section.strip().lstrip('#').strip()}", "", bullet]
     else:
         bullets = [i for i, line in enumerate(lines) if FACT.match(line)]
-        headings = [i for i, line in enumerate(lines) if _level(line) and _level(line) > 1]
+        headings = [i for i, line in enumerate(lines) if (_level(line) or 0) > 1]
         if bullets:
             lines.insert(bullets[-1] + 1, bullet)
         elif headings:

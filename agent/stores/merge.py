@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 from collections import Counter
 from datetime import datetime
 
@@ -250,7 +251,8 @@ def merge_cron(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
     one side but changed on the other is kept (nothing is lost). None if a side is not
     a cron file."""
     try:
-        docs = [boundedjson.loads(x.decode("utf-8")) if x.strip() else {"version": 1, "jobs": []}
+        # JSON of any shape: one that is no cron file fails below (KeyError, TypeError).
+        docs: list[Any] = [boundedjson.loads(x.decode("utf-8")) if x.strip() else {"version": 1, "jobs": []}
                 for x in (base, ours, theirs)]
         jobs = [{j["id"]: j for j in d["jobs"]} for d in docs]
         orders = [[j["id"] for j in d["jobs"]] for d in docs]
@@ -262,6 +264,8 @@ def merge_cron(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
         b, o, t = jb.get(jid), jo.get(jid), jt.get(jid)
         if o is None or t is None:
             present = o if o is not None else t
+            if present is None:         # (in neither: not listed)
+                continue
             # Deleted on one side: gone only if the other side left it as it was.
             if b is not None and present == b:
                 continue

@@ -70,7 +70,10 @@ def last_marker(root: Path, files: list[Path] | None = None, key: str | None = N
     Lines are not parsed on the way back (a marker line is known by its bytes), so this
     costs the bytes of the window, whatever the history."""
     root = Path(root)
-    files = Session(root, key).files() if files is None else files
+    if files is None:
+        if key is None:
+            raise ValueError("last_marker: the session's key or its files")
+        files = Session(root, key).files()
     for f in reversed(files):
         rel = f"{f.parent.relative_to(root).as_posix()}/{f.name}"
         for off, raw in raw_backward(root, rel):

@@ -2,7 +2,8 @@
 formats' own merge drivers (`mergedriver`, `mergetree`), hold what a remote may not
 change by itself (agent.toml, skills, heartbeats, delivery targets: `held`), check
 incoming trees (`incoming`), note arriving proposals (`arrivals`), give unclaimed cron
-jobs to this machine (`jobclaims`), push (`remotes`).
+jobs to this machine (`jobclaims`), push (`remotes` plans a sync, `steps` are what it
+runs), clone (`clone`).
 
     from agent.sync import sync, clone
     result = sync(vault)          # a SyncResult; SyncError says why not
@@ -13,8 +14,8 @@ The names below load on first use.
 from __future__ import annotations
 
 _EXPORTS = {
-    "sync": "agent.sync.remotes", "clone": "agent.sync.remotes",
-    "SyncResult": "agent.sync.remotes", "SyncError": "agent.sync.remotes",
+    "sync": "agent.sync.remotes", "clone": "agent.sync.clone",
+    "SyncResult": "agent.sync.result", "SyncError": "agent.sync.result",
     "ahead_behind": "agent.sync.remotes", "last_sync": "agent.sync.remotes",
     "claim_jobs": "agent.sync.jobclaims",
 }

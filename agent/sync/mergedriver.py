@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         print(f"agent merge driver: {path}: {e}", file=sys.stderr)
         return 1
-    merged = merge_bytes(kind, *data, path)
+    merged = merge_bytes(kind, data[0], data[1], data[2], path)
     if merged is None:
         return 1
     tmp = f"{ours}.agent-merge"

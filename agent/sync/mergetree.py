@@ -36,7 +36,7 @@ def fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
                 for x in (b, o, t)]
         counts: dict[str, int] = {}
         from agent.stores import merge
-        merge.merge_facts(*data, counts=counts)
+        merge.merge_facts(data[0], data[1], data[2], counts=counts)
 
         def n(k, counts=counts):
             c = counts.get(k, 0)
@@ -99,7 +99,9 @@ def merge_tree(vault: Vault, ours: str, theirs: str,
         base, mine, other = st.get(1), st.get(2), st.get(3)
         if mine is None or other is None:
             # Deleted on one side, changed on the other: the changed version stays.
-            keep = mine or other
+            keep = mine if mine is not None else other
+            if keep is None:            # in no stage: nothing to keep
+                continue
             in_index("update-index", "--add", "--cacheinfo", f"{keep[0]},{keep[1]},{path}")
             notes.append(f"- {path}: deleted on {remote}, changed here: kept this machine's "
                          f"version" if mine else
@@ -108,7 +110,7 @@ def merge_tree(vault: Vault, ours: str, theirs: str,
         data = [in_index("cat-file", "blob", s[1]) if s else b"" for s in (base, mine, other)]
         merged = None
         if path.endswith(".md") and all(_is_text(d) for d in data):
-            merged = merge.merge_facts(*data)
+            merged = merge.merge_facts(data[0], data[1], data[2])
         if merged is not None:
             oid = in_index("hash-object", "-w", "--stdin", input=merged).decode().strip()
             in_index("update-index", "--add", "--cacheinfo", f"{mine[0]},{oid},{path}")

@@ -47,7 +47,7 @@ def spawn_agent(prompt: str, context: Literal["none", "summary", "full"] = "none
     if context == "full":
         prefix = subagents.full_prefix(ctx.messages)
     elif context == "summary":
-        summary = subagents.summarize(_provider(ctx), ctx.messages, settings)
+        summary = subagents.summarize(_provider(ctx), ctx.messages or [], settings)
         if summary:
             prefix = subagents.summary_prefix(summary)
     run = subagents.start(ctx.vault.vault,        # the real vault: the run stages its own writes

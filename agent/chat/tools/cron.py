@@ -18,14 +18,14 @@ from agent.chat.tools.registry import ToolError, current_context, tool
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.vault.turnvault import TurnVault
+    from agent.vault.staged import StagedVault
 
 
 def _load(text: str | None) -> cronfile.CronFile:
     return cronfile.loads(text) if text is not None else cronfile.CronFile()
 
 
-def _text(vault: TurnVault) -> str | None:
+def _text(vault: StagedVault) -> str | None:
     """cron.json as this turn sees it (with its staged changes)."""
     return vault.current(CRON_FILE)
 
@@ -114,7 +114,7 @@ def cron_remove(id: str) -> str:
     ctx = current_context()
     gone: list[cronfile.Job] = []
 
-    def remove(text: str | None) -> str:
+    def remove(text: str | None) -> str | None:
         cf = _load(text)
         try:
             job = cf.find(id)

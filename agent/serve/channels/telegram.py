@@ -52,10 +52,13 @@ from datetime import timezone
 from agent import clock
 from agent.serve.channels import inorder
 from agent.serve.channels.inorder import ChatOrder
+from agent.serve.channels.replies import reply_text, split_message
 from agent.fs import atomic
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from telegram import Bot
+
     from agent.vault.repo import Vault
 
 log = logging.getLogger("agent.serve")
@@ -63,7 +66,6 @@ log = logging.getLogger("agent.serve")
 TOKEN_ENV = "TELEGRAM_BOT_TOKEN"
 STATE_FILE = "telegram.json"
 REFUSED_LOG = "telegram-refused.log"
-LIMIT = 4096                 # characters (UTF-16 code units) in one message
 POLL_TIMEOUT = 25            # seconds a getUpdates long poll waits
 TYPING_EVERY = 4.0           # a typing action lasts about 5 s
 BACKOFF_CAP = 300.0
@@ -72,39 +74,6 @@ REVIEW_DATA = "rv:"          # callback data of review buttons: rv:a:<run>#<n>, 
 
 class DeliveryFailed(Exception):
     """A message could not be sent; str() says why (the token scrubbed)."""
-
-
-def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
-def split_message(text: str, limit: int = LIMIT) -> list[str]:
-    """`text` in pieces of at most `limit` UTF-16 units, cut at a paragraph break, else a
-    line break, else a space, else anywhere."""
-    text = text.strip("\n") or "(no reply)"
-    out = []
-    while utf16_len(text) > limit:
-        # the longest prefix within the limit
-        lo, hi = 0, len(text)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if utf16_len(text[:mid]) <= limit:
-                lo = mid
-            else:
-                hi = mid - 1
-        head = text[:lo]
-        cut = -1
-        for sep in ("\n\n", "\n", " "):
-            cut = head.rfind(sep)
-            if cut > lo // 2:
-                break
-        if cut <= 0:
-            cut = lo
-        out.append(text[:cut].rstrip())
-        text = text[cut:].lstrip("\n ")
-    if text:
-        out.append(text)
-    return [p for p in out if p] or ["(no reply)"]
 
 
 class TelegramChannel:
@@ -123,7 +92,7 @@ class TelegramChannel:
         self.settings_fn = settings_fn or (lambda: settings)
         self._told: dict[int, float] = {}       # stranger -> when last told (monotonic)
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.bot = None
+        self.bot: Bot | None = None
         self.connected = threading.Event()
         self.stopping = False
         self.offset = self._read_offset()
@@ -175,13 +144,20 @@ class TelegramChannel:
             await asyncio.wait(list(self._tasks), timeout=10)
         self._poll_task.cancel()
         try:
-            await self.bot.shutdown()
+            await self.api.shutdown()
         except (TelegramError, OSError) as e:   # on the way out: said, and nothing to undo
             log.info("telegram: shutting down: %s", self.scrub(repr(e)))
 
     @property
     def allow(self) -> set[int]:
         return set(self.settings_fn().telegram_allow_from)
+
+    @property
+    def api(self) -> Bot:
+        """The Bot, which the polling thread makes before anything is sent."""
+        if self.bot is None:
+            raise RuntimeError("telegram: the bot is used before the channel connected")
+        return self.bot
 
     def stop_polling(self) -> None:
         """No new messages are taken (SIGTERM); replies of turns in flight still go out."""
@@ -207,8 +183,8 @@ class TelegramChannel:
         delay, said = 2.0, None
         while not self.stopping:
             try:
-                me = await self.bot.get_me()
-                await self.bot.delete_webhook()   # getUpdates is refused while one is set
+                me = await self.api.get_me()
+                await self.api.delete_webhook()   # getUpdates is refused while one is set
             except InvalidToken:
                 what = (f"the bot token was refused by {self.api_base} (check "
                         f"${TOKEN_ENV}; BotFather gives it)")
@@ -237,7 +213,7 @@ class TelegramChannel:
         delay, said = 1.0, None
         while not self.stopping:
             try:
-                updates = await self.bot.get_updates(
+                updates = await self.api.get_updates(
                     offset=self.offset, timeout=POLL_TIMEOUT,
                     allowed_updates=["message", "edited_message", "callback_query"])
             except asyncio.CancelledError:
@@ -275,9 +251,9 @@ class TelegramChannel:
                 if follow is not None:
                     chat = update_chat(u)
                     self._spawn(follow, chat)
-                self.offset = max(self.offset or 0, u.update_id + 1)
+                offset = self.offset = max(self.offset or 0, u.update_id + 1)
             if updates:
-                await asyncio.to_thread(self._write_offset, self.offset)
+                await asyncio.to_thread(self._write_offset, offset)
 
     def _spawn(self, coro, chat: int | None = None) -> None:
         """Run `coro` (an update's follow-up) now; what it sends to `chat` goes out after
@@ -384,7 +360,7 @@ class TelegramChannel:
             result = await finished
         finally:
             typing.cancel()
-        await self.send(chat_id, _reply_text(ticket, result))
+        await self.send(chat_id, reply_text(ticket, result))
         if result is None and "before the turn was saved" in (ticket.error or ""):
             return                  # serve stopped it: answered again after the restart
         # Sent (or given up with a line in the log): a restart does not send it again.
@@ -395,7 +371,7 @@ class TelegramChannel:
 
         while not finished.done():
             try:
-                await self.bot.send_chat_action(chat_id, "typing")
+                await self.api.send_chat_action(chat_id, "typing")
             except (TelegramError, OSError):
                 pass
             try:
@@ -431,7 +407,7 @@ class TelegramChannel:
             markup = InlineKeyboardMarkup([[
                 InlineKeyboardButton("Accept", callback_data=f"{REVIEW_DATA}a:{item.id}"),
                 InlineKeyboardButton("Reject", callback_data=f"{REVIEW_DATA}r:{item.id}")]])
-            await self.bot.send_message(chat_id, "\n".join(item.lines()), reply_markup=markup)
+            await self.api.send_message(chat_id, "\n".join(item.lines()), reply_markup=markup)
         if len(items) > REVIEW_SHOWN:
             await self.send(chat_id, f"... and {len(items) - REVIEW_SHOWN} more: decide "
                                      f"these, then /review again.", markdown=False)
@@ -478,7 +454,7 @@ class TelegramChannel:
             mode = ParseMode.MARKDOWN if markdown else None
             for _attempt in range(3):
                 try:
-                    await self.bot.send_message(chat_id, piece, parse_mode=mode)
+                    await self.api.send_message(chat_id, piece, parse_mode=mode)
                     break
                 except BadRequest as e:
                     if mode is not None and "parse entities" in str(e).lower():
@@ -563,18 +539,6 @@ def _why(e, scrub) -> str:
     if isinstance(e, Forbidden):
         return f"403 Forbidden from Telegram: {scrub(e)}"
     return f"{type(e).__name__}: {scrub(e)}"
-
-
-def _reply_text(ticket, result) -> str:
-    """What the chat is sent for a message: the reply, marked when it was stopped, and
-    the error when the turn failed."""
-    reply = (getattr(ticket, "reply", "") or getattr(result, "reply", "") or "").strip()
-    if getattr(result, "interrupted", False):
-        reply = (reply + "\n\n[stopped]").strip()
-    error = getattr(ticket, "error", None) or getattr(result, "error", None)
-    if error:
-        reply = (reply + f"\n\n(Error: {error})").strip()
-    return reply or "(no reply)"
 
 
 def check(settings, timeout: float = 10.0) -> tuple[bool, str, str]:

@@ -116,11 +116,12 @@ class WebPage:
         if request.method not in ("GET", "HEAD"):
             # Read before anything is answered: a client sending its body after its
             # headers must get the answer, not a connection closed under it.
-            body = await _read(receive, MAX_FORM)
-            if body is None:
+            read = await _read(receive, MAX_FORM)
+            if read is None:
                 response = _plain(413, "The form is too large.")
                 response.headers["Connection"] = "close"      # the rest is never read
                 return await response(scope, receive, secured)
+            body = read
             receive = _replay(body, receive)
         host = request.headers.get("host", "")
         if host not in self.hosts():

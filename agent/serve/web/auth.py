@@ -76,5 +76,7 @@ class Logins:
 
 
 def csrf_ok(login: Login | None, given: str | None) -> bool:
-    return bool(login and given) and hmac.compare_digest(
+    if login is None or not given:
+        return False
+    return hmac.compare_digest(
         given.encode("utf-8", "surrogateescape"), login.csrf.encode())

@@ -6,6 +6,7 @@ changes a sync held, accepted or rejected."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from agent.errors import UserError
 from agent.serve.web.pages import _back, _form, _now, stamp
@@ -26,11 +27,12 @@ def schedules(page, request):
     state = heartbeatfile.read_state(vault.state)
     rows = []
     for hb in beats:
-        e = state.get(hb.name) if isinstance(state.get(hb.name), dict) else {}
-        same = e.get("sig") == hb.signature()
-        rows.append({"hb": hb, "next": stamp(heartbeatfile.due_time(e)) if hb.enabled and same else (
+        kept = state.get(hb.name)
+        beat: dict[str, Any] = kept if isinstance(kept, dict) else {}
+        same = beat.get("sig") == hb.signature()
+        rows.append({"hb": hb, "next": stamp(heartbeatfile.due_time(beat)) if hb.enabled and same else (
             "disabled" if not hb.enabled else "when serve starts"),
-            "last": e.get("last_status") or "never ran"})
+            "last": beat.get("last_status") or "never ran"})
     return page.render(request, "schedules.html", nav="schedules", jobs=jobs, beats=rows,
                        problems=problems + [f"skipped {p}" for p in broken], stamp=stamp,
                        here=vault.host())
