@@ -99,12 +99,16 @@ class FakeOpenAI:
     json_schema: False answers a request with response_format json_schema by a 400
         naming it, as servers without structured output do.
     default_reply: answers when the queue is empty (None: a 500 saying it ran out).
+    any_model: True answers a request for any model, listed or not, as llama-server
+        (one model, whatever name a request gives) does; False answers 404 to a model
+        it does not list, as Ollama does.
     """
 
     def __init__(self) -> None:
         self.models: list[str] = ["qwen3:8b", "llama3.2"]
         self.api_key: str | None = None
         self.json_schema = True
+        self.any_model = False
         self.default_reply: Reply | None = None
         self.requests: list[Recorded] = []
         self._queue: deque = deque()
@@ -227,7 +231,7 @@ def _handler(fake: FakeOpenAI):
                 self._send(400, {"error": {"message": "response_format json_schema is not "
                                                       "supported", "type": "invalid_request_error"}})
                 return
-            if body.get("model") not in fake.models:
+            if body.get("model") not in fake.models and not fake.any_model:
                 self._send(404, {"error": {"message": f"model \"{body.get('model')}\" not "
                                                       f"found, try pulling it first",
                                            "type": "not_found_error"}})

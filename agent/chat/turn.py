@@ -421,6 +421,7 @@ class _Turn:
     error: str | None = None
     interrupted: bool = False
     used: str = ""
+    force: str | None = None      # the tool the next model call must call (then None)
     unsaved: str | None = None
     lines: list[sessions.Line] = field(default_factory=list)   # the transcript lines saved
 
@@ -452,7 +453,8 @@ class _Turn:
                                                          vault.root, head_from_files(vault.root)))
         return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
                    mcp, mcp_notes, prompt, fit_notes, number, staged, messages,
-                   len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0])
+                   len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0],
+                   force=_forced_tool(text, opts, settings, tools))
 
     # -- the tool loop --
 
@@ -525,10 +527,12 @@ class _Turn:
         context.mark_last(messages)
         self.streamed.clear()
         models = self.models
+        forced = {"tool_choice": {"type": "tool", "name": self.force}} if self.force else {}
+        self.force = None
         msg = cancellable(
             self.cancel, self.provider.stream, models[models.index(self.used):],
             on_text=self.sink, max_tokens=self.settings.max_tokens, system=self.prompt.system,
-            messages=messages, tools=self.tools)
+            messages=messages, tools=self.tools, **forced)
         self.used = msg.model
         add_usage(self.usage, msg.usage)
         blocks = [b for b in msg.content if not (b.get("type") == "text" and not b.get("text"))]
@@ -673,6 +677,23 @@ class _Turn:
                                 f"after the next turn.)")
         except KeyboardInterrupt:
             result.notes.append("Compaction interrupted; it is tried again after the next turn.")
+
+
+def _forced_tool(text: str, opts: TurnOptions, settings, tools: list[dict]) -> str | None:
+    """`remember` when the person's message asks to keep something ("Remember that my
+    boat is called Wren"): the turn's first call must then call it, so a model that would
+    only say "I'll remember that" (small local ones often do) cannot drop the fact. The
+    same reading of an ask as explicit learning's (agent.dream.learning): never a
+    question ("do you remember..."); only the person's own chat turn, never a job's, a
+    heartbeat's or a sub-agent's message; `[chat] force_remember = false` turns it off."""
+    from agent.dream.learning import REMEMBER_TOOL, asks_to_remember
+
+    if (opts.kind != "chat" or opts.depth or opts.readonly
+            or not getattr(settings, "force_remember", True)):
+        return None
+    if not any(t.get("name") == REMEMBER_TOOL for t in tools) or not asks_to_remember(text):
+        return None
+    return REMEMBER_TOOL
 
 
 def _fitted_prompt(vault: Vault, provider: Provider, session: str, text: str, now: datetime, settings,

@@ -126,6 +126,8 @@ SCHEMA: tuple[Key, ...] = (
         "a message longer than this reaches the model as its head and tail (kept whole)",
         "max_message_tokens", min=1000),
     Key("chat.max_iterations", int, 12, "model calls per turn at most", "max_iterations", min=1),
+    Key("chat.force_remember", bool, True, "a message that asks to remember something (\"remember "
+        "that...\") makes the turn's first model call a `remember` call", "force_remember"),
     Key("memory.max_lines", int, 200, "MEMORY.md's size budget in lines", "memory_max_lines",
         min=1),
     Key("memory.learn", str, "auto", "what the dream learns: \"auto\" (whatever the "
@@ -211,6 +213,7 @@ class Settings:
     agent_email: str = "agent@localhost"
     window_tokens: int = 24000        # the active window's budget before compaction
     max_iterations: int = 12          # tool-loop cap per turn
+    force_remember: bool = True       # an ask to remember forces the remember tool
     max_message_tokens: int = 20000   # longer messages reach the model as head and tail
     memory_max_lines: int = 200       # MEMORY.md size budget the dream is held to
     memory_learn: str = "auto"        # "explicit": the dream learns only what was asked
@@ -437,8 +440,18 @@ def model_problems(data: dict) -> list[str]:
         table = table_of(data, KEYS[k].section)
         value = table.get(KEYS[k].name) if isinstance(table, dict) else None
         for model in value if isinstance(value, list) else [value]:
-            if not isinstance(model, str) or "/" not in model:
-                continue          # a bare name is an Anthropic model
+            if isinstance(model, str) and "/" not in model:
+                # A bare name is an Anthropic model: one of another vendor's would be
+                # sent to Anthropic's API (and fail there, or be billed as a fallback).
+                if (other := vendor_of(model)) is not None:
+                    meant = _provider_for(other, data)
+                    table = "" if meant in names else \
+                        f" (with a [providers.{meant}] table for its server: docs/providers.md)"
+                    out.append(f"{k}: {model!r} is not an Anthropic model (a name without "
+                               f"a provider is one); did you mean {meant}/{model}?{table}")
+                continue
+            if not isinstance(model, str):
+                continue
             provider, _, rest = model.partition("/")
             if provider not in names:
                 close = did_you_mean(provider, names)      # " Did you mean X?"
@@ -448,6 +461,36 @@ def model_problems(data: dict) -> list[str]:
             elif not rest.strip():
                 out.append(f"{k}: {model!r} names no model after {provider}/")
     return out
+
+
+# Model names no Anthropic model has: OpenAI's families, and the open models a local
+# server (Ollama, llama.cpp, vLLM, LM Studio) serves. Anthropic's all start "claude".
+_OPENAI_NAMES = re.compile(r"^(gpt-|chatgpt-|o[1-9](-|$)|text-|davinci|babbage|codex-)",
+                           re.IGNORECASE)
+_OPEN_NAMES = re.compile(r"^(qwen|llama|gemma|mistral|mixtral|phi|deepseek|smollm|granite|"
+                         r"olmo|command-r|nemotron|falcon|yi-|internlm)|:|\.gguf$", re.IGNORECASE)
+
+
+def vendor_of(bare: str) -> str | None:
+    """"openai" or "local" for a bare model name that is recognisably not Anthropic's
+    (`gpt-5-mini`, `qwen3:8b`); None for any other (a proxy's own names pass)."""
+    if _OPENAI_NAMES.match(bare):
+        return "openai"
+    if _OPEN_NAMES.search(bare):
+        return "local"
+    return None
+
+
+def _provider_for(vendor: str, data: dict) -> str:
+    """The provider a name of `vendor` most likely meant: openai, or the one configured
+    provider table on this machine (else the name a local one is given in the docs)."""
+    if vendor == "openai":
+        return "openai"
+    from agent.config.providers import BUILTIN
+
+    section = data.get("providers")
+    tables = [n for n in (section if isinstance(section, dict) else {}) if n not in BUILTIN]
+    return tables[0] if len(tables) == 1 else "local"
 
 
 _WARNED: set[str] = set()

@@ -121,10 +121,11 @@ def messages_of(params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _tool_choice(choice: dict[str, Any]) -> Any:
+    # A named tool goes as "required" over a list of that tool alone (request_of): the
+    # compatible servers know only the strings, and llama-server reads the object form
+    # as "auto" (with a warning in its log), so the model could answer without the call.
     kind = choice.get("type")
-    if kind == "tool":
-        return {"type": "function", "function": {"name": choice.get("name")}}
-    return {"any": "required", "none": "none"}.get(str(kind), "auto")
+    return {"any": "required", "tool": "required", "none": "none"}.get(str(kind), "auto")
 
 
 def request_of(model: str, params: dict[str, Any], spec: ProviderSpec, structured: str) -> dict[str, Any]:
@@ -137,10 +138,13 @@ def request_of(model: str, params: dict[str, Any], spec: ProviderSpec, structure
         "name": t["name"], "description": t.get("description", ""),
         "parameters": t.get("input_schema") or {"type": "object", "properties": {}}}}
         for t in params.get("tools") or [] if t.get("type", "custom") == "custom"]
+    choice = params.get("tool_choice") or {}
+    if choice.get("type") == "tool":
+        tools = [t for t in tools if t["function"]["name"] == choice.get("name")]
     if tools:
         req["tools"] = tools
-        if params.get("tool_choice"):
-            req["tool_choice"] = _tool_choice(params["tool_choice"])
+        if choice:
+            req["tool_choice"] = _tool_choice(choice)
     for ours, theirs in (("temperature", "temperature"), ("top_p", "top_p"),
                          ("stop_sequences", "stop")):
         if params.get(ours) is not None:
