@@ -39,12 +39,21 @@ def _script():
     return module
 
 
-def paths() -> tuple[Path, Path]:
-    """(the llama-server binary, the GGUF model) this machine has, or would have."""
+def _paths() -> tuple[Path, Path]:
     script = _script()
     server = os.environ.get("AGENT_LLAMA_SERVER") or str(script.server_path())
     model = os.environ.get("AGENT_LLAMA_MODEL") or str(script.model_path())
     return Path(server), Path(model)
+
+
+# Read once, as the suite starts: each test then runs with a HOME of its own
+# (conftest.isolated_env), where the cache would be looked for in vain.
+_PATHS = _paths()
+
+
+def paths() -> tuple[Path, Path]:
+    """(the llama-server binary, the GGUF model) this machine has, or would have."""
+    return _PATHS
 
 
 def missing() -> str | None:

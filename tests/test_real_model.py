@@ -1,0 +1,153 @@
+"""The agent against a model server nobody here wrote: llama.cpp's llama-server serving
+SmolLM2-135M-Instruct (tests/realmodel.py; scripts/llama_server.py builds both). A model
+this small answers badly, so these tests assert the wiring, not the wisdom: the reply
+streamed in deltas and saved with the server's usage figures, a forced tool call that
+lands in the vault, summaries and dream replies through `response_format` json_schema
+(which llama.cpp turns into a grammar), a fallback when the server dies mid-reply, and
+doctor and `agent models` reading the server's own listing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from agent.config import load_settings
+from agent.llm import make_provider
+from agent.stores import sessions
+from agent.vault.change import read_tokens
+from conftest import TODAY_NOTE, subjects, wait_for
+from fakeopenai import reply
+from realmodel import ALIAS, LlamaServer, paths, use_llama
+
+pytestmark = pytest.mark.real_model
+
+
+def trailers(vault, rev="HEAD") -> dict:
+    out = vault.git("log", "-1", "--format=%(trailers:only,unfold)", rev)
+    return dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+
+
+def lines_of(vault, key="cli/default") -> list[dict]:
+    return sessions.Session(vault.root, key).lines()
+
+
+def test_a_reply_streams_in_deltas_and_ends_with_the_servers_usage(llama, vault):
+    use_llama(vault, llama)
+    provider = make_provider(load_settings(vault.root))
+    chunks: list[str] = []
+    msg = provider.stream(f"local/{ALIAS}", on_text=chunks.append, max_tokens=24,
+                          messages=[{"role": "user", "content": "Count from one to twenty."}])
+    assert len(chunks) > 1 and "".join(chunks) == msg.text
+    assert msg.model == f"local/{ALIAS}"
+    assert msg.usage["input_tokens"] > 0 and 0 < msg.usage["output_tokens"] <= 24
+    assert msg.stop_reason in ("end_turn", "max_tokens")
+
+
+def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
+    use_llama(vault, llama, extra="max_tokens = 40\n")
+    r = run("chat", "-m", "Say hello.")
+    assert r.exit_code == 0, r.output
+    answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
+    assert isinstance(answer["content"], str) and answer["content"].strip()
+    assert answer["content"].strip()[:20] in r.output
+    t = trailers(vault)
+    assert t["Model"] == f"local/{ALIAS}"
+    used = read_tokens(t["Tokens"])[""]
+    assert used["input_tokens"] > 1000            # the system prompt and the tools
+    assert 0 < used["output_tokens"] <= 40
+
+
+def test_an_ask_to_remember_reaches_the_vault_as_a_commit(llama, vault, run, fixed_now):
+    use_llama(vault, llama, extra="max_tokens = 120\n")
+    r = run("chat", "-m", "Remember that my boat is called Wren.")
+    assert r.exit_code == 0, r.output
+    calls = [b for x in lines_of(vault) if x["role"] == "assistant"
+             and isinstance(x["content"], list) for b in x["content"] if b["type"] == "tool_use"]
+    assert calls and calls[0]["name"] == "remember"
+    assert isinstance(calls[0]["input"].get("text"), str), calls[0]
+    # The fact went where the model said, in the turn's own commit.
+    target = {"daily": TODAY_NOTE, "memory": "MEMORY.md",
+              "user": "USER.md"}[calls[0]["input"].get("target", "daily")]
+    changed = vault.git("show", "--name-only", "--format=", "HEAD").split()
+    assert target in changed, (calls[0], changed)
+    assert subjects(vault)[0].startswith("chat(cli/default): Remember that my boat")
+
+
+def test_compaction_and_the_dream_answer_through_the_schema_grammar(llama, vault, run):
+    # Replies kept short: a 135M model's JSON is valid (the grammar sees to it) but it
+    # may go on adding items; dream.max_tokens bounds it, as it would a runaway.
+    use_llama(vault, llama, extra="max_tokens = 40\n")
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace("[dream]\n", "[dream]\nconcurrency = 1\n"
+                                             "max_tokens = 1500\nreview = \"off\"\n", 1)
+                    .replace('review = "changes"\n', ""))
+    for said in ("My sister Ana lives in Porto.", "I am learning to sail."):
+        assert run("chat", "-m", said).exit_code == 0
+    r = run("archive")
+    assert r.exit_code == 0, r.output
+    entries = sorted((vault.root / "archive").rglob("*.md"))
+    assert len(entries) == 1, r.output
+    head = entries[0].read_text().split("---\n")[1]
+    assert "topic:" in head and "importance:" in head
+    r = run("dream")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0].startswith("dream:"), r.output
+    assert (vault.root / ".dream_cursor").read_text().strip()
+    t = trailers(vault)
+    used = read_tokens(t["Tokens"])
+    assert used["analyst"]["output_tokens"] > 0 and used["editor"]["output_tokens"] >= 0
+
+
+def test_a_server_killed_mid_reply_falls_back_to_the_next_model(own_llama, fake_openai, vault):
+    use_llama(vault, own_llama, fallbacks=("standin/qwen3:8b",),
+              tables=(("standin", fake_openai.url),), extra="max_tokens = 2000\n")
+    fake_openai.add(reply("The stand-in answers."))
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat",
+                             "-m", "Write a very long story about a boat."],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        def writing() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{own_llama.port}/slots",
+                                        timeout=5) as r:
+                return any(s.get("is_processing") and s.get("next_token", [{}])[0]
+                           .get("n_decoded", 0) > 0 for s in json.load(r))
+        wait_for(writing, "llama-server to be writing the reply", limit=120)
+        own_llama.kill()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert "The stand-in answers." in out
+    assert trailers(vault)["Model"] == "standin/qwen3:8b"
+    answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
+    assert answer["content"] == "The stand-in answers."
+
+
+def test_doctor_and_models_read_the_servers_own_listing(llama, vault, run, tmp_path):
+    use_llama(vault, llama)
+    r = run("doctor")
+    line = next(x for x in r.output.splitlines() if "provider local" in x)
+    assert line.startswith("ok") and f"lists {ALIAS}" in line, r.output
+    r = run("models", "--served")
+    assert r.exit_code == 0 and f"local at {llama.url} lists: {ALIAS}" in r.output
+    # Started without an alias, llama-server lists the file it loaded; and it answers a
+    # request under any name.
+    bare = LlamaServer.start(tmp_path / "bare", alias=None)
+    try:
+        fresh = vault.root / "agent.toml"
+        model_file = paths()[1]
+        fresh.write_text(fresh.read_text().replace(llama.url, bare.url).replace(
+            f'name = "local/{ALIAS}"', f'name = "local/{model_file.stem}"\n'
+                                       f'dream = "local/my-own-name"'))
+        r = run("doctor")
+        line = next(x for x in r.output.splitlines() if "provider local" in x)
+        assert line.startswith("ok"), r.output
+        assert f"serves {model_file.stem} as " in line and "answers for my-own-name" in line
+    finally:
+        bare.stop()
