@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from agent.cli.common import get_vault, vault_option
+
+if TYPE_CHECKING:
+    from agent.ops.models import Listing
 
 
 @click.command("models")
@@ -42,7 +47,7 @@ def models_cmd(as_json, served):
         click.echo(f"{name} at {found.url} lists: {said}")
 
 
-def _serve(vault, rows) -> dict:
+def _serve(vault, rows) -> dict[str, "Listing"]:
     """Each row's `served` line filled from its provider's server; the listings by
     provider, for the lines that end the table."""
     from agent.config import load_settings
@@ -51,7 +56,7 @@ def _serve(vault, rows) -> dict:
     from agent.ops.models import listing, served
 
     router = make_provider(load_settings(vault.root), max_retries=0, timeout=15, lazy=True)
-    listings = {}
+    listings: dict[str, Listing] = {}
     for r in rows:
         found = listings.get(r.provider) or listings.setdefault(r.provider,
                                                                listing(router, r.provider))

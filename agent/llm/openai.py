@@ -134,7 +134,7 @@ def request_of(model: str, params: dict[str, Any], spec: ProviderSpec, structure
     req: dict[str, Any] = {"model": model, "messages": messages_of(params)}
     if params.get("max_tokens"):
         req[spec.max_tokens_field] = params["max_tokens"]
-    tools = [{"type": "function", "function": {
+    tools: list[dict[str, Any]] = [{"type": "function", "function": {
         "name": t["name"], "description": t.get("description", ""),
         "parameters": t.get("input_schema") or {"type": "object", "properties": {}}}}
         for t in params.get("tools") or [] if t.get("type", "custom") == "custom"]
