@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,12 +40,17 @@ def call(name: str, arguments: dict | str | None = None, id: str | None = None) 
 @dataclass
 class Reply:
     """One scripted assistant message: text and tool calls. hold: an Event the server
-    waits on before answering (a slow model, to kill a client mid-request)."""
+    waits on before answering (a slow model, to kill a client mid-request). Streamed:
+    `chunk_delay` seconds between pieces of text (a slow model), and `endless` repeats the
+    text until the client goes away (a model that never stops; `fake.abandoned` counts
+    the streams a client closed before their end)."""
     content: str = ""
     tool_calls: list[dict] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict | None = None
     hold: threading.Event | None = None
+    chunk_delay: float = 0.0
+    endless: bool = False
 
     def finish(self) -> str:
         return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
@@ -59,10 +65,12 @@ class ErrorReply:
 
 
 def reply(*parts: str | dict, finish_reason: str | None = None, usage: dict | None = None,
-          hold: threading.Event | None = None) -> Reply:
+          hold: threading.Event | None = None, chunk_delay: float = 0.0,
+          endless: bool = False) -> Reply:
     """A message of text (str) and tool calls (dicts made by `call`)."""
     return Reply("".join(p for p in parts if isinstance(p, str)),
-                 [p for p in parts if isinstance(p, dict)], finish_reason, usage, hold)
+                 [p for p in parts if isinstance(p, dict)], finish_reason, usage, hold,
+                 chunk_delay, endless)
 
 
 def json_reply(obj: Any, **kw) -> Reply:
@@ -109,6 +117,7 @@ class FakeOpenAI:
         self.api_key: str | None = None
         self.json_schema = True
         self.any_model = False
+        self.abandoned = 0
         self.default_reply: Reply | None = None
         self.requests: list[Recorded] = []
         self._queue: deque = deque()
@@ -271,9 +280,25 @@ def _handler(fake: FakeOpenAI):
             event([{"index": 0, "delta": {"role": "assistant", "content": ""},
                     "finish_reason": None}])
             words = r.content.split(" ") if r.content else []
-            for n, word in enumerate(words):
-                piece = word if n == len(words) - 1 else word + " "
-                event([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+            # Endless, but not forever: a client that never stops it fails its test
+            # rather than hang it.
+            until, sent = time.monotonic() + 30, 0
+            try:
+                while True:
+                    for n, word in enumerate(words):
+                        sent += 1
+                        piece = word if n == len(words) - 1 and not r.endless else word + " "
+                        if r.chunk_delay:
+                            time.sleep(r.chunk_delay)
+                        event([{"index": 0, "delta": {"content": piece},
+                                "finish_reason": None}])
+                    if not r.endless or sent > 50_000 or time.monotonic() > until:
+                        break
+            except (BrokenPipeError, ConnectionResetError):
+                with fake._lock:
+                    fake.abandoned += 1
+                self.close_connection = True
+                return
             for i, c in enumerate(r.tool_calls):
                 args = c["function"]["arguments"]
                 half = len(args) // 2

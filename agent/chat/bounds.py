@@ -66,7 +66,8 @@ class Watch:
     def check(self) -> None:
         if self.limit is not None and self.clock() - self.start > self.limit:
             minutes = self.limit / 60
-            said = f"{minutes:g} minutes" if minutes >= 1 else f"{self.limit:g} seconds"
+            said = (f"{minutes:g} minute{'s' * (minutes != 1)}" if minutes >= 1 else
+                    f"{self.limit:g} second{'s' * (self.limit != 1)}")
             raise Cut("time", f"Cut: the turn ran past its time limit of {said}; what was "
                               f"written is kept. [chat] turn_timeout in agent.toml sets it.")
 

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Callable
 
 from agent.chat import prompt as context
+from agent.chat.bounds import Cut, Watch
 from agent.chat.cancel import Cancelled, cancellable, new_turn_cancel
 from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact_backlog,
                                 compact_session, compact_until)
@@ -68,6 +69,9 @@ class TurnResult:
     model: str
     error: str | None = None
     interrupted: bool = False
+    # Why the reply was cut short: "repeating", "time" (agent.chat.bounds) or
+    # "max_tokens"; the turn is saved, marked so, and `notes` says it in one line.
+    cut: str | None = None
     compacted: int | None = None          # the archive entry made after this turn, if any
     notes: list[str] = field(default_factory=list)   # things the user should hear of
     # The text of each model call of the turn, in order: those written before a tool call
@@ -422,6 +426,8 @@ class _Turn:
     interrupted: bool = False
     used: str = ""
     force: str | None = None      # the tool the next model call must call (then None)
+    watch: Watch = field(default_factory=lambda: Watch(None))
+    cut: Cut | None = None        # a bound that stopped the turn (agent.chat.bounds)
     unsaved: str | None = None
     lines: list[sessions.Line] = field(default_factory=list)   # the transcript lines saved
 
@@ -454,7 +460,8 @@ class _Turn:
         return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
                    mcp, mcp_notes, prompt, fit_notes, number, staged, messages,
                    len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0],
-                   force=_forced_tool(text, opts, settings, tools))
+                   force=_forced_tool(text, opts, settings, tools),
+                   watch=Watch(getattr(settings, "turn_timeout", None)))
 
     # -- the tool loop --
 
@@ -475,6 +482,7 @@ class _Turn:
         if self.cancel.is_set():
             raise Cancelled()
         self.streamed.append(chunk)
+        self.watch.heard(chunk)         # Cut: the reply repeats, or the time is up
         on_text, shown = self.opts.on_text, self.shown
         if on_text is not None and chunk:
             if shown["any"] and not self.streamed[:-1] and not shown["newline"]:
@@ -497,6 +505,14 @@ class _Turn:
                 self.error = (f"Stopped: the turn reached its limit of "
                               f"{self.settings.max_iterations} model calls "
                               f"(chat.max_iterations in agent.toml).")
+        except Cut as e:
+            self.cut = e
+            self.reply = _joined(self.replies + ["".join(self.streamed)])
+            self.texts.append("".join(self.streamed))
+            if getattr(e, "partial_usage", None) is not None:
+                add_usage(self.usage, e.partial_usage)
+            self.cancel.set()           # its sub-agents stop too, and save what they did
+            self.cancel.settle()
         except KeyboardInterrupt as e:
             self.interrupted = True
             self.reply = _joined(self.replies + ["".join(self.streamed)])
@@ -515,6 +531,7 @@ class _Turn:
         """One model call and the tools it asks for; True when the turn's reply is done."""
         messages = self.messages
         self.cancel.check()
+        self.watch.check()
         if self.opts.inbox is not None and messages and messages[-1]["role"] == "user":
             if isinstance(messages[-1]["content"], str):
                 messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}]
@@ -528,6 +545,7 @@ class _Turn:
         self.streamed.clear()
         models = self.models
         forced = {"tool_choice": {"type": "tool", "name": self.force}} if self.force else {}
+        self.watch.reset()
         self.force = None
         msg = cancellable(
             self.cancel, self.provider.stream, models[models.index(self.used):],
@@ -545,6 +563,10 @@ class _Turn:
         self.texts.append(_text_of(blocks))
         if not calls:
             self.replies.append(_text_of(blocks))
+            if msg.stop_reason == "max_tokens":
+                self.cut = Cut("max_tokens", f"Cut: the reply reached its limit of "
+                                             f"{self.settings.max_tokens:,} tokens ([model] "
+                                             f"max_tokens in agent.toml).")
             inbox = self.opts.inbox
             if inbox is not None and more_allowed and inbox.waiting():
                 # Messages came while the model wrote this reply: it is kept, and
@@ -588,7 +610,15 @@ class _Turn:
                 lines[-1].extra["interrupted"] = True
         if error and not interrupted:
             lines[0].extra["error"] = error
+        if self.cut is not None and self.cut.why != "max_tokens":
+            # Stopped mid-stream: what it had written, marked as cut (and why).
+            partial = self.texts[-1] if self.texts else ""
+            if partial:
+                lines.append(_line(turn, len(lines), now, "assistant", partial, model=used))
+            lines[-1].extra["cut"] = self.cut.why
         answer = next((line for line in reversed(lines) if line.role == "assistant"), None)
+        if answer is not None and self.cut is not None and self.cut.why == "max_tokens":
+            answer.extra["cut"] = "max_tokens"
         if answer is not None and self.ctx.used is not None:
             # What memory the model was shown, by ids (agent.chat.used): never sent back.
             answer.extra["used"] = self.ctx.used.record()
@@ -605,6 +635,8 @@ class _Turn:
                     "Tokens": tokens(self.usage)}
         if self.interrupted:
             trailers["Interrupted"] = "yes"
+        if self.cut is not None:
+            trailers["Cut"] = self.cut.why
         if self.error_line():
             trailers["Error"] = self.error_line()
         if self.ctx.runs:
@@ -635,7 +667,10 @@ class _Turn:
         result = TurnResult(self.reply, sha, self.session, turn, self.usage, self.used,
                             f"{error} {unsaved}" if error and unsaved else error or unsaved,
                             self.interrupted or stopped, replies=self.texts,
-                            injected=self.injected)
+                            injected=self.injected,
+                            cut=self.cut.why if self.cut is not None else None)
+        if self.cut is not None:
+            result.notes.append(self.cut.line)
         result.notes.extend(self.fit_notes)
         result.notes.extend(filter(None, [redact.summary(self.kept + self.staged.removed)]))
         result.notes.extend(f"Warning: {w}" for w in self.prompt.warnings)

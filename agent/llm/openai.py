@@ -146,9 +146,14 @@ def request_of(model: str, params: dict[str, Any], spec: ProviderSpec, structure
         if choice:
             req["tool_choice"] = _tool_choice(choice)
     for ours, theirs in (("temperature", "temperature"), ("top_p", "top_p"),
-                         ("stop_sequences", "stop")):
+                         ("stop_sequences", "stop"), ("frequency_penalty", "frequency_penalty"),
+                         ("presence_penalty", "presence_penalty")):
         if params.get(ours) is not None:
             req[theirs] = params[ours]
+    # Not in OpenAI's API, taken by llama.cpp's server, vLLM and LM Studio: in the body.
+    extra = {k: params[k] for k in ("top_k", "min_p", "repeat_penalty") if params.get(k) is not None}
+    if extra:
+        req["extra_body"] = extra
     schema = ((params.get("output_config") or {}).get("format") or {}).get("schema")
     if schema is not None:
         if structured == "json_schema":

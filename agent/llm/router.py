@@ -120,13 +120,13 @@ class Router(Provider):
                **params: Any) -> Message:
         def one(p: Provider, model: str, spec: ProviderSpec) -> Message:
             check_request(params, spec.window(model))
-            return p.stream(model, on_text=on_text, **params)
+            return p.stream(model, on_text=on_text, **{**spec.sampling, **params})
         return self._chain(models, one)
 
     def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
         def one(p: Provider, model: str, spec: ProviderSpec) -> Message:
             check_request(params, spec.window(model))
-            msg = p.create(model, parse=parse, **params)
+            msg = p.create(model, parse=parse, **{**spec.sampling, **params})
             problem = misfit(parse, msg.text) if parse is not None else None
             if problem is None:
                 return msg
