@@ -162,8 +162,11 @@ def main() -> int:
         print(f"server={server_path()}")
         print(f"model={model_path()}")
     if a.what == "serve":
+        # --no-repack: a CPU may report AMX that the system does not enable, and the
+        # weights repacked for it die with SIGILL (tests/realmodel.py says more).
         cmd = [str(build(a.jobs)), "-m", str(model()), "--host", "127.0.0.1",
-               "--port", str(a.port), "--jinja", "-c", "8192", "--alias", "smollm2"]
+               "--port", str(a.port), "--jinja", "-c", "8192", "--no-repack",
+               "--alias", "smollm2"]
         say(" ".join(cmd))
         os.execv(cmd[0], cmd)
     return 0

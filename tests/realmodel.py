@@ -28,6 +28,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ALIAS = "smollm2"       # the name the server lists its model under (--alias)
+# --jinja: the model's own chat template, which tool calls need. One thread: llama.cpp's
+# threads spin while they wait for each other, and on a machine busy with a test suite
+# two of them on two shared cores were slower than one by orders of magnitude (a 20-token
+# reply took over ten minutes). --no-repack: the build is for this machine's CPU, and
+# where the CPU reports AMX that the system does not enable (this machine's kind),
+# repacking the weights for it dies with SIGILL.
+SERVE_FLAGS = ("--jinja", "-c", "8192", "-np", "1", "-t", "1", "--no-repack", "--no-webui")
 
 
 def _script():
@@ -95,7 +102,7 @@ class LlamaServer:
             port = free_port()
             log = where / f"llama-server-{port}.log"
             cmd = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                   "--jinja", "-c", "8192", "-np", "1", "-t", "2", "--no-webui", *extra]
+                   *SERVE_FLAGS, *extra]
             if alias:
                 cmd += ["--alias", alias]
             with open(log, "wb") as out:

@@ -151,3 +151,20 @@ def test_doctor_and_models_read_the_servers_own_listing(llama, vault, run, tmp_p
         assert f"serves {model_file.stem} as " in line and "answers for my-own-name" in line
     finally:
         bare.stop()
+
+
+def test_a_runaway_reply_is_cut_and_the_server_stops_writing(llama, vault, run):
+    # A long answer from a model that writes until max_tokens: the turn's time limit (or
+    # the repeat detector, whichever comes first with this model) cuts it.
+    use_llama(vault, llama, extra="max_tokens = 4000\n")
+    assert run("config", "set", "chat.turn_timeout", "3").exit_code == 0
+    r = run("chat", "-m", "Write the word boat one thousand times.")
+    assert r.exit_code == 0, r.output
+    answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
+    assert answer.get("cut") in ("time", "repeating"), answer
+    assert trailers(vault)["Cut"] == answer["cut"] and "Cut: the " in r.output
+
+    def idle() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{llama.port}/slots", timeout=5) as s:
+            return not any(slot.get("is_processing") for slot in json.load(s))
+    wait_for(idle, "llama-server to stop writing the reply it was cut from")
