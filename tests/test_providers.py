@@ -123,6 +123,8 @@ def test_a_refused_connection_falls_back_to_the_next_provider(fake_openai, vault
     assert "Answered by the second." in r.output
     assert fake_openai.calls()[0].body["model"] == "llama3.2"
     assert trailers(vault)["Model"] == "local/llama3.2"
+    assert "down/qwen3:8b did not answer (agent doctor says why); local/llama3.2, its " \
+        "fallback, did." in r.output
 
 
 def test_an_unknown_model_falls_back_and_a_plain_failure_does_not(fake_openai, vault, run):

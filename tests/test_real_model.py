@@ -124,6 +124,7 @@ def test_a_server_killed_mid_reply_falls_back_to_the_next_model(own_llama, fake_
             proc.kill()
     assert proc.returncode == 0, out + err
     assert "The stand-in answers." in out
+    assert f"local/{ALIAS} did not answer (agent doctor says why); standin/qwen3:8b" in err
     assert trailers(vault)["Model"] == "standin/qwen3:8b"
     answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
     assert answer["content"] == "The stand-in answers."

@@ -427,6 +427,8 @@ class _Turn:
     used: str = ""
     force: str | None = None      # the tool the next model call must call (then None)
     watch: Watch = field(default_factory=lambda: Watch(None))
+    fell_back: list[str] = field(default_factory=list)        # models that answered instead
+    fell_back_from: list[str] = field(default_factory=list)   # of these, which failed
     cut: Cut | None = None        # a bound that stopped the turn (agent.chat.bounds)
     unsaved: str | None = None
     lines: list[sessions.Line] = field(default_factory=list)   # the transcript lines saved
@@ -551,6 +553,11 @@ class _Turn:
             self.cancel, self.provider.stream, models[models.index(self.used):],
             on_text=self.sink, max_tokens=self.settings.max_tokens, system=self.prompt.system,
             messages=messages, tools=self.tools, **forced)
+        if msg.model != self.used and msg.model not in self.fell_back:
+            # The model asked for failed (its server down, killed mid-reply, overloaded):
+            # what the person saw streamed may have been its start, then the next one's.
+            self.fell_back.append(msg.model)
+            self.fell_back_from.append(self.used)
         self.used = msg.model
         add_usage(self.usage, msg.usage)
         blocks = [b for b in msg.content if not (b.get("type") == "text" and not b.get("text"))]
@@ -671,6 +678,9 @@ class _Turn:
                             cut=self.cut.why if self.cut is not None else None)
         if self.cut is not None:
             result.notes.append(self.cut.line)
+        for failed, answered in zip(self.fell_back_from, self.fell_back):
+            result.notes.append(f"{failed} did not answer (agent doctor says why); "
+                                f"{answered}, its fallback, did.")
         result.notes.extend(self.fit_notes)
         result.notes.extend(filter(None, [redact.summary(self.kept + self.staged.removed)]))
         result.notes.extend(f"Warning: {w}" for w in self.prompt.warnings)
