@@ -139,7 +139,7 @@ def build(vault: Vault, sample: dict, limit: int | None) -> list[int]:
 
 
 def configure(vault: Vault, model: str | None, base_url: str | None, review: str,
-              concurrency: int | None) -> None:
+              concurrency: int | None, max_tokens: int | None = None) -> None:
     """agent.toml for the run: the dream's model (and its provider's table), its review."""
     text = (vault.root / "agent.toml").read_text()
     text = text.replace('review = "changes"', f'review = "{review}"')
@@ -148,6 +148,8 @@ def configure(vault: Vault, model: str | None, base_url: str | None, review: str
         text = re.sub(r'(?m)^fallbacks = .*$', "fallbacks = []", text, count=1)
     if concurrency:
         text = text.replace("[dream]\n", f"[dream]\nconcurrency = {concurrency}\n", 1)
+    if max_tokens:
+        text = text.replace("[dream]\n", f"[dream]\nmax_tokens = {max_tokens}\n", 1)
     if model and base_url:
         name = model.split("/", 1)[0]
         text += f'\n[providers.{name}]\napi = "openai"\nbase_url = "{base_url}"\nkey_env = ""\n'
@@ -294,6 +296,8 @@ def main() -> int:
     ap.add_argument("--review", choices=["off", "changes", "all"], default="off",
                     help="[dream] review for the run (default off: every fact lands)")
     ap.add_argument("--concurrency", type=int, help="[dream] concurrency (1 suits a laptop)")
+    ap.add_argument("--max-tokens", type=int, help="[dream] max_tokens: a reply's budget "
+                    "(a small model may write until it; default 16000)")
     ap.add_argument("--json", action="store_true", help="every fact's row as JSON")
     args = ap.parse_args()
     samples = json.loads(args.locomo.read_text()) if args.locomo else SAMPLE
@@ -319,7 +323,7 @@ def main() -> int:
                 vault, _ = Vault.init(Path(tmp) / "vault")
                 build(vault, sample, args.sessions)
                 configure(vault, args.model if use_model else None, args.base_url,
-                          args.review, args.concurrency)
+                          args.review, args.concurrency, args.max_tokens)
                 settings = load_settings(vault.root)
                 provider = make_provider(settings, lazy=True, model=settings.dream_model)
                 name = split(settings.dream_model)[0]

@@ -57,7 +57,7 @@ def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
     t = trailers(vault)
     assert t["Model"] == f"local/{ALIAS}"
     used = read_tokens(t["Tokens"])[""]
-    assert used["input_tokens"] > 1000            # the system prompt and the tools
+    assert used["input_tokens"] > 300             # the system prompt and the tools
     assert 0 < used["output_tokens"] <= 40
 
 
