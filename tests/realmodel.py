@@ -53,6 +53,11 @@ def _paths() -> tuple[Path, Path]:
     return Path(server), Path(model)
 
 
+def template() -> Path:
+    """The chat template the model is served with (scripts/llama_server.py says why)."""
+    return _PATHS[0].parent / _script().TEMPLATE_FILE
+
+
 # Read once, as the suite starts: each test then runs with a HOME of its own
 # (conftest.isolated_env), where the cache would be looked for in vain.
 _PATHS = _paths()
@@ -66,7 +71,7 @@ def paths() -> tuple[Path, Path]:
 def missing() -> str | None:
     """Why the tier cannot run here (None: it can)."""
     server, model = paths()
-    gone = [str(p) for p in (server, model) if not p.is_file()]
+    gone = [str(p) for p in (server, model, template()) if not p.is_file()]
     if gone:
         return (f"no llama-server or model at {', '.join(gone)}: build them with "
                 f"`python scripts/llama_server.py all` (docs/contributing.md)")
@@ -102,7 +107,7 @@ class LlamaServer:
             port = free_port()
             log = where / f"llama-server-{port}.log"
             cmd = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                   *SERVE_FLAGS, *extra]
+                   *SERVE_FLAGS, "--chat-template-file", str(template()), *extra]
             if alias:
                 cmd += ["--alias", alias]
             with open(log, "wb") as out:
