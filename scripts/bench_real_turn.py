@@ -75,9 +75,11 @@ def turn(vault: Vault, session: str, server_pid: int | None) -> dict:
     trailers = vault.git("log", "-1", "--format=%(trailers:only,unfold)")
     tokens = next(line.split(": ", 1)[1] for line in trailers.splitlines()
                   if line.startswith("Tokens: "))
-    reply = [line for line in vault.git("show", "HEAD", "--format=").splitlines()
-             if line.startswith("+{") and '"role": "assistant"' in line]
-    text = json.loads(reply[-1][1:])["content"] if reply else ""
+    added = [json.loads(line[1:]) for line in vault.git("show", "HEAD", "--format=").splitlines()
+             if line.startswith("+{")]
+    said = [o["content"] for o in added if o.get("role") == "assistant"
+            and isinstance(o.get("content"), str)]
+    text = said[-1] if said else ""
     return {"wall": wall,
             "cpu": (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime),
             "server": (server_cpu(server_pid) - srv0) if server_pid else 0.0,
