@@ -25,6 +25,8 @@ whole JWT (the library's pattern stops before the signature).
 
 from __future__ import annotations
 
+import dataclasses
+
 import bisect
 import contextlib
 import json
@@ -247,13 +249,17 @@ def scrub_json_line(line: str) -> tuple[str, list[str]]:
 
 
 def scrub_value(value):
-    """A JSON-like value (a tool's content blocks, a message) with its strings scrubbed."""
+    """A JSON-like value, or records holding one (the messages of a request), with its
+    strings scrubbed."""
     if isinstance(value, str):
         return scrub(value)[0]
     if isinstance(value, list):
         return [scrub_value(x) for x in value]
     if isinstance(value, dict):
         return {k: scrub_value(x) for k, x in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: scrub_value(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
     return value
 
 

@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("AGENT_EMBED", "off")
 
 from agent.chat.turn import run_turn  # noqa: E402
-from agent.llm.scripted import ScriptedProvider, reply, tool_use  # noqa: E402
+from agent.llm.anthropic import wire  # noqa: E402
+from agent.llm.scripted import ScriptedProvider, reply, tool_call  # noqa: E402
 from agent.ops import used as telling  # noqa: E402
 from agent.stores import memory  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
@@ -86,9 +87,9 @@ def main() -> None:
         for i in range(args.turns):
             question = f"What about the {rng.choice(WORDS)} and the {rng.choice(WORDS)}?"
             if i % 3 == 0:
-                p.add(reply(tool_use("memory_search", {"query": rng.choice(WORDS)})))
+                p.add(reply(tool_call("memory_search", {"query": rng.choice(WORDS)})))
             if i % 5 == 0:
-                p.add(reply(tool_use("load_skill", {"name": "harbours"})))
+                p.add(reply(tool_call("load_skill", {"name": "harbours"})))
             p.add(reply(sentence(rng, 14)))
             result = run_turn(vault, p, "cli/default", question, now + timedelta(minutes=i))
             rel = vault.git("show", "--name-only", "--format=", result.sha).split()
@@ -110,8 +111,8 @@ def main() -> None:
                            for x in rows).encode()
             packed_with.append(len(zlib.compress(text)))
             packed_without.append(len(zlib.compress(bare)))
-            sent_used += sum('"used"' in json.dumps(r.params.get("messages"))
-                             for r in p.requests)
+            sent_used += sum('"used"' in json.dumps(wire(r.request.messages))
+                             for r in p.requests if r.request is not None)
         times = []
         reply_id = answer["id"]
         report = None

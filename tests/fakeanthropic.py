@@ -193,6 +193,7 @@ class Recorded:
     headers: dict
     body: Any
     query: dict = field(default_factory=dict)
+    raw: bytes = field(default=b"", repr=False)   # the body's bytes, as sent
     status: int | None = None      # the status answered
     completed: bool = False        # False when the client hung up mid-answer (e.g. Ctrl-C;
                                    # best effort: a hang-up near the end may go unseen)
@@ -486,7 +487,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         rec = Recorded(self.command, parts.path, {k.lower(): v for k, v in self.headers.items()},
-                       body, query=parse_qs(parts.query))
+                       body, query=parse_qs(parts.query), raw=raw)
         self._rec = rec
         self.fake._record(rec)
         return rec

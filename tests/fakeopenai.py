@@ -87,6 +87,7 @@ class Recorded:
     path: str
     headers: dict
     body: Any
+    raw: bytes = field(default=b"", repr=False)   # the body's bytes, as sent
 
 
 class _Quiet(ThreadingHTTPServer):
@@ -201,7 +202,7 @@ def _handler(fake: FakeOpenAI):
             raw = self.rfile.read(n) if n else b""
             rec = Recorded(self.command, self.path.split("?")[0],
                            {k.lower(): v for k, v in self.headers.items()},
-                           json.loads(raw) if raw else None)
+                           json.loads(raw) if raw else None, raw)
             with fake._lock:
                 fake.requests.append(rec)
             return rec

@@ -131,6 +131,9 @@ def test_two_phases_end_to_end(seeded, run, fake_anthropic):
     assert "dream_ledger" not in vault.git("log", "-p", "--", "MEMORY.md")
     t = trailers(vault)
     assert t["Cursor"] == "0 -> 3"
+    # What the dream did, for agent stats, as trailers (the subject is for people).
+    assert (t["Facts-added"], t["Facts-updated"], t["Facts-removed"], t["Proposed"]) == \
+        ("1", "1", "0", "0")
     assert t["Batch"] == ", ".join(server.batches)
     assert t["Model"] == "claude-sonnet-5-5"
     assert re.fullmatch(r"analyst: \d+ in, \d+ out, \d+ cache read, \d+ cache write; "

@@ -11,6 +11,7 @@ from agent.stores import archive
 from agent.dream import prompts
 from agent.dream.cost import estimate, prices
 from agent.dream.edits import apply_ops
+from agent.llm.records import END, MAX_TOKENS, REFUSAL, CacheHint, Reply, Text
 from dreamkit import ANALYST_SCHEMA, EDITOR_SCHEMA, finding, op, write_entries
 
 
@@ -85,24 +86,24 @@ def test_entry_data_cannot_close_its_tag():
 def test_both_phases_start_with_the_same_cached_bytes():
     memory = prompts.memory_block("# Memory\n\n## Facts\n- a\n", "# User\n")
     c = prompts.chunk([(5, prompts.data_json({"id": 5})), (6, prompts.data_json({"id": 6}))], 1000)[0]
-    a = prompts.analyst_params("m", memory, c, "2026-11-20")
-    e = prompts.editor_params("m", memory, [finding("f")], 5, 6, "2026-11-20", 200, 4)
-    assert a["system"] == e["system"]
-    assert a["messages"][0]["content"][0] == e["messages"][0]["content"][0]
-    assert a["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    assert a["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    a = prompts.analyst_request(memory, c, "2026-11-20")
+    e = prompts.editor_request(memory, [finding("f")], 5, 6, "2026-11-20", 200, 4)
+    assert a.system == e.system
+    assert a.messages[0].blocks[0] == e.messages[0].blocks[0]
+    assert a.system[0].cache == CacheHint(ttl="1h")
+    assert a.messages[0].blocks[0].cache == CacheHint(ttl="1h")
     assert "4\t- a\n" in memory
-    assert "Today is 2026-11-20" in a["messages"][0]["content"][1]["text"]
-    assert "budget of 200 lines and has 4 now" in e["messages"][0]["content"][1]["text"]
-    assert a["output_config"]["format"]["schema"] == ANALYST_SCHEMA
-    assert e["output_config"]["format"]["schema"] == EDITOR_SCHEMA
+    assert "Today is 2026-11-20" in a.messages[0].blocks[1].text
+    assert "budget of 200 lines and has 4 now" in e.messages[0].blocks[1].text
+    assert a.schema == ANALYST_SCHEMA
+    assert e.schema == EDITOR_SCHEMA
 
 
 # ---- replies ----------------------------------------------------------------------------
 
 
-def message(text, stop="end_turn"):
-    return {"content": [{"type": "text", "text": text}], "stop_reason": stop}
+def message(text, stop=END):
+    return Reply([Text(text)], stop_reason=stop)
 
 
 def test_replies_are_checked_against_the_schema():
@@ -121,9 +122,9 @@ def test_replies_are_checked_against_the_schema():
         with pytest.raises(prompts.ReplyError, match=says):
             prompts.parse_reply(message(text), schema)
     with pytest.raises(prompts.ReplyError, match="max_tokens"):
-        prompts.parse_reply(message('{"findings": []}', "max_tokens"), prompts.AnalystReply)
+        prompts.parse_reply(message('{"findings": []}', MAX_TOKENS), prompts.AnalystReply)
     with pytest.raises(prompts.ReplyError, match="declined"):
-        prompts.parse_reply(message("", "refusal"), prompts.AnalystReply)
+        prompts.parse_reply(message("", REFUSAL), prompts.AnalystReply)
 
 
 def test_relative_dates_do_not_reach_the_editor():

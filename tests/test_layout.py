@@ -2,8 +2,13 @@
 
 - imports flow one way: no cycle between modules of the package (imports inside
   functions count: a lazy import is still a dependency);
-- only agent/llm talks to the model: imports the `anthropic` SDK or calls
-  `client.messages...`;
+- only agent/llm talks to the model: calls `client.messages...`; only
+  agent/llm/anthropic.py imports the `anthropic` SDK, only agent/llm/openai.py the
+  `openai` SDK;
+- no vendor's dialect above the seam: the Messages API's block and field names
+  (`tool_use`, `tool_result`, `tool_use_id`, `cache_control`, `input_schema`) are
+  strings only in agent/llm/anthropic.py and agent/llm/openai.py (each the home of its
+  wire format) and in agent/stores/sessions.py (the session files' stored shape);
 - the packages are ranked (shared/DESIGN.md section 7, RANKS below) and a package imports
   only from lower ranks: no import from a lower rank to a higher one, nor between two
   packages of the same rank;
@@ -39,6 +44,9 @@ RANKS = {
     "agent": 0, "agent.errors": 0,
     "agent.clock": 1, "agent.oneline": 1, "agent.schemas": 1, "agent.package": 1, "agent.fs": 1, "agent.schedule": 1, "agent.sandbox": 1,
     "agent.prices": 1,
+    # The model seam's records (messages, blocks, usage): plain data that imports nothing,
+    # which both the model (agent/llm) and the session store read and write.
+    "agent.llm.records": 1,
     "agent.config": 2,
     "agent.redact": 3,
     "agent.vault": 4,                          # git, and only git
@@ -177,13 +185,65 @@ def test_no_import_cycle_between_modules():
         " <-> ".join(c) for c in found)
 
 
+# Each SDK and the one module that may import it.
+SDK_HOMES = {"anthropic": "agent.llm.anthropic", "openai": "agent.llm.openai"}
+
+
+def test_each_sdk_is_imported_by_its_provider_only():
+    problems = []
+    for name in modules():
+        for m, node in imports(name):
+            sdk = m.split(".")[0]
+            if sdk in SDK_HOMES and name != SDK_HOMES[sdk]:
+                problems.append(f"{where(modules()[name][0], node)}: imports {m}")
+    assert not problems, "\n".join(problems)
+    for sdk, home in SDK_HOMES.items():
+        assert any(m.split(".")[0] == sdk for m, _ in imports(home)), home
+
+
+# The Messages API's names, which the seam's records replace above it, and the modules
+# where they may be strings; the same for chat completions' names.
+DIALECT = ("tool_use", "tool_result", "tool_use_id", "cache_control", "input_schema")
+DIALECT_HOMES = ("agent.llm.anthropic", "agent.llm.openai", "agent.stores.sessions")
+OPENAI_DIALECT = ("tool_call_id", "image_url", "finish_reason", "max_completion_tokens",
+                  "prompt_tokens", "completion_tokens")
+
+
+def dialect_strings(tree: ast.AST, words: tuple[str, ...] = DIALECT) -> list[tuple[ast.AST, str]]:
+    """(node, word) for each string (docstrings aside) that holds one of `words` as a
+    word."""
+    import re
+    pattern = re.compile(r"\b(" + "|".join(words) + r")\b")
+    docstrings = {id(n.value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    return [(node, found.group(1)) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings and (found := pattern.search(node.value))]
+
+
+def test_no_vendor_dialect_above_the_seam():
+    problems = []
+    for name, (path, tree) in modules().items():
+        if name not in DIALECT_HOMES:
+            problems += [f"{where(path, node)}: the string {word!r}"
+                         for node, word in dialect_strings(tree)]
+        if name != "agent.llm.openai":
+            problems += [f"{where(path, node)}: the string {word!r}"
+                         for node, word in dialect_strings(tree, OPENAI_DIALECT)]
+    assert not problems, "\n".join(problems)
+    # The rule sees a name wherever a string holds it, and not in a docstring.
+    tree = ast.parse('"""About tool_use."""\nx = {"type": "tool_use"}\ny = f"{x}cache_control"\n')
+    assert [w for _, w in dialect_strings(tree)] == ["tool_use", "cache_control"]
+    assert dialect_strings(modules()["agent.llm.anthropic"][1])
+    assert dialect_strings(modules()["agent.stores.sessions"][1])
+    assert dialect_strings(modules()["agent.llm.openai"][1], OPENAI_DIALECT)
+
+
 def test_only_agent_llm_talks_to_the_model():
     problems = []
     for name, (path, tree) in modules().items():
         if name == "agent.llm" or name.startswith("agent.llm."):
             continue
-        problems += [f"{where(path, node)}: imports {m}" for m, node in imports(name)
-                     if m == "anthropic" or m.startswith("anthropic.")]
         for node in ast.walk(tree):
             # client.messages.create(...), .stream(...), .count_tokens(...), .batches...
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \

@@ -3,12 +3,18 @@
 
 import json
 import re
+from pathlib import Path
 
 import pytest
-from fakeanthropic import reply
+from fakeanthropic import reply, tool_use
 
+from agent.llm.records import Opaque, Text, ToolCall, ToolResult
 from agent.stores import sessions
 from agent.stores.sessions import Line
+
+# A session file of three turns (a tool call, a plain answer, a tool that failed) as the
+# agent wrote it before the seam spoke records (ids and the commit made stable).
+TODAYS = Path(__file__).parent / "data" / "seam" / "session.jsonl"
 
 # Lines as vaults written by earlier versions hold them, byte for byte.
 OLD_LINES = [
@@ -76,3 +82,46 @@ def test_an_import_writes_speakers_and_turns_as_before(vault, run, tmp_path):
     assert list(obj) == ["id", "ts", "role", "content", "turn", "speaker"]
     assert obj["ts"] == "2026-01-02T03:04:05+00:00" and obj["turn"] == 1
     assert sessions.dumps(obj) == raw
+
+
+def stable(text: str) -> str:
+    text = re.sub(r'"id":"(\d+\.\d+)-[0-9a-f]{6}"', r'"id":"\1-xxxxxx"', text)
+    return re.sub(r'"c":"[0-9a-f]+"', '"c":"commit"', text)
+
+
+@pytest.mark.parametrize("raw", TODAYS.read_text(encoding="utf-8").splitlines() + OLD_LINES)
+def test_a_line_of_today_reads_into_records_and_back_byte_for_byte(raw):
+    line = Line.read(json.loads(raw))
+    again = Line(line.id, line.ts, line.role, sessions.stored(line.blocks)
+                 if isinstance(line.content, list) else line.content, line.turn, line.extra)
+    assert again.dumps() == raw
+
+
+def test_the_stored_blocks_are_the_seams_records():
+    lines = [Line.read(json.loads(raw)) for raw in TODAYS.read_text().splitlines()]
+    assert lines[1].blocks == [Text("Noting it."),
+                               ToolCall("toolu_seam1", "remember", {"text": "The boat is called Wren"})]
+    [result] = lines[2].blocks
+    assert isinstance(result, ToolResult) and result.call_id == "toolu_seam1"
+    assert not result.is_error and result.text.startswith("Noted in memory/")
+    [failed] = lines[8].blocks
+    assert failed.is_error and failed.call_id == "toolu_seam2"
+    assert lines[0].blocks == [Text("Remember that my boat is called Wren")]
+    # A block the agent does not read (an imported image) is kept whole.
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    assert sessions.blocks([image]) == [Opaque(image)]
+    assert sessions.stored([Opaque(image)]) == [image]
+
+
+def test_turns_with_tools_append_what_todays_agent_appended(fake_anthropic, vault, run,
+                                                            fixed_now):
+    fake_anthropic.add(
+        reply("Noting it.", tool_use("remember", {"text": "The boat is called Wren"},
+                                     id="toolu_seam1")),
+        reply("Saved."), reply("Wren."),
+        reply(tool_use("no_such_tool", {"n": 1}, id="toolu_seam2")), reply("That failed."))
+    for said in ("Remember that my boat is called Wren", "What is my boat called?",
+                 "Try the missing tool"):
+        assert run("chat", "-m", said).exit_code == 0
+    [path] = (vault.root / "sessions/cli/default").glob("*.jsonl")
+    assert stable(path.read_text(encoding="utf-8")) == TODAYS.read_text(encoding="utf-8")

@@ -103,6 +103,25 @@ def test_stats_sums_the_trailers_of_a_known_history_exactly(planted, run):
     assert "dream       3,500 in, 800 out, 1,000 cache read, 1,000 cache write: $0.0133" in text
 
 
+def test_a_dream_commit_is_counted_from_its_trailers_not_its_subject(vault, run, monkeypatch):
+    monkeypatch.setenv("AGENT_NOW", NOW)
+    # A subject that counts nothing the way older subjects did: only the trailers count.
+    commit(vault, DAY2, "dream: tidied memory (archive 4..4)\n\nRun: 4..4\nCursor: 3 -> 4\n"
+                        "Batch: none (plain Messages calls)\nModel: local/qwen3:8b\n"
+                        "Facts-added: 2\nFacts-updated: 1\nFacts-removed: 1\nProposed: 4")
+    [day] = stats_json(run, "--since", DAY2)["days"]
+    assert day["direct_edits"] == 4 and day["proposals"]["made"] == 4
+
+
+def test_a_dream_commit_of_an_older_version_is_counted_from_its_subject(vault, run,
+                                                                        monkeypatch):
+    monkeypatch.setenv("AGENT_NOW", NOW)
+    commit(vault, DAY2, "dream: +1 fact, 2 updated, 1 removed, 5 proposed (archive 4..4)\n\n"
+                        "Run: 4..4\nCursor: 3 -> 4\nBatch: msgbatch_01\nModel: " + SONNET)
+    [day] = stats_json(run, "--since", DAY2)["days"]
+    assert day["direct_edits"] == 4 and day["proposals"]["made"] == 5
+
+
 def test_a_price_in_agent_toml_changes_the_cost(planted, run):
     before = stats_json(run, "--since", DAY1)["total"]["tokens"]["chat"]["cost"]
     with open(planted.root / "agent.toml", "a") as f:

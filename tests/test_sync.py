@@ -695,6 +695,31 @@ def _turns(v: Vault, who: str, n: int) -> list[str]:
     return said
 
 
+def test_a_sync_returns_how_head_moved_for_the_index_to_take(tmp_path, vault, remote):
+    """The paths a pull brought are in the sync's result, handed to the index refresh,
+    not left on the vault for the index to find."""
+    from agent.search import index
+    from agent.sync import remotes as syncing
+    agent(vault.root, "sync")
+    b = clone(tmp_path, remote, "b")
+    said = _turns(b, "b-", 1)
+    agent(b.root, "sync")
+    agent(vault.root, "search", "greenhouse", ok=False)      # the index, at HEAD
+    before = vault.head()
+    result = syncing.sync(vault)
+    assert result.moved == (before, vault.head(),
+                            ["cron.json", "sessions/cli/default/2030-01.jsonl"])
+    assert vault.last_commit != result.moved
+    index.refresh(vault, after_commit=True, moved=result.moved)
+    db = index._connect(index.db_path(vault))
+    try:
+        assert index.meta(db, "commit") == vault.head()
+        assert db.execute("SELECT count(*) FROM docs WHERE text LIKE ?",
+                          (f"%{said[0]}%",)).fetchone()[0] == 2
+    finally:
+        db.close()
+
+
 @pytest.mark.slow
 def test_a_pull_of_turns_starts_as_many_git_processes_as_plain_git(tmp_path, vault, remote):
     """Pulling one turn runs what plain `git pull --rebase && git push` runs (12

@@ -68,9 +68,9 @@ def test_schema_from_type_hints_and_docstring():
         d = REGISTRY["plan_trip"].definition()
     finally:
         REGISTRY.pop("plan_trip", None)
-    assert d["name"] == "plan_trip"
-    assert d["description"] == "Plan a trip to a city.\n\nLonger explanation for the model."
-    s = d["input_schema"]
+    assert d.name == "plan_trip"
+    assert d.description == "Plan a trip to a city.\n\nLonger explanation for the model."
+    s = d.schema
     assert s["required"] == ["city", "days"] and s["additionalProperties"] is False
     p = s["properties"]
     assert p["city"] == {"type": "string", "description": "Where to go."}

@@ -6,14 +6,18 @@ of one date, four and a half minutes of it).
     watch.heard(chunk)          # on each piece of the streamed reply: Cut when it repeats
     watch.check()               # before each model call: Cut when the time is up
 
-A `Cut` stops the stream as Ctrl-C does (the provider closes it, and a local server stops
-writing); the turn keeps what was written, marks it cut and says so in one line.
+A `Cut` is the seam's `Stop` (agent.llm.records): raised from the stream's on_text, the
+provider closes the stream (a local server stops writing) and returns what had arrived
+as a reply whose stop_reason is STOPPED; raised between model calls, the turn stops
+there. Either way the turn keeps what was written, marks it cut and says so in one line.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+from agent.llm.records import Stop
 
 # A reply's end counts as repeating when its last MIN_SPAN characters (and at least
 # MIN_COPIES copies of the unit) are one unit of at most MAX_UNIT characters over and
@@ -24,14 +28,12 @@ MAX_UNIT = 300
 _EVERY = 64          # characters heard between two looks
 
 
-class Cut(KeyboardInterrupt):
-    """The turn was stopped by one of its bounds: `why` is "repeating" or "time"; `line`
-    is what the person is told. Raised where Ctrl-C would be, and handled there."""
+class Cut(Stop):
+    """The turn was stopped by one of its bounds: `why` is "repeating", "time" or
+    "max_tokens"; `line` is what the person is told."""
 
     def __init__(self, why: str, line: str) -> None:
-        super().__init__(line)
-        self.why = why
-        self.line = line
+        super().__init__(why, line)
 
 
 def repeating(text: str) -> int | None:

@@ -43,6 +43,7 @@ from agent.chat.subjects import shorten
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, models_for
+from agent.llm.records import Message, Request, ToolCall, ToolResult
 from agent.llm.structured import schema_of
 from agent.stores import archive, sessions
 from agent.stores import window
@@ -97,8 +98,8 @@ def _turn_start(msg: dict) -> bool:
     c = msg.get("content")
     if isinstance(c, str):
         return True
-    return isinstance(c, list) and not any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in c)
+    return isinstance(c, list) and not any(isinstance(b, ToolResult)
+                                           for b in sessions.blocks(c))
 
 
 def plan_cut(window: list[dict], budget: int, force: bool = False,
@@ -122,12 +123,12 @@ def plan_cut(window: list[dict], budget: int, force: bool = False,
     return starts[-1]
 
 
-def _tool_text(b: dict) -> str:
-    if b.get("type") == "tool_use":
-        args = json.dumps(b.get("input", {}), ensure_ascii=False)
-        return f"[called {b.get('name')}({args[:TOOL_RESULT_CHARS]})]"
-    res = b.get("content")
-    res = res if isinstance(res, str) else json.dumps(res, ensure_ascii=False)
+def _tool_text(b: ToolCall | ToolResult) -> str:
+    if isinstance(b, ToolCall):
+        args = json.dumps(b.input, ensure_ascii=False)
+        return f"[called {b.name}({args[:TOOL_RESULT_CHARS]})]"
+    res = b.content if isinstance(b.content, str) else \
+        json.dumps(sessions.stored(b.content), ensure_ascii=False)
     return f"[tool result: {res[:TOOL_RESULT_CHARS]}]"
 
 
@@ -159,10 +160,8 @@ def summarise(provider: Provider, models: list[str], session: str, part: list[di
         from agent import redact
         body = redact.door(root, body)[0]
     try:
-        msg = provider.create(
-            models, max_tokens=max_tokens, system=SYSTEM,
-            messages=[{"role": "user", "content": body}], parse=Summary,
-            output_config={"format": {"type": "json_schema", "schema": SCHEMA}})
+        msg = provider.create(models, Request([Message("user", body)], max_tokens,
+                                              system=SYSTEM, schema=SCHEMA), parse=Summary)
     except ProviderError as e:
         raise CompactError(f"Could not summarise {session} for the archive: {e}") from None
     text = msg.text
@@ -184,7 +183,7 @@ def summarise(provider: Provider, models: list[str], session: str, part: list[di
     if importance > 1:      # a model answering on a 1-5 or 1-10 scale
         importance = importance / (5 if importance <= 5 else 10)
     importance = round(min(max(importance, 0.0), 1.0), 2)
-    return " ".join(topic.split()), summary.strip(), importance, msg.model, msg.usage
+    return " ".join(topic.split()), summary.strip(), importance, msg.model, msg.usage.as_dict()
 
 
 def _source(part: list[dict], files: list[str]):

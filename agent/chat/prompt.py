@@ -16,12 +16,15 @@ words, so the replayed history stays byte-identical.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from agent import redact
+from agent.llm.records import Block, CacheHint, Message, Text, ToolResult
+from agent.llm.size import chars
 from agent.stores import memory
 from agent.stores import sessions
 from agent.stores.window import read_window
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
-CACHE = {"type": "ephemeral"}
+CACHE = CacheHint()
 RETRIEVE_LIMIT = 6
 RETRIEVE_CHARS = 600            # per retrieved memory
 CONTEXT_PER_HIT = 2             # neighbours shown under a retrieved message
@@ -54,8 +57,8 @@ you give tools are relative to the vault. Keep replies short and plain."""
 
 @dataclass
 class Prompt:
-    system: list[dict]
-    messages: list[dict]
+    system: list[Text]
+    messages: list[Message]
     window: list[dict]                 # the session lines of the window
     window_files: list[str]
     last_turn: int
@@ -87,7 +90,7 @@ def _file_block(rel: str, text: str | None) -> str:
 
 
 def system_blocks(root: Path, today, warnings: list[str] | None = None,
-                  seen: dict[str, bytes] | None = None) -> list[dict]:
+                  seen: dict[str, bytes] | None = None) -> list[Text]:
     """The system prompt's blocks; byte-identical while the files and the day stay the same.
     `seen` gets the bytes of each memory file shown (USER.md, MEMORY.md, daily notes)."""
     root = Path(root)
@@ -99,8 +102,7 @@ def system_blocks(root: Path, today, warnings: list[str] | None = None,
     summary = skills.summary(skills.discover(root))
     if summary:
         blocks.append(summary.rstrip())
-    out = [{"type": "text", "text": b} for b in blocks]
-    out[-1]["cache_control"] = CACHE
+    out = [Text(b) for b in blocks[:-1]] + [Text(blocks[-1], cache=CACHE)]
     notes = []
     for day, label in ((today - timedelta(days=1), "yesterday"), (today, "today")):
         rel = memory.daily_path(day)
@@ -108,17 +110,17 @@ def system_blocks(root: Path, today, warnings: list[str] | None = None,
         if text and text.strip():
             notes.append(f'<file path="{rel}" day="{label}">\n{text.strip()}\n</file>')
     if notes:
-        out.append({"type": "text", "text": "# Daily notes\n\n" + "\n\n".join(notes),
-                    "cache_control": CACHE})
+        out.append(Text("# Daily notes\n\n" + "\n\n".join(notes), cache=CACHE))
     return out
 
 
 # ---- the window as API messages -----------------------------------------------------
 
 
-def _blocks(line: dict) -> list[dict]:
+def _blocks(line: dict) -> list[Block]:
     content = line.get("content")
     role = line.get("role")
+    blocks: list[Block]
     if isinstance(content, str):
         text = content
         speaker = line.get("speaker")
@@ -126,36 +128,27 @@ def _blocks(line: dict) -> list[dict]:
             text = f"{speaker}: {text}"
         if role == "system":
             text = f"(system note) {text}"
-        blocks = [{"type": "text", "text": text}] if text.strip() else []
-    elif isinstance(content, list):
-        blocks = [_clean(b) for b in content if isinstance(b, dict)]
-        blocks = [b for b in blocks if b is not None]
+        blocks = [Text(text)] if text.strip() else []
     else:
-        blocks = []
+        # No empty text (the API refuses it), no cache mark an older version stored.
+        blocks = [dataclasses.replace(b, cache=None) if b.cache is not None else b
+                  for b in sessions.blocks(content)
+                  if not (isinstance(b, Text) and not b.text.strip())]
     if line.get("interrupted") and role == "assistant":
-        blocks.append({"type": "text", "text": "[interrupted by the user]"})
+        blocks.append(Text("[interrupted by the user]"))
     return blocks
 
 
-def _clean(block: dict) -> dict | None:
-    """A stored block as the API takes it back (no stale cache_control, no empty text)."""
-    b = {k: v for k, v in block.items() if k != "cache_control"}
-    if b.get("type") == "text":
-        if not str(b.get("text", "")).strip():
-            return None
-        b = {"type": "text", "text": b["text"]}
-    return b
-
-
-def to_messages(window: list[dict]) -> list[dict]:
-    """API messages for the window: roles alternate, every tool_use has its result.
+def to_messages(window: list[dict]) -> list[Message]:
+    """The request's messages for the window: roles alternate, every tool call has its
+    result.
 
     Consecutive messages of one role are merged (a failed turn leaves a user message
-    without a reply); a tool_use without a result (an interrupted turn) gets an error
-    result; results without their tool_use, and leading assistant messages, are dropped
+    without a reply); a tool call without a result (an interrupted turn) gets an error
+    result; results without their call, and leading assistant messages, are dropped
     (but for one a scheduled job delivered to the chat: kept, after a note saying so).
     """
-    msgs: list[dict] = []
+    msgs: list[Message] = []
     sent_first = False        # the window starts with a message a schedule sent to the chat
     for line in window:
         role = line.get("role")
@@ -167,73 +160,73 @@ def to_messages(window: list[dict]) -> list[dict]:
             continue
         if not msgs:
             sent_first = role == "assistant" and bool(line.get("source"))
-        if msgs and msgs[-1]["role"] == role:
-            msgs[-1]["content"].extend(blocks)
+        if msgs and msgs[-1].role == role:
+            msgs[-1].blocks.extend(blocks)
         else:
-            msgs.append({"role": role, "content": blocks})
+            msgs.append(Message(role, blocks))
     if sent_first:
         # A delivered message (agent.serve.delivery) opens the chat: kept, so the
         # person's answer to it has its context, after a note (the API starts with user).
-        msgs.insert(0, {"role": "user", "content": [{"type": "text", "text": (
+        msgs.insert(0, Message("user", [Text(
             "(system note) No message before this: the assistant's next message was sent "
-            "to this chat by a scheduled job.")}]})
-    while msgs and msgs[0]["role"] != "user":
+            "to this chat by a scheduled job.")]))
+    while msgs and msgs[0].role != "user":
         msgs.pop(0)
-    out: list[dict] = []
+    out: list[Message] = []
     for m in msgs:
-        if m["role"] == "user":
+        if m.role == "user":
             asked = set()
-            if out and out[-1]["role"] == "assistant":
-                asked = {b.get("id") for b in out[-1]["content"] if b.get("type") == "tool_use"}
-            content = [b for b in m["content"]
-                       if b.get("type") != "tool_result" or b.get("tool_use_id") in asked]
-            answered = {b.get("tool_use_id") for b in content if b.get("type") == "tool_result"}
+            if out and out[-1].role == "assistant":
+                asked = {b.id for b in out[-1].tool_calls}
+            content = [b for b in m.blocks
+                       if not isinstance(b, ToolResult) or b.call_id in asked]
+            answered = {b.call_id for b in content if isinstance(b, ToolResult)}
             missing = [tid for tid in _tool_ids(out[-1]) if tid not in answered] if out else []
             content = [_no_result(tid) for tid in missing] + content
-            # tool_result blocks must come first in a user message.
-            content = ([b for b in content if b.get("type") == "tool_result"]
-                       + [b for b in content if b.get("type") != "tool_result"])
+            # Tool results must come first in a user message.
+            content = ([b for b in content if isinstance(b, ToolResult)]
+                       + [b for b in content if not isinstance(b, ToolResult)])
             if content:
-                out.append({"role": "user", "content": content})
+                out.append(Message("user", content))
         else:
-            if out and out[-1]["role"] == "assistant":
-                out[-1]["content"].extend(m["content"])
+            if out and out[-1].role == "assistant":
+                out[-1].blocks.extend(m.blocks)
             else:
                 out.append(m)
     # An assistant message ending the window with unanswered tool calls.
-    if out and out[-1]["role"] == "assistant" and _tool_ids(out[-1]):
-        out.append({"role": "user", "content": [_no_result(t) for t in _tool_ids(out[-1])]})
+    if out and out[-1].role == "assistant" and _tool_ids(out[-1]):
+        out.append(Message("user", [_no_result(t) for t in _tool_ids(out[-1])]))
     return out
 
 
-def _tool_ids(msg: dict) -> list[str]:
-    if msg.get("role") != "assistant":
+def _tool_ids(msg: Message) -> list[str]:
+    if msg.role != "assistant":
         return []
-    return [b.get("id") for b in msg["content"] if b.get("type") == "tool_use"]
+    return [b.id for b in msg.tool_calls]
 
 
-def _no_result(tool_use_id: str) -> dict:
-    return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True,
-            "content": "No result: the turn was interrupted before this tool ran."}
+def _no_result(call_id: str) -> ToolResult:
+    return ToolResult(call_id, "No result: the turn was interrupted before this tool ran.",
+                      is_error=True)
 
 
-def mark_last(messages: list[dict]) -> None:
+def mark_last(messages: list[Message]) -> None:
     """Put a cache breakpoint on the last block of the last message."""
     if not messages:
         return
-    content = messages[-1]["content"]
-    if isinstance(content, str):
-        messages[-1]["content"] = content = [{"type": "text", "text": content}]
+    if isinstance(messages[-1].content, str):
+        messages[-1].content = [Text(messages[-1].content)]
+    content = messages[-1].content
     if content:
-        content[-1] = {**content[-1], "cache_control": CACHE}
+        content[-1] = dataclasses.replace(content[-1], cache=CACHE)
 
 
-def strip_marks(messages: list[dict], keep_from: int) -> None:
+def strip_marks(messages: list[Message], keep_from: int) -> None:
     """Remove cache breakpoints from messages after index keep_from (the window's)."""
     for m in messages[keep_from + 1:]:
-        if isinstance(m["content"], list):
-            m["content"] = [{k: v for k, v in b.items() if k != "cache_control"}
-                            for b in m["content"]]
+        if isinstance(m.content, list):
+            m.content = [dataclasses.replace(b, cache=None) if b.cache is not None else b
+                         for b in m.content]
 
 
 # ---- retrieval and the new message ----------------------------------------------------
@@ -318,7 +311,7 @@ def hit_record(hit) -> dict:
     return record
 
 
-def context_block(now: datetime, session: str, memories: list[dict]) -> dict:
+def context_block(now: datetime, session: str, memories: list[dict]) -> Text:
     lines = [f"Now: {now:%Y-%m-%d %H:%M} ({now:%A}), UTC offset {now:%z}. Session: {session}."]
     if memories:
         lines += ["", "Memories that may bear on this message, quoted from past conversations, "
@@ -327,7 +320,7 @@ def context_block(now: datetime, session: str, memories: list[dict]) -> dict:
                   "<retrieved_memories>"]
         lines += [quoted_json({k: v for k, v in m.items() if k != "ids"}) for m in memories]
         lines.append("</retrieved_memories>")
-    return {"type": "text", "text": "<context>\n" + "\n".join(lines) + "\n</context>"}
+    return Text("<context>\n" + "\n".join(lines) + "\n</context>")
 
 
 def build(vault: Vault, session: str, text: str, now: datetime, *, retrieval: bool = True,
@@ -361,14 +354,13 @@ def build(vault: Vault, session: str, text: str, now: datetime, *, retrieval: bo
     # A huge message is searched by its start and end (a query's cost is its words').
     query = text if len(text) <= 4000 else text[:2000] + " " + text[-2000:]
     hits = retrieve(vault, query, w.messages, now, session) if retrieval else []
-    user_blocks = [context_block(now, session, hits), {"type": "text", "text": text}]
+    user_blocks: list[Block] = [context_block(now, session, hits), Text(text)]
     trimmed = 0
     window_budget = None
     if budget is not None:
-        fixed = (len(json.dumps(system, ensure_ascii=False))
-                 + len(json.dumps(user_blocks, ensure_ascii=False))) // 4
+        fixed = (chars(system) + chars(user_blocks)) // 4
         window_budget = budget - fixed
-        sizes = [(len(json.dumps(_blocks(m), ensure_ascii=False)) + 30) // 4 for m in window]
+        sizes = [(chars(_blocks(m)) + 30) // 4 for m in window]
         total = sum(sizes)
         while trimmed < len(window) and total > window_budget:
             total -= sizes[trimmed]
@@ -378,10 +370,10 @@ def build(vault: Vault, session: str, text: str, now: datetime, *, retrieval: bo
     messages = to_messages(window[trimmed:])
     if messages:
         mark_last(messages)
-    if messages and messages[-1]["role"] == "user":
-        messages[-1]["content"].extend(user_blocks)
+    if messages and messages[-1].role == "user":
+        messages[-1].blocks.extend(user_blocks)
     else:
-        messages.append({"role": "user", "content": user_blocks})
+        messages.append(Message("user", user_blocks))
     if redact.enabled(vault.root):
         # What the agent wrote passed the filter then; what a person typed into USER.md
         # or a sync brought in (a transcript, a note) did not: the request passes it.
@@ -430,15 +422,14 @@ def shorten_huge(root: Path, line: dict, rel: str, offset: int | None, max_token
         return line
     if len(json.dumps(content, ensure_ascii=False)) <= limit:
         return line
-    out = []
-    for b in content:
-        if isinstance(b, dict) and b.get("type") == "text" and len(str(b.get("text"))) > limit:
-            b = {**b, "text": _head_tail(str(b["text"]), limit, where())}
-        elif (isinstance(b, dict) and b.get("type") == "tool_result"
-              and isinstance(b.get("content"), str) and len(b["content"]) > limit):
-            b = {**b, "content": _head_tail(b["content"], limit, where())}
+    out: list[Block] = []
+    for b in sessions.blocks(content):
+        if isinstance(b, Text) and len(b.text) > limit:
+            b = dataclasses.replace(b, text=_head_tail(b.text, limit, where()))
+        elif isinstance(b, ToolResult) and isinstance(b.content, str) and len(b.content) > limit:
+            b = dataclasses.replace(b, content=_head_tail(b.content, limit, where()))
         out.append(b)
-    return {**line, "content": out}
+    return {**line, "content": sessions.stored(out)}
 
 
 def estimate_tokens(lines: list[dict], cap: int | None = None) -> int:

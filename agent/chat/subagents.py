@@ -32,6 +32,8 @@ from pathlib import Path
 
 from agent.chat.cancel import ROOT, Cancel, Cancelled, cancellable  # noqa: F401 (used by tools)
 from agent.errors import UserError
+from agent.llm.records import Message, Request, Text, ToolCall, ToolResult
+from agent.stores import sessions
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -150,7 +152,7 @@ def running_here() -> list[Run]:
 
 
 def start(vault: Vault, provider, settings, *, prompt: str, parent_ctx, context: str, readonly: bool,
-          background: bool, timeout: float, prefix: list[dict], now: datetime) -> Run:
+          background: bool, timeout: float, prefix: list[Message], now: datetime) -> Run:
     """Start a run in its own thread (it saves and commits itself when it ends)."""
     from agent.chat.turn import run_turn
     from agent.clock import now as clock
@@ -228,21 +230,20 @@ def cancel_all() -> None:
 # ---- the parent's context for a run ---------------------------------------------------
 
 
-def full_prefix(messages: list[dict] | None) -> list[dict]:
+def full_prefix(messages: list[Message] | None) -> list[Message]:
     """The parent's window without its reply in progress (its last assistant message
     holds the spawn_agent call, still unanswered), ending with a user message."""
-    msgs = [dict(m) for m in (messages or [])]
-    while msgs and msgs[-1]["role"] == "assistant":
+    msgs = [Message(m.role, m.content if isinstance(m.content, str) else list(m.content))
+            for m in (messages or [])]
+    while msgs and msgs[-1].role == "assistant":
         msgs.pop()
     # A trailing user message of tool results answers an assistant call we dropped.
-    while msgs and msgs[-1]["role"] == "user" and _only_tool_results(msgs[-1]):
+    while msgs and msgs[-1].role == "user" and _only_tool_results(msgs[-1]):
         msgs.pop()
-        while msgs and msgs[-1]["role"] == "assistant":
+        while msgs and msgs[-1].role == "assistant":
             msgs.pop()
     if msgs:
-        last = msgs[-1]["content"]
-        msgs[-1]["content"] = ([{"type": "text", "text": last}] if isinstance(last, str)
-                               else list(last)) + [{"type": "text", "text": FULL_NOTE}]
+        msgs[-1].content = list(msgs[-1].blocks) + [Text(FULL_NOTE)]
     return msgs
 
 
@@ -250,34 +251,32 @@ FULL_NOTE = ("(The conversation above is your parent agent's. You are a sub-agen
              "follows.)")
 
 
-def summary_prefix(summary: str) -> list[dict]:
-    return [{"role": "user", "content": [{"type": "text", "text": (
+def summary_prefix(summary: str) -> list[Message]:
+    return [Message("user", [Text(
         f"Context from the conversation that started you (a summary):\n{summary}\n\n"
-        f"You are a sub-agent; your task follows.")}]}]
+        f"You are a sub-agent; your task follows.")])]
 
 
-def _only_tool_results(m: dict) -> bool:
-    c = m.get("content")
-    return isinstance(c, list) and bool(c) and all(b.get("type") == "tool_result" for b in c)
+def _only_tool_results(m: Message) -> bool:
+    c = m.content
+    return isinstance(c, list) and bool(c) and all(isinstance(b, ToolResult) for b in c)
 
 
-def transcript_text(messages: list[dict], limit: int = 60_000) -> str:
+def transcript_text(messages: list[Message], limit: int = 60_000) -> str:
     """The conversation as plain text for the summariser (tool calls named, results cut)."""
     out = []
     for m in messages or []:
-        content = m.get("content")
-        if isinstance(content, str):
-            out.append(f"{m['role']}: {content}")
+        if isinstance(m.content, str):
+            out.append(f"{m.role}: {m.content}")
             continue
-        for b in content or []:
-            kind = b.get("type")
-            if kind == "text" and b.get("text"):
-                out.append(f"{m['role']}: {b['text']}")
-            elif kind == "tool_use":
-                out.append(f"{m['role']} called {b.get('name')}({json.dumps(b.get('input'))[:300]})")
-            elif kind == "tool_result":
-                body = b.get("content")
-                body = body if isinstance(body, str) else json.dumps(body)
+        for b in m.content:
+            if isinstance(b, Text) and b.text:
+                out.append(f"{m.role}: {b.text}")
+            elif isinstance(b, ToolCall):
+                out.append(f"{m.role} called {b.name}({json.dumps(b.input)[:300]})")
+            elif isinstance(b, ToolResult):
+                body = b.content if isinstance(b.content, str) else \
+                    json.dumps(sessions.stored(b.content))
                 out.append(f"tool result: {body[:500]}")
     text = "\n".join(out)
     return text[-limit:]
@@ -288,14 +287,15 @@ SUMMARY_SYSTEM = ("You summarise a conversation for an assistant that will carry
                   "decisions the task may need. No preamble.")
 
 
-def summarize(provider, messages: list[dict], settings) -> str:
+def summarize(provider, messages: list[Message], settings) -> str:
     from agent.chat.turn import models_for
 
     text = transcript_text(full_prefix(messages))
     if not text.strip():
         return ""
-    return provider.create(models_for(None, settings), max_tokens=600, system=SUMMARY_SYSTEM,
-                           messages=[{"role": "user", "content": text}]).text.strip()
+    return provider.create(models_for(None, settings),
+                           Request([Message("user", text)], 600, system=SUMMARY_SYSTEM)
+                           ).text.strip()
 
 
 # ---- what `agent agents` shows ------------------------------------------------------------
@@ -381,8 +381,7 @@ def _from_session(vault: Vault, run_id: str) -> RunInfo | None:
     for m in reversed(last_turn):
         if m.get("role") == "assistant":
             c = m.get("content")
-            reply = c if isinstance(c, str) else "".join(
-                b.get("text", "") for b in c or [] if b.get("type") == "text")
+            reply = sessions.message_text(c, sep="")
             if reply:
                 break
     content = first.get("content")

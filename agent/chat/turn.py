@@ -20,7 +20,6 @@ message and the partial reply, marked `"interrupted": true`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import secrets
 import signal
@@ -44,6 +43,9 @@ from agent import clock, redact
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
+from agent.llm.records import (MAX_TOKENS, STOPPED, Interrupted, Message, Request, Text,
+                               Tool, ToolCall, ToolResult, text_of)
+from agent.llm.size import chars
 from agent.stores import sessions
 from agent.vault.change import Change, tokens
 from agent.vault.gitstate import head_from_files
@@ -83,8 +85,8 @@ class TurnResult:
     injected: list[tuple[str, int]] = field(default_factory=list)
 
 
-def _text_of(blocks: list[dict]) -> str:
-    return sessions.message_text(blocks, sep="")
+def _text_of(blocks) -> str:
+    return blocks if isinstance(blocks, str) else text_of(blocks)
 
 
 def _joined(replies: list[str]) -> str:
@@ -104,39 +106,36 @@ def _tool_logger(vault: Vault):
     return log_exception
 
 
-def run_tools(calls: list[dict], ctx: registry.ToolContext, *, on_tool=None,
-              mcp=None, on_tool_done=None, kept: list | None = None) -> list[dict]:
-    """tool_result blocks for the tool_use blocks `calls`, run at once, in their order.
+def run_tools(calls: list[ToolCall], ctx: registry.ToolContext, *, on_tool=None,
+              mcp=None, on_tool_done=None, kept: list | None = None) -> list[ToolResult]:
+    """The results of the tool calls `calls`, run at once, in their order.
 
     `mcp` (an agent.chat.mcp_client.client.Hub) answers the calls of its servers' tools;
     `on_tool_done(name, is_error)` hears of each call as it ends (from its thread).
     """
     logger = _tool_logger(ctx.vault)
 
-    def one(call: dict) -> dict:
-        if mcp is not None and mcp.owns(call["name"]):
-            text, is_error = mcp.call(call["name"], call.get("input"))
+    def one(call: ToolCall) -> ToolResult:
+        if mcp is not None and mcp.owns(call.name):
+            text, is_error = mcp.call(call.name, call.input)
         else:
             with registry.use_context(ctx):
-                text, is_error = registry.call(call["name"], call.get("input"), log=logger)
+                text, is_error = registry.call(call.name, call.input, log=logger)
         text, found = redact.door(ctx.vault.root, text)    # a key a tool read stays out
         if kept is not None:
             kept.extend(found)
-        block = {"type": "tool_result", "tool_use_id": call["id"], "content": text}
-        if is_error:
-            block["is_error"] = True
         if on_tool_done is not None:
-            on_tool_done(call["name"], bool(is_error))
-        return block
+            on_tool_done(call.name, bool(is_error))
+        return ToolResult(call.id, text, is_error=bool(is_error))
 
     for call in calls:
         if on_tool is not None:
-            on_tool(call["name"], call.get("input"))
+            on_tool(call.name, call.input)
     if len(calls) == 1:
         return [one(calls[0])]
     # A spawn_agent call mostly waits for its run: each gets a worker of its own, so the
     # sub-agents of one reply all run at once.
-    spawns = sum(c.get("name") == "spawn_agent" for c in calls)
+    spawns = sum(c.name == "spawn_agent" for c in calls)
     pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS + spawns, len(calls)),
                               thread_name_prefix="tool")
     try:
@@ -284,21 +283,16 @@ def _save(vault: Vault, rel: str, change: Change, write, done: dict) -> str | No
                            f"command commits it once this is fixed: {why}") from None
 
 
-def _with_prefix(prefix: list[dict] | None, messages: list[dict]) -> list[dict]:
+def _with_prefix(prefix: list[Message] | None, messages: list[Message]) -> list[Message]:
     """`prefix` (a parent's window, ending with a user message) then `messages`, the two
     user messages where they meet joined into one (the API wants roles to alternate)."""
     if not prefix:
         return messages
-    prefix = json.loads(json.dumps(prefix))          # a copy, without cache marks
-    for m in prefix:
-        if isinstance(m.get("content"), list):
-            for b in m["content"]:
-                b.pop("cache_control", None)
-    if prefix[-1]["role"] == "user" and messages and messages[0]["role"] == "user":
-        def blocks(c):
-            return [{"type": "text", "text": c}] if isinstance(c, str) else list(c)
-        joined = {"role": "user", "content": blocks(prefix[-1]["content"])
-                  + blocks(messages[0]["content"])}
+    prefix = [Message(m.role, m.content if isinstance(m.content, str) else    # a copy,
+                      [dataclasses.replace(b, cache=None) for b in m.content])  # no cache marks
+              for m in prefix]
+    if prefix[-1].role == "user" and messages and messages[0].role == "user":
+        joined = Message("user", prefix[-1].blocks + messages[0].blocks)
         return prefix[:-1] + [joined] + messages[1:]
     return prefix + messages
 
@@ -343,7 +337,7 @@ class TurnOptions:
     cancel: object = None                # agent.chat.cancel's event; a new one if None
     depth: int = 0                       # how deep in sub-agents
     readonly: bool = False
-    prefix_messages: list[dict] | None = None   # a parent's window (context=full)
+    prefix_messages: list[Message] | None = None   # a parent's window (context=full)
     scope: str | None = None             # the commit's scope (default the session)
     extra_trailers: dict | None = None
     line_extra: dict | None = None       # added to the first transcript line
@@ -403,14 +397,14 @@ class _Turn:
     settings: object
     kept: list                    # what redact.door held back (keys pasted or read)
     models: list[str]
-    tools: list[dict]
+    tools: list[Tool]
     mcp: object
     mcp_notes: list[str]
     prompt: context.Prompt
     fit_notes: list[str]
     number: int                   # the turn's number (renumbered under the lock if taken)
     staged: StagedVault
-    messages: list[dict]          # the request's messages
+    messages: list[Message]       # the request's messages
     window_end: int
     ctx: registry.ToolContext
     cancel: object
@@ -467,13 +461,13 @@ class _Turn:
 
     # -- the tool loop --
 
-    def inject(self, target: dict) -> None:
+    def inject(self, target: Message) -> None:
         """The messages waiting in the inbox, added to `target` (the user message about
         to be sent) and to the transcript."""
         for said, source in self.opts.inbox.drain():
             said, found = redact.door(self.vault.root, said)
             self.kept.extend(found)
-            target["content"].append({"type": "text", "text": said})
+            target.blocks.append(Text(said))
             extra = {"injected": True}
             if source:
                 extra["source"] = source
@@ -484,7 +478,13 @@ class _Turn:
         if self.cancel.is_set():
             raise Cancelled()
         self.streamed.append(chunk)
-        self.watch.heard(chunk)         # Cut: the reply repeats, or the time is up
+        try:
+            self.watch.heard(chunk)
+        except Cut as e:
+            # The reply repeats itself, or the time is up: the provider ends the stream
+            # and returns what was written (stop_reason STOPPED).
+            self.cut = e
+            raise
         on_text, shown = self.opts.on_text, self.shown
         if on_text is not None and chunk:
             if shown["any"] and not self.streamed[:-1] and not shown["newline"]:
@@ -508,19 +508,17 @@ class _Turn:
                               f"{self.settings.max_iterations} model calls "
                               f"(chat.max_iterations in agent.toml).")
         except Cut as e:
+            # Out of time between two model calls (one cut mid-stream ends in call()).
             self.cut = e
-            self.reply = _joined(self.replies + ["".join(self.streamed)])
-            self.texts.append("".join(self.streamed))
-            if getattr(e, "partial_usage", None) is not None:
-                add_usage(self.usage, e.partial_usage)
+            self.reply = _joined(self.replies)
             self.cancel.set()           # its sub-agents stop too, and save what they did
             self.cancel.settle()
         except KeyboardInterrupt as e:
             self.interrupted = True
             self.reply = _joined(self.replies + ["".join(self.streamed)])
             self.texts.append("".join(self.streamed))
-            if getattr(e, "partial_usage", None) is not None:
-                add_usage(self.usage, e.partial_usage)
+            if isinstance(e, Interrupted):      # what the provider counted of the reply
+                add_usage(self.usage, e.usage)
             # Every sub-agent this turn started stops too, and saves what it did.
             self.cancel.set()
             self.cancel.settle()
@@ -534,11 +532,11 @@ class _Turn:
         messages = self.messages
         self.cancel.check()
         self.watch.check()
-        if self.opts.inbox is not None and messages and messages[-1]["role"] == "user":
-            if isinstance(messages[-1]["content"], str):
-                messages[-1]["content"] = [{"type": "text", "text": messages[-1]["content"]}]
+        if self.opts.inbox is not None and messages and messages[-1].role == "user":
+            if isinstance(messages[-1].content, str):
+                messages[-1].content = [Text(messages[-1].content)]
             self.inject(messages[-1])
-            if not messages[-1]["content"]:       # nothing came after all
+            if not messages[-1].content:          # nothing came after all
                 messages.pop()
                 self.reply = _joined(self.replies)
                 return True
@@ -546,13 +544,12 @@ class _Turn:
         context.mark_last(messages)
         self.streamed.clear()
         models = self.models
-        forced = {"tool_choice": {"type": "tool", "name": self.force}} if self.force else {}
+        request = Request(messages, self.settings.max_tokens, system=self.prompt.system,
+                          tools=self.tools, tool_choice=self.force)
         self.watch.reset()
         self.force = None
-        msg = cancellable(
-            self.cancel, self.provider.stream, models[models.index(self.used):],
-            on_text=self.sink, max_tokens=self.settings.max_tokens, system=self.prompt.system,
-            messages=messages, tools=self.tools, **forced)
+        msg = cancellable(self.cancel, self.provider.stream, models[models.index(self.used):],
+                          request, on_text=self.sink)
         if msg.model != self.used and msg.model not in self.fell_back:
             # The model asked for failed (its server down, killed mid-reply, overloaded):
             # what the person saw streamed may have been its start, then the next one's.
@@ -560,32 +557,38 @@ class _Turn:
             self.fell_back_from.append(self.used)
         self.used = msg.model
         add_usage(self.usage, msg.usage)
-        blocks = [b for b in msg.content if not (b.get("type") == "text" and not b.get("text"))]
+        blocks = [b for b in msg.content if not (isinstance(b, Text) and not b.text)]
         self.streamed.clear()
         if blocks:
             # Separate lists: cache breakpoints go on the request, never the transcript.
-            messages.append({"role": "assistant", "content": list(blocks)})
+            messages.append(Message("assistant", list(blocks)))
             self.new.append({"role": "assistant", "content": blocks})
-        calls = [b for b in blocks if b.get("type") == "tool_use"]
+        calls = [b for b in blocks if isinstance(b, ToolCall)]
         self.texts.append(_text_of(blocks))
+        if msg.stop_reason == STOPPED:
+            # A bound of the turn stopped the stream (sink kept which): what was written
+            # is the turn's reply.
+            self.replies.append(_text_of(blocks))
+            self.reply = _joined(self.replies)
+            return True
         if not calls:
             self.replies.append(_text_of(blocks))
-            if msg.stop_reason == "max_tokens":
-                self.cut = Cut("max_tokens", f"Cut: the reply reached its limit of "
-                                             f"{self.settings.max_tokens:,} tokens ([model] "
-                                             f"max_tokens in agent.toml).")
             inbox = self.opts.inbox
             if inbox is not None and more_allowed and inbox.waiting():
                 # Messages came while the model wrote this reply: it is kept, and
                 # they are answered by the next call (injected at the loop's top).
-                if messages[-1]["role"] != "user":
-                    messages.append({"role": "user", "content": []})
+                if messages[-1].role != "user":
+                    messages.append(Message("user", []))
                 return False
+            if msg.stop_reason == MAX_TOKENS:
+                self.cut = Cut("max_tokens", f"Cut: the reply reached its limit of "
+                                             f"{self.settings.max_tokens:,} tokens ([model] "
+                                             f"max_tokens in agent.toml).")
             self.reply = _joined(self.replies)
             return True
         results = run_tools(calls, self.ctx, on_tool=self.opts.on_tool, mcp=self.mcp,
                             on_tool_done=self.opts.on_tool_done, kept=self.kept)
-        messages.append({"role": "user", "content": list(results)})
+        messages.append(Message("user", list(results)))
         self.new.append({"role": "user", "content": results})
         return False
 
@@ -605,8 +608,8 @@ class _Turn:
         lines = [_line(turn, 0, now, "user", text)]
         for n, m in enumerate(new, 1):
             content = m["content"]
-            if m["role"] == "assistant" and len(content) == 1 and content[0]["type"] == "text":
-                content = content[0]["text"]
+            if m["role"] == "assistant" and len(content) == 1 and isinstance(content[0], Text):
+                content = content[0].text
             extra = {"model": used} if m["role"] == "assistant" else m.get("extra", {})
             lines.append(_line(turn, n, now, m["role"], content, **extra))
         if interrupted:
@@ -617,15 +620,11 @@ class _Turn:
                 lines[-1].extra["interrupted"] = True
         if error and not interrupted:
             lines[0].extra["error"] = error
-        if self.cut is not None and self.cut.why != "max_tokens":
-            # Stopped mid-stream: what it had written, marked as cut (and why).
-            partial = self.texts[-1] if self.texts else ""
-            if partial:
-                lines.append(_line(turn, len(lines), now, "assistant", partial, model=used))
+        if self.cut is not None:
+            # The reply as far as it went (or, cut between two calls, the turn's last
+            # line), marked as cut and why.
             lines[-1].extra["cut"] = self.cut.why
         answer = next((line for line in reversed(lines) if line.role == "assistant"), None)
-        if answer is not None and self.cut is not None and self.cut.why == "max_tokens":
-            answer.extra["cut"] = "max_tokens"
         if answer is not None and self.ctx.used is not None:
             # What memory the model was shown, by ids (agent.chat.used): never sent back.
             answer.extra["used"] = self.ctx.used.record()
@@ -724,7 +723,7 @@ class _Turn:
             result.notes.append("Compaction interrupted; it is tried again after the next turn.")
 
 
-def _forced_tool(text: str, opts: TurnOptions, settings, tools: list[dict]) -> str | None:
+def _forced_tool(text: str, opts: TurnOptions, settings, tools: list[Tool]) -> str | None:
     """`remember` when the person's message asks to keep something ("Remember that my
     boat is called Wren"): the turn's first call must then call it, so a model that would
     only say "I'll remember that" (small local ones often do) cannot drop the fact. The
@@ -736,19 +735,19 @@ def _forced_tool(text: str, opts: TurnOptions, settings, tools: list[dict]) -> s
     if (opts.kind != "chat" or opts.depth or opts.readonly
             or not getattr(settings, "force_remember", True)):
         return None
-    if not any(t.get("name") == REMEMBER_TOOL for t in tools) or not asks_to_remember(text):
+    if not any(t.name == REMEMBER_TOOL for t in tools) or not asks_to_remember(text):
         return None
     return REMEMBER_TOOL
 
 
 def _fitted_prompt(vault: Vault, provider: Provider, session: str, text: str, now: datetime, settings,
-                   tools: list[dict], prefix_messages) -> tuple[context.Prompt, list[str]]:
+                   tools: list[Tool], prefix_messages) -> tuple[context.Prompt, list[str]]:
     """The turn's prompt, within `[chat] window_tokens` with the tools counted: a window
     that does not fit is compacted first (in chunks that each fit a request); if that
     fails, this request leaves out the window's oldest turns (they stay in the session)."""
-    budget = settings.window_tokens - len(json.dumps(tools, ensure_ascii=False)) // 4
+    budget = settings.window_tokens - chars(tools) // 4
     if prefix_messages:
-        budget -= len(json.dumps(prefix_messages, ensure_ascii=False)) // 4
+        budget -= chars(prefix_messages) // 4
 
     def build():
         return context.build(vault, session, text, now, budget=budget,

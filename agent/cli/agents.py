@@ -64,23 +64,25 @@ def show(run_id):
     if not info.lines:
         click.echo(f"prompt:\n{info.prompt}")
         return
+    from agent.llm.records import Text, ToolCall, ToolResult
+    from agent.stores import sessions
+
     for m in info.lines:
         content = m.get("content")
         if isinstance(content, str):
             click.echo(f"[{m.get('role')}] {content}")
             continue
-        for b in content or []:
-            kind = b.get("type")
-            if kind == "text":
-                click.echo(f"[{m.get('role')}] {b.get('text', '')}")
-            elif kind == "tool_use":
-                click.echo(f"[tool call] {b.get('name')} {json.dumps(b.get('input'), ensure_ascii=False)}")
-            elif kind == "tool_result":
-                body = b.get("content")
-                body = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+        for b in sessions.blocks(content):
+            if isinstance(b, Text):
+                click.echo(f"[{m.get('role')}] {b.text}")
+            elif isinstance(b, ToolCall):
+                click.echo(f"[tool call] {b.name} {json.dumps(b.input, ensure_ascii=False)}")
+            elif isinstance(b, ToolResult):
+                body = b.content if isinstance(b.content, str) else \
+                    json.dumps(sessions.stored(b.content), ensure_ascii=False)
                 if len(body) > 500:
                     body = body[:500] + " [...]"
-                click.echo(f"[tool result{' (error)' if b.get('is_error') else ''}] {body}")
+                click.echo(f"[tool result{' (error)' if b.is_error else ''}] {body}")
         if m.get("interrupted"):
             click.echo("[interrupted]")
 

@@ -158,20 +158,22 @@ def report_recovery(vault: Vault) -> None:
     vault.too_big = []
 
 
-def after_change(vault: Vault, *, index: bool = True) -> None:
+def after_change(vault: Vault, *, index: bool = True,
+                 moved: tuple[str, str, list[str]] | None = None) -> None:
     """After a command's commit: bring the search index up to date (unless `index` is
     False), and name the vault when it is not the current folder's.
 
     `agent note` passes False: every search and every turn refreshes the index first
     (incrementally, from the commit it last saw), so a one-line note need not pay for
-    importing and updating it (about 25 ms of its 100 ms budget).
+    importing and updating it (about 25 ms of its 100 ms budget). `moved`: how HEAD moved
+    when the command knows every path it changed (a sync's), for the index.
     """
     name_vault(vault)
     if index:
         # The refresh alone (agent.search.update), not the search it serves: a command
         # that changed files has no query to rank.
         from agent.search import update
-        update.refresh(vault, after_commit=True)
+        update.refresh(vault, after_commit=True, moved=moved)
 
 
 def page(text: str, use_pager: bool = True) -> None:

@@ -67,20 +67,24 @@ def _print_status(vault: Vault) -> None:
                    f"{flight['entries']} entr{'y' if flight['entries'] == 1 else 'ies'}, {flight['model']}), "
                    f"started {flight['started']}")
         if flight.get("batch"):
-            _print_live(flight["batch"])
+            _print_live(flight["batch"], flight["model"])
     failure = st.get("last_failure")
     if failure:
         click.echo(f"last failure: {failure.get('at')}: archive {failure.get('first', failure.get('cursor', 0) + 1)}.."
                    f"{failure.get('through')}: {failure.get('message')}")
 
 
-def _print_live(batch_id: str) -> None:
+def _print_live(batch_id: str, model: str) -> None:
     from agent.llm import ProviderError, make_provider
     from agent.llm.spec import NoApiKey
 
     provider = make_provider(settings_of(get_vault()), lazy=True)
     try:
-        batch = provider.batch_retrieve(batch_id)
+        batches = provider.batching(model)
+        if batches is None:
+            click.echo(f"              (the provider of {model} has no batch API now)")
+            return
+        batch = batches.batch_retrieve(batch_id)
     except NoApiKey as e:
         click.echo(f"              ({e} to see the batch's live status)")
         return

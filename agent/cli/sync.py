@@ -36,7 +36,8 @@ def sync_cmd(ctx, remote, no_push, as_json):
     report_recovery(vault)
     # The search index follows what came in; a sync that left HEAD where it was has
     # nothing to add (every search refreshes it first anyway), nor its import to pay.
-    after_change(vault, index=before is None or head_from_files(vault.root) != before)
+    after_change(vault, index=before is None or head_from_files(vault.root) != before,
+                 moved=result.moved)
     if as_json:
         click.echo(json.dumps(result.as_dict()))
         return

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from agent.llm.records import ToolCall
 from agent.stores import sessions
 from agent.dream.duplicates import words
 
@@ -70,10 +71,9 @@ def requests(lines: Iterable[dict]) -> list[str]:
         if obj.get("role") != "assistant" or obj.get("turn") not in asked_turns:
             continue
         content = obj.get("content")
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict) and block.get("type") == "tool_use" \
-                    and block.get("name") == REMEMBER_TOOL:
-                said = (block.get("input") or {}).get("text")
+        for block in sessions.blocks(content) if isinstance(content, list) else []:
+            if isinstance(block, ToolCall) and block.name == REMEMBER_TOOL:
+                said = (block.input or {}).get("text")
                 if isinstance(said, str) and said.strip():
                     out.append(said)
     return out

@@ -19,6 +19,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.config import Settings
+from agent.llm.records import (MAX_TOKENS, REFUSAL, CacheHint, Message, Reply, Request, Text,
+                               ToolCall, ToolResult)
 from agent.llm.structured import said, schema_of
 from agent.stores import archive
 from agent.stores import sessions
@@ -26,7 +28,7 @@ from agent.stores.merge import has_conflicts
 from agent.stores.memory import MEMORY, MEMORY_FILES, USER
 from agent.errors import UserError
 
-CACHE = {"type": "ephemeral", "ttl": "1h"}
+CACHE = CacheHint(ttl="1h")
 SKIP_SESSIONS = ("heartbeat/", "dream/")   # their entries are not dream input
 
 # The response schemas are a contract with the model: keep them exactly.
@@ -250,12 +252,12 @@ def _message_text(content, recalls: frozenset[str] = frozenset()) -> str:
     return sessions.message_text(content, tool=lambda b: _tool_text(b, recalls))
 
 
-def _tool_text(block: dict, recalls: frozenset[str] = frozenset()) -> str:
-    if block.get("type") == "tool_use":
-        return f"[used tool {block.get('name')}: {data_json(block.get('input'))}]"
-    if block.get("tool_use_id") in recalls:
-        return f"[{RECALLED}: {_message_text(block.get('content', ''))}]"
-    return f"[tool result: {_message_text(block.get('content', ''))}]"
+def _tool_text(block: ToolCall | ToolResult, recalls: frozenset[str] = frozenset()) -> str:
+    if isinstance(block, ToolCall):
+        return f"[used tool {block.name}: {data_json(block.input)}]"
+    if block.call_id in recalls:
+        return f"[{RECALLED}: {_message_text(block.content)}]"
+    return f"[tool result: {_message_text(block.content)}]"
 
 
 # What a turn read back from memory reached its transcript as these tools' results: it
@@ -265,11 +267,11 @@ RECALL_TOOLS = ("memory_search", "memory_get")
 RECALLED = "recalled from memory, known already, not news"
 
 
-def _recalls(block: dict) -> bool:
-    name = block.get("name")
+def _recalls(block: ToolCall) -> bool:
+    name = block.name
     if name in RECALL_TOOLS:
         return True
-    path = str((block.get("input") or {}).get("path", "")) if name == "read_file" else ""
+    path = str((block.input or {}).get("path", "")) if name == "read_file" else ""
     return path.lstrip("./") in MEMORY_FILES or path.startswith(("memory/", "archive/"))
 
 
@@ -278,9 +280,9 @@ def recall_ids(lines: list[dict]) -> frozenset[str]:
     out = set()
     for obj in lines:
         content = obj.get("content") if obj.get("role") == "assistant" else None
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict) and block.get("type") == "tool_use" and _recalls(block):
-                out.add(str(block.get("id")))
+        for block in sessions.blocks(content) if isinstance(content, list) else []:
+            if isinstance(block, ToolCall) and _recalls(block):
+                out.add(block.id)
     return frozenset(out)
 
 
@@ -290,10 +292,9 @@ def recalled(lines: list[dict]) -> list[str]:
     out: list[str] = []
     for obj in lines:
         content = obj.get("content") if obj.get("role") == "user" else None
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict) and block.get("type") == "tool_result" \
-                    and block.get("tool_use_id") in ids:
-                text = sessions.message_text(block.get("content", ""))
+        for block in sessions.blocks(content) if isinstance(content, list) else []:
+            if isinstance(block, ToolResult) and block.call_id in ids:
+                text = sessions.message_text(block.content)
                 out.extend(line for line in text.splitlines() if line.strip())
     return out
 
@@ -471,16 +472,9 @@ def memory_block(memory_text: str, user_text: str) -> str:
     return "\n\n".join(parts)
 
 
-def _request(model: str, memory: str, tail: str, schema: dict, max_tokens: int) -> dict:
-    return {
-        "model": model,
-        "max_tokens": max_tokens,
-        "system": [{"type": "text", "text": SYSTEM, "cache_control": dict(CACHE)}],
-        "messages": [{"role": "user", "content": [
-            {"type": "text", "text": memory, "cache_control": dict(CACHE)},
-            {"type": "text", "text": tail}]}],
-        "output_config": {"format": {"type": "json_schema", "schema": schema}},
-    }
+def _request(memory: str, tail: str, schema: dict, max_tokens: int) -> Request:
+    return Request([Message("user", [Text(memory, cache=CACHE), Text(tail)])], max_tokens,
+                   system=[Text(SYSTEM, cache=CACHE)], schema=schema)
 
 
 REJECTED = """
@@ -500,12 +494,12 @@ entry's "asked_to_remember" messages say it, and nothing else the entries hold. 
 edit that no such message states is discarded."""
 
 
-def analyst_params(model: str, memory: str, c: Chunk, today: str,
-                   max_tokens: int = Settings.dream_max_tokens,
-                   rejected: list[dict] | None = None, explicit: bool = False) -> dict:
-    """The Messages API parameters of one analyst request (after the shared, cached
-    prefix: the most recent `rejected` statements, as examples of what not to propose;
-    with `explicit`, the rule of explicit-only learning)."""
+def analyst_request(memory: str, c: Chunk, today: str,
+                    max_tokens: int = Settings.dream_max_tokens,
+                    rejected: list[dict] | None = None, explicit: bool = False) -> Request:
+    """One analyst request (after the shared, cached prefix: the most recent `rejected`
+    statements, as examples of what not to propose; with `explicit`, the rule of
+    explicit-only learning)."""
     tail = ANALYST.format(today=today, first=c.ids[0], last=c.ids[-1], data=c.data)
     if explicit:
         tail += EXPLICIT
@@ -514,39 +508,33 @@ def analyst_params(model: str, memory: str, c: Chunk, today: str,
         tail += REJECTED.format(data="\n".join(data_json(
             {"file": r.get("file"), "statement": r.get("line"), "op": r.get("op"),
              "reason": r.get("reason", "")}) for r in recent))
-    return _request(model, memory, tail, ANALYST_SCHEMA, max_tokens)
+    return _request(memory, tail, ANALYST_SCHEMA, max_tokens)
 
 
-def editor_params(model: str, memory: str, findings: list[dict], first: int, last: int,
-                  today: str, budget: int, memory_lines: int,
-                  max_tokens: int = Settings.dream_max_tokens, conflicts: int = 0) -> dict:
-    """The Messages API parameters of the editor request (told to settle the memory
-    files' `conflicts` sync-conflict blocks too, when there are any)."""
+def editor_request(memory: str, findings: list[dict], first: int, last: int,
+                   today: str, budget: int, memory_lines: int,
+                   max_tokens: int = Settings.dream_max_tokens, conflicts: int = 0) -> Request:
+    """The editor request (told to settle the memory files' `conflicts` sync-conflict
+    blocks too, when there are any)."""
     data = "\n".join(data_json(f) for f in findings)
     tail = EDITOR.format(today=today, first=first, last=last, budget=budget,
                          lines=memory_lines, data=data)
     if conflicts:
         head, sep, rest = tail.partition("\n\nThe findings, as data")
         tail = head + SETTLE.format(n=conflicts) + sep + rest
-    return _request(model, memory, tail, EDITOR_SCHEMA, max_tokens)
+    return _request(memory, tail, EDITOR_SCHEMA, max_tokens)
 
 
 # ---- replies --------------------------------------------------------------------------
 
-def _get(obj, name, default=None):
-    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
-
-
-def parse_reply(message, model: type[BaseModel]) -> dict:
+def parse_reply(message: Reply, model: type[BaseModel]) -> dict:
     """The JSON object a structured-output reply holds, checked by `model` (pydantic)."""
-    stop = _get(message, "stop_reason")
-    texts = [_get(b, "text", "") for b in _get(message, "content", []) or []
-             if _get(b, "type") == "text"]
-    raw = "".join(texts).strip()
-    if stop == "max_tokens":
+    stop = message.stop_reason
+    raw = message.text.strip()
+    if stop == MAX_TOKENS:
         raise ReplyError("the reply was cut off at its max_tokens limit; set a larger "
                          "[dream] max_tokens or a smaller chunk_tokens in agent.toml")
-    if stop == "refusal":
+    if stop == REFUSAL:
         raise ReplyError("the model declined to answer (stop_reason refusal)")
     if not raw:
         raise ReplyError("the reply holds no text")

@@ -34,15 +34,16 @@ import agent.dream.proposals as proposals
 from agent.dream import duplicates, learning
 import agent.dream.state as runstate
 from agent.dream.state import PHASES, DreamError, RunState, Step
-from agent.llm import (BatchResult, Message, NotFound, Provider, ProviderError, add_usage,
-                       zero_usage)
+from agent.llm import (Batching, BatchRequest, BatchResult, NotFound, Provider, ProviderError,
+                       add_usage, zero_usage)
 from agent.dream.provenance import proposal_records, records
 from agent.stores import rejections
 from agent.vault import branches
 from agent.stores.memory import MEMORY, USER
 from agent.fs import atomic
 from agent.fs.pidlock import PidLock
-from agent.vault.change import BATCH, CURSOR, DUPLICATES, MODEL, RUN, TOKENS, Change, tokens
+from agent.vault.change import (BATCH, CURSOR, DUPLICATES, FACTS_ADDED, FACTS_REMOVED,
+                                FACTS_UPDATED, MODEL, PROPOSED, RUN, TOKENS, Change, tokens)
 from agent.stores.merge import CONFLICT_END, CONFLICT_RE
 from agent.vault import gitcmd
 from typing import TYPE_CHECKING
@@ -179,7 +180,10 @@ def cancel_dream(vault: Vault, provider: Provider) -> DreamOutcome:
     note = ""
     if batch:
         try:
-            provider.batch_cancel(batch)
+            batches = provider.batching(state.model)
+            if batches is None:
+                raise NotFound(f"No batch API for {state.model}")
+            batches.batch_cancel(batch)
             note = f" Canceled batch {batch}."
         except NotFound:
             note = f" Batch {batch} is gone already."
@@ -291,10 +295,10 @@ class _Run:
             mode="sync" if self.sync else "batch")
         memory = self.memory_prompt(state)
         rejected = rejections.read(root)
-        requests = [{"custom_id": c.custom_id,
-                     "params": prompts.analyst_params(state.model, memory, c, state.today,
-                                                      state.max_tokens, rejected,
-                                                      explicit=asked is not None)}
+        requests = [BatchRequest(c.custom_id, state.model,
+                                 prompts.analyst_request(memory, c, state.today,
+                                                         state.max_tokens, rejected,
+                                                         explicit=asked is not None))
                     for c in chunks]
         skipped = f", {len(sel.skipped)} from heartbeat/dream sessions set aside" if sel.skipped else ""
         if passed:
@@ -345,12 +349,12 @@ class _Run:
                 memory = self.memory_prompt(state)
                 first, last = (state.entries[0], state.entries[-1]) if state.entries else \
                     (state.cursor, state.cursor)
-                params = prompts.editor_params(
-                    state.model, memory, state.findings or [], first, last, state.today,
+                request = prompts.editor_request(
+                    memory, state.findings or [], first, last, state.today,
                     self.settings.memory_max_lines, len(state.memory_text.splitlines()),
                     state.max_tokens, conflicts=clashes)
                 cid = f"editor-{first}-{last}" if state.entries else "editor-conflicts"
-                state = self.submit(state, "editor", [{"custom_id": cid, "params": params}])
+                state = self.submit(state, "editor", [BatchRequest(cid, state.model, request)])
                 if isinstance(state, DreamOutcome):
                     return state
                 if state.phase == "editor" and not self.wait:
@@ -403,23 +407,27 @@ class _Run:
     # -- submitting and collecting
 
     def submit(self, state: RunState, phase: str,
-               requests: list[dict]) -> RunState | DreamOutcome:
-        """Send a phase's requests: a batch (state saved at once), or plain calls."""
-        ids = [r["custom_id"] for r in requests]
+               requests: list[BatchRequest]) -> RunState | DreamOutcome:
+        """Send a phase's requests: a batch (state saved at once) where the model's
+        provider has a batch API, else plain calls."""
+        ids = [r.custom_id for r in requests]
         if state.mode == "batch" and not self.sync:
+            batch = None
             try:
-                batch = self.provider.batch_create(requests)
-            except NotFound as e:
-                if e.kind == "no_batches":
-                    self.say(f"{e} Sending the requests as plain calls, "
+                batches = self.provider.batching(state.model)
+                if batches is None:
+                    from agent.llm.spec import split
+                    self.say(f"The provider {split(state.model)[0]} has no Batches API. "
+                             f"Sending the requests as plain calls, "
                              f"{self.settings.dream_concurrency} at a time.")
                 else:
-                    self.say("This endpoint has no Message Batches; using plain Messages "
-                             "calls (full price).")
-                state.mode = "sync"
+                    batch = batches.batch_create(requests)
+            except NotFound:
+                self.say("This endpoint has no Message Batches; using plain Messages "
+                         "calls (full price).")
             except ProviderError as e:
                 return self.not_sent(state, phase, e.problem())
-            else:
+            if batch is not None:
                 state.set_step(phase, Step(ids, batch.id, self.clock().isoformat()))
                 state.phase = phase
                 save_state(self.vault, state)
@@ -427,7 +435,8 @@ class _Run:
                          f"request{'s' * (len(requests) != 1)}).")
                 return state
         state.mode = "sync"
-        state.set_step(phase, Step(ids, params={r["custom_id"]: r["params"] for r in requests}))
+        state.set_step(phase, Step(ids, params={r.custom_id: runstate.request_json(r)
+                                               for r in requests}))
         state.phase = phase
         save_state(self.vault, state)      # a kill from here on resumes with what is left
         return self.send_sync(state, phase)
@@ -452,7 +461,7 @@ class _Run:
         if unsent:
             return self.not_sent(state, phase, "; ".join(f"{cid}: {problem}"
                                                          for cid, problem in unsent.items()))
-        results = {cid: BatchResult("succeeded", message=Message(**m))
+        results = {cid: BatchResult("succeeded", message=runstate.reply_of(m))
                    for cid, m in step.done.items()}
         failure = self.take_results(state, phase, results)
         if failure:
@@ -467,14 +476,13 @@ class _Run:
         lock = threading.Lock()
 
         def one(cid: str) -> tuple[str, str | None]:
-            params = dict(step.params[cid])
+            model, request = runstate.request_of(step.params[cid])
             try:
-                msg = self.provider.create(params.pop("model"), parse=parse, **params)
+                msg = self.provider.create(model, request, parse=parse)
             except ProviderError as e:
                 return cid, e.problem()
             with lock:
-                step.done[cid] = {"content": msg.content, "usage": msg.usage,
-                                  "model": msg.model, "stop_reason": msg.stop_reason}
+                step.done[cid] = runstate.reply_json(msg)
                 save_state(self.vault, state)
             return cid, None
 
@@ -494,7 +502,8 @@ class _Run:
         submitted = datetime.fromisoformat(step.submitted) if step.submitted else self.now
         while True:
             try:
-                batch = self.provider.batch_retrieve(batch_id)
+                batches = self.batches(state)
+                batch = batches.batch_retrieve(batch_id)
             except NotFound:
                 return self.fail(state, f"the {phase} batch {batch_id} is not known to the API "
                                         f"(deleted, or made with another key)")
@@ -510,9 +519,17 @@ class _Run:
             time.sleep(self.poll_interval)
             self.waited += self.poll_interval
         try:
-            return self.provider.batch_results(batch_id)
+            return batches.batch_results(batch_id)
         except ProviderError as e:
             return self.unreachable(state, phase, e.problem())
+
+    def batches(self, state: RunState) -> Batching:
+        """The batch API the run's batch went to (NotFound when the model's provider
+        has none now)."""
+        batches = self.provider.batching(state.model)
+        if batches is None:
+            raise NotFound(f"No batch API for {state.model}")
+        return batches
 
     def unreachable(self, state: RunState, phase: str, problem: str) -> DreamOutcome:
         """The batch could not be checked this time; it stays saved for the next run."""
@@ -617,7 +634,8 @@ class _Run:
             sha = self.vault.commit(Change("dream", f"no changes (archive {sel.first}..{sel.through})",
                                            body=why,
                                            trailers={RUN: f"{sel.first}..{sel.through}",
-                                                     "Cursor": f"{sel.cursor} -> {sel.through}"}))
+                                                     CURSOR: f"{sel.cursor} -> {sel.through}",
+                                                     **counts(0, 0, 0, 0)}))
         self._clear_failure()
         return self.outcome("no_changes", f"{why} The cursor moves to {sel.through}.", sha=sha,
                             **span)
@@ -837,7 +855,15 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
         lines.append(f"Dropped before review: {applied.dropped} (rejected before, waiting "
                      f"already, held in memory already, or not asked for).")
     lines.extend(applied.notes)
-    return Change("dream", subject, body="\n".join(lines), trailers=trailers)
+    return Change("dream", subject, body="\n".join(lines),
+                  trailers={**trailers, **counts(applied.added, applied.updated,
+                                                 applied.removed, applied.proposed)})
+
+
+def counts(added: int, updated: int, removed: int, proposed: int) -> dict[str, str]:
+    """The trailers that count a dream's edits (agent stats reads them)."""
+    return {FACTS_ADDED: str(added), FACTS_UPDATED: str(updated),
+            FACTS_REMOVED: str(removed), PROPOSED: str(proposed)}
 
 
 def trailers(state: RunState, out: DreamOutcome) -> dict[str, str]:

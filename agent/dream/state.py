@@ -22,6 +22,9 @@ from typing import Any
 
 from agent.errors import UserError
 from agent.fs import atomic
+from agent.llm.base import usage_dict
+from agent.llm.records import BatchRequest, Message, Reply, Request, Text, Usage
+from agent.stores import sessions
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -66,6 +69,48 @@ class Step:
         if self.done:
             d["done"] = self.done
         return d
+
+
+# A plain call in flight is kept as the Messages API parameters it was sent with, and its
+# reply as a message record, the layout earlier versions wrote (their blocks in the
+# stored form of agent.stores.sessions, cache hints included), so a dream left in
+# flight by them is sent on.
+
+
+def request_json(r: BatchRequest) -> dict[str, Any]:
+    req = r.request
+    out: dict[str, Any] = {"model": r.model, "max_tokens": req.max_tokens}
+    if req.system:
+        out["system"] = sessions.stored(req.system)
+    out["messages"] = [{"role": m.role, "content": sessions.stored(m.content)}
+                       for m in req.messages]
+    if req.schema is not None:
+        out["output_config"] = {"format": {"type": "json_schema", "schema": req.schema}}
+    return out
+
+
+def request_of(params: dict[str, Any]) -> tuple[str, Request]:
+    """(model, request) of what request_json saved."""
+    system = params.get("system") or ""
+    messages = [Message(m["role"], m["content"] if isinstance(m["content"], str)
+                        else sessions.blocks(m["content"]))
+                for m in params.get("messages") or []]
+    schema = ((params.get("output_config") or {}).get("format") or {}).get("schema")
+    return str(params.get("model", "")), Request(
+        messages, int(params.get("max_tokens") or 0),
+        system=system if isinstance(system, str) else
+        [b for b in sessions.blocks(system) if isinstance(b, Text)], schema=schema)
+
+
+def reply_json(reply: Reply) -> dict[str, Any]:
+    return {"content": sessions.stored(reply.content), "usage": reply.usage.as_dict(),
+            "model": reply.model, "stop_reason": reply.stop_reason}
+
+
+def reply_of(record: dict[str, Any]) -> Reply:
+    return Reply(sessions.blocks(record.get("content") or []),
+                 Usage(**usage_dict(record.get("usage"))), str(record.get("model") or ""),
+                 record.get("stop_reason"))
 
 
 @dataclass

@@ -1,8 +1,11 @@
 """The one seam to a language model.
 
-`Provider` (base.py) is what the rest of the agent calls; `make_provider(settings)` makes
-the real one (router.py), which sends each model to its provider (spec.py): anthropic.py
-and openai.py, the only modules importing an SDK, each at its first call.
+`Provider` (base.py) is what the rest of the agent calls, with the records of records.py
+(a `Request` of `Message`s of `Text`, `ToolCall` and `ToolResult` blocks, `Tool`s and
+`CacheHint`s; a `Reply` with its `Usage`); `make_provider(settings)` makes the real one
+(router.py), which sends each model to its provider (spec.py): anthropic.py and
+openai.py, the only modules importing an SDK (each at its first call) and the only homes
+of their wire formats. A batch API is a capability (`Batching`, `provider.batching(model)`).
 `ScriptedProvider` (scripted.py) answers from a queue in unit tests.
 """
 
@@ -10,17 +13,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.llm.base import (CONTEXT_TOKENS, Batch, BatchResult, Message, NotFound, Provider,
-                            ProviderError, TooLarge, add_usage, check_request,
-                            estimate_request, models_for, usage_dict, zero_usage)
+from agent.llm.base import (CONTEXT_TOKENS, Batching, NotFound, Provider, ProviderError,
+                            TooLarge, add_usage, models_for, usage_dict, zero_usage)
+from agent.llm.records import (Batch, BatchRequest, BatchResult, Block, CacheHint,
+                               Interrupted, Message, Opaque, Reply, Request, Stop, Text,
+                               Tool, ToolCall, ToolResult, Usage)
 
 if TYPE_CHECKING:
     from agent.config import Settings
     from agent.llm.router import Router
 
-__all__ = ["CONTEXT_TOKENS", "Batch", "BatchResult", "Message", "NotFound", "Provider",
-           "ProviderError", "TooLarge", "add_usage", "check_request", "estimate_request",
-           "make_provider", "models_for", "usage_dict", "zero_usage"]
+__all__ = ["CONTEXT_TOKENS", "Batch", "BatchRequest", "BatchResult", "Batching", "Block",
+           "CacheHint", "Interrupted", "Message", "NotFound", "Opaque", "Provider",
+           "ProviderError", "Reply", "Request", "Stop", "Text", "TooLarge", "Tool", "ToolCall",
+           "ToolResult", "Usage", "add_usage", "make_provider", "models_for", "usage_dict",
+           "zero_usage"]
 
 
 def sdk_of(settings: Settings | None = None, model: str | None = None) -> str:

@@ -3,8 +3,10 @@
 The SDK is imported, and its client made, at the first model call: commands that need
 no model do not pay for importing it, and `agent chat` builds its prompt while the SDK
 loads in the background (agent.llm.preload). ANTHROPIC_BASE_URL is honoured by the SDK itself.
-SDK objects and errors never leave this module: replies become `Message`s, batches
-`Batch`es, errors `ProviderError`s.
+The only home of the Messages API's wire format: the seam's records
+(agent/llm/records.py) become its dicts here, and its replies become records. SDK
+objects and errors never leave this module: replies become `Reply`s, batches `Batch`es,
+errors `ProviderError`s.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TYPE_CHECKING, TypeVar, cast
 
-from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
-                            check_request, usage_dict, with_fallbacks)
+from agent.llm.base import NotFound, Provider, ProviderError, usage_dict, with_fallbacks
+from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Batch,
+                               BatchRequest, BatchResult, Block, CacheHint, Interrupted,
+                               Message, Opaque, Reply, Request, Stop, Text, Tool, ToolCall,
+                               ToolResult, Usage)
 from agent.llm.spec import NoApiKey, ProviderSpec, specs
 
-__all__ = ["AnthropicProvider", "NoApiKey", "check_key", "make_client", "translate"]
+__all__ = ["AnthropicProvider", "NoApiKey", "check_key", "make_client", "params_of",
+           "translate", "usage_dict", "wire"]
 
 ANTHROPIC = specs(None)["anthropic"]
 
@@ -119,23 +125,105 @@ def translate(e: "anthropic.APIError") -> ProviderError:
                fallback=fallback)
 
 
-# ---- conversions ----------------------------------------------------------------------
+# ---- conversions: records <-> the Messages API -----------------------------------------
+
+_STOP = {"end_turn": END, "stop_sequence": END, "tool_use": TOOL_CALLS,
+         "max_tokens": MAX_TOKENS, "refusal": REFUSAL}
 
 
-def _block(b: Any) -> dict[str, Any]:
-    """An SDK content block as the plain dict we store and send back."""
+def _cache(hint: CacheHint) -> dict[str, str]:
+    return {"type": "ephemeral", **({"ttl": hint.ttl} if hint.ttl else {})}
+
+
+def wire_block(b: Block) -> dict[str, Any] | None:
+    """A block as the Messages API takes it (None: an opaque part that is no block)."""
+    out: dict[str, Any]
+    if isinstance(b, Text):
+        out = {"type": "text", "text": b.text}
+    elif isinstance(b, ToolCall):
+        out = {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+    elif isinstance(b, ToolResult):
+        out = {"type": "tool_result", "tool_use_id": b.call_id,
+               "content": wire_content(b.content)}
+        if b.is_error:
+            out["is_error"] = True
+    elif isinstance(b.data, dict):
+        out = {k: v for k, v in b.data.items() if k != "cache_control"}
+    else:
+        return None
+    if b.cache is not None:
+        out["cache_control"] = _cache(b.cache)
+    return out
+
+
+def wire_content(content: str | list[Block]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return [w for w in map(wire_block, content) if w is not None]
+
+
+def wire_message(m: Message) -> dict[str, Any]:
+    return {"role": m.role, "content": wire_content(m.content)}
+
+
+def wire_tool(t: Tool) -> dict[str, Any]:
+    return {"name": t.name, "description": t.description, "input_schema": t.schema}
+
+
+def wire(obj: Any) -> Any:
+    """Records (a block, message, tool, or a list of them) in the Messages API's form."""
+    if isinstance(obj, list):
+        return [wire(o) for o in obj]
+    if isinstance(obj, Message):
+        return wire_message(obj)
+    if isinstance(obj, Tool):
+        return wire_tool(obj)
+    if isinstance(obj, (Text, ToolCall, ToolResult, Opaque)):
+        return wire_block(obj)
+    return obj
+
+
+def params_of(request: Request, model: str | None = None,
+              sampling: dict[str, float] | None = None) -> dict[str, Any]:
+    """The Messages API parameters of a request (`model` first when given), with the
+    provider's sampling options (agent.toml checks an Anthropic table sets only
+    temperature, top_p and top_k, which the API takes)."""
+    out: dict[str, Any] = {"model": model} if model is not None else {}
+    out["max_tokens"] = request.max_tokens
+    out.update({k: v for k, v in (sampling or {}).items() if v is not None})
+    if request.system:
+        out["system"] = (request.system if isinstance(request.system, str) else
+                         [wire_block(t) for t in request.system])
+    out["messages"] = [wire_message(m) for m in request.messages]
+    if request.tools:
+        out["tools"] = [wire_tool(t) for t in request.tools]
+        if request.tool_choice:
+            out["tool_choice"] = ({"type": "any"} if request.tool_choice == "required" else
+                                  {"type": "none"} if request.tool_choice == "none" else
+                                  {"type": "tool", "name": request.tool_choice})
+    if request.schema is not None:
+        out["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
+    return out
+
+
+def _usage(u: Any) -> Usage:
+    return Usage(**usage_dict(u))
+
+
+def _reply_block(b: Any) -> Block:
     d = b.model_dump(mode="json", exclude_none=True) if hasattr(b, "model_dump") else dict(b)
     if d.get("type") == "text":
-        return {"type": "text", "text": d.get("text", "")}
+        return Text(d.get("text", ""))
     if d.get("type") == "tool_use":
-        return {"type": "tool_use", "id": d["id"], "name": d["name"], "input": d.get("input", {})}
-    return d
+        return ToolCall(d["id"], d["name"], d.get("input", {}))
+    return Opaque(d)
 
 
-def _message(m: Any, model: str = "") -> Message:
-    return Message(content=[_block(b) for b in m.content or []], usage=usage_dict(m.usage),
-                   model=model or getattr(m, "model", None) or "",
-                   stop_reason=getattr(m, "stop_reason", None))
+def _message(m: Any, model: str = "") -> Reply:
+    stop = getattr(m, "stop_reason", None)
+    return Reply(content=[_reply_block(b) for b in m.content or []], usage=_usage(m.usage),
+                 model=model or getattr(m, "model", None) or "",
+                 stop_reason=_STOP.get(stop, stop) if stop else None)
 
 
 def _batch(b: Any) -> Batch:
@@ -160,7 +248,7 @@ def _result(r: Any) -> BatchResult:
 
 
 class AnthropicProvider(Provider):
-    """The Messages and Message Batches APIs through the `anthropic` SDK.
+    """The Messages and Message Batches APIs through the `anthropic` SDK (Batching).
 
     The key is read now, or (lazy=True) at the first call: then a command that may need
     no model (a dream with nothing to send) runs without one. The SDK is imported and the
@@ -198,37 +286,44 @@ class AnthropicProvider(Provider):
         except anthropic.APIError as e:
             raise translate(e) from e
 
-    def stream(self, models: str | Sequence[str], *,
-               on_text: Callable[[str], None] | None = None, parse: Any = None,
-               **params: Any) -> Message:
-        check_request(params)          # before the SDK is even loaded
+    def stream(self, models: str | Sequence[str], request: Request, *,
+               on_text: Callable[[str], None] | None = None) -> Reply:
+        params = params_of(request, sampling=self.spec.sampling)
         client = self.client
 
-        def one(model: str) -> Message:
-            def go() -> Message:
+        def one(model: str) -> Reply:
+            def go() -> Reply:
+                heard: list[str] = []
                 with client.messages.stream(model=model, **params) as stream:
                     try:
                         for event in stream:
-                            if on_text is not None and event.type == "text":
-                                on_text(event.text)
-                    except KeyboardInterrupt as e:
-                        # What the stream reported so far (its input tokens at the start),
-                        # for the interrupted turn's Tokens trailer: `e.partial_usage`.
+                            if event.type == "text":
+                                heard.append(event.text)
+                                if on_text is not None:
+                                    on_text(event.text)
+                    except (Stop, KeyboardInterrupt) as e:
+                        # What the stream reported so far (its input tokens at the start).
                         snapshot: Any = getattr(stream, "current_message_snapshot", None)
-                        if getattr(snapshot, "usage", None) is not None:
-                            e.partial_usage = usage_dict(snapshot.usage)  # type: ignore[attr-defined]  # read by chat.turn
-                        raise
+                        usage = getattr(snapshot, "usage", None)
+                        so_far = _usage(usage) if usage is not None else None
+                        if isinstance(e, Stop):
+                            return Reply([Text("".join(heard))] if heard else [],
+                                         so_far or Usage(), model, STOPPED)
+                        raise Interrupted("".join(heard), so_far) from e
                     return _message(stream.get_final_message(), model)
             return self._call(go)
         return with_fallbacks(models, one)
 
-    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
-        check_request(params)
+    def create(self, models: str | Sequence[str], request: Request, *,
+               parse: Any = None) -> Reply:
+        params = params_of(request, sampling=self.spec.sampling)
         client = self.client
         return with_fallbacks(models, lambda model: self._call(
             lambda: _message(client.messages.create(model=model, **params), model)))
 
-    def count_tokens(self, model: str, **params: Any) -> int:
+    def count_tokens(self, model: str, request: Request) -> int:
+        params = params_of(request)
+        params.pop("max_tokens", None)
         client = self.client
         return self._call(lambda: client.messages.count_tokens(model=model, **params)).input_tokens
 
@@ -236,11 +331,15 @@ class AnthropicProvider(Provider):
         client = self.client
         return self._call(lambda: [m.id for m in client.models.list(limit=1000)])
 
-    def batch_create(self, requests: list[dict[str, Any]]) -> Batch:
-        for r in requests:
-            check_request(r.get("params") or {})
+    # -- Batching
+
+    def batch_create(self, requests: list[BatchRequest]) -> Batch:
+        wire_requests = [{"custom_id": r.custom_id, "params": params_of(r.request, r.model,
+                                                                  self.spec.sampling)}
+                         for r in requests]
         client = self.client
-        return _batch(self._call(lambda: client.messages.batches.create(requests=cast(Any, requests))))
+        return _batch(self._call(lambda: client.messages.batches.create(
+            requests=cast(Any, wire_requests))))
 
     def batch_retrieve(self, batch_id: str) -> Batch:
         client = self.client

@@ -1,13 +1,14 @@
 """OpenAI-compatible chat completions (OpenAI, Ollama, llama.cpp, vLLM, LM Studio,
-OpenRouter): the only module that imports the `openai` SDK, at the first call.
+OpenRouter): the only module that imports the `openai` SDK, at the first call, and the
+only home of the chat-completions wire format.
 
-The seam speaks the Anthropic Messages format (the one the session files store); this
-module translates a request into chat completions and the reply back into content
-blocks, so a session started with one provider continues with another:
+The seam's records (agent/llm/records.py) become chat-completions messages here and the
+reply comes back as records, so a session started with one provider continues with
+another:
 
-    text / tool_use blocks        <->  assistant content / tool_calls
-    tool_result blocks            <->  "tool" messages (before the user's own text)
-    output_config json_schema     ->   response_format json_schema, else JSON mode
+    Text / ToolCall blocks        <->  assistant content / tool_calls
+    ToolResult blocks             <->  "tool" messages (before the user's own text)
+    Request.schema                ->   response_format json_schema, else JSON mode
 
 SDK objects and errors never leave this module.
 """
@@ -19,8 +20,12 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
-from agent.llm.base import Message, NotFound, Provider, ProviderError, usage_dict
+from agent.llm.base import NotFound, Provider, ProviderError
+from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Block,
+                               Interrupted, Opaque, Reply, Request, Stop, Text, ToolCall,
+                               ToolResult, Usage)
 from agent.llm.spec import ProviderSpec
 
 if TYPE_CHECKING:
@@ -28,9 +33,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# stop_reason in the Messages API's words for a chat completion's finish_reason.
-_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
-         "length": "max_tokens", "content_filter": "refusal"}
+# The seam's stop reason for a chat completion's finish_reason.
+_STOP = {"stop": END, "tool_calls": TOOL_CALLS, "function_call": TOOL_CALLS,
+         "length": MAX_TOKENS, "content_filter": REFUSAL}
 # Errors after which another model (of another provider, say) may succeed: unknown
 # model, rate limited after the SDK's retries, overloaded or unavailable.
 _FALLBACK_STATUS = {404, 429, 502, 503, 529}
@@ -40,23 +45,28 @@ JSON_ONLY = ("Answer with one JSON object and nothing else (no prose, no code fe
              "must match this JSON schema:\n{schema}")
 
 
-# ---- requests: Messages format -> chat completions -------------------------------------
+# ---- requests: records -> chat completions ---------------------------------------------
 
 
-def _text_of(content: Any) -> str:
+def _is_image(b: Block) -> bool:
+    return isinstance(b, Opaque) and isinstance(b.data, dict) and b.data.get("type") == "image"
+
+
+def _text_of(content: str | Sequence[Block]) -> str:
     if isinstance(content, str):
         return content
     parts = []
-    for b in content or []:
-        if b.get("type") == "text":
-            parts.append(b.get("text", ""))
-        elif b.get("type") == "image":
+    for b in content:
+        if isinstance(b, Text):
+            parts.append(b.text)
+        elif _is_image(b):
             parts.append("[image]")
     return "\n".join(p for p in parts if p)
 
 
-def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
-    src = block.get("source") or {}
+def _image_part(b: Opaque) -> dict[str, Any] | None:
+    """An image a stored conversation holds (a base64 or URL source) as an image_url."""
+    src = b.data.get("source") or {}
     if src.get("type") == "base64":
         return {"type": "image_url",
                 "image_url": {"url": f"data:{src.get('media_type')};base64,{src.get('data')}"}}
@@ -65,23 +75,22 @@ def _image_part(block: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _user(content: Any) -> list[dict[str, Any]]:
+def _user(content: str | list[Block]) -> list[dict[str, Any]]:
     """A user message's blocks: its tool results first (each a "tool" message, which must
     follow the assistant's tool calls directly), then its text and images."""
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
-    out, parts = [], []
+    out: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
     for b in content:
-        kind = b.get("type")
-        if kind == "tool_result":
-            text = _text_of(b.get("content", ""))
-            if b.get("is_error"):
+        if isinstance(b, ToolResult):
+            text = _text_of(b.content)
+            if b.is_error:
                 text = f"Error: {text}"
-            out.append({"role": "tool", "tool_call_id": b.get("tool_use_id", ""),
-                        "content": text or "(empty)"})
-        elif kind == "text" and b.get("text"):
-            parts.append({"type": "text", "text": b["text"]})
-        elif kind == "image" and (part := _image_part(b)) is not None:
+            out.append({"role": "tool", "tool_call_id": b.call_id, "content": text or "(empty)"})
+        elif isinstance(b, Text) and b.text:
+            parts.append({"type": "text", "text": b.text})
+        elif isinstance(b, Opaque) and _is_image(b) and (part := _image_part(b)) is not None:
             parts.append(part)
     if parts:
         only_text = all(p["type"] == "text" for p in parts)
@@ -90,14 +99,14 @@ def _user(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant(content: Any) -> dict[str, Any]:
+def _assistant(content: str | list[Block]) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
-    calls = [{"id": b["id"], "type": "function",
-              "function": {"name": b["name"],
-                           "arguments": json.dumps(b.get("input") or {}, ensure_ascii=False)}}
-             for b in content if b.get("type") == "tool_use"]
+    text = "".join(b.text for b in content if isinstance(b, Text))
+    calls = [{"id": b.id, "type": "function",
+              "function": {"name": b.name,
+                           "arguments": json.dumps(b.input or {}, ensure_ascii=False)}}
+             for b in content if isinstance(b, ToolCall)]
     # null beside tool calls, as the API says; "" otherwise (some chat templates of the
     # compatible servers fail on a null without them).
     msg: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
@@ -106,55 +115,62 @@ def _assistant(content: Any) -> dict[str, Any]:
     return msg
 
 
-def messages_of(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The chat-completions messages for Messages-API `system` and `messages`."""
+def messages_of(request: Request) -> list[dict[str, Any]]:
+    """The chat-completions messages for a request's system and messages."""
     out = []
-    system = _text_of(params.get("system") or "")
+    system = _text_of(request.system)
     if system:
         out.append({"role": "system", "content": system})
-    for m in params.get("messages") or []:
-        if m.get("role") == "assistant":
-            out.append(_assistant(m.get("content")))
+    for m in request.messages:
+        if m.role == "assistant":
+            out.append(_assistant(m.content))
         else:
-            out.extend(_user(m.get("content")))
+            out.extend(_user(m.content))
     return out
 
 
-def _tool_choice(choice: dict[str, Any]) -> Any:
+def _tool_choice(choice: str) -> str:
     # A named tool goes as "required" over a list of that tool alone (request_of): the
     # compatible servers know only the strings, and llama-server reads the object form
     # as "auto" (with a warning in its log), so the model could answer without the call.
-    kind = choice.get("type")
-    return {"any": "required", "tool": "required", "none": "none"}.get(str(kind), "auto")
+    return choice if choice == "none" else "required"
 
 
-def request_of(model: str, params: dict[str, Any], spec: ProviderSpec, structured: str) -> dict[str, Any]:
-    """The `chat.completions.create` arguments for Messages-API `params`. structured:
-    "json_schema", "json_object" or "prompt", how a requested schema is enforced."""
-    req: dict[str, Any] = {"model": model, "messages": messages_of(params)}
-    if params.get("max_tokens"):
-        req[spec.max_tokens_field] = params["max_tokens"]
+def _max_tokens_field(spec: ProviderSpec) -> str:
+    """OpenAI's own API wants max_completion_tokens for its newer models; the compatible
+    servers know max_tokens."""
+    host = urlsplit(spec.url).hostname or ""
+    return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+
+
+# The provider's sampling options (ProviderSpec.sampling): OpenAI's own, as fields;
+# llama.cpp's server, vLLM and LM Studio's further ones, in the body beside them.
+_SAMPLING = ("temperature", "top_p", "frequency_penalty", "presence_penalty")
+_SAMPLING_EXTRA = ("top_k", "min_p", "repeat_penalty")
+
+
+def request_of(model: str, request: Request, spec: ProviderSpec, structured: str) -> dict[str, Any]:
+    """The `chat.completions.create` arguments for a request. structured: "json_schema",
+    "json_object" or "prompt", how a requested schema is enforced."""
+    req: dict[str, Any] = {"model": model, "messages": messages_of(request)}
+    if request.max_tokens:
+        req[_max_tokens_field(spec)] = request.max_tokens
+    choice = request.tool_choice
     tools: list[dict[str, Any]] = [{"type": "function", "function": {
-        "name": t["name"], "description": t.get("description", ""),
-        "parameters": t.get("input_schema") or {"type": "object", "properties": {}}}}
-        for t in params.get("tools") or [] if t.get("type", "custom") == "custom"]
-    choice = params.get("tool_choice") or {}
-    if choice.get("type") == "tool":
-        tools = [t for t in tools if t["function"]["name"] == choice.get("name")]
+        "name": t.name, "description": t.description,
+        "parameters": t.schema or {"type": "object", "properties": {}}}}
+        for t in request.tools
+        if choice in (None, "required", "none") or t.name == choice]
     if tools:
         req["tools"] = tools
         if choice:
             req["tool_choice"] = _tool_choice(choice)
-    for ours, theirs in (("temperature", "temperature"), ("top_p", "top_p"),
-                         ("stop_sequences", "stop"), ("frequency_penalty", "frequency_penalty"),
-                         ("presence_penalty", "presence_penalty")):
-        if params.get(ours) is not None:
-            req[theirs] = params[ours]
-    # Not in OpenAI's API, taken by llama.cpp's server, vLLM and LM Studio: in the body.
-    extra = {k: params[k] for k in ("top_k", "min_p", "repeat_penalty") if params.get(k) is not None}
+    sampling = spec.sampling
+    req.update({k: sampling[k] for k in _SAMPLING if sampling.get(k) is not None})
+    extra = {k: sampling[k] for k in _SAMPLING_EXTRA if sampling.get(k) is not None}
     if extra:
         req["extra_body"] = extra
-    schema = ((params.get("output_config") or {}).get("format") or {}).get("schema")
+    schema = request.schema
     if schema is not None:
         if structured == "json_schema":
             req["response_format"] = {"type": "json_schema", "json_schema": {
@@ -171,22 +187,22 @@ def request_of(model: str, params: dict[str, Any], spec: ProviderSpec, structure
     return req
 
 
-# ---- replies: chat completions -> Messages format --------------------------------------
+# ---- replies: chat completions -> records ----------------------------------------------
 
 
-def usage_of(usage: Any) -> dict[str, int]:
-    """The four counts of the seam from a completion's usage (prompt tokens include the
-    cached ones; the Messages API counts those apart)."""
+def usage_of(usage: Any) -> Usage:
+    """The seam's usage from a completion's (prompt tokens include the cached ones; the
+    seam counts those apart)."""
     if usage is None:
-        return usage_dict(None)
+        return Usage()
     details = getattr(usage, "prompt_tokens_details", None)
     cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
     prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    return usage_dict({"input_tokens": max(prompt - cached, 0), "cache_read_input_tokens": cached,
-                       "output_tokens": int(getattr(usage, "completion_tokens", 0) or 0)})
+    return Usage(input_tokens=max(prompt - cached, 0), cache_read_input_tokens=cached,
+                 output_tokens=int(getattr(usage, "completion_tokens", 0) or 0))
 
 
-def _tool_block(n: int, call_id: str | None, name: str, arguments: str) -> dict[str, Any]:
+def _tool_call(n: int, call_id: str | None, name: str, arguments: str) -> ToolCall:
     try:
         args = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
@@ -194,28 +210,26 @@ def _tool_block(n: int, call_id: str | None, name: str, arguments: str) -> dict[
     if not isinstance(args, dict):
         # A small model's broken JSON: the tool refuses it and the model sees why.
         args = {"unparsed_arguments": arguments}
-    # The Messages API allows only these characters in an id; the session keeps one
-    # that either provider accepts.
+    # Only these characters in an id: the session keeps one that every provider accepts.
     safe = _ID.sub("_", call_id or "")[:40] or f"call_{n}"
-    return {"type": "tool_use", "id": safe, "name": name, "input": args}
+    return ToolCall(safe, name, args)
 
 
-def _blocks(text: str, calls: list[tuple[str | None, str, str]]) -> list[dict[str, Any]]:
-    blocks = [{"type": "text", "text": text}] if text else []
-    blocks += [_tool_block(n, cid, name, args) for n, (cid, name, args) in enumerate(calls)]
+def _blocks(text: str, calls: Sequence[tuple[str | None, str, str]]) -> list[Block]:
+    blocks: list[Block] = [Text(text)] if text else []
+    blocks += [_tool_call(n, cid, name, args) for n, (cid, name, args) in enumerate(calls)]
     return blocks
 
 
-def message_of(completion: Any, model: str) -> Message:
+def message_of(completion: Any, model: str) -> Reply:
     choice = completion.choices[0] if completion.choices else None
     msg = getattr(choice, "message", None)
     calls = [(c.id, c.function.name, c.function.arguments or "")
              for c in (getattr(msg, "tool_calls", None) or []) if getattr(c, "function", None)]
     blocks = _blocks(getattr(msg, "content", None) or "", calls)
-    stop = _STOP.get(getattr(choice, "finish_reason", None) or "", "end_turn")
-    if calls:
-        stop = "tool_use"
-    return Message(blocks, usage_of(completion.usage), model, stop)
+    finish = getattr(choice, "finish_reason", None) or ""
+    stop = TOOL_CALLS if calls else _STOP.get(finish, END)
+    return Reply(blocks, usage_of(completion.usage), model, stop)
 
 
 class _Streamed:
@@ -247,10 +261,15 @@ class _Streamed:
             if choice.finish_reason:
                 self.finish = choice.finish_reason
 
-    def message(self, model: str) -> Message:
-        calls = [tuple(self.calls[i]) for i in sorted(self.calls)]
-        stop = "tool_use" if calls else _STOP.get(self.finish or "", "end_turn")
-        return Message(_blocks("".join(self.text), calls), usage_of(self.usage), model, stop)
+    def message(self, model: str) -> Reply:
+        calls = [(c[0], c[1], c[2]) for c in (self.calls[i] for i in sorted(self.calls))]
+        stop = TOOL_CALLS if calls else _STOP.get(self.finish or "", END)
+        return Reply(_blocks("".join(self.text), calls), usage_of(self.usage), model, stop)
+
+    def stopped(self, model: str) -> Reply:
+        """What had arrived when the caller stopped the stream (a tool call half written
+        is no call)."""
+        return Reply(_blocks("".join(self.text), []), usage_of(self.usage), model, STOPPED)
 
 
 # ---- errors ---------------------------------------------------------------------------
@@ -347,66 +366,55 @@ class OpenAIProvider(Provider):
                                 f"({self.spec.url}) broke mid-reply: {e}", detail=str(e),
                                 fallback=True) from e
 
-    def _send(self, model: str, params: dict[str, Any], go: Callable[[dict[str, Any]], Message]) -> Message:
-        """go(request), stepping down from json_schema to JSON mode to a prompt when the
-        server refuses a way of structured output (remembered for the next call)."""
-        wanted = (params.get("output_config") or {}).get("format") is not None
+    def _send(self, model: str, request: Request, go: Callable[[dict[str, Any]], Reply]) -> Reply:
+        """go(arguments), stepping down from json_schema to JSON mode to a prompt when
+        the server refuses a way of structured output (remembered for the next call)."""
+        wanted = request.schema is not None
         ways = ("json_schema", "json_object", "prompt")
         start = ways.index(self._structured.get(model, self.spec.structured))
         for way in ways[start:] if wanted else ways[:1]:
             try:
-                return go(request_of(model, params, self.spec, way))
+                return go(request_of(model, request, self.spec, way))
             except ProviderError as e:
                 if not wanted or way == "prompt" or not _schema_refused(e):
                     raise
                 self._structured[model] = ways[ways.index(way) + 1]
         raise AssertionError("unreachable")
 
-    def stream(self, models: str | Sequence[str], *, on_text: Callable[[str], None] | None = None,
-               parse: Any = None, **params: Any) -> Message:
+    def stream(self, models: str | Sequence[str], request: Request, *,
+               on_text: Callable[[str], None] | None = None) -> Reply:
         client = self.client
         model = models if isinstance(models, str) else models[0]
 
-        def go(req: dict[str, Any]) -> Message:
-            def run() -> Message:
+        def go(req: dict[str, Any]) -> Reply:
+            def run() -> Reply:
                 got = _Streamed()
                 stream = client.chat.completions.create(
                     **req, stream=True, stream_options={"include_usage": True})
                 try:
                     for chunk in stream:
                         got.take(chunk, on_text)
+                except Stop:
+                    return got.stopped(model)
                 except KeyboardInterrupt as e:
-                    e.partial_usage = usage_of(got.usage)  # type: ignore[attr-defined]  # read by chat.turn
-                    raise
+                    raise Interrupted("".join(got.text), usage_of(got.usage)) from e
                 finally:
                     stream.close()
                 return got.message(model)
             return self._call(run)
-        return self._send(model, params, go)
+        return self._send(model, request, go)
 
-    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
+    def create(self, models: str | Sequence[str], request: Request, *,
+               parse: Any = None) -> Reply:
         client = self.client
         model = models if isinstance(models, str) else models[0]
-        return self._send(model, params, lambda req: self._call(
+        return self._send(model, request, lambda req: self._call(
             lambda: message_of(client.chat.completions.create(**req), model)))
 
-    def count_tokens(self, model: str, **params: Any) -> int:
-        from agent.llm.base import estimate_request
-        return estimate_request(params)
+    def count_tokens(self, model: str, request: Request) -> int:
+        from agent.llm.size import estimate_request
+        return estimate_request(request)
 
     def list_models(self) -> list[str]:
         client = self.client
         return self._call(lambda: [m.id for m in client.models.list()])
-
-    def batch_create(self, requests: list[dict[str, Any]]) -> Any:
-        raise NotFound(f"The provider {self.spec.name} has no Message Batches.",
-                       kind="no_batches")
-
-    def batch_retrieve(self, batch_id: str) -> Any:
-        raise NotFound(f"The provider {self.spec.name} has no batch {batch_id}.")
-
-    def batch_results(self, batch_id: str) -> Any:
-        raise NotFound(f"The provider {self.spec.name} has no batch {batch_id}.")
-
-    def batch_cancel(self, batch_id: str) -> Any:
-        raise NotFound(f"The provider {self.spec.name} has no batch {batch_id}.")

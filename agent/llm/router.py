@@ -5,22 +5,28 @@ service that model names (agent.llm.spec), so one chain may cross providers:
 
 A model fails over to the next when the error says another may work: the model is
 overloaded, unknown or rate limited there, or (for a model of another provider) its
-service could not be reached. `Message.model` is the full name of the model that
+service could not be reached. `Reply.model` is the full name of the model that
 answered, provider included, as the commit trailers record it.
 
 A structured reply (`parse=` a pydantic model) that does not fit is asked for once more,
 with what was wrong; what the second answer says is returned either way.
+
+Each provider lists its own models (`list_models` asks every configured one), and a batch
+API is offered per model: `batching(model)` is the Batching of that model's provider, or
+None when it has none.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent.llm.base import (Batch, BatchResult, Message, NotFound, Provider, ProviderError,
-                            TooLarge, add_usage, check_request, zero_usage)
+from agent.llm.base import Batching, Provider, ProviderError, TooLarge
+from agent.llm.records import (Batch, BatchRequest, BatchResult, Message, Reply, Request)
+from agent.llm.size import check_request
 from agent.llm.spec import NoApiKey, ProviderSpec, split
 from agent.llm.structured import misfit
 
@@ -84,7 +90,7 @@ class Router(Provider):
     # -- calls
 
     def _chain(self, models: str | Sequence[str],
-               call: Callable[[Provider, str, ProviderSpec], Message]) -> Message:
+               call: Callable[[Provider, str, ProviderSpec], Reply]) -> Reply:
         chain = [models] if isinstance(models, str) else list(models)
         chain = [m for i, m in enumerate(chain) if m and m not in chain[:i]]
         if not chain:
@@ -115,73 +121,81 @@ class Router(Provider):
         elsewhere = split(model)[0] != split(nxt)[0]
         return e.fallback or (elsewhere and (e.status in (None, 429) or e.kind == "no_key"))
 
-    def stream(self, models: str | Sequence[str], *,
-               on_text: Callable[[str], None] | None = None, parse: Any = None,
-               **params: Any) -> Message:
-        def one(p: Provider, model: str, spec: ProviderSpec) -> Message:
-            check_request(params, spec.window(model))
-            return p.stream(model, on_text=on_text, **{**spec.sampling, **params})
+    def stream(self, models: str | Sequence[str], request: Request, *,
+               on_text: Callable[[str], None] | None = None) -> Reply:
+        def one(p: Provider, model: str, spec: ProviderSpec) -> Reply:
+            check_request(request, spec.window(model))
+            return p.stream(model, request, on_text=on_text)
         return self._chain(models, one)
 
-    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
-        def one(p: Provider, model: str, spec: ProviderSpec) -> Message:
-            check_request(params, spec.window(model))
-            msg = p.create(model, parse=parse, **{**spec.sampling, **params})
+    def create(self, models: str | Sequence[str], request: Request, *,
+               parse: Any = None) -> Reply:
+        def one(p: Provider, model: str, spec: ProviderSpec) -> Reply:
+            check_request(request, spec.window(model))
+            msg = p.create(model, request, parse=parse)
             problem = misfit(parse, msg.text) if parse is not None else None
             if problem is None:
                 return msg
-            again = dict(params)
-            again["messages"] = [*params.get("messages", []),
-                                 {"role": "assistant", "content": msg.text or "(nothing)"},
-                                 {"role": "user", "content": RETRY.format(problem=problem)}]
-            second = p.create(model, parse=parse, **again)
-            second.usage = add_usage(add_usage(zero_usage(), msg.usage), second.usage)
+            again = dataclasses.replace(request, messages=[
+                *request.messages, Message("assistant", msg.text or "(nothing)"),
+                Message("user", RETRY.format(problem=problem))])
+            second = p.create(model, again, parse=parse)
+            second.usage = msg.usage + second.usage
             return second
         return self._chain(models, one)
 
-    def count_tokens(self, model: str, **params: Any) -> int:
+    def count_tokens(self, model: str, request: Request) -> int:
         spec = self.spec(model)
-        return self.backend(spec.name).count_tokens(split(model)[1], **params)
+        return self.backend(spec.name).count_tokens(split(model)[1], request)
 
     def list_models(self) -> list[str]:
-        return self.backend("anthropic").list_models()
+        """Every configured provider's models, as `provider/model` (a provider whose key
+        is not set is not configured, and is left out)."""
+        out: list[str] = []
+        for name, spec in self.specs.items():
+            try:
+                spec.key()
+            except NoApiKey:
+                continue
+            out += [f"{name}/{m}" for m in self.backend(name).list_models()]
+        return out
 
-    # -- batches (only an Anthropic-API provider has them)
-
-    def _batch_home(self, batch_id: str) -> tuple[Provider, str, str]:
-        name, sep, rest = batch_id.partition(":")
-        if sep and name in self.specs:
-            return self.backend(name), rest, f"{name}:"
-        return self.backend("anthropic"), batch_id, ""
-
-    def batch_create(self, requests: list[dict[str, Any]]) -> Batch:
-        model = (requests[0].get("params") or {}).get("model", "") if requests else ""
+    def batching(self, model: str) -> Batching | None:
         spec = self.spec(model)
-        if spec.api != "anthropic":
-            raise NotFound(f"The provider {spec.name} has no Batches API.", kind="no_batches")
+        own = self.backend(spec.name).batching(split(model)[1])
+        return None if own is None else _Routed(own, spec)
+
+
+class _Routed:
+    """The batch API of one provider, as the Router offers it: requests name models as
+    the agent does (`provider/model`), and the batch ids of a provider other than
+    "anthropic" carry its name (`name:id`), so a saved id says where it lives."""
+
+    def __init__(self, batches: Batching, spec: ProviderSpec) -> None:
+        self._batches = batches
+        self._spec = spec
+        self._prefix = "" if spec.name == "anthropic" else f"{spec.name}:"
+
+    def _own(self, batch_id: str) -> str:
+        return batch_id.removeprefix(self._prefix) if self._prefix else batch_id
+
+    def _named(self, batch: Batch) -> Batch:
+        batch.id = self._prefix + batch.id
+        return batch
+
+    def batch_create(self, requests: list[BatchRequest]) -> Batch:
         bare = []
         for r in requests:
-            params = dict(r.get("params") or {})
-            check_request(params, spec.window(split(params.get("model", ""))[1]))
-            params["model"] = split(params.get("model", ""))[1]
-            bare.append({**r, "params": params})
-        batch = self.backend(spec.name).batch_create(bare)
-        if spec.name != "anthropic":
-            batch.id = f"{spec.name}:{batch.id}"
-        return batch
+            model = split(r.model)[1]
+            check_request(r.request, self._spec.window(model))
+            bare.append(dataclasses.replace(r, model=model))
+        return self._named(self._batches.batch_create(bare))
 
     def batch_retrieve(self, batch_id: str) -> Batch:
-        p, bid, prefix = self._batch_home(batch_id)
-        batch = p.batch_retrieve(bid)
-        batch.id = prefix + batch.id
-        return batch
+        return self._named(self._batches.batch_retrieve(self._own(batch_id)))
 
     def batch_results(self, batch_id: str) -> dict[str, BatchResult]:
-        p, bid, _ = self._batch_home(batch_id)
-        return p.batch_results(bid)
+        return self._batches.batch_results(self._own(batch_id))
 
     def batch_cancel(self, batch_id: str) -> Batch:
-        p, bid, prefix = self._batch_home(batch_id)
-        batch = p.batch_cancel(bid)
-        batch.id = prefix + batch.id
-        return batch
+        return self._named(self._batches.batch_cancel(self._own(batch_id)))

@@ -1,19 +1,21 @@
-"""A provider that answers from a script, in-process: the test double at the seam.
+"""A provider that answers from a script, in-process: the test double at the seam. It
+speaks only the seam's records.
 
-    p = ScriptedProvider(reply(tool_use("list_dir", {})), reply("Done."))
+    p = ScriptedProvider(reply(tool_call("list_dir", {})), reply("Done."))
     run_turn(vault, p, "cli/default", "tidy up", now)
-    [r.model for r in p.requests], p.requests[1].params["messages"]
+    [c.model for c in p.requests], p.requests[1].request.messages
 
 Each call takes the next item of the queue (`p.add(...)` adds more; `p.default` answers
 when it is empty, else the call fails with AssertionError):
-- a `Message` (see `reply`), or a str: a text reply;
+- a `Reply` (see `reply`), or a str: a text reply;
 - an exception (e.g. `failure(529, "overloaded_error")`, KeyboardInterrupt): raised;
-- a callable: called with the `Request`, its return value (or exception) is the answer.
+- a callable: called with the `Call`, its return value (or exception) is the answer.
 
-`requests` records every attempt: a fallback to the next model is a second request. Model
+`requests` records every attempt: a fallback to the next model is a second call. Model
 fallback works as with the real provider: a ProviderError with `fallback=True` moves on
-to the next model. End-to-end tests use tests/fakeanthropic.py (real SDK, real HTTP)
-instead; this one is for unit tests where the HTTP round trip adds nothing.
+to the next model. It has a batch API (every batch ends at once). End-to-end tests use
+tests/fakeanthropic.py and tests/fakeopenai.py (real SDKs, real HTTP) instead; this one
+is for unit tests where the HTTP round trip adds nothing.
 """
 
 from __future__ import annotations
@@ -26,31 +28,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.llm.base import (check_request, Batch, BatchResult, Message, NotFound, Provider, ProviderError,
-                            usage_dict, with_fallbacks)
+from agent.llm.base import NotFound, Provider, ProviderError, with_fallbacks
+from agent.llm.records import (END, STOPPED, TOOL_CALLS, Batch, BatchRequest, BatchResult,
+                               Block, Reply, Request, Stop, Text, ToolCall, Usage)
+from agent.llm.size import check_request, estimate_request
 
 
-def text(s: str) -> dict[str, Any]:
-    return {"type": "text", "text": s}
+def tool_call(name: str, input: dict[str, Any] | None = None, id: str | None = None) -> ToolCall:
+    return ToolCall(id or f"toolu_{name}_{next(_ids)}", name, dict(input or {}))
 
 
-def tool_use(name: str, input: dict[str, Any] | None = None, id: str | None = None) -> dict[str, Any]:
-    return {"type": "tool_use", "id": id or f"toolu_{name}_{next(_ids)}", "name": name,
-            "input": dict(input or {})}
-
-
-def reply(*parts: str | dict[str, Any], usage: dict[str, Any] | None = None, stop_reason: str | None = None,
-          model: str = "") -> Message:
-    """A Message of text (str) and block (dict) parts; stop_reason `tool_use` when it
-    calls a tool, else `end_turn`; usage 10 in, 5 out unless given."""
-    blocks = [text(p) if isinstance(p, str) else dict(p) for p in parts]
+def reply(*parts: str | Block, usage: dict[str, int] | None = None,
+          stop_reason: str | None = None, model: str = "") -> Reply:
+    """A Reply of text (str) and block parts; stop_reason TOOL_CALLS when it calls a tool,
+    else END; usage 10 in, 5 out unless given."""
+    blocks: list[Block] = [Text(p) if isinstance(p, str) else p for p in parts]
     if stop_reason is None:
-        stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
-    return Message(blocks, usage_dict(usage or {"input_tokens": 10, "output_tokens": 5}),
-                   model, stop_reason)
+        stop_reason = TOOL_CALLS if any(isinstance(b, ToolCall) for b in blocks) else END
+    return Reply(blocks, Usage(**(usage or {"input_tokens": 10, "output_tokens": 5})),
+                 model, stop_reason)
 
 
-def json_reply(obj: Any, **kw: Any) -> Message:
+def json_reply(obj: Any, **kw: Any) -> Reply:
     """A structured-output reply holding `obj` as JSON."""
     return reply(json.dumps(obj), **kw)
 
@@ -80,12 +79,13 @@ _ids = _Counter()
 
 
 @dataclass
-class Request:
-    """One call the provider got: kind `stream`, `create`, `count_tokens` or `batch`
-    (one per request of a batch, with its custom_id), the model tried, the parameters."""
+class Call:
+    """One call the provider got: kind `stream`, `create`, `count_tokens`, `list_models`
+    or `batch` (one per request of a batch, with its custom_id), the model tried and the
+    request as it was sent."""
     kind: str
     model: str
-    params: dict[str, Any]
+    request: Request | None
     custom_id: str | None = None
     on_text: Callable[[str], None] | None = field(default=None, repr=False, compare=False)
 
@@ -96,7 +96,7 @@ class ScriptedProvider(Provider):
     def __init__(self, *replies: Any, default: Any = None) -> None:
         self.replies: deque[Any] = deque(replies)
         self.default = default
-        self.requests: list[Request] = []
+        self.requests: list[Call] = []
         self.batches: dict[str, tuple[Batch, dict[str, BatchResult]]] = {}
         self.models: list[str] | None = None
         self._lock = threading.Lock()
@@ -105,72 +105,78 @@ class ScriptedProvider(Provider):
         self.replies.extend(replies)
         return self
 
-    def _answer(self, request: Request) -> Message:
-        request.params = copy.deepcopy(request.params)    # as sent: callers mutate theirs
+    def _answer(self, call: Call) -> Reply:
+        call.request = copy.deepcopy(call.request)    # as sent: callers change theirs
         with self._lock:
-            self.requests.append(request)
+            self.requests.append(call)
             if self.replies:
                 item = self.replies.popleft()
             elif self.default is not None:
                 item = self.default
             else:
                 raise AssertionError(f"ScriptedProvider: no reply left for request "
-                                     f"{len(self.requests)} ({request.kind}, {request.model})")
-        if callable(item) and not isinstance(item, (Message, BaseException, type)):
-            item = item(request)
+                                     f"{len(self.requests)} ({call.kind}, {call.model})")
+        if callable(item) and not isinstance(item, (Reply, BaseException, type)):
+            item = item(call)
         if isinstance(item, BaseException) or (isinstance(item, type) and issubclass(item, BaseException)):
             raise item
         msg = reply(item) if isinstance(item, str) else item
-        if not isinstance(msg, Message):
-            raise TypeError(f"ScriptedProvider: a reply must be a Message, str, exception "
+        if not isinstance(msg, Reply):
+            raise TypeError(f"ScriptedProvider: a reply must be a Reply, str, exception "
                             f"or callable, not {type(msg).__name__}")
-        return Message(list(msg.content), dict(msg.usage), msg.model or request.model,
-                       msg.stop_reason)
+        return Reply(list(msg.content), Usage(**msg.usage.as_dict()),
+                     msg.model or call.model, msg.stop_reason)
 
-    def stream(self, models: str | Sequence[str], *,
-               on_text: Callable[[str], None] | None = None, parse: Any = None,
-               **params: Any) -> Message:
-        check_request(params)
+    def stream(self, models: str | Sequence[str], request: Request, *,
+               on_text: Callable[[str], None] | None = None) -> Reply:
+        check_request(request)
 
-        def one(model: str) -> Message:
-            msg = self._answer(Request("stream", model, params, on_text=on_text))
+        def one(model: str) -> Reply:
+            msg = self._answer(Call("stream", model, request, on_text=on_text))
+            heard: list[str] = []
             if on_text is not None:
-                for b in msg.content:
-                    if b.get("type") == "text" and b.get("text"):
-                        on_text(b["text"])
+                try:
+                    for b in msg.content:
+                        if isinstance(b, Text) and b.text:
+                            on_text(b.text)
+                            heard.append(b.text)
+                except Stop:
+                    return Reply([Text("".join(heard))] if heard else [], msg.usage,
+                                 msg.model, STOPPED)
             return msg
         return with_fallbacks(models, one)
 
-    def create(self, models: str | Sequence[str], *, parse: Any = None, **params: Any) -> Message:
-        check_request(params)
-        return with_fallbacks(models, lambda model: self._answer(Request("create", model, params)))
+    def create(self, models: str | Sequence[str], request: Request, *,
+               parse: Any = None) -> Reply:
+        check_request(request)
+        return with_fallbacks(models, lambda model: self._answer(Call("create", model, request)))
 
-    def count_tokens(self, model: str, **params: Any) -> int:
+    def count_tokens(self, model: str, request: Request) -> int:
         with self._lock:
-            self.requests.append(Request("count_tokens", model, copy.deepcopy(params)))
-        return max(1, len(json.dumps(params, ensure_ascii=False)) // 4)
+            self.requests.append(Call("count_tokens", model, copy.deepcopy(request)))
+        return max(1, estimate_request(request))
 
     def list_models(self) -> list[str]:
         """The models of `self.models` (set it; by default the models asked for so far)."""
         with self._lock:
-            self.requests.append(Request("list_models", "", {}))
+            self.requests.append(Call("list_models", "", None))
         if self.models is not None:
             return list(self.models)
         return sorted({r.model for r in self.requests if r.model})
 
-    def batch_create(self, requests: list[dict[str, Any]]) -> Batch:
+    # -- Batching
+
+    def batch_create(self, requests: list[BatchRequest]) -> Batch:
         """Every request is answered at once (the batch has ended); a reply that is an
         exception becomes an `errored` result."""
         results: dict[str, BatchResult] = {}
         for r in requests:
-            params = dict(r["params"])
             try:
-                msg = self._answer(Request("batch", params.pop("model", ""), params,
-                                           custom_id=r["custom_id"]))
+                msg = self._answer(Call("batch", r.model, r.request, custom_id=r.custom_id))
             except ProviderError as e:
-                results[r["custom_id"]] = BatchResult("errored", error=f"{e.kind}: {e.detail}")
+                results[r.custom_id] = BatchResult("errored", error=f"{e.kind}: {e.detail}")
             else:
-                results[r["custom_id"]] = BatchResult("succeeded", message=msg)
+                results[r.custom_id] = BatchResult("succeeded", message=msg)
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         for res in results.values():
             counts[res.type] += 1

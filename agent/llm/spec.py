@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 from typing import Any, TYPE_CHECKING
 
 from agent.config.providers import (ANTHROPIC_WINDOW, BUILTIN, LOCAL_WINDOW, OPENAI_WINDOW,
@@ -70,13 +69,6 @@ class ProviderSpec:
         """Whether it answers on this machine (a configured server on loopback; the
         built-in ones, even behind a local proxy, are the vendors' and bill)."""
         return self.name not in BUILTIN and is_loopback(self.base_url)
-
-    @property
-    def max_tokens_field(self) -> str:
-        """OpenAI's own API wants max_completion_tokens for its newer models; the
-        compatible servers know max_tokens."""
-        host = urlsplit(self.url).hostname or ""
-        return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
 
 
 def _builtin(name: str) -> ProviderSpec:

@@ -1,9 +1,9 @@
-"""Structured replies: a pydantic model is both the JSON schema a request sends
-(`output_config`, translated to `response_format` for OpenAI-compatible servers) and the
-check of the reply that comes back.
+"""Structured replies: a pydantic model is both the JSON schema a request asks for
+(`Request.schema`, which each provider sends in its own way) and the check of the reply
+that comes back.
 
-    params["output_config"] = output_config(Summary)
-    msg = provider.create(models, parse=Summary, **params)    # one retry if it misfits
+    request.schema = schema_of(Summary)
+    reply = provider.create(models, request, parse=Summary)    # one retry if it misfits
 """
 
 from __future__ import annotations
@@ -27,10 +27,6 @@ def schema_of(model: Any) -> dict[str, Any]:
         return node
     cleaned: dict[str, Any] = clean(full)
     return cleaned
-
-
-def output_config(model: Any) -> dict[str, Any]:
-    return {"format": {"type": "json_schema", "schema": schema_of(model)}}
 
 
 def where(loc: tuple[Any, ...]) -> str:

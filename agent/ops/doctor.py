@@ -151,7 +151,7 @@ def _anthropic(settings: Settings | None, models: list[str] | None, *,
     provider = make_provider(settings, max_retries=0, timeout=15, model="anthropic/")
     where = os.environ.get("ANTHROPIC_BASE_URL") or "the Anthropic API"
     try:
-        known = set(provider.list_models())
+        known = set(provider.backend("anthropic").list_models())
     except ProviderError as e:
         if e.status == 401:
             return [Check("API key", "fail", "ANTHROPIC_API_KEY was refused (HTTP 401)",

@@ -139,11 +139,11 @@ def served(router: Router, found: Listing, model: str) -> Served:
     spec = router.specs[found.provider]
     if not spec.local:
         return Served("missing")
-    from agent.llm import ProviderError
+    from agent.llm import Message, ProviderError, Request
 
     try:
         router.backend(found.provider).create(
-            model, max_tokens=1, messages=[{"role": "user", "content": "Say ok."}])
+            model, Request([Message("user", "Say ok.")], max_tokens=1))
     except ProviderError as e:
         return Served("missing", detail=e.detail or str(e))
     return Served("answers")

@@ -8,12 +8,14 @@ left them:
 
 - facts: the bullets of MEMORY.md and USER.md at the day's last commit on `main`'s
   first-parent line (what the vault held, not a side branch a sync merged);
-- proposals made: a dream commit's `N proposed` (edits that waited for review), and
+- proposals made: a dream commit's `Proposed:` trailer (edits that waited for review), and
   the proposals a chat turn held for review under `review = "all"` (from the ledger);
   accepted and rejected: a review commit's `Accepted:` and `Rejected:` trailers; stale:
   proposals still waiting whose line changed since (agent review shows them STALE),
   counted on the day they were made; dropped as duplicates: the `Dropped-duplicates:`
-  trailer of a dream commit; direct: the dream's edits that landed without review;
+  trailer of a dream commit; direct: the dream's edits that landed without review, its
+  `Facts-added:`, `Facts-updated:` and `Facts-removed:` trailers (a dream commit of a
+  version before these trailers tells both counts in its subject, which is read then);
 - tokens: every `Tokens:` trailer, by the commit's kind (a dream; archive: compaction;
   any other: chat, cron, heartbeats and sub-agents included), priced by its `Model:`
   (agent/prices.py, with agent.toml's `[prices]`); a dream sent as a batch at half
@@ -31,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 from agent.prices import Price, lookup, overrides
 from agent.stores.memory import MEMORY_FILES, count_facts
 from agent.vault import fulllog
-from agent.vault.change import BATCH, DUPLICATES, MODEL, RUN, TOKENS, read_tokens
+from agent.vault.change import (BATCH, DUPLICATES, FACTS_ADDED, FACTS_REMOVED, FACTS_UPDATED,
+                                MODEL, PROPOSED, RUN, TOKENS, read_tokens)
 from agent.vault.fulllog import Commit
 
 if TYPE_CHECKING:
@@ -42,7 +45,9 @@ PARTS = ("chat", "compaction", "dream")
 ACCEPTED, REJECTED = "Accepted", "Rejected"   # written by a review (agent/ops/review.py)
 USAGE = ("input_tokens", "output_tokens", "cache_read_input_tokens",
          "cache_creation_input_tokens")
-_KEYS = (MODEL, TOKENS, BATCH, RUN, DUPLICATES, ACCEPTED, REJECTED)
+_FACTS = (FACTS_ADDED, FACTS_UPDATED, FACTS_REMOVED)
+_KEYS = (MODEL, TOKENS, BATCH, RUN, DUPLICATES, ACCEPTED, REJECTED, *_FACTS, PROPOSED)
+# How a dream commit of a version before the trailers told its edits: in its subject.
 _DIRECT = re.compile(r"^\+(\d+) facts?, (\d+) updated, (\d+) removed")
 _PROPOSED = re.compile(r", (\d+) proposed \(")
 
@@ -152,6 +157,20 @@ class Pricing:
         return self._cache[model]
 
 
+def _whole(value: str | None) -> int:
+    return int(value) if value is not None and value.isdigit() else 0
+
+
+def _dream_edits(c: Commit) -> tuple[int, int]:
+    """(edits that landed, edits proposed) of a dream commit: its trailers, or the
+    subject of one written before them."""
+    if any(c.trailer(k) is not None for k in (*_FACTS, PROPOSED)):
+        return sum(_whole(c.trailer(k)) for k in _FACTS), _whole(c.trailer(PROPOSED))
+    m = _DIRECT.match(c.subject.partition(": ")[2])
+    p = _PROPOSED.search(c.subject)
+    return (sum(int(x) for x in m.groups()) if m else 0), (int(p.group(1)) if p else 0)
+
+
 def _part(c: Commit, pricing: Pricing) -> tuple[str, Part] | None:
     value = c.trailer(TOKENS)
     if value is None:
@@ -193,11 +212,9 @@ def stats(vault: Vault, settings: Settings, now: datetime,
             state.update(c.blobs)
             ends[day] = dict(state)
         if c.kind == "dream":
-            m = _DIRECT.match(c.subject.partition(": ")[2])
-            if m:
-                d.direct += sum(int(x) for x in m.groups())
-            p = _PROPOSED.search(c.subject)
-            d.made += int(p.group(1)) if p else 0
+            direct, made = _dream_edits(c)
+            d.direct += direct
+            d.made += made
             d.dropped += int(c.trailer(DUPLICATES) or 0) if (c.trailer(DUPLICATES) or "").isdigit() else 0
             if c.trailer(RUN):
                 run_day[c.trailer(RUN) or ""] = day

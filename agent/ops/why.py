@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 from agent.oneline import shorten
 from agent.errors import UserError
+from agent.llm.records import ToolCall
 from agent.stores import archive, ledger, memory, sessions
 from agent.stores.exports import title_of
 from agent.vault import history as lineage
@@ -289,12 +290,11 @@ def _turn_source(vault: Vault, c: lineage.CommitRecord, text: str) -> dict[str, 
         source["message"] = {"id": user.id, "ts": user.ts, "text": _short(str(user.content))}
     body = re.sub(r"^\s*[-*+]\s+", "", text).strip()
     for m in lines:
-        for block in m.content if isinstance(m.content, list) else []:
-            if (isinstance(block, dict) and block.get("type") == "tool_use"
-                    and block.get("name") == "remember"):
-                said = " ".join(str((block.get("input") or {}).get("text", "")).split())
+        for block in m.blocks if isinstance(m.content, list) else []:
+            if isinstance(block, ToolCall) and block.name == "remember":
+                said = " ".join(str((block.input or {}).get("text", "")).split())
                 if said and (said == body or score(said, body) >= 0.6):
-                    source["tool_call"] = {"name": "remember", "input": block.get("input")}
+                    source["tool_call"] = {"name": "remember", "input": block.input}
     return source
 
 

@@ -351,7 +351,8 @@ def _unchanged(vault: Vault, db) -> bool:
 
 
 def update(vault: Vault, db, full: bool = False, after_commit: bool = False,
-            dirty: list[str] | None = None) -> Stats:
+            dirty: list[str] | None = None,
+            moved: tuple[str, str, list[str]] | None = None) -> Stats:
     stats = Stats()
     if not full and not after_commit and dirty is None and _unchanged(vault, db):
         return stats
@@ -364,7 +365,7 @@ def update(vault: Vault, db, full: bool = False, after_commit: bool = False,
         raise SearchError(f"The search index {db_path(vault)} is busy (another process is "
                           f"rebuilding it); try again in a moment.") from None
     try:
-        last = vault.last_commit if after_commit else None
+        last = moved if moved is not None else vault.last_commit if after_commit else None
         asking = not after_commit and dirty is None      # git is asked about the tree
         # Right after the caller's commit, HEAD is that commit (or a later one, which
         # the next refresh catches up with from here).
@@ -410,17 +411,20 @@ def update(vault: Vault, db, full: bool = False, after_commit: bool = False,
     return stats
 
 
-def refresh(vault: Vault, *, after_commit: bool = False, dirty: list[str] | None = None) -> Stats:
+def refresh(vault: Vault, *, after_commit: bool = False, dirty: list[str] | None = None,
+            moved: tuple[str, str, list[str]] | None = None) -> Stats:
     """Bring the index up to date with the vault's files (cheap when little changed).
 
     `after_commit=True` right after the caller's own commit saves a `git status`, and so
     does `dirty`, the uncommitted paths when the caller has just asked git for them.
+    `moved` is how HEAD moved when the caller knows every path it changed (a sync's
+    `SyncResult.moved`: from, to, paths), so git is not asked for the difference.
     Words only: the new documents' vectors stay queued (the index's triggers queue
     them) for the next search to make (or `vectors`), so a turn ends, and `agent
     status` counts, without running the embedding model (two model calls for a turn,
     40-80 ms each on a busy two-core machine).
     """
     with open_index(vault) as db:
-        return update(vault, db, after_commit=after_commit, dirty=dirty)
+        return update(vault, db, after_commit=after_commit, dirty=dirty, moved=moved)
 
 

@@ -86,7 +86,7 @@ class Sync:
         if result.commits_in:
             from agent.search import index
             try:
-                index.refresh(self.vault, after_commit=True)
+                index.refresh(self.vault, after_commit=True, moved=result.moved)
             except UserError as e:
                 log.error("sync: the search index could not be updated: %s", e)
             self.server.reload(self.server.clock_or(now))

@@ -5,8 +5,16 @@ One JSON object per line with at least `id`, `ts` (ISO 8601 with offset), `role`
 `{"type": "compact", "archive": 42, "through": "<message id>", "ids": [...]}` naming
 the messages it archived; the active window is every message no marker covers (a
 marker of before `ids` existed covers everything up to its `through`), so the lines of
-two machines that wrote to one session and compacted it before they synced lose none. This module knows nothing of git or models: it reads
-files and hands back the lines to append.
+two machines that wrote to one session and compacted it before they synced lose none.
+This module knows nothing of git or models: it reads files and hands back the lines to
+append.
+
+A message's `content` is a string, or a list of blocks in the shape the agent has always
+stored (that of Anthropic's Messages API: `{"type": "text", "text"}`, `{"type":
+"tool_use", "id", "name", "input"}`, `{"type": "tool_result", "tool_use_id", "content",
+"is_error"}`); this module is the one place that reads and writes that shape: `blocks()`
+gives a stored content as the seam's records (agent/llm/records.py), `stored()` the
+records as they are stored, and `Line.new` takes records.
 """
 
 from __future__ import annotations
@@ -14,12 +22,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
+from agent.llm.records import Block, CacheHint, Opaque, Text, ToolCall, ToolResult
 
 SESSIONS = "sessions"
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")     # fullmatch: no newline
@@ -104,10 +114,12 @@ class Line:
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def new(cls, turn: int | None, role: str, content, now: datetime, *, id: str,
-            **extra) -> "Line":
-        """A line written now (`ts` to the second, with its offset)."""
-        return cls(id, now.isoformat(timespec="seconds"), role, content, turn, dict(extra))
+    def new(cls, turn: int | None, role: str, content: str | Sequence[Block], now: datetime, *,
+            id: str, **extra) -> "Line":
+        """A line written now (`ts` to the second, with its offset), its content a string
+        or the seam's blocks (stored as the session files hold them)."""
+        return cls(id, now.isoformat(timespec="seconds"), role, stored(content), turn,
+                   dict(extra))
 
     @classmethod
     def read(cls, obj) -> "Line | None":
@@ -138,6 +150,11 @@ class Line:
         return message_text(self.content)
 
     @property
+    def blocks(self) -> list[Block]:
+        """The content as the seam's records (see blocks)."""
+        return blocks(self.content)
+
+    @property
     def speaker(self) -> str | None:
         """Who said it: the `speaker` a group chat or an import names, else the role."""
         who = self.extra.get("speaker")
@@ -150,10 +167,77 @@ class Line:
         return self.ts if isinstance(self.ts, str) else None
 
 
-def message_text(content, tool=None, sep: str = "\n") -> str:
-    """A message's text: its content when a string, else its text blocks joined by `sep`.
+# ---- the stored content of a message <-> the seam's records ----------------------------
 
-    `tool(block)` renders a tool_use or tool_result block as text (they are left out
+
+def _cache_of(b: dict) -> CacheHint | None:
+    mark = b.get("cache_control")
+    if not isinstance(mark, dict):
+        return None
+    return CacheHint(mark["ttl"] if isinstance(mark.get("ttl"), str) else None)
+
+
+def _block(b: Any) -> Block | None:
+    if isinstance(b, str):
+        return Text(b)
+    if not isinstance(b, dict):
+        return None
+    kind = b.get("type")
+    if kind == "text":
+        return Text(b["text"], _cache_of(b)) if isinstance(b.get("text"), str) else None
+    if kind == "tool_use" and isinstance(b.get("input", {}), dict):
+        return ToolCall(str(b.get("id", "")), str(b.get("name", "")), b.get("input", {}),
+                        _cache_of(b))
+    if kind == "tool_result":
+        inner = b.get("content", "")
+        return ToolResult(str(b.get("tool_use_id", "")),
+                          inner if isinstance(inner, str) else blocks(inner),
+                          bool(b.get("is_error")), _cache_of(b))
+    return Opaque(b)
+
+
+def blocks(content: Any) -> list[Block]:
+    """A stored content as the seam's records: a string is one text block; a block the
+    agent does not read (an image, a kind of a newer format) is `Opaque`, kept whole;
+    a cache mark (older versions stored some) is a CacheHint."""
+    if isinstance(content, str):
+        return [Text(content)]
+    if not isinstance(content, list):
+        return []
+    return [x for x in map(_block, content) if x is not None]
+
+
+def _stored_block(b: Block) -> Any:
+    out: dict[str, Any]
+    if isinstance(b, Text):
+        out = {"type": "text", "text": b.text}
+    elif isinstance(b, ToolCall):
+        out = {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+    elif isinstance(b, ToolResult):
+        out = {"type": "tool_result", "tool_use_id": b.call_id, "content": stored(b.content)}
+        if b.is_error:
+            out["is_error"] = True
+    else:
+        return b.data
+    if b.cache is not None:
+        out["cache_control"] = {"type": "ephemeral", **({"ttl": b.cache.ttl} if b.cache.ttl
+                                                        else {})}
+    return out
+
+
+def stored(content: str | Sequence[Block]) -> str | list:
+    """Records as they are stored (a string stays one). A turn's transcript holds no
+    cache hint; the dream's requests in flight keep theirs (agent/dream/state.py)."""
+    if isinstance(content, str):
+        return content
+    return [_stored_block(b) for b in content]
+
+
+def message_text(content, tool=None, sep: str = "\n") -> str:
+    """A message's text: its content when a string, else its text blocks joined by `sep`
+    (a stored content, or the seam's records).
+
+    `tool(block)` renders a ToolCall or ToolResult record as text (they are left out
     when it is None); empty parts are dropped. The one reading of a
     message's words: search indexes it, compaction and the dream quote it.
     """
@@ -163,13 +247,20 @@ def message_text(content, tool=None, sep: str = "\n") -> str:
     for block in content if isinstance(content, list) else []:
         if isinstance(block, str):
             parts.append(block)
+        elif isinstance(block, Text):          # records, as a tool result may hold
+            parts.append(block.text)
+        elif isinstance(block, (ToolCall, ToolResult)):
+            if tool is not None:
+                parts.append(tool(block))
         elif not isinstance(block, dict):
             continue
         elif block.get("type") == "text":
             if isinstance(block.get("text"), str):
                 parts.append(block["text"])
         elif tool is not None and block.get("type") in ("tool_use", "tool_result"):
-            parts.append(tool(block))
+            record = _block(block)
+            if isinstance(record, (ToolCall, ToolResult)):
+                parts.append(tool(record))
     return sep.join(p for p in parts if p)
 
 

@@ -93,6 +93,9 @@ class SyncResult:
         self.refused: dict[str, str] = {}      # proposal branches not taken
         self.forgotten: list[str] = []         # what the tombstones did (lines)
         self.waiting = False       # a forget made elsewhere waits: nothing merged or pushed
+        # HEAD's move, when every path it changed is known: (from, to, the paths), for
+        # the search index's refresh (agent.search.update), so it need not ask git.
+        self.moved: tuple[str, str, list[str]] | None = None
 
     def line(self) -> str:
         """`sync: 3 commits in (memory: +2 facts), 5 out`"""
@@ -295,10 +298,9 @@ def sync(vault: Vault, remote: str | None = None, push: bool = True,
     finally:
         came.close()
     if came.exact and came.paths and start and result.head and result.head != start:
-        # What the search index re-reads (agent.search.update): every path HEAD's move
-        # can have changed (and cron.json, which a claim of jobs commits), so it need
-        # not ask git for the difference.
-        vault.last_commit = (start, result.head, sorted(came.paths | {_CRON_FILE}))
+        # Every path HEAD's move can have changed (and cron.json, which a claim of jobs
+        # commits).
+        result.moved = (start, result.head, sorted(came.paths | {_CRON_FILE}))
     refs = None
     if push and dream and clean and not exchanged and not result.forgotten:
         # What the refs are now: HEAD, and the remote's branch where it was fetched or

@@ -38,6 +38,13 @@ CLIENT = "Client"            # the MCP client that asked
 TOOL = "Tool"
 REVIEWER = "Reviewer"
 DUPLICATES = "Dropped-duplicates"  # a dream's edits dropped as restating a fact already held
+# A dream's edits, by what they did (read by agent stats; older dream commits tell them
+# only in their subject): facts added, updated and removed in memory, and proposed
+# (waiting for review).
+FACTS_ADDED = "Facts-added"
+FACTS_UPDATED = "Facts-updated"
+FACTS_REMOVED = "Facts-removed"
+PROPOSED = "Proposed"
 
 _USAGE = (("input_tokens", "in"), ("output_tokens", "out"),
           ("cache_read_input_tokens", "cache read"),

@@ -43,6 +43,7 @@ from pathlib import Path
 from agent.config import SettingsError
 from agent.chat.mcp_client import approval
 from agent.config.mcp_servers import VAR, ServerConfig, problems, read_server
+from agent.llm.records import Tool
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -359,7 +360,7 @@ class Hub:
 
     # -- the tools
 
-    def definitions(self) -> list[dict]:
+    def definitions(self) -> list[Tool]:
         out = []
         for conn in self.conns.values():
             if conn.dead or not conn.client:
@@ -368,9 +369,8 @@ class Hub:
                 schema = dict(t.input_schema or {})
                 schema.setdefault("type", "object")
                 desc = f"[{conn.config.name}] {t.description or t.title or t.name}"
-                out.append({"name": tool_name(conn.config.name, t.name), "description": desc,
-                            "input_schema": schema})
-        return sorted(out, key=lambda d: d["name"])
+                out.append(Tool(tool_name(conn.config.name, t.name), desc, schema))
+        return sorted(out, key=lambda d: d.name)
 
     def _find(self, name: str):
         for conn in self.conns.values():

@@ -43,7 +43,7 @@ def spawn_agent(prompt: str, context: Literal["none", "summary", "full"] = "none
                         f"with agent_output.")
     if ctx.provider is None:
         raise ToolError("no model to run a sub-agent with here.")
-    prefix: list[dict] = []
+    prefix: list = []
     if context == "full":
         prefix = subagents.full_prefix(ctx.messages)
     elif context == "summary":

@@ -57,13 +57,13 @@ def _asked(messages: list | None) -> bool:
     system adds, not a tool's result) ask to remember something."""
     from agent.dream.learning import asks_to_remember
 
+    from agent.llm.records import Text
+
     for message in reversed(messages or []):
-        if message.get("role") != "user":
+        if message.role != "user":
             continue
-        content = message.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        said = [b.get("text", "") for b in blocks or [] if isinstance(b, dict)
-                and b.get("type") == "text" and not str(b.get("text", "")).startswith("<context>")]
+        said = [b.text for b in message.blocks
+                if isinstance(b, Text) and not b.text.startswith("<context>")]
         if said:
             return any(asks_to_remember(t) for t in said)
     return False

@@ -60,6 +60,7 @@ from typing import Any, Callable
 
 from agent import schemas
 from agent.errors import UserError
+from agent.llm.records import Tool as Definition
 from agent.vault.staged import StagedVault
 
 
@@ -119,8 +120,8 @@ class Tool:
         """The JSON schema of the input, as the model is sent it."""
         return schemas.json_schema(self.model)
 
-    def definition(self) -> dict:
-        return {"name": self.name, "description": self.description, "input_schema": self.schema}
+    def definition(self) -> Definition:
+        return Definition(self.name, self.description, self.schema)
 
 
 REGISTRY: dict[str, Tool] = {}
@@ -214,8 +215,8 @@ def offered(settings=None, *, readonly: bool = False) -> list[str]:
 
 
 def definitions(names: list[str] | None = None, *, settings=None,
-                readonly: bool = False) -> list[dict]:
-    """The tool definitions for the API, sorted by name so the prompt prefix is stable."""
+                readonly: bool = False) -> list[Definition]:
+    """The tools a request offers, sorted by name so the prompt prefix is stable."""
     tools = load_all()
     allowed = set(offered(settings, readonly=readonly))
     picked = sorted(tools) if names is None else [n for n in names if n in tools]

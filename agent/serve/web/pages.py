@@ -15,6 +15,7 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 from agent.errors import UserError
+from agent.llm.records import Text, ToolCall
 from agent.stores import memory, sessions
 from typing import TYPE_CHECKING
 
@@ -78,17 +79,14 @@ def _parts(content) -> list[tuple[str, str, str]]:
     if isinstance(content, str):
         return [("text", content, "")] if content.strip() else []
     out: list[tuple[str, str, str]] = []
-    for b in content if isinstance(content, list) else []:
-        if not isinstance(b, dict):
-            continue
-        if b.get("type") == "text" and isinstance(b.get("text"), str) and b["text"].strip():
+    for b in sessions.blocks(content) if isinstance(content, list) else []:
+        if isinstance(b, Text) and b.text.strip():
             if out and out[-1][0] == "text":          # blocks of one answer run on
-                out[-1] = ("text", out[-1][1] + b["text"], "")
+                out[-1] = ("text", out[-1][1] + b.text, "")
             else:
-                out.append(("text", b["text"], ""))
-        elif b.get("type") == "tool_use":
-            out.append(("tool", str(b.get("name", "")),
-                        json.dumps(b.get("input", {}), ensure_ascii=False)[:300]))
+                out.append(("text", b.text, ""))
+        elif isinstance(b, ToolCall):
+            out.append(("tool", b.name, json.dumps(b.input, ensure_ascii=False)[:300]))
     return out
 
 
