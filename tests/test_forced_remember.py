@@ -22,12 +22,34 @@ def test_an_ask_to_remember_forces_the_remember_call_on_a_local_server(fake_open
     first, second = fake_openai.calls()
     assert first.body["tool_choice"] == "required"
     assert [t["function"]["name"] for t in first.body["tools"]] == ["remember"]
+    # And the call's arguments as the response format (llama-server's "required" lets
+    # a model write prose before the call; this leaves it none).
+    remember = first.body["tools"][0]["function"]["parameters"]
+    assert first.body["response_format"]["json_schema"]["schema"] == remember
     # Then the model is free again, with every tool, to answer.
     assert "tool_choice" not in second.body
     assert len(second.body["tools"]) > 1
     assert "- The boat is called Wren." in (vault.root / "MEMORY.md").read_text()
     assert subjects(vault)[0].startswith("chat(cli/default): Remember that my boat")
     assert "MEMORY.md" in vault.git("show", "--name-only", "--format=", "HEAD").split()
+
+
+def test_a_forced_call_answered_as_its_arguments_json_is_the_call(fake_openai, vault, run,
+                                                                  fixed_now):
+    # llama-server under a forced call answers the response format: the arguments as the
+    # reply's text (fenced or not), with no tool call of its own.
+    use(vault, "local/qwen3:8b", ("local", fake_openai.url))
+    fake_openai.add(reply('```json\n{"text": "The boat is called Wren.", "target": "memory"}\n```'),
+                    reply("Kept: your boat is Wren."))
+    r = run("chat", "-m", "Remember that my boat is called Wren.")
+    assert r.exit_code == 0, r.output
+    assert '"text"' not in r.output          # the arguments are not shown as the reply
+    assert "Kept: your boat is Wren." in r.output
+    assert "- The boat is called Wren." in (vault.root / "MEMORY.md").read_text()
+    second = fake_openai.calls()[1].body
+    (asked,) = [m for m in second["messages"] if m.get("tool_calls")]
+    assert asked["tool_calls"][0]["function"]["name"] == "remember"
+    assert [m["role"] for m in second["messages"]][-2:] == ["assistant", "tool"]
 
 
 def test_an_ask_to_remember_names_the_tool_on_anthropics_api(fake_anthropic, vault, run,
