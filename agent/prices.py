@@ -24,6 +24,7 @@ FIELDS = ("input", "output", "cache_read", "cache_write")
 CACHE_READ = 0.1          # of the input price, when a table gives none
 CACHE_WRITE = 1.25        # of the input price (a five-minute cache write)
 BATCH = 0.5               # Message Batches cost half the list price
+MAX_PRICE = 10_000.0      # USD per million tokens: over a hundred times the dearest model's
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,8 @@ def problems_of(model: str, t: object) -> list[str]:
         v = t.get(k)
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            out.append(f"{at}.{k} must be a number of USD per million tokens, 0 or more, "
-                       f"not {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or not 0 <= v <= MAX_PRICE:
+            out.append(f"{at}.{k} must be a number of USD per million tokens, 0 to "
+                       f"{MAX_PRICE:,.0f}, not {v!r}")
     return out

@@ -7,9 +7,13 @@ fresh vault with a realistic MEMORY.md (~100 lines), archive entries with ~150-t
 summaries, and 6 session messages per entry.
 
     python scripts/bench_dream.py [--sizes 10,100,1000] [--chunk-tokens 60000]
+    python scripts/bench_dream.py --sizes 100,3000,10000 --rounds 3 --keep /tmp/bench-dream
 
-With two sizes or more it prints how CPU per entry grows from the smallest to the
-largest (1.0x is flat).
+With two sizes or more it prints how CPU per entry grows from the smallest to each
+larger size (1.0x is flat). `--rounds` runs every size once a round, in turn (the order
+reversed every other round, so a machine's load falls on both ends alike), and prints
+each round's ratios and their medians. `--keep DIR` builds each size's vault once (most
+of a large size's time: a commit-worthy write per entry) and dreams over a copy of it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -76,17 +82,36 @@ def fake_model(params: dict):
          "new": f"- {json.loads(line)['statement']}", "reason": "archive"} for line in data]})
 
 
-def bench(n: int, chunk_tokens: int | None) -> dict:
+def kept_vault(keep: Path, n: int, chunk_tokens: int | None) -> Path:
+    """The vault of `n` entries under `keep`, built the first time it is asked for."""
+    root = keep / f"v{n}-{chunk_tokens or 'default'}"
+    done = keep / f"v{n}-{chunk_tokens or 'default'}.built"
+    if not done.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        vault = build_vault(root, n)
+        if chunk_tokens:
+            with open(vault.root / "agent.toml", "a") as f:
+                f.write(f"chunk_tokens = {chunk_tokens}\n")   # under the template's [dream]
+            vault.git("commit", "-qam", "bench: chunk size")
+        done.touch()
+    return root
+
+
+def bench(n: int, chunk_tokens: int | None, keep: Path | None = None) -> dict:
     from agent.dream import run_dream
     from agent.llm import make_provider
     from agent.clock import now
 
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropic() as server:
-        vault = build_vault(Path(tmp) / "vault", n)
-        if chunk_tokens:
-            with open(vault.root / "agent.toml", "a") as f:
-                f.write(f"chunk_tokens = {chunk_tokens}\n")   # under the template's [dream]
-            vault.git("commit", "-qam", "bench: chunk size")
+        if keep is not None:
+            shutil.copytree(kept_vault(keep, n, chunk_tokens), Path(tmp) / "vault", symlinks=True)
+            vault = Vault(Path(tmp) / "vault")
+        else:
+            vault = build_vault(Path(tmp) / "vault", n)
+            if chunk_tokens:
+                with open(vault.root / "agent.toml", "a") as f:
+                    f.write(f"chunk_tokens = {chunk_tokens}\n")   # under the template's [dream]
+                vault.git("commit", "-qam", "bench: chunk size")
         server.default_reply = fake_model
         server.batch_polls = 1
         os.environ["ANTHROPIC_BASE_URL"] = server.url
@@ -121,8 +146,25 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,100,1000")
     ap.add_argument("--chunk-tokens", type=int, default=None,
                     help="[dream] chunk_tokens (default: the setting's default, 60000)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every size this many times, in turn, and print medians")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="build each size's vault once under this folder and dream over copies")
     args = ap.parse_args()
-    rows = [bench(int(s), args.chunk_tokens) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        for n in sizes:
+            kept_vault(args.keep, n, args.chunk_tokens)
+    rounds: list[dict[int, dict]] = []
+    for k in range(args.rounds):
+        order = sizes if k % 2 == 0 else sizes[::-1]
+        rounds.append({n: bench(n, args.chunk_tokens, args.keep) for n in order})
+        if args.rounds > 1 and len(sizes) > 1:
+            got = rounds[-1]
+            print(f"round {k + 1}: CPU per entry against {sizes[0]:,}: " + ", ".join(
+                f"{n:,} {ratio(got[n], got[sizes[0]]):.2f}x" for n in sizes[1:]), flush=True)
+    rows = [rounds[-1][n] for n in sizes]
     print(f"{'entries':>7} {'HTTP req':>8} {'batches':>7} {'model req':>9} {'input tok':>10} "
           f"{'tok/entry':>9} {'cacheable':>9} {'cache read':>10} {'editor tok':>10} "
           f"{'local s':>8} {'CPU s':>6} {'CPU ms/entry':>12} {'est. $':>7}")
@@ -131,16 +173,24 @@ def main() -> None:
               f"{r['input_tokens']:>10} {r['input_per_entry']:>9.0f} {r['cacheable_share']:>9.1%} "
               f"{r['cache_read_share']:>10.1%} {r['editor_input_tokens']:>10} {r['local_s']:>8.2f} "
               f"{r['cpu_s']:>6.2f} {1000 * r['cpu_s'] / r['entries']:>12.2f} {r['cost']:>7.3f}")
-    if len(rows) > 1:
-        lo, hi = rows[0], rows[-1]
-        ratio = (hi["cpu_s"] / hi["entries"]) / (lo["cpu_s"] / lo["entries"])
-        wall = (hi["local_s"] / hi["entries"]) / (lo["local_s"] / lo["entries"])
-        print(f"per entry, {hi['entries']:,} entries against {lo['entries']:,}: CPU "
-              f"{ratio:.2f}x, local time {wall:.2f}x (flat is 1.0x)")
+    if len(sizes) > 1:
+        lo = sizes[0]
+        for n in sizes[1:]:
+            cpu = statistics.median(ratio(r[n], r[lo]) for r in rounds)
+            wall = statistics.median(ratio(r[n], r[lo], "local_s") for r in rounds)
+            ms = statistics.median(1000 * r[n]["cpu_s"] / n for r in rounds)
+            print(f"per entry, {n:,} entries against {lo:,}: CPU {cpu:.2f}x ({ms:.2f} ms), "
+                  f"local time {wall:.2f}x (flat is 1.0x"
+                  + (f"; medians of {len(rounds)} rounds" if len(rounds) > 1 else "") + ")")
     print("tokens: the fake API's estimate (4 characters a token); local s: run_dream's wall "
           "time minus the time it slept between polls (round trips to the in-process fake "
           "included); CPU s: the dreaming thread's own CPU time (the fake's threads excluded); "
           "est. $: batch prices for the default model's family, an estimate.")
+
+
+def ratio(hi: dict, lo: dict, key: str = "cpu_s") -> float:
+    """`hi`'s figure per entry over `lo`'s."""
+    return (hi[key] / hi["entries"]) / (lo[key] / lo["entries"])
 
 
 if __name__ == "__main__":

@@ -77,12 +77,16 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    # This machine's key for encrypted remotes lives under the test's home, never the real one.
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("AGENT_KEY_FILE", raising=False)
     # The width tables are cut to: the same whatever terminal (or none, as in a parallel
     # worker) runs the suite.
     monkeypatch.setenv("COLUMNS", "100")
     for var in ("AGENT_VAULT", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN",
                 "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
-                "TELEGRAM_BOT_TOKEN", "AGENT_NOW", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+                "TELEGRAM_BOT_TOKEN", "AGENT_NOW", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                "XDG_CONFIG_HOME"):       # approvals of keys: the test's home, no other
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -82,10 +82,14 @@ def use(vault, model: str, *tables: tuple[str, str], extra: str = "") -> None:
 # ---- sync: clones and a remote's pushes ------------------------------------------------------
 
 
-def clone(tmp_path, remote, name) -> Vault:
+def clone(tmp_path, remote, name, *, accept=True) -> Vault:
+    """`agent clone` of the person's own vault on another machine; with `accept`, they
+    then take what the clone held (its settings, jobs, heartbeats: `agent sync accept`)."""
     result = CliRunner().invoke(cli, ["clone", str(remote), str(tmp_path / name)],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    if accept and "held:" in result.output:
+        agent(tmp_path / name, "sync", "accept")
     return Vault.open(tmp_path / name)
 
 
@@ -183,9 +187,10 @@ async def connect(vault, *args, name="Claude Code", mode="legacy", process=False
             command=sys.executable, args=["-m", "agent", "--vault", str(vault.root), "mcp", *args],
             env=dict(os.environ))
     else:
-        assert set(args) <= {"--read-only"}, args
+        assert set(args) <= {"--read-only", "--review"}, args
         target = build_mcp_server(Vault.open(vault.root, hand_edit_checks()),
-                                  read_only="--read-only" in args)
+                                  read_only="--read-only" in args,
+                                  **({"review": True} if "--review" in args else {}))
     async with Client(target, client_info=Implementation(name=name, version="9.9"),
                       mode=mode) as client:
         yield client
@@ -378,6 +383,9 @@ def configure_telegram(vault, api_base, allow=(ANA,), enabled=True):
         f"allow_from = [{ids}]\napi_base = \"{api_base}\"\n")
     vault.git("add", "agent.toml")
     vault.git("commit", "-q", "-m", "telegram settings")
+    # The token goes to the stand-in Bot API: this machine (the test's home) says it may.
+    from agent.config import keys
+    keys.approve(keys.telegram_pair(api_base), datetime.now(timezone.utc))
 
 
 class Running:

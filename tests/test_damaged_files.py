@@ -314,3 +314,26 @@ def test_a_file_named_like_the_state_folder_is_named_not_a_traceback(vault, run)
     r = run("note", "x")
     assert r.exit_code == 1 and ".agent should be the agent's folder" in r.output
     assert vault.head() == head
+
+
+DEEP = "[" * 50_000 + "]" * 50_000
+
+
+@pytest.mark.parametrize("rel,text,commands", [
+    (".dream_ledger.jsonl", '{"run": ' + DEEP + '}\n', [("review",), ("stats",)]),
+    (".forgotten", '{"x": ' + DEEP + '}\n', [("note", "a phrase"),
+                                              ("forget", "a phrase", "--yes")]),
+    ("cron.json", '{"version": 1, "jobs": ' + DEEP + '}', [("cron", "list"), ("status",)]),
+])
+def test_json_nested_past_any_real_file_is_read_as_bad_not_a_traceback(vault, rel, text,
+                                                                       commands):
+    from conftest import agent_proc
+
+    # As a sync would bring it: committed, not written by this agent.
+    (vault.root / rel).write_text(text)
+    vault.git("add", "-A")
+    vault.git("commit", "-q", "--no-verify", "-m", "from another machine")
+    for args in commands:
+        p = agent_proc(*args, vault=vault.root)
+        assert "Traceback" not in p.stderr and "RecursionError" not in p.stderr, \
+            (args, p.stderr[-500:])

@@ -159,6 +159,31 @@ def test_add_creates_a_missing_heading_and_fills_an_empty_one():
     assert a.texts["USER.md"] == "# User\n\n## About\n\n- c\n"
 
 
+def test_adds_find_their_section_after_edits_above_moved_it():
+    # Each add goes under its heading wherever earlier edits of the run moved it: a
+    # conflict block settled into one line, a line deleted, a section made, a subsection.
+    text = ("# Memory\n\n## Home\n<!-- sync conflict: MEMORY.md changed on two machines -->\n"
+            "- Lives in Berlin\n- Lives in Lisbon\n<!-- end of sync conflict -->\n- Has a cat\n\n"
+            "## Work\n- At Acme\n- Team of five\n\n### Projects\n- Builds a shed\n\n"
+            "## Travel\n- Flies often\n")
+    a = apply_ops({"MEMORY.md": text, "USER.md": ""}, [
+        op("update", old="- Lives in Berlin", new="Lives in Lisbon"),
+        op("delete", old="- Team of five"),
+        op("add", section="Travel", new="Flies to Kyoto on 2026-12-03"),
+        op("add", section="Home", new="Has a garden"),
+        op("add", section="Work", new="Works from home on Fridays"),
+        op("add", section="Projects", new="Paints the fence"),
+        op("add", section="Books", new="Reads Le Guin"),
+        op("add", section="Home", new="Has two bikes"),
+        op("add", section="Books", new="Rereads Dune")], allow_shrink=True)
+    assert a.texts["MEMORY.md"] == (
+        "# Memory\n\n## Home\n- Lives in Lisbon\n- Has a cat\n- Has a garden\n- Has two bikes\n\n"
+        "## Work\n- At Acme\n\n### Projects\n- Builds a shed\n- Works from home on Fridays\n"
+        "- Paints the fence\n\n## Travel\n- Flies often\n- Flies to Kyoto on 2026-12-03\n\n"
+        "## Books\n\n- Reads Le Guin\n- Rereads Dune\n")
+    assert a.settled == 1 and a.removed == 1 and a.added == 7
+
+
 def test_add_of_a_fact_already_present_is_skipped():
     a = apply([op("add", section="Facts", new="likes postgres."),
                op("add", section="Facts", new="Walks the dog"),

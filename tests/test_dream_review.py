@@ -253,7 +253,7 @@ def test_mcp_review_list_and_decide_call_the_same_operation(proposed, run):
                                          {"ids": "1..2#1", "decision": "reject",
                                           "because": "not true"}))
         return bad, said
-    bad, said = drive(vault, decide)
+    bad, said = drive(vault, decide, "--review")
     assert "No proposal '9..9#1' waits for review (review_list shows 1)" in bad
     assert "Rejected 1..2#1" in said and "review: reject 1 of 1 from dream 1..2" in said
     assert subjects(vault)[0] == "review: reject 1 of 1 from dream 1..2"
@@ -417,6 +417,7 @@ def test_a_card_quotes_the_message_that_states_its_own_fact(vault, run, fake_ant
         op("add", "USER.md", section="About", new="- Plays the cello", reason="archive:1")],
         "all")
     cards = {i["new"]: i["source"] for i in items}
+    assert not any(i["guess"] for i in items)           # the dream named archive 1
     assert cards[LISBON] == 'archive 1 (topic 1): "I moved from Berlin to Lisbon last week!"'
     assert cards[sister] == 'archive 1 (topic 1): "My sister Ana works as a nurse in Porto."'
     assert cards["- Plays the cello"] == ('archive 1 (topic 1), no message of it states this '
@@ -512,3 +513,86 @@ def test_review_all_holds_an_mcp_clients_remember_for_review(seeded, run, fixed_
     assert item["remote"] == ""
     assert run("review", "accept", item["id"]).exit_code == 0
     assert "## Travel\n\n- Prefers window seats\n" in read(vault, "USER.md")
+
+
+# ---- a card whose source the dream did not name (issue 43, item 6) -------------------------
+
+
+def _two_imported_conversations(vault, run, tmp_path, fake_anthropic) -> dict[str, int]:
+    """ChatGPT's 'Trip to Kyoto' and Claude's 'Marathon training', imported and archived:
+    their archive ids by title."""
+    def gpt(cid, title, texts):
+        nodes, parent = {"root": {"id": "root", "parent": None, "children": [],
+                                  "message": None}}, "root"
+        for n, text in enumerate(texts):
+            nid = f"{cid}-{n}"
+            nodes[parent]["children"] = [nid]
+            nodes[nid] = {"id": nid, "parent": parent, "children": [], "message": {
+                "id": nid, "author": {"role": "user" if n % 2 == 0 else "assistant"},
+                "create_time": 1_700_000_000 + n, "weight": 1.0,
+                "content": {"content_type": "text", "parts": [text]}, "metadata": {}}}
+            parent = nid
+        return {"id": cid, "title": title, "create_time": 1_700_000_000,
+                "update_time": 1_700_000_100, "current_node": parent, "mapping": nodes}
+    (tmp_path / "gpt").mkdir()
+    (tmp_path / "gpt" / "conversations.json").write_text(json.dumps([gpt("c-kyoto", "Trip to Kyoto", [
+        "Plan a trip to Kyoto in April, I want to see the temples and run along the river.",
+        "Early April is cherry blossom season; book the ryokan now."])]))
+    claude = [{"uuid": "u-run", "name": "Marathon training", "summary": "",
+               "created_at": "2024-03-01T09:00:00Z", "updated_at": "2024-03-01T09:05:00Z",
+               "chat_messages": [
+                   {"uuid": "m1", "sender": "human", "created_at": "2024-03-01T09:00:00Z",
+                    "text": "I signed up for the Lisbon marathon on 12 October; my target is "
+                            "3 hours 45 minutes.", "content": [], "attachments": [],
+                    "files": []},
+                   {"uuid": "m2", "sender": "assistant", "created_at": "2024-03-01T09:01:00Z",
+                    "text": "Then build up to 32 km long runs by September.", "content": [],
+                    "attachments": [], "files": []}]}]
+    (tmp_path / "claude").mkdir()
+    (tmp_path / "claude" / "conversations.json").write_text(json.dumps(claude))
+    for folder, fmt in (("gpt", "chatgpt"), ("claude", "claude")):
+        r = run("import", "--format", fmt, str(tmp_path / folder / "conversations.json"))
+        assert r.exit_code == 0, r.output
+    for topic in ("Kyoto in April", "Marathon training"):      # the order they were lived
+        fake_anthropic.add(json_reply({"topic": topic, "summary": topic, "importance": 0.5}))
+    assert run("archive", "--all").exit_code == 0
+    ids = {}
+    for p in (vault.root / "archive").rglob("*.md"):
+        ids["Kyoto" if "chatgpt" in p.read_text() else "Marathon"] = int(p.stem)
+    return ids
+
+
+def test_a_card_whose_source_the_dream_did_not_name_says_its_guess_is_a_guess(
+        vault, run, tmp_path, fake_anthropic):
+    """The analyst cited no evidence: each card names the entry of the run that holds its
+    fact (not the run's first entry for every card), says that is a best guess, and a
+    fact no entry holds is not pinned on one."""
+    ids = _two_imported_conversations(vault, run, tmp_path, fake_anthropic)
+    set_review(vault, "all")
+    marathon = "- Runs the Lisbon marathon on 12 October, aiming for 3 hours 45 minutes"
+    kyoto = "- Plans a trip to Kyoto in April to see the temples"
+    cello = "- Plays the cello"
+    fake_anthropic.add(json_reply({"findings": [
+        finding(marathon[2:], evidence=[]), finding(kyoto[2:], evidence=[]),
+        finding(cello[2:], evidence=[])]}))
+    fake_anthropic.add(json_reply({"ops": [
+        op("add", section="Sport", new=marathon, reason="a race is planned"),
+        op("add", section="Travel", new=kyoto, reason="a trip is planned"),
+        op("add", section="Music", new=cello, reason="mentioned")]}))
+    assert run("dream", "--sync").exit_code == 0
+    items = {i["new"]: i for i in
+             (json.loads(x) for x in run("review", "--json").output.splitlines())}
+    run_label = f"dream {min(ids.values())}..{max(ids.values())}"
+    assert items[marathon]["guess"] and items[kyoto]["guess"] and items[cello]["guess"]
+    assert items[marathon]["source"] == (
+        f"best guess (the dream named no source): archive {ids['Marathon']} (Marathon "
+        f"training), from Claude: 'Marathon training' (import/claude-u-run): \"I signed up "
+        f"for the Lisbon marathon on 12 October; my target is 3 hours 45 minutes.\"")
+    assert items[kyoto]["source"].startswith(
+        f"best guess (the dream named no source): archive {ids['Kyoto']} (Kyoto in April), "
+        f"from ChatGPT: 'Trip to Kyoto' (import/chatgpt-c-kyoto): \"Plan a trip to Kyoto")
+    assert items[cello]["source"] == (f"not known: the dream named no source, and no "
+                                      f"message of {run_label} states this")
+    listed = run("review").output
+    assert (f"from: best guess (the dream named no source): archive {ids['Marathon']} "
+            f"(Marathon training)") in listed

@@ -27,7 +27,7 @@ def test_help_lists_every_command_family_with_its_own_description():
 
     families = ("search", "chat", "sessions", "dream", "schedule", "config", "doctor", "skills",
                 "agents", "sync", "mcp", "why", "review", "forget", "timetravel", "web",
-                "models", "stats")
+                "models", "keys", "stats", "remote")
     commands = {c.name: c for f in families
                 for c in importlib.import_module(f"agent.cli.{f}").COMMANDS}
     assert set(LAZY) == set(commands)

@@ -157,8 +157,13 @@ def test_a_claude_export_keeps_attachments_and_makes_memories_an_entry_for_revie
     assert r.exit_code == 0, r.output
     got = messages(vault, "import/claude-u-garden")
     assert [(m["id"], m["role"]) for m in got] == [("m1", "user"), ("m2", "assistant")]
-    assert got[0]["content"] == ("Here is my soil report\n\n[attachment: soil.txt]\n"
-                                 "pH 6.5, loamy, low nitrogen\n\n[file: photo.jpg]")
+    # What came attached is kept with the message, each a block of its own after the
+    # words, and the line says how many: nobody typed them (agent.dream.learning).
+    assert got[0]["content"] == [
+        {"type": "text", "text": "Here is my soil report"},
+        {"type": "text", "text": "[attachment: soil.txt]\npH 6.5, loamy, low nitrogen"},
+        {"type": "text", "text": "[file: photo.jpg]"}]
+    assert got[0]["attached"] == 2
     assert got[0]["conversation"]["title"] == "Garden plans"
     assert "proposals for agent review" in r.output
     entries = list((vault.root / "archive").rglob("*.md"))
@@ -284,13 +289,49 @@ def test_bad_input_is_one_line_naming_the_file_and_the_vault_is_unchanged(
     assert not (vault.root / "sessions" / "import").exists()
 
 
-def test_format_option_overrides_what_the_content_says(vault, run, tmp_path):
-    (tmp_path / "export.json").write_text(json.dumps([claude_conversation()]))
-    r = run("import", "--format", "chatgpt", str(tmp_path / "export.json"))
-    assert "Skipped export.json conversation 1 ('Garden plans'): it has no id." \
-        in r.output
+@pytest.mark.parametrize("given,content,told", [
+    ("claude", lambda: [gpt_conversation()], "ChatGPT's export, not Claude's: give --format "
+                                             "chatgpt"),
+    ("chatgpt", lambda: [claude_conversation()], "Claude's export, not ChatGPT's: give "
+                                                 "--format claude"),
+])
+def test_a_format_the_file_is_not_is_told_what_the_file_is(vault, tmp_path, given, content,
+                                                           told):
+    (tmp_path / "export.json").write_text(json.dumps(content()))
+    p = agent_proc("import", "--format", given, str(tmp_path / "export.json"),
+                   vault=vault.root)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stderr.strip() == f"Error: export.json is {told}, or no --format (the content " \
+                               f"tells it)."
+    assert "Skipped" not in p.stderr and "Nothing to import" not in p.stdout
+    assert not (vault.root / "sessions" / "import").exists()
+
+
+def test_a_format_given_for_a_file_the_content_does_not_tell_is_taken_or_refused(
+        vault, run, tmp_path):
+    # The keys that tell a Claude export come after 64 KB of a long first title.
+    conv = {"name": "x" * 70_000, **{k: v for k, v in claude_conversation().items()
+                                     if k != "name"}}
+    (tmp_path / "export.json").write_text(json.dumps([conv]))
     r = run("import", "--format", "claude", str(tmp_path / "export.json"))
-    assert "Imported 2 messages in 1 conversation" in r.output
+    assert "Imported 2 messages in 1 conversation" in r.output, r.output
+    r = run("import", "--format", "chatgpt", str(tmp_path / "export.json"))
+    assert r.exit_code == 1
+    assert "export.json: none of its 1 conversations reads as ChatGPT's export (it has no " \
+           "id); it is not one. Give another --format, or none." in r.output
+
+
+def test_a_claude_zip_as_claude_mails_it_brings_its_memories_too(vault, run, tmp_path):
+    export = write_zip(tmp_path / "claude-export.zip", {
+        "conversations.json": json.dumps([claude_conversation()]),
+        "memories.json": json.dumps([{"conversations_memory": "Grows beans in Leeds."}]),
+        "users.json": "[]", "projects.json": "[]"})
+    r = run("import", str(export))
+    assert r.exit_code == 0, r.output
+    assert "Claude's memories are archive entry" in r.output
+    [entry] = list((vault.root / "archive").rglob("*.md"))
+    assert "Grows beans in Leeds." in entry.read_text()
+    assert "Claude's memories (claude-export.zip)" in git(vault, "log", "--format=%s")
 
 
 def test_an_imported_conversation_is_dreamed_into_proposals_that_name_it(
@@ -400,3 +441,144 @@ def test_a_kill_mid_import_leaves_a_consistent_vault_and_a_rerun_finishes(vault,
                for n in range(400))                 # every conversation waits to be archived
     third = agent_proc("import", str(tmp_path / "conversations.json"), vault=vault.root)
     assert "Nothing new: all 400 conversations (800 messages)" in third.stdout
+
+
+def _start_import(vault, tmp_path, conversations: int):
+    """`agent import` of a ChatGPT export of `conversations` two-message conversations,
+    in its own process: (the process, the export's path)."""
+    import os
+    import sys
+
+    convs = [simple_gpt(f"k{n:04d}", f"Chunk {n}", [("user", f"question {n}"),
+                                                    ("assistant", f"answer {n}")])
+             for n in range(conversations)]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(convs))
+    p = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "import",
+                          str(path)], env={**os.environ, "AGENT_EMBED": "off"},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL)
+    return p, path
+
+
+def _written(vault) -> int:
+    folder = vault.root / "sessions" / "import"
+    return len(list(folder.iterdir())) if folder.is_dir() else 0
+
+
+def _import_commits(vault) -> list[tuple[str, str, str]]:
+    """(sha, subject, body) of each import commit, oldest first."""
+    out = git(vault, "log", "--reverse", "--format=%H%x00%s%x00%b%x01", "--grep=^import: ")
+    return [tuple(c.strip("\n").split("\0")) for c in out.split("\x01") if c.strip()]
+
+
+def _messages_added(vault, sha: str) -> tuple[int, int]:
+    """(messages, conversations) a commit added to sessions/import/."""
+    diff = git(vault, "show", "--format=", "--unified=0", sha, "--", "sessions/import")
+    lines = [json.loads(x[1:]) for x in diff.splitlines()
+             if x.startswith("+{") and not x.startswith("+++")]
+    msgs = [o for o in lines if o.get("role")]
+    files = {x for x in git(vault, "show", "--format=", "--name-only", sha, "--",
+                            "sessions/import").split()}
+    return len(msgs), len({f.rsplit("/", 1)[0] for f in files})
+
+
+def _counts(subject: str) -> tuple[int, int]:
+    import re
+    m = re.search(r"add (\d+) messages? in (\d+) conversations?", subject)
+    assert m, subject
+    return int(m[1]), int(m[2])
+
+
+def test_ctrl_c_stops_an_import_commits_what_is_in_under_its_counts_and_says_how_to_finish(
+        vault, tmp_path):
+    import signal
+
+    from conftest import wait_for
+
+    p, path = _start_import(vault, tmp_path, 1200)
+    wait_for(lambda: p.poll() is not None or _written(vault) >= 20, "the import to write")
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 130, out + err
+    assert "Aborted!" not in err and "Traceback" not in err
+    assert f"Run the same command again to finish: agent import {path}" in err
+    assert "Stopped: " in err and " are in, committed." in err
+    assert git(vault, "status", "--porcelain") == ""          # nothing left uncommitted
+    commits = _import_commits(vault)
+    assert commits
+    for sha, subject, _ in commits:
+        assert _counts(subject) == _messages_added(vault, sha), subject
+    again = agent_proc("import", str(path), vault=vault.root)
+    assert again.returncode == 0, again.stderr
+    ids = [m["id"] for n in range(1200) for m in messages(vault, f"import/chatgpt-k{n:04d}")]
+    assert len(ids) == 2400 and len(set(ids)) == 2400
+
+
+def test_status_shows_a_running_import_as_one_and_a_killed_one_is_committed_as_it_was(
+        vault, tmp_path):
+    import signal
+
+    from conftest import wait_for
+
+    p, path = _start_import(vault, tmp_path, 2000)
+    try:
+        seen = 0
+        while True:             # until it is stopped mid-chunk, its files not yet committed
+            wait_for(lambda n=seen: p.poll() is not None or _written(vault) >= n + 10,
+                     "the import to write")
+            assert p.poll() is None, "the import ended before it was caught mid-chunk"
+            p.send_signal(signal.SIGSTOP)
+            if git(vault, "--no-optional-locks", "status", "--porcelain"):
+                break
+            p.send_signal(signal.SIGCONT)
+            seen = _written(vault)
+        st = agent_proc("status", vault=vault.root, timeout=120)
+        assert st.returncode == 0, st.stderr
+        assert "in progress: import: add " in st.stdout, st.stdout
+        assert "hand edits: none" in st.stdout
+        as_json = json.loads(agent_proc("status", "--json", vault=vault.root,
+                                        timeout=120).stdout)
+        assert as_json["in_progress"]["running"] is True
+        assert as_json["in_progress"]["change"].startswith("import: add ")
+    finally:
+        p.kill()
+        p.wait()
+    st = agent_proc("status", vault=vault.root)
+    assert "interrupted: import: add " in st.stdout and "the next command commits them" \
+        in st.stdout, st.stdout
+    assert "hand edits: none" in st.stdout
+    assert agent_proc("note", "after the kill", vault=vault.root).returncode == 0
+    sha, subject, body = _import_commits(vault)[-1]
+    assert "Recovered: interrupted before its commit" in body
+    told, got = _counts(subject), _messages_added(vault, sha)
+    # Journalled before each conversation: true, but for the one being written.
+    assert 0 <= told[0] - got[0] <= 2 and 0 <= told[1] - got[1] <= 1, (subject, got)
+    assert git(vault, "status", "--porcelain") == ""
+    again = agent_proc("import", str(path), vault=vault.root)
+    assert again.returncode == 0, again.stderr
+    ids = [m["id"] for n in range(2000) for m in messages(vault, f"import/chatgpt-k{n:04d}")]
+    assert len(ids) == 4000 and len(set(ids)) == 4000
+
+
+def test_a_title_holding_terminal_escapes_is_shown_without_them(vault, run, tmp_path):
+    evil = "Trip\x1b]0;owned\x07 to \x1b[2JKyoto\x9b31m\u202e"
+    (tmp_path / "conversations.json").write_text(json.dumps(
+        [simple_gpt("esc", evil, [("user", "Plan the trip"), ("assistant", "Sure")])]))
+    assert run("import", str(tmp_path / "conversations.json")).exit_code == 0
+    assert messages(vault, "import/chatgpt-esc")[0]["conversation"]["title"] == \
+        "Trip to Kyoto"
+    # One a sync brought as it was: stored with its escapes, shown without.
+    rel = vault.root / "sessions" / "import" / "chatgpt-other" / "2023-11.jsonl"
+    rel.parent.mkdir(parents=True)
+    rel.write_text(json.dumps({"id": "o1", "ts": "2023-11-14T22:13:21+00:00", "role": "user",
+                               "content": "hello \x1b]52;c;ZXZpbA==\x07there", "turn": 1,
+                               "conversation": {"from": "chatgpt", "id": "other",
+                                                "title": evil}}) + "\n")
+    vault.git("add", "-A")
+    vault.git("commit", "-qm", "from elsewhere")
+    listed = agent_proc("sessions", vault=vault.root)
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    assert "\x9b" not in listed.stdout and "\u202e" not in listed.stdout
+    assert "Trip to Kyoto: user: hello there" in listed.stdout

@@ -21,7 +21,7 @@ def test_tools_and_resources_are_listed(vault):
                 c.server_info)
     tools, uris, info = drive(vault, steps, process=True)
     assert set(tools) == {"search", "remember", "note", "recent", "history", "why",
-                          "review_list", "review_decide", "show_as_of", "restore"}
+                          "review_list", "show_as_of", "restore"}     # review_decide: --review
     assert tools["remember"].input_schema["required"] == ["text"]
     assert tools["remember"].annotations.read_only_hint is False
     assert tools["search"].annotations.read_only_hint is True

@@ -132,3 +132,18 @@ def test_json_on_every_command_that_lists_or_reports(vault, run):
     log = lines("log")
     assert log[0]["subject"] == "edit: MEMORY.md by hand"
     assert log[0]["files"]["MEMORY.md"]["added"] == ["- Likes tea"]
+
+
+def test_docs_name_each_exit_status_the_commands_give(vault, run):
+    """docs/scripting.md's list of exit statuses holds every one a script can meet: 0,
+    1 (an error, a search that found nothing) and 2 (a wrong flag or argument)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "scripting.md").read_text()
+    statuses = " ".join(re.search(r"Exit status:(.*?)\n\n", doc, re.S).group(1).split())
+    given = {run("status").exit_code, run("search", "zebra-nowhere").exit_code,
+             run("note", "--no-such-flag").exit_code, run("review", "accept").exit_code}
+    assert given == {0, 1, 2}
+    for code in given:
+        assert re.search(rf"(^|[\s,]){code} [a-z]", statuses), (code, statuses)

@@ -47,6 +47,8 @@ ALLOWED = {
     ("agent/sandbox.py", "oom_kills"): "a cgroup's memory.events under /sys/fs/cgroup",
     ("agent/sync/remotes.py", "_point_remote_head"): "a bare remote's own HEAD file, not the vault",
     ("agent/ops/forget.py", "verify"): "the search index's own files in .agent/",
+    ("agent/sync/crypt/keys.py", "load"): "this machine's key, under the person's home",
+    ("agent/sync/crypt/keys.py", "_ssh_key"): "the public half of the person's ssh key",
     ("agent/redact.py", "patterns"): "the secret patterns' cache in ~/.cache/agent/",
     ("agent/vault/rewrite.py", "scrub_state"): "the agent's own files in .agent/ (lstat-"
                                                "checked regular files)",

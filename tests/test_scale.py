@@ -143,3 +143,35 @@ def test_search_shows_a_bounded_part_of_a_huge_message(vault, run, tmp_path):
     assert hit["matched"] == ["lorem"] and len(hit["snippet"]) < 400
     r = run("search", "--mode", "words", "lorem")
     assert r.exit_code == 0 and len(r.output) < 1000 and "[lorem]" in r.output
+
+
+def test_imported_history_dated_after_today_is_archived_once_and_comes_to_rest(
+        fake_anthropic, vault, run, tmp_path, fixed_now):
+    # Messages dated next month (an export from a time zone ahead, a clock set wrong): the
+    # markers must go where the last one is looked for, or the same chunk is archived
+    # again and again, for ever.
+    from agent.chat.compact import backlog_of, compact_backlog
+    from agent.llm import make_provider
+
+    t0 = fixed_now + timedelta(days=40)
+    path = tmp_path / "ahead.jsonl"
+    with open(path, "w") as f:
+        for i in range(600):
+            f.write(json.dumps({"session": "cli/default", "id": f"a{i}",
+                                "role": "user" if i % 2 == 0 else "assistant",
+                                "content": f"message {i}: " + "the garden and the roses " * 16,
+                                "ts": (t0 + timedelta(minutes=i)).isoformat()}) + "\n")
+    assert run("import", str(path)).exit_code == 0
+    assert backlog_of(vault.root, "cli/default") is not None
+    fake_anthropic.default_reply = answer
+    provider = make_provider()
+    made = []
+    for _ in range(8):
+        entry = compact_backlog(vault, provider, "cli/default", fixed_now)
+        if entry is None:
+            break
+        made.append(entry)
+    assert backlog_of(vault.root, "cli/default") is None
+    assert 1 <= len(made) <= 4
+    covered = [i for m in lines(vault) if m.get("type") == "compact" for i in m.get("ids", [])]
+    assert len(covered) == len(set(covered)) and "a0" in covered

@@ -37,6 +37,15 @@ def use_local(vault, url: str) -> None:
     path.write_text(text)
 
 
+def no_exec(vault) -> None:
+    """The `exec` tool is offered only where bubblewrap works; the recorded bodies have none."""
+    path = vault.root / "agent.toml"
+    text = path.read_text()
+    start = text.index("[exec]\n")
+    at = text.index("enabled = true", start)
+    path.write_text(text[:at] + "enabled = false" + text[at + len("enabled = true"):])
+
+
 def boat_turns(run) -> None:
     """Two turns: one that calls a tool, one whose window holds that call and its result.
     The first asks to remember, which now forces the remember call (test_forced_remember.py);
@@ -63,6 +72,7 @@ ADD = op("add", section="Travel", new="- Flying to Kyoto on 2026-12-03", reason=
 
 def test_anthropic_turns_and_compaction_send_the_same_bodies(fake_anthropic, vault, run,
                                                              fixed_now):
+    no_exec(vault)
     fake_anthropic.add(
         reply("Noting it.", tool_use("remember", {"text": "The boat is called Wren"},
                                      id="toolu_seam1")),
@@ -92,6 +102,7 @@ def test_anthropic_dream_batches_send_the_same_bodies(fake_anthropic, vault, run
 
 def test_openai_turns_and_dream_send_the_same_bodies(fake_openai, vault, run, fixed_now):
     use_local(vault, fake_openai.url)
+    no_exec(vault)
     seeded(vault)
     fake_openai.add(
         o_reply("Noting it.", call("remember", {"text": "The boat is called Wren"},

@@ -79,7 +79,8 @@ def test_an_import_writes_speakers_and_turns_as_before(vault, run, tmp_path):
     assert run("import", str(src)).exit_code == 0
     [raw] = (vault.root / "sessions/g/1/2026-01.jsonl").read_text().splitlines()
     obj = json.loads(raw)
-    assert list(obj) == ["id", "ts", "role", "content", "turn", "speaker"]
+    assert list(obj) == ["id", "ts", "role", "content", "turn", "speaker", "imported"]
+    assert obj["imported"] is True        # history told by a file: the dream holds it
     assert obj["ts"] == "2026-01-02T03:04:05+00:00" and obj["turn"] == 1
     assert sessions.dumps(obj) == raw
 

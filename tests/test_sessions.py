@@ -27,6 +27,27 @@ def test_sessions_lists_conversations_and_json(fake_anthropic, vault, run):
     assert data[1]["first"] <= data[1]["last"]
 
 
+def test_sessions_piped_keeps_whole_titles_and_lines(vault, run, tmp_path, monkeypatch):
+    """Cut to the terminal's width in a terminal; a pipe or a file (a script, grep) gets
+    each title and last line whole."""
+    title = "Planning the long walk from Kyoto to Tokyo along the old Nakasendo road, " \
+            "with every post town we want to stay in"
+    said = "Magome, Tsumago and Narai first; the passes after that, weather permitting."
+    conv = {"id": "c-walk", "title": title, "create_time": 1_700_000_000,
+            "update_time": 1_700_000_100, "current_node": "m0", "mapping": {
+                "root": {"id": "root", "parent": None, "children": ["m0"], "message": None},
+                "m0": {"id": "m0", "parent": "root", "children": [], "message": {
+                    "id": "m0", "author": {"role": "user"}, "create_time": 1_700_000_000,
+                    "weight": 1.0, "content": {"content_type": "text", "parts": [said]},
+                    "metadata": {}}}}}
+    (tmp_path / "conversations.json").write_text(json.dumps([conv]))
+    assert run("import", str(tmp_path / "conversations.json")).exit_code == 0
+    monkeypatch.setenv("COLUMNS", "80")
+    r = run("sessions")                       # CliRunner's output is no terminal
+    assert r.exit_code == 0, r.output
+    assert f"{title}: user: {said}" in r.output
+
+
 def test_sessions_in_a_new_vault(vault, run):
     r = run("sessions")
     assert r.exit_code == 0 and "No conversations yet" in r.output

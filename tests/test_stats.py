@@ -163,6 +163,36 @@ def test_since_refuses_what_is_not_a_date(vault, run):
                                 "e.g. 2025-03-01, yesterday, '2 weeks ago', 'last monday'.")
 
 
+@pytest.mark.parametrize("when", ["2026-13-45", "2026-02-30", "2026/00/10"])
+def test_since_refuses_a_date_that_does_not_exist(vault, run, when):
+    r = run("stats", "--since", when)
+    assert r.exit_code == 1
+    assert r.output.startswith(f"Error: --since {when!r}: not a date (")
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_a_price_past_any_real_one_is_refused_and_stats_stay_json(planted, run):
+    toml = planted.root / "agent.toml"
+    toml.write_text(toml.read_text() + f'\n[prices."{SONNET}"]\ninput = 1e308\noutput = 15.0\n')
+    r = run("config", "check")
+    assert r.exit_code != 0
+    assert (f'prices."{SONNET}".input must be a number of USD per million tokens, 0 to '
+            f'10,000, not 1e+308') in r.output
+    r = run("stats", "--json")
+    assert "Infinity" not in r.output and "Traceback" not in r.output
+    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1
+
+
+def test_a_forged_tokens_trailer_leaves_stats_valid_json(planted, run):
+    commit(planted, DAY2, f"chat(cli/default): forged\n\nModel: {SONNET}\n"
+                          f"Tokens: {'9' * 5000} in, {'9' * 300} out, 0 cache read, 0 cache write")
+    r = run("stats", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)              # (Infinity is not JSON: this would fail)
+    assert out["total"]["tokens"]["chat"]["input"] == 1000
+    assert "Infinity" not in r.output
+
+
 def _git_starts(vault, *args) -> int:
     trace = vault.root.parent / "git.trace"
     trace.unlink(missing_ok=True)
@@ -255,4 +285,62 @@ def test_the_health_view_draws_its_charts_offline_in_chromium(vault, browser, pr
         assert all(u.startswith(page.origin + "/") for u in loaded), loaded
         shoot(d, "health")
     finally:
+        page.serve.stop()
+
+
+@pytest.fixture
+def first_day(monkeypatch, request):
+    """A vault on its first day (made, and used, on 2035-03-01): one chat turn of 25,441
+    tokens, one fact."""
+    monkeypatch.setenv("AGENT_NOW", f"{DAY1}T18:00:00+00:00")
+    for var in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.setenv(var, f"{DAY1}T09:00:00+00:00")
+    vault = request.getfixturevalue("vault")          # made with the clock above
+    memory = (vault.root / "MEMORY.md").read_text()
+    commit(vault, DAY1, f"chat(cli/default): hello\n\nSession: cli/default\nTurn: 1\n"
+                        f"Model: {SONNET}\nTokens: 25000 in, 441 out, 0 cache read, 0 cache write",
+           {"MEMORY.md": memory + "- Likes green tea\n"})
+    return vault
+
+
+@pytest.mark.slow
+def test_the_charts_of_a_first_day_read_as_days_whole_numbers_and_whole_labels(
+        first_day, browser, procs, fake_anthropic):
+    """On a vault's first day the time axis read 2027 2028 2029; "Tokens per day" cut
+    25,000 to "5,000"; counts had ticks at 0.5. The labels are read from the drawn charts
+    (uPlot's axes), their widths measured with the axis's own font."""
+    from helpers import SIZES, Page, css, wait
+
+    page = Page(first_day, browser, procs)
+    try:
+        page.login()
+        d = page.driver
+        page.open("/health")
+        wait(d, lambda d: css(d, "#health-charts[data-ready=yes]"))
+        axes = d.execute_script("""
+            return Object.fromEntries([...document.querySelectorAll('[data-chart]')].map(b => {
+              const u = b.plot, ctx = document.createElement('canvas').getContext('2d');
+              return [b.dataset.chart, u.axes.map(a => {
+                ctx.font = a.font[0];
+                return {labels: a._values, room: a._size - a.ticks.size - a.gap,
+                        widths: a._values.map(v => ctx.measureText(v).width / devicePixelRatio)};
+              })];
+            }));""")
+        assert set(axes) == {"facts", "proposals", "tokens", "cost"}
+        for name, (x, y) in axes.items():
+            assert x["labels"] == ["Mar 1"], (name, x)
+            assert all(w <= y["room"] for w in y["widths"]), (name, y)
+            if name != "cost":
+                assert all(v.replace(",", "").isdigit() for v in y["labels"]), (name, y)
+        assert max(len(v) for v in axes["tokens"][1]["labels"]) >= 6, axes["tokens"]
+        # The table shows its last column on a laptop, without a scrollbar of its own.
+        wrap = d.execute_script("const w = document.querySelector('.table-wrap');"
+                                "return [w.scrollWidth, w.clientWidth];")
+        assert wrap[0] <= wrap[1], wrap
+        d.set_window_size(*SIZES["phone"])
+        wide = d.execute_script("return [document.documentElement.scrollWidth,"
+                                " document.documentElement.clientWidth]")
+        assert wide[0] <= wide[1], wide
+    finally:
+        d.set_window_size(*SIZES["laptop"])
         page.serve.stop()

@@ -94,6 +94,31 @@ def test_photos_get_one_line_and_edits_are_ignored(vault, tg, fake_telegram, fak
     assert vault.git("rev-parse", "HEAD") == head and fake_anthropic.calls() == []
 
 
+def test_replies_to_one_chat_keep_its_order_while_other_chats_go_on(vault, tg, fake_telegram,
+                                                                   fake_anthropic):
+    """A message whose turn takes long, then a photo and /help: the photo's line and the
+    help wait for the turn's reply, in the order they were sent; another chat's /help is
+    answered meanwhile."""
+    import threading
+
+    from helpers import after
+
+    group = -100123
+    cue = threading.Event()
+    # Generous limits (a loaded machine is slow), never what is tested.
+    fake_anthropic.add(after(cue, reply("Kyoto in April: book the ryokan now."), timeout=120))
+    fake_telegram.message(ANA, "plan the Kyoto trip")
+    fake_anthropic.wait_for_requests(1, "/v1/messages", timeout=120)
+    fake_telegram.message(ANA, None, photo=True)
+    fake_telegram.message(ANA, "/help")
+    fake_telegram.message(ANA, "/help", chat_id=group, chat_type="group")
+    assert "/new" in fake_telegram.wait_sent(group, timeout=120)[0]["text"]   # the turn waits
+    cue.set()
+    sent = [s["text"] for s in fake_telegram.wait_sent(ANA, 3, timeout=120)]
+    assert sent[0] == "Kyoto in April: book the ryokan now."
+    assert "only text" in sent[1] and "/new" in sent[2]
+
+
 def test_a_long_reply_is_split_at_the_limit_on_line_boundaries(vault, tg, fake_telegram,
                                                               fake_anthropic):
     paragraphs = [f"Paragraph {i}: " + "word " * 150 for i in range(12)]   # ~9,000 chars

@@ -124,3 +124,23 @@ def test_a_when_that_is_no_date_is_refused_not_read_as_now(story, run):
     assert r.exit_code == 0 and "MEMORY.md as of" in r.output
     r = run("log", "--since", "2026-11-04", "--oneline")
     assert r.exit_code == 0 and "edit: MEMORY.md by hand" in r.output
+
+
+def test_a_precise_time_a_few_seconds_ago_is_a_date(vault, run, monkeypatch):
+    """A time written out to the second, just now, was read as a word git did not
+    understand (git's reading of it was within 5 s of now)."""
+    from datetime import datetime, timedelta, timezone
+
+    now = datetime.now(timezone.utc)
+    for var in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.setenv(var, (now - timedelta(minutes=1)).isoformat(timespec="seconds"))
+    hand_edit(vault, run, MEMORY, "a minute ago")
+    for var in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.delenv(var)
+    when = (now - timedelta(seconds=2)).strftime("%Y-%m-%d %H:%M:%S +0000")
+    r = run("show", "MEMORY.md", "--as-of", when)
+    assert r.exit_code == 0, r.output
+    assert "Kyoto in April 2027" in r.output
+    r = run("log", "--since", when)
+    assert r.exit_code == 0, r.output
+    assert run("show", "MEMORY.md", "--as-of", "banana").exit_code == 1    # still refused

@@ -47,6 +47,15 @@ def fits_a_phone(driver, words: str | None = None) -> None:
         driver.set_window_size(*SIZES["laptop"])
 
 
+def parts_of(driver, bubble) -> list[list[str]]:
+    """A reply bubble's texts (as laid out: its textContent) and tool calls, in order."""
+    return driver.execute_script(
+        "return [...arguments[0].children].filter(c => c.matches('.text, .tool') &&"
+        " c.textContent.trim()).map(c => c.matches('.tool') ?"
+        " ['tool', c.querySelector('.tool-name').textContent] : ['text', c.textContent]);",
+        bubble)
+
+
 @pytest.fixture
 def page(vault, browser, procs, fake_anthropic):
     p = Page(vault, browser, procs)
@@ -89,6 +98,11 @@ def test_chat_streams_the_reply_shows_tool_calls_and_keeps_script_as_text(page, 
     bubble = css(d, ".msg.assistant")[-1]
     assert "Let me look." in bubble.text and "Nothing about Kyoto yet, but I can plan it." in bubble.text
     assert bubble.get_attribute("data-commit") == page.vault.head()
+    # Streamed, it reads as the saved reply reads: the text, the call, the text, no blank
+    # lines around the call (the turn's separator for a terminal).
+    streamed = parts_of(d, bubble)
+    assert streamed == [["text", "Let me look."], ["tool", "memory_search"],
+                        ["text", "Nothing about Kyoto yet, but I can plan it."]], streamed
     # What the person typed is text, never markup: the script did not run.
     mine = css(d, ".msg.user")[-1]
     assert "<script>document.title='pwned'</script> plan Kyoto" in mine.text
@@ -103,6 +117,8 @@ def test_chat_streams_the_reply_shows_tool_calls_and_keeps_script_as_text(page, 
     texts = [e.text for e in css(d, ".msg.user .text")]
     assert "<script>document.title='pwned'</script> plan Kyoto" in texts
     assert d.title != "pwned" and not css(d, ".msg script")
+    saved = d.execute_script("return [...document.querySelectorAll('.msg.user ~ .msg.assistant')]")
+    assert [p for b in saved for p in parts_of(d, b)] == streamed
     shoot(d, "chat")
 
 
@@ -285,6 +301,111 @@ def test_agent_web_without_a_serve_says_how_to_start_one(vault):
     p = agent_proc("web", vault=vault.root, timeout=60)
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert "No agent serve is running" in p.stderr and "agent serve" in p.stderr
+
+
+def test_agent_web_while_serve_is_starting_waits_for_its_page(vault, fake_anthropic):
+    """A serve holds its lock from its first moment and brings the gateway up a second or
+    two later: `agent web` meanwhile says it is starting and waits, instead of saying none
+    runs. Here the test process is that serve: the real lock, then the real gateway."""
+    import os
+    import subprocess
+    import sys
+
+    from agent.serve.gateway import Gateway
+    from agent.serve.lock import ServeLock
+    from helpers import router
+
+    enable_gateway(vault)
+    cmd = [sys.executable, "-m", "agent", "--vault", str(vault.root), "web", "--no-open"]
+    lock = ServeLock(vault).acquire()
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL)
+        assert p.stderr.readline().strip() == (f"agent serve (pid {os.getpid()}) is starting; "
+                                               f"waiting for its web page...")
+        conv = router(vault)
+        gw = Gateway(vault, conv, port=0).start()
+        try:
+            out, err = p.communicate(timeout=60)
+        finally:
+            gw.close(5)
+            conv.drain(10)
+        assert p.returncode == 0, err
+        assert re.search(r"http://\S+/login\?code=\S+", out) and "No agent serve" not in err
+        # A serve that stops before its page is up: said, with where to look.
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL)
+        assert "is starting" in p.stderr.readline()
+    finally:
+        lock.release()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and "Traceback" not in err
+    assert f"agent serve (pid {os.getpid()}) stopped before its web page was up: see " in err
+    assert "serve.log" in err
+
+
+# ---- every page at a phone's width ------------------------------------------------------
+
+
+UUID = "5f3c2a9e-8b1d-4e7a-9c6f-2d8e1b4a7c30"
+
+
+def test_every_page_fits_a_phone_with_long_names_and_the_template_reads_as_a_paragraph(
+        vault, browser, procs, run, fake_anthropic, tmp_path):
+    """At 390 px no page is wider than the screen (document.documentElement.scrollWidth
+    against its client width), with what makes pages wide: an imported conversation's
+    key (`import/claude-<uuid>`) in the chat's picker, a dream run's 37-character id on
+    review cards. MEMORY.md's template paragraph, wrapped over two lines of the file, is
+    one block on the Memory page."""
+    from dreamkit import finding, op, write_entries
+    from fakeanthropic import json_reply
+
+    claude = [{"uuid": UUID, "name": "Marathon training", "summary": "",
+               "created_at": "2024-03-01T09:00:00Z", "updated_at": "2024-03-01T09:05:00Z",
+               "chat_messages": [{"uuid": "m1", "sender": "human", "text": "I run.",
+                                  "created_at": "2024-03-01T09:00:00Z", "content": [],
+                                  "attachments": [], "files": []}]}]
+    (tmp_path / "conversations.json").write_text(json.dumps(claude))
+    assert run("import", "--format", "claude", str(tmp_path / "conversations.json")).exit_code == 0
+    first = 202611230931024417                     # ids as archive entries are stamped today
+    write_entries(vault, ["Planned the Kyoto trip; flights booked for 3 December."],
+                  start=first)
+    set_review(vault, "all")
+    fake_anthropic.add(json_reply({"findings": [finding("Flying to Kyoto on 2026-12-03",
+                                                        evidence=[f"archive:{first}"])]}),
+                       json_reply({"ops": [op("add", section="Travel", new=KYOTO,
+                                              reason=f"archive:{first}: flights booked")]}))
+    assert run("dream", "--sync").exit_code == 0
+    page = Page(vault, browser, procs)
+    page.login()
+    d = page.driver
+    page.open("/memory")
+    ln = css(d, 'a.line[data-line="3"] .ln')[0].text
+    said = css(d, 'a.line[data-line="3"] .lt')[0].text
+    assert (ln, said) == ("3–4", "Long-term facts, one per bullet, under headings. The agent "
+                                 "adds to this file when it dreams; you can edit it by hand "
+                                 "at any time.")
+    assert not css(d, 'a.line[data-line="4"]')
+    pages = ["/", f"/?session=import/claude-{UUID}", "/memory", "/memory?file=USER.md",
+             "/memory/edit", "/memory/story?file=MEMORY.md&line=3", "/review", "/timeline",
+             f"/timeline/{vault.head()}", "/search?q=Kyoto", "/health", "/schedules",
+             "/settings", "/timeline/0000000"]
+    d.set_window_size(*SIZES["phone"])
+    try:
+        wide = {}
+        for path in pages:
+            page.open(path)
+            w = d.execute_script("return [document.documentElement.scrollWidth,"
+                                 " document.documentElement.clientWidth]")
+            if w[0] > w[1]:
+                wide[path] = w
+        assert wide == {}, wide
+        page.open(f"/?session=import/claude-{UUID}")
+        opened = css(d, ".pick button")[0].rect
+        assert opened["x"] + opened["width"] <= SIZES["phone"][0]     # Open is on screen
+    finally:
+        d.set_window_size(*SIZES["laptop"])
+    page.serve.stop()
 
 
 # ---- schedules and settings -------------------------------------------------------------

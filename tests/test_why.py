@@ -303,3 +303,29 @@ def test_a_remotes_forged_review_or_hand_edit_is_marked_as_from_another_clone(
     out = why(run, "Keeps the bank codes to themselves").output
     assert f"a hand edit: Test User wrote it on this machine ({vault.host()})." in out
     assert "from another clone" not in out
+
+
+def test_a_new_vaults_prose_is_not_offered_and_a_finding_without_evidence_says_so(
+        fake_anthropic, vault, run):
+    """The template's paragraph under MEMORY.md's title is no fact: a query that matches
+    no line is not offered its halves as "Closest". A finding that cites no evidence says
+    so, rather than print an empty `[]`."""
+    r = why(run, "Kyoto trip")
+    assert r.exit_code == 1
+    assert "No line of MEMORY.md or USER.md matches 'Kyoto trip'." in r.output
+    assert "Closest" not in r.output and "MEMORY.md:4" not in r.output
+    (vault.root / "MEMORY.md").write_text(
+        (vault.root / "MEMORY.md").read_text() + "- Flies to Kyoto in December\n")
+    r = why(run, "Kyoto trip")
+    assert "Closest: MEMORY.md:" in r.output and "Flies to Kyoto" in r.output
+    assert "dreams; you can edit" not in r.output
+
+    write_entries(vault, [{"summary": "Plays the cello.", "message": "I play the cello."}])
+    fake_anthropic.add(json_reply({"findings": [finding("The user plays the cello",
+                                                        evidence=[])]}))
+    fake_anthropic.add(json_reply({"ops": [op("add", section="Music", new="- Plays the cello",
+                                              reason="said so")]}))
+    assert run("dream", "--sync").exit_code == 0
+    out = why(run, "plays the cello").output
+    assert "finding (new): The user plays the cello (it cites no evidence)" in out
+    assert "[]" not in out

@@ -48,7 +48,8 @@ from agent.llm.structured import schema_of
 from agent.stores import archive, sessions
 from agent.stores import window
 from agent.vault.change import MODEL, SESSION, TOKENS, Change, tokens
-from typing import TYPE_CHECKING, Any
+from agent.fs import boundedjson
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
@@ -166,7 +167,7 @@ def summarise(provider: Provider, models: list[str], session: str, part: list[di
         raise CompactError(f"Could not summarise {session} for the archive: {e}") from None
     text = msg.text
     try:
-        data = json.loads(text)
+        data = boundedjson.loads(text)
     except ValueError:
         raise CompactError(f"Could not summarise {session}: the model's answer was not "
                            f"JSON ({text[:80]!r})") from None
@@ -230,9 +231,21 @@ def _marker_line(marker: dict, rel_size: int, start_here: bool) -> str:
     return line
 
 
+def marker_file(root, session: str, now: datetime) -> str:
+    """Where a marker goes: this month's file, or the session's last file when that is
+    later (messages dated ahead of this machine's clock: an import from another time
+    zone, a clock set wrong). The last marker is looked for from the last file back, so
+    one written into an earlier file would never be found, and the same part of the
+    history would be archived again and again."""
+    rel = sessions.month_file(session, now)
+    files = sessions.Session(root, session).files()
+    last = f"{sessions.session_dir(session)}/{files[-1].name}" if files else rel
+    return max(rel, last)
+
+
 def _append_marker(vault: Vault, session: str, now: datetime, marker: dict,
                    start_here: bool) -> None:
-    rel = sessions.month_file(session, now)
+    rel = marker_file(vault.root, session, now)
     path = vault.root / rel
     size = path.stat().st_size if path.exists() else 0
     if start_here:
@@ -240,12 +253,23 @@ def _append_marker(vault: Vault, session: str, now: datetime, marker: dict,
     vault.append_lines(rel, [_marker_line(marker, size, start_here)])
 
 
+def _imported(part: list[dict]) -> dict:
+    """`imported: true` for an archive entry covering a line a JSONL import brought into
+    a session of the person's: the dream holds what it learns from it for review."""
+    return {sessions.IMPORTED: True} if any(m.get(sessions.IMPORTED) is True for m in part) \
+        else {}
+
+
 def compact_session(vault: Vault, provider: Provider, session: str, now: datetime, *, force: bool = False,
-                    settings=None, budget: int | None = None) -> int | None:
+                    settings=None, budget: int | None = None,
+                    pause: Callable[[], None] | None = None) -> int | None:
     """Compact the window's oldest part (with force, the whole window) into an archive
     entry; returns its id, None when there is nothing to compact; CompactError when the
     summary could not be made (nothing changed). One call archives at most CHUNK_TOKENS:
-    call again while the window is over its budget (`compact_until`)."""
+    call again while the window is over its budget (`compact_until`).
+
+    `pause()` runs once the summary is made, before the vault lock is taken for the
+    entry's commit: `agent serve` waits there while a person's turn runs."""
     from agent.search import index
 
     settings = settings or load_settings(vault.root)
@@ -262,6 +286,8 @@ def compact_session(vault: Vault, provider: Provider, session: str, now: datetim
     n = len(part)
     topic, summary, importance, used, usage = summarise(
         provider, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS, vault.root)
+    if pause is not None:
+        pause()
 
     with vault.locked():
         # Another process may have compacted this window meanwhile.
@@ -269,7 +295,8 @@ def compact_session(vault: Vault, provider: Provider, session: str, now: datetim
         if not now_w.messages or now_w.messages[0].get("id") != part[0].get("id"):
             return None
         entry_id = archive.new_id(vault.root, now)
-        meta = {"session": session, "created": now.isoformat(timespec="seconds"),
+        meta = {"session": session, **_imported(part),      # in the head the dream reads
+                "created": now.isoformat(timespec="seconds"),
                 "source": _source(part, files), "topic": topic, "importance": importance,
                 "tokens": context.estimate_tokens(part)}
         vault.write_text(archive.entry_path(entry_id, now), archive.render(entry_id, meta, summary))
@@ -293,9 +320,11 @@ def compact_session(vault: Vault, provider: Provider, session: str, now: datetim
 
 
 def compact_until(vault: Vault, provider: Provider, session: str, now: datetime, *, settings=None,
-                  budget: int | None = None, force: bool = False, on_entry=None) -> list[int]:
+                  budget: int | None = None, force: bool = False, on_entry=None,
+                  pause: Callable[[], None] | None = None) -> list[int]:
     """Compact chunk after chunk until the window fits `budget` (with force: is empty);
-    the archive entries made. `on_entry(entry_id)` hears of each as it is made."""
+    the archive entries made. `on_entry(entry_id)` hears of each as it is made; `pause`
+    as compact_session's."""
     settings = settings or load_settings(vault.root)
     made: list[int] = []
     budget = budget or settings.window_tokens
@@ -305,7 +334,7 @@ def compact_until(vault: Vault, provider: Provider, session: str, now: datetime,
             if context.estimate_tokens(w.messages, settings.max_message_tokens) <= budget:
                 return made
         entry = compact_session(vault, provider, session, now, force=force,
-                                settings=settings, budget=budget)
+                                settings=settings, budget=budget, pause=pause)
         if entry is None:
             return made
         made.append(entry)
@@ -480,10 +509,10 @@ def _backlog_part(root, session: str, back: dict) -> tuple[list[dict], list[str]
 
 
 def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetime, *,
-                    settings=None) -> int | None:
+                    settings=None, pause: Callable[[], None] | None = None) -> int | None:
     """Archive the next chunk (at most CHUNK_TOKENS) of the session's imported history
     waiting beyond its window; the entry's id, None when nothing waits; CompactError
-    when the summary could not be made (nothing changed)."""
+    when the summary could not be made (nothing changed). `pause` as compact_session's."""
     from agent.search import index
 
     settings = settings or load_settings(vault.root)
@@ -499,6 +528,8 @@ def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetim
         topic, summary, importance, used, usage = summarise(
             provider, models_for(None, settings), session, part, SUMMARY_MAX_TOKENS,
             vault.root)
+    if pause is not None:
+        pause()
     with vault.locked():
         again = window.last_marker(vault.root, key=session)
         if again is None or again[1:] != (rel, off):
@@ -507,7 +538,8 @@ def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetim
         entry_id = None
         if part:
             entry_id = archive.new_id(vault.root, now)
-            meta = {"session": session, "created": now.isoformat(timespec="seconds"),
+            meta = {"session": session, **_imported(part),
+                    "created": now.isoformat(timespec="seconds"),
                     "source": _source(part, files), "topic": topic, "importance": importance,
                     "tokens": context.estimate_tokens(part)}
             vault.write_text(archive.entry_path(entry_id, now),
@@ -520,7 +552,7 @@ def compact_backlog(vault: Vault, provider: Provider, session: str, now: datetim
             marker["start"] = last["start"]
         if nxt is not None:
             marker["backlog"] = nxt
-        vault.append_lines(sessions.month_file(session, now), [sessions.dumps(marker)])
+        vault.append_lines(marker_file(vault.root, session, now), [sessions.dumps(marker)])
         if part:
             vault.commit(Change("archive", shorten(topic), scope=session,
                                 trailers={SESSION: session, "Archive": str(entry_id),

@@ -342,6 +342,8 @@ class TurnOptions:
     extra_trailers: dict | None = None
     line_extra: dict | None = None       # added to the first transcript line
     inbox: object = None                 # agent.chat.inbox.Inbox
+    backlog: bool = True                 # archive a chunk of imported history after the
+                                         # reply (serve archives it in the background)
 
 
 def run_turn(vault: Vault, provider: Provider, session: str, text: str, now: datetime,
@@ -451,6 +453,7 @@ class _Turn:
         ctx = registry.ToolContext(staged, session, now, settings, opts.depth, provider,
                                    cancel=cancel, readonly=opts.readonly, messages=messages,
                                    parent=f"{session} turn {number}",
+                                   asked=text if opts.kind == "chat" and not opts.depth else "",
                                    used=Used.from_prompt(prompt.seen, prompt.retrieved,
                                                          vault.root, head_from_files(vault.root)))
         return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
@@ -468,6 +471,7 @@ class _Turn:
             said, found = redact.door(self.vault.root, said)
             self.kept.extend(found)
             target.blocks.append(Text(said))
+            self.ctx.asked += f"\n{said}" if self.ctx.asked else ""
             extra = {"injected": True}
             if source:
                 extra["source"] = source
@@ -701,7 +705,7 @@ class _Turn:
                   prompt.window_budget + min(len(text), settings.max_message_tokens * 4) // 4)
         budget = max(budget, 1)
         over = context.estimate_tokens(window, settings.max_message_tokens) > budget
-        if not over and backlog_of(vault.root, session) is None:
+        if not over and (not self.opts.backlog or backlog_of(vault.root, session) is None):
             return
         try:
             if over:

@@ -104,7 +104,9 @@ def status(as_json):
                 "dream_cursor": s.dream_cursor, "dream_waiting": s.dream_waiting,
                 "sync": ({"ref": t.ref, "ahead": t.ahead, "behind": t.behind, "last": t.last,
                           "host": t.host} if t else None),
-                "held": s.held, "warnings": s.warnings})
+                "held": s.held, "warnings": s.warnings,
+                "in_progress": ({"change": s.writing.change, "files": len(s.writing.files),
+                                 "running": s.writing.running} if s.writing else None)})
         return
     _render_status(s)
 
@@ -112,6 +114,13 @@ def status(as_json):
 def _render_status(s) -> None:
     click.echo(f"vault:      {s.root}")
     click.echo(f"HEAD:       {s.head_line}")
+    w = s.writing
+    if w is not None:
+        files = f"{len(w.files):,} file{'s' * (len(w.files) != 1)}"
+        click.echo(f"in progress: {w.change} ({files} written so far; committed as that "
+                   f"when it ends)" if w.running else
+                   f"interrupted: {w.change} ({files} written; the next command commits "
+                   f"them as that change)")
     edits = s.edits
     if edits:
         click.echo(f"hand edits: {len(edits)} uncommitted ({', '.join(edits[:5])}"
@@ -337,14 +346,32 @@ def import_cmd(path, fmt):
     """
     if fmt == "jsonl" or (fmt is None and path.is_file() and path.suffix == ".jsonl"):
         return _import_jsonl(path)
+    import shlex
+
     from agent.ops.imports import import_path
 
     vault = get_vault()
-    with _import_progress() as shown:
-        done = import_path(vault, path, now=now(), fmt=fmt, on_progress=shown)
+    with _import_progress() as shown, _stop_on_interrupt() as asked:
+        done = import_path(vault, path, now=now(), fmt=fmt, on_progress=shown, stop=asked)
     report_recovery(vault)
     for s in done.skipped:
         click.echo(f"Skipped {s.where}: {s.why}.", err=True)
+    if done.cut:
+        click.echo(f"{done.cut:,} message{'s' * (done.cut != 1)} over 1,000,000 characters "
+                   f"{'were' if done.cut != 1 else 'was'} kept up to there, with a line "
+                   f"saying how much more the export holds.", err=True)
+    if done.stopped:
+        if done.added:
+            after_change(vault)
+        again = f"agent import {shlex.quote(str(path))}"
+        if done.added:
+            click.echo(f"Stopped: {done.added:,} message{'s' * (done.added != 1)} in "
+                       f"{done.sessions:,} conversation{'s' * (done.sessions != 1)} are in, "
+                       f"committed. Run the same command again to finish: {again}", err=True)
+        else:
+            click.echo(f"Stopped before anything was imported. Run the same command again "
+                       f"to import it: {again}", err=True)
+        sys.exit(130)
     if done.added:
         after_change(vault)
         click.echo(f"Imported {done.added:,} message{'s' * (done.added != 1)} in "
@@ -361,6 +388,35 @@ def import_cmd(path, fmt):
                    f"them into proposals for agent review.")
     if not done.added and done.memories is None and not done.conversations:
         click.echo(f"Nothing to import from {path.name}.")
+
+
+def _stop_on_interrupt():
+    """Ctrl-C during an import asks it to stop between two conversations (it commits
+    what it wrote and says how to finish); a second Ctrl-C interrupts at once. A
+    callback saying whether a stop was asked."""
+    import contextlib
+    import signal
+    import threading
+
+    @contextlib.contextmanager
+    def asking():
+        asked = threading.Event()
+        if threading.current_thread() is not threading.main_thread():
+            yield asked.is_set
+            return
+
+        def on_interrupt(signum, frame):
+            if asked.is_set():
+                raise KeyboardInterrupt
+            asked.set()
+            click.echo("\nStopping after the conversation being written (Ctrl-C again "
+                       "to stop at once)...", err=True)
+        before = signal.signal(signal.SIGINT, on_interrupt)
+        try:
+            yield asked.is_set
+        finally:
+            signal.signal(signal.SIGINT, before)
+    return asking()
 
 
 def _import_progress():
@@ -447,6 +503,8 @@ LAZY = {
                "Check the API key, models, git, the sandbox, the index and the vault's files."),
     "models": ("agent.cli.models", "models_cmd",
                "List the configured models, their providers, and which answers chat and dream."),
+    "keys": ("agent.cli.keys", "keys_group",
+             "Show where each key agent.toml sends may go on this machine (approve, revoke)."),
     "skills": ("agent.cli.skills", "skills",
                "Skills (skills/<name>/SKILL.md): instructions the agent loads for a task."),
     "agents": ("agent.cli.agents", "agents",
@@ -455,6 +513,10 @@ LAZY = {
              "Fetch, merge and push the vault through its git remote, losing nothing."),
     "clone": ("agent.cli.sync", "clone_cmd",
               "Make a vault on this machine from a remote (a path, ssh or https URL)."),
+    "remote": ("agent.cli.remote", "remote_group",
+               "The vault's remotes, and the devices an encrypted one is readable by."),
+    "key": ("agent.cli.remote", "key_cmd",
+            "Print this machine's public key (made on first use), for `agent remote trust`."),
     "mcp": ("agent.cli.mcp", "mcp_group",
             "Serve the vault as memory to MCP clients (Claude Code, Claude Desktop) over stdio."),
     "review": ("agent.cli.review", "review",

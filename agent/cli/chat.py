@@ -137,6 +137,8 @@ def chat(message, session, continue_, new, model, remote, local):
         settings = load_settings(vault.root)
         preload(sdk_of(settings, model))   # the SDK loads while the vault is read, the prompt built, the person types
         check_committable(vault.root)   # before a model call whose turn could not be saved
+        from agent.cli.keys import ask
+        ask(settings, model)            # a key agent.toml sends somewhere new: asked here
     if continue_:
         session = ops.last_session(vault)
         if session is None:

@@ -55,7 +55,8 @@ def config():
 @config.command("check")
 @vault_option
 def config_check():
-    """Validate agent.toml: every key known, every value of the right type and range."""
+    """Validate agent.toml: every key known, every value of the right type and range, and
+    every key it sends going where this machine approved."""
     vault = get_vault()
     path = cfg.path_of(vault.root)
     data, text = cfg.read_data(vault.root)
@@ -69,6 +70,14 @@ def config_check():
     for w in cfg.unknown(data):
         click.echo(f"{path}: warning: {w}; ignored")
     if found:
+        raise SystemExit(1)
+    # Sound as a file, but a key it sends somewhere this machine has not approved does
+    # not go: not ok here yet (agent.config.keys).
+    from agent.ops.keys import not_approved
+    waiting = [p.refusal() for p in not_approved(cfg.load_settings(vault.root))]
+    for line in waiting:
+        click.echo(f"{path}: {line}")
+    if waiting:
         raise SystemExit(1)
     n = sum(len(t) for t in data.values() if isinstance(t, dict))
     click.echo(f"{path}: ok ({n} setting{'s' * (n != 1)}, the rest default)")

@@ -167,6 +167,8 @@ def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, pol
         # Said before any provider is made: nothing to do needs no key and calls no model.
         click.echo(f"Nothing to dream: no archive entries after the cursor ({st['cursor']}).")
         return
+    from agent.cli.keys import ask
+    ask(settings_of(vault))
     while True:
         progress = _Progress()
         try:

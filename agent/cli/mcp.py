@@ -12,20 +12,24 @@ from agent.cli.common import get_vault, report_recovery, vault_option
 @click.group("mcp", invoke_without_command=True)
 @click.option("--read-only", is_flag=True,
               help="Offer the reading tools only (search, recent, history, why).")
+@click.option("--review", is_flag=True,
+              help="Let this client accept and reject the dream's proposals (review_decide); "
+                   "put it only in the command line of the client you review with.")
 @vault_option
 @click.pass_context
-def mcp_group(ctx, read_only):
+def mcp_group(ctx, read_only, review):
     """Serve the vault as memory to MCP clients (Claude Code, Claude Desktop) over stdio.
 
-    Tools: search, remember, note, recent, history, why; resources: MEMORY.md, USER.md
-    and today's note. Every write is one commit `mcp(<client>): ...`. A client starts
-    this command itself; see the README for the configuration snippet.
+    Tools: search, remember, note, recent, history, why, review_list; resources:
+    MEMORY.md, USER.md and today's note. Every write is one commit `mcp(<client>): ...`.
+    A client decides reviews (review_decide) only when its command line has --review. A
+    client starts this command itself; see the README for the configuration snippet.
     """
     if ctx.invoked_subcommand is not None:
         return
     vault = get_vault()
     from agent.mcp_server.server import serve
-    serve(vault, read_only=read_only)
+    serve(vault, read_only=read_only, review=review)
     report_recovery(vault)
 
 

@@ -107,8 +107,10 @@ def cron_list(as_json):
     for j in (listed.job for listed in listing.jobs):
         # a job that does not run, or a reply not delivered, is never silent
         if j.held:
+            what = f"it delivers to {j.deliver}" if j.deliver else \
+                "a schedule your own message did not ask for"
             click.echo(f"{j.id}  {j.name}: held, awaiting your approval: made by the model, "
-                       f"it delivers to {j.deliver}; agent cron approve {j.id} (or remove it)")
+                       f"{what}; agent cron approve {j.id} (or remove it)")
         line = delivery.describe(j.state.delivery, _when)
         if line:
             click.echo(f"{j.id}  {j.name}: {line}")
@@ -148,7 +150,7 @@ def cron_edit(job_id, name, message, at, every, expr, tz):
 @click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @vault_option
 def cron_approve(job_id):
-    """Let a job the model made with a delivery target run (only to a chat you allowed)."""
+    """Let a job the model made run (one with a delivery target: only to a chat you allowed)."""
     from agent.config import load_settings
     from agent.ops import jobs
     from agent.serve.delivery import refusal
@@ -161,7 +163,8 @@ def cron_approve(job_id):
         click.echo(f"{job.label()} ({job.id}) is not held; nothing to approve.")
         return
     after_change(vault)
-    click.echo(f"Approved {job.label()} ({job.id}): it delivers to {job.deliver}, next run "
+    where = f"it delivers to {job.deliver}, " if job.deliver else ""
+    click.echo(f"Approved {job.label()} ({job.id}): {where}next run "
                f"{_when(job.state.next_run)}  ({sha[:7]})")
 
 
@@ -236,6 +239,8 @@ def cron_run(job_id):
     vault = get_vault()
     job = jobs.find(vault, job_id)
     quiet_logs()
+    from agent.cli.keys import ask
+    ask(settings_of(vault))
     provider = make_provider(settings_of(vault))
     outcome = jobs.run_now(vault, provider, job.id, clock_now(),
                            on_text=lambda s: click.echo(s, nl=False))
@@ -373,6 +378,8 @@ def heartbeat_run(name):
     vault = get_vault()
     hb = ops.find(vault, name)
     quiet_logs()
+    from agent.cli.keys import ask
+    ask(settings_of(vault))
     provider = make_provider(settings_of(vault))
     outcome = ops.run_now(vault, provider, hb.name, clock_now(),
                           on_text=lambda s: click.echo(s, nl=False))

@@ -47,6 +47,8 @@ def archive_cmd(session, all_):
     settings = load_settings(vault.root)
     preload(sdk_of(settings))
     quiet_logs()
+    from agent.cli.keys import ask
+    ask(settings)
     from agent.chat.compact import CompactError
     from agent.clock import now
 
@@ -121,8 +123,11 @@ def sessions_cmd(as_json):
         head[4] = "TITLE / LAST LINE"
         rows = [r[:4] + [f"{titles[r[0]]}: {r[4]}" if r[0] in titles else r[4]] for r in rows]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
-    width = shutil.get_terminal_size((100, 24)).columns
-    room = max(20, width - sum(widths) - 2 * 4)
+    if sys.stdout.isatty():             # fit the terminal; a pipe or a file gets it whole
+        width = shutil.get_terminal_size((100, 24)).columns
+        room = max(20, width - sum(widths) - 2 * 4)
+    else:
+        room = max(len(r[4]) for r in [head, *rows])
     for r in [head, *rows]:
         cells = [r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].ljust(widths[2]),
                  r[3].ljust(widths[3]), _short(r[4], room)]

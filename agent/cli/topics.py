@@ -11,7 +11,7 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "undo", "edit", "forget", "import", "stats")),
     ("Schedules and reach", ("serve", "cron", "heartbeat", "skills", "mcp")),
     ("The vault and its settings", ("init", "path", "status", "doctor", "config", "models",
-                                    "sync", "clone", "git", "index", "completion")),
+                                    "keys", "sync", "clone", "git", "index", "completion")),
 )
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -49,6 +49,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "config": ('agent config list', 'agent config set model.name openai/gpt-5-mini',
                'agent config check'),
     "models": ('agent models',),
+    "keys": ('agent keys', 'agent keys approve OPENROUTER_API_KEY https://openrouter.ai'),
     "sync": ('agent sync', 'agent sync held', 'agent sync accept agent.toml'),
     "clone": ('agent clone git@example.org:me/vault.git ~/vault',),
     "git": ('agent git log --oneline', 'agent git log -p MEMORY.md'),

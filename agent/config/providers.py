@@ -10,25 +10,21 @@ that need no table.
     context_windows = { "qwen3:8b" = 40960 }   # or per model
 
 A key is never a setting: agent.toml is synced, and a key in it would sit in every
-clone's history. Only the name of the variable that holds it is.
+clone's history. Only the name of the variable that holds it is, and the key goes
+only where this machine said it may (agent.config.keys).
 """
 
 from __future__ import annotations
 
 import re
 from typing import Literal
-from urllib.parse import urlsplit
 
 BUILTIN = ("anthropic", "openai")
 ANTHROPIC_WINDOW = 200_000
 OPENAI_WINDOW = 128_000
 LOCAL_WINDOW = 32_768
-# The key variables the built-in providers read, and the only hosts they are sent to
-# (besides this machine): a synced agent.toml must not point them at a stranger's server.
-VENDOR_KEYS = {"ANTHROPIC_API_KEY": "api.anthropic.com", "OPENAI_API_KEY": "api.openai.com"}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 _KEY_ENV = re.compile(r"^[A-Z][A-Z0-9_]*(KEY|TOKEN)$")
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 _MODEL = None
@@ -63,7 +59,8 @@ def table_model():
 
 
 def is_loopback(url: str | None) -> bool:
-    return bool(url) and (urlsplit(url).hostname or "") in LOOPBACK
+    from agent.config.keys import is_loopback as here
+    return bool(url) and here(url)
 
 
 # The sampling options a provider's table may set: the OpenAI API's own, and those that
@@ -149,10 +146,8 @@ def _key_problems(at: str, name: str, t) -> list[str]:
     if not _KEY_ENV.match(env):
         return [f"{at}.key_env names the environment variable holding the key, which must "
                 f"end in KEY or TOKEN (as OPENROUTER_API_KEY), not {env!r}"]
-    host = VENDOR_KEYS.get(env)
-    url = t.base_url
-    if host and url and not is_loopback(url) and urlsplit(url).hostname != host:
-        return [f"{at}: ${env} is sent only to {host} or this machine, not to "
-                f"{urlsplit(url).hostname}; give this provider a variable of its own "
-                f"(key_env = \"{name.upper().replace('-', '_')}_API_KEY\")"]
+    from agent.config import keys
+    pair = keys.provider_pair(name, t.api, t.base_url, env)
+    if pair is not None and pair.state() == "refused":
+        return [f"{pair.refusal()} (key_env = \"{name.upper().replace('-', '_')}_API_KEY\")"]
     return []

@@ -27,6 +27,7 @@ from agent.stores import sessions
 from agent.stores.merge import has_conflicts
 from agent.stores.memory import MEMORY, MEMORY_FILES, USER
 from agent.errors import UserError
+from agent.fs import boundedjson
 
 CACHE = CacheHint(ttl="1h")
 SKIP_SESSIONS = ("heartbeat/", "dream/")   # their entries are not dream input
@@ -539,10 +540,12 @@ def parse_reply(message: Reply, model: type[BaseModel]) -> dict:
     if not raw:
         raise ReplyError("the reply holds no text")
     try:
-        obj = json.loads(raw)
+        obj = boundedjson.loads(raw)
+    except boundedjson.TooDeep as e:
+        raise ReplyError(f"the reply is JSON {e}: {raw[:80]!r}") from None
     except ValueError as e:
-        raise ReplyError(f"the reply is not JSON ({e.msg} at character {e.pos}): "
-                         f"{raw[:80]!r}") from None
+        raise ReplyError(f"the reply is not JSON ({getattr(e, 'msg', e)} at character "
+                         f"{getattr(e, 'pos', '?')}): {raw[:80]!r}") from None
     try:
         model.model_validate(obj)
     except ValidationError as e:

@@ -14,6 +14,7 @@ The vault lock is held only to apply and commit, never while waiting for the mod
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -23,13 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from agent import redact
 from agent.errors import UserError
 from agent.fs import safe
 from agent.stores import archive, arrivals, ledger
 from agent.config import load_settings
 import agent.dream.prompts as prompts
 from agent.dream.cost import estimate
-from agent.dream.edits import Applied, FILES, OpResult
+from agent.dream.edits import Applied, FILES, OpResult, conflict_lines
 import agent.dream.proposals as proposals
 from agent.dream import duplicates, learning
 import agent.dream.state as runstate
@@ -44,7 +46,6 @@ from agent.fs import atomic
 from agent.fs.pidlock import PidLock
 from agent.vault.change import (BATCH, CURSOR, DUPLICATES, FACTS_ADDED, FACTS_REMOVED,
                                 FACTS_UPDATED, MODEL, PROPOSED, RUN, TOKENS, Change, tokens)
-from agent.stores.merge import CONFLICT_END, CONFLICT_RE
 from agent.vault import gitcmd
 from typing import TYPE_CHECKING
 
@@ -410,6 +411,11 @@ class _Run:
                requests: list[BatchRequest]) -> RunState | DreamOutcome:
         """Send a phase's requests: a batch (state saved at once) where the model's
         provider has a batch API, else plain calls."""
+        if redact.enabled(self.vault.root):
+            # What the agent wrote passed the filter then; what a person typed into
+            # MEMORY.md or a sync brought (a transcript, an entry) did not: it does here.
+            requests = [dataclasses.replace(r, request=redact.scrub_value(r.request))
+                        for r in requests]
         ids = [r.custom_id for r in requests]
         if state.mode == "batch" and not self.sync:
             batch = None
@@ -672,7 +678,8 @@ class _Run:
 
     def asked(self, sel, cache: prompts.SessionCache) -> dict[int, list[str]]:
         """What the person asked to remember in each of the selected entries."""
-        return {e.id: learning.requests(o for _, o in prompts.covered_lines(cache, e.sources()))
+        return {e.id: learning.requests((o for _, o in prompts.covered_lines(cache, e.sources())),
+                                        e.session)
                 for e in sel.entries}
 
     def recalled(self, state: RunState) -> list[str]:
@@ -690,16 +697,18 @@ class _Run:
         held = duplicates.Held(duplicates.memory_lines(texts))
         recalled = duplicates.Held(self.recalled(state))
         asked = learning.asked_words(state.asks) if state.asks is not None else None
+        # Each file's conflict blocks are read once, not once an operation.
+        blocks = {name: conflict_lines(text) for name, text in texts.items()}
         kept, dropped = [], []
         for op in ops:
             kind, new = str(op.get("op", "")), str(op.get("new", ""))
             if asked is not None:
-                why = learning.unasked(op, asked, _in_conflict(texts, op))
+                why = learning.unasked(op, asked, _in_conflict(blocks, op))
                 if why:
                     dropped.append(proposals.Dropped(op, why, "unasked"))
                     continue
             # Settling a sync-conflict block keeps one of its versions: a line it holds.
-            if kind in ("add", "update") and new.strip() and not _in_conflict(texts, op):
+            if kind in ("add", "update") and new.strip() and not _in_conflict(blocks, op):
                 same = held.restated(new)
                 if same is not None:
                     dropped.append(proposals.Dropped(
@@ -786,7 +795,8 @@ RUN_ENTRIES = 1000
 
 def imported(root, ids: list[int]) -> bool:
     """Whether any of the archive entries `ids` comes from an imported conversation
-    (agent import: sessions under `import/`); only each entry's head is read."""
+    (agent import: sessions under `import/`, or lines a JSONL import brought into any
+    session, which the entry's `imported: true` says); only each entry's head is read."""
     want = set(ids)
     for entry_id, rel in archive.entry_ids(root):
         if entry_id not in want:
@@ -797,7 +807,7 @@ def imported(root, ids: list[int]) -> bool:
             continue
         with os.fdopen(fd, "rb") as f:
             head = f.read(1024)
-        if re.search(rb"(?m)^session: ['\"]?import/", head):
+        if re.search(rb"(?m)^(?:session: ['\"]?import/|imported: true\s*$)", head):
             return True
     return False
 
@@ -807,19 +817,11 @@ def passed_over(n: int) -> str:
             f"anything in {'them' if n != 1 else 'it'} ([memory] learn = explicit).")
 
 
-def _in_conflict(texts: dict[str, str], op: dict) -> bool:
-    """Whether `op` quotes a line inside a sync-conflict block of its file."""
+def _in_conflict(blocks: dict[str, set[str]], op: dict) -> bool:
+    """Whether `op` quotes a line inside a sync-conflict block of its file (`blocks`:
+    each file's conflict_lines)."""
     old = str(op.get("old", "")).rstrip()
-    inside = False
-    for line in texts.get(str(op.get("file", "")), "").splitlines():
-        bare = line.strip()
-        if CONFLICT_RE.match(bare):
-            inside = True
-        elif bare == CONFLICT_END:
-            inside = False
-        elif inside and old and line.rstrip() == old:
-            return True
-    return False
+    return bool(old) and old in blocks.get(str(op.get("file", "")), ())
 
 
 def _plural(n: int, word: str, words: str | None = None) -> str:

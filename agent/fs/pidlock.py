@@ -35,6 +35,21 @@ class PidLock:
         self.fd = fd
         return True
 
+    def busy(self) -> str | None:
+        """Whether another process holds the lock, without taking it or writing to it:
+        the pid text it wrote ("?" when it wrote none), or None when it is free."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _pid_text(fd) or "?"
+        finally:
+            os.close(fd)                # (closing lets go of a lock taken here)
+        return None
+
     def release(self, clear: bool = False) -> None:
         """Unlock and close; `clear` empties the file first (a clean exit leaves no pid)."""
         if self.fd is None:

@@ -31,6 +31,7 @@ from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Bl
                                Interrupted, Opaque, Reply, Request, Stop, Text, Tool,
                                ToolCall, ToolResult, Usage)
 from agent.llm.spec import ProviderSpec
+from agent.fs import boundedjson
 
 if TYPE_CHECKING:
     import openai
@@ -228,7 +229,7 @@ def usage_of(usage: Any) -> Usage:
 
 def _tool_call(n: int, call_id: str | None, name: str, arguments: str) -> ToolCall:
     try:
-        args = json.loads(arguments) if arguments.strip() else {}
+        args = boundedjson.loads(arguments) if arguments.strip() else {}
     except ValueError:
         args = None
     if not isinstance(args, dict):

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, TYPE_CHECKING
 
+from agent.config import keys
 from agent.config.providers import (ANTHROPIC_WINDOW, BUILTIN, LOCAL_WINDOW, OPENAI_WINDOW,
                                     is_loopback)
 from agent.errors import UserError
@@ -28,6 +29,11 @@ class NoApiKey(UserError):
         super().__init__(message)
 
 
+class KeyNotApproved(NoApiKey):
+    """A key agent.toml would send to a host this machine has not approved (see
+    agent.config.keys): as good as no key, and the message says how to approve it."""
+
+
 @dataclass(frozen=True)
 class ProviderSpec:
     name: str
@@ -43,7 +49,8 @@ class ProviderSpec:
 
     def key(self) -> str | None:
         """The key from the environment (None when the provider needs none); NoApiKey
-        naming the variable when it is unset."""
+        naming the variable when it is unset, KeyNotApproved when this machine has not
+        said it may go where the provider answers (agent.config.keys)."""
         if not self.key_env:
             return None
         key = os.environ.get(self.key_env, "").strip()
@@ -51,7 +58,15 @@ class ProviderSpec:
             if self.key_env == "ANTHROPIC_API_KEY":
                 raise NoApiKey()
             raise NoApiKey(f"No API key for the provider {self.name}: set ${self.key_env}")
+        pair = self.pair()
+        why = pair.refusal() if pair is not None else None
+        if why:
+            raise KeyNotApproved(why)
         return key
+
+    def pair(self) -> keys.Pair | None:
+        """The key variable and the origin its requests go to (None: no key)."""
+        return keys.provider_pair(self.name, self.api, self.base_url, self.key_env)
 
     def window(self, model: str) -> int:
         return self.context_windows.get(model, self.context_window)

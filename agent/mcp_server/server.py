@@ -2,6 +2,7 @@
 
     agent mcp               # search, remember, note, recent, history, why + resources
     agent mcp --read-only   # the reading tools only
+    agent mcp --review      # and review_decide: this client may decide the dream's proposals
 
 The tools are in `agent.mcp_server.tools` (plain functions over the vault); this module wires
 them to the SDK's low-level `Server`. Bad input is answered with a JSON-RPC error
@@ -51,10 +52,12 @@ def _client_name(ctx) -> str | None:
     return None
 
 
-def build(vault: Vault, *, read_only: bool = False, tools: VaultTools | None = None) -> Server:
-    """The MCP server over `vault`."""
+def build(vault: Vault, *, read_only: bool = False, review: bool = False,
+          tools: VaultTools | None = None) -> Server:
+    """The MCP server over `vault`; `review`: the client may decide the dream's
+    proposals (review_decide)."""
     ours = version()
-    tools = tools or VaultTools(vault, read_only=read_only)
+    tools = tools or VaultTools(vault, read_only=read_only, review=review)
     limiter = anyio.CapacityLimiter(1)
 
     async def run(fn, *args):
@@ -151,11 +154,11 @@ class _Answered:
         await self._inner.aclose()
 
 
-def serve(vault: Vault, *, read_only: bool = False) -> None:
+def serve(vault: Vault, *, read_only: bool = False, review: bool = False) -> None:
     """Serve MCP over this process's stdin and stdout until the client hangs up."""
     # The SDK logs every request at INFO; a client shows our stderr to the person.
     logging.getLogger("mcp").setLevel(logging.WARNING)
-    server = build(vault, read_only=read_only)
+    server = build(vault, read_only=read_only, review=review)
 
     async def main():
         async with stdio_server() as (read_stream, write_stream):

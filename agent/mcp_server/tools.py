@@ -55,6 +55,7 @@ class Spec:
     description: str
     fn: Callable
     writes: bool = False
+    decides: bool = False      # the person's decision: offered only to a client allowed it
 
     @functools.cached_property
     def model(self) -> Any:
@@ -93,9 +94,13 @@ def check_args(spec: Spec, args) -> dict:
 class VaultTools:
     """The tools over one vault; `client` names the MCP client for commit messages."""
 
-    def __init__(self, vault: Vault, *, read_only: bool = False, clock=None):
+    def __init__(self, vault: Vault, *, read_only: bool = False, review: bool = False,
+                 clock=None):
         self.vault = vault
         self.read_only = read_only
+        # A review is the person's check on what a client (this one too) and the dream
+        # put in memory: a client decides one only where the person started it so.
+        self.review = review
         self.clock = clock or clock_now
         specs = [
             Spec("search", "Search everything the agent remembers: past conversations, "
@@ -126,7 +131,7 @@ class VaultTools:
             Spec("review_decide", "Accept or reject proposals from review_list, by id; "
                  "accepted ones are written to MEMORY.md/USER.md as one commit per dream, "
                  "rejected ones are never proposed again. Only on the person's say-so.",
-                 self.review_decide, writes=True),
+                 self.review_decide, writes=True, decides=True),
             # Time travel (issue 26): the operations are agent.ops.timetravel's.
             Spec("show_as_of", "A vault file as it was at a moment: what the agent knew then.",
                  self.show_as_of),
@@ -137,7 +142,8 @@ class VaultTools:
         self.specs = {s.name: s for s in specs}
 
     def offered(self) -> list[Spec]:
-        return [s for s in self.specs.values() if not (self.read_only and s.writes)]
+        return [s for s in self.specs.values() if not (self.read_only and s.writes)
+                and not (s.decides and not self.review)]
 
     def call(self, name: str, args, client: str | None = None) -> str:
         """Run tool `name`: its text, or BadInput (nothing changed)."""
@@ -148,6 +154,10 @@ class VaultTools:
         if spec.writes and self.read_only:
             raise BadInput(f"{name} changes the vault, and this server was started with "
                            f"--read-only: it only reads.")
+        if spec.decides and not self.review:
+            raise BadInput(f"{name}: this client may not decide reviews; the person decides "
+                           f"with `agent review`, or lets one client decide by adding "
+                           f"--review to the command line it starts (agent mcp --review).")
         kwargs = check_args(spec, args)
         if spec.writes:
             kwargs["client"] = client

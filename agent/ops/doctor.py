@@ -108,7 +108,9 @@ def _api(settings: Settings | None) -> list[Check]:
     """Each provider a configured model names: its key, whether it answers, and whether
     it serves the models (Anthropic's own checks keep their names, "API key" and
     "models"). A provider that only a fallback names is a warning when its key is not
-    set: a local set-up need not carry a vendor's key for a fallback it may never use."""
+    set: a local set-up need not carry a vendor's key for a fallback it may never use.
+    A provider whose key this machine has not said may go where it answers is named so,
+    and not called (the call would send the key)."""
     from agent.llm.spec import split
 
     by_provider: dict[str, list[str]] = {}
@@ -118,11 +120,33 @@ def _api(settings: Settings | None) -> list[Check]:
         by_provider.setdefault(name, []).append(bare)
         if settings is not None and m in (settings.model, settings.dream_model):
             needed.add(name)
+    out = [] if settings is None else _keys(settings)
+    blocked = {c.name.removeprefix("key of ") for c in out}
     anthropic = by_provider.pop("anthropic", None)
-    out = _anthropic(settings, anthropic,
-                     fallback_only=anthropic is not None and "anthropic" not in needed)
+    if "anthropic" not in blocked:
+        out += _anthropic(settings, anthropic,
+                          fallback_only=anthropic is not None and "anthropic" not in needed)
     for name, models in by_provider.items():
-        out.append(_provider(settings, name, models, fallback_only=name not in needed))
+        if name not in blocked:
+            out.append(_provider(settings, name, models, fallback_only=name not in needed))
+    return out
+
+
+def _keys(settings: Settings) -> list[Check]:
+    """Each key agent.toml sends where this machine has not approved it (agent.config.keys):
+    named `key of PROVIDER` (or `key of telegram`), with the command that approves it."""
+    from agent.ops.keys import not_approved
+
+    out = []
+    for pair in not_approved(settings):
+        who = pair.where.removeprefix("providers.").replace("channels.telegram.api_base",
+                                                             "telegram")
+        fix = (f"agent keys approve {pair.env} {pair.origin} (if you mean it)"
+               if pair.state() == "unapproved" else
+               f"give providers.{who} a key variable of its own (agent config set "
+               f"providers.{who}.key_env NAME)")
+        out.append(Check(f"key of {who}", "fail", f"${pair.env} would go to {pair.origin}, "
+                         f"which this machine has not approved", fix))
     return out
 
 
@@ -322,6 +346,9 @@ def _telegram(settings: Settings | None, check: TelegramCheck | None) -> list[Ch
     channel's own `check`, given by the front-end: the channel lives in serve)."""
     if settings is None or not getattr(settings, "telegram_enabled", False) or check is None:
         return []
+    from agent.config import keys
+    if keys.telegram_pair(settings.telegram_api_base).refusal() is not None:
+        return []               # named by _keys, and not sent there to find out
     ok, detail, fix = check(settings)
     return [Check("telegram", "ok" if ok else "fail", detail, fix)]
 
@@ -352,11 +379,70 @@ def _identity(vault: Vault) -> Check | None:
                  'git config --global user.email you@example.org')
 
 
+def _encrypted_remotes(vault: Vault) -> list[Check]:
+    """Only for a vault with an encrypted remote: this machine's key, and each such
+    remote read from its host (checked as a sync checks it) and the devices it lists."""
+    from agent.sync.crypt import vaultremotes
+
+    if not gitcmd.has_remote(vault):
+        return []
+    remotes = vaultremotes.encrypted(vault)
+    if not remotes:
+        return []
+    from agent.sync.crypt import keys
+    from agent.sync.crypt.manifest import Refused
+    from agent.vault.carrier import CarrierError
+
+    path = keys.key_path()
+    try:
+        device = keys.load(path)
+    except keys.KeyProblem as e:
+        return [Check("key", "fail", str(e), "restore the file from your copy, or make a "
+                      "new key (`agent key`) and trust it from a machine that syncs")]
+    if device is None:
+        return [Check("key", "fail", f"this machine has no key ({path}): it cannot read "
+                      f"{', '.join(remotes)}", "restore the file from your copy, or run "
+                      "`agent key` and trust it from a machine that syncs the vault")]
+    checks = [Check("key", "warn", f"{path} can be read by other users of this machine",
+                    f"chmod 600 {path}") if keys.loose_permissions(path) else
+              Check("key", "ok", f"{path} ({keys.short(device.public)})")]
+    for name in sorted(remotes):
+        remote = vaultremotes.open_remote(vault, name, device)
+        label = f"remote {name}"
+        try:
+            with remote.locked():
+                state = remote.load()
+        except Refused as e:
+            checks.append(Check(label, "fail", str(e), "do not sync with it until you know "
+                                "why; `agent remote list` shows what this machine trusted"))
+            continue
+        except CarrierError as e:
+            checks.append(Check(label, "warn", f"its host cannot be read now: {e}",
+                                "check the network and the URL (`agent remote list`)"))
+            continue
+        m = state.manifest
+        if m is None:
+            checks.append(Check(label, "ok", "encrypted, empty: `agent sync` fills it"))
+            continue
+        n = len(m.devices)
+        detail = (f"encrypted for {n} device{'s' * (n != 1)}, fingerprint {m.fingerprint}, "
+                  f"{len(m.packs)} pack{'s' * (len(m.packs) != 1)}")
+        if n == 1:
+            checks.append(Check(label, "warn", f"{detail}: only this machine can read it, "
+                                f"and if its key is lost what it holds is unrecoverable",
+                                f"trust a second machine (`agent remote trust {name} FILE`) "
+                                f"or keep a copy of {path} somewhere safe"))
+        else:
+            checks.append(Check(label, "ok", detail))
+    return checks
+
+
 def run_checks(vault: Vault, telegram: TelegramCheck | None = None) -> list[Check]:
     """Every check; `telegram(settings) -> (ok, detail, fix)` checks the Telegram
     channel when it is enabled."""
     settings_check, settings = _settings(vault)
     checks = [*_api(settings), settings_check, _git(), _identity(vault), _sandbox(), _fsck(vault),
               _checkout(vault), _index(vault), _cron(vault), _heartbeats(vault),
-              _skills(vault), _cursor(vault), _held(vault), *_telegram(settings, telegram), *_mcp(vault, settings)]
+              _skills(vault), _cursor(vault), _held(vault), *_encrypted_remotes(vault), *_telegram(settings, telegram),
+              *_mcp(vault, settings)]
     return [c for c in checks if c is not None]

@@ -10,7 +10,6 @@ agent.vault.rewrite's; this module is the operation every front-end calls.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,6 +21,7 @@ from agent.fs import safe
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 from agent.vault import gitcmd
+from agent.fs import boundedjson
 
 MIN_CHARS = rewrite.MIN_CHARS
 
@@ -96,7 +96,7 @@ def message_text(vault: Vault, message_id: str) -> str:
             if message_id not in line:
                 continue
             try:
-                obj = json.loads(line)
+                obj = boundedjson.loads(line)
             except ValueError:
                 continue
             if obj.get("id") == message_id:

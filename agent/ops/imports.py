@@ -13,10 +13,18 @@ dream learn from it. Claude's memories.json becomes an archive entry the dream t
 into proposals for review.
 
 The export is read twice, streamed: first to check it whole (a truncated file, bytes
-that are not UTF-8, a zip that escapes or is a bomb: nothing is written) and count it
-for the progress bar, then to write it, one commit per chunk of whole conversations,
-each under the vault lock and journalled, so a kill leaves a consistent vault and a
-rerun finishes the job.
+that are not UTF-8, a zip that escapes or is a bomb, JSON past the bounds of
+agent.stores.exports: nothing is written) and count it for the progress bar, then to
+write it, one commit per chunk of whole conversations, each under the vault lock and
+journalled conversation by conversation, so a kill leaves a consistent vault whose
+next command commits what was written under its true counts, and a rerun finishes the
+job. Asked to stop (`stop()` true: the CLI's Ctrl-C), it stops between two
+conversations, commits those written, and says so (`ImportResult.stopped`).
+
+Memory is bounded whatever the export holds: one conversation at a time is parsed
+(within exports' bounds), a chunk holds at most `CHUNK_CHARS` of text, and a message
+longer than `MAX_MESSAGE_CHARS` is kept up to there, with a line saying how much the
+export has beyond it (no model reads more at once; the export keeps the whole).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
 from agent.chat.compact import mark_imported
+from agent.oneline import shorten
 from agent.stores import archive, chatgpt, claude, exports, sessions, window
 from agent.stores.exports import (
     CHATGPT,
@@ -49,6 +58,8 @@ if TYPE_CHECKING:
 
 CHUNK_CONVERSATIONS = 500       # conversations a commit holds at most
 CHUNK_MESSAGES = 20_000         # ... and messages
+CHUNK_CHARS = 64_000_000        # ... and characters of text
+MAX_MESSAGE_CHARS = 1_000_000   # of one message kept (a model's whole context is less)
 _KEYCHARS = re.compile(r"[^A-Za-z0-9._@+-]")
 
 
@@ -69,6 +80,9 @@ class ImportResult:
     commits: list[str] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     memories: int | None = None     # archive entry made of memories.json
+    cut: int = 0                    # messages kept only up to MAX_MESSAGE_CHARS
+    stopped: bool = False           # asked to stop (Ctrl-C) before the end
+    done: int = 0                   # conversations gone through before the stop
 
 
 def session_key(source: str, conv_id: str) -> str:
@@ -81,59 +95,105 @@ def session_key(source: str, conv_id: str) -> str:
 
 
 def import_path(vault: Vault, path: Path, *, now: datetime, fmt: str | None = None,
-                on_progress: Callable[[Progress], None] | None = None) -> ImportResult:
+                on_progress: Callable[[Progress], None] | None = None,
+                stop: Callable[[], bool] | None = None) -> ImportResult:
     """Import the export at `path` (a folder, a zip or a file); see the module."""
     path = Path(path)
+    stop = stop or (lambda: False)
     found = exports.parts(path)
     result = ImportResult()
     jsonl = [p for p in found if p.kind == "jsonl" or fmt == JSONL]
     convs = [p for p in found if p.kind == "conversations" and p not in jsonl]
     mems = [p for p in found if p.kind == "memories" and fmt in (None, CLAUDE)]
-    kinds = [(p, fmt or exports.sniff(p) or "") for p in convs]   # "": not known
-    for p, kind in kinds:
-        if kind not in (CHATGPT, CLAUDE):
-            raise ExportError(f"{p.name}: not a ChatGPT or Claude export (no mapping or "
-                              f"chat_messages in it); give --format chatgpt|claude|jsonl "
-                              f"if it is one.")
+    kinds = [(p, kind) for p in convs for kind in [_format_of(p, fmt)] if kind]
     memories = [m for p in mems for m in claude.memories(exports.read_json(p))]
     result.formats = sorted({k for _, k in kinds} | ({JSONL} if jsonl else set())
                             | ({CLAUDE} if memories else set()))
     # First pass: the whole export checked and counted before anything is written.
     total = 0
     for p, kind in kinds:
-        for item in _conversations(p, kind, result.skipped):
+        read = 0
+        for item in _conversations(p, kind, result):
+            if stop():
+                result.stopped = True
+                return result
             total += 1
+            read += 1
             result.messages += len(item.messages)
+        _check_read(p, kind, read, result.skipped)
     result.conversations = total
     for p in jsonl:
         _import_jsonl(vault, p, path, result)
     batch: list[Imported] = []
-    done = 0
+    chars = 0
     for p, kind in kinds:
-        for item in _conversations(p, kind, []):
+        for item in _conversations(p, kind, None):
+            if stop():                  # what is read but not written: the rerun's
+                result.stopped = True
+                return result
             batch.append(item)
-            done += 1
-            if len(batch) >= CHUNK_CONVERSATIONS or sum(
+            chars += sum(len(m.text) for m in item.messages)
+            if len(batch) >= CHUNK_CONVERSATIONS or chars >= CHUNK_CHARS or sum(
                     len(c.messages) for c in batch) >= CHUNK_MESSAGES:
-                _write(vault, batch, path, result, now)
-                batch = []
+                _write(vault, batch, path, result, now, stop)
+                batch, chars = [], 0
+            if result.stopped:
+                return result
             if on_progress is not None:
-                on_progress(Progress(done, total))
+                on_progress(Progress(result.done + len(batch), total))
     if batch:
-        _write(vault, batch, path, result, now)
+        _write(vault, batch, path, result, now, stop)
+        if result.stopped:
+            return result
     if memories:
         result.memories = _memories(vault, memories, path, result, now)
     return result
 
 
-def _conversations(part: Part, kind: str, skipped: list[Skipped]) -> Iterator[Imported]:
+def _format_of(part: Part, fmt: str | None) -> str:
+    """The format of a conversations file: what its content says; `fmt` (--format) when
+    the content says nothing, and an ExportError when it says the other one; "" for a
+    file with no conversation in it."""
+    found = exports.sniff(part)
+    if found == exports.EMPTY:
+        return ""                       # no conversation in it to read
+    if fmt is None:
+        if found is None:
+            raise ExportError(f"{part.name}: not a ChatGPT or Claude export (no mapping or "
+                              f"chat_messages in it); give --format chatgpt|claude|jsonl "
+                              f"if it is one.")
+        return found
+    if found is not None and found != fmt:
+        raise ExportError(f"{part.name} is {NAMES[found]}'s export, not {NAMES[fmt]}'s: "
+                          f"give --format {found}, or no --format (the content tells it).")
+    return fmt
+
+
+def _check_read(part: Part, kind: str, read: int, skipped: list[Skipped]) -> None:
+    """A file none of whose conversations can be read as `kind` (all of them missing
+    what that format has) is not that format: an ExportError, not a list of skips."""
+    unreadable = [s for s in skipped if s.where.startswith(f"{part.name} conversation ")
+                  and s.why in (_NO_ID[kind], "not a conversation (an object expected)")]
+    if not read and unreadable:
+        raise ExportError(f"{part.name}: none of its {len(unreadable):,} conversations reads "
+                          f"as {NAMES[kind]}'s export ({unreadable[0].why}); it is not "
+                          f"one. Give another --format, or none.")
+
+
+_NO_ID = {CHATGPT: "it has no id", CLAUDE: "it has no uuid"}
+
+
+def _conversations(part: Part, kind: str, result: ImportResult | None
+                   ) -> Iterator[Imported]:
     """The readable conversations of one file, each with at least one message; the
-    others named in `skipped`."""
+    others named in `result.skipped`. A message past MAX_MESSAGE_CHARS is cut there
+    (and counted in `result.cut`)."""
+    skipped = result.skipped if result is not None else []
     read = chatgpt.conversation if kind == CHATGPT else claude.conversation
     for n, obj in enumerate(exports.items(part), 1):
-        title = obj.get("title") or obj.get("name") if isinstance(obj, dict) else None
+        title = (obj.get("title") or obj.get("name")) if isinstance(obj, dict) else None
         where = f"{part.name} conversation {n}" + (
-            f" ({str(title)[:60]!r})" if isinstance(title, str) and title else "")
+            f" ({shorten(title, 60)!r})" if isinstance(title, str) and title else "")
         try:
             item = read(obj)
         except chatgpt.Unreadable as e:
@@ -142,6 +202,13 @@ def _conversations(part: Part, kind: str, skipped: list[Skipped]) -> Iterator[Im
         if not item.messages:
             skipped.append(Skipped(where, "no message with text in its visible thread"))
             continue
+        for m in item.messages:
+            if len(m.text) > MAX_MESSAGE_CHARS:
+                more = len(m.text) - MAX_MESSAGE_CHARS
+                m.text = (f"{m.text[:MAX_MESSAGE_CHARS]}\n\n[{more:,} characters more are "
+                          f"in the export; an import keeps {MAX_MESSAGE_CHARS:,} of a message]")
+                if result is not None:
+                    result.cut += 1
         yield item
 
 
@@ -163,35 +230,55 @@ def _import_jsonl(vault: Vault, part: Part, path: Path, result: ImportResult) ->
 
 
 def _write(vault: Vault, batch: list[Imported], path: Path, result: ImportResult,
-           now: datetime) -> None:
-    """One commit for a chunk of whole conversations: only messages the vault lacks."""
-    source = NAMES[batch[0].source]
+           now: datetime, stop: Callable[[], bool]) -> None:
+    """One commit for a chunk of whole conversations: only messages the vault lacks.
+
+    The change is journalled again before each conversation with the counts written by
+    then, so a kill mid-chunk is committed by the next command under its true counts
+    (give or take the conversation it was writing); asked to stop, the chunk ends after
+    the conversation being written, and is committed so."""
+    source, trailers = NAMES[batch[0].source], {"Import": batch[0].source}
     with vault.locked():
         plans = [(key, *_plan(vault.root, key, c))
                  for c in batch for key in [session_key(c.source, c.id)]]
         _mark_unmarked(vault, [key for key, plan, _ in plans if not plan])
-        plans = [p for p in plans if p[1]]
-        added = sum(len(lines) for _, plan, _ in plans for lines in plan.values())
-        if not added:
-            return
-        touched, new = len(plans), sum(fresh for _, _, fresh in plans)
-        change = Change("import", f"add {added} message{'s' * (added != 1)} in {touched} "
-                                  f"conversation{'s' * (touched != 1)} from {source} "
-                                  f"({path.name})", trailers={"Import": batch[0].source})
-        vault.intend(change)            # a kill mid-chunk is committed as this change
-        for key, plan, _ in plans:
+        added = touched = new = 0
+        change = None
+        for key, plan, fresh in plans:
+            if stop():
+                result.stopped = True
+                break
+            result.done += 1
+            if not plan:
+                continue
+            added += sum(len(lines) for lines in plan.values())
+            touched, new = touched + 1, new + fresh
+            change = _change(added, touched, source, path, trailers)
+            # A kill from here is committed as this change (journalled with the
+            # conversation's first new file, when it has one: one write, not two).
+            vault.intend(change, with_next_path=any(
+                rel not in vault.journal.touched for rel in plan))
             before = {}
             for rel, lines in plan.items():
                 dest = vault.root / rel
                 before[rel] = dest.stat().st_size if dest.exists() else 0
                 vault.append_lines(rel, lines)
             mark_imported(vault, key, before)
+        if change is None:
+            return
         sha = vault.commit(change)
     result.added += added
     result.sessions += touched
     result.new_sessions += new
     if sha:
         result.commits.append(sha)
+
+
+def _change(added: int, touched: int, source: str, path: Path,
+            trailers: dict[str, str]) -> Change:
+    return Change("import", f"add {added} message{'s' * (added != 1)} in {touched} "
+                            f"conversation{'s' * (touched != 1)} from {source} "
+                            f"({path.name})", trailers=trailers)
 
 
 def _mark_unmarked(vault: Vault, keys: list[str]) -> None:
@@ -235,7 +322,14 @@ def _plan(root: Path, key: str, conv: Imported) -> tuple[dict[str, list[str]], b
         if first:
             extra["conversation"] = _about(conv)
             first = False
-        line = sessions.Line(m.id, m.ts.isoformat(timespec="seconds"), m.role, m.text, turn,
+        content: str | list[dict[str, str]] = m.text
+        if m.attached:
+            # Each attachment a block of its own after the words, and the line says how
+            # many came attached: nobody typed them (agent.dream.learning).
+            content = [{"type": "text", "text": t}
+                       for t in ([m.text] if m.text.strip() else []) + m.attached]
+            extra[sessions.ATTACHED] = len(m.attached)
+        line = sessions.Line(m.id, m.ts.isoformat(timespec="seconds"), m.role, content, turn,
                              extra)
         plan.setdefault(sessions.month_file(key, m.ts), []).append(line.dumps())
     return plan, not files

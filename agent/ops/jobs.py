@@ -152,19 +152,19 @@ def edit(vault: Vault, ref: str, now: datetime, *, name: str | None = None,
 
 
 def approve(vault: Vault, ref: str, now: datetime, refusal: Callable[[str], str | None]) -> Done:
-    """Let a held job (one the model made with a delivery target) run; refused, with
-    why, when `refusal(target)` says its chat is not one the person allowed. Its next
-    run is reckoned from now, so times passed while it was held do not come due."""
+    """Let a held job (one the model made) run; refused, with why, when
+    `refusal(target)` says its chat is not one the person allowed. Its next run is
+    reckoned from now, so times passed while it was held do not come due."""
     def fn(job: Job) -> Change | None:
         if not job.held:
             return None
-        why = refusal(job.deliver) if job.deliver else None     # a held job delivers somewhere
+        why = refusal(job.deliver) if job.deliver else None
         if why:
             raise sched.ScheduleError(f"{job.label()} ({job.id}) was not approved: {why}")
         job.approved = True
         _from_now(job, now)
-        return Change("cron", f"approve {job.label()} (delivers to {job.deliver})",
-                      trailers={"Job": job.id})
+        what = f" (delivers to {job.deliver})" if job.deliver else ""
+        return Change("cron", f"approve {job.label()}{what}", trailers={"Job": job.id})
 
     return _one(vault, ref, fn)
 

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
 EXCERPT = 160          # characters of the source message shown with a proposal
+GUESS_SCAN = 200       # entries of a run read to guess the source the dream did not name
+GUESS_WORDS = 2        # words a guessed source shares with the fact at least
+GUESS = "best guess (the dream named no source):"
 NUMBERS = "review-numbers.json"   # in .agent/: the number each waiting proposal keeps
 
 
@@ -68,6 +71,7 @@ class Item:
     reason: str
     archive: list[int] = field(default_factory=list)
     source: str = ""         # the archive entry and an excerpt of the message it stands on
+    guess: bool = False      # the dream named no source: `source` is a best guess, said so
     stale: str = ""          # why it can no longer be applied as proposed ("" when it can)
     branch: str = ""
     remote: str = ""         # where a sync or clone brought it from ("": made here;
@@ -165,49 +169,99 @@ def _said(line: dict[str, Any]) -> str:
     return " ".join(sessions.message_text(line.get("content", ""), sep=" ").split())
 
 
-def _stating(lines: list[dict[str, Any]], fact: str) -> tuple[str, bool]:
-    """The message of an entry that states `fact` (the one sharing most of its words,
-    the person's before the agent's), and whether one does; else the person's first."""
-    wanted = _words(fact)
-    said = [(_said(o), o.get("role") == "user") for o in lines
-            if o.get("role") in ("user", "assistant")]
-    said = [(t, user) for t, user in said if t]
-    if not said:
-        return "", False
-    best = max(said, key=lambda x: (len(_words(x[0]) & wanted), x[1]))
-    if _words(best[0]) & wanted:
-        return best[0], True
-    return next((t for t, user in said if user), said[0][0]), False
+@dataclass
+class _Entry:
+    """An archive entry as the cards quote it: its messages, each with its words."""
+    id: int
+    topic: str
+    session: str
+    said: list[tuple[str, bool, set[str]]]    # (text, said by the person, its words)
+
+    def stating(self, wanted: set[str]) -> tuple[str, int]:
+        """The message sharing most of `wanted` (the person's before the agent's) and how
+        many words it shares; when none shares one, the person's first message and 0."""
+        if not self.said:
+            return "", 0
+        text, _, words = max(self.said, key=lambda m: (len(m[2] & wanted), m[1]))
+        shared = len(words & wanted)
+        if shared:
+            return text, shared
+        return next((t for t, user, _ in self.said if user), self.said[0][0]), 0
 
 
-def _excerpt(root: Path, ids: list[int], cache: prompts.SessionCache, paths: dict[int, str],
-             fact: str) -> str:
-    """`archive 42 (Kyoto trip): "I booked the flights..."`: the message of the entries
-    that states `fact`; when none does, the first entry's first message, said so."""
-    found = []
-    for entry_id in ids:
-        rel = paths.get(entry_id)
+class _Entries:
+    """The archive entries the waiting proposals stand on, each read once per list."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths = dict(archive.entry_ids(root))
+        self.cache = prompts.SessionCache(root)
+        self._read: dict[int, _Entry | None] = {}
+
+    def get(self, entry_id: int) -> _Entry | None:
+        if entry_id not in self._read:
+            self._read[entry_id] = self._load(entry_id)
+        return self._read[entry_id]
+
+    def _load(self, entry_id: int) -> _Entry | None:
+        rel = self.paths.get(entry_id)
         if rel is None:
-            continue
+            return None
         try:
-            e = archive.load(root, rel)
+            e = archive.load(self.root, rel)
         except UserError:
-            continue
-        said, exact = _stating([o for _, o in prompts.covered_lines(cache, e.sources())], fact)
-        found.append((exact, entry_id, e.topic, said, e.session))
-        if exact:
-            break
+            return None
+        said = [(_said(o), o.get("role") == "user") for _, o in
+                prompts.covered_lines(self.cache, e.sources())
+                if o.get("role") in ("user", "assistant")]
+        return _Entry(entry_id, e.topic, e.session,
+                      [(t, user, _words(t)) for t, user in said if t])
+
+
+def _shorten(said: str) -> str:
+    return said if len(said) <= EXCERPT else said[:EXCERPT - 3].rstrip() + "..."
+
+
+def _where(root: Path, e: _Entry) -> str:
+    return f"archive {e.id}" + (f" ({e.topic})" if e.topic else "") + \
+        _conversation(root, e.session)
+
+
+def _cited(entries: _Entries, ids: list[int], fact: str) -> str:
+    """`archive 42 (Kyoto trip): "I booked the flights..."`: of the entries the dream
+    cited, the message that states `fact` (sharing most of its words); when none does,
+    the first entry's first message, said so."""
+    wanted = _words(fact)
+    found = [(e, *e.stating(wanted)) for e in map(entries.get, ids) if e is not None]
     if not found:
         return ""
-    exact, entry_id, topic, said, session = next((f for f in found if f[0]), found[0])
-    if len(said) > EXCERPT:
-        said = said[:EXCERPT - 3].rstrip() + "..."
-    where = f"archive {entry_id}" + (f" ({topic})" if topic else "") + _conversation(root, session)
+    e, said, shared = max(found, key=lambda f: f[2])     # the first of the best
+    where = _where(entries.root, e)
     if not said:
         return where
-    if not exact:
+    if not shared:
         where += ", no message of it states this exactly; it begins"
-    return f'{where}: "{said}"'
+    return f'{where}: "{_shorten(said)}"'
+
+
+def _guessed(entries: _Entries, ids: list[int], fact: str, run: str) -> str:
+    """When the dream named no source for a proposal, the entry of its run whose message
+    states most of `fact`, as a best guess (`GUESS_WORDS` words in common at least);
+    an entry sharing a word or two by chance is not named."""
+    wanted = _words(fact)
+    need = min(GUESS_WORDS, len(wanted))
+    best: tuple[_Entry, str, int] | None = None
+    for e in map(entries.get, ids):
+        if e is None:
+            continue
+        said, shared = e.stating(wanted)
+        if shared and shared >= need and (best is None or shared > best[2]):
+            best = (e, said, shared)
+    if best is None:
+        return (f"not known: the dream named no source, and no message of {label(run)} "
+                f"states this")
+    e, said, _ = best
+    return f'{GUESS} {_where(entries.root, e)}: "{_shorten(said)}"'
 
 
 def _numbers(vault: Vault, ids: list[str]) -> dict[str, int]:
@@ -262,27 +316,28 @@ def pending(vault: Vault) -> list[Item]:
         if ledger.is_proposal(r):
             totals[r["run"]] = max(totals.get(r["run"], 0), int(r.get("n", 0)))
     texts = _texts(root)
-    cache = prompts.SessionCache(root)
-    paths = dict(archive.entry_ids(root))
+    entries = _Entries(root)
     came = arrivals.load(vault.state)
     numbers = _numbers(vault, [f"{r['run']}#{r['n']}" for r in waiting])
     items = []
     for r in waiting:
         k = numbers[f"{r['run']}#{r['n']}"]
         ids = [int(i) for i in r.get("archive", []) if str(i).isdigit()]
-        if not ids and not r.get("exact"):       # no finer link: the run's entries
+        guess = not ids and not r.get("exact") and not r.get("chat")
+        if guess:                                # no finer link: the run's entries
             lo, _, hi = str(r["run"]).partition("..")
-            ids = [i for i in paths if lo.isdigit() and hi.isdigit() and
-                   int(lo) <= i <= int(hi)][:10]
+            ids = [i for i in entries.paths if lo.isdigit() and hi.isdigit() and
+                   int(lo) <= i <= int(hi)][:GUESS_SCAN]
         remote, by = arrivals.origin(came, r)
         fact = str(r.get("line") or r.get("old") or "")
         source = (f"{r.get('reason')}, held for review" if r.get("chat")
-                  else _excerpt(root, ids, cache, paths, fact))
+                  else _guessed(entries, ids, fact, str(r["run"])) if guess
+                  else _cited(entries, ids, fact))
         items.append(Item(
             k, f"{r['run']}#{r['n']}", r["run"], int(r["n"]), totals[r["run"]],
             str(r.get("op", "")), str(r.get("file", "")), str(r.get("section", "")),
             str(r.get("old", "")), str(r.get("line", "")), str(r.get("reason", "")),
-            ids, source, _stale(texts, r), branch_of(r["run"]), remote, by))
+            ids, source, guess, _stale(texts, r), branch_of(r["run"]), remote, by))
     _branch_missing(vault, {str(r["run"]) for r in waiting})
     return sorted(items, key=lambda i: i.number)
 

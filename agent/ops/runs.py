@@ -23,6 +23,7 @@ from agent.llm import Provider, ProviderError
 from agent.stores import cronfile
 from agent.stores import delivery
 from agent.stores import heartbeatfile
+from agent.stores import sessions
 from agent.stores.cronfile import CRON_FILE, CronFileError, Job
 from agent.vault.change import Change
 from agent.vault.repo import Vault
@@ -131,8 +132,11 @@ def execute_job(vault: Vault, provider: Provider, job: Job, now: datetime, *, du
         record(vault, status, why)
         recorded.append((status, why))
 
+    # The job's message is the transcript's user line, but nobody typed it: marked, so
+    # explicit learning never counts it as the person's ask (agent.dream.learning).
     result, failure = run_turn(vault, provider, job.session, job_text(job, due, now), now,
-                               kind="cron", settings=settings, on_text=on_text, on_save=on_save)
+                               kind="cron", settings=settings, on_text=on_text, on_save=on_save,
+                               line_extra={sessions.JOB: job.id})
     sha = getattr(result, "sha", None)
     if recorded:
         status, error = recorded[0]

@@ -3,6 +3,7 @@ the dates --since/--until take: one place, so both front-ends agree."""
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 
 from agent import clock
@@ -50,6 +51,13 @@ def parse_day(vault: Vault, text: str | None, flag: str) -> date | None:
         return date.fromisoformat(t)
     except ValueError:
         pass
+    ymd = re.fullmatch(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})", t)
+    if ymd:                             # git would take 2026-13-45 as some other day
+        try:
+            return date(*(int(x) for x in ymd.groups()))
+        except ValueError as e:
+            raise UserError(f"{flag} {text!r}: not a date ({e}); use e.g. 2025-03-01, "
+                            f"yesterday, '2 weeks ago', 'last monday'.") from None
     if "T" in t or ":" in t:
         try:                            # a moment (2026-11-24T01:48:27+00:00): kept whole
             moment = datetime.fromisoformat(t)

@@ -25,6 +25,7 @@ left them:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, tzinfo
@@ -52,6 +53,12 @@ _DIRECT = re.compile(r"^\+(\d+) facts?, (\d+) updated, (\d+) removed")
 _PROPOSED = re.compile(r", (\d+) proposed \(")
 
 
+def usd(value: float) -> float | None:
+    """A cost as JSON gives it: rounded, and None rather than a number JSON has not
+    (prices are bounded, so only a bug could make one)."""
+    return round(value, 6) if math.isfinite(value) else None
+
+
 @dataclass
 class Part:
     """The tokens of chat, compaction or the dream, and what they cost."""
@@ -70,8 +77,8 @@ class Part:
         return {"input": t["input_tokens"], "output": t["output_tokens"],
                 "cache_read": t["cache_read_input_tokens"],
                 "cache_write": t["cache_creation_input_tokens"],
-                "cost": None if self.unknown else round(self.cost, 6),
-                "cost_known": round(self.cost, 6),
+                "cost": None if self.unknown else usd(self.cost),
+                "cost_known": usd(self.cost),
                 "unknown_models": sorted(self.unknown)}
 
 
@@ -117,7 +124,7 @@ class Day:
                               "accept_rate": None if rate is None else round(rate, 4)},
                 "direct_edits": self.direct,
                 "tokens": {p: self.parts[p].to_json() for p in PARTS},
-                "cost": None if cost is None else round(cost, 6)}
+                "cost": None if cost is None else usd(cost)}
 
 
 @dataclass

@@ -26,6 +26,15 @@ class Tracking:
 
 
 @dataclass
+class Writing:
+    """A command's change being written (a running import's chunk), or one a kill
+    interrupted, which the next command commits as it was journalled."""
+    change: str                # its commit's subject line
+    files: list[str]           # the files it has written so far
+    running: bool              # its process still holds the vault lock
+
+
+@dataclass
 class Status:
     root: str
     head: str | None           # the sha
@@ -45,11 +54,26 @@ class Status:
     tracking: Tracking | None
     held: list[str]            # incoming changes held, by key
     warnings: list[str] = field(default_factory=list)
+    writing: Writing | None = None
 
     @property
     def edits(self) -> list[str]:
-        """The hand edits: what is uncommitted and not left out on purpose."""
-        return [p for p in self.dirty if p not in self.held_back]
+        """The hand edits: what is uncommitted, not left out on purpose and not a
+        command's change being written."""
+        ours = set(self.writing.files) if self.writing else set()
+        return [p for p in self.dirty if p not in self.held_back and p not in ours]
+
+
+def writing(vault: Vault, dirty: list[str]) -> Writing | None:
+    """The change the write journal says a command is making (or was, when killed),
+    with the uncommitted files it wrote; None when there is none."""
+    change = vault.journal.intended()
+    if change is None:
+        return None
+    mine = vault.journal.pending_paths()
+    files = [p for p in dirty if p in mine]
+    running = vault.lock.held_elsewhere() is not None
+    return Writing(change.head, files, running) if files or running else None
 
 
 def commit_blocker(vault: Vault) -> str | None:
@@ -91,4 +115,5 @@ def status(vault: Vault) -> Status:
         tracking=Tracking(tracking[0], tracking[1], tracking[2],
                           (remotes.last_sync(vault) or {}).get("at"), vault.host())
         if tracking else None,
-        held=[h.key for h in held_changes.pending(vault)], warnings=warnings)
+        held=[h.key for h in held_changes.pending(vault)], warnings=warnings,
+        writing=writing(vault, dirty))

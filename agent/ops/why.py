@@ -135,13 +135,15 @@ def explain(vault: Vault, text: str) -> Story:
         raise NoMatch("Nothing to explain: give some words of a line of MEMORY.md or USER.md.")
     found = candidates(vault, query)
     if not found or found[0].score < MATCH:
-        closest = "; ".join(f"{c.file}:{c.line} {c.text.strip()}" for c in found[:3]
-                            if c.score > 0)
+        # Offered instead: facts (bullets) only; a file's own prose (the template's
+        # paragraph under its title) is no fact to explain.
+        facts = [c for c in found if c.score > 0 and memory.FACT.match(c.text)]
+        closest = "; ".join(f"{c.file}:{c.line} {c.text.strip()}" for c in facts[:3])
         raise NoMatch(f"No line of MEMORY.md or USER.md matches {query!r}."
                       + (f" Closest: {closest}" if closest else ""))
     match = found[0]
     steps = walk(vault, match.file, match.line, match.text)
-    return Story(query, match, steps, found[1:4])
+    return Story(query, match, steps, [c for c in found[1:] if memory.FACT.match(c.text)][:3])
 
 
 def walk(vault: Vault, rel: str, line: int, text: str) -> list[Step]:
@@ -488,8 +490,9 @@ def _evidence(src: dict[str, Any]) -> list[str]:
     if src.get("reason"):
         lines.append(f"why: {src['reason']}")
     for f in src.get("findings", []):
+        cited = ", ".join(str(e) for e in f.get("evidence") or [])
         lines.append(f"finding ({f.get('kind')}): {f.get('statement')} "
-                     f"[{', '.join(f.get('evidence') or [])}]")
+                     + (f"[{cited}]" if cited else "(it cites no evidence)"))
     for e in src.get("archive", []):
         if e.get("missing"):
             lines.append(f"archive {e['id']}: not in the vault any more")

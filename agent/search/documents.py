@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from agent.stores import memory, sessions
 from agent.fs import safe
+from agent.fs import boundedjson
 
 
 class Doc(NamedTuple):
@@ -61,7 +62,7 @@ def is_person_note(rel: str) -> bool:
 
 def message_doc(line_no: int, raw: bytes) -> Doc | None:
     try:
-        msg = sessions.Line.read(json.loads(raw))
+        msg = sessions.Line.read(boundedjson.loads(raw))
     except (ValueError, RecursionError):   # a line nested too deeply is no message
         return None
     if msg is None:

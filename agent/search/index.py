@@ -48,13 +48,17 @@ __all__ = ["DB_NAME", "SCHEMA", "JSON_TEXT", "KINDS", "LAST", "MODES", "RACY_NS"
            "search", "session_summaries", "status", "vectors_now", "vectors_waiting"]
 
 
-def vectors_now(vault: Vault, limit: int | None = None) -> Dense:
-    """Make the queued vectors now (every one, or at most `limit`: serve's slice), as
-    the next search would (the embedding model, or why search runs on words alone)."""
+def vectors_now(vault: Vault, limit: int | None = None, batch: int | None = None) -> Dense:
+    """Make the queued vectors now (every one, or about `limit`: serve's slice, in model
+    calls of `batch` documents), as the next search would (the embedding model, or why
+    search runs on words alone)."""
+    from agent.search import vectors
     with open_index(vault) as db:
-        if limit is None:
-            return dense_for(db, everything=True)
-        return dense_for(db, limit=limit)
+        dense = (dense_for(db, everything=True, batch=batch) if limit is None else
+                 dense_for(db, limit=limit, batch=batch))
+        if dense.embedder is not None:
+            vectors.prepare(db, str(db_path(vault)), dense.embedder.dim)
+        return dense
 
 
 def vectors_waiting(vault: Vault) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -107,10 +108,13 @@ PROGRESS = None
 # embed` with a progress bar; meanwhile documents without a vector are found by their
 # words, and the search says that meaning-search is catching up.
 SEARCH_EMBED_BUDGET = 32
-BACKGROUND_SLICE = 256       # vectors serve makes in one step
+# True in a turn `agent serve` runs for a person: serve makes the queued vectors in the
+# background between turns (agent/serve/embedding.py), so the turn's search makes none.
+BACKGROUND: ContextVar[bool] = ContextVar("vectors_in_background", default=False)
 
 
-def dense_for(db, *, everything: bool = False, limit: int | None = None) -> Dense:
+def dense_for(db, *, everything: bool = False, limit: int | None = None,
+              batch: int | None = None) -> Dense:
     """The embedding model, with the index's vectors brought up to date (at most
     `limit`, SEARCH_EMBED_BUDGET by default, new ones, unless `everything`), or why not.
     When more wait, `problem` says meaning-search is catching up and how to finish it."""
@@ -125,7 +129,12 @@ def dense_for(db, *, everything: bool = False, limit: int | None = None) -> Dens
         return Dense()
     if emb is None:
         return Dense()
-    vectors.sync(db, emb, PROGRESS, limit=None if everything else (limit or SEARCH_EMBED_BUDGET))
+    if everything or limit is not None or not BACKGROUND.get():
+        vectors.sync(db, emb, PROGRESS,
+                     limit=None if everything else (limit or SEARCH_EMBED_BUDGET),
+                     batch=batch or vectors.BATCH)
+    else:
+        vectors.ensure(db, emb.name)        # queued for serve (the first time: all)
     left = 0 if everything else vectors.pending(db)
     if left:
         return Dense(embedder=emb, problem=catching_up(left))

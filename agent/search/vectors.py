@@ -144,12 +144,33 @@ def count(db) -> int:
     return db.execute("SELECT count(*) FROM vec").fetchone()[0] if enabled(db) else 0
 
 
-def sync(db, embedder, progress=None, limit: int | None = None) -> int:
-    """Embed the queued documents (at most about `limit` of them); returns how many ran
-    through the model.
+def _queued(db, ids: list[int] | None = None, size: int = BATCH) -> list[tuple]:
+    """The next `size` queued documents (or those of `ids` still queued) with what the
+    model reads of each: (id, text, speaker, topic, text before, its speaker)."""
+    where = f"WHERE p.id IN ({','.join('?' * len(ids))})" if ids is not None else ""
+    return db.execute(
+        "SELECT q.id, q.text, q.speaker, q.topic, b.text, b.speaker FROM"
+        " (SELECT d.id, d.text, d.speaker, d.topic, CASE WHEN f.kind = 'sessions' THEN"
+        "  (SELECT e.id FROM docs e WHERE e.file = d.file AND e.line < d.line"
+        "   ORDER BY e.line DESC LIMIT 1) END AS prev"
+        f"  FROM vec_pending p JOIN docs d ON d.id = p.id JOIN files f ON f.id = d.file {where}"
+        "  ORDER BY p.id LIMIT ?) q LEFT JOIN docs b ON b.id = q.prev ORDER BY q.id",
+        (*(ids or ()), size if ids is None else len(ids))).fetchall()
+
+
+def _texts(rows: list[tuple]) -> list[str]:
+    return [text_of(t, s, tp, None if bt is None else (bt, bs)) for _, t, s, tp, bt, bs in rows]
+
+
+def sync(db, embedder, progress=None, limit: int | None = None, batch: int = BATCH) -> int:
+    """Embed the queued documents (at most about `limit` of them: whole batches of
+    `batch`); returns how many ran through the model.
 
     Commits per batch, so an interrupted build keeps what it did. `progress(done, total)`
-    is called after each batch.
+    is called after each batch. The model runs outside any transaction (a batch takes
+    a second or more, and a turn's search or save must not wait that long for the
+    index's write lock, as it did while `agent serve` embedded an import); what it made
+    is written under the lock for the documents still queued with the same text.
     """
     import numpy as np
 
@@ -160,23 +181,9 @@ def sync(db, embedder, progress=None, limit: int | None = None) -> int:
         db.execute("DELETE FROM vec_spare")
         return 0
     while True:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            rows = db.execute(
-                "SELECT q.id, q.text, q.speaker, q.topic, b.text, b.speaker FROM"
-                " (SELECT d.id, d.text, d.speaker, d.topic, CASE WHEN f.kind = 'sessions' THEN"
-                "  (SELECT e.id FROM docs e WHERE e.file = d.file AND e.line < d.line"
-                "   ORDER BY e.line DESC LIMIT 1) END AS prev"
-                "  FROM vec_pending p JOIN docs d ON d.id = p.id JOIN files f ON f.id = d.file"
-                "  ORDER BY p.id LIMIT ?) q LEFT JOIN docs b ON b.id = q.prev ORDER BY q.id",
-                (BATCH,)).fetchall()
-            if not rows:
-                db.execute("DELETE FROM vec_pending")
-                db.execute("DELETE FROM vec_spare")
-                db.execute("COMMIT")
-                break
-            texts = [text_of(t, s, tp, None if bt is None else (bt, bs))
-                     for _, t, s, tp, bt, bs in rows]
+        rows = _queued(db, size=batch)
+        if rows:
+            texts = _texts(rows)
             hashes = [_hash(t) for t in texts]
             spare = dict(db.execute(
                 f"SELECT h, v FROM vec_spare WHERE h IN ({','.join('?' * len(hashes))})", hashes))
@@ -185,11 +192,26 @@ def sync(db, embedder, progress=None, limit: int | None = None) -> int:
             blobs = dict(spare)
             for j, i in enumerate(todo):
                 blobs[hashes[i]] = vecs[j].astype(np.float16).tobytes()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if not rows:
+                if _queued(db):            # queued meanwhile: another round
+                    db.execute("COMMIT")
+                    continue
+                db.execute("DELETE FROM vec_pending")
+                db.execute("DELETE FROM vec_spare")
+                db.execute("COMMIT")
+                break
+            # Only what is still queued and reads the same (a file re-read meanwhile
+            # queued its documents again, maybe with other words).
+            again = _queued(db, [r[0] for r in rows])
+            now = {r[0]: _hash(t) for r, t in zip(again, _texts(again))}
+            keep = [(r[0], h) for r, h in zip(rows, hashes) if now.get(r[0]) == h]
             # Deleted first (not replaced) so that the trigger lists the old row as gone.
-            db.executemany("DELETE FROM vec WHERE id = ?", [(r[0],) for r in rows])
+            db.executemany("DELETE FROM vec WHERE id = ?", [(i,) for i, _ in keep])
             db.executemany("INSERT INTO vec(id, h, v) VALUES (?, ?, ?)",
-                           [(r[0], h, blobs[h]) for r, h in zip(rows, hashes)])
-            db.executemany("DELETE FROM vec_pending WHERE id = ?", [(r[0],) for r in rows])
+                           [(i, h, blobs[h]) for i, h in keep])
+            db.executemany("DELETE FROM vec_pending WHERE id = ?", [(i,) for i, _ in keep])
             db.execute("COMMIT")
         except BaseException:  # any: a failed batch is rolled back, then raised again
             db.execute("ROLLBACK")
@@ -430,6 +452,15 @@ def _load(db, key: str, dim: int) -> _Matrix:
         cached = _top_up(db, key, dim)
         return replace(cached, top=list(cached.top), top_seqs=list(cached.top_seqs),
                        top_ids=list(cached.top_ids))
+
+
+def prepare(db, key: str, dim: int) -> None:
+    """What the next search would do first, done now: the matrix file written again when
+    what it lacks has grown past its share, and this process's view of it topped up.
+    `agent serve` calls it after it made vectors in the background, so that a person's
+    search does not write the file."""
+    with _CACHING:
+        _top_up(db, key, dim)
 
 
 def _top_up(db, key: str, dim: int) -> _Matrix:

@@ -1,7 +1,21 @@
 """Compaction in serve: every few minutes, sessions idle for `idle_compact_minutes` are
 compacted (their window archived, in chunks that each fit a request), each at most once
 per last message; imported history waiting beyond a window is archived in the
-background, a few chunks a step, with its progress logged."""
+background, a few chunks a step, with its progress logged.
+
+Archiving an import yields to a person: a turn through serve leaves the imported
+history to this part (it does not archive a chunk after its reply, as `agent chat`
+does), no chunk starts while a person's turn runs or waits, and one whose summary is
+made meanwhile waits for the turn before it takes the vault lock to commit. The model
+call never holds the vault lock nor the session, so a turn never waits for it.
+
+What to expect: a chunk is one summary request of up to CHUNK_TOKENS (50,000) tokens of
+the history and one commit, so ten years of conversation (say 100,000 messages, about
+17 MB) is some 80-90 requests, several million input tokens in all, and takes as long
+as the model takes to answer them one after the other (tens of minutes). Serve logs
+each chunk with what is left; the backlog is recorded in the session file, so a serve
+stopped halfway goes on where it was, and `agent archive --all` does the rest at once,
+with a progress bar."""
 
 from __future__ import annotations
 
@@ -15,6 +29,13 @@ from agent.stores import sessions
 COMPACT_SCAN = timedelta(minutes=5)
 BACKLOG_SCAN = timedelta(seconds=5)     # again soon while imported history waits
 BACKLOG_CHUNKS = 2                      # chunks of it per session and step
+
+
+def in_background(settings) -> bool:
+    """Whether serve archives imported history in the background (with idle compaction:
+    `[chat] idle_compact_minutes` 0 turns both off, and a turn then archives a chunk
+    after its reply, as `agent chat` does)."""
+    return settings.idle_compact_minutes > 0
 
 
 class Compaction:
@@ -68,16 +89,24 @@ class Compaction:
         window; whether some still wait."""
         from agent.chat.compact import backlog_bytes, backlog_of, compact_backlog
 
+        server = self.server
         for _ in range(BACKLOG_CHUNKS):
-            if self.server.stopping or backlog_of(self.vault.root, key) is None:
+            if server.stopping or backlog_of(self.vault.root, key) is None:
                 return False
+            if not server.conversations.quiet():
+                return True                 # a person's turn runs: again after it
             try:
-                with self.server.working(key):
-                    entry = compact_backlog(self.vault, self.server.provider, key, now,
-                                            settings=self.server.settings)
+                # Not the session's hold: a turn of it may run while the model summarises
+                # (the chunk is history beyond the window, which no turn writes).
+                with server.working():
+                    entry = compact_backlog(self.vault, server.provider, key, now,
+                                            settings=server.settings,
+                                            pause=server.yield_to_turns)
             except (UserError, ProviderError) as e:
                 log.error("compact %s: imported history: %s", key, e)
                 return False
+            if entry is None:
+                continue                    # another process went on meanwhile
             left = backlog_bytes(self.vault.root, key)
             log.info("compact %s: imported history archived as entry %s, about %s KB left",
                      key, entry, f"{left // 1024:,}")

@@ -120,8 +120,15 @@ class Conversations:
 
     def __init__(self, vault: Vault, provider, *, clock: Callable[[], datetime],
                  settings_fn: Callable[[], object],
-                 on_error: Callable[[str, str], None] | None = None):
+                 on_error: Callable[[str, str], None] | None = None,
+                 backlog_fn: Callable[[], bool] = lambda: True,
+                 vectors_in_background: bool = False):
         self.vault = vault
+        # Whether a turn archives a chunk of imported history after its reply (False
+        # while serve archives it in the background, between turns), and whether its
+        # searches leave the queued vectors to the background (serve makes them).
+        self.backlog_fn = backlog_fn
+        self.vectors_in_background = vectors_in_background
         self.provider = provider
         self.clock = clock
         self.settings_fn = settings_fn
@@ -185,6 +192,21 @@ class Conversations:
         with self._cond:
             return sorted(s for s, slot in self._slots.items()
                           if slot.inbox is not None or slot.held)
+
+    def quiet(self) -> bool:
+        """Whether no person's turn runs or waits to run (a turn the scheduler holds
+        is not counted: it is background work itself)."""
+        with self._cond:
+            return not any(not slot.held or slot.queue for slot in self._slots.values())
+
+    def wait_quiet(self, timeout: float) -> bool:
+        """Wait (at most `timeout` s) until no person's turn runs or waits: background
+        work calls this before it takes the vault lock or the CPU, so a turn never
+        waits for it. Whether it is quiet now."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._closed or not any(not slot.held or slot.queue
+                                                for slot in self._slots.values()), timeout)
 
     def cancel(self, session: str) -> bool:
         """Stop that session's running turn (/stop); it saves what it had, marked
@@ -305,10 +327,14 @@ class Conversations:
         """The turn, with its failure as (None, message): never raises."""
         session = slot.session
         log.info("chat %s: running: %s", session, short(first.text, 60))
+        if self.vectors_in_background:
+            from agent.search import query
+            query.BACKGROUND.set(True)          # this worker thread's turns, from now on
         try:
             result, failure = run_turn(
                 self.vault, self.provider, session, first.text, self.clock(),
                 settings=self.settings_fn(), cancel=cancel, inbox=inbox,
+                backlog=self.backlog_fn(),
                 line_extra={k: v for k, v in (("source", first.source),
                                               ("received", first.receipt)) if v} or None,
                 on_text=lambda chunk: slot.emit("text", {"text": chunk}),

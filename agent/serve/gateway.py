@@ -52,6 +52,7 @@ from agent.serve.events import Events
 from agent.serve.remote import INFO_FILE, SOCKET_FILE, TOKEN_FILE
 from agent.serve.turns import log
 from agent.fs import atomic
+from agent.fs import boundedjson
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -441,7 +442,7 @@ async def _body(request) -> dict:
         raise _BadRequest(400, "Content-Length is negative")
     raw = await request.body()
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = boundedjson.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise _BadRequest(400, "the body is not UTF-8") from None
     except ValueError as e:

@@ -45,3 +45,24 @@ class ServeLock:
 
     def release(self) -> None:
         self.lock.release(clear=True)
+
+
+def holder(vault: Vault) -> int | None:
+    """The pid of the `agent serve` holding this vault's lock (0 when it wrote none yet),
+    or None when none runs. Takes nothing: a shared flock tried and let go."""
+    import fcntl
+
+    try:
+        fd = os.open(vault.state / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            return pid_of(os.pread(fd, 32, 0).decode(errors="replace").strip()) or 0
+        except OSError:
+            return 0
+    finally:
+        os.close(fd)              # (closing lets go of a lock taken here)
+    return None

@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from datetime import datetime, timedelta
 from typing import Callable
 
 from agent.chat import subagents
 from agent.config import SettingsError, load_settings
 from agent.llm import Provider
-from agent.serve.compaction import Compaction
+from agent.serve.compaction import Compaction, in_background
 from agent.serve.embedding import Embedding
 from agent.serve.conversations import Conversations
 from agent.serve.cron import CronJobs
@@ -36,6 +37,8 @@ from agent.serve.watch import Watch, stat
 from agent.vault.repo import Vault
 
 STOP_GRACE = 30            # seconds a running turn may take to finish after SIGTERM
+YIELD_MAX = 120            # seconds background work waits for a person's turns at most
+                           # (a steady stream of them must not stop it for ever)
 # A pass that starts this much later than the previous one ended (beyond the tick) means
 # the machine slept: due times inside the gap were missed, as if serve had been stopped.
 SUSPEND_GAP = timedelta(seconds=90)
@@ -66,7 +69,9 @@ class Server:
         self.sync = Sync(self)
         self.outbox = Outbox(self)          # scheduled replies sent to chats, retried
         self.conversations = Conversations(vault, provider, clock=clock,
-                                           settings_fn=lambda: self.settings)
+                                           settings_fn=lambda: self.settings,
+                                           backlog_fn=lambda: not in_background(self.settings),
+                                           vectors_in_background=True)
 
     @contextlib.contextmanager
     def working(self, session: str | None = None):
@@ -79,6 +84,14 @@ class Server:
                 yield
             finally:
                 self.busy = False
+
+    def yield_to_turns(self) -> None:
+        """Background work's pause before it takes the vault lock or the CPU: wait while
+        a person's turn runs or waits (at most YIELD_MAX s), or until serve stops."""
+        end = time.monotonic() + YIELD_MAX
+        while not self.stopping and time.monotonic() < end:
+            if self.conversations.wait_quiet(min(1.0, max(0.0, end - time.monotonic()))):
+                return
 
     def clock_or(self, fallback: datetime) -> datetime:
         """The clock, never earlier than `fallback` (tests pass fixed times to step)."""

@@ -13,16 +13,24 @@ note; `code` and `execution_output` are kept as their text.
 
 from __future__ import annotations
 
-from agent.stores.exports import CHATGPT, Imported, Message, epoch
+from datetime import datetime
+from typing import Any
+
+from agent.stores.exports import CHATGPT, Imported, Message, epoch, title
 
 ROLES = {"user": "user", "assistant": "assistant", "tool": "assistant"}
+
+
+def _obj(value: object) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (a field of the wrong shape)."""
+    return value if isinstance(value, dict) else {}
 
 
 class Unreadable(ValueError):
     """A conversation that cannot be read (a cycle, a missing parent, no mapping)."""
 
 
-def conversation(obj) -> Imported:
+def conversation(obj: object) -> Imported:
     """The visible thread of one exported conversation; Unreadable when it has none."""
     if not isinstance(obj, dict):
         raise Unreadable("not a conversation (an object expected)")
@@ -33,7 +41,7 @@ def conversation(obj) -> Imported:
     if not isinstance(mapping, dict):
         raise Unreadable("it has no mapping")
     created = epoch(obj.get("create_time"))
-    out = Imported(CHATGPT, cid, _title(obj.get("title")), created,
+    out = Imported(CHATGPT, cid, title(obj.get("title")), created,
                    epoch(obj.get("update_time")),
                    model=obj.get("default_model_slug") if isinstance(
                        obj.get("default_model_slug"), str) else None)
@@ -44,17 +52,12 @@ def conversation(obj) -> Imported:
     return out
 
 
-def _title(value) -> str:
-    return " ".join(value.split())[:200] if isinstance(value, str) and value.strip() \
-        else "(untitled)"
-
-
-def thread(mapping: dict, current) -> list[dict]:
+def thread(mapping: dict[str, Any], current: object) -> list[dict[str, Any]]:
     """The nodes from the root to `current_node`, oldest first; Unreadable for a cycle
     or a parent the mapping does not hold."""
     if current is None:
         current = _newest_leaf(mapping)
-    path: list[dict] = []
+    path: list[dict[str, Any]] = []
     seen: set[str] = set()
     node_id = current
     while node_id is not None:
@@ -72,24 +75,25 @@ def thread(mapping: dict, current) -> list[dict]:
     return path[::-1]
 
 
-def _newest_leaf(mapping: dict) -> str | None:
+def _newest_leaf(mapping: dict[str, Any]) -> str | None:
     """An export without current_node (older ones): the newest node with no children."""
-    best, when = None, -1.0
+    best: str | None = None
+    when = -1.0
     for key, node in mapping.items():
         if isinstance(node, dict) and not node.get("children"):
-            msg = node.get("message") if isinstance(node.get("message"), dict) else {}
-            t = msg.get("create_time") if isinstance(msg.get("create_time"), (int, float)) else 0
+            t = _obj(node.get("message")).get("create_time")
+            t = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else 0.0
             if t >= when:
                 best, when = key, t
     return best
 
 
-def _message(m, fallback) -> Message | None:
+def _message(m: object, fallback: datetime | None) -> Message | None:
     if not isinstance(m, dict) or not isinstance(m.get("id"), str):
         return None
-    author = m.get("author") if isinstance(m.get("author"), dict) else {}
-    role = ROLES.get(author.get("role"))
-    meta = m.get("metadata") if isinstance(m.get("metadata"), dict) else {}
+    author = _obj(m.get("author"))
+    role = ROLES.get(str(author.get("role")))
+    meta = _obj(m.get("metadata"))
     if role is None or m.get("weight", 1) == 0 or meta.get("is_visually_hidden_from_conversation"):
         return None
     text = content_text(m.get("content"), meta)
@@ -102,7 +106,7 @@ def _message(m, fallback) -> Message | None:
     return Message(m["id"], role, ts, text, speaker)
 
 
-def content_text(content, meta: dict | None = None) -> str:
+def content_text(content: object, meta: dict[str, Any] | None = None) -> str:
     """A message's words: its text parts; a note for each image, audio or file."""
     if not isinstance(content, dict):
         return ""
@@ -125,7 +129,7 @@ def content_text(content, meta: dict | None = None) -> str:
     return "\n\n".join(p for p in out if p)
 
 
-def _part_note(part: dict) -> str:
+def _part_note(part: dict[str, Any]) -> str:
     """One line for a part that is not words: what it was, so the thread still reads."""
     if isinstance(part.get("text"), str):
         return part["text"]

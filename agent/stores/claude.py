@@ -4,7 +4,9 @@ assistant, text, content[], attachments[{file_name, extracted_content}], files[]
 and `memories.json`, what Claude remembered of the person.
 
 An attachment's extracted text is kept with the message it came with (it is what the
-person showed Claude); a file without extracted text becomes a one-line note. The
+person showed Claude), apart from what the person typed (`Message.attached`: the
+person did not write it, so it never counts as their ask to remember); a file without
+extracted text becomes a one-line note. The
 memories are returned as text, for the dream to turn into proposals for review: they
 are never written to MEMORY.md or USER.md as they are.
 """
@@ -12,7 +14,7 @@ are never written to MEMORY.md or USER.md as they are.
 from __future__ import annotations
 
 from agent.stores.chatgpt import Unreadable
-from agent.stores.exports import CLAUDE, Imported, Message, iso
+from agent.stores.exports import CLAUDE, Imported, Message, iso, title
 
 SENDERS = {"human": "user", "user": "user", "assistant": "assistant"}
 ATTACHMENT_CHARS = 200_000          # of one attachment's text kept with its message
@@ -28,10 +30,8 @@ def conversation(obj) -> Imported:
     msgs = obj.get("chat_messages")
     if not isinstance(msgs, list):
         raise Unreadable("it has no chat_messages")
-    name = obj.get("name")
     created = iso(obj.get("created_at"))
-    out = Imported(CLAUDE, uuid, " ".join(name.split())[:200] if isinstance(name, str)
-                   and name.strip() else "(untitled)", created, iso(obj.get("updated_at")))
+    out = Imported(CLAUDE, uuid, title(obj.get("name")), created, iso(obj.get("updated_at")))
     for m in msgs:
         msg = _message(m, created)
         if msg is not None:
@@ -46,18 +46,26 @@ def _message(m, fallback) -> Message | None:
     ts = iso(m.get("created_at")) or fallback
     if role is None or ts is None:
         return None
-    text = message_text(m)
-    return Message(m["uuid"], role, ts, text) if text.strip() else None
+    words, attached = _parts(m)
+    if not words.strip() and not attached:
+        return None
+    return Message(m["uuid"], role, ts, words if words.strip() else "", attached=attached)
 
 
 def message_text(m: dict) -> str:
     """The message's words (its text blocks, else `text`), then each attachment's text."""
+    words, attached = _parts(m)
+    return "\n\n".join(([words] if words.strip() else []) + attached)
+
+
+def _parts(m: dict) -> tuple[str, list[str]]:
+    """(the words the sender typed, the text of each attachment and file note)."""
     blocks = [b["text"] for b in m.get("content") or []
               if isinstance(b, dict) and b.get("type") == "text"
               and isinstance(b.get("text"), str)] if isinstance(m.get("content"), list) else []
     words = "\n\n".join(t for t in blocks if t.strip()) or (
         m["text"] if isinstance(m.get("text"), str) else "")
-    out = [words] if words.strip() else []
+    out: list[str] = []
     for att in m.get("attachments") or []:
         if not isinstance(att, dict):
             continue
@@ -70,7 +78,7 @@ def message_text(m: dict) -> str:
     for f in m.get("files") or []:
         if isinstance(f, dict) and isinstance(f.get("file_name"), str):
             out.append(f"[file: {f['file_name']}]")
-    return "\n\n".join(out)
+    return words, out
 
 
 def memories(data) -> list[str]:

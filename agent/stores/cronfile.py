@@ -14,10 +14,12 @@ schedule arithmetic is agent/schedule.py.
      "state": {"next_run": "...", "last_run": null, "last_status": null, "last_error": null}}
 
 `created_by` says who made the job: "person" (`agent cron add`) or "model" (the
-`cron_add` tool). A job with a `deliver` target also says `"approved": true|false`: one
-the model made is held (`false`) until the person runs `agent cron approve ID`, and
-never runs meanwhile. A job with neither field (written by hand, or by an older
-version) is the person's. Whatever this file says, `agent serve` sends only to chats
+`cron_add` tool). A job the model made, and one with a `deliver` target, also says
+`"approved": true|false`: one the model made is held (`false`) until the person runs
+`agent cron approve ID`, and never runs meanwhile, unless the person asked for that
+schedule in the turn that made it (and it delivers nowhere). A model's job without the
+field (an older version's) is held too. A job with neither field (written by hand, or
+by an older version) is the person's. Whatever this file says, `agent serve` sends only to chats
 the person allowed (agent/serve/delivery.py).
 
 `host` names the one machine that runs the job (the vault's `agent.host`, see
@@ -45,6 +47,7 @@ from agent.schedule import (HOST_NAME, MAX_SECONDS, Schedule, ScheduleError, che
 from agent.schedule import parse_iso as _parse_iso
 from agent.stores.delivery import DeliveryError, check_target
 from agent.stores.sessions import SessionError, check_key
+from agent.fs import boundedjson
 
 CRON_FILE = "cron.json"
 VERSION = 1
@@ -104,9 +107,9 @@ class Job:
     @property
     def held(self) -> bool:
         """Whether the job waits for the person's approval (and does not run)."""
-        if self.deliver is None or self.approved is True:
-            return False
-        return self.approved is False or self.created_by == "model"
+        if self.approved is not None:
+            return not self.approved
+        return self.created_by == "model"
 
     def to_json(self) -> dict:
         out = {"id": self.id, "name": self.name, "enabled": self.enabled,
@@ -186,9 +189,10 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
             session: str | None = None, misfire: str = "run_once",
             delete_after_run: bool | None = None, job_id: str | None = None,
             deliver: str | None = None, host: str | None = None,
-            created_by: str = "person") -> Job:
+            created_by: str = "person", asked: bool = False) -> Job:
     """A validated job with its first due time; not yet in `cron`. One the model made
-    (`created_by="model"`) with a delivery target is held for the person's approval."""
+    (`created_by="model"`) is held for the person's approval, unless the person asked
+    for its schedule in that turn (`asked`) and it delivers nowhere."""
     name = str(name).strip()
     if not name:
         raise ScheduleError("a cron job needs a name")
@@ -222,7 +226,8 @@ def new_job(cron: CronFile, name: str, message: str, schedule: Schedule, now: da
                # said when it matters (a job that sends, or the model's): a plain job of the
                # person's keeps the format it always had
                created_by=created_by if deliver is not None or created_by != "person" else None,
-               approved=None if deliver is None else created_by == "person")
+               approved=(None if deliver is None else True) if created_by == "person" else
+               (asked and deliver is None))
 
 
 def add(cron: CronFile, name: str, message: str, now: datetime, *, at=None, every=None,
@@ -249,8 +254,8 @@ def loads(text: str, rel: str = CRON_FILE) -> CronFile:
     if not text.strip():
         return CronFile()
     try:
-        data = json.loads(text, parse_constant=_no_constant)
-    except RecursionError:
+        data = boundedjson.loads(text, parse_constant=_no_constant)
+    except boundedjson.TooDeep:
         raise CronFileError(f"{rel}: nested too deeply to be a cron file. It was left as "
                             f"it is.") from None
     except json.JSONDecodeError as e:

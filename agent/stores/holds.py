@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.stores import arrivals, ledger
-from agent.stores.memory import FACT, HEADING, MEMORY_FILES, normalise
+from agent.stores.memory import FACT, HEADING, memory_file, normalise
 
 PREFIX = "chat-"
 HELD = ("held for review: nothing reaches {file} until the person accepts it "
@@ -51,7 +51,8 @@ def _section_of(lines: list[str], i: int) -> str:
 def ops_between(file: str, old: str, new: str) -> list[dict]:
     """The fact-line edits that turn `old` into `new` (adds under their heading, updates
     of a line into another, removals); lines that are not facts are not edits."""
-    if file not in MEMORY_FILES:
+    file = memory_file(file) or ""
+    if not file:
         return []
     old_lines, new_lines = old.splitlines(), new.splitlines()
     a = [(i, line) for i, line in enumerate(old_lines) if FACT.match(line)]

@@ -26,6 +26,7 @@ Merged by union across clones (each line stands alone).
 from __future__ import annotations
 
 import json
+from agent.fs import boundedjson
 from pathlib import Path
 
 LEDGER = ".dream_ledger.jsonl"
@@ -42,7 +43,7 @@ def loads(line: str) -> dict | None:
     if not line:
         return None
     try:
-        obj = json.loads(line)
+        obj = boundedjson.loads(line)
     except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
@@ -60,7 +61,7 @@ def read(root: Path) -> list[dict]:
         if not line:
             continue
         try:
-            obj = json.loads(line)
+            obj = boundedjson.loads(line)
         except ValueError:
             continue
         if isinstance(obj, dict):

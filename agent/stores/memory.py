@@ -18,9 +18,18 @@ _MARKER = re.compile(r"^(\s*[-*+]\s+)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 MEMORY_FILES = (MEMORY, USER)
 TITLES = {MEMORY: "# Memory", USER: "# User"}      # the heading a new file starts with
+_FOLDED = {name.casefold(): name for name in MEMORY_FILES}
 _DAILY = re.compile(r"^memory/(?:.*/)?(\d{4}-\d{2}-\d{2})\.md$")
 _BULLET = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(.*\S)\s*$")   # its text, no checkbox
 _NOTE_TIME = re.compile(r"^(\d{1,2}):(\d{2})\s+(.*)$")
+
+
+def memory_file(rel: str) -> str | None:
+    """MEMORY.md or USER.md when the vault path `rel` names one, else None. Case is
+    folded, as a macOS or Windows disk folds it: there `Memory.md` and `USER.MD` are
+    those files, so every rule about the memory files (the review holds first) asks
+    this, never compares names itself."""
+    return _FOLDED.get(rel.strip("/").removeprefix("./").casefold())
 
 
 @dataclass

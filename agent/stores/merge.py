@@ -28,6 +28,7 @@ from collections import Counter
 from datetime import datetime
 
 from agent.stores import archive, memory
+from agent.fs import boundedjson
 
 CONFLICT_START = ("<!-- sync conflict: this was changed differently on two machines; "
                   "both versions are kept below. Keep the right one and delete the "
@@ -249,7 +250,7 @@ def merge_cron(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
     one side but changed on the other is kept (nothing is lost). None if a side is not
     a cron file."""
     try:
-        docs = [json.loads(x.decode("utf-8")) if x.strip() else {"version": 1, "jobs": []}
+        docs = [boundedjson.loads(x.decode("utf-8")) if x.strip() else {"version": 1, "jobs": []}
                 for x in (base, ours, theirs)]
         jobs = [{j["id"]: j for j in d["jobs"]} for d in docs]
         orders = [[j["id"] for j in d["jobs"]] for d in docs]

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 
 from agent.stores.memory import normalise
+from agent.fs import boundedjson
 
 FILE = ".dream_rejected.jsonl"
 
@@ -41,7 +42,7 @@ def read(root: Path) -> list[dict]:
     out = []
     for line in text.splitlines():
         try:
-            obj = json.loads(line)
+            obj = boundedjson.loads(line)
         except ValueError:
             continue
         if isinstance(obj, dict) and isinstance(obj.get("text"), str):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import UserError
+from agent.fs import boundedjson
 from agent.llm.records import Block, CacheHint, Opaque, Text, ToolCall, ToolResult
 
 SESSIONS = "sessions"
@@ -40,6 +41,24 @@ ROLES = ("user", "assistant", "system")
 
 class SessionError(UserError):
     """Bad session data; the message names the file and line."""
+
+
+# What came in by `agent import`: the sessions of another assistant's export live under
+# `import/`; a line of our own JSONL format, imported into any session (`cli/default`,
+# `telegram/42`), says `"imported": true`. Either way it is history told by a file, not
+# the person's chat: what the dream learns from it waits for review.
+IMPORTS = "import/"
+IMPORTED = "imported"
+# Of a message that came with attachments (a Claude export), how many of its last
+# content blocks came attached: the sender did not type them.
+ATTACHED = "attached"
+# What a cron job's run says on its transcript line: the job's id (nobody typed it).
+JOB = "job"
+
+
+def imported(session: str, obj: object) -> bool:
+    """Whether the session line `obj` of `session` came in by an import."""
+    return session.startswith(IMPORTS) or (isinstance(obj, dict) and obj.get(IMPORTED) is True)
 
 
 def check_key(key: str) -> str:
@@ -288,8 +307,9 @@ def parse_line(raw: bytes, name: str, n: int) -> dict:
         raise SessionError(f"{name}:{n}: byte 0x{raw[e.start]:02x} is not UTF-8; fix or "
                            f"remove the line") from None
     try:
+        boundedjson.check(text)             # (a walk over a deeper line would recurse)
         obj = _DECODER.decode(text)
-    except RecursionError:
+    except (RecursionError, boundedjson.TooDeep):
         raise SessionError(f"{name}:{n}: nested too deeply; fix or remove the line") from None
     except ValueError as e:
         raise SessionError(f"{name}:{n}: not valid JSON ({getattr(e, 'msg', e)}); fix or "
@@ -357,7 +377,7 @@ class Session:
                     if is_marker_raw(raw):
                         continue
                     try:
-                        obj = json.loads(raw)
+                        obj = boundedjson.loads(raw)
                     except ValueError:
                         continue
                     if isinstance(obj, dict):
@@ -477,7 +497,7 @@ def turn_lines(root: Path, rel: str, turn) -> list[Line]:
             if needle not in raw.replace(b" ", b""):
                 continue
             try:
-                line = Line.read(json.loads(raw))
+                line = Line.read(boundedjson.loads(raw))
             except ValueError:
                 continue
             if line is not None and str(line.turn) == str(turn):
@@ -537,7 +557,7 @@ def parse_import(path: Path) -> list[tuple[str, datetime, dict[str, Any]]]:
             if not isinstance(key, str):
                 raise SessionError(f"{where}: session must be a string")
             if "/" not in key:
-                key = f"import/{key}"
+                key = f"{IMPORTS}{key}"
             check_key(key)
             if obj["role"] not in ROLES:
                 raise SessionError(f"{where}: role must be one of {', '.join(ROLES)}")
@@ -557,7 +577,8 @@ def parse_import(path: Path) -> list[tuple[str, datetime, dict[str, Any]]]:
                                 f"{seen_ids[(key, str(mid))]}; give each message its own id")
                 continue
             seen_ids[(key, str(mid))] = n
-        rec = {k: v for k, v in obj.items() if k not in ("session", "turn")}
+        rec = {k: v for k, v in obj.items() if k not in ("session", "turn", IMPORTED)}
+        rec[IMPORTED] = True        # whatever the file says: it is not the person's chat
         rec["ts"] = ts.isoformat()
         rec["id"] = str(mid) if mid is not None else message_id(key, rec["ts"], obj["role"],
                                                                   obj["content"])

@@ -4,9 +4,10 @@ needed, so the cost follows the window, not the session's history (see read_wind
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agent.fs import boundedjson
 
 from agent.stores.sessions import (Session, SessionError, is_marker_raw, raw_backward,
                                    read_backward, read_forward, session_dir)
@@ -75,7 +76,7 @@ def last_marker(root: Path, files: list[Path] | None = None, key: str | None = N
         for off, raw in raw_backward(root, rel):
             if is_marker_raw(raw):
                 try:
-                    obj = json.loads(raw)
+                    obj = boundedjson.loads(raw)
                 except ValueError:
                     continue
                 if isinstance(obj, dict) and obj.get("type") == "compact":

@@ -4,10 +4,10 @@ commit that added it and the machine (Host trailer) and author that commit names
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 from agent.stores import ledger
+from agent.fs import boundedjson
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def note(vault: Vault, ours: str | None, theirs: str, source: str,
         if not line.startswith("+{"):
             continue
         try:
-            record = json.loads(line[1:])
+            record = boundedjson.loads(line[1:])
         except ValueError:
             continue
         if isinstance(record, dict):
@@ -74,7 +74,7 @@ def _added(arrived: Arrived) -> list[tuple[dict, str, str]]:
                 if not line.startswith("{"):
                     continue
                 try:
-                    record = json.loads(line)
+                    record = boundedjson.loads(line)
                 except ValueError:
                     continue
                 if isinstance(record, dict):

@@ -17,6 +17,13 @@ version.
 A tombstone (`.forgotten`) from elsewhere that would rewrite this vault's history is
 held too, as `.forgotten#<id>` (agent.sync.tombstones decides which): accepting it
 rewrites the history here, rejecting it lets the sync merge as if it were not there.
+
+`agent clone` holds the same (`hold_clone`): a new clone has no version of its own, so
+this machine's version is the one `agent init` would have made (its agent.toml,
+AGENTS.md, .gitignore, .gitattributes and built-in heartbeats; no skills, no cron
+jobs). Every one of these files the remote has otherwise, and every cron job, is held,
+and one commit puts init's versions in place: the clone runs on a stranger's
+settings only once the person accepted them.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from agent.vault import rewrite
 from agent.vault.change import Change
 from agent.vault import git, kinds
 from agent.vault.repo import GitError, Vault, VaultError
+from agent.fs import boundedjson
 
 STATE_FILE = "held.json"
 REF_PREFIX = "refs/agent/held/"
@@ -187,6 +195,57 @@ def hold(vault: Vault, ours: str, tree: str, theirs: str, source: str,
     return new_tree, fresh
 
 
+def hold_clone(vault: Vault, source: str) -> list[Held]:
+    """After a clone checked out `source`: hold what a sync would hold if this vault
+    were new (see the module), under the lock, with one commit on top of what was
+    checked out. The changes held."""
+    with vault.locked():
+        theirs = vault.head()
+        if theirs is None:
+            return []
+        tree = vault.git("rev-parse", f"{theirs}^{{tree}}").strip()
+        ours = _init_commit(vault)
+        new_tree, fresh = hold(vault, ours, tree, theirs, source)
+        if new_tree == tree:
+            return fresh
+        change = Change("clone", f"hold {_what(fresh)} from {source} until you decide",
+                        body="A new clone runs on the files `agent init` makes until the "
+                             "person accepts the remote's (`agent sync held`, then `agent "
+                             "sync accept`):\n" + "\n".join(f"- {h.label()}" for h in fresh),
+                        trailers={"Remote": source})
+        sha = vault.git("commit-tree", new_tree, "-p", theirs, "-F", "-",
+                        env=vault.agent_identity().env(), input=change.message()).strip()
+        vault.journal.checkout_commit(sha, f"clone: hold {source}'s settings")
+    return fresh
+
+
+def _what(fresh: list[Held]) -> str:
+    if len(fresh) == 1:
+        return fresh[0].label()
+    return f"{len(fresh)} changes to what runs"
+
+
+def _init_commit(vault: Vault) -> str:
+    """A commit (on no branch) of what `agent init` writes into a new vault."""
+    from agent.vault.repo import init_lines, template_files
+    index = vault.state / "init-index"
+    index.unlink(missing_ok=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    try:
+        for rel, src in template_files():
+            oid = vault.git("hash-object", "-w", "--", str(src)).strip()
+            vault.git("update-index", "--add", "--cacheinfo", f"100644,{oid},{rel}", env=env)
+        for rel, lines in init_lines().items():
+            oid = vault.git("hash-object", "-w", "--stdin",
+                            input="".join(f"{line}\n" for line in lines)).strip()
+            vault.git("update-index", "--add", "--cacheinfo", f"100644,{oid},{rel}", env=env)
+        tree = vault.git("write-tree", env=env).strip()
+    finally:
+        index.unlink(missing_ok=True)
+    return vault.git("commit-tree", tree, "-m", "init: a new vault",
+                     env=vault.agent_identity().env()).strip()
+
+
 def _entry(vault: Vault, commit: str, path: str) -> tuple[str, str] | None:
     out = vault.git("ls-tree", "-z", commit, "--", path).split("\0")[0]
     if not out:
@@ -210,9 +269,9 @@ def _hold_jobs(vault: Vault, ours: str, oid: str, rejected: dict) -> tuple[str |
     """cron.json as merged with the jobs the remote added or changed put back
     as they are here (None: nothing to put back), and those (job, local job) to hold."""
     try:
-        merged = json.loads(vault.git("cat-file", "blob", oid))
+        merged = boundedjson.loads(vault.git("cat-file", "blob", oid))
         mine = _entry(vault, ours, CRON)
-        local = json.loads(vault.git("cat-file", "blob", mine[1])) if mine else {"jobs": []}
+        local = boundedjson.loads(vault.git("cat-file", "blob", mine[1])) if mine else {"jobs": []}
         here = {j["id"]: j for j in local.get("jobs", [])}
         jobs = merged["jobs"]
     except (ValueError, KeyError, TypeError):
@@ -424,7 +483,7 @@ def _accept_job(vault: Vault, h: Held) -> None:
     from agent.stores import cronfile
     text = cronfile.read_text(vault.root)
     try:
-        doc = json.loads(text) if text else {"version": cronfile.VERSION, "jobs": []}
+        doc = boundedjson.loads(text) if text else {"version": cronfile.VERSION, "jobs": []}
     except ValueError:
         doc = None
     jobs = doc.setdefault("jobs", []) if isinstance(doc, dict) else None

@@ -3,10 +3,8 @@ to this one (`claim_jobs`), in a commit of their own."""
 
 from __future__ import annotations
 
-import json
-
 from agent.errors import UserError
-from agent.fs import safe
+from agent.fs import boundedjson, safe
 from agent.vault.change import Change
 from agent.vault.repo import Vault
 
@@ -18,7 +16,7 @@ def _all_claimed(text: str) -> bool:
     so that a sync with nothing to claim does not load the cron store (a file the store
     would refuse gets the same answer from claim_jobs: nothing claimed)."""
     try:
-        data = json.loads(text)
+        data = boundedjson.loads(text)
     except ValueError:
         return False
     jobs = data.get("jobs") if isinstance(data, dict) else None

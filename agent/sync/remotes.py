@@ -367,8 +367,11 @@ def _fetch(vault: Vault, remote: str, branch: str, with_proposals: bool = False)
         # the remote, never the branch (a missing branch fails the fetch instead).
         spec = ["--prune", *spec, branches.fetch_refspec(remote)]
     try:
-        vault.git("fetch", "--quiet", "--no-write-fetch-head", remote, *spec,
-                  env={"GIT_TERMINAL_PROMPT": "0"})
+        # No `git maintenance run --auto` started by the fetch: the vault checks for
+        # housekeeping itself, by two directory reads (Vault.maybe_gc), not a process.
+        vault.git("-c", "maintenance.auto=false", "fetch", "--quiet", "--no-write-fetch-head",
+                  remote, *spec, env={"GIT_TERMINAL_PROMPT": "0"})
+        vault.maybe_gc()
         return with_proposals
     except GitError as e:
         if "couldn't find remote ref" in e.stderr:
@@ -660,6 +663,9 @@ def _check_out_vault(url: str, path: Path) -> None:
     order = [b for b in dict.fromkeys([head, "main", "master", *sorted(branches)]) if b in branches]
     vaults = [b for b in order if git("cat-file", "-e", f"refs/remotes/origin/{b}:{MARKER}",
                                       check=False).returncode == 0]
+    if not vaults and branches == ["agent-crypt"]:
+        from agent.sync.crypt import cloning
+        raise cloning.Encrypted(url)
     if not vaults:
         if not branches:
             raise SyncError(f"{url} is not a vault: it is empty. Nothing was made at {path}. To "
@@ -685,20 +691,30 @@ def _remove_clone(path: Path, made: bool) -> None:
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
-def clone(url: str, path: Path, host: str | None = None) -> Vault:
+def clone(url: str, path: Path, host: str | None = None, expect: str | None = None) -> Vault:
     """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
-    names this machine (default: its hostname)."""
+    names this machine (default: its hostname). An encrypted remote (agent.sync.crypt)
+    is cloned through its helper; `expect`: the fingerprint it must have. What decides
+    what runs (agent.toml, skills, heartbeats, cron jobs, ...) is held as `agent
+    init`'s until the person accepts the remote's (agent.sync.held.hold_clone)."""
     host = check_host(host) if host else None
     path = Path(path).expanduser().absolute()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise SyncError(f"{path} already exists and is not empty: choose a new folder.")
     made = not path.exists()
-    p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None,
-                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    from agent.sync.crypt import cloning
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **cloning.prepare(url, expect)}
+    p = gitrun.run(["clone", "--quiet", "--no-checkout", url, str(path)], None, env=env)
     if p.returncode:
-        raise SyncError(f"Could not clone {url}: {_first_error(p.stderr)}.")
+        if made and path.exists():     # (what a refusing helper leaves)
+            _remove_clone(path, made)
+        raise SyncError(cloning.refused(url, _first_error(p.stderr)) or
+                        f"Could not clone {url}: {_first_error(p.stderr)}.")
     try:
         _check_out_vault(url, path)
+    except cloning.Encrypted:      # a plain URL of an encrypted remote: through its helper
+        _remove_clone(path, made)
+        return clone(cloning.PREFIX + url, path, host, expect)
     except VaultError:
         _remove_clone(path, made)
         raise
@@ -710,5 +726,9 @@ def clone(url: str, path: Path, host: str | None = None) -> Vault:
     vault._configure_repo()
     vault.state.mkdir(exist_ok=True)
     from agent.sync import arrivals     # every proposal waiting in a clone came from there
-    arrivals.note(vault, None, "HEAD", f"origin/{current_branch(vault)}")
+    source = f"origin/{current_branch(vault)}"
+    arrivals.note(vault, None, "HEAD", source)
+    # What decides what runs waits for the person, as a sync's would (agent.sync.held).
+    from agent.sync import held
+    held.hold_clone(vault, source)
     return vault

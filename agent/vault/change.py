@@ -65,6 +65,12 @@ _OLD_USAGE = {"in": "input_tokens", "out": "output_tokens",
               "cache_write": "cache_creation_input_tokens"}
 
 
+def _count(text: str) -> bool:
+    """Whether a trailer's number is a count of tokens: digits, fewer than 16 (a forged
+    trailer of thousands would not even convert, and a cost made of it would overflow)."""
+    return text.isascii() and text.isdigit() and len(text) < 16
+
+
 def read_tokens(value: str) -> dict[str, dict[str, int]]:
     """The usage a Tokens trailer tells, by phase ("" when it has none): reads what
     tokens() writes and what dreams wrote before it (`analyst in=12 out=5 cache_write=0
@@ -79,7 +85,7 @@ def read_tokens(value: str) -> dict[str, dict[str, int]]:
             phase, _, rest = part.partition(" ")
             pairs = [p.partition("=") for p in rest.split()]
             usage = {_OLD_USAGE[k]: int(v) for k, _, v in pairs
-                     if k in _OLD_USAGE and v.isdigit()}
+                     if k in _OLD_USAGE and _count(v)}
         else:
             phase, colon, rest = part.partition(":")
             if not colon:
@@ -87,7 +93,7 @@ def read_tokens(value: str) -> dict[str, dict[str, int]]:
             usage = {}
             for item in rest.split(","):
                 n, _, name = item.strip().partition(" ")
-                if n.isdigit() and name in names:
+                if _count(n) and name in names:
                     usage[names[name]] = int(n)
         if usage:
             out[phase.strip()] = usage

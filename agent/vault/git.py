@@ -11,7 +11,9 @@ kept as surrogates) or, with `text=False`, bytes.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -22,8 +24,13 @@ from agent.errors import UserError
 # Every git call: never run the vault's hooks, never ask for a signing key or an editor,
 # never start a file-system monitor; filter drivers are switched off per repository
 # (no_filters).
+# And `git remote-agent-crypt`, which git runs for a remote whose URL starts with
+# `agent-crypt::` (an encrypted remote: agent.sync.crypt), is this Python's helper: git
+# takes the alias when no `git-remote-agent-crypt` (the package's console script) is on
+# PATH, as when the agent runs from a virtualenv that is not activated.
 BASE = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false",
-        "-c", "core.quotePath=false", "-c", "core.fsmonitor=false")
+        "-c", "core.quotePath=false", "-c", "core.fsmonitor=false",
+        "-c", f"alias.remote-agent-crypt=!{shlex.quote(sys.executable)} -m agent.sync.crypt.helper")
 
 
 class VaultError(UserError):

@@ -39,15 +39,25 @@ def date_stamp(vault: Vault, text: str, now: float) -> int | None:
     # git's date parser takes "now" from GIT_TEST_DATE_NOW (whole seconds) when set:
     # "yesterday" is then the day before the clock the command runs at (AGENT_NOW).
     whole = int(now)
+    stamp = _since(vault, text, whole)
+    if not stamp:
+        return None
+    if abs(stamp - whole) < 5 and text.strip().lower() not in ("now", "today"):
+        # Read as now: a word git did not understand, or a moment that is just now (a
+        # precise time a few seconds ago). Asked again with now a minute later, the first
+        # moves with it; a date stays where it is.
+        if _since(vault, text, whole + 60) != stamp:
+            return None
+    return stamp
+
+
+def _since(vault: Vault, text: str, now: int) -> int | None:
     out = vault.git("rev-parse", f"--since={text}", check=False,
-                    env={"GIT_TEST_DATE_NOW": str(whole)}).strip()
+                    env={"GIT_TEST_DATE_NOW": str(now)}).strip()
     try:
-        stamp = int(out.rpartition("=")[2])
+        return int(out.rpartition("=")[2])
     except ValueError:
         return None
-    if not stamp or (abs(stamp - whole) < 5 and text.strip().lower() not in ("now", "today")):
-        return None
-    return stamp
 
 
 def line_authors(vault: Vault, rel: str) -> list[str] | None:

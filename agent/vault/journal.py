@@ -261,11 +261,16 @@ class Journal:
             c.get("scope"), str) else None, body=str(c.get("body") or ""),
             trailers={str(k): str(v) for k, v in trailers.items()})
 
-    def intend(self, change: Change) -> None:
+    def intend(self, change: Change, *, with_next_path: bool = False) -> None:
         """Journal the agent change about to be written, so that a kill before its commit
-        is recovered as that change (its kind, scope and trailers, which undo reads)."""
+        is recovered as that change (its kind, scope and trailers, which undo reads).
+
+        `with_next_path`: a path not yet journalled is written next, and the change is
+        journalled with it, in one write (a command that restates its change before
+        each of many new files, as an import does, pays one fsync for both)."""
         self.intent = change
-        self._write_journal()
+        if not with_next_path:
+            self._write_journal()
 
     def _write_journal(self) -> None:
         self.state.mkdir(exist_ok=True)

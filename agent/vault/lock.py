@@ -54,6 +54,10 @@ class VaultLock:
         """Whether this process holds the vault lock."""
         return self.depth > 0
 
+    def held_elsewhere(self) -> str | None:
+        """The pid text of another process holding the vault lock, or None."""
+        return None if self.depth else self._file.busy()
+
     # ---- the lock and repairs ------------------------------------------------------
 
     @contextlib.contextmanager

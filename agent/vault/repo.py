@@ -139,9 +139,9 @@ class Vault(TurnVault):
     def delete(self, rel: str) -> None:
         self.writes.delete(rel)
 
-    def intend(self, change: Change) -> None:
+    def intend(self, change: Change, *, with_next_path: bool = False) -> None:
         """Journal the agent change about to be written (see Journal.intend)."""
-        self.journal.intend(change)
+        self.journal.intend(change, with_next_path=with_next_path)
 
     # ---- opening -------------------------------------------------------------------
 
@@ -199,9 +199,9 @@ class Vault(TurnVault):
                                              author=vault.identity.user()))
         existed = {n for n in (".gitignore", ".gitattributes") if (root / n).exists()}
         vault._copy_template()
-        vault._ensure_line(".gitignore", f"{STATE_DIR}/")
-        for line in _union_lines():
-            vault._ensure_line(".gitattributes", line)
+        for rel, lines in init_lines().items():
+            for line in lines:
+                vault._ensure_line(rel, line)
         committed = vault.dirty_paths()           # what the init commit holds
         added = [p for p in committed if p not in existed]
         changed = [p for p in committed if p in existed]
@@ -241,21 +241,14 @@ class Vault(TurnVault):
         copied = []
         template = package_data("vault")
         for src in sorted(template.rglob("*")):
-            rel = src.relative_to(template)
-            dst = self.root / rel
             if src.is_dir():
-                dst.mkdir(parents=True, exist_ok=True)
-            elif not dst.exists():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                copyfile(src, dst)
-                copied.append(str(rel))
-        heartbeats = package_data("heartbeat")
-        for src in sorted(heartbeats.glob("*.md")):
-            dst = self.root / "heartbeat" / src.name
+                (self.root / src.relative_to(template)).mkdir(parents=True, exist_ok=True)
+        for rel, src in template_files():
+            dst = self.root / rel
             if not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 copyfile(src, dst)
-                copied.append(f"heartbeat/{src.name}")
+                copied.append(rel)
         return copied
 
     def _ensure_line(self, rel: str, line: str) -> None:
@@ -392,21 +385,29 @@ class Vault(TurnVault):
         # What this commit changed, for the search index's refresh right after it (two
         # git commands fewer per turn); None when `git add -A` chose the paths.
         self.last_commit = (head, sha, sorted(set(paths))) if paths is not None else None
-        self._maybe_gc()
+        self.maybe_gc()
         return sha
 
-    def _maybe_gc(self) -> None:
-        """Start git's own housekeeping in the background when loose objects pile up.
+    def maybe_gc(self) -> None:
+        """Start git's own housekeeping in the background when loose objects or packs
+        pile up.
 
-        Plumbing commits never trigger `gc --auto` the way `git commit` does; the check
-        is git's own estimate (one fan-out folder of 256), so it costs a directory read.
+        Plumbing commits never trigger `gc --auto` the way `git commit` does, and a
+        sync's fetch is told not to start `git maintenance` (a process a sync with
+        nothing to do need not pay for). The check is git's own estimate (one fan-out
+        folder of 256, and the packs against gc.autoPackLimit's default of 50), so it
+        costs two directory reads.
         """
-        fanout = self.git_dir / "objects" / "17"
+        objects = self.git_dir / "objects"
         try:
-            loose = len(os.listdir(fanout))
+            loose = len(os.listdir(objects / "17"))
         except FileNotFoundError:
-            return
-        if loose * 256 > 6700:
+            loose = 0
+        try:
+            packs = sum(1 for f in os.listdir(objects / "pack") if f.endswith(".pack"))
+        except FileNotFoundError:
+            packs = 0
+        if loose * 256 > 6700 or packs > 50:
             git.background(["gc", "--auto", "--quiet"], self.root)
 
     def _message(self, change: Change) -> tuple[str, Identity]:
@@ -454,6 +455,22 @@ class Vault(TurnVault):
 
 def _is_state(rel: str) -> bool:
     return rel == STATE_DIR or rel.startswith(f"{STATE_DIR}/") or atomic.is_temporary(rel)
+
+
+def template_files() -> list[tuple[str, Path]]:
+    """(vault path, file shipped with the package) of every file `agent init` copies into
+    a new vault: the template and the built-in heartbeats (besides these, it writes
+    .gitignore and .gitattributes: `init_lines`)."""
+    template = package_data("vault")
+    out = [(src.relative_to(template).as_posix(), src) for src in sorted(template.rglob("*"))
+           if not src.is_dir()]
+    out += [(f"heartbeat/{src.name}", src) for src in sorted(package_data("heartbeat").glob("*.md"))]
+    return out
+
+
+def init_lines() -> dict[str, list[str]]:
+    """The lines `agent init` makes sure .gitignore and .gitattributes hold."""
+    return {".gitignore": [f"{STATE_DIR}/"], ".gitattributes": _union_lines()}
 
 
 def _union_lines() -> list[str]:

@@ -49,6 +49,7 @@ from collections.abc import Iterable
 
 from agent.vault import git, prune
 from agent.vault.repo import Vault, VaultError
+from agent.fs import boundedjson
 
 TOMBSTONES = ".forgotten"
 REPLACEMENT = "[forgotten]"
@@ -104,7 +105,7 @@ def parse_tombstones(data: str | None) -> list[Tombstone]:
     if not data:
         return []
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
     except ValueError:
         return []
     items = doc.get("forgotten", []) if isinstance(doc, dict) else []
@@ -295,7 +296,7 @@ def _from_texts(stone: Tombstone, old: str, new: str) -> str | None:
         if x == y:
             continue
         try:                                  # a transcript line: the phrase is escaped
-            sx, sy = _strings(json.loads(x)), _strings(json.loads(y))
+            sx, sy = _strings(boundedjson.loads(x)), _strings(boundedjson.loads(y))
         except ValueError:
             break
         for s, t in zip(sx, sy):

@@ -19,9 +19,9 @@ would run matches one the person approved with `agent mcp approve NAME`:
 - a streamable HTTP server: its url and header templates (a `${VAR}` in a header sends
   that variable's value to the url).
 
-The approvals live in `.agent/mcp-approved.json`: git-ignored, never committed or
-synced, local to this machine. Each keeps the digest of every pinned file, so a server
-that changed says which file did.
+The approvals live in `.agent/mcp-approved.json` (agent.fs.approvals, which keeps a key's
+approvals too): git-ignored, never committed or synced, local to this machine. Each
+keeps the digest of every pinned file, so a server that changed says which file did.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from pathlib import Path
 from agent.chat.mcp_client import APPROVED_FILE
 from agent.config.mcp_servers import ServerConfig
 from agent.errors import UserError
-from agent.fs import atomic, safe
+from agent.fs import safe
+from agent.fs.approvals import Approvals
 from agent.fs.offlimits import STATE_DIR, is_off_limits
 
 FILE = APPROVED_FILE
@@ -227,17 +228,14 @@ def describe(root, c: ServerConfig) -> list[str]:
     return lines
 
 
-def _load(root) -> dict:
-    data = atomic.read_json(_path(root), default=None)
-    if not isinstance(data, dict) or not isinstance(data.get("servers"), dict):
-        return {"version": 1, "servers": {}}
-    return data
+def _approvals(root) -> Approvals:
+    return Approvals(_path(root), "servers")
 
 
 def status(root, c: ServerConfig) -> str:
     """"approved", "changed" (approved once, what it would run differs now),
     "unapproved", or "unpinnable" (what it can load cannot be pinned)."""
-    entry = _load(root)["servers"].get(c.name)
+    entry = _approvals(root).get(c.name)
     try:
         digest = fingerprint(root, c)
     except Unpinnable:
@@ -250,8 +248,8 @@ def status(root, c: ServerConfig) -> str:
 def changes(root, c: ServerConfig) -> list[str]:
     """What differs from the approval: the vault files added, removed or changed, or
     agent.toml for the command line itself."""
-    entry = _load(root)["servers"].get(c.name)
-    if not isinstance(entry, dict):
+    entry = _approvals(root).get(c.name)
+    if entry is None:
         return []
     try:
         now = _what(root, c)
@@ -290,20 +288,15 @@ def approve(root, c: ServerConfig, now: datetime) -> bool:
     when that cannot be pinned."""
     what = _what(root, c)
     digest = _digest(what)
-    data = _load(root)
-    if (data["servers"].get(c.name) or {}).get("sha256") == digest:
+    approvals = _approvals(root)
+    if (approvals.get(c.name) or {}).get("sha256") == digest:
         return False
     files = what.pop("files", {})
-    data["servers"][c.name] = {"sha256": digest, "approved": now.isoformat(timespec="seconds"),
-                               "where": c.where, "line": _digest(what), "files": files}
-    atomic.write_json(_path(root), data)
+    approvals.put(c.name, {"sha256": digest, "approved": now.isoformat(timespec="seconds"),
+                           "where": c.where, "line": _digest(what), "files": files})
     return True
 
 
 def revoke(root, name: str) -> bool:
     """Forget the approval of server `name`; False when there was none."""
-    data = _load(root)
-    if data["servers"].pop(name, None) is None:
-        return False
-    atomic.write_json(_path(root), data)
-    return True
+    return _approvals(root).drop(name)

@@ -13,6 +13,7 @@ from typing import Literal
 from agent import schedule as sched
 from agent.stores import cronfile
 from agent.stores.cronfile import CRON_FILE
+from agent.chat.tools.asked import asked_for
 from agent.chat.tools.registry import ToolError, current_context, tool
 from typing import TYPE_CHECKING
 
@@ -52,10 +53,12 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
         misfire: If the time passes while the agent is not running: run_once or skip.
         deliver: Where the job's reply is sent, such as telegram/123456789 (the chat id of
             a telegram/<chat id> session); leave it out to only record the reply. A job
-            with a delivery target waits for the person's approval before it runs.
+            with a delivery target waits for the person's approval before it runs, and
+            so does any job whose schedule the person's own message did not ask for.
     """
     ctx = current_context()
-    sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=ctx.now)   # before staging
+    schedule = sched.make_schedule(at=at, every=every, cron=cron, tz=tz, now=ctx.now)  # before staging
+    asked = asked_for(ctx.asked, schedule, ctx.now)
     made: list[cronfile.Job] = []
 
     def add(text: str | None) -> str:
@@ -63,7 +66,7 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
         job = cronfile.add(cf, name, message, ctx.now, at=at, every=every, expr=cron, tz=tz,
                            session=session, misfire=misfire,
                            job_id=made[0].id if made else None, host=ctx.vault.host(),
-                           deliver=deliver, created_by="model")
+                           deliver=deliver, created_by="model", asked=asked)
         if not made:
             made.append(job)
         return cronfile.dumps(cf)
@@ -71,10 +74,11 @@ def cron_add(name: str, message: str, at: str | None = None, every: str | None =
     ctx.vault.update(CRON_FILE, add)
     job = made[0]
     if job.held:
+        why = (f"reply to be delivered to {job.deliver}" if job.deliver else
+               "not a schedule the person's own message asked for")
         return (f"Added job \"{job.name}\" (id {job.id}): {job.schedule.describe()}, session "
-                f"{job.session}, reply to be delivered to {job.deliver}. It is held: it does "
-                f"not run until the person approves it with `agent cron approve {job.id}`; "
-                f"tell them so.")
+                f"{job.session}, {why}. It is held: it does not run until the person "
+                f"approves it with `agent cron approve {job.id}`; tell them so.")
     return (f"Added job \"{job.name}\" (id {job.id}): {job.schedule.describe()}, next run "
             f"{_when(job.state.next_run)}, session {job.session}"
             + (f", reply delivered to {job.deliver}." if job.deliver else "."))

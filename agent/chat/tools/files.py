@@ -9,7 +9,7 @@ from agent.fs.offlimits import OFF_LIMITS, is_off_limits
 from agent.stores import holds
 from agent.errors import UserError
 from agent.stores import ledger
-from agent.stores.memory import MEMORY_FILES, normalise
+from agent.stores.memory import memory_file, normalise
 from agent.vault import heldwrites
 from agent.vault import kinds
 from agent.vault.repo import CONTROL_FILES
@@ -44,6 +44,9 @@ def confine(path: str, *, write: bool = False) -> str:
         raise ToolError(f"{raw}: {first}/ is off limits (git's and the agent's own state).")
     if write and rel == ".":
         raise ToolError(f"{raw} is the vault folder itself; give a file path.")
+    # `Memory.md` is MEMORY.md on a disk that folds case (macOS, Windows): the same file
+    # here too, so its writes wait for review as MEMORY.md's do, and no clone gets a twin.
+    rel = memory_file(rel) or rel
     if write:
         _writable(raw, rel)
     return rel
@@ -63,13 +66,15 @@ def _writable(raw: str, rel: str) -> None:
     if rel in CONTROL_FILES or kind is kinds.CONTROL:
         raise ToolError(f"{raw} is the person's to change (the vault's settings, identity "
                         f"and git rules); you can read it, not write it. Ask the person.")
-    if rel == "cron.json":
+    if kind is kinds.CRON:
         # The cron tools say who made a job; a job written here could claim the person.
         raise ToolError(f"{raw}: scheduled jobs are changed with cron_add and cron_remove, "
                         f"not by writing the file.")
     if kind is kinds.SESSION:
         raise ToolError(f"{raw}: session transcripts are written only by the conversation "
                         f"itself; write notes with remember or to another file.")
+    if kind.model == "refuse":       # a kind added later: refused until it says otherwise
+        raise ToolError(f"{raw} is {kind.what}; you can read it, not write it.")
 
 
 def _read(rel: str, errors: str = "strict") -> str:
@@ -136,7 +141,7 @@ def write_file(path: str, content: str) -> str:
         content += "\n"
     if kinds.kind_of(rel).model == "hold":
         return _hold(rel, content)
-    if rel in MEMORY_FILES and holds.holds(current_context().settings):
+    if memory_file(rel) and holds.holds(current_context().settings):
         return _held_for_review(rel, vault.current(rel) or "", content)
     vault.write_text(rel, content)
     return f"{'Replaced' if existed else 'Created'} {rel} ({len(content)} characters)."
@@ -171,7 +176,7 @@ def edit_file(path: str, old: str, new: str) -> str:
     text = _read(rel)
     if kinds.kind_of(rel).model == "hold":
         return _hold(rel, replace_once(text, old, new, rel))
-    if rel in MEMORY_FILES and holds.holds(current_context().settings):
+    if memory_file(rel) and holds.holds(current_context().settings):
         return _held_for_review(rel, text, replace_once(text, old, new, rel))
     current_context().vault.update(rel, lambda text: replace_once(text, old, new, rel))
     return f"Edited {rel}."

@@ -87,6 +87,8 @@ class ToolContext:
     runs: list = field(default_factory=list)   # sub-agent run ids this turn started
     parent: str | None = None        # "session turn N" of the turn running these tools
     used: Any = None                 # agent.chat.used.Used: what memory the turn showed
+    asked: str = ""                  # what the person typed this turn ("": a job's,
+                                     # a heartbeat's or a sub-agent's turn)
 
 
 @dataclass

@@ -15,6 +15,9 @@ What a person can rely on:
   line saying the bot is private, with their user id (so the owner can add it); their
   text is stored nowhere, and the refusal (ids, username, time; never the text) is
   logged to `.agent/telegram-refused.log`. In a group, strangers are not answered.
+- Replies to one chat go out in the order its messages came: a photo's line or the
+  answer to /help waits for the reply to the message before it. Each does its work at
+  once (/stop stops the running turn); only the sending waits. Other chats never wait.
 - A "typing" action is repeated every 4 s while the model works; the reply is split
   at Telegram's 4096-character limit on paragraph or line boundaries, sent as
   Telegram's (legacy) Markdown and, when Telegram cannot parse it, again as plain text.
@@ -47,6 +50,8 @@ import time
 from datetime import timezone
 
 from agent import clock
+from agent.serve.channels import inorder
+from agent.serve.channels.inorder import ChatOrder
 from agent.fs import atomic
 from typing import TYPE_CHECKING
 
@@ -133,6 +138,7 @@ class TelegramChannel:
         self._thread: threading.Thread | None = None
         self._poll_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._order = ChatOrder()                    # replies to a chat in its order
         self._closed: asyncio.Event | None = None
         self._started = threading.Event()
 
@@ -267,12 +273,17 @@ class TelegramChannel:
                     log.error("telegram: update %d: %s", u.update_id, self.scrub(repr(e)))
                     follow = None
                 if follow is not None:
-                    self._spawn(follow)
+                    chat = update_chat(u)
+                    self._spawn(follow, chat)
                 self.offset = max(self.offset or 0, u.update_id + 1)
             if updates:
                 await asyncio.to_thread(self._write_offset, self.offset)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro, chat: int | None = None) -> None:
+        """Run `coro` (an update's follow-up) now; what it sends to `chat` goes out after
+        what the chat's earlier follow-ups send (see send)."""
+        if chat is not None:
+            coro = self._order.wrap(chat, coro)
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
@@ -323,12 +334,13 @@ class TelegramChannel:
             return True
         if receipt.reply is not None:       # answered, and killed before it was sent
             log.info("telegram: sending the reply to a message answered before a restart")
-            self.loop.call_soon_threadsafe(self._spawn, self._send_saved(chat_id, receipt))
+            self.loop.call_soon_threadsafe(self._spawn, self._send_saved(chat_id, receipt),
+                                           chat_id)
             return True
         log.info("chat %s: answering a message taken before a restart", receipt.session)
         ticket = self.router.submit(receipt.session, receipt.text, source=receipt.source,
                                     receipt=receipt.id, resumed=True, settle=False)
-        self.loop.call_soon_threadsafe(self._spawn, self._reply(chat_id, ticket))
+        self.loop.call_soon_threadsafe(self._spawn, self._reply(chat_id, ticket), chat_id)
         return True
 
     async def _send_saved(self, chat_id: int, receipt) -> None:
@@ -461,6 +473,7 @@ class TelegramChannel:
         from telegram.constants import ParseMode
         from telegram.error import BadRequest, RetryAfter, TelegramError
 
+        await inorder.turn()
         for piece in split_message(text):
             mode = ParseMode.MARKDOWN if markdown else None
             for _attempt in range(3):
@@ -520,6 +533,12 @@ class TelegramChannel:
             self.vault.state.mkdir(parents=True, exist_ok=True)
             atomic.write_json(self.vault.state / STATE_FILE, {"offset": offset})
             self._written = offset
+
+
+def update_chat(update) -> int | None:
+    """The chat an update's answer goes to (None: none, as for an inline message's button)."""
+    chat = update.effective_chat
+    return chat.id if chat is not None else None
 
 
 def _finished(loop, ticket) -> asyncio.Future:
@@ -606,6 +625,11 @@ def from_environment(vault: Vault, router, provider, *, settings, clock,
         log.warning("telegram: enabled in agent.toml but $%s is not set; set it in agent "
                     "serve's environment (BotFather gives the token) and restart; the rest "
                     "runs without Telegram", TOKEN_ENV)
+        return None
+    from agent.config import keys
+    refused = keys.telegram_pair(settings.telegram_api_base).refusal()
+    if refused:                 # the token would go where agent.toml says: not decided here
+        log.warning("telegram: not started: %s; the rest runs without Telegram", refused)
         return None
     return TelegramChannel(vault, router, provider, token=token, settings=settings, clock=clock,
                            settings_fn=settings_fn)

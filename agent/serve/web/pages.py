@@ -209,14 +209,22 @@ def memory_page(page, request):
         text = safe.read_text(page.vault.root, rel) or ""
     except UserError as e:
         return page.render(request, "error.html", 500, title="Memory", problem=str(e))
-    lines = []
+    lines: list[dict] = []
     for n, line in enumerate(text.splitlines(), 1):
         heading = memory.HEADING.match(line)
         bullet = memory.FACT.match(line)
-        lines.append({"n": n, "text": line[bullet.end() - 1:] if bullet else line,
+        prose = not (heading or bullet or not line.strip())
+        last = lines[-1] if lines else None
+        if prose and last and last["prose"] and last["to"] == n - 1:
+            # A paragraph wrapped over lines (the template's, under the title) is one
+            # block, as it reads, not two numbered lines.
+            last["text"] += " " + line.strip()
+            last["to"] = n
+            continue
+        lines.append({"n": n, "to": n, "text": line[bullet.end() - 1:] if bullet else line,
                       "level": len(heading.group(1)) if heading else 0,
                       "heading": heading.group(2) if heading else "",
-                      "fact": bool(memory.FACT.match(line)),
+                      "fact": bool(bullet), "prose": prose,
                       "blank": not line.strip()})
     return page.render(request, "memory.html", nav="memory", file=rel, lines=lines,
                        files=memory.MEMORY_FILES,

@@ -69,14 +69,23 @@ async function send(form) {
         if (!kind) continue;
         const d = data ? JSON.parse(data) : {};
         if (kind === "text") {
-          body.textContent += d.text;
+          // The turn puts a blank line between the texts of two model calls (for a
+          // terminal); here a tool call's own line separates them.
+          body.textContent += body.textContent ? d.text : d.text.replace(/^\s+/, "");
         } else if (kind === "tool_start") {
           const t = el("div", "tool running");
           t.appendChild(el("span", "tool-name", d.name));
           t.appendChild(document.createTextNode(" "));
           t.appendChild(el("code", "", JSON.stringify(d.input).slice(0, 300)));
-          reply.insertBefore(t, body);
-          if (body.textContent) { body = el("div", "text"); reply.appendChild(body); }
+          // In the order written, as the saved reply shows it: the text so far, the call.
+          body.textContent = body.textContent.replace(/\s+$/, "");
+          if (body.textContent) {
+            reply.insertBefore(t, body.nextSibling);
+            body = el("div", "text");
+            reply.insertBefore(body, t.nextSibling);
+          } else {
+            reply.insertBefore(t, body);
+          }
           tools[d.name] = t;
         } else if (kind === "tool_done") {
           const t = tools[d.name];
