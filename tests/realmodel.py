@@ -150,10 +150,12 @@ class LlamaServer:
 
 
 def use_llama(vault, server: LlamaServer, *, model: str = ALIAS, extra: str = "",
-              fallbacks: tuple[str, ...] = (), tables: tuple[tuple[str, str], ...] = ()) -> None:
+              fallbacks: tuple[str, ...] = (), tables: tuple[tuple[str, str], ...] = (),
+              provider: str = "") -> None:
     """agent.toml set up as docs/providers.md says for llama-server: the model
     `local/<model>` at `server`, no fallback unless given, `extra` lines in [model],
-    and more OpenAI-compatible providers as (name, url)."""
+    `provider` lines in [providers.local] (sampling options), and more
+    OpenAI-compatible providers as (name, url)."""
     path = vault.root / "agent.toml"
     text = path.read_text()
     start = text.index("[model]\n")
@@ -163,6 +165,8 @@ def use_llama(vault, server: LlamaServer, *, model: str = ALIAS, extra: str = ""
             f'{text[end:]}')
     for name, url in (("local", server.url), *tables):
         text += f'\n[providers.{name}]\napi = "openai"\nbase_url = "{url}"\nkey_env = ""\n'
+        if name == "local":
+            text += provider
     path.write_text(text)
 
 

@@ -3,11 +3,10 @@ SmolLM2-135M-Instruct (tests/realmodel.py; scripts/llama_server.py builds both).
 this small answers badly, so these tests assert the wiring, not the wisdom: the reply
 streamed in deltas and saved with the server's usage figures, summaries and dream replies through `response_format` json_schema
 (which llama.cpp turns into a grammar), a fallback when the server dies mid-reply, and
-doctor and `agent models` reading the server's own listing.
-
-A forced tool call is proven against the stand-ins only (test_forced_remember.py): this
-llama-server build applies no grammar for `tool_choice` "required" with SmolLM2 (served
-with its own template or Qwen2.5's), so the model may write prose instead of the call."""
+doctor and `agent models` reading the server's own listing, and an ask to remember
+kept in the vault by a forced `remember` call (llama-server's "required" alone lets the
+model write prose first, so the call's arguments are asked for through the schema
+grammar: agent/llm/openai.py forced_tool)."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ import pytest
 
 from agent.config import load_settings
 from agent.llm import make_provider
+from agent.llm.records import END, MAX_TOKENS, Message, Request
 from agent.stores import sessions
 from agent.vault.change import read_tokens
 from conftest import subjects, wait_for
@@ -42,12 +42,35 @@ def test_a_reply_streams_in_deltas_and_ends_with_the_servers_usage(llama, vault)
     use_llama(vault, llama)
     provider = make_provider(load_settings(vault.root))
     chunks: list[str] = []
-    msg = provider.stream(f"local/{ALIAS}", on_text=chunks.append, max_tokens=24,
-                          messages=[{"role": "user", "content": "Count from one to twenty."}])
+    msg = provider.stream(f"local/{ALIAS}", Request(
+        [Message("user", "Count from one to twenty.")], max_tokens=24), on_text=chunks.append)
     assert len(chunks) > 1 and "".join(chunks) == msg.text
     assert msg.model == f"local/{ALIAS}"
-    assert msg.usage["input_tokens"] > 0 and 0 < msg.usage["output_tokens"] <= 24
-    assert msg.stop_reason in ("end_turn", "max_tokens")
+    assert msg.usage.input_tokens > 0 and 0 < msg.usage.output_tokens <= 24
+    assert msg.stop_reason in (END, MAX_TOKENS)
+
+
+def test_an_ask_to_remember_reaches_the_vault_as_a_commit(llama, vault, run):
+    # Greedy sampling, so the model's few words are the same on every run; what it keeps
+    # is its own affair (a 135M model may garble it), that it is kept is the agent's.
+    use_llama(vault, llama, extra="max_tokens = 200\n", provider="temperature = 0.0\n")
+    before = len(subjects(vault))
+    r = run("chat", "-m", "Remember that my boat is called Wren.")
+    assert r.exit_code == 0, r.output
+    assert len(subjects(vault)) == before + 1
+    lines = lines_of(vault)
+    calls = [b for x in lines if x["role"] == "assistant" and isinstance(x["content"], list)
+             for b in x["content"] if b.get("type") == "tool_use"]
+    assert calls and calls[0]["name"] == "remember", lines
+    results = [b for x in lines if isinstance(x["content"], list) for b in x["content"]
+               if b.get("type") == "tool_result"]
+    assert results and not results[0].get("is_error"), results
+    kept = calls[0]["input"]["text"].strip()
+    changed = vault.git("show", "--name-only", "--format=", "HEAD").split()
+    memory_files = [f for f in changed if f in ("MEMORY.md", "USER.md")
+                    or f.startswith("memory/")]
+    assert memory_files, changed
+    assert " ".join(kept.split())[:30] in (vault.root / memory_files[0]).read_text()
 
 
 def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
