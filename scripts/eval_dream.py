@@ -169,10 +169,10 @@ class Counting:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def create(self, models, *, parse=None, **params):
+    def create(self, models, request, *, parse=None):
         from agent.llm.structured import misfit
-        msg = self.inner.create(models, parse=parse, **params)
-        tail = json.dumps(params.get("messages", [])[:1], ensure_ascii=False)
+        msg = self.inner.create(models, request, parse=parse)
+        tail = request.messages[0].text if request.messages else ""
         phase = ("analyst" if "Phase 1, analyst" in tail else
                  "editor" if "Phase 2, editor" in tail else "other")
         problem = misfit(parse, msg.text) if parse is not None else None
@@ -180,10 +180,10 @@ class Counting:
         if problem is None and parse is not None:
             data = json.loads(msg.text)
             items = len(data.get("findings") or data.get("ops") or [])
-        self.replies.append({"phase": phase, "retry": len(params.get("messages", [])) > 1,
+        self.replies.append({"phase": phase, "retry": len(request.messages) > 1,
                              "fits": problem is None, "problem": problem, "items": items,
-                             "output_tokens": msg.usage.get("output_tokens", 0),
-                             "text": msg.text[:300]})
+                             "output_tokens": msg.usage.output_tokens,
+                             "stop": msg.stop_reason, "text": msg.text[:300]})
         return msg
 
 

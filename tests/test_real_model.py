@@ -89,7 +89,7 @@ def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
 def test_compaction_and_the_dream_answer_through_the_schema_grammar(llama, vault, run):
     # Replies kept short: a 135M model's JSON is valid (the grammar sees to it) but it
     # may go on adding items; dream.max_tokens bounds it, as it would a runaway.
-    use_llama(vault, llama, extra="max_tokens = 40\n")
+    use_llama(vault, llama, extra="max_tokens = 40\n", provider="temperature = 0.0\n")
     path = vault.root / "agent.toml"
     path.write_text(path.read_text().replace("[dream]\n", "[dream]\nconcurrency = 1\n"
                                              "max_tokens = 1500\nreview = \"off\"\n", 1)
