@@ -119,14 +119,27 @@ def reject_cmd(which):
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--host", metavar="NAME", help="This machine's name, which its cron jobs and "
               "heartbeats are marked with (default: the hostname).")
-def clone_cmd(url, path, host):
-    """Make a vault on this machine from a remote (a path, ssh or https URL)."""
+@click.option("--expect", metavar="FINGERPRINT", help="An encrypted remote's fingerprint, "
+              "as `agent remote trust` printed it: anything else is refused.")
+def clone_cmd(url, path, host, expect):
+    """Make a vault on this machine from a remote (a path, ssh or https URL).
+
+    Its agent.toml, AGENTS.md, .gitattributes, .gitignore, skills, heartbeats and cron
+    jobs are held, as `agent sync` holds a remote's change to them: the clone runs on
+    the files `agent init` makes until you accept the remote's (`agent sync held`,
+    `agent sync accept`)."""
     if path is None:
         name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
         path = Path(name or "vault")
-    vault = syncing.clone(url, path, host=host)
+    vault = syncing.clone(url, path, host=host, expect=expect)
     after_change(vault)
     click.echo(f"Cloned {url} into {vault.root} (this machine: {vault.host()})")
+    from agent.sync import held
+    waiting = held.pending(vault)
+    if waiting:
+        click.echo(f"held: {', '.join(h.label() for h in waiting)} (until you decide, this "
+                   f"vault runs on the settings `agent init` makes: `agent --vault "
+                   f"{vault.root} sync held` shows them, `sync accept` takes them)")
     click.echo(f"Use it with --vault {vault.root} or `export AGENT_VAULT={vault.root}`; "
                f"`agent sync` keeps it in step.")
 
