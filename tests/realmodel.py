@@ -31,9 +31,10 @@ ALIAS = "smollm2"       # the name the server lists its model under (--alias)
 # --jinja: the model's own chat template, which tool calls need. One thread: llama.cpp's
 # threads spin while they wait for each other, and on a machine busy with a test suite
 # two of them on two shared cores were slower than one by orders of magnitude (a 20-token
-# reply took over ten minutes). --no-repack: the build is for this machine's CPU, and
-# where the CPU reports AMX that the system does not enable (this machine's kind),
-# repacking the weights for it dies with SIGILL.
+# reply took over ten minutes). --no-repack: kept from the builds made for this machine's
+# CPU (GGML_NATIVE), where a CPU that reports AMX the system does not enable died with
+# SIGILL repacking the weights for it; the portable build has no AMX code, and the flag
+# keeps a server built by hand (AGENT_LLAMA_SERVER) safe too.
 SERVE_FLAGS = ("--jinja", "-c", "8192", "-np", "1", "-t", "1", "--no-repack", "--no-webui")
 
 
