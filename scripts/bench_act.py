@@ -47,6 +47,7 @@ from agent.chat import subagents  # noqa: E402
 from agent.chat.turn import run_turn  # noqa: E402
 from agent.clock import now  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 
 def pct(values, q):
@@ -191,7 +192,7 @@ def main() -> None:
         (home / ".gitconfig").write_text("[user]\n\tname = Bench\n\temail = bench@example.com\n")
         os.environ.update(HOME=str(home), GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
                           GIT_CONFIG_NOSYSTEM="1")
-        vault, _ = Vault.init(Path(tmp) / "vault")
+        vault, _ = Vault.init(Path(tmp) / "vault", LAYOUT)
         bench_exec(vault, args.runs)
         with FakeAnthropic() as fake:
             os.environ["ANTHROPIC_BASE_URL"] = fake.url

@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from agent.vault.change import Change  # noqa: E402
+from agent.ops.vaults import init_vault, open_vault  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
 
 PHRASE = "the vault code is orchid-lantern-77"
@@ -141,11 +142,11 @@ def main() -> None:
     now = datetime.now(timezone.utc)
     try:
         # ---- 1. one turn --------------------------------------------------------------
-        base, _ = Vault.init(tmp / "base")
+        base, _ = init_vault(tmp / "base")
         history(base, 200)
         purl, eurl, _, _ = remote_pair("turn")
-        vp = Vault.open(Path(shutil.copytree(base.root, tmp / "turn-plain", symlinks=True)))
-        ve = Vault.open(Path(shutil.copytree(base.root, tmp / "turn-enc", symlinks=True)))
+        vp = open_vault(Path(shutil.copytree(base.root, tmp / "turn-plain", symlinks=True)))
+        ve = open_vault(Path(shutil.copytree(base.root, tmp / "turn-enc", symlinks=True)))
         remotes.add(vp, "origin", purl, False, now)
         remotes.add(ve, "origin", eurl, True, now)
         syncing.sync(vp)
@@ -166,12 +167,12 @@ def main() -> None:
               f"ratio {r:.2f} (median of {args.turns} pairs)")
 
         # ---- 2 and 3. clone and bytes -------------------------------------------------
-        big, _ = Vault.init(tmp / "big")
+        big, _ = init_vault(tmp / "big")
         t = timed(lambda: history(big, args.commits))
         print(f"built a vault of {args.commits} commits in {t:.1f} s")
         purl, eurl, pbare, ebare = remote_pair("big")
-        vp = Vault.open(Path(shutil.copytree(big.root, tmp / "big-plain", symlinks=True)))
-        ve = Vault.open(Path(shutil.copytree(big.root, tmp / "big-enc", symlinks=True)))
+        vp = open_vault(Path(shutil.copytree(big.root, tmp / "big-plain", symlinks=True)))
+        ve = open_vault(Path(shutil.copytree(big.root, tmp / "big-enc", symlinks=True)))
         remotes.add(vp, "origin", purl, False, now)
         remotes.add(ve, "origin", eurl, True, now)
         tp = timed(lambda: syncing.sync(vp))
@@ -179,7 +180,7 @@ def main() -> None:
         print(f"first push:            encrypted {te:.2f} s, plain {tp:.2f} s, ratio {te / tp:.2f}")
         # The same history pushed in 200 syncs (a remote filled as it is used).
         _, iurl, _, ibare = remote_pair("inc")
-        vi = Vault.open(Path(shutil.copytree(base.root, tmp / "inc", symlinks=True)))
+        vi = open_vault(Path(shutil.copytree(base.root, tmp / "inc", symlinks=True)))
         vi.git("remote", "add", "origin", f"agent-crypt::{iurl}")
         shas = big.git("rev-list", "--reverse", "--first-parent", "main").split()
         step = max(1, len(shas) // 200)
@@ -217,14 +218,14 @@ def main() -> None:
               f"({se / sp:.2f}x), after 200 syncs {si / 1e6:.2f} MB ({si / sp:.2f}x)")
 
         # ---- 4. forget ----------------------------------------------------------------
-        seed, _ = Vault.init(tmp / "seed")
+        seed, _ = init_vault(tmp / "seed")
         history(seed, args.commits, phrase_at=args.commits // 2)
         forgets = []
         for i in range(args.repeat):
             got = {}
             for k in (["e", "p"] if i % 2 else ["p", "e"]):
                 purl, eurl, pb, eb = remote_pair(f"forget{i}{k}")
-                v = Vault.open(Path(shutil.copytree(seed.root, tmp / f"forget-{i}-{k}",
+                v = open_vault(Path(shutil.copytree(seed.root, tmp / f"forget-{i}-{k}",
                                                     symlinks=True)))
                 remotes.add(v, "origin", eurl if k == "e" else purl, k == "e", now)
                 syncing.sync(v)

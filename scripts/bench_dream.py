@@ -37,6 +37,7 @@ from fakeanthropic import FakeAnthropic, json_reply  # noqa: E402
 
 from agent.vault.change import Change  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 SUMMARY = ("The user and the agent planned step {i} of the house move: they compared two "
            "removal firms on price and dates, chose the one that can come on a weekday, "
@@ -59,7 +60,7 @@ def memory_md(lines: int = 100) -> str:
 
 def build_vault(path: Path, n: int) -> Vault:
     from dreamkit import write_entries
-    vault, _ = Vault.init(path)
+    vault, _ = Vault.init(path, LAYOUT)
     vault.write_text("MEMORY.md", memory_md())
     vault.commit(Change("bench", "memory"))
     specs = [{"summary": SUMMARY.format(i=i + 1), "message": MESSAGE.format(k=0, i=i + 1)}

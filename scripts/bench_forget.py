@@ -37,12 +37,13 @@ def main() -> None:
     from agent.stores import memory
     from agent.vault.change import Change
     from agent.vault.repo import Vault
+    from agent.ops.vaults import LAYOUT
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(tmp / "r.git")],
                        check=True)
-        vault, _ = Vault.init(tmp / "a")
+        vault, _ = Vault.init(tmp / "a", LAYOUT)
         start = datetime(2026, 1, 1, tzinfo=timezone.utc)
         for i in range(args.commits):
             t = start + timedelta(hours=i)

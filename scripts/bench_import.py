@@ -61,13 +61,16 @@ def write_export(path: Path, conversations: int, messages: int) -> int:
     return path.stat().st_size
 
 
-def timed_import(vault: Path, export: Path) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS in KB, output) of `agent import` in its own process."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENT_EMBED": "off"}
+def timed_import(vault: Path, export: Path, embed: str = "off") -> tuple[float, int, str]:
+    """(wall seconds, peak RSS in KB, output) of `agent import` in its own process;
+    `embed`: "off" (words only, AGENT_EMBED=off), "on" (the import makes the vectors) or
+    "later" (the model installed, vectors left to serve: --no-embed)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENT_EMBED": "off" if embed == "off" else "on"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault), "import",
-                        str(export)], capture_output=True, text=True, env=env, check=False)
+                        *(["--no-embed"] if embed == "later" else []), str(export)],
+                       capture_output=True, text=True, env=env, check=False)
     wall = time.perf_counter() - t0
     if p.returncode:
         raise SystemExit(p.stderr)
@@ -79,13 +82,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--conversations", type=int, default=10_000)
     ap.add_argument("--messages", type=int, default=50, help="visible messages each")
+    ap.add_argument("--embed", type=int, default=0, metavar="ROUNDS",
+                    help="instead: what making the vectors adds to an import, per 1,000 "
+                         "messages (imports with and without it into fresh vaults, "
+                         "alternated, ROUNDS times; medians)")
     args = ap.parse_args()
     from agent.vault.repo import Vault
+    from agent.ops.vaults import LAYOUT
+
+    if args.embed:
+        return embed_cost(args)
 
     with tempfile.TemporaryDirectory() as tmp:
         export = Path(tmp) / "conversations.json"
         size = write_export(export, args.conversations, args.messages)
-        vault, _ = Vault.init(Path(tmp) / "vault")
+        vault, _ = Vault.init(Path(tmp) / "vault", LAYOUT)
         total = args.conversations * args.messages
         first, peak, said = timed_import(vault.root, export)
         again, _, said_again = timed_import(vault.root, export)
@@ -97,6 +108,26 @@ def main() -> None:
         print("The import includes the search index's refresh after it (words; embeddings "
               "off, as they are made in the background); peak memory is the process's "
               "maximum resident set.")
+
+
+def embed_cost(args) -> None:
+    import statistics
+
+    from agent.vault.repo import Vault
+
+    total = args.conversations * args.messages
+    took: dict[str, list[float]] = {"later": [], "on": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        export = Path(tmp) / "conversations.json"
+        write_export(export, args.conversations, args.messages)
+        for r in range(args.embed):
+            for how in ("later", "on") if r % 2 == 0 else ("on", "later"):
+                vault, _ = Vault.init(Path(tmp) / f"vault-{how}-{r}")
+                took[how].append(timed_import(vault.root, export, how)[0])
+    later, on = statistics.median(took["later"]), statistics.median(took["on"])
+    print(f"{total:,} messages, medians of {args.embed} alternated rounds: import --no-embed "
+          f"{later:.1f} s, import (vectors made) {on:.1f} s ({on / later:.2f}x); the vectors "
+          f"add {(on - later) / total * 1000:.1f} s per 1,000 messages")
 
 
 if __name__ == "__main__":

@@ -118,11 +118,11 @@ def main() -> None:
     ap.add_argument("--cap-gb", type=float, default=6.0,
                     help="address space cap of each import (a runaway stops there)")
     args = ap.parse_args()
-    from agent.vault.repo import Vault
+    from agent.ops.vaults import init_vault
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        vault, _ = Vault.init(base / "empty")
+        vault, _ = init_vault(base / "empty")
         rows = []
         for depth in [int(x) for x in args.depths.split(",") if x]:
             export = nested_zip(base / f"nested-{depth}.zip", depth)
@@ -130,19 +130,19 @@ def main() -> None:
                 vault.root, export, args.cap_gb)))
         for mb in [int(x) for x in args.messages_mb.split(",") if x]:
             export = big_message(base / f"message-{mb}.json", mb)
-            fresh, _ = Vault.init(base / f"v{mb}")
+            fresh, _ = init_vault(base / f"v{mb}")
             rows.append((f"one message of {mb} MB", export.stat().st_size, *run(
                 fresh.root, export, args.cap_gb)))
             export.unlink()
         if args.within_mb:
             export = many_messages(base / "many.json", args.within_mb)
-            fresh, _ = Vault.init(base / "vmany")
+            fresh, _ = init_vault(base / "vmany")
             rows.append((f"{args.within_mb} messages of 1 MB", export.stat().st_size, *run(
                 fresh.root, export, args.cap_gb)))
             export.unlink()
         if args.values:
             export = many_values(base / "values.json", args.values)
-            fresh, _ = Vault.init(base / "vvalues")
+            fresh, _ = init_vault(base / "vvalues")
             rows.append((f"{args.values:,} values", export.stat().st_size, *run(
                 fresh.root, export, args.cap_gb)))
             export.unlink()

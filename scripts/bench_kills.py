@@ -44,6 +44,7 @@ from fakeanthropic import FakeAnthropic, reply  # noqa: E402
 from faketelegram import FakeTelegram  # noqa: E402
 
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 USER = 42
 
@@ -112,7 +113,7 @@ def main() -> None:
                           TELEGRAM_BOT_TOKEN=tg.token, GIT_CEILING_DIRECTORIES=d)
         fake.default_reply = lambda _req: reply("Answered.", delay=rnd.random() * args.delay)
         root = Path(d) / "vault"
-        Vault.init(root)
+        Vault.init(root, LAYOUT)
         (root / "agent.toml").write_text(
             f"[channels.telegram]\nenabled = true\nallow_from = [{USER}]\n"
             f"api_base = \"{tg.url}\"\n\n[gateway]\nport = 0\n")

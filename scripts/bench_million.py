@@ -44,6 +44,7 @@ from bench_dream import fake_model as dream_model, memory_md  # noqa: E402
 
 from agent.vault.change import Change  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 ENTRIES = 1000
 
@@ -61,7 +62,7 @@ def model(params: dict):
 
 def build(root: Path, n: int) -> Vault:
     from dreamkit import write_entries
-    vault, _ = Vault.init(root)
+    vault, _ = Vault.init(root, LAYOUT)
     vault.write_text("MEMORY.md", memory_md())
     vault.commit(Change("bench", "memory"))
     bench_window.build(root, n, True)

@@ -36,6 +36,7 @@ import fakeanthropic  # noqa: E402
 import fakeopenai  # noqa: E402
 
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 REPLY = ("That sounds good. Kyoto in early December is quiet, the maples are late, and the "
          "temples open at eight; book the ryokan near Gion and take the train from Osaka.")
@@ -44,7 +45,7 @@ ASKS = ["I am planning a trip to Kyoto.", "When do the temples open?", "Where sh
 
 
 def make_vault(where: Path, model: str, openai_url: str | None) -> Vault:
-    vault, _ = Vault.init(where)
+    vault, _ = Vault.init(where, LAYOUT)
     path = vault.root / "agent.toml"
     text = path.read_text()
     start = text.index("[model]\n")

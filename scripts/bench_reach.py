@@ -52,6 +52,7 @@ from agent.llm import make_provider  # noqa: E402
 from agent.serve.conversations import Conversations  # noqa: E402
 from agent.serve.gateway import Gateway  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 from agent.clock import now as vault_now  # noqa: E402
 
 
@@ -92,7 +93,7 @@ def fresh_vault(tmp: Path) -> Vault:
                          "[init]\n\tdefaultBranch = main\n")
     os.environ.update(HOME=str(home), GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1",
                       GIT_CEILING_DIRECTORIES=str(tmp))
-    vault, _ = Vault.init(tmp / "vault")
+    vault, _ = Vault.init(tmp / "vault", LAYOUT)
     return vault
 
 

@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 from agent.vault.change import Change  # noqa: E402
 from agent.search import index  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 VOCAB = 60000
 PER_FILE = 1000          # messages per monthly session file
@@ -97,7 +98,7 @@ class Words:
 
 
 def build(root: Path, messages: int, seed: int = 7) -> Vault:
-    vault, _ = Vault.init(root)
+    vault, _ = Vault.init(root, LAYOUT)
     w = Words(seed)
     files = max(1, messages // PER_FILE)
     chats = max(1, files // 60)

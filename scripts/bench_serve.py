@@ -44,6 +44,7 @@ from agent.vault.change import Change  # noqa: E402
 from agent import schedule as sched  # noqa: E402
 from agent.stores import cronfile  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 ZONES = ["Europe/Paris", "America/New_York", "Asia/Tokyo", "UTC", None]
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -105,7 +106,7 @@ def main() -> None:
     (home / ".gitconfig").write_text("[user]\n\tname = Bench\n\temail = bench@example.com\n")
     os.environ.update(HOME=str(home), GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
                       GIT_CONFIG_NOSYSTEM="1")
-    vault, _ = Vault.init(tmp / "vault")
+    vault, _ = Vault.init(tmp / "vault", LAYOUT)
     now = datetime.now(timezone.utc)
     cf = cronfile.CronFile()
     idle_jobs(cf, args.jobs, now)

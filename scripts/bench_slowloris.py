@@ -32,6 +32,7 @@ os.environ.setdefault("AGENT_EMBED", "off")
 from fakeanthropic import FakeAnthropic
 
 from agent.vault.repo import Vault
+from agent.ops.vaults import LAYOUT
 
 
 def ask(connect, request: bytes) -> int | None:
@@ -60,7 +61,7 @@ def main() -> None:
 
         from agent.serve.gateway import Gateway
 
-        Vault.init(Path(d) / "vault")
+        Vault.init(Path(d) / "vault", LAYOUT)
         vault = Vault(Path(d) / "vault")
         conv = router(vault)
         gw = Gateway(vault, conv, port=0).start()

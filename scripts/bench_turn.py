@@ -55,6 +55,7 @@ from agent.stores import memory
 from agent.stores import sessions  # noqa: E402
 from agent.stores import window
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 VOCAB = 50000
 STOP = ("the a to and of i it you that in is was for on with my me have but so this be "
@@ -98,7 +99,7 @@ def build(root: Path, messages: int, end: datetime, seed: int = 11) -> Vault:
     rnd = random.Random(seed)
     words = Words(seed)
     sentence = words.sentence
-    vault, _ = Vault.init(root)
+    vault, _ = Vault.init(root, LAYOUT)
     keys = [CHAT, "telegram/family", "telegram/work", "cron/1", "heartbeat/morning",
             "import/old", "cli/notes", "slack/team"]
     per_day = 50
@@ -298,7 +299,7 @@ def measure_start(vault: Vault, server: FakeAnthropic, runs: int,
         if copy.exists():
             shutil.rmtree(copy)
         shutil.copytree(vault.root, copy, symlinks=True)
-        vaults[code] = Vault.open(copy)
+        vaults[code] = Vault.open(copy, LAYOUT)
     times = {c: {"request": [], "prompt": []} for c in codes}
     for code in codes:                       # warm the bytecode caches and the index
         _start_once(vaults[code], server, code)

@@ -44,13 +44,14 @@ os.environ.setdefault("AGENT_EMBED", "off")
 from agent.vault.change import Change  # noqa: E402
 from agent.stores import memory  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 PER_DAY = 50
 SESSIONS = ["cli/default", "cli/work", "telegram/me"]
 
 
 def build(root: Path, messages: int) -> Vault:
-    vault, _ = Vault.init(root)
+    vault, _ = Vault.init(root, LAYOUT)
     start = datetime(2021, 1, 1, 9, 0, tzinfo=timezone.utc)
     files: dict[str, list[str]] = {}
     for i in range(messages):
@@ -161,7 +162,7 @@ def main():
             for i, code in enumerate(codes[1:]):
                 copy = Path(tmp) / f"v{n}-compare{i}"
                 shutil.copytree(vault.root, copy, symlinks=True)
-                vaults[(n, code)] = Vault.open(copy)
+                vaults[(n, code)] = Vault.open(copy, LAYOUT)
             rows.append([n, files, build_s, statistics.median(changes), pct(changes, 0.95)])
             print(f"built {n} messages ({files} files) in {build_s:.1f}s", file=sys.stderr)
         for (_n, code), v in vaults.items():

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the record of "what shaped this answer" (agent.chat.used) costs: bytes per turn.
+"""What the record of "what shaped this answer" (agent.stores.used) costs: bytes per turn.
 
 A vault with a MEMORY.md of --facts lines, a USER.md, today's and yesterday's daily
 notes and --history earlier conversations (so retrieval finds messages), then --turns
@@ -40,6 +40,7 @@ from agent.llm.scripted import ScriptedProvider, reply, tool_call  # noqa: E402
 from agent.ops import used as telling  # noqa: E402
 from agent.stores import memory  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 WORDS = ("boat harbour Kiel Lisbon tea train Kyoto ryokan berth sister garden piano "
          "budget flight invoice dentist Tuesday project alpha release tomatoes bike").split()
@@ -50,7 +51,7 @@ def sentence(rng: random.Random, n: int = 9) -> str:
 
 
 def build(root: Path, facts: int, history: int, rng: random.Random, now: datetime) -> Vault:
-    vault, _ = Vault.init(root)
+    vault, _ = Vault.init(root, LAYOUT)
     (root / memory.MEMORY).write_text("# Memory\n\n## Facts\n\n" + "".join(
         f"- {sentence(rng)} (fact {i})\n" for i in range(facts)))
     (root / memory.USER).write_text("# User\n\n" + "".join(

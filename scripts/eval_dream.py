@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.vault.change import Change  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -320,7 +321,7 @@ def main() -> int:
     try:
         for sample in samples:
             with tempfile.TemporaryDirectory() as tmp:
-                vault, _ = Vault.init(Path(tmp) / "vault")
+                vault, _ = Vault.init(Path(tmp) / "vault", LAYOUT)
                 build(vault, sample, args.sessions)
                 configure(vault, args.model if use_model else None, args.base_url,
                           args.review, args.concurrency, args.max_tokens)

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Retrieval quality of `agent search` on LoCoMo-format conversations.
 
-For each conversation: a fresh vault in a temporary folder, filled through the same
-import code `agent import` runs (message ids = dia_id, times from session_N_date_time,
-speakers kept), then every question of categories 1-4 asked through `agent.search.index.search`.
-Prints any@k, all@k, rec@k per category and overall and the query times; the last line
-is one JSON object with the overall figures.
+For each conversation: a fresh vault in a temporary folder, filled by `agent import`
+(the command itself, in this process: message ids = dia_id, times from
+session_N_date_time, speakers kept, and the vectors it makes), then every question of
+categories 1-4 asked through `agent.search.index.search`, or with --cli through `agent
+search --json -n K` in a process of its own, as a person runs it. Nothing else runs
+between the two (no `agent index embed`, no serve): what is measured is what a person
+gets the day they import. Prints any@k, all@k, rec@k per category and overall and the
+query times; the last line is one JSON object with the overall figures.
 
     python scripts/eval_retrieval.py ../shared/bench/locomo-dev.json
     python scripts/eval_retrieval.py DATA.json --conversations 3-4 --ablation
+    python scripts/eval_retrieval.py DATA.json --conversations 3-4 --cli --k 10
 
 Scoring: a question's hits are flattened to message ids in rank order (a hit covering
 several messages spends several places) and cut at k. Evidence ids are split on `;` and
@@ -33,8 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).absolute().parent.parent))
 
 from agent.search import fusion as fusion_mod, index  # noqa: E402
-from agent.chat.importer import import_file  # noqa: E402
 from agent.vault.repo import Vault  # noqa: E402
+from agent.ops.vaults import LAYOUT  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -93,14 +97,40 @@ def evidence(q: dict, known: set[str]) -> list[str]:
 
 
 def build_vault(conv: dict, tmp: Path) -> Vault:
+    from click.testing import CliRunner
+
+    from agent.cli import cli
+
     sample = str(conv.get("sample_id", "conv"))
-    vault, _ = Vault.init(tmp / "vault")
+    vault, _ = Vault.init(tmp / "vault", LAYOUT)
     src = tmp / f"{sample}.jsonl"
     with open(src, "w", encoding="utf-8") as f:
         for line in transcript(conv, sample):
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
-    import_file(vault, src)
+    done = CliRunner().invoke(cli, ["--vault", str(vault.root), "import", str(src)])
+    if done.exit_code:
+        raise SystemExit(f"agent import failed: {done.output}")
     return vault
+
+
+class _CliHit:
+    """A hit as `agent search --json` prints it (what flat_ids reads)."""
+
+    def __init__(self, obj: dict):
+        self.message_ids = obj.get("message_ids") or []
+        self.context = [_CliHit(c) for c in obj.get("context") or []]
+
+
+def cli_search(vault: Vault, question: str, limit: int) -> list:
+    """The hits of `agent search --json -n LIMIT QUESTION`, run as a person runs it."""
+    import subprocess
+    p = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "search",
+                        "--json", "-n", str(limit), "--", question], capture_output=True,
+                       text=True, stdin=subprocess.DEVNULL, cwd=tempfile.gettempdir(),
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).absolute().parent.parent)})
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"agent search failed: {p.stderr[-500:]}")
+    return [_CliHit(json.loads(x)) for x in p.stdout.splitlines() if x.startswith("{")]
 
 
 def score(ids: list[str], ev: list[str], k: int) -> tuple[float, float, float]:
@@ -118,7 +148,8 @@ def flat_ids(hits) -> list[str]:
     return out
 
 
-def run(data, ks, ranking, vaults, questions, mode="auto", fusion=None) -> tuple[dict, list[float]]:
+def run(data, ks, ranking, vaults, questions, mode="auto", fusion=None,
+        cli: bool = False) -> tuple[dict, list[float]]:
     """Per category and overall: {k: (any, all, rec)} sums and counts; query times."""
     kmax = max(ks)
     sums: dict = {}
@@ -126,8 +157,9 @@ def run(data, ks, ranking, vaults, questions, mode="auto", fusion=None) -> tuple
     for ci, vault in vaults.items():
         for q, ev in questions[ci]:
             t0 = time.perf_counter()
-            hits = index.search(vault, q["question"], limit=kmax, ranking=ranking, mode=mode,
-                                fusion=fusion)
+            hits = (cli_search(vault, q["question"], kmax) if cli else
+                    index.search(vault, q["question"], limit=kmax, ranking=ranking, mode=mode,
+                                 fusion=fusion))
             times.append(time.perf_counter() - t0)
             ids = flat_ids(hits)
             for cat in (q["category"], "overall"):
@@ -187,6 +219,9 @@ def main(argv=None) -> int:
                     help="also score hybrid with each value of a fusion setting (tuning)")
     ap.add_argument("--mode", default="all", choices=("all", *index.MODES),
                     help="words, dense, hybrid, or all three one after the other (default)")
+    ap.add_argument("--cli", action="store_true",
+                    help="ask each question through `agent search --json` in a new process "
+                         "(the default settings; slower)")
     ap.add_argument("--fuse", action="append", default=[], metavar="NAME=VALUE",
                     help="override a fusion setting (e.g. --fuse dense=0.5 --fuse k=30)")
     args = ap.parse_args(argv)
@@ -221,7 +256,6 @@ def main(argv=None) -> int:
                 d.mkdir(exist_ok=True)
                 vaults[ci] = build_vault(conv, d)
             index.refresh(vaults[ci])
-            index.vectors_now(vaults[ci])
             known = {t["dia_id"] for k, v in conv["conversation"].items()
                      if re.fullmatch(r"session_\d+", k) for t in v}
             questions[ci] = []
@@ -240,10 +274,12 @@ def main(argv=None) -> int:
         print(f"ranking: {ranking}")
         print(f"fusion: {fusion}")
         modes = ("words", "dense", "hybrid") if args.mode == "all" else (args.mode,)
+        if args.cli:
+            modes = ("auto",)
         results = {}
         for mode in modes:
-            sums, times = run(data, ks, ranking, vaults, questions, mode, fusion)
-            print(f"\n{mode} (ran as {index.LAST.get('mode')})")
+            sums, times = run(data, ks, ranking, vaults, questions, mode, fusion, args.cli)
+            print(f"\n{mode} (ran as {'agent search --json' if args.cli else index.LAST.get('mode')})")
             print("\n".join(table(sums, ks)))
             times.sort()
             med = statistics.median(times) * 1000

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent.cli.app import cli
+from agent.ops.vaults import init_vault, open_vault
 from agent.vault.repo import Vault
 
 # The stand-in servers (Anthropic, OpenAI-compatible, Telegram) and the real model server
@@ -125,11 +126,11 @@ def vault(tmp_path, tmp_path_factory) -> Vault:
     template = _TEMPLATES.get(key)
     if template is None:
         template = tmp_path_factory.mktemp("template") / "vault"
-        _, what = Vault.init(template)
+        _, what = init_vault(template)
         assert what == "created"
         _TEMPLATES[key] = template
     shutil.copytree(template, tmp_path / "vault", symlinks=True)
-    return Vault.open(tmp_path / "vault")
+    return open_vault(tmp_path / "vault")
 
 
 @pytest.fixture

@@ -41,7 +41,8 @@ from agent.mcp_server.server import build as build_mcp_server
 from agent.serve.channels.telegram import TelegramChannel
 from agent.serve.conversations import Conversations
 from agent.serve.loop import Server
-from agent.stores import hand_edit_checks, sessions
+from agent.ops.vaults import open_vault
+from agent.stores import sessions
 from agent.vault.repo import Vault
 from conftest import ROOT, agent_proc
 from dreamkit import finding, op, write_entries
@@ -90,7 +91,7 @@ def clone(tmp_path, remote, name, *, accept=True) -> Vault:
     assert result.exit_code == 0, result.output
     if accept and "held:" in result.output:
         agent(tmp_path / name, "sync", "accept")
-    return Vault.open(tmp_path / name)
+    return open_vault(tmp_path / name)
 
 
 def with_a_job(remote, vault):
@@ -188,7 +189,7 @@ async def connect(vault, *args, name="Claude Code", mode="legacy", process=False
             env=dict(os.environ))
     else:
         assert set(args) <= {"--read-only", "--review"}, args
-        target = build_mcp_server(Vault.open(vault.root, hand_edit_checks()),
+        target = build_mcp_server(open_vault(vault.root),
                                   read_only="--read-only" in args,
                                   **({"review": True} if "--review" in args else {}))
     async with Client(target, client_info=Implementation(name=name, version="9.9"),

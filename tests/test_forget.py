@@ -10,6 +10,7 @@ import json
 import pytest
 
 
+from agent.vault.change import Change
 from conftest import subjects
 from fakeanthropic import json_reply, reply, text, tool_use
 from helpers import PHRASE, agent, clone, every_object, holds
@@ -121,3 +122,23 @@ def test_a_remote_that_moved_is_never_overwritten(tmp_path, vault, remote):  # n
     for v in (vault, b):
         assert holds(v, "orchid-lantern", "orchid") == []
         assert "b pushed this meanwhile" in v.git("log", "--all", "-p")
+
+
+def test_the_prune_by_hand_drops_what_no_ref_reaches(vault):
+    """The fallback of the prune (where /dev/null is no device, git's own repack cannot
+    run): every reachable object kept in one pack, every other object gone, and git
+    finds nothing wrong."""
+    from agent.vault import prune
+
+    with vault.locked():
+        vault.write_text("kept.md", "kept\n")
+        vault.commit(Change("edit", "a kept file"))
+    kept = vault.head()
+    blob = vault.git("hash-object", "-w", "--stdin", input="never reachable\n").strip()
+    vault.git("repack", "-q")                      # some of it packed, some loose
+    vault.git("reflog", "expire", "--expire=now", "--all")
+    prune.repack_by_hand(vault.root, vault.git_dir)
+    assert vault.git("cat-file", "-t", blob, check=False).strip() == ""
+    assert vault.git("cat-file", "-t", kept).strip() == "commit"
+    assert len(list((vault.git_dir / "objects" / "pack").glob("*.pack"))) == 1
+    assert vault.git("fsck", "--no-progress", "--no-dangling").strip() == ""

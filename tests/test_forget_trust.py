@@ -186,8 +186,7 @@ STEPS = {
     "commit-tree": "undone",                         # the tombstone commit being made
     "update-ref -m commit: forget": "undone",        # made, HEAD not yet on it
     "reflog expire": "finished",                     # the new history whole: pruning
-    "pack-objects": "finished",
-    "prune --expire=now": "finished",
+    "gc --quiet --prune=now": "finished",            # git packs what a ref reaches
     "push --quiet": "finished",                      # all done here, the remote not told
 }
 

@@ -372,7 +372,36 @@ def _embed_installed() -> bool:
 
 
 @pytest.mark.skipif(not _embed_installed(), reason="the embed extra is not installed")
-def test_after_a_large_import_a_search_answers_by_words_and_says_meaning_is_catching_up(
+def test_after_an_import_every_message_is_found_by_meaning_without_another_command(
+        vault, run, tmp_path):
+    import sqlite3
+
+    convs = [simple_gpt(f"g{n}", f"Garden {n}", [
+        ("user", f"note {n}.{k} about the garden shed and the {['roof', 'door'][k % 2]}")
+        for k in range(20)]) for n in range(10)]
+    convs.append(simple_gpt("tea", "Drinks", [("user", "I drank far too much coffee this morning.")]))
+    (tmp_path / "conversations.json").write_text(json.dumps(convs))
+    r = run("import", str(tmp_path / "conversations.json"))
+    assert r.exit_code == 0, r.output
+    assert "Embedded 201 documents" in r.output and "meaning-search is up to date" in r.output
+    db = sqlite3.connect(vault.root / ".agent" / "index.sqlite")
+    try:
+        assert db.execute("SELECT count(*) FROM vec_pending").fetchone()[0] == 0
+        assert db.execute("SELECT count(*) FROM vec").fetchone()[0] == 201
+    finally:
+        db.close()
+    found = run("search", "--json", "咖啡")         # Chinese for coffee: by meaning alone
+    assert found.exit_code == 0, found.output
+    assert "catching up" not in found.output
+    hits = [json.loads(x) for x in found.stdout.splitlines() if x.startswith("{")]
+    assert hits[0]["why"] == "meaning" and "coffee" in hits[0]["text"]
+    # Nothing new: nothing to embed, and nothing said about it.
+    again = run("import", str(tmp_path / "conversations.json"))
+    assert again.exit_code == 0 and "Embedded" not in again.output
+
+
+@pytest.mark.skipif(not _embed_installed(), reason="the embed extra is not installed")
+def test_an_import_without_embedding_searches_by_words_and_says_meaning_is_catching_up(
         vault, run, tmp_path):
     import re
 
@@ -380,7 +409,8 @@ def test_after_a_large_import_a_search_answers_by_words_and_says_meaning_is_catc
         ("user", f"note {n}.{k} about the garden shed and the {['roof', 'door'][k % 2]}")
         for k in range(20)]) for n in range(10)]
     (tmp_path / "conversations.json").write_text(json.dumps(convs))
-    assert run("import", str(tmp_path / "conversations.json")).exit_code == 0
+    r = run("import", "--no-embed", str(tmp_path / "conversations.json"))
+    assert r.exit_code == 0 and "Embedded" not in r.output, r.output
     r = run("search", "roof")
     assert r.exit_code == 0 and "roof" in r.output
     waiting = re.search(r"Meaning-search is catching up: ([\d,]+) documents still wait",
@@ -391,6 +421,46 @@ def test_after_a_large_import_a_search_answers_by_words_and_says_meaning_is_catc
     assert f"Embedded {waiting[1]} documents" in done.output
     again = run("search", "roof")
     assert "catching up" not in again.output and "roof" in again.output
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _embed_installed(), reason="the embed extra is not installed")
+def test_ctrl_c_while_an_import_embeds_keeps_the_import_and_the_vectors_made(vault, tmp_path):
+    import signal
+    import sqlite3
+    import sys
+    from conftest import wait_for
+
+    convs = [simple_gpt(f"g{n}", f"Garden {n}", [
+        ("user", f"note {n}.{k}: the shed roof leaks after rain, call the roofer on monday")
+        for k in range(40)]) for n in range(8)]
+    (tmp_path / "conversations.json").write_text(json.dumps(convs))
+    index_file = vault.root / ".agent" / "index.sqlite"
+
+    def embedded():
+        try:
+            db = sqlite3.connect(f"file:{index_file}?mode=ro", uri=True, timeout=1)
+            try:
+                return db.execute("SELECT count(*) FROM vec").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.Error:        # not made yet
+            return 0
+
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "import",
+                             str(tmp_path / "conversations.json")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    wait_for(embedded, "the first batch of vectors", limit=300)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "Imported 320 messages" in out and "Traceback" not in err
+    made = embedded()
+    assert 0 < made < 320 and f"{made:,} of 320 documents embedded" in err
+    assert f"{320 - made:,} still wait" in err and "agent index embed" in err
+    done = agent_proc("index", "embed", vault=vault.root)
+    assert done.returncode == 0, done.stderr
+    assert f"Embedded {320 - made:,} documents" in done.stdout      # only what was left
 
 
 def test_archive_all_summarises_imported_conversations_in_the_order_they_were_lived(

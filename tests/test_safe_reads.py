@@ -26,7 +26,6 @@ ALLOWED = {
     ("agent/vault/gitstate.py", "head_from_files"): "git's own files under .git/ (HEAD, refs)",
     ("agent/vault/refs.py", "read"): "git's own packed-refs under .git/",
     ("agent/vault/refs.py", "_loose"): "git's own loose refs under .git/",
-    ("agent/vault/gitstate.py", "_git_process_in"): "/proc/<pid>/cmdline of a running git",
     ("agent/search/background.py", "texts"): "background.txt, shipped inside the package",
     ("agent/vault/repo.py", "_exclude_state"): "git's own .git/info/exclude",
     ("agent/vault/lock.py", "_repair_torn"): "repairs a torn JSONL line in place; lstat "
@@ -39,6 +38,7 @@ ALLOWED = {
     ("agent/sync/mergedriver.py", "main"): "the temporary files git gives a merge driver",
     ("agent/search/vectors.py", "_map"): "the index's vectors file in .agent/",
     ("agent/fs/pidlock.py", "acquire"): "the lock files of .agent/ (the vault's, serve's, the dream's)",
+    ("agent/fs/pidlock.py", "busy"): "the same lock files, looked at without taking them",
     ("agent/chat/subagents.py", "list_runs"): "subagent runs in .agent/runs/",
     ("agent/dream/state.py", "load"): "the dream in flight, in .agent/",
     ("agent/schedule.py", "local_zone"): "/etc/localtime",
@@ -56,10 +56,9 @@ ALLOWED = {
     ("agent/config/__init__.py", "load_settings"): "the checked-settings mark in .agent/",
     ("agent/ops/review.py", "_numbers"): "the review numbers in .agent/",
     ("agent/stores/exports.py", "conversation_of"): "an export the person names (agent import)",
-    ("agent/stores/exports.py", "_folder"): "an export folder the person names (agent import)",
-    ("agent/stores/exports.py", "parts"): "an export the person names (agent import)",
-    ("agent/vault/kinds.py", "disk_problem"): "a .gitattributes about to be committed, "
-                                              "lstat-checked a regular file just before",
+    ("agent/stores/exports.py", "_file"): "an export file the person names (agent import)",
+    ("agent/stores/kinds.py", "disk_problem"): "a .gitattributes about to be committed, "
+                                               "lstat-checked a regular file just before",
 }
 
 READ_METHODS = {"read_text", "read_bytes"}

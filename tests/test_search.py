@@ -543,3 +543,25 @@ def test_search_until_a_moment_keeps_that_second_and_no_match_exits_1(vault, run
     assert r.exit_code == 1
     assert "No matches for 'walrus' until 2026-11-24T01:48:26+00:00." in r.output
     assert run("search", "xylophone").exit_code == 1
+
+
+def test_an_archive_summary_lifts_the_messages_it_covers(vault, run, tmp_path):
+    from dataclasses import replace
+    talk = [{"session": "import/isle", "id": "k1", "ts": "2025-03-02T10:00:00+00:00",
+             "role": "user", "content": "We took the ferry at dawn, tired but happy."},
+            {"session": "import/isle", "id": "k2", "ts": "2025-05-02T10:00:00+00:00",
+             "role": "user", "content": "Ferry timetable changed."}]
+    assert run("import", str(write_import(tmp_path, talk))).exit_code == 0
+    with vault.locked():
+        vault.write_text("archive/2025/03/1.md",
+                         "---\nid: 1\nsession: import/isle\ncreated: '2025-03-03T08:00:00+00:00'\n"
+                         "source:\n  file: sessions/import/isle/2025-03.jsonl\n  from: k1\n"
+                         "  through: k1\ntopic: Island holiday\nimportance: 0.5\ntokens: 20\n"
+                         "---\nAda's island holiday: the dawn ferry to Hydra.\n")
+        vault.commit(Change("test", "an archive entry"))
+    messages = lambda hits: [m for h in hits if h.kind == "sessions" for m in h.message_ids]
+    # The shorter message ranks first by its words alone; the summary that covers the
+    # other is a second key to it.
+    plain = replace(index.RANKING, keys=0.0)
+    assert messages(index.search(vault, "island ferry", mode="words", ranking=plain)) == ["k2", "k1"]
+    assert messages(index.search(vault, "island ferry", mode="words")) == ["k1", "k2"]

@@ -126,7 +126,8 @@ def test_a_turn_through_serve_leaves_the_imports_vectors_to_the_background(
         "session": "cli/default", "id": f"h{i}", "role": "user" if i % 2 == 0 else "assistant",
         "content": f"note {i} about the garden shed and its {['roof', 'door'][i % 2]}",
         "ts": f"2020-01-01T{i // 60 % 24:02d}:{i % 60:02d}:00+00:00"}) + "\n" for i in range(300)))
-    assert run("import", str(path)).exit_code == 0
+    # --no-embed: the vectors are left to serve, as the import then says.
+    assert run("import", "--no-embed", str(path)).exit_code == 0
     cue = threading.Event()
     fake_anthropic.add(after(cue, reply("The roof."), timeout=300))
     fake_anthropic.default_reply = reply("ok")
@@ -169,7 +170,7 @@ def test_the_index_stays_writable_while_the_embedding_model_runs(vault, run, tmp
         "session": "cli/default", "id": f"h{i}", "role": "user",
         "content": f"note {i} about the garden shed", "ts": "2020-01-01T10:00:00+00:00"}) + "\n"
         for i in range(100)))
-    assert run("import", str(path)).exit_code == 0
+    assert run("import", "--no-embed", str(path)).exit_code == 0
     model = embed.load()
     real = model._model
     inside, release = threading.Event(), threading.Event()

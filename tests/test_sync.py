@@ -875,14 +875,13 @@ def test_a_settled_sync_still_takes_a_forget_from_another_clone(tmp_path, vault,
 def test_the_file_names_a_sync_knows_without_loading_their_stores_agree():
     """A sync names cron.json and .dream_cursor without importing their stores (it pays
     for them only when it must): the names are the stores' own."""
-    import agent.stores
-    from agent.stores import archive, cronfile
+    from agent.stores import archive, cronfile, forgotten, layout
     from agent.sync import jobclaims, remotes
     from agent.sync import held
-    assert jobclaims._CRON_FILE == held.CRON == cronfile.CRON_FILE == agent.stores.CRON_FILE
+    assert jobclaims._CRON_FILE == held.CRON == cronfile.CRON_FILE == layout.CRON_FILE
     assert remotes._CURSOR == archive.CURSOR
-    from agent.vault import heldwrites, rewrite
-    assert remotes._TOMBSTONES == rewrite.TOMBSTONES
+    from agent.vault import heldwrites, rewrite_journal
+    assert remotes._TOMBSTONES == forgotten.FILE == rewrite_journal.OLD_ADDS
     assert heldwrites.STATE_FILE == held.STATE_FILE
     from agent.stores import memory
     assert remotes.FACT_FILES == memory.MEMORY_FILES

@@ -26,6 +26,7 @@ from agent.cli.app import cli
 from agent.sync.crypt import keys
 from agent.sync.crypt.manifest import Manifest, new_data_key, Device
 from agent.vault.change import Change
+from agent.ops.vaults import open_vault
 from agent.vault.repo import Vault
 from githttp import GitHttp
 
@@ -39,7 +40,7 @@ class Machine:
 
     @property
     def vault(self) -> Vault:
-        return Vault.open(self.root)
+        return open_vault(self.root)
 
     def env(self, **more: str) -> dict[str, str]:
         return {"AGENT_KEY_FILE": str(self.key), **more}

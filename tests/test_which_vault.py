@@ -4,14 +4,14 @@ than the current folder's is named."""
 
 from __future__ import annotations
 
-from agent.vault.repo import Vault
+from agent.ops.vaults import init_vault
 from conftest import agent_proc, subjects
 from fakeanthropic import reply
 from helpers import today_lines
 
 
 def test_the_vault_containing_the_current_folder_wins_over_agent_vault(vault, tmp_path):
-    other, _ = Vault.init(tmp_path / "other")
+    other, _ = init_vault(tmp_path / "other")
     sub = vault.root / "memory"
     p = agent_proc("note", "from inside", cwd=sub, env={"AGENT_VAULT": str(other.root)})
     assert p.returncode == 0, p.stderr
@@ -35,7 +35,7 @@ def test_outside_any_vault_agent_vault_is_used_and_named(vault, tmp_path):
 
 
 def test_vault_option_wins_over_the_current_folder(vault, tmp_path):
-    other, _ = Vault.init(tmp_path / "other")
+    other, _ = init_vault(tmp_path / "other")
     p = agent_proc("--vault", str(other.root), "note", "explicit", cwd=vault.root)
     assert p.returncode == 0, p.stderr
     assert "explicit" in today_lines(other) and "explicit" not in today_lines(vault)

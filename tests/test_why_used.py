@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from mcp import MCPError
 
-from agent.vault.repo import Vault
+from agent.ops.vaults import init_vault
 from conftest import subjects
 from fakeanthropic import reply, tool_use
 from helpers import drive, text_of
@@ -126,7 +126,7 @@ def test_unknown_ids_and_replies_from_before_say_so_in_one_line(vault, run, fake
 def test_the_record_adds_nothing_to_a_request(tmp_path, vault, run, fake_anthropic, fixed_now):
     """Two vaults, the same conversation; in one the first reply's record is removed (a
     vault from before): the second turn's request is the same, byte for byte."""
-    other, _ = Vault.init(tmp_path / "other")
+    other, _ = init_vault(tmp_path / "other")
     for v in (vault, other):
         path = v.root / "USER.md"
         path.write_text(path.read_text() + "- Alice lives in Lisbon\n")
@@ -205,3 +205,37 @@ def test_a_hostile_record_from_a_sync_reads_nothing_outside_the_vault(vault, run
     assert not (tmp_path / "x").exists()
     text = run("why", "--last").output
     assert "Note: not a memory file in the record" in text and "Traceback" not in text
+
+
+def test_a_sha256_vault_keeps_blob_ids_git_resolves(tmp_path, run, fake_anthropic):
+    """A vault whose repository names objects by SHA-256 (`git init --object-format=
+    sha256`): a reply's record names the files it was shown by the ids git gives them
+    there, so `agent why --last` tells their lines back."""
+    root = tmp_path / "sha256"
+    p = subprocess.run(["git", "init", "-q", "--object-format=sha256", "-b", "main", str(root)],
+                       capture_output=True, text=True)
+    if p.returncode:
+        pytest.skip(f"this git makes no SHA-256 repository: {p.stderr.strip()}")
+    init_vault(root)
+    user = root / "USER.md"
+    user.write_text(user.read_text() + "- Alice lives in Lisbon\n")
+    assert run("note", "planted", vault_path=root).exit_code == 0
+    fake_anthropic.add(reply("Lisbon, Alice."))
+    assert run("chat", "-m", "Where do I live?", vault_path=root).exit_code == 0
+
+    answer = [x for x in transcript_of(root) if x["role"] == "assistant"][-1]
+    blobs = dict(f[:2] for f in answer["used"]["f"])
+    whole = subprocess.run(["git", "hash-object", "USER.md"], cwd=root, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert len(whole) == 64 and blobs["USER.md"] == whole[:len(blobs["USER.md"])]
+    r = run("why", "--last", "--json", vault_path=root)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["problems"] == []
+    item = {i["text"]: i for i in out["items"]}["- Alice lives in Lisbon"]
+    assert item["detail"]["blob"] == whole and item["taught"]["kind"] == "hand edit"
+
+
+def transcript_of(root, session="cli/default"):
+    files = sorted((root / "sessions" / session).glob("*.jsonl"))
+    return [json.loads(x) for f in files for x in f.read_text().splitlines()]

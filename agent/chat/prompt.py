@@ -75,7 +75,7 @@ class Prompt:
 def _read(root: Path, rel: str, warnings: list[str] | None = None,
           seen: dict[str, bytes] | None = None) -> str | None:
     """A file that goes whole into the prompt: safe.read_text with the prompt's limit;
-    its bytes kept in `seen` (the turn's record of what it showed: agent.chat.used)."""
+    its bytes kept in `seen` (the turn's record of what it showed: agent.stores.used)."""
     data = safe.read_bytes(root, rel, limit=safe.PROMPT_BYTES)
     if data is None:
         return None

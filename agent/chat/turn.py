@@ -38,7 +38,7 @@ from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact
                                 compact_session, compact_until)
 from agent.chat.subjects import shorten
 from agent.chat.tools import registry
-from agent.chat.used import Used
+from agent.stores.used import Used
 from agent import clock, redact
 from agent.config import load_settings
 from agent.errors import UserError
@@ -48,7 +48,7 @@ from agent.llm.records import (MAX_TOKENS, STOPPED, Interrupted, Message, Reques
 from agent.llm.size import chars
 from agent.stores import sessions
 from agent.vault.change import Change, tokens
-from agent.vault.gitstate import head_from_files
+from agent.vault.gitstate import head_from_files, object_format
 from agent.vault.staged import StagedVault
 from typing import TYPE_CHECKING
 
@@ -455,7 +455,8 @@ class _Turn:
                                    parent=f"{session} turn {number}",
                                    asked=text if opts.kind == "chat" and not opts.depth else "",
                                    used=Used.from_prompt(prompt.seen, prompt.retrieved,
-                                                         vault.root, head_from_files(vault.root)))
+                                                         vault.root, head_from_files(vault.root),
+                                                         object_format(vault.root)))
         return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
                    mcp, mcp_notes, prompt, fit_notes, number, staged, messages,
                    len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0],
@@ -630,7 +631,7 @@ class _Turn:
             lines[-1].extra["cut"] = self.cut.why
         answer = next((line for line in reversed(lines) if line.role == "assistant"), None)
         if answer is not None and self.ctx.used is not None:
-            # What memory the model was shown, by ids (agent.chat.used): never sent back.
+            # What memory the model was shown, by ids (agent.stores.used): never sent back.
             answer.extra["used"] = self.ctx.used.record()
         if line_extra:
             lines[0].extra.update(line_extra)

@@ -17,6 +17,7 @@ from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_st
                               warn_if_identity_guessed)
 from agent.errors import UserError
 from agent.clock import now
+from agent.ops.vaults import init_vault
 from agent.vault.repo import Vault
 from agent.vault import gitcmd
 
@@ -42,7 +43,7 @@ def cli(ctx):
 def init(path):
     """Make a new vault (or adopt a folder of notes) from the template."""
     target = path.expanduser().absolute() if path else vault_path()[0]
-    vault, what = Vault.init(target)
+    vault, what = init_vault(target)
     if what == "exists":
         click.echo(f"{target} is already a vault; nothing changed.")
     elif what == "adopted":
@@ -337,15 +338,36 @@ def git_cmd(args):
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["chatgpt", "claude", "jsonl"]),
               help="The export's format, when telling it by content is not wanted.")
+@click.option("--embed/--no-embed", default=True, show_default=True,
+              help="Make the new messages' vectors for meaning-search now, with a progress "
+                   "bar (Ctrl-C keeps what was made); --no-embed leaves them to agent serve "
+                   "or agent index embed.")
 @vault_option
-def import_cmd(path, fmt):
+def import_cmd(path, fmt, embed):
     """Import ChatGPT's or Claude's export (a folder, .zip or file) or a JSONL transcript.
 
     Each conversation becomes a session import/chatgpt-ID or import/claude-UUID, with
-    its title and times; importing again adds only what is new.
+    its title and times; importing again adds only what is new. With the embed extra,
+    the new messages are then embedded, so search finds them by meaning at once.
     """
     if fmt == "jsonl" or (fmt is None and path.is_file() and path.suffix == ".jsonl"):
-        return _import_jsonl(path)
+        _import_jsonl(path)
+        if embed:
+            _embed_imported()
+        return
+    _import_export(path, fmt)
+    if embed:
+        _embed_imported()
+
+
+def _embed_imported() -> None:
+    """The vectors of what the import added (and anything else waiting), now."""
+    from agent.cli.search import embed_waiting
+
+    embed_waiting(get_vault())
+
+
+def _import_export(path: Path, fmt: str | None) -> None:
     import shlex
 
     from agent.ops.imports import import_path

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from agent.errors import UserError
-from agent.stores import hand_edit_checks
+from agent.ops.vaults import init_vault, open_vault
 from agent.vault.repo import Vault, resolve_path
 
 
@@ -96,13 +96,12 @@ def get_vault() -> Vault:
     ctx = click.get_current_context()
     ctx.meta["agent.vault.source"] = source
     if source == "default" and not path.exists():
-        vault, _ = Vault.init(path)
-        vault.checks = hand_edit_checks()
+        vault, _ = init_vault(path)
         click.echo(f"Created a new vault at {path}", err=True)
         warn_if_identity_guessed(vault)
         ctx.meta["agent.vault.named"] = True
         return vault
-    return Vault.open(path, hand_edit_checks())
+    return open_vault(path)
 
 
 def warn_if_identity_guessed(vault: Vault) -> None:

@@ -192,17 +192,43 @@ def embed_cmd():
 
     vault = get_vault()
     index.refresh(vault)
+    embed_waiting(vault, quiet_if_none=False)
+
+
+def embed_waiting(vault, *, quiet_if_none: bool = True) -> None:
+    """Make every vector that waits, with a progress bar on a terminal, and say so.
+
+    Ctrl-C keeps what was made (the index commits per batch of documents) and says how
+    many still wait and what makes them: the next `agent index embed`, `agent import`
+    or `agent serve` goes on from there. `quiet_if_none`: nothing is printed when no
+    vector waits or search runs on words alone (an import of a plain install)."""
+    from agent.search import index
+
     waiting = index.vectors_waiting(vault)
+    if quiet_if_none and not waiting:
+        return
     t0 = time.perf_counter()
-    with _progress(index):
-        dense = index.vectors_now(vault)
+    try:
+        with _progress(index):
+            dense = index.vectors_now(vault)
+    except KeyboardInterrupt:
+        left = index.vectors_waiting(vault)
+        click.echo(f"\n[interrupted: {waiting - left:,} of {waiting:,} documents embedded; "
+                   f"{left:,} still wait and are found by their words meanwhile: agent index "
+                   f"embed (or agent serve) makes them]", err=True)
+        sys.exit(130)
     if dense.problem:
+        if quiet_if_none:
+            click.echo(dense.problem, err=True)
+            return
         raise click.ClickException(dense.problem)
     if dense.embedder is None:
-        click.echo("Search runs on words alone here (no embedding model): nothing to embed.")
+        if not quiet_if_none:
+            click.echo("Search runs on words alone here (no embedding model): nothing to embed.")
         return
-    click.echo(f"Embedded {waiting:,} document{'s' * (waiting != 1)} in "
-               f"{time.perf_counter() - t0:.1f}s; meaning-search is up to date.")
+    took = time.perf_counter() - t0
+    click.echo(f"Embedded {waiting:,} document{'s' * (waiting != 1)} in {took:.1f}s; "
+               f"meaning-search is up to date.")
 
 
 COMMANDS = [search_cmd, index_group]

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from agent.cli.common import after_change, get_vault, report_recovery, vault_option
+from agent.ops.vaults import LAYOUT
 from agent.sync import remotes as syncing
 from agent.vault.gitstate import head_from_files
 
@@ -131,7 +132,7 @@ def clone_cmd(url, path, host, expect):
     if path is None:
         name = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].removesuffix(".git")
         path = Path(name or "vault")
-    vault = syncing.clone(url, path, host=host, expect=expect)
+    vault = syncing.clone(url, path, host=host, expect=expect, layout=LAYOUT)
     after_change(vault)
     click.echo(f"Cloned {url} into {vault.root} (this machine: {vault.host()})")
     from agent.sync import held

@@ -4,8 +4,8 @@ vectors, on this machine and, at their next sync, on every other; with a receipt
     found = survey(vault, "my bank password is hunter2")   # what would go, with counts
     receipt = forget(vault, "my bank password is hunter2", now)
 
-The history rewrite and the tombstone that carries it to other clones are
-agent.vault.rewrite's; this module is the operation every front-end calls.
+The history rewrite is agent.vault.rewrite's, the tombstone that carries it to other
+clones agent.stores.forgotten's; this module is the operation every front-end calls.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.errors import UserError
-from agent.stores import memory, sessions
+from agent.stores import forgotten, memory, sessions
 from agent.vault import rewrite, rewrite_journal
 from agent.fs import safe
 from agent.vault.change import Change
@@ -164,8 +164,9 @@ def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -
     with vault.locked():                     # hand edits first, as the person's commit
         # Before anything moves: nothing of the text stays in .agent/, whatever follows.
         receipt.state_files = rewrite.scrub_state(vault, text)
-        stone = rewrite.new_tombstone(text, now.isoformat(timespec="seconds"), {})
-        with rewrite_journal.rewriting(vault, stone.id, "agent forget") as journal:
+        stone = forgotten.new_tombstone(text, now.isoformat(timespec="seconds"), {})
+        with rewrite_journal.rewriting(vault, stone.id, "agent forget",
+                                       forgotten.FILE) as journal:
             stone.rewrote = rewrite.rewrite_history(vault, text)
             receipt.commit = _commit_tombstone(vault, stone, len(receipt.survey.files))
             tombstones.decide(vault, stone.id, tombstones.APPLIED)
@@ -186,12 +187,12 @@ def forget(vault: Vault, text: str, now: datetime, *, sync_first: bool = True) -
     return receipt
 
 
-def _commit_tombstone(vault: Vault, stone: rewrite.Tombstone, n_files: int) -> str | None:
+def _commit_tombstone(vault: Vault, stone: forgotten.Tombstone, n_files: int) -> str | None:
     """Add `stone` to .forgotten in one commit that says what was done."""
-    stones = rewrite.parse_tombstones(
-        vault.read_text(rewrite.TOMBSTONES) if (vault.root / rewrite.TOMBSTONES).exists()
+    stones = forgotten.parse(
+        vault.read_text(forgotten.FILE) if (vault.root / forgotten.FILE).exists()
         else None)
-    vault.write_text(rewrite.TOMBSTONES, rewrite.dump_tombstones(stones + [stone]))
+    vault.write_text(forgotten.FILE, forgotten.dumps(stones + [stone]))
     n = len(stone.rewrote)
     return vault.commit(Change(
         "forget", f"a phrase removed from {n_files} file{'s' * (n_files != 1)}, "

@@ -1,7 +1,7 @@
 """`agent why --last` / `--reply ID`: the memories a reply was shown, each with its story.
 
 A turn keeps, on its reply's transcript line, a record of what memory it put in front
-of the model (agent.chat.used: blob ids, message ids, archive ids, skill names). This
+of the model (agent.stores.used: blob ids, message ids, archive ids, skill names). This
 module finds a reply (the newest, or by its id) and tells that record back: each line
 of USER.md, MEMORY.md and the daily notes with its text and the commit that wrote it
 (the head of its `agent why` story), each retrieved message with its words, each
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from agent.errors import UserError
 from agent.oneline import shorten
 from agent.stores import memory, sessions
+from agent.stores import used as record
 from agent.vault import objects
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 READ_CAP = 64                      # entries of one kind read from a record, at most
 TEXT = 240                         # characters of a message or line shown
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,80}")
-_HEX = re.compile(r"[0-9a-f]{4,40}")
+_HEX = re.compile(r"[0-9a-f]{4,64}")     # an id abbreviated, of SHA-1 or SHA-256
 _DAILY = re.compile(r"memory/\d{4}-\d{2}-\d{2}\.md")
 _SESSION_FILE = re.compile(r"sessions/([^/]+/[^/]+)/[0-9]{4}-[0-9]{2}\.jsonl")
 
@@ -179,16 +180,17 @@ def used(vault: Vault, reply: Reply) -> Report:
                        f"the memories it used: it was written before agent kept one.")
     problems: list[str] = []
     items: list[Item] = []
-    commit = rec.get("c") if isinstance(rec.get("c"), str) and _HEX.fullmatch(rec["c"]) else None
-    for entry in _capped(rec.get("f"), "memory files", problems):
+    c = rec.get(record.COMMIT)
+    commit = c if isinstance(c, str) and _HEX.fullmatch(c) else None
+    for entry in _capped(rec.get(record.FILES), "memory files", problems):
         items += _file_items(vault, entry, commit, problems)
-    for entry in _capped(rec.get("m"), "retrieved messages", problems):
+    for entry in _capped(rec.get(record.MESSAGES), "retrieved messages", problems):
         items += _message_items(vault, entry, problems)
-    for entry in _capped(rec.get("a"), "archive entries", problems):
+    for entry in _capped(rec.get(record.ARCHIVE), "archive entries", problems):
         items += _entry_items(vault, entry, problems)
-    for entry in _capped(rec.get("s"), "skills", problems):
+    for entry in _capped(rec.get(record.SKILLS), "skills", problems):
         items += _skill_items(vault, entry, problems)
-    n, x = rec.get("n"), rec.get("x")
+    n, x = rec.get(record.COUNT), rec.get(record.LEFT_OUT)
     count = n if isinstance(n, int) else len(items)
     left = x if isinstance(x, int) else 0
     return Report(reply, items, count, left, problems)
@@ -223,8 +225,7 @@ def _file_items(vault: Vault, entry: Any, commit: str | None, problems: list[str
                         f"committed, or a sync not pulled yet")
         return []
     lines = objects.blob_text(vault, full).splitlines()
-    from agent.chat.used import memory_lines
-    numbers = memory_lines("\n".join(lines)) if wanted is None else wanted[:READ_CAP]
+    numbers = record.memory_lines("\n".join(lines)) if wanted is None else wanted[:READ_CAP]
     at = objects.commit_holding(vault, rel, full,
                                 objects.object_id(vault, commit, "commit") if commit else None)
     authors = objects.blame_all(vault, rel, at) if at else {}

@@ -61,6 +61,13 @@ class Background:
         standard deviation): the unit a real match must stand out in."""
         return float((self.passages @ qvec - level - self.own_pull).std())
 
+    def best(self, qvec, level: float, spread: float) -> float:
+        """The highest lift any background line reaches for this query, in spreads: how
+        close the best of these unrelated passages comes, measured, not assumed."""
+        if spread <= 0:
+            return 0.0
+        return float((self.passages @ qvec - level - self.own_pull).max()) / spread
+
     def level(self, qvec) -> float:
         """The query's mean similarity to the background: "unrelated" for it."""
         return float((self.passages @ qvec).mean())

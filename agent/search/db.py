@@ -32,6 +32,14 @@ def db_path(vault: Vault) -> Path:
     return vault.state / DB_NAME
 
 
+def drop(state: Path) -> None:
+    """Delete the index and the files beside it (its vectors, SQLite's journals) from the
+    vault's state folder `state`: the cleanup search registers with the vault's layout
+    (agent.ops.vaults), run after a history rewrite; the next search rebuilds them."""
+    for f in state.glob(DB_NAME + "*"):
+        f.unlink(missing_ok=True)
+
+
 def _create(db: sqlite3.Connection) -> None:
     # FTS5 keeps no copy of the text (contentless): the display text is in `docs`, and a
     # row leaves the full-text index by the 'delete' command given its words again,
@@ -75,9 +83,11 @@ def set_meta(db, key, value):
 
 
 def remove_db(path: Path) -> None:
+    import shutil
     for suffix in ("", "-wal", "-shm", "-journal", "-vectors"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}{suffix}")
+    shutil.rmtree(f"{path}-ann", ignore_errors=True)      # the graphs (agent/search/ann.py)
 
 
 # One thread of a process at a time opens and checks the index. SQLite's locks belong

@@ -62,13 +62,14 @@ def vectors_now(vault: Vault, limit: int | None = None, batch: int | None = None
 
 
 def vectors_waiting(vault: Vault) -> int:
-    """How many documents wait for their vectors (0 without the embed extra)."""
+    """How many documents wait for their vectors (0 without the embed extra; every
+    document when none was ever embedded)."""
     from agent.search import embed, vectors
 
     if embed.wanted() == "off" or not embed.installed():
         return 0
     with open_index(vault) as db:
-        return vectors.pending(db) if vectors.enabled(db) else 0
+        return vectors.pending(db)
 
 
 def rebuild(vault: Vault) -> Stats:

@@ -278,6 +278,7 @@ class _Query:
         self.unrelated = 1.0            # its mean similarity to passages about nothing (background.py)
         self.background = None
         self.spread = 1.0               # of unrelated passages' lifts for this query
+        self.background_best = 0.0      # the best of their lifts, in spreads
         self.compared = 0               # how many documents the query's vector was compared with
 
     def held(self, c: Candidate) -> list[str]:
@@ -314,6 +315,7 @@ class _Query:
         self.background = background.load(db, dense.embedder)
         self.unrelated = self.background.level(qvec)
         self.spread = self.background.spread(qvec, self.unrelated)
+        self.background_best = self.background.best(qvec, self.unrelated, self.spread)
         narrowed = self.since is not None or self.until is not None or self.kinds is not None
         near, self.level, self.compared = vectors.nearest(db, key, qvec,
                                            (fusion.depth * 10 if narrowed else fusion.depth)
@@ -364,7 +366,8 @@ class _Query:
             sim = self.similarity.get(c.id)
             lift = lifts.get(c.id)
             close = (lift is not None and sim - self.level >= fusion.margin
-                     and lift >= self.spread * fusion_mod.floor(self.compared, fusion)
+                     and lift >= self.spread * fusion_mod.floor(self.compared, fusion,
+                                                                self.background_best)
                      and fusion_mod.substantial(c.text, fusion.min_words))
             # A hit holds query words or is close in meaning (semantic only); a message
             # with neither that a word hit next to it lifted is that hit's context.

@@ -37,6 +37,11 @@ class Ranking:
     # evaluation data has neither, so this is a judgement, not a measurement.
     importance: float = 0.5
     stop_words: bool = True        # leave common words out of the query
+    # An archive summary is a key to the messages it covers (its `source`): each of them
+    # among the candidates gets this share of the summary's score, so what a person said
+    # is found by the words and meaning of its summary too (the evaluation data has no
+    # archive, so this is a judgement like `importance`).
+    keys: float = 0.5
 
 
 RANKING = Ranking()
@@ -336,6 +341,41 @@ def _speaker_terms(speaker: str | None, cache: dict) -> set[str]:
     return cache[speaker]
 
 
+def _lift_covered(db, cands: list[Candidate], share: float) -> None:
+    """Pass `share` of each archive candidate's score to the candidate messages its
+    source ranges cover (the summary as an extra key pointing back to them)."""
+    import json
+
+    keys = [c for c in cands if c.kind == "archive" and c.covers and c.score > 0]
+    if not keys:
+        return
+    by_path: dict[str, list[Candidate]] = {}
+    for c in cands:
+        if c.kind == "sessions" and c.line is not None:
+            by_path.setdefault(c.path, []).append(c)
+    lifted: dict[int, float] = {}
+    for a in keys:
+        try:
+            ranges = json.loads(a.covers or "{}").get("ranges") or []
+        except ValueError:
+            continue
+        for rng in ranges:
+            if not (isinstance(rng, list) and len(rng) == 3) or rng[0] not in by_path:
+                continue
+            file, first, last = rng
+            lines = dict(db.execute(
+                "SELECT d.msg, d.line FROM docs d JOIN files f ON f.id = d.file "
+                "WHERE f.path = ? AND d.msg IN (?, ?)", (file, first, last)).fetchall())
+            lo, hi = lines.get(first), lines.get(last)
+            if lo is None and hi is None:
+                continue            # ids this file does not hold: no range to trust
+            for c in by_path[file]:
+                if (lo is None or c.line >= lo) and (hi is None or c.line <= hi):
+                    lifted[c.id] = max(lifted.get(c.id, 0.0), share * a.score)
+    for c in cands:
+        c.score += lifted.get(c.id, 0.0)
+
+
 def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ranking,
            since, until=None, meaning: dict[int, float] | None = None,
            known: Around | None = None) -> list[Candidate]:
@@ -381,6 +421,9 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
             c.passed = passed.get(c.id, 0.0)
             c.near_words = c.id in near_words
             c.score += c.passed
+
+    if ranking.keys:
+        _lift_covered(db, cands, ranking.keys)
 
     if ranking.speaker:
         cache: dict = {}

@@ -222,7 +222,40 @@ def sync(db, embedder, progress=None, limit: int | None = None, batch: int = BAT
             progress(min(done, total), total)
         if limit is not None and done >= limit:
             break
+    if done:
+        graphs(db, embedder.dim)
     return embedded
+
+
+def graphs(db, dim: int) -> int:
+    """Bring the nearest-neighbour graphs (ann.py) up to date when a segment is due:
+    what makes vectors makes them, never a search that made none. Returns how many
+    rows went into graphs."""
+    from agent.search import ann
+
+    key = db.execute("PRAGMA database_list").fetchone()[2]
+    if not key:
+        return 0
+    segs = ann.read(key, _meta(db, "vec_epoch") or "", _meta(db, "embed_model") or "", dim)
+    if segs is None and not os.path.isdir(ann.folder_of(key)):
+        newest = db.execute("SELECT coalesce(max(seq), 0) FROM vec").fetchone()[0]
+        if newest < ann.ANN_AT:         # fewer vectors than that: the scan serves
+            return 0
+    waiting = db.execute("SELECT count(*) FROM (SELECT 1 FROM vec WHERE seq > ? LIMIT ?)",
+                         (segs.hi if segs else 0, ann.SEGMENT)).fetchone()[0]
+    if waiting < ann.SEGMENT and segs is not None:
+        return 0
+    # Not under the index's write lock: building a large segment takes minutes, and a
+    # turn must be able to add its messages meanwhile. One process at a time builds
+    # (a lock file of the folder); another finds it taken and leaves the work to it.
+    try:
+        with ann.building(key) as mine:
+            if not mine:
+                return 0
+            return ann.maintain(db, key, _meta(db, "vec_epoch") or "",
+                                _meta(db, "embed_model") or "", dim)
+    except OSError:
+        return 0                    # a folder that cannot be written: the scan serves
 
 
 # ---- searching ------------------------------------------------------------------------
@@ -254,6 +287,7 @@ class _Matrix:
     top_seqs: list
     top_ids: list
     top: list                # float32 [k, dim] blocks added from `vec` since the file
+    floor: int = 0           # the file holds no row up to this seq (the graphs' part)
 
 
 _CACHE: dict[str, _Matrix] = {}
@@ -361,20 +395,23 @@ def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix |
             m = np.memmap(path, dtype=_F32, mode="r", offset=HEADER + n * 16, shape=(n, dim))
             out = _Matrix(sig, epoch, dim, seqs, ids, m, 0, 0, [], [], [])
         out.seq = out.file_seq = h["seq"]
+        out.floor = h.get("floor", 0) if isinstance(h.get("floor", 0), int) else 0
         return out
     except (OSError, ValueError):
         return None
 
 
-def _write(db, path: str, epoch: str, model: str, dim: int, base: _Matrix | None) -> None:
+def _write(db, path: str, epoch: str, model: str, dim: int, base: _Matrix | None,
+           floor: int = 0) -> None:
     """Write the matrix file again: `base`'s rows still in `vec`, then the rows of `vec`
-    after it, streamed (memory stays flat at any size). Runs in a write transaction."""
+    after it, streamed (memory stays flat at any size), none up to `floor` (those the
+    graphs hold, ann.py). Runs in a write transaction."""
     import numpy as np
     gone = np.array([r[0] for r in db.execute("SELECT seq FROM vec_gone")], np.int64)
-    after = base.file_seq if base is not None else 0
+    after = max(base.file_seq if base is not None else 0, floor)
     keep = None
     if base is not None and len(base.seqs):
-        keep = ~np.isin(base.seqs, gone)
+        keep = ~np.isin(base.seqs, gone) & (base.seqs > floor)
     newest, more = db.execute("SELECT coalesce(max(seq), 0), count(*) FROM vec WHERE seq > ?",
                               (after,)).fetchone()
     n = (int(keep.sum()) if keep is not None else 0) + more
@@ -395,7 +432,8 @@ def _write(db, path: str, epoch: str, model: str, dim: int, base: _Matrix | None
     try:
         with open(tmp, "wb") as f:
             head = MAGIC + json.dumps({"format": FORMAT, "epoch": epoch, "model": model,
-                                       "dim": dim, "n": n, "seq": seq}).encode("utf-8")
+                                       "dim": dim, "n": n, "seq": seq,
+                                       "floor": floor}).encode("utf-8")
             f.write(head.ljust(HEADER, b" "))
             if keep is not None:
                 for i in range(0, len(base.seqs), CHUNK):
@@ -423,7 +461,7 @@ def _write(db, path: str, epoch: str, model: str, dim: int, base: _Matrix | None
     db.execute("DELETE FROM vec_gone WHERE seq <= ?", (seq,))
 
 
-def _rewrite(db, key: str, dim: int, base: _Matrix | None) -> None:
+def _rewrite(db, key: str, dim: int, base: _Matrix | None, floor: int = 0) -> None:
     """Write the file again under the index's write lock, unless another process just did."""
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -434,7 +472,7 @@ def _rewrite(db, key: str, dim: int, base: _Matrix | None) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(stale)
         if epoch and model and (base is None or _stat_sig(file_of(key)) == base.sig):
-            _write(db, file_of(key), epoch, model, dim, base)
+            _write(db, file_of(key), epoch, model, dim, base, floor)
         db.execute("COMMIT")
     except OSError:
         db.execute("ROLLBACK")      # a file that cannot be written: the rows in `vec` serve
@@ -443,13 +481,14 @@ def _rewrite(db, key: str, dim: int, base: _Matrix | None) -> None:
         raise
 
 
-def _load(db, key: str, dim: int) -> _Matrix:
-    """This process's view of the index's vectors: the mapped file, topped up with the
-    rows added since (kept for the next search), and the file written again when what
-    it lacks has grown past a hundredth of it (or it is missing). What it returns no
-    other thread changes."""
+def _load(db, key: str, dim: int, floor: int = 0) -> _Matrix:
+    """This process's view of the index's vectors after `floor` (what the graphs do not
+    hold): the mapped file, topped up with the rows added since (kept for the next
+    search), and the file written again when what it lacks, or holds needlessly, has
+    grown past a hundredth of it (or it is missing). What it returns no other thread
+    changes."""
     with _CACHING:
-        cached = _top_up(db, key, dim)
+        cached = _top_up(db, key, dim, floor)
         return replace(cached, top=list(cached.top), top_seqs=list(cached.top_seqs),
                        top_ids=list(cached.top_ids))
 
@@ -459,11 +498,14 @@ def prepare(db, key: str, dim: int) -> None:
     what it lacks has grown past its share, and this process's view of it topped up.
     `agent serve` calls it after it made vectors in the background, so that a person's
     search does not write the file."""
+    from agent.search import ann
+
+    segs = ann.read(key, _meta(db, "vec_epoch") or "", _meta(db, "embed_model") or "", dim)
     with _CACHING:
-        _top_up(db, key, dim)
+        _top_up(db, key, dim, segs.hi if segs else 0)
 
 
-def _top_up(db, key: str, dim: int) -> _Matrix:
+def _top_up(db, key: str, dim: int, floor: int) -> _Matrix:
     import numpy as np
 
     epoch, model = _meta(db, "vec_epoch") or "", _meta(db, "embed_model") or ""
@@ -471,17 +513,23 @@ def _top_up(db, key: str, dim: int) -> _Matrix:
     cached = _CACHE.get(key)
     if cached is None or cached.epoch != epoch or cached.dim != dim or cached.sig != _stat_sig(path):
         cached = _map(path, epoch, model, dim) or _empty(epoch, dim)
+    if cached.floor > floor:
+        # It left out rows the graphs no longer hold (their folder was deleted): made
+        # again whole, as a missing file is.
+        cached = _empty(epoch, dim)
     rows = db.execute("SELECT seq, id, v FROM vec WHERE seq > ? ORDER BY seq LIMIT ?",
-                      (cached.seq, 4 * CHUNK)).fetchall()
+                      (max(cached.seq, floor), 4 * CHUNK)).fetchall()
     behind = len(rows) + sum(len(s) for s in cached.top_seqs)
     gone = db.execute("SELECT count(*) FROM vec_gone").fetchone()[0]
-    if (cached.sig is None and behind) or behind + gone > max(REWRITE_AT, len(cached.seqs) // 100):
-        _rewrite(db, key, dim, cached if cached.sig is not None else None)
+    below = int(np.searchsorted(cached.seqs, floor, "right")) if floor else 0
+    if ((cached.sig is None and behind)
+            or behind + gone + below > max(REWRITE_AT, (len(cached.seqs) - below) // 100)):
+        _rewrite(db, key, dim, cached if cached.sig is not None else None, floor)
         fresh = _map(path, epoch, model, dim)
         if fresh is not None:
             cached = fresh
             rows = db.execute("SELECT seq, id, v FROM vec WHERE seq > ? ORDER BY seq",
-                              (cached.seq,)).fetchall()
+                              (max(cached.seq, floor),)).fetchall()
     if rows:
         if len(rows) == 4 * CHUNK:      # the file could not be written: read them all
             rows += db.execute("SELECT seq, id, v FROM vec WHERE seq > ? ORDER BY seq",
@@ -500,6 +548,7 @@ def scan_file(key: str, qvec):
     (a search's worker thread runs it while the search reads the words): a token for
     `nearest`, or None."""
     import numpy as np
+    from agent.search import ann
     path = file_of(key)
     with _CACHING:
         cached = _CACHE.get(key)
@@ -508,7 +557,11 @@ def scan_file(key: str, qvec):
             if cached is None:
                 return None
             _CACHE[key] = cached        # what it lacks, `nearest` reads from the index
-    return (cached.m, _scan(cached.m, np.asarray(qvec, _F32))) if len(cached.seqs) else None
+    segs = ann.read(key, cached.epoch, None, qvec.shape[0])
+    start = int(np.searchsorted(cached.seqs, segs.hi, "right")) if segs else 0
+    if len(cached.seqs) <= start:
+        return None
+    return cached.m, start, _scan(cached.m[start:], np.asarray(qvec, _F32))
 
 
 def of(db, ids: list[int]):
@@ -527,35 +580,53 @@ def of(db, ids: list[int]):
 def nearest(db, key: str, qvec, k: int, scanned=None) -> tuple[list[tuple[int, float]], float, int]:
     """The k documents closest to the query vector, as (doc id, cosine similarity), the
     mean similarity of all documents to it (what "unrelated" is for this query), and how
-    many documents were compared.
-    `scanned`: what `scan_file` gave for this query (used if the file is the same)."""
+    many documents were compared: the rows the graphs hold (ann.py) walked, the others
+    scanned. `scanned`: what `scan_file` gave for this query (used if the file is the same)."""
     import numpy as np
+    from agent.search import ann
 
     if not enabled(db):
         return [], 0.0, 0
-    mat = _load(db, key, qvec.shape[0])
+    dim = qvec.shape[0]
+    segs = ann.read(key, _meta(db, "vec_epoch") or "", _meta(db, "embed_model") or "", dim)
+    floor = segs.hi if segs else 0
+    mat = _load(db, key, dim, floor)
     q = np.asarray(qvec, _F32)
-    if scanned is not None and scanned[0] is mat.m:
-        parts = [scanned[1]]
+    start = int(np.searchsorted(mat.seqs, floor, "right")) if floor else 0
+    if scanned is not None and scanned[0] is mat.m and scanned[1] == start:
+        parts = [scanned[2]]
     else:
-        parts = [_scan(mat.m, q)] if len(mat.seqs) else []
+        parts = [_scan(mat.m[start:], q)] if len(mat.seqs) > start else []
     parts += [t @ q for t in mat.top]
-    if not parts or k <= 0:
-        return [], 0.0, 0
-    scores = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    seqs = np.concatenate([mat.seqs, *mat.top_seqs]) if mat.top_seqs else mat.seqs
-    ids = np.concatenate([mat.ids, *mat.top_ids]) if mat.top_ids else mat.ids
+    seqs = np.concatenate([mat.seqs[start:], *mat.top_seqs])
+    ids = np.concatenate([mat.ids[start:], *mat.top_ids])
+    scores = np.concatenate(parts) if parts else np.zeros(0, _F32)
+    dead = seqs <= floor                # held by the graphs too: counted there
     gone = [r[0] for r in db.execute("SELECT seq FROM vec_gone")]
     if gone:
-        dead = np.isin(seqs, np.array(gone, np.int64))
-        if dead.any():
-            scores = scores.copy()
-            scores[dead] = -np.inf
+        dead |= np.isin(seqs, np.array(gone, np.int64))
+    if dead.any():
+        scores = scores.copy()
+        scores[dead] = -np.inf
     live = int(np.isfinite(scores).sum())
-    if live == 0:
+    total = float(scores[np.isfinite(scores)].sum()) if live else 0.0
+    found: list[tuple[int, float]] = []
+    if segs is not None and segs.items:
+        near, _ = ann.search(key, segs, q, k)
+        # A row removed since its graph was built is no longer in `vec`: left out here.
+        of_seq = dict(db.execute(f"SELECT seq, id FROM vec WHERE seq IN "
+                                 f"({','.join('?' * len(near))})", [s for s, _ in near])
+                      ) if near else {}
+        found = [(of_seq[s], sim) for s, sim in near if s in of_seq]
+        held = sum(s.n for s in segs.items)
+        total += float(ann.total(segs) @ q.astype(np.float64))
+        live += held
+    if live == 0 or k <= 0:
         return [], 0.0, 0
-    mean = float(scores[np.isfinite(scores)].mean()) if live < len(scores) else float(scores.mean())
-    k = min(k, live)
-    top = np.argpartition(-scores, k - 1)[:k]
-    top = top[np.argsort(-scores[top], kind="stable")]
-    return [(int(ids[i]), float(scores[i])) for i in top], mean, live
+    mean = total / live
+    n = min(k, int(np.isfinite(scores).sum()))
+    if n:
+        top = np.argpartition(-scores, n - 1)[:n]
+        found += [(int(ids[i]), float(scores[i])) for i in top]
+    found.sort(key=lambda x: -x[1])
+    return found[:k], mean, live

@@ -2,7 +2,7 @@
 
 The files that decide what the agent runs, where it sends and how git behaves
 (`agent.toml`, `AGENTS.md`, every `.gitattributes` and `.gitignore`, anything under
-`skills/` and `heartbeat/`: agent.vault.kinds says which) and every cron job a remote
+`skills/` and `heartbeat/`: agent.stores.kinds says which) and every cron job a remote
 adds or changes (delivering or not: each runs the model unattended) are **held** when
 a sync brings a change to them, as is a heartbeat or skill the model writes
 (agent.vault.heldwrites): the sync merges everything else, and its commit keeps
@@ -34,9 +34,10 @@ from dataclasses import asdict, dataclass
 
 from agent.fs import atomic
 from agent.sync import tombstones
-from agent.vault import rewrite
+from agent.stores import forgotten
 from agent.vault.change import Change
-from agent.vault import git, kinds
+from agent.stores import kinds
+from agent.vault import git
 from agent.vault.repo import GitError, Vault, VaultError
 from agent.fs import boundedjson
 
@@ -235,7 +236,7 @@ def _init_commit(vault: Vault) -> str:
         for rel, src in template_files():
             oid = vault.git("hash-object", "-w", "--", str(src)).strip()
             vault.git("update-index", "--add", "--cacheinfo", f"100644,{oid},{rel}", env=env)
-        for rel, lines in init_lines().items():
+        for rel, lines in init_lines(vault.layout).items():
             oid = vault.git("hash-object", "-w", "--stdin",
                             input="".join(f"{line}\n" for line in lines)).strip()
             vault.git("update-index", "--add", "--cacheinfo", f"100644,{oid},{rel}", env=env)
@@ -334,8 +335,8 @@ def hold_tombstones(vault: Vault, waiting: list[tombstones.Waiting]) -> list[Hel
     for w in waiting:
         theirs = "HEAD" if w.source == "HEAD" else f"refs/remotes/{w.source}"
         ours = None if w.source == "HEAD" else "HEAD"
-        commit, host = _origin(vault, ours, theirs, rewrite.TOMBSTONES)
-        h = Held(f"{rewrite.TOMBSTONES}#{w.stone.id}", rewrite.TOMBSTONES, None, None, commit,
+        commit, host = _origin(vault, ours, theirs, forgotten.FILE)
+        h = Held(f"{forgotten.FILE}#{w.stone.id}", forgotten.FILE, None, None, commit,
                  host, w.source, "", tombstone={**w.as_dict(), "summary": w.summary()})
         data["held"][h.key] = asdict(h)
         out.append(h)
@@ -433,10 +434,10 @@ def _accept_tombstones(vault: Vault, stones: list[Held]) -> None:
     """Rewrite this vault's history as each held tombstone says (agent.sync.tombstones);
     none is applied when one is under the minimum length."""
     for h in stones:
-        tombstones.check_acceptable(rewrite.Tombstone.from_dict(h.tombstone))
+        tombstones.check_acceptable(forgotten.Tombstone.from_dict(h.tombstone))
     with vault.locked():
         for h in stones:
-            tombstones.accept(vault, rewrite.Tombstone.from_dict(h.tombstone))
+            tombstones.accept(vault, forgotten.Tombstone.from_dict(h.tombstone))
             data = _load(vault)
             data["held"].pop(h.key, None)
             _save(vault, data)

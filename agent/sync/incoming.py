@@ -22,7 +22,7 @@ line naming the commit, the path and the problem, when a commit holds:
   diff driver that is not one of git's built-in ones (each runs a command of the
   config, and the vault's git calls must never run one a remote chose).
 
-These are the rules of agent.vault.kinds, which a commit made here obeys too. Nothing
+These are the rules of agent.stores.kinds, which a commit made here obeys too. Nothing
 in the vault changes: HEAD, the work tree, the index and the checkout journal
 are as they were, and the remote-tracking ref is put back (sync.py).
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from agent import stores
 from agent.stores import memory
-from agent.vault import kinds
+from agent.stores import kinds
 from agent.vault import git
 from agent.vault.repo import GitError, VaultError
 from agent.fs.safe import COMMIT_BYTES, _size
@@ -185,7 +185,7 @@ def new_changes(root: Path, ours: str | None, theirs: str) -> list[Incoming]:
     return out
 
 
-# The rules themselves live with the kinds of file (agent.vault.kinds), where a commit
+# The rules themselves live with the kinds of file (agent.stores.kinds), where a commit
 # made here applies them too.
 path_problem = kinds.path_problem
 attributes_problem = kinds.attributes_problem

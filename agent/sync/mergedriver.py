@@ -14,6 +14,25 @@ import os
 import sys
 from pathlib import Path
 
+# What shlex.quote leaves unquoted (its _find_unsafe: ASCII \w and these).
+_BARE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def git_config() -> list[tuple[str, str]]:
+    """The `merge.<driver>.*` settings that make git run these drivers, one per merge
+    rule of the formats (agent.stores.kinds.DRIVERS)."""
+    from agent.stores.kinds import DRIVERS
+
+    exe = sys.executable
+    if not exe or set(exe) - _BARE:     # else shlex.quote leaves it as it is (unloaded)
+        import shlex
+        exe = shlex.quote(exe)
+    out = []
+    for name, what in DRIVERS.items():
+        kind = name.removeprefix("agent-")
+        out.append((f"merge.{name}.name", f"agent: {what}"))
+        out.append((f"merge.{name}.driver", f"{exe} -m agent.sync.mergedriver {kind} %O %A %B %P"))
+    return out
 
 
 def merge_bytes(kind: str, base: bytes, ours: bytes, theirs: bytes, path: str) -> bytes | None:

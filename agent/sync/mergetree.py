@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from agent.vault import attributes
+from agent.sync.mergedriver import git_config
 from agent.vault import git as gitrun
 from agent.vault.repo import GitError, Vault
 
@@ -55,7 +55,7 @@ def fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
 
 def _driver_args() -> list[str]:
     args = []
-    for key, value in attributes.git_config():
+    for key, value in git_config():
         args += ["-c", f"{key}={value}"]
     return args
 

@@ -26,12 +26,15 @@ from pathlib import Path
 
 from agent import clock
 from agent.fs import atomic, safe
-from agent.vault import attributes, heldwrites, kinds
+from agent.stores import kinds
+from agent.sync import mergedriver
+from agent.vault import attributes, heldwrites
 from agent.vault.change import Change
 from agent.vault import git as gitrun
 from agent.vault.git import filters_key, know_filters
 from agent.vault.gitstate import UnfinishedGit, head_from_files, unfinished_operation
 from agent.vault.identity import HOST_KEY, check_host
+from agent.vault.layout import GIT_ONLY, Layout
 from agent.vault.repo import MARKER, GitError, Vault, VaultError
 from agent.sync.jobclaims import _CRON_FILE, claim_jobs
 from agent.sync.mergetree import FACT_FILES, fact_notes, merge_tree
@@ -42,7 +45,7 @@ if TYPE_CHECKING:
 
 MAX_ATTEMPTS = 4
 STATE_FILE = "sync.json"
-_TOMBSTONES = ".forgotten"     # agent.vault.rewrite.TOMBSTONES, loaded only when there is one
+_TOMBSTONES = ".forgotten"     # agent.stores.forgotten.FILE, loaded only when there is one
 
 
 class SyncError(VaultError):
@@ -617,12 +620,12 @@ def ensure_setup(vault: Vault, config: dict[str, str] | None = None) -> str | No
     """Merge drivers in .git/config, the vault's merge rules in .gitattributes, and the
     dream's record as a mergeable set: an older vault is converted in one commit that
     says so. `config`: the settings _config read, when the caller has them."""
-    attributes.configure_merge_drivers(vault, have=config)
+    attributes.configure(vault, mergedriver.git_config(), have=config)
     vault.host(known=(config or {}).get(HOST_KEY))
     text = safe.read_text(vault.root, ".gitattributes", errors="replace") or ""
     lines = text.splitlines()
     old_rules = {"sessions/**/*.jsonl merge=union", "memory/*.md merge=union"}
-    missing = [a for a in attributes.ATTRIBUTES if a not in lines]
+    missing = [a for a in kinds.ATTRIBUTES if a not in lines]
     cursor_text = safe.read_text(vault.root, _CURSOR, errors="replace") or ""
     old_cursor = bool(cursor_text.strip()) and not cursor_text.lstrip().startswith("#")
     if not missing and not old_rules & set(lines) and not old_cursor:
@@ -691,9 +694,11 @@ def _remove_clone(path: Path, made: bool) -> None:
             shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
-def clone(url: str, path: Path, host: str | None = None, expect: str | None = None) -> Vault:
+def clone(url: str, path: Path, host: str | None = None, expect: str | None = None,
+          layout: Layout = GIT_ONLY) -> Vault:
     """A vault cloned from `url` into `path`, set up as `agent init` sets one up; `host`
-    names this machine (default: its hostname). An encrypted remote (agent.sync.crypt)
+    names this machine (default: its hostname), `layout` what the vault is told of the
+    product's files (agent.ops.vaults.LAYOUT). An encrypted remote (agent.sync.crypt)
     is cloned through its helper; `expect`: the fingerprint it must have. What decides
     what runs (agent.toml, skills, heartbeats, cron jobs, ...) is held as `agent
     init`'s until the person accepts the remote's (agent.sync.held.hold_clone)."""
@@ -714,13 +719,11 @@ def clone(url: str, path: Path, host: str | None = None, expect: str | None = No
         _check_out_vault(url, path)
     except cloning.Encrypted:      # a plain URL of an encrypted remote: through its helper
         _remove_clone(path, made)
-        return clone(cloning.PREFIX + url, path, host, expect)
+        return clone(cloning.PREFIX + url, path, host, expect, layout)
     except VaultError:
         _remove_clone(path, made)
         raise
-    from agent.stores import hand_edit_checks
-
-    vault = Vault.open(path, hand_edit_checks())
+    vault = Vault.open(path, layout)
     if host:
         vault.identity.set_host(host)
     vault._configure_repo()

@@ -1,7 +1,7 @@
 """Tombstones are this machine's to decide: a forget made elsewhere never rewrites the
 history here because it arrived.
 
-A `.forgotten` entry (agent.vault.rewrite) tells every clone to rewrite its history
+A `.forgotten` entry (agent.stores.forgotten) tells every clone to rewrite its history
 without a text. Anyone who can write the file can write one: a remote, a plain-git
 clone pushing to it, a turn, a hand edit. So at each sync every tombstone of HEAD and
 of the fetched branch whose old commits this vault still has is sorted:
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from agent import clock
 from agent.fs import atomic
+from agent.stores import forgotten
 from agent.vault import git, rewrite, rewrite_journal
 from agent.vault.repo import Vault, VaultError
 
@@ -52,7 +53,7 @@ def decide(vault: Vault, stone_id: str, decision: str) -> None:
     atomic.write_json(vault.state / STATE_FILE, data)
 
 
-def tombstone_held(vault: Vault, stone: rewrite.Tombstone) -> bool:
+def tombstone_held(vault: Vault, stone: forgotten.Tombstone) -> bool:
     """Whether a tombstone waits for this machine's decision: it would rewrite commits
     this vault has, and this machine neither made, accepted nor rejected it."""
     decided = _decisions(vault)
@@ -67,7 +68,7 @@ def tombstone_held(vault: Vault, stone: rewrite.Tombstone) -> bool:
 @dataclass
 class Waiting:
     """A tombstone held for the person's decision, as `agent sync held` shows it."""
-    stone: rewrite.Tombstone
+    stone: forgotten.Tombstone
     source: str                     # remote/branch, or HEAD (a turn, a hand edit)
     commits: int | None = None      # commits its rewrite would change here (None: unknown)
 
@@ -89,7 +90,7 @@ class Waiting:
         return {**self.stone.as_dict(), "source": self.source, "commits": self.commits}
 
 
-def describe(vault: Vault, stone: rewrite.Tombstone, source: str) -> Waiting:
+def describe(vault: Vault, stone: forgotten.Tombstone, source: str) -> Waiting:
     """What a held tombstone would do here: its text is recovered from this vault's own
     copies (never written anywhere) to count the commits a rewrite would change."""
     text = rewrite.recover(vault, stone)
@@ -124,16 +125,16 @@ class Followed:
 
 
 def _stones(vault: Vault, tracking: str,
-            objects: git.Objects | None = None) -> list[tuple[rewrite.Tombstone, str]]:
+            objects: git.Objects | None = None) -> list[tuple[forgotten.Tombstone, str]]:
     """The tombstones of HEAD and of the fetched branch, each with where it is from
     (read through `objects`, a sync's session, when it has one)."""
     if objects is None:
-        here, there = rewrite.texts_at(vault, ["HEAD", tracking], rewrite.TOMBSTONES)
+        here, there = rewrite.texts_at(vault, ["HEAD", tracking], forgotten.FILE)
     else:
         here, there = (None if b is None else b.decode("utf-8", "replace") for b in
-                       (objects.read(f"{rev}:{rewrite.TOMBSTONES}") for rev in ("HEAD", tracking)))
-    mine = {s.id: (s, "HEAD") for s in rewrite.parse_tombstones(here)}
-    for s in rewrite.parse_tombstones(there):
+                       (objects.read(f"{rev}:{forgotten.FILE}") for rev in ("HEAD", tracking)))
+    mine = {s.id: (s, "HEAD") for s in forgotten.parse(here)}
+    for s in forgotten.parse(there):
         mine.setdefault(s.id, (s, tracking.removeprefix("refs/remotes/")))
     return list(mine.values())
 
@@ -172,7 +173,7 @@ def follow(vault: Vault, remote: str, branch: str,
     return done
 
 
-def _apply(vault: Vault, stone: rewrite.Tombstone, command: str) -> str | None:
+def _apply(vault: Vault, stone: forgotten.Tombstone, command: str) -> str | None:
     """Rewrite this vault's history as `stone` says (journalled); why not, or None."""
     problem = _too_short(stone)
     if problem:
@@ -184,14 +185,14 @@ def _apply(vault: Vault, stone: rewrite.Tombstone, command: str) -> str | None:
                     f"old and rewritten commits could not be compared here; run `agent "
                     f"forget` with the text on this machine")
         rewrite.scrub_state(vault, text)
-        with rewrite_journal.rewriting(vault, stone.id, command) as journal:
+        with rewrite_journal.rewriting(vault, stone.id, command, forgotten.FILE) as journal:
             rewrite.rewrite_history(vault, text)
             decide(vault, stone.id, APPLIED)
             journal.done()
     return None
 
 
-def _too_short(stone: rewrite.Tombstone) -> str | None:
+def _too_short(stone: forgotten.Tombstone) -> str | None:
     if stone.length >= rewrite.MIN_CHARS:
         return None
     return (f"forgotten phrase {stone.id} is {stone.length} character"
@@ -202,7 +203,7 @@ def _too_short(stone: rewrite.Tombstone) -> str | None:
 # ---- the person's decision ------------------------------------------------------------
 
 
-def check_acceptable(stone: rewrite.Tombstone) -> None:
+def check_acceptable(stone: forgotten.Tombstone) -> None:
     """VaultError when no decision can make this tombstone apply here (its text is under
     the minimum length)."""
     problem = _too_short(stone)
@@ -210,7 +211,7 @@ def check_acceptable(stone: rewrite.Tombstone) -> None:
         raise VaultError(problem[0].upper() + problem[1:] + ". Nothing was changed.")
 
 
-def accept(vault: Vault, stone: rewrite.Tombstone) -> None:
+def accept(vault: Vault, stone: forgotten.Tombstone) -> None:
     """Apply a held tombstone here (VaultError, nothing changed, when it cannot be: a text
     under the minimum, or one this vault's copies do not hold)."""
     check_acceptable(stone)

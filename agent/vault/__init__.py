@@ -7,10 +7,13 @@
         vault.commit(Change("note", "add 1 line to memory/2026-11-20.md"))
 
 `Vault` (repo) owns its parts: `vault.lock` (lock.VaultLock), `vault.journal`
-(journal.Journal), `vault.writes` (writes.Writes). `TurnVault` (turnvault) is what a
+(journal.Journal), `vault.writes` (writes.Writes), `vault.identity`; each is typed
+against the narrow protocol of what it asks of its owner (parts), never the Vault.
+What the vault knows of the product's files it is told when opened: a `Layout`
+(layout; the product's is agent.ops.vaults.LAYOUT). `TurnVault` (turnvault) is what a
 turn may do to the vault, offered by the Vault and by a turn's `StagedVault` (staged).
 The rest: git (the one runner), gitstate, change (commit messages), history,
-timetravel, branches, rewrite (forgetting), edit, attributes (merge drivers' config).
+timetravel, branches, rewrite (forgetting), prune, edit, attributes (git config).
 
 The names below load on first use, so importing a submodule costs only that submodule.
 """

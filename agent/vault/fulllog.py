@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
 _F, _R, _V = "\x1f", "\x1e", "\x1d"
-_EMPTY = "0" * 40
 
 
 @dataclass
@@ -55,7 +54,7 @@ def commits(vault: Vault, keys: tuple[str, ...], files: tuple[str, ...]) -> list
             meta, tab, path = line.partition("\t")
             if tab and path in files and meta.startswith(":"):
                 new = meta.split()[3]
-                blobs[path] = "" if new == _EMPTY else new
+                blobs[path] = "" if set(new) == {"0"} else new     # a null id: deleted
         found.append(Commit(sha, parents.split(), int(when), subject,
                             {k: v for k, v in said.items() if v}, blobs))
     return found

@@ -73,6 +73,24 @@ def head_from_files(root: Path) -> str | None:
         return None
 
 
+_FORMATS: dict[str, str] = {}      # root -> its object format, asked once a process
+
+
+def object_format(root: Path) -> str:
+    """The object format of the repository at `root`, as git's extensions.objectFormat
+    says: "sha1" or "sha256". Told by the length of HEAD's commit id where .git's
+    files give it (no process), else asked of git once."""
+    sig = head_from_files(root)
+    sha = (sig or "").rsplit(":", 1)[-1]
+    if sig and not sig.startswith("unborn:") and len(sha) in (40, 64):
+        return "sha1" if len(sha) == 40 else "sha256"
+    key = str(root)
+    if key not in _FORMATS:
+        p = git.run(["rev-parse", "--show-object-format"], root)
+        _FORMATS[key] = p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else "sha1"
+    return _FORMATS[key]
+
+
 def unfinished_operation(root: Path, *, unmerged: bool = True) -> str | None:
     """What stops the agent committing in the vault at `root` now, or None.
 
@@ -132,10 +150,12 @@ _UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})
 
 
 def _git_commit_running(root: Path, g: Path) -> int | None:
-    """The pid of a person's `git commit` running in the vault, or None (Linux's /proc).
+    """The pid of a person's `git commit` running in the vault, or None.
 
     Checked only when COMMIT_EDITMSG is newer than the last ref update, that is when a
-    commit started and has not ended with one.
+    commit started and has not ended with one. Git leaves no lock while a commit waits
+    for its message (it holds index.lock only as it writes the index), so only the
+    process itself says whether the commit is still open or was abandoned.
     """
     try:
         started = (g / "COMMIT_EDITMSG").stat().st_mtime
@@ -147,32 +167,33 @@ def _git_commit_running(root: Path, g: Path) -> int | None:
         last = 0.0
     if started < last:
         return None
-    return _git_process_in(root, lambda argv: "commit" in argv[1:])
+    return git_process_in(root, lambda argv: "commit" in argv[1:])
 
 
-def _git_process_in(root: Path, match: Callable[[list[str]], bool]) -> int | None:
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
+def git_process_in(root: Path, match: Callable[[list[str]], bool]) -> int | None:
+    """The pid of a git process (its arguments passing `match`) working in the vault at
+    `root` (its current folder, or the one its `-C` names, inside it), or None.
+
+    psutil reads the process table on Linux, macOS, Windows and the BSDs alike (a scan
+    of Linux's /proc found none anywhere else); a process of another user it may not
+    read is not ours to wait for, and is passed over."""
+    import psutil       # here: only a stale lock or an open `git commit` asks
+
     real = os.path.realpath(root)
     me = os.getpid()
-    for d in proc.iterdir():
-        if not d.name.isdigit() or int(d.name) == me:
+    for proc in psutil.process_iter(["name", "cmdline", "cwd"]):
+        info = proc.info
+        argv, cwd = info.get("cmdline"), info.get("cwd")
+        if proc.pid == me or not argv or not cwd:
             continue
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-            if not argv or os.path.basename(argv[0]) not in (b"git", b"git.exe"):
-                continue
-            args = [a.decode("utf-8", "replace") for a in argv if a]
-            if not match(args):
-                continue
-            cwd = os.path.realpath(os.readlink(d / "cwd"))
-        except OSError:
+        if os.path.basename(argv[0]).lower() not in ("git", "git.exe"):
             continue
-        for i, a in enumerate(args):
-            if a == "-C" and i + 1 < len(args):
-                cwd = os.path.realpath(os.path.join(cwd, args[i + 1]))
+        if not match(list(argv)):
+            continue
+        cwd = os.path.realpath(cwd)
+        for i, a in enumerate(argv):
+            if a == "-C" and i + 1 < len(argv):
+                cwd = os.path.realpath(os.path.join(cwd, argv[i + 1]))
         if cwd == real or cwd.startswith(real + os.sep):
-            return int(d.name)
+            return int(proc.pid)
     return None
-

@@ -398,9 +398,11 @@ def blame_line(vault: Vault, rel: str, line: int, rev: str | None = None) -> Bla
         args.append(rev)
     out = vault.git(*args, "--", rel, check=False)
     first = out.split("\n", 1)[0].split()
-    if len(first) < 3 or not re.fullmatch(r"[0-9a-f]{40}", first[0]):
+    if len(first) < 3 or not re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", first[0]):
         return None
-    sha, orig = first[0], int(first[1])
+    # The work tree's line: git names it by a null id (40 or 64 zeros, as the format is).
+    sha = UNCOMMITTED if set(first[0]) == {"0"} else first[0]
+    orig = int(first[1])
     path, previous, previous_path = rel, None, None
     for row in out.splitlines()[1:]:
         if row.startswith("\t"):

@@ -16,15 +16,12 @@ import re
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agent.fs import atomic
 from agent.schedule import HOST_NAME
 from agent.vault.change import Identity
 from agent.vault.git import VaultError
-
-if TYPE_CHECKING:
-    from agent.vault.repo import Vault
+from agent.vault.parts import Repository
 
 IDENTITY_FILE = "identity.json"     # in .agent/: what agent.toml said, and its stamp
 HOST_KEY = "agent.host"
@@ -62,7 +59,7 @@ def _stamp(path: Path) -> list[int] | None:
 class VaultIdentity:
     """The agent's and the person's identities and this machine's name (module doc)."""
 
-    def __init__(self, vault: Vault):
+    def __init__(self, vault: Repository):      # the Vault that owns this part
         self.vault = vault
         self._agent: Identity | None = None
         self._host: str | None = None

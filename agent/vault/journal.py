@@ -16,7 +16,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ContextManager, Protocol
 
 from agent import redact
 from agent.fs import atomic
@@ -24,9 +24,7 @@ from agent.vault import git
 from agent.vault.change import Change
 from agent.vault.git import GitError, VaultError
 from agent.fs.offlimits import STATE_DIR, is_off_limits
-
-if TYPE_CHECKING:
-    from agent.vault.repo import Vault
+from agent.vault.parts import Repository, StaleLocks
 
 # The command that gives up a checkout that cannot be finished (Journal.abandon_checkout).
 FIX_CHECKOUT = "agent doctor --fix"
@@ -39,11 +37,25 @@ class CheckoutStuck(VaultError):
     is one git refuses to check out): nothing is committed until `agent doctor --fix`."""
 
 
+class _Owner(Repository, Protocol):
+    """What the journals ask of the Vault that owns them."""
+
+    @property
+    def lock(self) -> StaleLocks:
+        ...
+
+    def rel(self, path: str | os.PathLike[str]) -> str:
+        ...
+
+    def locked(self, repair: bool = True) -> ContextManager[object]:
+        ...
+
+
 class Journal:
     """The write and checkout journals of a Vault (`vault.journal`; see the module's
     docstring)."""
 
-    def __init__(self, vault: Vault):      # the Vault that owns this part
+    def __init__(self, vault: _Owner):      # the Vault that owns this part
         self.vault = vault
         self.root = vault.root
         self.state = vault.state

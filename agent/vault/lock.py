@@ -21,27 +21,49 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agent import clock
 from agent.fs import atomic
 from agent.vault import rewrite_journal
-from agent.vault.change import by_hand, recovered
-from agent.vault.gitstate import UnfinishedGit, _git_process_in, conflicted, unfinished_operation
+from agent.vault.change import Change, Identity, by_hand, recovered
+from agent.vault.gitstate import UnfinishedGit, git_process_in, conflicted, unfinished_operation
 from agent.fs.pidlock import PidLock
-from agent.vault import kinds
-
-if TYPE_CHECKING:
-    from agent.vault.repo import Vault
+from agent.vault.identity import VaultIdentity
+from agent.vault.journal import Journal
+from agent.vault.parts import Repository
 
 HELD_FILE = "uncommitted.json"              # in .agent/: files left uncommitted on purpose
+
+
+class _Owner(Repository, Protocol):
+    """What the lock and its repairs ask of the Vault that owns them."""
+
+    too_big: list[str]      # files left uncommitted, with why, for the front-end to report
+
+    @property
+    def journal(self) -> Journal:
+        ...
+
+    @property
+    def identity(self) -> VaultIdentity:
+        ...
+
+    def agent_identity(self) -> Identity:
+        ...
+
+    def status(self) -> tuple[list[str], list[str]]:
+        ...
+
+    def commit_paths(self, paths: list[str] | None, change: Change) -> str | None:
+        ...
 
 
 class VaultLock:
     """The lock of a Vault (`vault.lock`), the repairs made as it is taken, the files
     held back and the claims."""
 
-    def __init__(self, vault: Vault):      # the Vault that owns this part
+    def __init__(self, vault: _Owner):      # the Vault that owns this part
         self.vault = vault
         self.root = vault.root
         self.state = vault.state
@@ -61,7 +83,7 @@ class VaultLock:
     # ---- the lock and repairs ------------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self, repair: bool = True) -> Iterator[Vault]:
+    def locked(self, repair: bool = True) -> Iterator[None]:
         """Hold the vault lock (re-entrant); on first entry, repair and commit hand edits
         (not with `repair=False`: to save what must not be lost when repairing fails).
 
@@ -77,7 +99,7 @@ class VaultLock:
                     if problem:
                         raise UnfinishedGit(problem)
                     self.prepare()
-                yield self.vault
+                yield
             finally:
                 self.depth -= 1
                 if self.depth == 0:
@@ -146,13 +168,7 @@ class VaultLock:
         why (a cron.json that does not parse). Committed, a broken cron.json would stop
         every job and sync would spread it: it is left uncommitted, and said so, until it
         parses."""
-        out = {}
-        for rel, check in self.vault.checks.items():
-            if rel in dirty:
-                problem = check(self.root)
-                if problem:
-                    out[rel] = problem
-        return out
+        return self.vault.layout.hand_edit_problems(self.root, dirty)
 
     def broken_hand_edit(self, dirty: list[str]) -> str | None:
         """Why a hand edit in `dirty` cannot be committed, or None (the first reason)."""
@@ -180,14 +196,14 @@ class VaultLock:
 
     def uncommittable(self, paths: list[str], quota: int | None = None) -> dict[str, str]:
         """Of the changed files `paths`, those no commit may take, each with why: what
-        a sync would refuse from another clone (agent.vault.kinds.disk_problem), and with `quota`
+        a sync would refuse from another clone (the layout's commit_problem), and with `quota`
         (bytes one turn's commands may add), the files past it, taken in name order (a
         file bigger than the quota on its own is always past it)."""
         from agent.config import show_size
         out: dict[str, str] = {}
         used = 0
         for rel in sorted(paths):
-            problem = kinds.disk_problem(self.root, rel)   # what another clone would refuse
+            problem = self.vault.layout.commit_problem(self.root, rel)   # another clone refuses it
             if problem:
                 out[rel] = problem
                 continue
@@ -258,7 +274,7 @@ class VaultLock:
         deadline = time.monotonic() + wait
         while stale := locks():
             if time.monotonic() > deadline:
-                pid = _git_process_in(self.root, lambda argv: True)
+                pid = git_process_in(self.root, lambda argv: True)
                 if pid:
                     raise UnfinishedGit(
                         f"A git command (process {pid}) holds {stale[0].name} in the vault "

@@ -1,4 +1,4 @@
-"""Looking things up by git's own names: what a record of ids (agent.chat.used) resolves
+"""Looking things up by git's own names: what a record of ids (agent.stores.used) resolves
 through. An object by its (abbreviated) id, a file version's text, a commit where a file
 had that version, who wrote each line of it there, the tracked files holding a string,
 a trailer of the newest commit whose subject matches.
@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agent.vault.repo import Vault
 
-_HEX = re.compile(r"[0-9a-f]{4,40}")
-_FULL = re.compile(r"[0-9a-f]{40}")
-_BLAME = re.compile(r"^([0-9a-f]{40}) (\d+) (\d+)")
+# Ids of SHA-1 (40 hex digits) or SHA-256 (64) repositories, abbreviated or in full.
+_HEX = re.compile(r"[0-9a-f]{4,64}")
+_FULL = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_BLAME = re.compile(r"^([0-9a-f]{40}(?:[0-9a-f]{24})?) (\d+) (\d+)")
 
 
 def object_id(vault: Vault, abbrev: str, kind: str) -> str | None:

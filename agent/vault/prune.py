@@ -4,22 +4,23 @@ would still name the pruned commits and make `git fsck` fail.
 
     prune_repository(vault.root, vault.git_dir)
 
-What `git gc --prune=now` does, done by hand: git's repack runs pack-objects with
-/dev/null as its stdin, and where /dev/null is no device (a sandbox that replaced it by
-a file others write to) it reads their output as revisions and fails. Here the
-reachable objects are listed by rev-list and handed to pack-objects through a pipe;
-then every other pack and every loose object goes.
+Git does it: the reflogs expired, then `git gc --prune=now` (every reachable object
+into one pack, every other pack and every unreachable object dropped, a commit-graph of
+what is left written). Only where git's repack cannot run (see `repack_by_hand`) is the
+same done by hand.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
 from agent.vault import git
 from agent.vault.git import VaultError
-from agent.vault.gitstate import _git_process_in
+from agent.vault.gitstate import git_process_in
 
 # Background git commands the vault starts (agent/vault/repo.py, history.py) that write
 # a commit-graph from the commits they saw as they started.
@@ -46,7 +47,7 @@ def wait_for_maintenance(where: str | Path, limit: float = 60.0) -> None:
     `where` to end: started before a rewrite, it would write a graph of the old commits
     after the prune."""
     deadline = time.monotonic() + limit
-    while _git_process_in(Path(where), lambda argv: any(a in _MAINTENANCE for a in argv)):
+    while git_process_in(Path(where), lambda argv: any(a in _MAINTENANCE for a in argv)):
         if time.monotonic() > deadline:
             return
         time.sleep(0.05)
@@ -67,6 +68,35 @@ def prune_repository(where: str | Path, git_dir: str | Path, *, work_tree: bool 
     wait_for_maintenance(where)
     (git_dir / "ORIG_HEAD").unlink(missing_ok=True)
     git_in(where, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    if not _devnull_is_a_device():
+        repack_by_hand(where, git_dir, work_tree=work_tree)
+        return
+    # git rewrites these itself; dropped first so that none written by an older git
+    # (a split commit-graph chain) survives naming the old commits.
+    drop_derived(git_dir)
+    git_in(where, "gc", "--quiet", "--prune=now")
+
+
+def _devnull_is_a_device() -> bool:
+    """Whether /dev/null is what git's repack takes it for (Windows has none: git there
+    uses its own NUL)."""
+    if os.name == "nt":
+        return True
+    try:
+        return stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    except OSError:
+        return False
+
+
+def repack_by_hand(where: str | Path, git_dir: str | Path, *, work_tree: bool = True) -> None:
+    """What `git gc --prune=now` does to objects, done by hand: the fallback where git
+    cannot. Git's repack (which gc runs) starts pack-objects with /dev/null as its
+    stdin, and where
+    /dev/null is no device (a sandbox that replaced it by a file others write to)
+    pack-objects reads their output as revisions and fails, or packs what they name.
+    Here the reachable objects are listed by rev-list and handed to pack-objects through
+    a pipe; then every other pack and every loose object goes."""
+    git_dir = Path(git_dir)
     listed = git_in(where, "rev-list", "--objects", "--all",
                     *(["--indexed-objects"] if work_tree else []))
     packs = git_dir / "objects" / "pack"

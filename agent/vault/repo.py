@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Callable, ContextManager
 
 from agent.fs import atomic
 from agent.package import package_data
@@ -39,6 +39,7 @@ from agent.vault.git import GitError as GitError, VaultError as VaultError
 from agent.vault.gitstate import _UNMERGED, check_committable, git_dir_of, head_from_files
 from agent.vault.identity import VaultIdentity
 from agent.vault.journal import Journal
+from agent.vault.layout import GIT_ONLY, Layout
 from agent.vault.lock import VaultLock
 from agent.fs.offlimits import STATE_DIR
 from agent.vault.turnvault import TurnVault
@@ -50,10 +51,6 @@ DEFAULT_VAULT = Path("~/.agent/vault")
 git_version = git.version              # for `agent doctor`
 # Files the agent itself writes and reads back: never committed, whatever .gitignore says.
 CONTROL_FILES = (".gitignore", ".gitattributes", MARKER, "AGENTS.md")
-
-
-# Why a hand edit of a file cannot be committed (None: it can), given the vault's root.
-Check = Callable[[Path], "str | None"]
 
 
 class NotAVault(VaultError):
@@ -103,12 +100,12 @@ class Vault(TurnVault):
     `journal` (the write and checkout journals) and `writes` (the file writes). The
     methods here are the verbs the rest of the agent uses (see the module's docstring)."""
 
-    def __init__(self, root: Path, checks: dict[str, Check] | None = None):
+    def __init__(self, root: Path, layout: Layout = GIT_ONLY):
         self.root = Path(root)
-        # path -> check(root) giving why a hand edit of that file cannot be committed (a
-        # cron.json that does not parse), or None: the formats are known above the vault,
-        # which only runs them (see agent.stores.hand_edit_checks).
-        self.checks: dict[str, Check] = dict(checks or {})
+        # What the vault is told about the product's files (agent.vault.layout): which
+        # hand edits are broken, what no commit may take, a new vault's merge rules, the
+        # state derived from the files; the formats are known above the vault.
+        self.layout = layout
         self.state = self.root / STATE_DIR
         self.last_commit: tuple[str | None, str, list[str]] | None = None  # (parent, sha, paths)
         self.recovered: list[str] = []  # what the last repair set aside, for the CLI to report
@@ -116,14 +113,16 @@ class Vault(TurnVault):
         self.too_big: list[str] = []    # files left uncommitted, with why, for the CLI to report
         self.lock = VaultLock(self)
         self.journal = Journal(self)
-        self.writes = Writes(self)
+        self.writes = Writes(self.root, self.rel, self.journal.note)
         self.identity = VaultIdentity(self)
 
     # ---- the parts' verbs ------------------------------------------------------------
 
-    def locked(self, repair: bool = True) -> ContextManager["Vault"]:
+    @contextlib.contextmanager
+    def locked(self, repair: bool = True) -> Iterator[Vault]:
         """Hold the vault lock (see VaultLock.locked)."""
-        return self.lock.locked(repair)
+        with self.lock.locked(repair):
+            yield self
 
     def read_text(self, rel: str, errors: str = "strict") -> str:
         return self.writes.read_text(rel, errors)
@@ -146,10 +145,11 @@ class Vault(TurnVault):
     # ---- opening -------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], checks: dict[str, Check] | None = None) -> "Vault":
+    def open(cls, path: str | os.PathLike[str], layout: Layout = GIT_ONLY) -> Vault:
         """The vault at `path`, or a NotAVault error saying how to make one.
 
-        `checks`: the hand-edit checks of the formats (agent.stores.hand_edit_checks)."""
+        `layout`: what the vault is told about the product's files (agent.vault.layout;
+        the product's is agent.ops.vaults.LAYOUT); without one, a plain repository."""
         root = Path(path).expanduser().absolute()
         if root.exists() and not root.is_dir():
             raise NotAVault(f"{root} is a file, not a vault folder. "
@@ -164,11 +164,13 @@ class Vault(TurnVault):
             raise VaultError(f"{state} should be the agent's folder of derived state, but it "
                              f"is {'a link' if state.is_symlink() else 'a file'}: move it away "
                              f"(it is rebuilt on its own).")
-        return cls(root, checks)
+        return cls(root, layout)
 
     @classmethod
-    def init(cls, path: str | os.PathLike[str]) -> tuple["Vault", str]:
-        """Make a vault at `path` (new, or adopting a folder of notes).
+    def init(cls, path: str | os.PathLike[str],
+             layout: Layout = GIT_ONLY) -> tuple[Vault, str]:
+        """Make a vault at `path` (new, or adopting a folder of notes), with the merge
+        rules and settings of `layout` (see `open`).
 
         Returns the vault and what happened: "created", "adopted" or "exists".
         Never overwrites a file and never nests a repository inside another.
@@ -177,7 +179,7 @@ class Vault(TurnVault):
         if root.exists() and not root.is_dir():
             raise VaultError(f"{root} is a file; give `agent init` a folder.")
         if root.is_dir() and (root / MARKER).is_file() and (root / ".git").exists():
-            return cls(root), "exists"
+            return cls(root, layout), "exists"
         adopting = root.is_dir() and any(p.name != ".git" for p in root.iterdir())
         root.mkdir(parents=True, exist_ok=True)
         top = _git_toplevel(root)
@@ -190,7 +192,7 @@ class Vault(TurnVault):
             p = git.run(["init", "-q", "-b", "main"], root)
             if p.returncode:
                 raise GitError(["init"], p.returncode, p.stderr)
-        vault = cls(root)
+        vault = cls(root, layout)
         vault._configure_repo()
         if adopting and vault.dirty_paths():
             # The user's own notes go in first, as their commit, so the init commit
@@ -199,7 +201,7 @@ class Vault(TurnVault):
                                              author=vault.identity.user()))
         existed = {n for n in (".gitignore", ".gitattributes") if (root / n).exists()}
         vault._copy_template()
-        for rel, lines in init_lines().items():
+        for rel, lines in init_lines(layout).items():
             for line in lines:
                 vault._ensure_line(rel, line)
         committed = vault.dirty_paths()           # what the init commit holds
@@ -218,7 +220,7 @@ class Vault(TurnVault):
         self._exclude_state()
         from agent.vault import attributes
 
-        attributes.configure_merge_drivers(self)
+        attributes.configure(self, self.layout.git_config())
         self.host()
 
     def _exclude_state(self) -> None:
@@ -381,7 +383,8 @@ class Vault(TurnVault):
         sha = self.git("commit-tree", tree, *(["-p", head] if head else []), "-F", "-",
                        env=who.env(), input=message).strip()
         subject = message.splitlines()[0] if message else ""
-        self.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or "0" * 40)
+        # "" for no old value: HEAD must not exist yet (in either object format).
+        self.git("update-ref", "-m", f"commit: {subject}", "HEAD", sha, head or "")
         # What this commit changed, for the search index's refresh right after it (two
         # git commands fewer per turn); None when `git add -A` chose the paths.
         self.last_commit = (head, sha, sorted(set(paths))) if paths is not None else None
@@ -437,8 +440,9 @@ class Vault(TurnVault):
         check_committable(self.root)
         # An undo must not settle a clash by keeping both versions (that is for syncs
         # between machines): a fact the person changed since makes the revert refuse.
-        p = git.run(["-c", "merge.agent-facts.driver=false", "revert", "--no-commit", sha],
-                    self.root)
+        off = [a for name in self.layout.keeps_both()
+               for a in ("-c", f"merge.{name}.driver=false")]
+        p = git.run([*off, "revert", "--no-commit", sha], self.root)
         if p.returncode:
             git.run(["revert", "--abort"], self.root)
             git.run(["reset", "--merge"], self.root)
@@ -452,6 +456,7 @@ class Vault(TurnVault):
                 return None
             raise GitError(["commit"], p.returncode, p.stderr + p.stdout)
         return self.head()
+
 
 def _is_state(rel: str) -> bool:
     return rel == STATE_DIR or rel.startswith(f"{STATE_DIR}/") or atomic.is_temporary(rel)
@@ -468,12 +473,7 @@ def template_files() -> list[tuple[str, Path]]:
     return out
 
 
-def init_lines() -> dict[str, list[str]]:
-    """The lines `agent init` makes sure .gitignore and .gitattributes hold."""
-    return {".gitignore": [f"{STATE_DIR}/"], ".gitattributes": _union_lines()}
-
-
-def _union_lines() -> list[str]:
-    from agent.vault import attributes
-
-    return list(attributes.ATTRIBUTES)
+def init_lines(layout: Layout = GIT_ONLY) -> dict[str, list[str]]:
+    """The lines `agent init` makes sure .gitignore and .gitattributes hold (the latter:
+    the merge rules of `layout`)."""
+    return {".gitignore": [f"{STATE_DIR}/"], ".gitattributes": list(layout.attributes)}

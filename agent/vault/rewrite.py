@@ -6,11 +6,8 @@ replaces the phrase by `[forgotten]` in every file of every commit of every ref
 and the rest of each message are kept. `expire_and_prune` then drops the reflogs and the
 old objects, so `git cat-file --batch-all-objects` no longer finds the phrase.
 
-The tombstone. What another clone needs, kept in the tracked file `.forgotten`, never
-the phrase itself:
-
-    {"id": "f-…", "at": "…", "salt": "…", "hash": pbkdf2(salt, phrase), "length": 23,
-     "rewrote": {"<old commit>": "<new commit>", …}}
+The tombstone (agent.stores.forgotten) is what another clone needs, never the phrase:
+its salted hash, its length and `rewrote`, the commits the rewrite changed, old -> new.
 
 How another clone finds a phrase it is only given a salted hash of (`recover`, once
 that clone's person accepted the tombstone: agent.sync.tombstones decides which are
@@ -28,10 +25,6 @@ A clone that never had the old commits has nothing to rewrite.
 A rewrite is journalled (agent.vault.rewrite_journal): a kill is finished or undone by
 the next command. The old objects are pruned (agent.vault.prune) only once the new
 history is whole.
-
-The hash is PBKDF2 (`ITERATIONS` rounds), so that trying guesses against a tombstone
-costs what a password hash costs; a short phrase (a 4-digit PIN) can still be guessed:
-`agent forget` says so.
 """
 
 from __future__ import annotations
@@ -43,15 +36,14 @@ import shutil
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
-from typing import Any
 from collections.abc import Iterable
+from typing import Protocol
 
 from agent.vault import git, prune
+from agent.vault.layout import drop_derived
 from agent.vault.repo import Vault, VaultError
 from agent.fs import boundedjson
 
-TOMBSTONES = ".forgotten"
 REPLACEMENT = "[forgotten]"
 ITERATIONS = 20_000
 # The shortest text a rewrite cuts out, whoever asks (`agent forget`, a tombstone from
@@ -63,64 +55,15 @@ class RewriteError(VaultError):
     """A rewrite that could not be done; the message says why and what to do."""
 
 
-@dataclass
-class Tombstone:
-    id: str
-    at: str
-    salt: str
-    hash: str
+class Sought(Protocol):
+    """What `recover` needs of a tombstone (agent.stores.forgotten.Tombstone): the
+    commits it rewrote, old -> new, and a test of a candidate text."""
+
     length: int
-    rewrote: dict[str, str] = field(default_factory=dict)
+    rewrote: dict[str, str]
 
     def matches(self, text: str) -> bool:
-        return len(text) == self.length and digest(self.salt, text) == self.hash
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "at": self.at, "salt": self.salt, "hash": self.hash,
-                "length": self.length, "rewrote": self.rewrote}
-
-    @classmethod
-    def from_dict(cls, it: Any) -> Tombstone:
-        """A tombstone from its JSON (KeyError, TypeError or ValueError if malformed)."""
-        return cls(str(it["id"]), str(it["at"]), str(it["salt"]), str(it["hash"]),
-                   int(it["length"]),
-                   {str(k): str(v) for k, v in dict(it.get("rewrote") or {}).items()})
-
-
-def digest(salt: str, text: str) -> str:
-    import hashlib       # here: a sync with no tombstones to test need not load OpenSSL
-    return hashlib.pbkdf2_hmac("sha256", text.encode("utf-8"), bytes.fromhex(salt),
-                               ITERATIONS).hex()
-
-
-def new_tombstone(text: str, at: str, rewrote: dict[str, str]) -> Tombstone:
-    import secrets
-    salt = secrets.token_hex(16)
-    return Tombstone(f"f-{secrets.token_hex(6)}", at, salt, digest(salt, text), len(text),
-                     rewrote)
-
-
-def parse_tombstones(data: str | None) -> list[Tombstone]:
-    """The tombstones of a `.forgotten` file's text (malformed entries are skipped)."""
-    if not data:
-        return []
-    try:
-        doc = boundedjson.loads(data)
-    except ValueError:
-        return []
-    items = doc.get("forgotten", []) if isinstance(doc, dict) else []
-    out = []
-    for it in items if isinstance(items, list) else []:
-        try:
-            out.append(Tombstone.from_dict(it))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-def dump_tombstones(stones: list[Tombstone]) -> str:
-    return json.dumps({"version": 1, "forgotten": [s.as_dict() for s in stones]},
-                      indent=1) + "\n"
+        ...
 
 
 # ---- the phrase and its forms ---------------------------------------------------------
@@ -262,7 +205,7 @@ def push_rewritten(vault: Vault, remote: str, branch: str, local: str, lease: st
 # ---- another clone: find the phrase from its own old copy -----------------------------
 
 
-def _window_match(stone: Tombstone, old: str, new: str) -> str | None:
+def _window_match(stone: Sought, old: str, new: str) -> str | None:
     """The phrase, if `old` holds it where `new` (its rewritten form) first differs."""
     k = 0
     limit = min(len(old), len(new))
@@ -285,7 +228,7 @@ def _strings(value: object) -> list[str]:
     return []
 
 
-def _from_texts(stone: Tombstone, old: str, new: str) -> str | None:
+def _from_texts(stone: Sought, old: str, new: str) -> str | None:
     if old == new:
         return None
     found = _window_match(stone, old, new)
@@ -322,7 +265,7 @@ def _message(vault: Vault, sha: str) -> str:
 MAX_PAIRS = 32
 
 
-def recover(vault: Vault, stone: Tombstone) -> str | None:
+def recover(vault: Vault, stone: Sought) -> str | None:
     """The phrase of `stone`, found in this clone's copies of the commits it rewrote."""
     here = set(present(vault, [*stone.rewrote, *stone.rewrote.values()]))
     pairs = [(old, new) for old, new in stone.rewrote.items() if old in here and new in here]
@@ -344,7 +287,7 @@ def recover(vault: Vault, stone: Tombstone) -> str | None:
 
 def present(vault: Vault, shas: Iterable[str]) -> list[str]:
     """Those of `shas` that are commits of this repository (one `git cat-file`)."""
-    shas = [x for x in dict.fromkeys(shas) if re.fullmatch(r"[0-9a-f]{40}", x)]
+    shas = [x for x in dict.fromkeys(shas) if re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", x)]
     if not shas:
         return []
     p = git.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], vault.root,
@@ -361,7 +304,7 @@ def reached(vault: Vault, shas: list[str]) -> bool:
                           check=False).strip())
 
 
-def rewrites_here(vault: Vault, stone: Tombstone) -> bool:
+def rewrites_here(vault: Vault, stone: Sought) -> bool:
     """Whether the tombstone's old commits are still in this vault's history."""
     return reached(vault, present(vault, stone.rewrote))
 
@@ -386,10 +329,13 @@ def affected(vault: Vault, text: str) -> int:
 
 def scrub_state(vault: Vault, text: str) -> list[str]:
     """Replace the phrase in the agent's own local files (.agent/: logs, journals), which
-    git never holds; the search index is left to be rebuilt. The files changed."""
+    git never holds; the state derived from the files (the search index) is dropped
+    first by the cleanups the vault's layout registered, to be rebuilt. The files
+    changed."""
+    drop_derived(vault.layout, vault.state)
     changed = []
     for path in sorted(vault.state.rglob("*")):
-        if not path.is_file() or path.is_symlink() or path.name.startswith("index.sqlite") \
+        if not path.is_file() or path.is_symlink() \
                 or path.name == "lock" or path.stat().st_size > 50_000_000:
             continue
         try:

@@ -10,31 +10,31 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agent import redact
 from agent.fs import atomic
 from agent.vault.git import VaultError
 from agent.fs.offlimits import is_off_limits, refusal
 
-if TYPE_CHECKING:
-    from agent.vault.repo import Vault
-
 
 class Writes:
     """The file writes of a Vault (`vault.writes`). Each write returns the kinds of
     secret the filter kept out of it (agent.redact), for the front-end to tell."""
 
-    def __init__(self, vault: Vault):      # the Vault that owns this part
-        self.vault = vault
-        self.root = vault.root
+    def __init__(self, root: Path, rel: Callable[[str], str], note: Callable[[str], None]):
+        """`rel`: a path as the vault names it (Vault.rel, refusing one outside it);
+        `note`: journal a path before it is written (Journal.note)."""
+        self.root = root
+        self.rel = rel
+        self.note = note
 
     def check_writable(self, rel: str) -> str:
         """The vault path the agent would write for `rel`, or VaultError saying why not
         (outside the vault, .git/ or .agent/, not a regular file). A command checks its
         target this way before taking the lock, so a refusal commits nothing."""
-        rel = self.vault.rel(rel)
+        rel = self.rel(rel)
         if is_off_limits(rel):
             raise VaultError(refusal(rel))
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
@@ -44,7 +44,7 @@ class Writes:
         return rel
 
     def writable(self, rel: str) -> Path:
-        rel = self.vault.rel(rel)
+        rel = self.rel(rel)
         if is_off_limits(rel):
             raise VaultError(refusal(rel))
         path = self.root / rel
@@ -52,7 +52,7 @@ class Writes:
             if not stat.S_ISREG(os.stat(path).st_mode):
                 raise VaultError(f"{rel} is not a regular file (a FIFO, device or folder); "
                                  f"the agent does not write to it.")
-        self.vault.journal.note(rel)
+        self.note(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 

@@ -11,7 +11,7 @@ from agent.errors import UserError
 from agent.stores import ledger
 from agent.stores.memory import memory_file, normalise
 from agent.vault import heldwrites
-from agent.vault import kinds
+from agent.stores import kinds
 from agent.vault.repo import CONTROL_FILES
 
 MAX_READ = 60_000          # characters read_file returns before pointing to memory_get
@@ -53,7 +53,7 @@ def confine(path: str, *, write: bool = False) -> str:
 
 
 def _writable(raw: str, rel: str) -> None:
-    """ToolError when the model may not write `rel`: the rule of its kind (agent.vault.kinds),
+    """ToolError when the model may not write `rel`: the rule of its kind (agent.stores.kinds),
     and any path another clone's sync would refuse."""
     problem = kinds.path_problem(rel)
     if problem:

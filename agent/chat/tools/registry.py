@@ -86,7 +86,7 @@ class ToolContext:
     messages: list | None = None     # the conversation so far (for spawn_agent context=full)
     runs: list = field(default_factory=list)   # sub-agent run ids this turn started
     parent: str | None = None        # "session turn N" of the turn running these tools
-    used: Any = None                 # agent.chat.used.Used: what memory the turn showed
+    used: Any = None                 # agent.stores.used.Used: what memory the turn showed
     asked: str = ""                  # what the person typed this turn ("": a job's,
                                      # a heartbeat's or a sub-agent's turn)
 

@@ -11,6 +11,8 @@ Every path has a **kind** (`kind_of`). The kind says
   refused to the model (`model="refuse"`);
 - how it is validated: a size a prompt can hold (`limit`), and for the agent's own
   records a format (checked at intake by agent.stores.intake_checks, which knows them);
+- how it merges when two machines changed it (`ATTRIBUTES`: the merge driver of each
+  path, `DRIVERS`: what each driver merges; agent.sync.mergedriver runs them);
 - where it may be: no kind but plain data may be a symlink, and no symlink may point at
   a folder that holds it.
 
@@ -32,7 +34,6 @@ from pathlib import Path
 
 from agent.fs import offlimits, safe
 from agent.fs.offlimits import STATE_DIR
-from agent.vault import attributes
 
 NAME_BYTES = 255           # the longest file name (one path component) a disk takes
 
@@ -50,7 +51,7 @@ CONTROL = Kind("control", "the person's settings and git rules", held=True, mode
 ACTS = Kind("acts", "what the agent runs on its own (skills, heartbeats)", held=True,
             model="hold")
 CRON = Kind("cron", "the scheduled jobs", held=True, model="refuse")
-# A remote's tombstones are decided by forget's own flow (agent.vault.rewrite), not here.
+# A remote's tombstones are decided by forget's own flow (agent.sync.tombstones), not here.
 FORGOTTEN = Kind("forgotten", "the forgotten phrases", model="refuse")
 RECORD = Kind("record", "the dream's own records", model="refuse")
 SESSION = Kind("session", "the conversation transcripts", model="refuse")
@@ -62,6 +63,28 @@ _FILES = {"agent.toml": CONTROL, "AGENTS.md": CONTROL, "cron.json": CRON,
           ".dream_rejected.jsonl": RECORD, "MEMORY.md": PROMPT, "USER.md": PROMPT}
 _NAMES = (".gitattributes", ".gitignore", ".gitmodules")     # wherever they are
 _FOLDERS = {"skills": ACTS, "heartbeat": ACTS, "sessions": SESSION}
+
+# The merge driver of each of the agent's own formats: what a new vault's .gitattributes
+# says, and what each driver merges (git's config names it so).
+DRIVERS = {
+    "agent-lines": "append-only lines (session transcripts, daily notes)",
+    "agent-facts": "facts (MEMORY.md, USER.md)",
+    "agent-cron": "cron.json, job by job",
+    "agent-set": "a set of lines (.dream_cursor)",
+}
+# The drivers that settle a clash by keeping both versions of a fact (for the dream to
+# sort out): right for a sync between machines, wrong for an undo, which must refuse.
+KEEPS_BOTH = ("agent-facts",)
+ATTRIBUTES = (
+    "sessions/**/*.jsonl merge=agent-lines",
+    "memory/*.md merge=agent-lines",
+    "MEMORY.md merge=agent-facts",
+    "USER.md merge=agent-facts",
+    "cron.json merge=agent-cron",
+    ".dream_cursor merge=agent-set",
+    ".dream_ledger.jsonl merge=agent-lines",
+    ".dream_rejected.jsonl merge=agent-lines",
+)
 
 _ATTR = re.compile(r"^([!-]?)(filter|merge|diff)(?:=(.*))?$")
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -148,7 +171,7 @@ def attributes_problem(text: str) -> str | None:
                 continue              # `merge`, `diff`: git's built-in behaviour
             if what == "filter":
                 return f"line {n} names a filter ({word}), which would run a command"
-            if what == "merge" and name not in _BUILTIN_MERGE | set(attributes.DRIVERS):
+            if what == "merge" and name not in _BUILTIN_MERGE | set(DRIVERS):
                 return f"line {n} names a merge driver the vault did not install ({word})"
             if what == "diff" and name not in _BUILTIN_DIFF:
                 return f"line {n} names a diff driver the vault did not install ({word})"

@@ -1,4 +1,5 @@
-"""What memory a turn put in front of the model: its record, kept on the reply's line.
+"""What memory a turn put in front of the model: the format of its record, kept on the
+reply's line of the session transcript, and `Used`, which gathers it.
 
 A turn shows the model USER.md, MEMORY.md and the last two daily notes (whole), the
 memories retrieved for the new message, and what its tools found (memory_search hits,
@@ -11,8 +12,9 @@ JSON object, the `used` field of the turn's reply line in the session transcript
 
 - `c`: the commit HEAD was at when the prompt was built (abbreviated): where those
   files most likely stood, so their lines' stories are told from there;
-- `f`: a memory file by its git blob id (what git names those exact bytes; abbreviated),
-  whole (every line of it was shown) or, with a third element, only those lines;
+- `f`: a memory file by its git blob id (what git names those exact bytes, in the
+  repository's object format, SHA-1 or SHA-256; abbreviated), whole (every line of it
+  was shown) or, with a third element, only those lines;
 - `m`: retrieved messages, by session file and message ids (the hit's first);
 - `a`: archive entries, by id; `s`: skills loaded; `n`: how many memories in all (a
   fact or note line, a retrieved message, an entry, a skill) and `x` how many were left
@@ -20,7 +22,8 @@ JSON object, the `used` field of the turn's reply line in the session transcript
 
 Ids, never text: the record stays small (scripts/bench_why_used.py measures it) and says
 nothing a transcript does not already hold. It is never sent to a model (the window is
-built from a line's role and content only). agent.ops.used tells it back.
+built from a line's role and content only). agent.ops.used tells it back, reading the
+keys named below.
 """
 
 from __future__ import annotations
@@ -32,7 +35,13 @@ from typing import Any, Iterable
 
 from agent.stores import memory
 
+# The record's keys: one letter each, as the record is on every reply's line.
+COUNT, LEFT_OUT, COMMIT, FILES, MESSAGES, ARCHIVE, SKILLS = "n", "x", "c", "f", "m", "a", "s"
+
 BLOB_CHARS = 12          # hex digits of a blob id kept (git resolves the abbreviation)
+# A commit or object id in full, in either of git's object formats (SHA-1, SHA-256).
+FULL_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+OBJECT_FORMATS = {"sha1": hashlib.sha1, "sha256": hashlib.sha256}
 MAX_FILES = 8
 MAX_LINES = 16           # lines of one file found by a search
 MAX_GROUPS = 16          # retrieved messages
@@ -44,9 +53,11 @@ _ARCHIVE = re.compile(r"^archive/\d{4}/\d{2}/(\d+)\.md$")
 _WHERE = re.compile(r"^(.*?)(?::(\d+))?$")
 
 
-def blob_id(data: bytes) -> str:
-    """The id git gives a file of these bytes (`git hash-object`), abbreviated."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:BLOB_CHARS]
+def blob_id(data: bytes, object_format: str = "sha1") -> str:
+    """The id git gives a file of these bytes (`git hash-object`) in a repository of
+    `object_format` (git's extensions.objectFormat: "sha1" or "sha256"), abbreviated."""
+    digest = OBJECT_FORMATS[object_format]
+    return digest(b"blob %d\0" % len(data) + data).hexdigest()[:BLOB_CHARS]
 
 
 def memory_lines(text: str) -> list[int]:
@@ -59,8 +70,9 @@ class Used:
     """The memories of one turn, gathered from its prompt and its tools (thread-safe: a
     reply's tool calls run at once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, object_format: str = "sha1") -> None:
         self._lock = threading.Lock()
+        self.object_format = object_format      # the repository's: how blob ids are made
         self.files: dict[str, list[Any]] = {}     # path -> [blob, lines or None, count]
         self.groups: list[tuple[str, list[str]]] = []
         self.entries: list[int] = []
@@ -70,18 +82,20 @@ class Used:
 
     @classmethod
     def from_prompt(cls, seen: dict[str, bytes], retrieved: Iterable[dict[str, Any]],
-                    root: Any = None, head: str | None = None) -> "Used":
+                    root: Any = None, head: str | None = None,
+                    object_format: str = "sha1") -> "Used":
         """What a prompt showed: the memory files of its system part (`seen`, their bytes)
         and the memories retrieved for the message (prompt.hit_record's records); `head`
-        is gitstate.head_from_files(root) as the prompt was built."""
-        used = cls()
+        is gitstate.head_from_files(root) as the prompt was built, `object_format` the
+        repository's (gitstate.object_format)."""
+        used = cls(object_format)
         sha = (head or "").rsplit(":", 1)[-1]
-        used.commit = sha[:BLOB_CHARS] if re.fullmatch(r"[0-9a-f]{40}", sha) else None
+        used.commit = sha[:BLOB_CHARS] if FULL_ID.fullmatch(sha) else None
         for rel, data in seen.items():
             text = data.decode("utf-8", errors="replace")
             count = len(memory_lines(text))
             if count:
-                used.files[rel] = [blob_id(data), None, count]
+                used.files[rel] = [blob_id(data, object_format), None, count]
         for record in retrieved:
             where = _WHERE.match(str(record.get("source") or ""))
             path, line = (where.group(1), where.group(2)) if where else ("", None)
@@ -140,7 +154,7 @@ class Used:
         if data is None:
             self.dropped += 1
             return
-        self.files[path] = [blob_id(data), [line], 1]
+        self.files[path] = [blob_id(data, self.object_format), [line], 1]
 
     def skill(self, name: str) -> None:
         with self._lock:
@@ -158,18 +172,18 @@ class Used:
     def record(self) -> dict[str, Any]:
         """The record kept on the reply's line (see the module doc)."""
         with self._lock:
-            out: dict[str, Any] = {"n": self.count()}
+            out: dict[str, Any] = {COUNT: self.count()}
             if self.commit and self.files:
-                out["c"] = self.commit
+                out[COMMIT] = self.commit
             if self.files:
-                out["f"] = [[rel, blob] if lines is None else [rel, blob, sorted(lines)]
-                            for rel, (blob, lines, _) in self.files.items()]
+                out[FILES] = [[rel, blob] if lines is None else [rel, blob, sorted(lines)]
+                              for rel, (blob, lines, _) in self.files.items()]
             if self.groups:
-                out["m"] = [[path, ids] for path, ids in self.groups]
+                out[MESSAGES] = [[path, ids] for path, ids in self.groups]
             if self.entries:
-                out["a"] = list(self.entries)
+                out[ARCHIVE] = list(self.entries)
             if self.skills:
-                out["s"] = list(self.skills)
+                out[SKILLS] = list(self.skills)
             if self.dropped:
-                out["x"] = self.dropped
+                out[LEFT_OUT] = self.dropped
             return out
