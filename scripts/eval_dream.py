@@ -18,8 +18,18 @@ full price: a few cents per conversation with the default model). Without a key,
 --scripted, it runs against the fake API with a scripted model (each longer message
 becomes a fact) and says so: that run checks the pipeline, not a model.
 
+`--model PROVIDER/NAME` dreams with any model agent.toml could name; `--base-url URL`
+adds the OpenAI-compatible `[providers.PROVIDER]` table for it (no key), so a local
+server (llama-server, Ollama, vLLM) is measured the same way. `--review changes` keeps
+the dream's review on, as a vault has it by default. Besides the provenance scores it
+prints what the model made of each phase: replies that fit the schema at once, after the
+one retry, or not at all; the analyst's findings; and the fate of each edit (applied,
+proposed for review, skipped, refused by a guard, dropped).
+
     python scripts/eval_dream.py --locomo data/locomo10.json [--conversations 2] [--sessions 5]
     python scripts/eval_dream.py --scripted          # the built-in sample, no key needed
+    python scripts/llama_server.py serve --port 18080 &
+    python scripts/eval_dream.py --model local/smollm2 --base-url http://127.0.0.1:18080/v1
 """
 
 from __future__ import annotations
@@ -126,10 +136,84 @@ def build(vault: Vault, sample: dict, limit: int | None) -> list[int]:
                          archive.render(entry_id, meta, summary))
         ids.append(entry_id)
     vault.commit(Change("eval", f"{len(ids)} archive entries"))
-    text = (vault.root / "agent.toml").read_text()
-    (vault.root / "agent.toml").write_text(text.replace('review = "changes"', 'review = "off"'))
-    vault.commit(Change("eval", "every fact lands"))
     return ids
+
+
+def configure(vault: Vault, model: str | None, base_url: str | None, review: str,
+              concurrency: int | None, max_tokens: int | None = None) -> None:
+    """agent.toml for the run: the dream's model (and its provider's table), its review."""
+    text = (vault.root / "agent.toml").read_text()
+    text = text.replace('review = "changes"', f'review = "{review}"')
+    if model:
+        text = re.sub(r'(?m)^name = "claude[^"]*"$', f'name = "{model}"', text, count=1)
+        text = re.sub(r'(?m)^fallbacks = .*$', "fallbacks = []", text, count=1)
+    if concurrency:
+        text = text.replace("[dream]\n", f"[dream]\nconcurrency = {concurrency}\n", 1)
+    if max_tokens:
+        text = text.replace("[dream]\n", f"[dream]\nmax_tokens = {max_tokens}\n", 1)
+    if model and base_url:
+        name = model.split("/", 1)[0]
+        text += f'\n[providers.{name}]\napi = "openai"\nbase_url = "{base_url}"\nkey_env = ""\n'
+    (vault.root / "agent.toml").write_text(text)
+    vault.commit(Change("eval", f"dream with {model or 'the default model'}, review {review}"))
+
+
+class Counting:
+    """The provider's own backend, with each structured reply checked against its schema
+    as the router will check it: what the model made of each phase (a script's
+    measurement; the router retries a misfit once, so a phase shows two replies then)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.replies: list[dict] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def create(self, models, request, *, parse=None):
+        from agent.llm.structured import misfit
+        msg = self.inner.create(models, request, parse=parse)
+        tail = request.messages[0].text if request.messages else ""
+        phase = ("analyst" if "Phase 1, analyst" in tail else
+                 "editor" if "Phase 2, editor" in tail else "other")
+        problem = misfit(parse, msg.text) if parse is not None else None
+        items = None
+        if problem is None and parse is not None:
+            data = json.loads(msg.text)
+            items = len(data.get("findings") or data.get("ops") or [])
+        self.replies.append({"phase": phase, "retry": len(request.messages) > 1,
+                             "fits": problem is None, "problem": problem, "items": items,
+                             "output_tokens": msg.usage.output_tokens,
+                             "stop": msg.stop_reason, "text": msg.text[:300]})
+        return msg
+
+
+def phases(replies: list[dict]) -> dict:
+    """Per phase: replies, fitting at first, fitting after the retry, not fitting, items."""
+    out: dict = {}
+    for r in replies:
+        p = out.setdefault(r["phase"], {"replies": 0, "fit_first": 0, "fit_retry": 0,
+                                        "misfit": 0, "items": 0, "output_tokens": 0})
+        p["replies"] += 1
+        p["output_tokens"] += r["output_tokens"]
+        if not r["fits"]:
+            p["misfit"] += 1
+        elif r["retry"]:
+            p["fit_retry"] += 1
+        else:
+            p["fit_first"] += 1
+        p["items"] += r["items"] or 0
+    return out
+
+
+def fates(outcome) -> dict[str, int]:
+    """How many of the editor's operations were applied, proposed, skipped, refused, dropped."""
+    out = {"applied": 0, "proposed": 0, "skipped": 0, "refused": 0, "dropped": 0}
+    report = outcome.report
+    for r in report.results if report is not None else []:
+        out[r.status] = out.get(r.status, 0) + 1
+    out["duplicates"] = outcome.duplicates
+    return out
 
 
 # ---- the scripted model -------------------------------------------------------------------
@@ -206,34 +290,63 @@ def main() -> int:
     ap.add_argument("--conversations", type=int, default=1)
     ap.add_argument("--sessions", type=int, default=None, help="sessions per conversation")
     ap.add_argument("--scripted", action="store_true", help="the scripted model, no key")
+    ap.add_argument("--model", help="the dream's model, as agent.toml names it "
+                    "(local/smollm2, openai/gpt-5-mini); default: agent.toml's")
+    ap.add_argument("--base-url", help="the OpenAI-compatible server of --model's provider "
+                    "(a [providers.NAME] table without a key is added)")
+    ap.add_argument("--review", choices=["off", "changes", "all"], default="off",
+                    help="[dream] review for the run (default off: every fact lands)")
+    ap.add_argument("--concurrency", type=int, help="[dream] concurrency (1 suits a laptop)")
+    ap.add_argument("--max-tokens", type=int, help="[dream] max_tokens: a reply's budget "
+                    "(a small model may write until it; default 16000)")
     ap.add_argument("--json", action="store_true", help="every fact's row as JSON")
     args = ap.parse_args()
     samples = json.loads(args.locomo.read_text()) if args.locomo else SAMPLE
     samples = samples[:args.conversations]
-    use_api = bool(os.environ.get("ANTHROPIC_API_KEY")) and not args.scripted
+    use_model = bool(args.model) and not args.scripted
+    use_api = use_model or (bool(os.environ.get("ANTHROPIC_API_KEY")) and not args.scripted)
     fake = None
     if not use_api:
         from fakeanthropic import FakeAnthropic
         fake = FakeAnthropic().__enter__()
         fake.default_reply = scripted
         os.environ.update(ANTHROPIC_BASE_URL=fake.url, ANTHROPIC_API_KEY="scripted")
-        print("No ANTHROPIC_API_KEY (or --scripted): dreaming with the scripted model on the "
-              "fake API. The figures check the pipeline, not a model.")
+        print("No ANTHROPIC_API_KEY nor --model (or --scripted): dreaming with the scripted "
+              "model on the fake API. The figures check the pipeline, not a model.")
+    from agent.config import load_settings
     from agent.dream import run_dream
     from agent.llm import make_provider
+    from agent.llm.spec import split
     totals = []
     try:
         for sample in samples:
             with tempfile.TemporaryDirectory() as tmp:
                 vault, _ = Vault.init(Path(tmp) / "vault", LAYOUT)
                 build(vault, sample, args.sessions)
-                out = run_dream(vault, make_provider(lazy=True), T0 + timedelta(days=365),
-                                sync=True)
+                configure(vault, args.model if use_model else None, args.base_url,
+                          args.review, args.concurrency, args.max_tokens)
+                settings = load_settings(vault.root)
+                provider = make_provider(settings, lazy=True, model=settings.dream_model)
+                name = split(settings.dream_model)[0]
+                counting = Counting(provider.backend(name))
+                provider._made[name] = counting     # measured where the router calls it
+                out = run_dream(vault, provider, T0 + timedelta(days=365), sync=True)
                 sessions = {n for n, _, _ in sessions_of(sample, args.sessions)}
                 result = score(vault, gold_of(sample, sessions))
                 result["sample"], result["dream"] = sample["sample_id"], out.message
+                result["phases"], result["fates"] = phases(counting.replies), fates(out)
+                result["replies"] = counting.replies
                 totals.append(result)
-                print(f"{sample['sample_id']}: {out.message}")
+                print(f"{sample['sample_id']} ({settings.dream_model}): {out.message}")
+                for phase, c in result["phases"].items():
+                    print(f"  {phase}: {c['replies']} replies, {c['fit_first']} fit the schema "
+                          f"at once, {c['fit_retry']} after the retry, {c['misfit']} did not; "
+                          f"{c['items']} {'findings' if phase == 'analyst' else 'edits'}, "
+                          f"{c['output_tokens']} output tokens")
+                f = result["fates"]
+                print(f"  edits: {f['applied']} applied, {f['proposed']} proposed for review, "
+                      f"{f['skipped']} skipped (misquoted), {f['refused']} refused by a guard, "
+                      f"{f['dropped']} dropped, {f['duplicates']} duplicates of memory")
                 print(f"  {result['facts']} facts; resolved to messages {result['resolved']:.0%}; "
                       f"provenance precision {result['precision']:.2f}, recall {result['recall']:.2f}")
     finally:
@@ -244,7 +357,7 @@ def main() -> int:
         p = sum(t["precision"] * t["facts"] for t in totals) / n
         r = sum(t["recall"] * t["facts"] for t in totals) / n
         print(f"all: {n} facts, provenance precision {p:.2f}, recall {r:.2f} "
-              f"({'API' if use_api else 'scripted model'})")
+              f"({'the model' if use_api else 'scripted model'})")
     if args.json:
         print(json.dumps(totals, indent=1, ensure_ascii=False))
     return 0

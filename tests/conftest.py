@@ -19,8 +19,9 @@ from agent.cli.app import cli
 from agent.ops.vaults import init_vault, open_vault
 from agent.vault.repo import Vault
 
-# The stand-in servers (Anthropic, OpenAI-compatible, Telegram): their fixtures, for every test.
-pytest_plugins = ["fakeanthropic", "fakeopenai", "faketelegram"]
+# The stand-in servers (Anthropic, OpenAI-compatible, Telegram) and the real model server
+# (llama-server): their fixtures, for every test.
+pytest_plugins = ["fakeanthropic", "fakeopenai", "faketelegram", "realmodel"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -291,9 +292,10 @@ def pytest_runtest_makereport(item, call):
                            f"{reason}")
 
 
-# What makes a scenario slow: it starts `agent serve` (the `procs` fixture), drives a
-# browser, or builds thousands of messages. `-m "not slow"` runs the rest in a minute.
-SLOW_FIXTURES = {"procs"}
+# What makes a scenario slow: it starts `agent serve` (the `procs` fixture) or a real
+# model server, drives a browser, or builds thousands of messages. `-m "not slow"` runs
+# the rest in a minute.
+SLOW_FIXTURES = {"procs", "llama", "own_llama"}
 SLOW_MODULES = {"test_webpage", "test_scale"}
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,12 +40,17 @@ def call(name: str, arguments: dict | str | None = None, id: str | None = None) 
 @dataclass
 class Reply:
     """One scripted assistant message: text and tool calls. hold: an Event the server
-    waits on before answering (a slow model, to kill a client mid-request)."""
+    waits on before answering (a slow model, to kill a client mid-request). Streamed:
+    `chunk_delay` seconds between pieces of text (a slow model), and `endless` repeats the
+    text until the client goes away (a model that never stops; `fake.abandoned` counts
+    the streams a client closed before their end)."""
     content: str = ""
     tool_calls: list[dict] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict | None = None
     hold: threading.Event | None = None
+    chunk_delay: float = 0.0
+    endless: bool = False
 
     def finish(self) -> str:
         return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
@@ -59,10 +65,12 @@ class ErrorReply:
 
 
 def reply(*parts: str | dict, finish_reason: str | None = None, usage: dict | None = None,
-          hold: threading.Event | None = None) -> Reply:
+          hold: threading.Event | None = None, chunk_delay: float = 0.0,
+          endless: bool = False) -> Reply:
     """A message of text (str) and tool calls (dicts made by `call`)."""
     return Reply("".join(p for p in parts if isinstance(p, str)),
-                 [p for p in parts if isinstance(p, dict)], finish_reason, usage, hold)
+                 [p for p in parts if isinstance(p, dict)], finish_reason, usage, hold,
+                 chunk_delay, endless)
 
 
 def json_reply(obj: Any, **kw) -> Reply:
@@ -100,12 +108,17 @@ class FakeOpenAI:
     json_schema: False answers a request with response_format json_schema by a 400
         naming it, as servers without structured output do.
     default_reply: answers when the queue is empty (None: a 500 saying it ran out).
+    any_model: True answers a request for any model, listed or not, as llama-server
+        (one model, whatever name a request gives) does; False answers 404 to a model
+        it does not list, as Ollama does.
     """
 
     def __init__(self) -> None:
         self.models: list[str] = ["qwen3:8b", "llama3.2"]
         self.api_key: str | None = None
         self.json_schema = True
+        self.any_model = False
+        self.abandoned = 0
         self.default_reply: Reply | None = None
         self.requests: list[Recorded] = []
         self._queue: deque = deque()
@@ -228,7 +241,7 @@ def _handler(fake: FakeOpenAI):
                 self._send(400, {"error": {"message": "response_format json_schema is not "
                                                       "supported", "type": "invalid_request_error"}})
                 return
-            if body.get("model") not in fake.models:
+            if body.get("model") not in fake.models and not fake.any_model:
                 self._send(404, {"error": {"message": f"model \"{body.get('model')}\" not "
                                                       f"found, try pulling it first",
                                            "type": "not_found_error"}})
@@ -268,9 +281,25 @@ def _handler(fake: FakeOpenAI):
             event([{"index": 0, "delta": {"role": "assistant", "content": ""},
                     "finish_reason": None}])
             words = r.content.split(" ") if r.content else []
-            for n, word in enumerate(words):
-                piece = word if n == len(words) - 1 else word + " "
-                event([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+            # Endless, but not forever: a client that never stops it fails its test
+            # rather than hang it.
+            until, sent = time.monotonic() + 30, 0
+            try:
+                while True:
+                    for n, word in enumerate(words):
+                        sent += 1
+                        piece = word if n == len(words) - 1 and not r.endless else word + " "
+                        if r.chunk_delay:
+                            time.sleep(r.chunk_delay)
+                        event([{"index": 0, "delta": {"content": piece},
+                                "finish_reason": None}])
+                    if not r.endless or sent > 50_000 or time.monotonic() > until:
+                        break
+            except (BrokenPipeError, ConnectionResetError):
+                with fake._lock:
+                    fake.abandoned += 1
+                self.close_connection = True
+                return
             for i, c in enumerate(r.tool_calls):
                 args = c["function"]["arguments"]
                 half = len(args) // 2

@@ -64,6 +64,22 @@ def git(cwd, *args, input=None) -> str:
                           capture_output=True, text=True).stdout
 
 
+# ---- providers --------------------------------------------------------------------------------
+
+
+def use(vault, model: str, *tables: tuple[str, str], extra: str = "") -> None:
+    """agent.toml's [model] table naming `model` (and `extra` lines), with an
+    OpenAI-compatible [providers.NAME] table for each (name, url)."""
+    path = vault.root / "agent.toml"
+    text = path.read_text()
+    start = text.index("[model]\n")
+    end = text.index("\n\n", start)
+    text = f'{text[:start]}[model]\nname = "{model}"\n{extra}{text[end:]}'
+    for name, url in tables:
+        text += f'\n[providers.{name}]\napi = "openai"\nbase_url = "{url}"\nkey_env = ""\n'
+    path.write_text(text)
+
+
 # ---- sync: clones and a remote's pushes ------------------------------------------------------
 
 

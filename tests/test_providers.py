@@ -9,6 +9,7 @@ from agent.stores import sessions
 from conftest import agent_proc, subjects
 from fakeanthropic import reply as a_reply, tool_use
 from fakeopenai import FakeOpenAI, call, error, reply
+from helpers import use
 
 
 def session_lines(vault, key="cli/default") -> list[dict]:
@@ -18,19 +19,6 @@ def session_lines(vault, key="cli/default") -> list[dict]:
 def trailers(vault, rev="HEAD") -> dict:
     out = vault.git("log", "-1", "--format=%(trailers:only,unfold)", rev)
     return dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
-
-
-def use(vault, model: str, *tables: tuple[str, str], extra: str = "") -> None:
-    """agent.toml's [model] table naming `model` (and `extra` lines), with an
-    OpenAI-compatible [providers.NAME] table for each (name, url)."""
-    path = vault.root / "agent.toml"
-    text = path.read_text()
-    start = text.index("[model]\n")
-    end = text.index("\n\n", start)
-    text = f'{text[:start]}[model]\nname = "{model}"\n{extra}{text[end:]}'
-    for name, url in tables:
-        text += f'\n[providers.{name}]\napi = "openai"\nbase_url = "{url}"\nkey_env = ""\n'
-    path.write_text(text)
 
 
 def model_table(vault) -> str:
@@ -135,6 +123,8 @@ def test_a_refused_connection_falls_back_to_the_next_provider(fake_openai, vault
     assert "Answered by the second." in r.output
     assert fake_openai.calls()[0].body["model"] == "llama3.2"
     assert trailers(vault)["Model"] == "local/llama3.2"
+    assert "down/qwen3:8b did not answer (agent doctor says why); local/llama3.2, its " \
+        "fallback, did." in r.output
 
 
 def test_an_unknown_model_falls_back_and_a_plain_failure_does_not(fake_openai, vault, run):
@@ -421,7 +411,9 @@ def test_doctor_checks_each_provider_with_the_fix_in_one_line(fake_openai, vault
     fake_openai.models.append("mistral")
     r = run("doctor")
     assert "ok    provider local" in r.output and "no key needed" in r.output
-    assert [c.path for c in fake_openai.requests] == ["/v1/models", "/v1/models"]
+    # The listing, and one token asked for the model it did not list (refused: 404).
+    assert [c.path for c in fake_openai.requests] == ["/v1/models", "/v1/chat/completions",
+                                                      "/v1/models"]
 
 
 def test_doctor_names_a_missing_key_of_a_remote_provider(vault, run):
@@ -482,3 +474,102 @@ def test_archiving_summarises_through_the_schema_on_a_local_model(fake_openai, v
     assert fmt["json_schema"]["schema"]["required"] == ["topic", "summary", "importance"]
     assert subjects(vault)[0] == "archive(cli/default): Green tea"
     assert "Model: local/qwen3:8b" in vault.git("log", "-1", "--format=%B")
+
+
+# ---- local servers that name their model otherwise (issue 42) ----------------------------
+
+
+def test_doctor_takes_a_model_listed_as_its_file_or_tag(fake_openai, vault, run):
+    # llama-server lists the GGUF it loaded; Ollama lists "qwen3:latest" for "qwen3".
+    fake_openai.models = ["/models/SmolLM2-135M-Instruct.Q4_1.gguf", "qwen3:latest"]
+    use(vault, "local/SmolLM2-135M-Instruct.Q4_1", ("local", fake_openai.url),
+        extra='fallbacks = ["local/qwen3"]\n')
+    r = run("doctor")
+    line = next(x for x in r.output.splitlines() if "provider local" in x)
+    assert line.startswith("ok"), r.output
+    assert ("serves SmolLM2-135M-Instruct.Q4_1 as /models/SmolLM2-135M-Instruct.Q4_1.gguf"
+            in line and "serves qwen3 as qwen3:latest" in line)
+    assert fake_openai.calls() == []                 # the listing was enough
+
+
+def test_doctor_takes_a_local_server_that_answers_any_name(fake_openai, vault, run):
+    fake_openai.models = ["smollm2"]
+    fake_openai.any_model = True            # as llama-server: one model, any name
+    use(vault, "local/my-model", ("local", fake_openai.url))
+    fake_openai.add(reply("ok"))
+    r = run("doctor")
+    line = next(x for x in r.output.splitlines() if "provider local" in x)
+    assert line.startswith("ok") and "answers for my-model (it serves smollm2)" in line, r.output
+    (probe,) = fake_openai.calls()          # one token asked for, under the configured name
+    assert probe.body["model"] == "my-model" and probe.body["max_tokens"] == 1
+    # A server that answers only what it lists (Ollama, vLLM) fails with the fix.
+    fake_openai.any_model = False
+    r = run("doctor")
+    assert "FAIL  provider local" in r.output and "does not list my-model" in r.output
+    assert "-> ollama pull my-model" in r.output
+
+
+def test_models_served_says_what_each_server_answers_for(fake_openai, vault, run):
+    fake_openai.models = ["/models/SmolLM2-135M-Instruct.Q4_1.gguf"]
+    fake_openai.any_model = True
+    with FakeOpenAI() as gone:
+        dead = gone.url
+    use(vault, "local/SmolLM2-135M-Instruct.Q4_1", ("local", fake_openai.url), ("down", dead),
+        extra='fallbacks = ["local/other", "down/x"]\n')
+    fake_openai.add(reply("ok"))
+    r = run("models", "--served")
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "serves SmolLM2-135M-Instruct.Q4_1 as /models/SmolLM2-135M-Instruct.Q4_1.gguf" in out
+    assert "answers for other (it serves /models/SmolLM2-135M-Instruct.Q4_1.gguf)" in out
+    assert "not checked: " in out
+    assert f"local at {fake_openai.url} lists: /models/SmolLM2-135M-Instruct.Q4_1.gguf" in out
+    assert "down at " in out and "lists: cannot say" in out
+    # Without --served nothing is asked of any server.
+    before = len(fake_openai.requests)
+    assert run("models").exit_code == 0 and len(fake_openai.requests) == before
+
+
+def test_a_fallback_without_its_key_is_a_warning_on_a_local_set_up(fake_openai, vault, run):
+    fresh = (vault.root / "agent.toml").read_text()
+
+    def doctor(extra: str) -> str:
+        (vault.root / "agent.toml").write_text(fresh)
+        use(vault, "local/qwen3:8b", ("local", fake_openai.url), extra=extra)
+        return run("doctor").output
+
+    # docs/providers.md's steps, with agent.toml's default Anthropic fallback kept.
+    out = doctor('fallbacks = ["claude-sonnet-4-6"]\n')
+    assert "FAIL" not in out, out
+    assert ("warn  API key" in out and "ANTHROPIC_API_KEY is not set: the fallback "
+            "claude-sonnet-4-6 cannot answer" in out)
+    assert 'agent config set model.fallbacks ""' in out
+    # The same for a provider of its own key; a chat or dream model without its key fails.
+    out = doctor('fallbacks = ["openai/gpt-5-mini"]\n')
+    assert "warn  provider openai" in out and "$OPENAI_API_KEY is not set" in out
+    assert "FAIL  API key" in doctor('dream = "claude-sonnet-4-6"\n')
+    # Without a fallback, the documented set-up is all well.
+    out = doctor("")
+    assert "API key" not in out and "ok    provider local" in out
+
+
+def test_a_model_of_another_vendor_without_its_provider_is_named(vault, run):
+    r = run("config", "set", "model.name", "gpt-5-mini")
+    assert r.exit_code == 1
+    assert "'gpt-5-mini' is not an Anthropic model" in r.output
+    assert "did you mean openai/gpt-5-mini?" in r.output
+    assert 'name = "claude' in model_table(vault)            # nothing was changed
+    r = run("config", "set", "model.fallbacks", "qwen3:8b")
+    assert r.exit_code == 1 and "did you mean local/qwen3:8b?" in r.output
+    # Written by hand: config check, models and chat all say it, none takes it.
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace('name = "claude-sonnet-5-5"', 'name = "gpt-5-mini"'))
+    for args in (("config", "check"), ("models",), ("chat", "-m", "hi")):
+        r = run(*args)
+        assert r.exit_code == 1 and "did you mean openai/gpt-5-mini?" in r.output, args
+        assert "Traceback" not in r.output
+    # A local provider's table makes its name the suggestion.
+    path.write_text(path.read_text().replace('name = "gpt-5-mini"', 'name = "qwen3:8b"')
+                    + '\n[providers.ollama]\nbase_url = "http://127.0.0.1:11434/v1"\nkey_env = ""\n')
+    r = run("config", "check")
+    assert "did you mean ollama/qwen3:8b?" in r.output and "[providers.ollama] table" not in r.output

@@ -47,7 +47,10 @@ def no_exec(vault) -> None:
 
 
 def boat_turns(run) -> None:
-    """Two turns: one that calls a tool, one whose window holds that call and its result."""
+    """Two turns: one that calls a tool, one whose window holds that call and its result.
+    The first asks to remember, which now forces the remember call (test_forced_remember.py);
+    the bodies recorded before the seam had no tool_choice, so that is off here."""
+    assert run("config", "set", "chat.force_remember", "false").exit_code == 0
     r = run("chat", "-m", "Remember that my boat is called Wren")
     assert r.exit_code == 0, r.output
     r = run("chat", "-m", "What is my boat called?")

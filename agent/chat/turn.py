@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Callable
 
 from agent.chat import prompt as context
+from agent.chat.bounds import Cut, Watch
 from agent.chat.cancel import Cancelled, cancellable, new_turn_cancel
 from agent.chat.compact import (CompactError, backlog_bytes, backlog_of, compact_backlog,
                                 compact_session, compact_until)
@@ -42,8 +43,8 @@ from agent import clock, redact
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, add_usage, models_for, zero_usage
-from agent.llm.records import (Interrupted, Message, Request, Text, Tool, ToolCall,
-                               ToolResult, text_of)
+from agent.llm.records import (MAX_TOKENS, STOPPED, Interrupted, Message, Request, Text,
+                               Tool, ToolCall, ToolResult, text_of)
 from agent.llm.size import chars
 from agent.stores import sessions
 from agent.vault.change import Change, tokens
@@ -70,6 +71,9 @@ class TurnResult:
     model: str
     error: str | None = None
     interrupted: bool = False
+    # Why the reply was cut short: "repeating", "time" (agent.chat.bounds) or
+    # "max_tokens"; the turn is saved, marked so, and `notes` says it in one line.
+    cut: str | None = None
     compacted: int | None = None          # the archive entry made after this turn, if any
     notes: list[str] = field(default_factory=list)   # things the user should hear of
     # The text of each model call of the turn, in order: those written before a tool call
@@ -417,6 +421,11 @@ class _Turn:
     error: str | None = None
     interrupted: bool = False
     used: str = ""
+    force: str | None = None      # the tool the next model call must call (then None)
+    watch: Watch = field(default_factory=lambda: Watch(None))
+    fell_back: list[str] = field(default_factory=list)        # models that answered instead
+    fell_back_from: list[str] = field(default_factory=list)   # of these, which failed
+    cut: Cut | None = None        # a bound that stopped the turn (agent.chat.bounds)
     unsaved: str | None = None
     lines: list[sessions.Line] = field(default_factory=list)   # the transcript lines saved
 
@@ -450,7 +459,9 @@ class _Turn:
                                                          object_format(vault.root)))
         return cls(vault, provider, session, text, now, opts, settings, kept, models, tools,
                    mcp, mcp_notes, prompt, fit_notes, number, staged, messages,
-                   len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0])
+                   len(messages) - 2 if len(messages) > 1 else -1, ctx, cancel, used=models[0],
+                   force=_forced_tool(text, opts, settings, tools),
+                   watch=Watch(getattr(settings, "turn_timeout", None)))
 
     # -- the tool loop --
 
@@ -472,6 +483,13 @@ class _Turn:
         if self.cancel.is_set():
             raise Cancelled()
         self.streamed.append(chunk)
+        try:
+            self.watch.heard(chunk)
+        except Cut as e:
+            # The reply repeats itself, or the time is up: the provider ends the stream
+            # and returns what was written (stop_reason STOPPED).
+            self.cut = e
+            raise
         on_text, shown = self.opts.on_text, self.shown
         if on_text is not None and chunk:
             if shown["any"] and not self.streamed[:-1] and not shown["newline"]:
@@ -494,6 +512,12 @@ class _Turn:
                 self.error = (f"Stopped: the turn reached its limit of "
                               f"{self.settings.max_iterations} model calls "
                               f"(chat.max_iterations in agent.toml).")
+        except Cut as e:
+            # Out of time between two model calls (one cut mid-stream ends in call()).
+            self.cut = e
+            self.reply = _joined(self.replies)
+            self.cancel.set()           # its sub-agents stop too, and save what they did
+            self.cancel.settle()
         except KeyboardInterrupt as e:
             self.interrupted = True
             self.reply = _joined(self.replies + ["".join(self.streamed)])
@@ -512,6 +536,7 @@ class _Turn:
         """One model call and the tools it asks for; True when the turn's reply is done."""
         messages = self.messages
         self.cancel.check()
+        self.watch.check()
         if self.opts.inbox is not None and messages and messages[-1].role == "user":
             if isinstance(messages[-1].content, str):
                 messages[-1].content = [Text(messages[-1].content)]
@@ -525,9 +550,16 @@ class _Turn:
         self.streamed.clear()
         models = self.models
         request = Request(messages, self.settings.max_tokens, system=self.prompt.system,
-                          tools=self.tools)
+                          tools=self.tools, tool_choice=self.force)
+        self.watch.reset()
+        self.force = None
         msg = cancellable(self.cancel, self.provider.stream, models[models.index(self.used):],
                           request, on_text=self.sink)
+        if msg.model != self.used and msg.model not in self.fell_back:
+            # The model asked for failed (its server down, killed mid-reply, overloaded):
+            # what the person saw streamed may have been its start, then the next one's.
+            self.fell_back.append(msg.model)
+            self.fell_back_from.append(self.used)
         self.used = msg.model
         add_usage(self.usage, msg.usage)
         blocks = [b for b in msg.content if not (isinstance(b, Text) and not b.text)]
@@ -538,6 +570,12 @@ class _Turn:
             self.new.append({"role": "assistant", "content": blocks})
         calls = [b for b in blocks if isinstance(b, ToolCall)]
         self.texts.append(_text_of(blocks))
+        if msg.stop_reason == STOPPED:
+            # A bound of the turn stopped the stream (sink kept which): what was written
+            # is the turn's reply.
+            self.replies.append(_text_of(blocks))
+            self.reply = _joined(self.replies)
+            return True
         if not calls:
             self.replies.append(_text_of(blocks))
             inbox = self.opts.inbox
@@ -547,6 +585,10 @@ class _Turn:
                 if messages[-1].role != "user":
                     messages.append(Message("user", []))
                 return False
+            if msg.stop_reason == MAX_TOKENS:
+                self.cut = Cut("max_tokens", f"Cut: the reply reached its limit of "
+                                             f"{self.settings.max_tokens:,} tokens ([model] "
+                                             f"max_tokens in agent.toml).")
             self.reply = _joined(self.replies)
             return True
         results = run_tools(calls, self.ctx, on_tool=self.opts.on_tool, mcp=self.mcp,
@@ -583,6 +625,10 @@ class _Turn:
                 lines[-1].extra["interrupted"] = True
         if error and not interrupted:
             lines[0].extra["error"] = error
+        if self.cut is not None:
+            # The reply as far as it went (or, cut between two calls, the turn's last
+            # line), marked as cut and why.
+            lines[-1].extra["cut"] = self.cut.why
         answer = next((line for line in reversed(lines) if line.role == "assistant"), None)
         if answer is not None and self.ctx.used is not None:
             # What memory the model was shown, by ids (agent.stores.used): never sent back.
@@ -600,6 +646,8 @@ class _Turn:
                     "Tokens": tokens(self.usage)}
         if self.interrupted:
             trailers["Interrupted"] = "yes"
+        if self.cut is not None:
+            trailers["Cut"] = self.cut.why
         if self.error_line():
             trailers["Error"] = self.error_line()
         if self.ctx.runs:
@@ -630,7 +678,13 @@ class _Turn:
         result = TurnResult(self.reply, sha, self.session, turn, self.usage, self.used,
                             f"{error} {unsaved}" if error and unsaved else error or unsaved,
                             self.interrupted or stopped, replies=self.texts,
-                            injected=self.injected)
+                            injected=self.injected,
+                            cut=self.cut.why if self.cut is not None else None)
+        if self.cut is not None:
+            result.notes.append(self.cut.line)
+        for failed, answered in zip(self.fell_back_from, self.fell_back):
+            result.notes.append(f"{failed} did not answer (agent doctor says why); "
+                                f"{answered}, its fallback, did.")
         result.notes.extend(self.fit_notes)
         result.notes.extend(filter(None, [redact.summary(self.kept + self.staged.removed)]))
         result.notes.extend(f"Warning: {w}" for w in self.prompt.warnings)
@@ -672,6 +726,23 @@ class _Turn:
                                 f"after the next turn.)")
         except KeyboardInterrupt:
             result.notes.append("Compaction interrupted; it is tried again after the next turn.")
+
+
+def _forced_tool(text: str, opts: TurnOptions, settings, tools: list[Tool]) -> str | None:
+    """`remember` when the person's message asks to keep something ("Remember that my
+    boat is called Wren"): the turn's first call must then call it, so a model that would
+    only say "I'll remember that" (small local ones often do) cannot drop the fact. The
+    same reading of an ask as explicit learning's (agent.dream.learning): never a
+    question ("do you remember..."); only the person's own chat turn, never a job's, a
+    heartbeat's or a sub-agent's message; `[chat] force_remember = false` turns it off."""
+    from agent.dream.learning import REMEMBER_TOOL, asks_to_remember
+
+    if (opts.kind != "chat" or opts.depth or opts.readonly
+            or not getattr(settings, "force_remember", True)):
+        return None
+    if not any(t.name == REMEMBER_TOOL for t in tools) or not asks_to_remember(text):
+        return None
+    return REMEMBER_TOOL
 
 
 def _fitted_prompt(vault: Vault, provider: Provider, session: str, text: str, now: datetime, settings,

@@ -35,6 +35,8 @@ class Settings:
     agent_email: str = "agent@localhost"
     window_tokens: int = 24000        # the active window's budget before compaction
     max_iterations: int = 12          # tool-loop cap per turn
+    force_remember: bool = True       # an ask to remember forces the remember tool
+    turn_timeout: int = 900           # seconds a turn may take before it is cut
     max_message_tokens: int = 20000   # longer messages reach the model as head and tail
     memory_max_lines: int = 200       # MEMORY.md size budget the dream is held to
     memory_learn: str = "auto"        # "explicit": the dream learns only what was asked
@@ -182,6 +184,11 @@ def parse_value(k: Key, text: str):
             return int(text.replace("_", ""))
         except ValueError:
             raise SettingsError(f"{k.key} must be a whole number, not {text!r}") from None
+    if k.kind is float:
+        try:
+            return float(text.replace("_", ""))
+        except ValueError:
+            raise SettingsError(f"{k.key} must be a number, not {text!r}") from None
     if k.kind is list:
         stripped = text.strip()
         if stripped.startswith("["):
@@ -211,7 +218,14 @@ _PROVIDER_FIELDS = {"api": (str, "\"openai\" (chat completions) or \"anthropic\"
                     "base_url": (str, "the server's address, as http://127.0.0.1:11434/v1"),
                     "key_env": (str, "the environment variable holding the key (\"\": none)"),
                     "context_window": (int, "the models' context window in tokens"),
-                    "json_schema": (bool, "the server takes response_format json_schema")}
+                    "json_schema": (bool, "the server takes response_format json_schema"),
+                    "temperature": (float, "sampling temperature of every request"),
+                    "top_p": (float, "nucleus sampling of every request"),
+                    "top_k": (int, "top-k sampling of every request"),
+                    "min_p": (float, "min-p sampling of every request (llama.cpp)"),
+                    "frequency_penalty": (float, "penalty on tokens by how often they came"),
+                    "presence_penalty": (float, "penalty on tokens that came at all"),
+                    "repeat_penalty": (float, "llama.cpp's penalty on repeated tokens")}
 
 
 def provider_key(key: str) -> Key | None:

@@ -4,6 +4,7 @@ an undefined provider."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -193,8 +194,18 @@ def model_problems(data: dict) -> list[str]:
         table = table_of(data, KEYS[k].section)
         value = table.get(KEYS[k].name) if isinstance(table, dict) else None
         for model in value if isinstance(value, list) else [value]:
-            if not isinstance(model, str) or "/" not in model:
-                continue          # a bare name is an Anthropic model
+            if isinstance(model, str) and "/" not in model:
+                # A bare name is an Anthropic model: one of another vendor's would be
+                # sent to Anthropic's API (and fail there, or be billed as a fallback).
+                if (other := vendor_of(model)) is not None:
+                    meant = _provider_for(other, data)
+                    table = "" if meant in names else \
+                        f" (with a [providers.{meant}] table for its server: docs/providers.md)"
+                    out.append(f"{k}: {model!r} is not an Anthropic model (a name without "
+                               f"a provider is one); did you mean {meant}/{model}?{table}")
+                continue
+            if not isinstance(model, str):
+                continue
             provider, _, rest = model.partition("/")
             if provider not in names:
                 close = did_you_mean(provider, names)      # " Did you mean X?"
@@ -204,6 +215,36 @@ def model_problems(data: dict) -> list[str]:
             elif not rest.strip():
                 out.append(f"{k}: {model!r} names no model after {provider}/")
     return out
+
+
+# Model names no Anthropic model has: OpenAI's families, and the open models a local
+# server (Ollama, llama.cpp, vLLM, LM Studio) serves. Anthropic's all start "claude".
+_OPENAI_NAMES = re.compile(r"^(gpt-|chatgpt-|o[1-9](-|$)|text-|davinci|babbage|codex-)",
+                           re.IGNORECASE)
+_OPEN_NAMES = re.compile(r"^(qwen|llama|gemma|mistral|mixtral|phi|deepseek|smollm|granite|"
+                         r"olmo|command-r|nemotron|falcon|yi-|internlm)|:|\.gguf$", re.IGNORECASE)
+
+
+def vendor_of(bare: str) -> str | None:
+    """"openai" or "local" for a bare model name that is recognisably not Anthropic's
+    (`gpt-5-mini`, `qwen3:8b`); None for any other (a proxy's own names pass)."""
+    if _OPENAI_NAMES.match(bare):
+        return "openai"
+    if _OPEN_NAMES.search(bare):
+        return "local"
+    return None
+
+
+def _provider_for(vendor: str, data: dict) -> str:
+    """The provider a name of `vendor` most likely meant: openai, or the one configured
+    provider table on this machine (else the name a local one is given in the docs)."""
+    if vendor == "openai":
+        return "openai"
+    from agent.config.providers import BUILTIN
+
+    section = data.get("providers")
+    tables = [n for n in (section if isinstance(section, dict) else {}) if n not in BUILTIN]
+    return tables[0] if len(tables) == 1 else "local"
 
 
 _WARNED: set[str] = set()

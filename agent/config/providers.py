@@ -49,6 +49,14 @@ def table_model():
             context_window: StrictInt | None = Field(default=None, ge=1000)
             context_windows: dict[str, StrictInt] = {}
             json_schema: bool = True   # false: the server has no response_format json_schema
+            # Sampling every request to this provider carries (a request's own wins).
+            temperature: float | None = Field(default=None, ge=0, le=2)
+            top_p: float | None = Field(default=None, gt=0, le=1)
+            top_k: StrictInt | None = Field(default=None, ge=1)
+            min_p: float | None = Field(default=None, ge=0, le=1)
+            frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+            presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+            repeat_penalty: float | None = Field(default=None, ge=0, le=5)
         _MODEL = ProviderTable
     return _MODEL
 
@@ -58,14 +66,35 @@ def is_loopback(url: str | None) -> bool:
     return bool(url) and here(url)
 
 
+# The sampling options a provider's table may set: the OpenAI API's own, and those that
+# llama.cpp's server (and vLLM, LM Studio) also take; Anthropic's API takes the first three.
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
+            "repeat_penalty")
+ANTHROPIC_SAMPLING = ("temperature", "top_p", "top_k")
+_RANGES = {"temperature": "0 to 2", "top_p": "above 0 to 1", "top_k": "1 up",
+           "min_p": "0 to 1", "frequency_penalty": "-2 to 2", "presence_penalty": "-2 to 2",
+           "repeat_penalty": "0 to 5"}
+
+
+def loc_sampling(err: Mapping[str, Any]) -> bool:
+    return bool(err.get("loc")) and err["loc"][-1] in SAMPLING
+
+
 def _where(loc: tuple) -> str:
     return ".".join(str(p) for p in loc)
 
 
 def _why(err: Mapping[str, Any]) -> str:
+    if loc_sampling(err):
+        kind = err["type"]
+        if kind in ("greater_than_equal", "less_than_equal", "greater_than"):
+            return f"must be a number from {_RANGES[err['loc'][-1]]}, not {err.get('input')!r}"
+        if kind in ("float_type", "float_parsing"):
+            return f"must be a number, not {err.get('input')!r}"
     return said(err, {
         "extra_forbidden": "is not a setting of a provider (api, base_url, key_env, "
-                           "context_window, context_windows, json_schema)",
+                           "context_window, context_windows, json_schema, or a sampling "
+                           "option: " + ", ".join(SAMPLING) + ")",
         "literal_error": "must be \"openai\" or \"anthropic\", not {value!r}",
         "string_pattern_mismatch": "must be an http(s) address such as "
                                    "\"http://127.0.0.1:11434/v1\", not {value!r}",
@@ -103,6 +132,10 @@ def problems(section) -> list[str]:
             out.extend(f"{at}.{_where(err['loc'])} {_why(err)}" for err in e.errors())
             continue
         out.extend(_key_problems(at, name, t))
+        if t.api == "anthropic":
+            out.extend(f"{at}.{k}: Anthropic's API takes only {', '.join(ANTHROPIC_SAMPLING)}"
+                       for k in SAMPLING if k not in ANTHROPIC_SAMPLING
+                       and getattr(t, k) is not None)
     return out
 
 

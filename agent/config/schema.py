@@ -49,6 +49,10 @@ SCHEMA: tuple[Key, ...] = (
         "a message longer than this reaches the model as its head and tail (kept whole)",
         "max_message_tokens", min=1000),
     Key("chat.max_iterations", int, 12, "model calls per turn at most", "max_iterations", min=1),
+    Key("chat.turn_timeout", int, 900, "seconds a turn may take, model calls and tools "
+        "together (a slow local model's runaway reply is cut there)", "turn_timeout", min=1),
+    Key("chat.force_remember", bool, True, "a message that asks to remember something (\"remember "
+        "that...\") makes the turn's first model call a `remember` call", "force_remember"),
     Key("memory.max_lines", int, 200, "MEMORY.md's size budget in lines", "memory_max_lines",
         min=1),
     Key("memory.learn", str, "auto", "what the dream learns: \"auto\" (whatever the "

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from agent.llm.base import (CONTEXT_TOKENS, Batching, NotFound, Provider, ProviderError,
                             TooLarge, add_usage, models_for, usage_dict, zero_usage)
 from agent.llm.records import (Batch, BatchRequest, BatchResult, Block, CacheHint,
-                               Interrupted, Message, Opaque, Reply, Request, Text, Tool,
-                               ToolCall, ToolResult, Usage)
+                               Interrupted, Message, Opaque, Reply, Request, Stop, Text,
+                               Tool, ToolCall, ToolResult, Usage)
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CONTEXT_TOKENS", "Batch", "BatchRequest", "BatchResult", "Batching", "Block",
            "CacheHint", "Interrupted", "Message", "NotFound", "Opaque", "Provider",
-           "ProviderError", "Reply", "Request", "Text", "TooLarge", "Tool", "ToolCall",
+           "ProviderError", "Reply", "Request", "Stop", "Text", "TooLarge", "Tool", "ToolCall",
            "ToolResult", "Usage", "add_usage", "make_provider", "models_for", "usage_dict",
            "zero_usage"]
 

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TYPE_CHECKING, TypeVar, cast
 
 from agent.llm.base import NotFound, Provider, ProviderError, usage_dict, with_fallbacks
-from agent.llm.records import (END, MAX_TOKENS, REFUSAL, TOOL_CALLS, Batch, BatchRequest,
-                               BatchResult, Block, CacheHint, Interrupted, Message, Opaque,
-                               Reply, Request, Text, Tool, ToolCall, ToolResult, Usage)
+from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Batch,
+                               BatchRequest, BatchResult, Block, CacheHint, Interrupted,
+                               Message, Opaque, Reply, Request, Stop, Text, Tool, ToolCall,
+                               ToolResult, Usage)
 from agent.llm.spec import NoApiKey, ProviderSpec, specs
 
 __all__ = ["AnthropicProvider", "NoApiKey", "check_key", "make_client", "params_of",
@@ -182,10 +183,14 @@ def wire(obj: Any) -> Any:
     return obj
 
 
-def params_of(request: Request, model: str | None = None) -> dict[str, Any]:
-    """The Messages API parameters of a request (`model` first when given)."""
+def params_of(request: Request, model: str | None = None,
+              sampling: dict[str, float] | None = None) -> dict[str, Any]:
+    """The Messages API parameters of a request (`model` first when given), with the
+    provider's sampling options (agent.toml checks an Anthropic table sets only
+    temperature, top_p and top_k, which the API takes)."""
     out: dict[str, Any] = {"model": model} if model is not None else {}
     out["max_tokens"] = request.max_tokens
+    out.update({k: v for k, v in (sampling or {}).items() if v is not None})
     if request.system:
         out["system"] = (request.system if isinstance(request.system, str) else
                          [wire_block(t) for t in request.system])
@@ -283,7 +288,7 @@ class AnthropicProvider(Provider):
 
     def stream(self, models: str | Sequence[str], request: Request, *,
                on_text: Callable[[str], None] | None = None) -> Reply:
-        params = params_of(request)
+        params = params_of(request, sampling=self.spec.sampling)
         client = self.client
 
         def one(model: str) -> Reply:
@@ -296,19 +301,22 @@ class AnthropicProvider(Provider):
                                 heard.append(event.text)
                                 if on_text is not None:
                                     on_text(event.text)
-                    except KeyboardInterrupt as e:
+                    except (Stop, KeyboardInterrupt) as e:
                         # What the stream reported so far (its input tokens at the start).
                         snapshot: Any = getattr(stream, "current_message_snapshot", None)
                         usage = getattr(snapshot, "usage", None)
-                        raise Interrupted("".join(heard),
-                                          _usage(usage) if usage is not None else None) from e
+                        so_far = _usage(usage) if usage is not None else None
+                        if isinstance(e, Stop):
+                            return Reply([Text("".join(heard))] if heard else [],
+                                         so_far or Usage(), model, STOPPED)
+                        raise Interrupted("".join(heard), so_far) from e
                     return _message(stream.get_final_message(), model)
             return self._call(go)
         return with_fallbacks(models, one)
 
     def create(self, models: str | Sequence[str], request: Request, *,
                parse: Any = None) -> Reply:
-        params = params_of(request)
+        params = params_of(request, sampling=self.spec.sampling)
         client = self.client
         return with_fallbacks(models, lambda model: self._call(
             lambda: _message(client.messages.create(model=model, **params), model)))
@@ -326,7 +334,8 @@ class AnthropicProvider(Provider):
     # -- Batching
 
     def batch_create(self, requests: list[BatchRequest]) -> Batch:
-        wire_requests = [{"custom_id": r.custom_id, "params": params_of(r.request, r.model)}
+        wire_requests = [{"custom_id": r.custom_id, "params": params_of(r.request, r.model,
+                                                                  self.spec.sampling)}
                          for r in requests]
         client = self.client
         return _batch(self._call(lambda: client.messages.batches.create(

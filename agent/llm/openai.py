@@ -9,6 +9,9 @@ another:
     Text / ToolCall blocks        <->  assistant content / tool_calls
     ToolResult blocks             <->  "tool" messages (before the user's own text)
     Request.schema                ->   response_format json_schema, else JSON mode
+    Request.tool_choice (a name)  ->   "required" over that tool alone, and (but on
+                                       OpenAI's own API) its arguments' schema as the
+                                       response format: a reply of that JSON is the call
 
 SDK objects and errors never leave this module.
 """
@@ -18,14 +21,15 @@ from __future__ import annotations
 import json
 import re
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from agent.llm.base import NotFound, Provider, ProviderError
-from agent.llm.records import (END, MAX_TOKENS, REFUSAL, TOOL_CALLS, Block, Interrupted,
-                               Opaque, Reply, Request, Text, ToolCall, ToolResult,
-                               Usage)
+from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Block,
+                               Interrupted, Opaque, Reply, Request, Stop, Text, Tool,
+                               ToolCall, ToolResult, Usage)
 from agent.llm.spec import ProviderSpec
 from agent.fs import boundedjson
 
@@ -130,17 +134,40 @@ def messages_of(request: Request) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_choice(choice: str) -> Any:
-    if choice in ("required", "none"):
-        return choice
-    return {"type": "function", "function": {"name": choice}}
+def _tool_choice(choice: str) -> str:
+    # A named tool goes as "required" over a list of that tool alone (request_of): the
+    # compatible servers know only the strings, and llama-server reads the object form
+    # as "auto" (with a warning in its log), so the model could answer without the call.
+    return choice if choice == "none" else "required"
+
+
+def _openais_own(spec: ProviderSpec) -> bool:
+    return (urlsplit(spec.url).hostname or "") == "api.openai.com"
 
 
 def _max_tokens_field(spec: ProviderSpec) -> str:
     """OpenAI's own API wants max_completion_tokens for its newer models; the compatible
     servers know max_tokens."""
-    host = urlsplit(spec.url).hostname or ""
-    return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+    return "max_completion_tokens" if _openais_own(spec) else "max_tokens"
+
+
+def forced_tool(request: Request, spec: ProviderSpec) -> Tool | None:
+    """The tool a request makes the model call, when this server is also asked for the
+    call's arguments as structured output: llama-server's "required" lets the model
+    write prose first and call the tool only after it (a grammar of any text, then the
+    call), and a small model writes prose until max_tokens; the arguments' JSON schema
+    as the response format leaves it no word but the call's (json_schema servers only;
+    OpenAI's own API keeps a forced call to the call)."""
+    choice = request.tool_choice
+    if choice in (None, "required", "none") or request.schema is not None or _openais_own(spec):
+        return None
+    return next((t for t in request.tools if t.name == choice), None)
+
+
+# The provider's sampling options (ProviderSpec.sampling): OpenAI's own, as fields;
+# llama.cpp's server, vLLM and LM Studio's further ones, in the body beside them.
+_SAMPLING = ("temperature", "top_p", "frequency_penalty", "presence_penalty")
+_SAMPLING_EXTRA = ("top_k", "min_p", "repeat_penalty")
 
 
 def request_of(model: str, request: Request, spec: ProviderSpec, structured: str) -> dict[str, Any]:
@@ -149,14 +176,25 @@ def request_of(model: str, request: Request, spec: ProviderSpec, structured: str
     req: dict[str, Any] = {"model": model, "messages": messages_of(request)}
     if request.max_tokens:
         req[_max_tokens_field(spec)] = request.max_tokens
-    tools = [{"type": "function", "function": {
+    choice = request.tool_choice
+    tools: list[dict[str, Any]] = [{"type": "function", "function": {
         "name": t.name, "description": t.description,
         "parameters": t.schema or {"type": "object", "properties": {}}}}
-        for t in request.tools]
+        for t in request.tools
+        if choice in (None, "required", "none") or t.name == choice]
     if tools:
         req["tools"] = tools
-        if request.tool_choice:
-            req["tool_choice"] = _tool_choice(request.tool_choice)
+        if choice:
+            req["tool_choice"] = _tool_choice(choice)
+    sampling = spec.sampling
+    req.update({k: sampling[k] for k in _SAMPLING if sampling.get(k) is not None})
+    extra = {k: sampling[k] for k in _SAMPLING_EXTRA if sampling.get(k) is not None}
+    if extra:
+        req["extra_body"] = extra
+    forced = forced_tool(request, spec)
+    if forced is not None and structured == "json_schema":
+        req["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": forced.name, "schema": forced.schema or {"type": "object"}}}
     schema = request.schema
     if schema is not None:
         if structured == "json_schema":
@@ -208,6 +246,21 @@ def _blocks(text: str, calls: Sequence[tuple[str | None, str, str]]) -> list[Blo
     return blocks
 
 
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
+
+def as_call(reply: Reply, tool: Tool) -> Reply:
+    """A forced call's reply (forced_tool): the server's own tool call when it made one,
+    else its text, the arguments' JSON (llama-server may fence it), as the call."""
+    if reply.tool_calls:
+        return reply
+    text = reply.text
+    fenced = _FENCE.match(text)
+    call = _tool_call(0, f"call_{uuid.uuid4().hex[:24]}", tool.name,
+                      fenced.group(1) if fenced else text)
+    return Reply([call], reply.usage, reply.model, TOOL_CALLS)
+
+
 def message_of(completion: Any, model: str) -> Reply:
     choice = completion.choices[0] if completion.choices else None
     msg = getattr(choice, "message", None)
@@ -252,6 +305,11 @@ class _Streamed:
         calls = [(c[0], c[1], c[2]) for c in (self.calls[i] for i in sorted(self.calls))]
         stop = TOOL_CALLS if calls else _STOP.get(self.finish or "", END)
         return Reply(_blocks("".join(self.text), calls), usage_of(self.usage), model, stop)
+
+    def stopped(self, model: str) -> Reply:
+        """What had arrived when the caller stopped the stream (a tool call half written
+        is no call)."""
+        return Reply(_blocks("".join(self.text), []), usage_of(self.usage), model, STOPPED)
 
 
 # ---- errors ---------------------------------------------------------------------------
@@ -351,7 +409,7 @@ class OpenAIProvider(Provider):
     def _send(self, model: str, request: Request, go: Callable[[dict[str, Any]], Reply]) -> Reply:
         """go(arguments), stepping down from json_schema to JSON mode to a prompt when
         the server refuses a way of structured output (remembered for the next call)."""
-        wanted = request.schema is not None
+        wanted = request.schema is not None or forced_tool(request, self.spec) is not None
         ways = ("json_schema", "json_object", "prompt")
         start = ways.index(self._structured.get(model, self.spec.structured))
         for way in ways[start:] if wanted else ways[:1]:
@@ -365,8 +423,16 @@ class OpenAIProvider(Provider):
 
     def stream(self, models: str | Sequence[str], request: Request, *,
                on_text: Callable[[str], None] | None = None) -> Reply:
-        client = self.client
         model = models if isinstance(models, str) else models[0]
+        forced = forced_tool(request, self.spec)
+        if forced is not None:
+            # A call's arguments are not the reply's text: nothing to show as they come.
+            return as_call(self._stream(model, request, None), forced)
+        return self._stream(model, request, on_text)
+
+    def _stream(self, model: str, request: Request,
+                on_text: Callable[[str], None] | None) -> Reply:
+        client = self.client
 
         def go(req: dict[str, Any]) -> Reply:
             def run() -> Reply:
@@ -376,6 +442,8 @@ class OpenAIProvider(Provider):
                 try:
                     for chunk in stream:
                         got.take(chunk, on_text)
+                except Stop:
+                    return got.stopped(model)
                 except KeyboardInterrupt as e:
                     raise Interrupted("".join(got.text), usage_of(got.usage)) from e
                 finally:
@@ -388,8 +456,10 @@ class OpenAIProvider(Provider):
                parse: Any = None) -> Reply:
         client = self.client
         model = models if isinstance(models, str) else models[0]
-        return self._send(model, request, lambda req: self._call(
+        reply = self._send(model, request, lambda req: self._call(
             lambda: message_of(client.chat.completions.create(**req), model)))
+        forced = forced_tool(request, self.spec)
+        return reply if forced is None else as_call(reply, forced)
 
     def count_tokens(self, model: str, request: Request) -> int:
         from agent.llm.size import estimate_request

@@ -28,6 +28,7 @@ END = "end"                    # the model finished
 TOOL_CALLS = "tool_calls"      # it asks for tools
 MAX_TOKENS = "max_tokens"      # cut at the request's max_tokens
 REFUSAL = "refusal"            # it declined to answer
+STOPPED = "stopped"            # the caller ended the stream (on_text raised Stop)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,19 @@ class Reply:
     @property
     def tool_calls(self) -> list[ToolCall]:
         return [b for b in self.content if isinstance(b, ToolCall)]
+
+
+class Stop(Exception):
+    """Raised by a stream's `on_text` to end the reply where it stands, for a reason of
+    the caller's (a bound of its turn: the reply repeats itself, the time is up). The
+    provider closes the stream (a local server stops writing) and returns what had
+    arrived as a `Reply` whose stop_reason is STOPPED: its text, without a tool call cut
+    in half, and the tokens counted so far. `why` is the reason in the caller's words."""
+
+    def __init__(self, why: str, line: str = "") -> None:
+        super().__init__(line or why)
+        self.why = why
+        self.line = line
 
 
 class Interrupted(KeyboardInterrupt):

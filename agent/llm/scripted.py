@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.llm.base import NotFound, Provider, ProviderError, with_fallbacks
-from agent.llm.records import (END, TOOL_CALLS, Batch, BatchRequest, BatchResult, Block,
-                               Reply, Request, Text, ToolCall, Usage)
+from agent.llm.records import (END, STOPPED, TOOL_CALLS, Batch, BatchRequest, BatchResult,
+                               Block, Reply, Request, Stop, Text, ToolCall, Usage)
 from agent.llm.size import check_request, estimate_request
 
 
@@ -133,10 +133,16 @@ class ScriptedProvider(Provider):
 
         def one(model: str) -> Reply:
             msg = self._answer(Call("stream", model, request, on_text=on_text))
+            heard: list[str] = []
             if on_text is not None:
-                for b in msg.content:
-                    if isinstance(b, Text) and b.text:
-                        on_text(b.text)
+                try:
+                    for b in msg.content:
+                        if isinstance(b, Text) and b.text:
+                            on_text(b.text)
+                            heard.append(b.text)
+                except Stop:
+                    return Reply([Text("".join(heard))] if heard else [], msg.usage,
+                                 msg.model, STOPPED)
             return msg
         return with_fallbacks(models, one)
 

@@ -43,6 +43,9 @@ class ProviderSpec:
     context_window: int = ANTHROPIC_WINDOW
     context_windows: dict[str, int] = field(default_factory=dict)
     structured: str = "json_schema"
+    # Sampling options every request carries unless it sets its own (agent.config.providers
+    # SAMPLING): a repeat or frequency penalty keeps a small local model from running away.
+    sampling: dict[str, float] = field(default_factory=dict)
 
     def key(self) -> str | None:
         """The key from the environment (None when the provider needs none); NoApiKey
@@ -106,9 +109,12 @@ def spec_of(name: str, table: dict[str, Any] | None) -> ProviderSpec:
     window = table.get("context_window") or (base.context_window if base else
                                              ANTHROPIC_WINDOW if api == "anthropic" else
                                              LOCAL_WINDOW)
+    from agent.config.providers import SAMPLING
+
     return ProviderSpec(name, api, table.get("base_url"), key_env, window,
                         dict(table.get("context_windows") or {}),
-                        "json_schema" if table.get("json_schema", True) else "json_object")
+                        "json_schema" if table.get("json_schema", True) else "json_object",
+                        {k: table[k] for k in SAMPLING if table.get(k) is not None})
 
 
 def specs(settings: Settings | None) -> dict[str, ProviderSpec]:

@@ -106,23 +106,29 @@ def _wanted(settings: Settings) -> list[str]:
 
 def _api(settings: Settings | None) -> list[Check]:
     """Each provider a configured model names: its key, whether it answers, and whether
-    it lists the models (Anthropic's own checks keep their names, "API key" and
-    "models"). A provider whose key this machine has not said may go where it answers
-    is named so, and not called (the call would send the key)."""
+    it serves the models (Anthropic's own checks keep their names, "API key" and
+    "models"). A provider that only a fallback names is a warning when its key is not
+    set: a local set-up need not carry a vendor's key for a fallback it may never use.
+    A provider whose key this machine has not said may go where it answers is named so,
+    and not called (the call would send the key)."""
     from agent.llm.spec import split
 
     by_provider: dict[str, list[str]] = {}
+    needed: set[str] = set()             # providers of the chat or the dream model
     for m in _wanted(settings) if settings is not None else []:
         name, bare = split(m)
         by_provider.setdefault(name, []).append(bare)
+        if settings is not None and m in (settings.model, settings.dream_model):
+            needed.add(name)
     out = [] if settings is None else _keys(settings)
     blocked = {c.name.removeprefix("key of ") for c in out}
     anthropic = by_provider.pop("anthropic", None)
     if "anthropic" not in blocked:
-        out += _anthropic(settings, anthropic)
+        out += _anthropic(settings, anthropic,
+                          fallback_only=anthropic is not None and "anthropic" not in needed)
     for name, models in by_provider.items():
         if name not in blocked:
-            out.append(_provider(settings, name, models))
+            out.append(_provider(settings, name, models, fallback_only=name not in needed))
     return out
 
 
@@ -144,13 +150,24 @@ def _keys(settings: Settings) -> list[Check]:
     return out
 
 
-def _anthropic(settings: Settings | None, models: list[str] | None) -> list[Check]:
+def _fallback_without_key(variable: str, models: list[str], name: str) -> Check:
+    which = ", ".join(models)
+    return Check(name, "warn", f"{variable} is not set: the fallback {which} cannot answer "
+                 f"(chat and the dream do not need it)",
+                 f"export {variable}=... to fall back to it, or agent config set "
+                 f"model.fallbacks \"\" to have no fallback")
+
+
+def _anthropic(settings: Settings | None, models: list[str] | None, *,
+               fallback_only: bool = False) -> list[Check]:
     """The key present and accepted (one authenticated call listing the models), and
     the models of agent.toml known to the API."""
     if settings is not None and models is None:
         return []           # no model of agent.toml is Anthropic's: no key needed
     key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
     if not key:
+        if fallback_only:
+            return [_fallback_without_key("ANTHROPIC_API_KEY", models or [], "API key")]
         return [Check("API key", "fail", "ANTHROPIC_API_KEY is not set",
                       "export ANTHROPIC_API_KEY=sk-ant-... (from console.anthropic.com)")]
     from agent.llm import ProviderError, make_provider
@@ -187,39 +204,44 @@ def _anthropic(settings: Settings | None, models: list[str] | None) -> list[Chec
     return out
 
 
-def _provider(settings: Settings | None, name: str, models: list[str]) -> Check:
+def _provider(settings: Settings | None, name: str, models: list[str], *,
+              fallback_only: bool = False) -> Check:
     """One provider of `[providers.NAME]` (or the built-in openai): its key where it
-    needs one, reachable, and every model of agent.toml in its /v1/models."""
-    from agent.llm import ProviderError, make_provider
-    from agent.llm.spec import NoApiKey
+    needs one, reachable, and every model of agent.toml served (agent.ops.models: listed
+    by its /v1/models under its name, a file or a tag, or answered by a local server
+    that takes any name)."""
+    from agent.llm import make_provider
+    from agent.ops.models import listing, served
 
     what = f"provider {name}"
     router = make_provider(settings, max_retries=0, timeout=15, lazy=True)
     spec = router.specs[name]
-    try:
-        spec.key()
-        known = set(router.backend(name).list_models())
-    except NoApiKey:
+    found = listing(router, name)
+    if found.no_key:
+        if fallback_only:
+            return _fallback_without_key(f"${spec.key_env}", models, what)
         return Check(what, "fail", f"${spec.key_env} is not set",
                      f"export {spec.key_env}=... (the key of {spec.url})")
-    except ProviderError as e:
-        if e.status in (401, 403):
-            return Check(what, "fail", f"{spec.url} refused the key (HTTP {e.status})",
+    if found.problem is not None:
+        if found.status in (401, 403):
+            return Check(what, "fail", f"{spec.url} refused the key (HTTP {found.status})",
                          f"check ${spec.key_env}" if spec.key_env else
                          f"agent config set providers.{name}.key_env NAME_OF_ITS_KEY_VARIABLE")
-        if e.status is None:
-            fix = ("start the server (for Ollama: ollama serve)" if spec.local else
-                   "check the network") + f", or agent config set providers.{name}.base_url URL"
-            return Check(what, "fail", f"cannot reach {spec.url}: {e.detail or e}", fix)
-        return Check(what, "fail", f"{spec.url} answered HTTP {e.status} to /models",
+        if found.status is None:
+            fix = ("start the server (ollama serve, llama-server -m FILE, ...)" if spec.local
+                   else "check the network") + f", or agent config set providers.{name}.base_url URL"
+            return Check(what, "fail", f"cannot reach {spec.url}: {found.problem}", fix)
+        return Check(what, "fail", f"{spec.url} answered HTTP {found.status} to /models",
                      f"check providers.{name}.base_url (it ends in /v1 for most servers)")
-    missing = [m for m in models if m not in known]
+    how = {m: served(router, found, m) for m in models}
+    missing = [m for m in models if how[m].how == "missing"]
     if missing:
         fix = (f"ollama pull {missing[0]} (or the server's own way to load it)" if spec.local
                else f"agent config set model.name {name}/NAME with a model it lists")
         return Check(what, "fail", f"{spec.url} does not list {', '.join(missing)}", fix)
     key = f"key from ${spec.key_env}" if spec.key_env else "no key needed"
-    return Check(what, "ok", f"{spec.url} answers, lists {', '.join(models)} ({key})")
+    said = "; ".join(how[m].describe(m, found.ids) for m in models)
+    return Check(what, "ok", f"{spec.url} answers, {said} ({key})")
 
 
 def _index(vault: Vault) -> Check:

@@ -1,0 +1,180 @@
+"""The agent against a model server nobody here wrote: llama.cpp's llama-server serving
+SmolLM2-135M-Instruct (tests/realmodel.py; scripts/llama_server.py builds both). A model
+this small answers badly, so these tests assert the wiring, not the wisdom: the reply
+streamed in deltas and saved with the server's usage figures, summaries and dream replies through `response_format` json_schema
+(which llama.cpp turns into a grammar), a fallback when the server dies mid-reply, and
+doctor and `agent models` reading the server's own listing, and an ask to remember
+kept in the vault by a forced `remember` call (llama-server's "required" alone lets the
+model write prose first, so the call's arguments are asked for through the schema
+grammar: agent/llm/openai.py forced_tool)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from agent.config import load_settings
+from agent.llm import make_provider
+from agent.llm.records import END, MAX_TOKENS, Message, Request
+from agent.stores import sessions
+from agent.vault.change import read_tokens
+from conftest import subjects, wait_for
+from fakeopenai import reply
+from realmodel import ALIAS, LlamaServer, paths, use_llama
+
+pytestmark = pytest.mark.real_model
+
+
+def trailers(vault, rev="HEAD") -> dict:
+    out = vault.git("log", "-1", "--format=%(trailers:only,unfold)", rev)
+    return dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+
+
+def lines_of(vault, key="cli/default") -> list[dict]:
+    return sessions.Session(vault.root, key).lines()
+
+
+def test_a_reply_streams_in_deltas_and_ends_with_the_servers_usage(llama, vault):
+    use_llama(vault, llama)
+    provider = make_provider(load_settings(vault.root))
+    chunks: list[str] = []
+    msg = provider.stream(f"local/{ALIAS}", Request(
+        [Message("user", "Count from one to twenty.")], max_tokens=24), on_text=chunks.append)
+    assert len(chunks) > 1 and "".join(chunks) == msg.text
+    assert msg.model == f"local/{ALIAS}"
+    assert msg.usage.input_tokens > 0 and 0 < msg.usage.output_tokens <= 24
+    assert msg.stop_reason in (END, MAX_TOKENS)
+
+
+def test_an_ask_to_remember_reaches_the_vault_as_a_commit(llama, vault, run):
+    # Greedy sampling, so the model's few words are the same on every run; what it keeps
+    # is its own affair (a 135M model may garble it), that it is kept is the agent's.
+    use_llama(vault, llama, extra="max_tokens = 200\n", provider="temperature = 0.0\n")
+    r = run("chat", "-m", "Remember that my boat is called Wren.")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0] == "chat(cli/default): Remember that my boat is called Wren."
+    lines = lines_of(vault)
+    calls = [b for x in lines if x["role"] == "assistant" and isinstance(x["content"], list)
+             for b in x["content"] if b.get("type") == "tool_use"]
+    assert calls and calls[0]["name"] == "remember", lines
+    results = [b for x in lines if isinstance(x["content"], list) for b in x["content"]
+               if b.get("type") == "tool_result"]
+    assert results and not results[0].get("is_error"), results
+    kept = calls[0]["input"]["text"].strip()
+    changed = vault.git("show", "--name-only", "--format=", "HEAD").split()
+    memory_files = [f for f in changed if f in ("MEMORY.md", "USER.md")
+                    or f.startswith("memory/")]
+    assert memory_files, changed
+    assert " ".join(kept.split())[:30] in (vault.root / memory_files[0]).read_text()
+
+
+def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
+    use_llama(vault, llama, extra="max_tokens = 40\n")
+    r = run("chat", "-m", "Say hello.")
+    assert r.exit_code == 0, r.output
+    answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
+    assert isinstance(answer["content"], str) and answer["content"].strip()
+    assert answer["content"].strip()[:20] in r.output
+    t = trailers(vault)
+    assert t["Model"] == f"local/{ALIAS}"
+    used = read_tokens(t["Tokens"])[""]
+    assert used["input_tokens"] > 300             # the system prompt and the tools
+    assert 0 < used["output_tokens"] <= 40
+
+
+def test_compaction_and_the_dream_answer_through_the_schema_grammar(llama, vault, run):
+    # Replies kept short: a 135M model's JSON is valid (the grammar sees to it) but it
+    # may go on adding items; dream.max_tokens bounds it, as it would a runaway.
+    use_llama(vault, llama, extra="max_tokens = 40\n", provider="temperature = 0.0\n")
+    path = vault.root / "agent.toml"
+    path.write_text(path.read_text().replace("[dream]\n", "[dream]\nconcurrency = 1\n"
+                                             "max_tokens = 1500\nreview = \"off\"\n", 1)
+                    .replace('review = "changes"\n', ""))
+    for said in ("My sister Ana lives in Porto.", "I am learning to sail."):
+        assert run("chat", "-m", said).exit_code == 0
+    r = run("archive")
+    assert r.exit_code == 0, r.output
+    entries = sorted((vault.root / "archive").rglob("*.md"))
+    assert len(entries) == 1, r.output
+    head = entries[0].read_text().split("---\n")[1]
+    assert "topic:" in head and "importance:" in head
+    r = run("dream")
+    assert r.exit_code == 0, r.output
+    assert subjects(vault)[0].startswith("dream:"), r.output
+    assert (vault.root / ".dream_cursor").read_text().strip()
+    t = trailers(vault)
+    used = read_tokens(t["Tokens"])
+    assert used["analyst"]["output_tokens"] > 0 and used["editor"]["output_tokens"] >= 0
+
+
+def test_a_server_killed_mid_reply_falls_back_to_the_next_model(own_llama, fake_openai, vault):
+    use_llama(vault, own_llama, fallbacks=("standin/qwen3:8b",),
+              tables=(("standin", fake_openai.url),), extra="max_tokens = 2000\n")
+    fake_openai.add(reply("The stand-in answers."))
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat",
+                             "-m", "Write a very long story about a boat."],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        def writing() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{own_llama.port}/slots",
+                                        timeout=5) as r:
+                return any(s.get("is_processing") and s.get("next_token", [{}])[0]
+                           .get("n_decoded", 0) > 0 for s in json.load(r))
+        wait_for(writing, "llama-server to be writing the reply", limit=120)
+        own_llama.kill()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert "The stand-in answers." in out
+    assert f"local/{ALIAS} did not answer (agent doctor says why); standin/qwen3:8b" in err
+    assert trailers(vault)["Model"] == "standin/qwen3:8b"
+    answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
+    assert answer["content"] == "The stand-in answers."
+
+
+def test_doctor_and_models_read_the_servers_own_listing(llama, vault, run, tmp_path):
+    use_llama(vault, llama)
+    r = run("doctor")
+    line = next(x for x in r.output.splitlines() if "provider local" in x)
+    assert line.startswith("ok") and f"lists {ALIAS}" in line, r.output
+    r = run("models", "--served")
+    assert r.exit_code == 0 and f"local at {llama.url} lists: {ALIAS}" in r.output
+    # Started without an alias, llama-server lists the file it loaded; and it answers a
+    # request under any name.
+    bare = LlamaServer.start(tmp_path / "bare", alias=None)
+    try:
+        fresh = vault.root / "agent.toml"
+        model_file = paths()[1]
+        fresh.write_text(fresh.read_text().replace(llama.url, bare.url).replace(
+            f'name = "local/{ALIAS}"', f'name = "local/{model_file.stem}"\n'
+                                       f'dream = "local/my-own-name"'))
+        r = run("doctor")
+        line = next(x for x in r.output.splitlines() if "provider local" in x)
+        assert line.startswith("ok"), r.output
+        assert f"serves {model_file.stem} as " in line and "answers for my-own-name" in line
+    finally:
+        bare.stop()
+
+
+def test_a_runaway_reply_is_cut_and_the_server_stops_writing(llama, vault, run):
+    # A long answer from a model that writes until max_tokens: the turn's time limit (or
+    # the repeat detector, whichever comes first with this model) cuts it.
+    use_llama(vault, llama, extra="max_tokens = 4000\n")
+    assert run("config", "set", "chat.turn_timeout", "3").exit_code == 0
+    r = run("chat", "-m", "Write the word boat one thousand times.")
+    assert r.exit_code == 0, r.output
+    answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
+    assert answer.get("cut") in ("time", "repeating"), answer
+    assert trailers(vault)["Cut"] == answer["cut"] and "Cut: the " in r.output
+
+    def idle() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{llama.port}/slots", timeout=5) as s:
+            return not any(slot.get("is_processing") for slot in json.load(s))
+    wait_for(idle, "llama-server to stop writing the reply it was cut from")
