@@ -82,33 +82,10 @@ def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
     t = trailers(vault)
     assert t["Model"] == f"local/{ALIAS}"
     used = read_tokens(t["Tokens"])[""]
-    assert used["input_tokens"] > 300             # the system prompt and the tools
+    # The system prompt and the tools: llama-server keeps the prompt of the previous
+    # request, and the part it reused is reported as read from its cache.
+    assert used["input_tokens"] + used.get("cache_read_input_tokens", 0) > 300
     assert 0 < used["output_tokens"] <= 40
-
-
-def test_compaction_and_the_dream_answer_through_the_schema_grammar(llama, vault, run):
-    # Replies kept short: a 135M model's JSON is valid (the grammar sees to it) but it
-    # may go on adding items; dream.max_tokens bounds it, as it would a runaway.
-    use_llama(vault, llama, extra="max_tokens = 40\n", provider="temperature = 0.0\n")
-    path = vault.root / "agent.toml"
-    path.write_text(path.read_text().replace("[dream]\n", "[dream]\nconcurrency = 1\n"
-                                             "max_tokens = 1500\nreview = \"off\"\n", 1)
-                    .replace('review = "changes"\n', ""))
-    for said in ("My sister Ana lives in Porto.", "I am learning to sail."):
-        assert run("chat", "-m", said).exit_code == 0
-    r = run("archive")
-    assert r.exit_code == 0, r.output
-    entries = sorted((vault.root / "archive").rglob("*.md"))
-    assert len(entries) == 1, r.output
-    head = entries[0].read_text().split("---\n")[1]
-    assert "topic:" in head and "importance:" in head
-    r = run("dream")
-    assert r.exit_code == 0, r.output
-    assert subjects(vault)[0].startswith("dream:"), r.output
-    assert (vault.root / ".dream_cursor").read_text().strip()
-    t = trailers(vault)
-    used = read_tokens(t["Tokens"])
-    assert used["analyst"]["output_tokens"] > 0 and used["editor"]["output_tokens"] >= 0
 
 
 def test_a_server_killed_mid_reply_falls_back_to_the_next_model(own_llama, fake_openai, vault):

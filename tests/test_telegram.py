@@ -121,7 +121,10 @@ def test_replies_to_one_chat_keep_its_order_while_other_chats_go_on(vault, tg, f
 
 def test_a_long_reply_is_split_at_the_limit_on_line_boundaries(vault, tg, fake_telegram,
                                                               fake_anthropic):
-    paragraphs = [f"Paragraph {i}: " + "word " * 150 for i in range(12)]   # ~9,000 chars
+    # ~9,000 chars of words that do not repeat (one word over and over is a runaway
+    # reply, which the turn cuts: agent/chat/bounds.py)
+    paragraphs = [f"Paragraph {i}: " + " ".join(f"w{i}x{j}" for j in range(110))
+                  for i in range(12)]
     fake_anthropic.add(reply("\n\n".join(p.strip() for p in paragraphs)))
     fake_telegram.message(ANA, "write a lot")
     fake_telegram.wait_for(lambda: fake_anthropic.calls(), what="the model call")
