@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -148,6 +150,71 @@ class LlamaServer:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+
+class KillMidReply:
+    """A TCP relay between the agent and `server` that kills the server (SIGKILL) the
+    moment the first word of a reply has passed through it, and cuts the connection
+    there. Watching the server's /slots for the same moment raced it: a quick machine
+    could finish a short reply between two looks, and the test then saw no death at all."""
+
+    FIRST_WORD = re.compile(rb'"content":"[^"]')
+
+    def __init__(self, server: LlamaServer) -> None:
+        self.server = server
+        self.killed = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.server.port), timeout=600)
+        except OSError:
+            client.close()          # the server is gone: as its port would, refuse
+            return
+        def up() -> None:
+            try:
+                while data := client.recv(65536):
+                    upstream.sendall(data)
+            except OSError:
+                pass
+        threading.Thread(target=up, daemon=True).start()
+        seen = b""
+        try:
+            while data := upstream.recv(65536):
+                seen = (seen + data)[-4096:]
+                if self.FIRST_WORD.search(seen):
+                    client.sendall(data)
+                    self.server.kill()
+                    self.killed.set()
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (client, upstream):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def close(self) -> None:
+        self._listener.close()
 
 
 def use_llama(vault, server: LlamaServer, *, model: str = ALIAS, extra: str = "",

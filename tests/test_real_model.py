@@ -24,7 +24,7 @@ from agent.stores import sessions
 from agent.vault.change import read_tokens
 from conftest import subjects, wait_for
 from fakeopenai import reply
-from realmodel import ALIAS, LlamaServer, paths, use_llama
+from realmodel import ALIAS, KillMidReply, LlamaServer, paths, use_llama
 
 pytestmark = pytest.mark.real_model
 
@@ -89,25 +89,20 @@ def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
 
 
 def test_a_server_killed_mid_reply_falls_back_to_the_next_model(own_llama, fake_openai, vault):
-    use_llama(vault, own_llama, fallbacks=("standin/qwen3:8b",),
+    relay = KillMidReply(own_llama)
+    use_llama(vault, relay, fallbacks=("standin/qwen3:8b",),
               tables=(("standin", fake_openai.url),), extra="max_tokens = 2000\n")
     fake_openai.add(reply("The stand-in answers."))
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat",
-                             "-m", "Write a very long story about a boat."],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
     try:
-        def writing() -> bool:
-            with urllib.request.urlopen(f"http://127.0.0.1:{own_llama.port}/slots",
-                                        timeout=5) as r:
-                return any(s.get("is_processing") and s.get("next_token", [{}])[0]
-                           .get("n_decoded", 0) > 0 for s in json.load(r))
-        wait_for(writing, "llama-server to be writing the reply", limit=120)
-        own_llama.kill()
-        out, err = proc.communicate(timeout=120)
+        proc = subprocess.run([sys.executable, "-m", "agent", "--vault", str(vault.root), "chat",
+                               "-m", "Write a very long story about a boat."],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=600)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        relay.close()
+    out, err = proc.stdout, proc.stderr
+    assert relay.killed.is_set(), out + err
+    assert own_llama.proc.poll() is not None
     assert proc.returncode == 0, out + err
     assert "The stand-in answers." in out
     assert f"local/{ALIAS} did not answer (agent doctor says why); standin/qwen3:8b" in err
