@@ -85,6 +85,14 @@ def arguments_model(fn: Callable[..., Any], name: str, *, skip: Sequence[str] = 
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A tool's input schema: `inlined_schema`, with `required` always present (an empty
+    list for a tool whose parameters all have defaults)."""
+    cleaned = inlined_schema(model)
+    cleaned.setdefault("required", [])
+    return cleaned
+
+
+def inlined_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema as the APIs take it: references inlined, no titles."""
     full = model.model_json_schema()
     defs = full.pop("$defs", {})
@@ -98,7 +106,6 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
             return [clean(v) for v in node]
         return node
     cleaned: dict[str, Any] = clean(full)
-    cleaned.setdefault("required", [])
     return cleaned
 
 

@@ -64,10 +64,6 @@ class DreamOutcome:
         return f"{self.first if self.first is not None else self.through}..{self.through}"
 
 
-def plural(n: int, word: str, words: str | None = None) -> str:
-    return f"{n} {word if n == 1 else words or word + 's'}"
-
-
 class RunContext:
     """One call of run_dream: its options, the vault's settings, and what the phases
     share (a cache of session files, the run's archive entries, the time waited)."""

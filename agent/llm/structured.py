@@ -11,22 +11,12 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Mapping
 
+from agent.schemas import inlined_schema
+
 
 def schema_of(model: Any) -> dict[str, Any]:
     """The model's JSON schema as the APIs take it: references inlined, no titles."""
-    full = model.model_json_schema()
-    defs = full.pop("$defs", {})
-
-    def clean(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return clean(defs[node["$ref"].rsplit("/", 1)[-1]])
-            return {k: clean(v) for k, v in node.items() if k != "title"}
-        if isinstance(node, list):
-            return [clean(v) for v in node]
-        return node
-    cleaned: dict[str, Any] = clean(full)
-    return cleaned
+    return inlined_schema(model)
 
 
 def where(loc: tuple[Any, ...]) -> str:

@@ -34,6 +34,8 @@ import sqlite3
 import threading
 from dataclasses import dataclass, replace
 
+from agent.fs.signature import signature
+
 BATCH = 64                    # documents per model call (and per commit while building)
 
 _TABLES = (
@@ -358,12 +360,12 @@ def _empty(epoch: str, dim: int, sig=None) -> _Matrix:
                    np.zeros((0, dim), np.float32), 0, 0, [], [], [])
 
 
-def _stat_sig(path: str):
+def _stat_sig(path: str) -> tuple[int, int, int] | None:
+    """The file's signature (agent.fs.signature); None too when it cannot be looked at."""
     try:
-        st = os.stat(path)
+        return signature(path)
     except OSError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix | None:
