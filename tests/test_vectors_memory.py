@@ -26,7 +26,7 @@ def test_a_scan_of_the_mapped_matrix_keeps_only_a_few_blocks_in_memory(tmp_path)
         f.write(b"\0" * matrix.HEADER)
         for _ in range(0, rows, 10_000):
             f.write(rng.standard_normal((10_000, dim)).astype("<f4").tobytes())
-    m = np.memmap(path, dtype="<f4", mode="r", offset=matrix.HEADER, shape=(rows, dim))
+    m = matrix._rows_of_file(str(path), matrix.HEADER, rows, dim)
     q = rng.standard_normal(dim).astype("<f4")
     before = resident_mb()
     scores = matrix._scan(m, q)

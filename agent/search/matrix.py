@@ -26,7 +26,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from agent.fs.signature import signature
 from agent.search.vectors import FORMAT, enabled, meta
@@ -106,25 +106,50 @@ BLOCK = 4096
 def _blocks(m, q, lo: int, hi: int):
     import numpy as np
     out = np.empty(hi - lo, np.float32)
-    mapped = getattr(m, "_mmap", None)      # numpy's own mmap of the file, if m is mapped
+    mapped = _mapping_of(m)
     for i in range(lo, hi, BLOCK):
         j = min(i + BLOCK, hi)
         out[i - lo:j - lo] = m[i:j] @ q
         if mapped is not None:
-            _let_go(m, mapped, i, j)
+            _let_go(m, *mapped, i, j)
     return out
 
 
-def _let_go(m, mapped, i: int, j: int) -> None:
+def _mapping_of(m) -> tuple[Any, int] | None:
+    """The file mapping `m`'s rows lie in (ours, made by _rows_of_file) and where in it they start;
+    None for a matrix in ordinary memory."""
+    import mmap
+
+    import numpy as np
+    base = m
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
+    if base is None:
+        return None
+    return base, m.ctypes.data - np.frombuffer(base, np.uint8, count=1).ctypes.data
+
+
+def _let_go(m, mapped, at: int, i: int, j: int) -> None:
     """Drop rows i..j of the mapped matrix from this process's memory (MADV_DONTNEED: a
     file mapped read-only is read again from the page cache if touched again)."""
     import mmap
     row = m.shape[1] * m.itemsize
-    skew = m.offset % mmap.ALLOCATIONGRANULARITY   # where numpy's mapping starts the matrix
-    start, end = skew + i * row, skew + j * row
+    start, end = at + i * row, at + j * row
     start -= start % mmap.PAGESIZE
     if hasattr(mapped, "madvise") and end > start:
         mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+
+def _rows_of_file(path: str, offset: int, n: int, dim: int):
+    """The file's n x dim float32 rows from `offset`, read through a mapping of our own
+    (numpy's memmap keeps its mapping in a private attribute, and the scan must reach it
+    to let pages go)."""
+    import mmap
+
+    import numpy as np
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(mapped, dtype=_F32, count=n * dim, offset=offset).reshape(n, dim)
 
 
 def _empty(epoch: str, dim: int, sig=None) -> _Matrix:
@@ -167,7 +192,7 @@ def _map(path: str, epoch: str | None, model: str | None, dim: int) -> _Matrix |
         else:
             seqs = np.fromfile(path, dtype="<i8", count=n, offset=HEADER)
             ids = np.fromfile(path, dtype="<i8", count=n, offset=HEADER + n * 8)
-            m = np.memmap(path, dtype=_F32, mode="r", offset=HEADER + n * 16, shape=(n, dim))
+            m = _rows_of_file(path, HEADER + n * 16, n, dim)
             out = _Matrix(sig, epoch, dim, seqs, ids, m, 0, 0, [], [], [])
         out.seq = out.file_seq = h["seq"]
         out.floor = h.get("floor", 0) if isinstance(h.get("floor", 0), int) else 0
