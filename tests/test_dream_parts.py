@@ -99,8 +99,8 @@ def test_both_phases_start_with_the_same_cached_bytes():
     # The schemas, and their bounds for a local server's grammar: as many findings as
     # the two entries may hold, as many edits as the one finding may take.
     assert plain(a.schema) == ANALYST_SCHEMA and plain(e.schema) == EDITOR_SCHEMA
-    assert a.schema["properties"]["findings"]["maxItems"] == 15
-    assert e.schema["properties"]["ops"]["maxItems"] == 7
+    assert a.schema["properties"]["findings"]["maxItems"] == 4 * 2 + 3
+    assert e.schema["properties"]["ops"]["maxItems"] == 1 + 3
 
 
 # ---- replies ----------------------------------------------------------------------------
@@ -134,6 +134,15 @@ def test_replies_are_checked_against_the_schema():
 def test_relative_dates_do_not_reach_the_editor():
     out = prompts.clean_findings([finding("a", date="next Friday"), finding("b", date="2026-12-03")])
     assert [f["date"] for f in out] == ["", "2026-12-03"]
+
+
+def test_a_finding_said_again_reaches_the_editor_once():
+    # A small model held to its list's bounds fills the list with the same finding.
+    said = [finding("Ana lives in Porto."), finding("Ana  lives in\nPorto."),
+            finding("Ana lives in Porto.", file="USER.md"), finding("Ana lives in Porto.")]
+    out = prompts.clean_findings(said)
+    assert [(f["file"], f["statement"]) for f in out] == [
+        ("MEMORY.md", "Ana lives in Porto."), ("USER.md", "Ana lives in Porto.")]
 
 
 # ---- the apply step ----------------------------------------------------------------------

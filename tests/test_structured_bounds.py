@@ -114,7 +114,7 @@ def test_a_dream_reply_that_runs_away_changes_nothing(fake_openai, vault, run):
         in r.output and "[providers.local]" in r.output
     # The analyst's request held its bounds: as many findings as its entries may hold.
     schema = fake_openai.calls()[0].body["response_format"]["json_schema"]["schema"]
-    assert schema["properties"]["findings"]["maxItems"] == 5 * 3 + 5
+    assert schema["properties"]["findings"]["maxItems"] == 4 * 3 + 3
     assert vault.head() == head and (vault.root / "MEMORY.md").read_text() == memory
     assert not (vault.root / ".dream_cursor").exists() or \
         not (vault.root / ".dream_cursor").read_text().strip()

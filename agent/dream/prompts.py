@@ -48,7 +48,7 @@ class Finding(_Strict):
     file: MemoryFile
     statement: str = Field(json_schema_extra=bound(400))
     evidence: list[Annotated[str, Field(json_schema_extra=bound(40))]] = \
-        Field(json_schema_extra={"maxItems": 10})
+        Field(json_schema_extra={"maxItems": 8})
     date: str = Field(json_schema_extra=bound(10))
 
 
@@ -75,12 +75,13 @@ class EditorReply(_Strict):
 ANALYST_SCHEMA = schema_of(AnalystReply)
 EDITOR_SCHEMA = schema_of(EditorReply)
 # How long a reply's list may be, by what the request holds: findings per archive entry
-# read, edits per finding (an update may take a line out and put one in) and per
-# conflict block to settle, and a few more.
-FINDINGS_PER_ENTRY = 5
-OPS_PER_FINDING = 2
-OPS_PER_CONFLICT = 6
-SPARE_ITEMS = 5
+# read (an entry is a summary of one conversation), an edit per finding (an update is
+# one op) and a few per conflict block to settle, and a few more. A model held to them
+# (a local server's grammar) that would write more is a model running away.
+FINDINGS_PER_ENTRY = 4
+OPS_PER_FINDING = 1
+OPS_PER_CONFLICT = 4
+SPARE_ITEMS = 3
 REPLIES: dict[str, type[BaseModel]] = {"analyst": AnalystReply, "editor": EditorReply}
 
 SYSTEM = """\
@@ -581,12 +582,18 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 def clean_findings(findings: list[dict]) -> list[dict]:
     """Findings with a date that is not an absolute YYYY-MM-DD emptied (the editor is
-    told dates are absolute; a "next week" would mislead it)."""
-    out = []
+    told dates are absolute; a "next week" would mislead it), and a finding said again
+    (the same kind, file and statement: a small model's list that repeats itself) kept
+    once, so the editor is neither sent it twice nor given room for twice its edits."""
+    out, seen = [], set()
     for f in findings:
         f = dict(f)
         if f.get("date") and not _DATE.match(f["date"]):
             f["date"] = ""
+        said = (f.get("kind"), f.get("file"), " ".join(str(f.get("statement", "")).split()))
+        if said in seen:
+            continue
+        seen.add(said)
         out.append(f)
     return out
 
