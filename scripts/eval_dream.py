@@ -29,7 +29,8 @@ proposed for review, skipped, refused by a guard, dropped).
     python scripts/eval_dream.py --locomo data/locomo10.json [--conversations 2] [--sessions 5]
     python scripts/eval_dream.py --scripted          # the built-in sample, no key needed
     python scripts/llama_server.py serve --port 18080 &
-    python scripts/eval_dream.py --model local/smollm2 --base-url http://127.0.0.1:18080/v1
+    python scripts/eval_dream.py --model local/smollm2 --base-url http://127.0.0.1:18080/v1 \
+        --sampling temperature=0 --sampling repeat_penalty=1.15
 """
 
 from __future__ import annotations
@@ -140,8 +141,10 @@ def build(vault: Vault, sample: dict, limit: int | None) -> list[int]:
 
 
 def configure(vault: Vault, model: str | None, base_url: str | None, review: str,
-              concurrency: int | None, max_tokens: int | None = None) -> None:
-    """agent.toml for the run: the dream's model (and its provider's table), its review."""
+              concurrency: int | None, max_tokens: int | None = None,
+              sampling: list[str] | None = None) -> None:
+    """agent.toml for the run: the dream's model (and its provider's table, with its
+    `sampling` options as KEY=VALUE), its review."""
     text = (vault.root / "agent.toml").read_text()
     text = text.replace('review = "changes"', f'review = "{review}"')
     if model:
@@ -154,6 +157,9 @@ def configure(vault: Vault, model: str | None, base_url: str | None, review: str
     if model and base_url:
         name = model.split("/", 1)[0]
         text += f'\n[providers.{name}]\napi = "openai"\nbase_url = "{base_url}"\nkey_env = ""\n'
+        for option in sampling or []:
+            key, _, value = option.partition("=")
+            text += f"{key.strip()} = {float(value)}\n"
     (vault.root / "agent.toml").write_text(text)
     vault.commit(Change("eval", f"dream with {model or 'the default model'}, review {review}"))
 
@@ -299,6 +305,9 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, help="[dream] concurrency (1 suits a laptop)")
     ap.add_argument("--max-tokens", type=int, help="[dream] max_tokens: a reply's budget "
                     "(a small model may write until it; default 16000)")
+    ap.add_argument("--sampling", action="append", metavar="KEY=VALUE",
+                    help="a sampling option of --base-url's provider table, as "
+                    "temperature=0 or repeat_penalty=1.15 (docs/providers.md); repeatable")
     ap.add_argument("--json", action="store_true", help="every fact's row as JSON")
     args = ap.parse_args()
     samples = json.loads(args.locomo.read_text()) if args.locomo else SAMPLE
@@ -324,7 +333,7 @@ def main() -> int:
                 vault, _ = Vault.init(Path(tmp) / "vault", LAYOUT)
                 build(vault, sample, args.sessions)
                 configure(vault, args.model if use_model else None, args.base_url,
-                          args.review, args.concurrency, args.max_tokens)
+                          args.review, args.concurrency, args.max_tokens, args.sampling)
                 settings = load_settings(vault.root)
                 provider = make_provider(settings, lazy=True, model=settings.dream_model)
                 name = split(settings.dream_model)[0]

@@ -107,6 +107,8 @@ class FakeOpenAI:
     api_key: when set, only `Authorization: Bearer <api_key>` is accepted (else 401).
     json_schema: False answers a request with response_format json_schema by a 400
         naming it, as servers without structured output do.
+    bounds: False answers a json_schema that holds maxLength or maxItems by a 400
+        naming the keyword, as OpenAI's strict mode does.
     default_reply: answers when the queue is empty (None: a 500 saying it ran out).
     any_model: True answers a request for any model, listed or not, as llama-server
         (one model, whatever name a request gives) does; False answers 404 to a model
@@ -117,6 +119,7 @@ class FakeOpenAI:
         self.models: list[str] = ["qwen3:8b", "llama3.2"]
         self.api_key: str | None = None
         self.json_schema = True
+        self.bounds = True
         self.any_model = False
         self.abandoned = 0
         self.default_reply: Reply | None = None
@@ -240,6 +243,13 @@ def _handler(fake: FakeOpenAI):
             if fmt == "json_schema" and not fake.json_schema:
                 self._send(400, {"error": {"message": "response_format json_schema is not "
                                                       "supported", "type": "invalid_request_error"}})
+                return
+            sent = json.dumps(body.get("response_format") or {})
+            word = next((w for w in ("maxLength", "maxItems") if f'"{w}"' in sent), None)
+            if fmt == "json_schema" and not fake.bounds and word:
+                self._send(400, {"error": {"message": f"Invalid schema for response_format "
+                                                      f"'reply': '{word}' is not permitted.",
+                                           "type": "invalid_request_error"}})
                 return
             if body.get("model") not in fake.models and not fake.any_model:
                 self._send(404, {"error": {"message": f"model \"{body.get('model')}\" not "

@@ -12,6 +12,7 @@ from agent.dream import prompts
 from agent.dream.cost import estimate, prices
 from agent.dream.edits import apply_ops
 from agent.llm.records import END, MAX_TOKENS, REFUSAL, CacheHint, Reply, Text
+from agent.llm.structured import plain
 from dreamkit import ANALYST_SCHEMA, EDITOR_SCHEMA, finding, op, write_entries
 
 
@@ -95,8 +96,11 @@ def test_both_phases_start_with_the_same_cached_bytes():
     assert "4\t- a\n" in memory
     assert "Today is 2026-11-20" in a.messages[0].blocks[1].text
     assert "budget of 200 lines and has 4 now" in e.messages[0].blocks[1].text
-    assert a.schema == ANALYST_SCHEMA
-    assert e.schema == EDITOR_SCHEMA
+    # The schemas, and their bounds for a local server's grammar: as many findings as
+    # the two entries may hold, as many edits as the one finding may take.
+    assert plain(a.schema) == ANALYST_SCHEMA and plain(e.schema) == EDITOR_SCHEMA
+    assert a.schema["properties"]["findings"]["maxItems"] == 4 * 2 + 3
+    assert e.schema["properties"]["ops"]["maxItems"] == 1 + 3
 
 
 # ---- replies ----------------------------------------------------------------------------
@@ -130,6 +134,15 @@ def test_replies_are_checked_against_the_schema():
 def test_relative_dates_do_not_reach_the_editor():
     out = prompts.clean_findings([finding("a", date="next Friday"), finding("b", date="2026-12-03")])
     assert [f["date"] for f in out] == ["", "2026-12-03"]
+
+
+def test_a_finding_said_again_reaches_the_editor_once():
+    # A small model held to its list's bounds fills the list with the same finding.
+    said = [finding("Ana lives in Porto."), finding("Ana  lives in\nPorto."),
+            finding("Ana lives in Porto.", file="USER.md"), finding("Ana lives in Porto.")]
+    out = prompts.clean_findings(said)
+    assert [(f["file"], f["statement"]) for f in out] == [
+        ("MEMORY.md", "Ana lives in Porto."), ("USER.md", "Ana lives in Porto.")]
 
 
 # ---- the apply step ----------------------------------------------------------------------

@@ -18,13 +18,8 @@ import time
 from collections.abc import Callable
 
 from agent.llm.records import Stop
+from agent.llm.repeats import MAX_UNIT, MIN_COPIES, MIN_SPAN, repeating
 
-# A reply's end counts as repeating when its last MIN_SPAN characters (and at least
-# MIN_COPIES copies of the unit) are one unit of at most MAX_UNIT characters over and
-# over, exactly: no prose, list or table does that, a runaway model does.
-MIN_SPAN = 600
-MIN_COPIES = 6
-MAX_UNIT = 300
 _EVERY = 64          # characters heard between two looks
 
 
@@ -34,19 +29,6 @@ class Cut(Stop):
 
     def __init__(self, why: str, line: str) -> None:
         super().__init__(why, line)
-
-
-def repeating(text: str) -> int | None:
-    """The length of the unit the end of `text` repeats over and over, or None."""
-    n = len(text)
-    for unit in range(1, MAX_UNIT + 1):
-        span = max(MIN_SPAN, unit * MIN_COPIES)
-        if span > n:
-            return None
-        tail = text[n - span:]
-        if tail[unit:] == tail[:-unit]:
-            return unit
-    return None
 
 
 class Watch:

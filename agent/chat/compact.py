@@ -43,8 +43,8 @@ from agent.chat.subjects import shorten
 from agent.config import load_settings
 from agent.errors import UserError
 from agent.llm import Provider, ProviderError, models_for
-from agent.llm.records import Message, Request, ToolCall, ToolResult
-from agent.llm.structured import schema_of
+from agent.llm.records import MAX_TOKENS, Message, Request, ToolCall, ToolResult
+from agent.llm.structured import bound, runaway, schema_of
 from agent.stores import archive, sessions
 from agent.stores import window
 from agent.vault.change import MODEL, SESSION, TOKENS, Change, tokens
@@ -61,13 +61,20 @@ CHUNK_TOKENS = 50_000          # the most tokens of conversation one summary req
 MESSAGE_TOKENS = 8_000         # of one message shown to the summariser (head and tail)
 TOOL_RESULT_CHARS = 600        # of each tool result shown to the summariser
 SUMMARY_MAX_TOKENS = 2000
+# What the schema lets a reply hold (agent.llm.structured: a local server's grammar ends
+# the string there, so a small model's summary cannot run on to SUMMARY_MAX_TOKENS; about
+# 250 words are asked for). Together well under SUMMARY_MAX_TOKENS tokens of JSON.
+TOPIC_CHARS = 100
+SUMMARY_CHARS = 1800
 
 class Summary(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    topic: str = Field(description="What the conversation was about, in at most 8 words.")
+    topic: str = Field(description="What the conversation was about, in at most 8 words.",
+                       json_schema_extra=bound(TOPIC_CHARS))
     summary: str = Field(description="What a reader needs later: facts, decisions, plans, "
-                                     "preferences, open questions, with absolute dates.")
+                                     "preferences, open questions, with absolute dates.",
+                         json_schema_extra=bound(SUMMARY_CHARS))
     importance: float = Field(description="0 to 1: 0.1 small talk, 0.5 useful context, "
                                           "0.9 lasting facts or decisions about the person.")
 
@@ -169,6 +176,11 @@ def summarise(provider: Provider, models: list[str], session: str, part: list[di
     try:
         data = boundedjson.loads(text)
     except ValueError:
+        if msg.stop_reason == MAX_TOKENS:
+            raise CompactError(f"Could not summarise {session}: the model's answer was cut "
+                               f"off at {max_tokens:,} tokens before its JSON ended; a "
+                               f"server that takes a response schema (json_schema) ends it "
+                               f"in time") from None
         raise CompactError(f"Could not summarise {session}: the model's answer was not "
                            f"JSON ({text[:80]!r})") from None
     topic = data.get("topic") if isinstance(data, dict) else None
@@ -178,6 +190,12 @@ def summarise(provider: Provider, models: list[str], session: str, part: list[di
             or not summary.strip():
         raise CompactError(f"Could not summarise {session}: the answer lacks a topic or "
                            f"a summary ({text[:80]!r})")
+    ran = runaway({"topic": topic, "summary": summary})
+    if ran:
+        table = msg.model.split("/", 1)[0] if "/" in (msg.model or "") else "NAME"
+        raise CompactError(f"Could not summarise {session}: the model's answer {ran[2:]}; "
+                           f"a repeat_penalty or frequency_penalty in [providers.{table}] "
+                           f"of agent.toml keeps a small local model from it")
     if not isinstance(importance, (int, float)) or isinstance(importance, bool):
         importance = 0.5
     importance = float(importance)

@@ -13,15 +13,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.config import Settings
 from agent.llm.records import (MAX_TOKENS, REFUSAL, CacheHint, Message, Reply, Request, Text,
                                ToolCall, ToolResult)
-from agent.llm.structured import said, schema_of
+from agent.llm.structured import bound, capped, runaway, said, schema_of
 from agent.stores import archive
 from agent.stores import sessions
 from agent.stores.merge import has_conflicts
@@ -32,7 +32,9 @@ from agent.fs import boundedjson
 CACHE = CacheHint(ttl="1h")
 SKIP_SESSIONS = ("heartbeat/", "dream/")   # their entries are not dream input
 
-# The response schemas are a contract with the model: keep them exactly.
+# The response schemas are a contract with the model: keep them exactly. Their bounds
+# (agent.llm.structured) let a local server's grammar end a small model's runaway string
+# or list; a reply from a model not held to them is taken as it is.
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -44,9 +46,10 @@ assert set(get_args(MemoryFile)) == set(MEMORY_FILES)
 class Finding(_Strict):
     kind: Literal["new", "update", "contradiction", "stale"]
     file: MemoryFile
-    statement: str
-    evidence: list[str]
-    date: str
+    statement: str = Field(json_schema_extra=bound(400))
+    evidence: list[Annotated[str, Field(json_schema_extra=bound(40))]] = \
+        Field(json_schema_extra={"maxItems": 8})
+    date: str = Field(json_schema_extra=bound(10))
 
 
 # The analyst's reply: what the archive entries say that memory should know. (A
@@ -58,10 +61,10 @@ class AnalystReply(_Strict):
 class Op(_Strict):
     op: Literal["add", "update", "delete"]
     file: MemoryFile
-    section: str
-    old: str
-    new: str
-    reason: str
+    section: str = Field(json_schema_extra=bound(120))
+    old: str = Field(json_schema_extra=bound(600))
+    new: str = Field(json_schema_extra=bound(600))
+    reason: str = Field(json_schema_extra=bound(300))
 
 
 # The editor's reply: the edits of the memory files.
@@ -71,6 +74,14 @@ class EditorReply(_Strict):
 
 ANALYST_SCHEMA = schema_of(AnalystReply)
 EDITOR_SCHEMA = schema_of(EditorReply)
+# How long a reply's list may be, by what the request holds: findings per archive entry
+# read (an entry is a summary of one conversation), an edit per finding (an update is
+# one op) and a few per conflict block to settle, and a few more. A model held to them
+# (a local server's grammar) that would write more is a model running away.
+FINDINGS_PER_ENTRY = 4
+OPS_PER_FINDING = 1
+OPS_PER_CONFLICT = 4
+SPARE_ITEMS = 3
 REPLIES: dict[str, type[BaseModel]] = {"analyst": AnalystReply, "editor": EditorReply}
 
 SYSTEM = """\
@@ -509,7 +520,8 @@ def analyst_request(memory: str, c: Chunk, today: str,
         tail += REJECTED.format(data="\n".join(data_json(
             {"file": r.get("file"), "statement": r.get("line"), "op": r.get("op"),
              "reason": r.get("reason", "")}) for r in recent))
-    return _request(memory, tail, ANALYST_SCHEMA, max_tokens)
+    schema = capped(ANALYST_SCHEMA, "findings", FINDINGS_PER_ENTRY * len(c.ids) + SPARE_ITEMS)
+    return _request(memory, tail, schema, max_tokens)
 
 
 def editor_request(memory: str, findings: list[dict], first: int, last: int,
@@ -523,7 +535,8 @@ def editor_request(memory: str, findings: list[dict], first: int, last: int,
     if conflicts:
         head, sep, rest = tail.partition("\n\nThe findings, as data")
         tail = head + SETTLE.format(n=conflicts) + sep + rest
-    return _request(memory, tail, EDITOR_SCHEMA, max_tokens)
+    most = OPS_PER_FINDING * len(findings) + OPS_PER_CONFLICT * conflicts + SPARE_ITEMS
+    return _request(memory, tail, capped(EDITOR_SCHEMA, "ops", most), max_tokens)
 
 
 # ---- replies --------------------------------------------------------------------------
@@ -555,6 +568,12 @@ def parse_reply(message: Reply, model: type[BaseModel]) -> dict:
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise ReplyError("the reply does not match the schema: " + "; ".join(problems[:3]) + more)
+    ran = runaway(obj)
+    if ran:
+        table = message.model.split("/", 1)[0] if "/" in (message.model or "") else "NAME"
+        raise ReplyError(f"the reply ran away: {ran}; a repeat_penalty or frequency_penalty "
+                         f"in [providers.{table}] of agent.toml keeps a small local model "
+                         f"from it")
     return obj
 
 
@@ -563,12 +582,18 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 def clean_findings(findings: list[dict]) -> list[dict]:
     """Findings with a date that is not an absolute YYYY-MM-DD emptied (the editor is
-    told dates are absolute; a "next week" would mislead it)."""
-    out = []
+    told dates are absolute; a "next week" would mislead it), and a finding said again
+    (the same kind, file and statement: a small model's list that repeats itself) kept
+    once, so the editor is neither sent it twice nor given room for twice its edits."""
+    out, seen = [], set()
     for f in findings:
         f = dict(f)
         if f.get("date") and not _DATE.match(f["date"]):
             f["date"] = ""
+        said = (f.get("kind"), f.get("file"), " ".join(str(f.get("statement", "")).split()))
+        if said in seen:
+            continue
+        seen.add(said)
         out.append(f)
     return out
 

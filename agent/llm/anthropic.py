@@ -21,6 +21,7 @@ from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Ba
                                Message, Opaque, Reply, Request, Stop, Text, Tool, ToolCall,
                                ToolResult, Usage)
 from agent.llm.spec import NoApiKey, ProviderSpec, specs
+from agent.llm.structured import plain
 
 __all__ = ["AnthropicProvider", "NoApiKey", "check_key", "make_client", "params_of",
            "translate", "usage_dict", "wire"]
@@ -202,7 +203,10 @@ def params_of(request: Request, model: str | None = None,
                                   {"type": "none"} if request.tool_choice == "none" else
                                   {"type": "tool", "name": request.tool_choice})
     if request.schema is not None:
-        out["output_config"] = {"format": {"type": "json_schema", "schema": request.schema}}
+        # Anthropic's structured outputs refuse maxLength and maxItems (a grammar's bounds,
+        # agent.llm.structured); Claude keeps to the prompt's lengths without them.
+        out["output_config"] = {"format": {"type": "json_schema",
+                                           "schema": plain(request.schema)}}
     return out
 
 

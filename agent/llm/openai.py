@@ -9,6 +9,9 @@ another:
     Text / ToolCall blocks        <->  assistant content / tool_calls
     ToolResult blocks             <->  "tool" messages (before the user's own text)
     Request.schema                ->   response_format json_schema, else JSON mode
+                                       (its bounds, maxLength and maxItems, to servers
+                                       that make a grammar of it; not to OpenAI's own
+                                       API, whose strict mode refuses them)
     Request.tool_choice (a name)  ->   "required" over that tool alone, and (but on
                                        OpenAI's own API) its arguments' schema as the
                                        response format: a reply of that JSON is the call
@@ -31,6 +34,7 @@ from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Bl
                                Interrupted, Opaque, Reply, Request, Stop, Text, Tool,
                                ToolCall, ToolResult, Usage)
 from agent.llm.spec import ProviderSpec
+from agent.llm.structured import BOUNDS, bounded, plain
 from agent.fs import boundedjson
 
 if TYPE_CHECKING:
@@ -170,9 +174,11 @@ _SAMPLING = ("temperature", "top_p", "frequency_penalty", "presence_penalty")
 _SAMPLING_EXTRA = ("top_k", "min_p", "repeat_penalty")
 
 
-def request_of(model: str, request: Request, spec: ProviderSpec, structured: str) -> dict[str, Any]:
+def request_of(model: str, request: Request, spec: ProviderSpec, structured: str,
+               bounds: bool = True) -> dict[str, Any]:
     """The `chat.completions.create` arguments for a request. structured: "json_schema",
-    "json_object" or "prompt", how a requested schema is enforced."""
+    "json_object" or "prompt", how a requested schema is enforced; bounds: False sends
+    it without its bounds (agent.llm.structured), as OpenAI's own API always is."""
     req: dict[str, Any] = {"model": model, "messages": messages_of(request)}
     if request.max_tokens:
         req[_max_tokens_field(spec)] = request.max_tokens
@@ -196,6 +202,8 @@ def request_of(model: str, request: Request, spec: ProviderSpec, structured: str
         req["response_format"] = {"type": "json_schema", "json_schema": {
             "name": forced.name, "schema": forced.schema or {"type": "object"}}}
     schema = request.schema
+    if schema is not None and (not bounds or _openais_own(spec)):
+        schema = plain(schema)
     if schema is not None:
         if structured == "json_schema":
             req["response_format"] = {"type": "json_schema", "json_schema": {
@@ -350,6 +358,14 @@ def translate(e: "openai.APIError", spec: ProviderSpec) -> ProviderError:
                fallback=status in _FALLBACK_STATUS)
 
 
+def _bounds_refused(e: ProviderError, request: Request) -> bool:
+    """A refusal of a schema that names one of its bounds (a server whose strict mode
+    takes the schema but not maxLength or maxItems)."""
+    detail = e.detail or ""
+    return (request.schema is not None and bounded(request.schema)
+            and any(word in detail for word in BOUNDS))
+
+
 def _schema_refused(e: ProviderError) -> bool:
     """A 400 (or 422/501) that names response_format: this server has no json_schema."""
     words = (e.detail or "").lower()
@@ -373,8 +389,10 @@ class OpenAIProvider(Provider):
         self._timeout = timeout
         self._client: "openai.OpenAI | None" = None
         self._lock = threading.Lock()
-        # How this server takes a schema, learnt at the first refusal (model -> way).
+        # How this server takes a schema, learnt at the first refusal (model -> way),
+        # and the models that refused a schema's bounds.
         self._structured: dict[str, str] = {}
+        self._unbounded: set[str] = set()
 
     @property
     def client(self) -> "openai.OpenAI":
@@ -413,12 +431,20 @@ class OpenAIProvider(Provider):
         ways = ("json_schema", "json_object", "prompt")
         start = ways.index(self._structured.get(model, self.spec.structured))
         for way in ways[start:] if wanted else ways[:1]:
-            try:
-                return go(request_of(model, request, self.spec, way))
-            except ProviderError as e:
-                if not wanted or way == "prompt" or not _schema_refused(e):
-                    raise
-                self._structured[model] = ways[ways.index(way) + 1]
+            for _ in range(2):
+                try:
+                    return go(request_of(model, request, self.spec, way,
+                                         bounds=model not in self._unbounded))
+                except ProviderError as e:
+                    if not wanted or not _schema_refused(e):
+                        raise
+                    if way != "json_schema" or model in self._unbounded \
+                            or not _bounds_refused(e, request):
+                        if way == "prompt":
+                            raise
+                        break
+                    self._unbounded.add(model)      # the same way, without the bounds
+            self._structured[model] = ways[ways.index(way) + 1]
         raise AssertionError("unreachable")
 
     def stream(self, models: str | Sequence[str], request: Request, *,
