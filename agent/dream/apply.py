@@ -90,7 +90,7 @@ def edits(run: RunContext, state: RunState, texts: dict[str, str]) -> proposals.
     (`[dream] review`), and (in the report) what was dropped before either."""
     root = run.vault.root
     ops, dropped = proposals.screen(state.ops or [], rejections.read(root),
-                                    ledger.proposals(ledger.read(root)))
+                                    ledger.waiting(root))
     ops, more = screen_learning(run, state, texts, ops)
     dropped += more
     # What another assistant's export brought in is a person's history told by a
@@ -99,7 +99,7 @@ def edits(run: RunContext, state: RunState, texts: dict[str, str]) -> proposals.
     sp = proposals.split(texts, ops, mode,
                          allow_shrink=run.allow_shrink,
                          max_lines=run.settings.memory_max_lines,
-                         **guard_input(run, state, texts))
+                         **guard_input(run, state, texts, ops))
     sp.duplicates = sum(1 for d in dropped if d.kind == "duplicate")
     sp.unasked = sum(1 for d in dropped if d.kind == "unasked")
     if state.passed:
@@ -112,10 +112,15 @@ def edits(run: RunContext, state: RunState, texts: dict[str, str]) -> proposals.
     return sp
 
 
-def guard_input(run: RunContext, state: RunState, texts: dict[str, str]) -> dict[str, Any]:
+def guard_input(run: RunContext, state: RunState, texts: dict[str, str],
+                ops: list[dict[str, Any]]) -> dict[str, Any]:
     """What the dream's guard needs (see apply_ops): the lines of each memory file a
     person wrote (git blame: any author but the agent), and the text of the run's
-    archive entries, the only evidence that may quote such a line."""
+    archive entries, the only evidence that may quote such a line. The guard looks at
+    them only for an update or a delete: a run of adds alone needs neither (a blame of
+    the whole file, and every entry rendered again, a run's cost growing with memory)."""
+    if not any(op.get("op") in ("update", "delete") for op in ops):
+        return {}
     agent_email = run.vault.agent_identity().email
     hand: dict[str, set[str]] = {}
     for name in FILES:

@@ -90,6 +90,9 @@ class RunContext:
         self._t0 = time.monotonic()
         self._sessions: prompts.SessionCache | None = None
         self._entries: list[archive.Entry] | None = None
+        # Each text the run's requests send, scrubbed of secrets once (agent.redact):
+        # every request of both phases repeats the memory files.
+        self.scrubbed: dict[str, str] = {}
 
     def clock(self) -> datetime:
         """`now` moved on by the time this run has taken (for elapsed times)."""
