@@ -95,7 +95,7 @@ def edits(run: RunContext, state: RunState, texts: dict[str, str]) -> proposals.
     dropped += more
     # What another assistant's export brought in is a person's history told by a
     # third party: every edit it leads to waits for review, whatever the setting.
-    mode = "all" if imported(root, state.entries) else run.settings.dream_review
+    mode = "all" if imported(root, run.run_entries(state)) else run.settings.dream_review
     sp = proposals.split(texts, ops, mode,
                          allow_shrink=run.allow_shrink,
                          max_lines=run.settings.memory_max_lines,
@@ -141,7 +141,8 @@ def recalled(run: RunContext, state: RunState) -> list[str]:
     cache = run.session_cache()
     out: list[str] = []
     for e in run.run_entries(state):
-        out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, e.sources())]))
+        sources = [s for s in e.sources() if cache.may_recall(str(s[0] or ""))]
+        out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, sources)]))
     return out
 
 
@@ -181,14 +182,11 @@ def screen_learning(run: RunContext, state: RunState, texts: dict[str, str],
     return kept, dropped
 
 
-def imported(root: Path, ids: list[int]) -> bool:
-    """Whether any of the archive entries `ids` comes from an imported conversation
-    (agent import: sessions under `import/`, or lines a JSONL import brought into any
-    session, which the entry's `imported: true` says); only each entry's head is read."""
-    want = set(ids)
-    for entry_id, rel in archive.entry_ids(root):
-        if entry_id not in want:
-            continue
+def imported(root: Path, entries: list[archive.Entry]) -> bool:
+    """Whether any of the archive entries comes from an imported conversation (agent
+    import: sessions under `import/`, or lines a JSONL import brought into any session,
+    which the entry's `imported: true` says); only each entry's head is read."""
+    for rel in (e.path for e in entries):
         try:
             fd, _ = safe.open_file(root, rel)
         except (OSError, safe.UnsafeFile):

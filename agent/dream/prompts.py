@@ -9,6 +9,7 @@ content cannot close, and the prompts say it is data, never instructions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -318,6 +319,22 @@ class SessionCache:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._files: dict[str, tuple[list[dict], dict[str, int]] | str] = {}
+        self._recalls: dict[str, bool] = {}
+
+    def may_recall(self, rel: str) -> bool:
+        """Whether the file may hold a turn that read memory back (see `recalled`): its
+        bytes name a tool that reads memory, or hold an escape that could spell one. A
+        file that does not need not be parsed to look (a month of a long conversation,
+        parsed whole for every run of the dream that reaches into it)."""
+        if rel not in self._recalls:
+            from agent.fs import safe
+            data = None             # not read: `lines` says why
+            if rel.startswith(f"{sessions.SESSIONS}/") and ".." not in Path(rel).parts:
+                with contextlib.suppress(OSError, UserError):
+                    data = safe.read_bytes(self.root, rel, limit=sessions.SESSION_BYTES)
+            self._recalls[rel] = data is None or b"\\u" in data or any(
+                name.encode() in data for name in (*RECALL_TOOLS, "read_file"))
+        return self._recalls[rel]
 
     def lines(self, rel: str) -> tuple[list[dict], dict[str, int]] | str:
         """The file's lines and each message id's position, or why they cannot be read."""
