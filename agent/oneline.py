@@ -1,6 +1,6 @@
 """Text shown on one line: whitespace folded, cut to a width with a mark where it was cut
-(commit subjects, listings, search hits, provenance), and without the control characters
-a terminal would obey (`printable`)."""
+(commit subjects, listings, search hits, provenance), without the control characters
+a terminal would obey (`printable`), and a count with its noun (`plural`)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,8 @@ def subject(text: str, width: int) -> str:
     if len(cut) < width // 2:
         cut = one[:width]
     return cut.rstrip(" ,.;:") + "..."
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 fact`, `3 facts`; `words` for a plural that is not `word` + s (entry, entries)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"

@@ -85,6 +85,14 @@ def arguments_model(fn: Callable[..., Any], name: str, *, skip: Sequence[str] = 
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A tool's input schema: `inlined_schema`, with `required` always present (an empty
+    list for a tool whose parameters all have defaults)."""
+    cleaned = inlined_schema(model)
+    cleaned.setdefault("required", [])
+    return cleaned
+
+
+def inlined_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON schema as the APIs take it: references inlined, no titles."""
     full = model.model_json_schema()
     defs = full.pop("$defs", {})
@@ -98,7 +106,6 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
             return [clean(v) for v in node]
         return node
     cleaned: dict[str, Any] = clean(full)
-    cleaned.setdefault("required", [])
     return cleaned
 
 
@@ -146,6 +153,33 @@ _KINDS = {"string_type": "a string", "int_type": "a whole number", "int_parsing"
           "float_parsing": "a number", "bool_type": "true or false",
           "bool_parsing": "true or false", "list_type": "a list", "dict_type": "an object",
           "model_type": "an object", "model_attributes_type": "an object"}
+_KIND_WORDS = {kind: f"{{at}} must be {what}, got {{shown}}" for kind, what in _KINDS.items()}
+
+
+def in_words(err: Mapping[str, Any], words: Mapping[str, str], value: Any = None, *,
+             otherwise: str = "{said}, not {value!r}", **fields: Any) -> str:
+    """One pydantic error in a reader's words: the one function every caller (agent.toml's
+    checks, a tool's arguments, a model's structured reply, cron.json's jobs) says them by.
+
+    `words` maps an error's type to a sentence; a check of our own (a `value_error`) not
+    in it says its own sentence, and `otherwise` says any other error. In a sentence: {value} is
+    the value checked (`value`, else the error's input) and {shown} the same as JSON
+    (null for None); {name} the last part of the error's location; {expected} a
+    literal's choices; {msg} pydantic's message and {said} the same with a small first
+    letter; `fields` adds the caller's own (where the error is, in its notation)."""
+    kind = err["type"]
+    if value is None:
+        value = err.get("input")
+    template = words.get(kind)
+    if template is None and kind == "value_error":
+        return str(err["ctx"]["error"])
+    msg = str(err["msg"])
+    loc = tuple(err.get("loc") or ())
+    template = otherwise if template is None else template
+    return template.format(value=value, shown="null" if value is None else shown(value),
+                           name=loc[-1] if loc else "",
+                           expected=(err.get("ctx") or {}).get("expected"), msg=msg,
+                           said=f"{msg[:1].lower()}{msg[1:]}", **fields)
 
 
 def said(e: ValidationError, who: str, model: type[BaseModel] | None = None, *,
@@ -169,7 +203,7 @@ def field_problem(err: Mapping[str, Any], model: type[BaseModel] | None = None) 
     kind, at, value = err["type"], place(err["loc"]), err.get("input")
     ctx = err.get("ctx") or {}
     if kind in _KINDS:
-        return f"{at} must be {_KINDS[kind]}, got {'null' if value is None else shown(value)}"
+        return in_words(err, _KIND_WORDS, at=at)
     if kind == "literal_error":
         choices = ", ".join(shown(c) for c in typing.get_args(_hint(model, err["loc"])))
         return f"{at} must be one of {choices or ctx.get('expected')}, got {shown(value)}"

@@ -51,6 +51,7 @@ from agent.stores import archive
 from agent.chat import prompt as context
 from agent.search import index
 from agent.chat import turn as loop
+from agent.chat.turn import save as saving
 from agent.stores import memory
 from agent.stores import sessions  # noqa: E402
 from agent.stores import window
@@ -202,10 +203,10 @@ def measure_turns(vault: Vault, server: FakeAnthropic, turns: int, warmup: int =
 
     provider = make_provider(max_retries=0)
     model, build_t, persist_t = Timer(), Timer(), Timer()
-    original = (context.build, loop.persist)
+    original = (context.build, saving.persist)
     provider.stream = model.wrap(provider.stream)     # the model call, timed on this provider
     context.build = build_t.wrap(context.build)
-    loop.persist = persist_t.wrap(loop.persist)
+    saving.persist = persist_t.wrap(saving.persist)
     words = Words(3)
     rows = []
     try:
@@ -221,7 +222,7 @@ def measure_turns(vault: Vault, server: FakeAnthropic, turns: int, warmup: int =
             if i >= warmup:
                 rows.append((total - model.spent, build_t.spent, persist_t.spent, model.spent))
     finally:
-        context.build, loop.persist = original
+        context.build, saving.persist = original
     over = [r[0] * 1000 for r in rows]
     return {"overhead_median_ms": statistics.median(over), "overhead_p95_ms": pct(over, 95),
             "prompt_median_ms": statistics.median(r[1] * 1000 for r in rows),

@@ -132,12 +132,12 @@ def test_surroundings_read_in_two_parts_are_those_read_at_once(vault, run, tmp_p
 
 @needs_model
 def test_a_matrix_scanned_in_two_halves_ranks_as_one_scan(talk, monkeypatch):
-    from agent.search import vectors
+    from agent.search import matrix
     seen = lambda: [(h.message_ids, h.why, round(h.similarity or 0.0, 5))
                     for h in index.search(talk, "the trip to Kyoto")]
     whole = seen()
-    monkeypatch.setattr(vectors, "SPLIT_AT", 2)     # five rows: two halves of 2 and 3
-    monkeypatch.setattr(vectors, "_CORES", 2)
+    monkeypatch.setattr(matrix, "SPLIT_AT", 2)     # five rows: two halves of 2 and 3
+    monkeypatch.setattr(matrix, "_CORES", 2)
     assert seen() == whole and len(whole) >= 2
 
 
@@ -357,7 +357,7 @@ def test_vectors_of_an_index_made_before_this_format_are_kept_and_searched(talk,
 @pytest.mark.slow
 @needs_model
 def test_a_search_in_a_new_process_follows_edits_of_the_vectors(talk, run, tmp_path, monkeypatch):
-    from agent.search import vectors
+    from agent.search import matrix
     assert _meaning_ids(agent_proc("search", "コーヒー", "--json", vault=talk.root).stdout)[:1] == ["c1"]
     # The coffee message rewritten by hand: its old vector must not answer for it.
     session = next(p for p in (talk.root / "sessions").rglob("*.jsonl") if "coffee" in p.read_text())
@@ -380,11 +380,11 @@ def test_a_search_in_a_new_process_follows_edits_of_the_vectors(talk, run, tmp_p
     assert _meaning_ids(got[0])[:1] == ["tea"] and got[0] == got[1]
     assert "46 vectors)" in run("index", "status").output
     # The file written again with what it lacked (and without the removed row).
-    monkeypatch.setattr(vectors, "REWRITE_AT", 1)
+    monkeypatch.setattr(matrix, "REWRITE_AT", 1)
     session.write_text(session.read_text() + json.dumps(
         {"id": "c9", "ts": f"{day(40)}T09:00:00+00:00", "role": "user", "content": "An espresso, quickly."}) + "\n")
     assert index.search(talk, "espresso")[0].message_ids == ["c9"]
-    monkeypatch.setattr(vectors, "REWRITE_AT", 1024)
+    monkeypatch.setattr(matrix, "REWRITE_AT", 1024)
     again = agent_proc("search", "緑茶", "--json", vault=talk.root).stdout
     assert _meaning_ids(again)[:1] == ["tea"]
     assert [json.loads(x)["similarity"] for x in again.splitlines() if x.startswith("{")][:3] == \
@@ -414,7 +414,7 @@ def test_searches_at_once_after_new_messages_show_each_message_once(vault, run, 
     # vectors made since the process last looked must not both add them to its matrix
     # (every later search of the process would see those messages twice).
     import threading
-    from agent.search import embed, vectors
+    from agent.search import embed, matrix
     lines = [{"session": "import/side", "id": f"s{i}", "ts": f"{day(5)}T10:{i:02d}:00+00:00",
               "role": "user", "content": f"note {i} about the garden and its tomatoes"}
              for i in range(12)]
@@ -431,7 +431,7 @@ def test_searches_at_once_after_new_messages_show_each_message_once(vault, run, 
         db = index._connect(index.db_path(vault))
         try:
             gate.wait()
-            seen.append([i for i, _ in vectors.nearest(db, key, qvec, 100)[0]])
+            seen.append([i for i, _ in matrix.nearest(db, key, qvec, 100)[0]])
         except Exception as e:      # noqa: BLE001 - reported below
             failed.append(repr(e))
         finally:

@@ -10,7 +10,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from agent.search import vectors  # noqa: E402
+from agent.search import matrix  # noqa: E402
 
 
 def resident_mb() -> float:
@@ -23,13 +23,13 @@ def test_a_scan_of_the_mapped_matrix_keeps_only_a_few_blocks_in_memory(tmp_path)
     path = tmp_path / "matrix"
     rng = np.random.default_rng(1)
     with open(path, "wb") as f:
-        f.write(b"\0" * vectors.HEADER)
+        f.write(b"\0" * matrix.HEADER)
         for _ in range(0, rows, 10_000):
             f.write(rng.standard_normal((10_000, dim)).astype("<f4").tobytes())
-    m = np.memmap(path, dtype="<f4", mode="r", offset=vectors.HEADER, shape=(rows, dim))
+    m = np.memmap(path, dtype="<f4", mode="r", offset=matrix.HEADER, shape=(rows, dim))
     q = rng.standard_normal(dim).astype("<f4")
     before = resident_mb()
-    scores = vectors._scan(m, q)
+    scores = matrix._scan(m, q)
     grew = resident_mb() - before
     # the same answer as one product over the whole matrix
     assert np.allclose(scores, np.asarray(m) @ q, atol=1e-3)

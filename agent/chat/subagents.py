@@ -288,7 +288,7 @@ SUMMARY_SYSTEM = ("You summarise a conversation for an assistant that will carry
 
 
 def summarize(provider, messages: list[Message], settings) -> str:
-    from agent.chat.turn import models_for
+    from agent.llm import models_for
 
     text = transcript_text(full_prefix(messages))
     if not text.strip():

@@ -6,7 +6,9 @@ croniter or yaml at import time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +16,11 @@ from agent.cli import complete
 from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
                               settings_of, vault_option)
 from agent.clock import now as clock_now
+
+if TYPE_CHECKING:
+    from agent.llm import Provider
+    from agent.ops.runs import Outcome
+    from agent.vault.repo import Vault
 
 
 def _when(t: datetime | None) -> str:
@@ -228,27 +235,40 @@ def cron_disable(job_id):
     _toggle(job_id, False)
 
 
+def _run_now(vault: Vault, label: str,
+             run: Callable[[Provider, Callable[[str], None]], Outcome],
+             quiet: str | None = None) -> None:
+    """`run(provider, on_text)` (the turn of a job or a heartbeat, now), after the keys
+    agent.toml sends are asked about, its reply streamed to the terminal and its outcome
+    said (`quiet` for a heartbeat that had nothing to do)."""
+    from agent.cli.keys import ask
+    from agent.llm import make_provider
+
+    quiet_logs()
+    ask(settings_of(vault))
+    provider = make_provider(settings_of(vault))
+    outcome = run(provider, lambda s: click.echo(s, nl=False))
+    after_change(vault)
+    click.echo("")
+    if outcome.status == "quiet" and quiet is not None:
+        click.echo(quiet, err=True)
+    elif outcome.status != "ok":
+        raise click.ClickException(f"{label} {outcome.status}: {outcome.error}")
+    else:
+        click.echo(f"Ran {label}  ({(outcome.sha or 'no change')[:7]})", err=True)
+
+
 @cron.command("run")
 @click.argument("job_id", metavar="ID", shell_complete=complete.jobs)
 @vault_option
 def cron_run(job_id):
     """Run a job now, in the foreground (its schedule is unchanged)."""
-    from agent.llm import make_provider
     from agent.ops import jobs
 
     vault = get_vault()
     job = jobs.find(vault, job_id)
-    quiet_logs()
-    from agent.cli.keys import ask
-    ask(settings_of(vault))
-    provider = make_provider(settings_of(vault))
-    outcome = jobs.run_now(vault, provider, job.id, clock_now(),
-                           on_text=lambda s: click.echo(s, nl=False))
-    after_change(vault)
-    click.echo("")
-    if outcome.status != "ok":
-        raise click.ClickException(f"{job.label()} ({job.id}) {outcome.status}: {outcome.error}")
-    click.echo(f"Ran {job.label()} ({job.id})  ({(outcome.sha or 'no change')[:7]})", err=True)
+    _run_now(vault, f"{job.label()} ({job.id})", lambda provider, on_text: jobs.run_now(
+        vault, provider, job.id, clock_now(), on_text=on_text))
 
 
 # ---- agent heartbeat --------------------------------------------------------------------
@@ -371,26 +391,14 @@ def heartbeat_add(name, message, every, expr, active_hours, tz, disabled, delive
 @vault_option
 def heartbeat_run(name):
     """Run a heartbeat now (even when disabled or outside its active hours)."""
-    from agent.llm import make_provider
     from agent.ops import heartbeats as ops
     from agent.stores import heartbeatfile
 
     vault = get_vault()
     hb = ops.find(vault, name)
-    quiet_logs()
-    from agent.cli.keys import ask
-    ask(settings_of(vault))
-    provider = make_provider(settings_of(vault))
-    outcome = ops.run_now(vault, provider, hb.name, clock_now(),
-                          on_text=lambda s: click.echo(s, nl=False))
-    after_change(vault)
-    click.echo("")
-    if outcome.status == "quiet":
-        click.echo(f"{hb.name}: {heartbeatfile.OK}, nothing to do (no commit, no transcript).", err=True)
-    elif outcome.status != "ok":
-        raise click.ClickException(f"heartbeat {hb.name} {outcome.status}: {outcome.error}")
-    else:
-        click.echo(f"Ran heartbeat {hb.name}  ({(outcome.sha or 'no change')[:7]})", err=True)
+    _run_now(vault, f"heartbeat {hb.name}", lambda provider, on_text: ops.run_now(
+        vault, provider, hb.name, clock_now(), on_text=on_text),
+        quiet=f"{hb.name}: {heartbeatfile.OK}, nothing to do (no commit, no transcript).")
 
 
 # ---- agent serve ---------------------------------------------------------------------------

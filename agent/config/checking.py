@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.config.schema import KEYS, SECTIONS, Key
-from agent.config.values import said
+from agent.schemas import in_words as said
 from agent.errors import UserError, did_you_mean
 
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from agent.config.values import said
+from agent.schemas import in_words as said
 
 BUILTIN = ("anthropic", "openai")
 ANTHROPIC_WINDOW = 200_000

@@ -1,12 +1,10 @@
 """The kinds of value agent.toml holds beyond what TOML says (Telegram user ids, http(s)
-addresses, durations, sizes), the error a bad setting raises, and pydantic's errors
-said in agent.toml's words."""
+addresses, durations, sizes) and the error a bad setting raises (pydantic's errors are
+said in agent.toml's words by agent.schemas.in_words)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from agent.errors import UserError
 
@@ -78,19 +76,3 @@ def size_problem(value) -> str | None:
     except SettingsError as e:
         return f"must be a size such as \"1G\" or \"100M\" ({e})"
     return None if n > 0 else "must be more than 0 bytes"
-
-
-def said(err: Mapping[str, Any], words: Mapping[str, str], value: Any = None) -> str:
-    """One pydantic error in agent.toml's words: `words` maps an error type to a
-    sentence (`{value!r}` in it is the value checked: `value`, else the error's input);
-    a check of our own says its own sentence; else pydantic's message and the value."""
-    kind = err["type"]
-    if value is None:
-        value = err.get("input")
-    if kind == "value_error":
-        return str(err["ctx"]["error"])
-    template = words.get(kind)
-    if template is not None:
-        return template.format(value=value)
-    msg = str(err["msg"])
-    return f"{msg[:1].lower()}{msg[1:]}, not {value!r}"

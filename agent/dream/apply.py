@@ -11,7 +11,8 @@ from typing import Any
 
 import agent.dream.state as runstate
 from agent.dream import duplicates, learning, prompts, proposals
-from agent.dream.context import DreamOutcome, RunContext, plural
+from agent.dream.context import DreamOutcome, RunContext
+from agent.oneline import plural
 from agent.dream.edits import FILES, Applied, OpResult, conflict_lines
 from agent.dream.provenance import proposal_records, records
 from agent.dream.state import RunState

@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from agent.config import load_settings
+from agent.config import Settings, load_settings
 from agent.dream import prompts
 from agent.dream.cost import estimate
 from agent.dream.edits import FILES, Applied
@@ -64,35 +64,37 @@ class DreamOutcome:
         return f"{self.first if self.first is not None else self.through}..{self.through}"
 
 
-def plural(n: int, word: str, words: str | None = None) -> str:
-    return f"{n} {word if n == 1 else words or word + 's'}"
-
-
+@dataclass(eq=False)
 class RunContext:
     """One call of run_dream: its options, the vault's settings, and what the phases
     share (a cache of session files, the run's archive entries, the time waited)."""
+    vault: Vault
+    provider: Provider
+    now: datetime
+    _: KW_ONLY
+    wait: bool
+    sync: bool
+    dry_run: bool
+    max_entries: int | None
+    allow_shrink: bool
+    progress: Callable[[str], None] | None
+    poll_interval: float
+    settings: Settings = field(init=False)
+    waited: float = field(init=False, default=0.0)
+    _t0: float = field(init=False, default_factory=time.monotonic)
+    _sessions: prompts.SessionCache | None = field(init=False, default=None)
+    _entries: list[archive.Entry] | None = field(init=False, default=None)
+    # Each text the run's requests send, scrubbed of secrets once (agent.redact):
+    # every request of both phases repeats the memory files.
+    scrubbed: dict[str, str] = field(init=False, default_factory=dict)
 
-    def __init__(self, vault: Vault, provider: Provider, now: datetime, *, wait: bool,
-                 sync: bool, dry_run: bool, max_entries: int | None, allow_shrink: bool,
-                 progress: Callable[[str], None] | None, poll_interval: float) -> None:
-        self.vault = vault
-        self.provider = provider
-        self.now = now
-        self.wait = wait
-        self.sync = sync
-        self.dry_run = dry_run
-        self.max_entries = max_entries
-        self.allow_shrink = allow_shrink
-        self.say: Callable[[str], None] = progress or (lambda line: None)
-        self.poll_interval = poll_interval
-        self.settings = load_settings(vault.root)
-        self.waited = 0.0
-        self._t0 = time.monotonic()
-        self._sessions: prompts.SessionCache | None = None
-        self._entries: list[archive.Entry] | None = None
-        # Each text the run's requests send, scrubbed of secrets once (agent.redact):
-        # every request of both phases repeats the memory files.
-        self.scrubbed: dict[str, str] = {}
+    def __post_init__(self) -> None:
+        self.settings = load_settings(self.vault.root)
+
+    def say(self, line: str) -> None:
+        """A line of progress, to whoever asked for it."""
+        if self.progress is not None:
+            self.progress(line)
 
     def clock(self) -> datetime:
         """`now` moved on by the time this run has taken (for elapsed times)."""

@@ -23,7 +23,8 @@ import agent.dream.state as runstate
 from agent.dream import learning, prompts
 from agent.dream.apply import apply, counts, passed_over
 from agent.dream.collect import collect, take_results
-from agent.dream.context import LAST_FAILURE, DreamOutcome, RunContext, plural
+from agent.dream.context import LAST_FAILURE, DreamOutcome, RunContext
+from agent.oneline import plural
 from agent.dream.edits import FILES
 from agent.dream.state import PHASES, DreamError, RunState
 from agent.dream.submit import REPLIES_OF, send_sync, submit

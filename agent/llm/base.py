@@ -99,12 +99,18 @@ class NotFound(ProviderError):
     """The thing asked for does not exist here (a batch, a model, an endpoint)."""
 
 
-def with_fallbacks(models: str | Sequence[str], call: Callable[[str], Reply]) -> Reply:
-    """call(model) for each model in turn while the error says another may work."""
+def model_chain(models: str | Sequence[str]) -> list[str]:
+    """The models to try, in order, each once; ValueError when there is none."""
     chain = [models] if isinstance(models, str) else list(models)
     chain = [m for i, m in enumerate(chain) if m and m not in chain[:i]]
     if not chain:
         raise ValueError("no model to call")
+    return chain
+
+
+def with_fallbacks(models: str | Sequence[str], call: Callable[[str], Reply]) -> Reply:
+    """call(model) for each model in turn while the error says another may work."""
+    chain = model_chain(models)
     for i, model in enumerate(chain):
         try:
             return call(model)

@@ -84,8 +84,24 @@ def text_of(blocks: list[Block], sep: str = "") -> str:
     return sep.join(b.text for b in blocks if isinstance(b, Text))
 
 
+class _Said:
+    """What a message or a reply says, read from its blocks."""
+
+    @property
+    def blocks(self) -> list[Block]:
+        raise NotImplementedError
+
+    @property
+    def text(self) -> str:
+        return text_of(self.blocks)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [b for b in self.blocks if isinstance(b, ToolCall)]
+
+
 @dataclass
-class Message:
+class Message(_Said):
     """One message of the conversation: the person's side ("user": their words, the
     system's notes and tool results) or the model's ("assistant")."""
     role: Literal["user", "assistant"]
@@ -96,14 +112,6 @@ class Message:
         """The content as blocks: the list itself when it is one (so what is added to it
         is added to the message), a new text block of a string."""
         return [Text(self.content)] if isinstance(self.content, str) else self.content
-
-    @property
-    def text(self) -> str:
-        return text_of(self.blocks)
-
-    @property
-    def tool_calls(self) -> list[ToolCall]:
-        return [b for b in self.blocks if isinstance(b, ToolCall)]
 
     @property
     def tool_results(self) -> list[ToolResult]:
@@ -153,7 +161,7 @@ class Usage:
 
 
 @dataclass
-class Reply:
+class Reply(_Said):
     """A model's answer: its blocks (text and tool calls), the tokens it took, the model
     that answered (`provider/name` as the commit trailers say it) and why it stopped
     (END, TOOL_CALLS, MAX_TOKENS, REFUSAL, or the provider's own word)."""
@@ -163,12 +171,8 @@ class Reply:
     stop_reason: str | None = None
 
     @property
-    def text(self) -> str:
-        return text_of(self.content)
-
-    @property
-    def tool_calls(self) -> list[ToolCall]:
-        return [b for b in self.content if isinstance(b, ToolCall)]
+    def blocks(self) -> list[Block]:
+        return self.content
 
 
 class Stop(Exception):

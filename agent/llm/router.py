@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent.llm.base import Batching, Provider, ProviderError, TooLarge
+from agent.llm.base import Batching, Provider, ProviderError, TooLarge, model_chain
 from agent.llm.records import (Batch, BatchRequest, BatchResult, Message, Reply, Request)
 from agent.llm.size import check_request
 from agent.llm.spec import NoApiKey, ProviderSpec, split
@@ -91,10 +91,7 @@ class Router(Provider):
 
     def _chain(self, models: str | Sequence[str],
                call: Callable[[Provider, str, ProviderSpec], Reply]) -> Reply:
-        chain = [models] if isinstance(models, str) else list(models)
-        chain = [m for i, m in enumerate(chain) if m and m not in chain[:i]]
-        if not chain:
-            raise ValueError("no model to call")
+        chain = model_chain(models)
         for i, model in enumerate(chain):
             try:
                 spec = self.spec(model)

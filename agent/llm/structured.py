@@ -11,22 +11,12 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Mapping
 
+from agent.schemas import in_words, inlined_schema
+
 
 def schema_of(model: Any) -> dict[str, Any]:
     """The model's JSON schema as the APIs take it: references inlined, no titles."""
-    full = model.model_json_schema()
-    defs = full.pop("$defs", {})
-
-    def clean(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return clean(defs[node["$ref"].rsplit("/", 1)[-1]])
-            return {k: clean(v) for k, v in node.items() if k != "title"}
-        if isinstance(node, list):
-            return [clean(v) for v in node]
-        return node
-    cleaned: dict[str, Any] = clean(full)
-    return cleaned
+    return inlined_schema(model)
 
 
 def where(loc: tuple[Any, ...]) -> str:
@@ -37,20 +27,19 @@ def where(loc: tuple[Any, ...]) -> str:
     return out
 
 
+# A model's reply misfit, said to it (and in the dream's record) at a JSON path.
+_WORDS = {"missing": "{parent}: missing {name!r}", "extra_forbidden": "{parent}: unexpected {name!r}",
+          "literal_error": "{at}: {value!r} is not one of {expected}",
+          "string_type": "{at}: expected a string", "list_type": "{at}: expected an array",
+          "model_type": "{at}: expected an object", "dict_type": "{at}: expected an object",
+          "float_type": "{at}: expected a number", "float_parsing": "{at}: expected a number",
+          "value_error": "{at}: {msg}"}
+
+
 def said(err: Mapping[str, Any]) -> str:
     """One pydantic error in plain words: `$.findings[0].kind: 'guess' is not one of [...]`."""
-    kind, loc = err["type"], tuple(err["loc"])
-    at = where(loc[:-1] if kind in ("missing", "extra_forbidden") else loc)
-    if kind == "missing":
-        return f"{at}: missing {loc[-1]!r}"
-    if kind == "extra_forbidden":
-        return f"{at}: unexpected {loc[-1]!r}"
-    if kind == "literal_error":
-        return f"{at}: {err.get('input')!r} is not one of {err['ctx']['expected']}"
-    words = {"string_type": "expected a string", "list_type": "expected an array",
-             "model_type": "expected an object", "dict_type": "expected an object",
-             "float_type": "expected a number", "float_parsing": "expected a number"}
-    return f"{at}: {words.get(kind, err['msg'])}"
+    loc = tuple(err["loc"])
+    return in_words(err, _WORDS, otherwise="{at}: {msg}", at=where(loc), parent=where(loc[:-1]))
 
 
 def misfit(parse: Any, text: str) -> str | None:

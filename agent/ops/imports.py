@@ -196,7 +196,7 @@ def _conversations(part: Part, kind: str, result: ImportResult | None
             f" ({shorten(title, 60)!r})" if isinstance(title, str) and title else "")
         try:
             item = read(obj)
-        except chatgpt.Unreadable as e:
+        except exports.Unreadable as e:
             skipped.append(Skipped(where, str(e)))
             continue
         if not item.messages:

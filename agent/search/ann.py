@@ -1,7 +1,7 @@
 """An approximate nearest-neighbour index over the document vectors, for a history too
 long to scan at every search.
 
-Below ANN_AT vectors a search compares the query with every vector (vectors.py: a
+Below ANN_AT vectors a search compares the query with every vector (matrix.py: a
 memory-mapped matrix, 13 ms at 100,000 rows). Past it, the vectors are also kept in
 HNSW graphs (usearch: Malkov and Yashunin's hierarchical navigable small worlds), and a
 search walks the graphs instead of scanning: at 1,000,000 vectors the scan read 1.5 GB
@@ -13,7 +13,7 @@ as it lies on disk, so a new `agent search` process neither reads nor holds it (
 it touches is a few MB of pages), where hnswlib and voyager load the whole graph into
 memory (1.6 GB at a million vectors, seconds to read, in every process), and faiss
 maps only flat and inverted-list indexes, whose incremental upkeep needs a trained
-quantizer. sqlite-vec cannot load here (vectors.py says why). usearch stores the
+quantizer. sqlite-vec cannot load here (matrix.py says why). usearch stores the
 vectors as float16, which is what the index's `vec` table keeps anyway.
 
 The graphs are *segments* covering runs of `vec.seq`, each immutable once written

@@ -52,12 +52,12 @@ def vectors_now(vault: Vault, limit: int | None = None, batch: int | None = None
     """Make the queued vectors now (every one, or about `limit`: serve's slice, in model
     calls of `batch` documents), as the next search would (the embedding model, or why
     search runs on words alone)."""
-    from agent.search import vectors
+    from agent.search import matrix
     with open_index(vault) as db:
         dense = (dense_for(db, everything=True, batch=batch) if limit is None else
                  dense_for(db, limit=limit, batch=batch))
         if dense.embedder is not None:
-            vectors.prepare(db, str(db_path(vault)), dense.embedder.dim)
+            matrix.prepare(db, str(db_path(vault)), dense.embedder.dim)
         return dense
 
 

@@ -2,7 +2,7 @@
 
 The words go through text.py and SQLite FTS5 (bm25), ranking.py re-ranks the candidates,
 and with the embed extra the query's vector finds documents close in meaning
-(vectors.py), fused with the words' ranking (fusion.py). snippets.py marks the matches.
+(vectors.py, matrix.py), fused with the words' ranking (fusion.py). snippets.py marks the matches.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def search(vault: Vault, query: str, limit: int = 10, *, since: date | None = No
     comes back in that hit's `context`, never as a hit of its own; a hit found by
     meaning alone says so in `why`.
     """
-    from agent.search import embed, vectors
+    from agent.search import embed, matrix
 
     _check(kinds, mode)
     ranking = ranking or RANKING
@@ -216,7 +216,7 @@ def search(vault: Vault, query: str, limit: int = 10, *, since: date | None = No
     # The query's vector is made (the model loaded first, in a new process) while the
     # index is brought up to date and read for the words: the engine needs no Python lock.
     key = str(db_path(vault))
-    early = (embed.query_soon(query, then=lambda v: vectors.scan_file(key, v))
+    early = (embed.query_soon(query, then=lambda v: matrix.scan_file(key, v))
              if mode != "words" and query.strip() and limit > 0 else None)
     with open_index(vault) as db:
         update(vault, db)
@@ -308,7 +308,7 @@ class _Query:
 
     def by_meaning(self, dense, early, key: str) -> None:
         """The documents closest in meaning, fused with (or pooled into) the words'."""
-        from agent.search import background, vectors
+        from agent.search import background, matrix
 
         db, fusion, exclude_ids = self.db, self.fusion, self.exclude_ids
         got = early.result() if early is not None else None
@@ -318,7 +318,7 @@ class _Query:
         self.spread = self.background.spread(qvec, self.unrelated)
         self.background_best = self.background.best(qvec, self.unrelated, self.spread)
         narrowed = self.since is not None or self.until is not None or self.kinds is not None
-        near, self.level, self.compared = vectors.nearest(db, key, qvec,
+        near, self.level, self.compared = matrix.nearest(db, key, qvec,
                                            (fusion.depth * 10 if narrowed else fusion.depth)
                                            + len(exclude_ids), scanned)
         rows = _rows(db, [i for i, _ in near], self.since, self.kinds, self.until)
@@ -391,10 +391,10 @@ class _Query:
         """How much closer in meaning each dense candidate is to the query than unrelated
         texts are: its similarity less the query's level and the passage's pull
         (background.py)."""
-        from agent.search import vectors
+        from agent.search import matrix
         if self.background is None or not self.similarity:
             return {}
-        ids, m = vectors.of(self.db, list(self.similarity))
+        ids, m = matrix.of(self.db, list(self.similarity))
         if m is None:
             return {}
         pull = self.background.pull(m)

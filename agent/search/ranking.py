@@ -202,30 +202,33 @@ def candidates(db, expr: str, n: int, since: date | None, kinds,
 
 
 def _ranked(db, expr: str, n: int, where: list[str], args: list) -> list[tuple]:
-    if not where:
-        # Rank inside the full-text table first, then look up only the winners.
-        sql = (f"SELECT {COLUMNS}, s FROM (SELECT rowid AS rid, bm25(fts) AS s FROM fts "
-               f"WHERE fts MATCH ? ORDER BY s LIMIT ?) JOIN docs d ON d.id = rid "
-               f"JOIN files f ON f.id = d.file ORDER BY s")
-        return db.execute(sql, (expr, n)).fetchall()
-    sql = (f"SELECT {COLUMNS}, bm25(fts) AS s FROM fts JOIN docs d ON d.id = fts.rowid "
-           f"JOIN files f ON f.id = d.file WHERE fts MATCH ? AND {' AND '.join(where)} "
-           f"ORDER BY s LIMIT ?")
-    return db.execute(sql, (expr, *args, n)).fetchall()
+    """The best `n` documents matching `expr` by bm25 (the score each row ends with)."""
+    return _matching(db, expr, n, where, args, score="bm25(fts)", order="s")
 
 
 def _newest(db, expr: str, n: int, where: list[str], args: list) -> list[tuple]:
     """The newest `n` documents matching `expr`, read from the end of its postings (rowids
     grow as documents are indexed) with no score, so the cost follows `n`, not how many
     documents hold the words."""
+    return _matching(db, expr, n, where, args, score=None, order="rowid DESC")
+
+
+def _matching(db, expr: str, n: int, where: list[str], args: list, *, score: str | None,
+              order: str) -> list[tuple]:
+    """The first `n` documents matching `expr` in `order` (of the full-text table: "s" is
+    `score`), those of `where` only, each row its COLUMNS and the score (0 without one)."""
     if not where:
-        sql = (f"SELECT {COLUMNS}, 0 FROM (SELECT rowid AS rid FROM fts WHERE fts MATCH ? "
-               f"ORDER BY rowid DESC LIMIT ?) JOIN docs d ON d.id = rid "
-               f"JOIN files f ON f.id = d.file ORDER BY d.id DESC")
+        # Rank inside the full-text table first, then look up only the winners.
+        inner = f"rowid AS rid, {score} AS s" if score else "rowid AS rid"
+        outer = "s" if score else "d.id DESC"
+        sql = (f"SELECT {COLUMNS}, {'s' if score else 0} FROM (SELECT {inner} FROM fts "
+               f"WHERE fts MATCH ? ORDER BY {order} LIMIT ?) JOIN docs d ON d.id = rid "
+               f"JOIN files f ON f.id = d.file ORDER BY {outer}")
         return db.execute(sql, (expr, n)).fetchall()
-    sql = (f"SELECT {COLUMNS}, 0 FROM fts JOIN docs d ON d.id = fts.rowid "
+    sql = (f"SELECT {COLUMNS}, {f'{score} AS s' if score else 0} FROM fts "
+           f"JOIN docs d ON d.id = fts.rowid "
            f"JOIN files f ON f.id = d.file WHERE fts MATCH ? AND {' AND '.join(where)} "
-           f"ORDER BY fts.rowid DESC LIMIT ?")
+           f"ORDER BY {'s' if score else 'fts.' + order} LIMIT ?")
     return db.execute(sql, (expr, *args, n)).fetchall()
 
 

@@ -23,7 +23,8 @@ from agent.errors import UserError
 from agent.ops import jobs
 from agent.ops.runs import execute_job
 from agent.serve.turns import local, log, log_outcome
-from agent.serve.watch import Watch, stat
+from agent.fs.signature import signature
+from agent.serve.watch import Watch
 from agent.stores import cronfile
 from agent.stores.cronfile import CRON_FILE, CronFile, CronFileError
 from agent.sync.jobclaims import claim_jobs
@@ -42,7 +43,7 @@ class CronJobs:
         self.skipped: list[str] = []      # bad jobs of cron.json, reported once each
         self.elsewhere: int | None = None  # jobs of other machines, as last reported
         self.held: list[str] = []          # jobs awaiting approval, as last reported
-        self.watch = Watch(lambda: stat(self.vault.root / CRON_FILE))
+        self.watch = Watch(lambda: signature(self.vault.root / CRON_FILE))
 
     def reload(self, now: datetime, *, first: bool = False, quiet: bool = False) -> None:
         """Re-read cron.json when it changed on disk."""

@@ -33,7 +33,8 @@ from agent.serve.dream import Dream
 from agent.serve.heartbeats import Heartbeats
 from agent.serve.sync import Sync
 from agent.serve.turns import log
-from agent.serve.watch import Watch, stat
+from agent.fs.signature import signature
+from agent.serve.watch import Watch
 from agent.vault.repo import Vault
 
 STOP_GRACE = 30            # seconds a running turn may take to finish after SIGTERM
@@ -59,7 +60,7 @@ class Server:
         self.busy = False
         self.wake = threading.Event()
         self.runs = 0
-        self._toml = Watch(lambda: stat(vault.root / "agent.toml"))
+        self._toml = Watch(lambda: signature(vault.root / "agent.toml"))
         self._toml.mark()
         self.cron = CronJobs(self)
         self.heartbeats = Heartbeats(self)

@@ -1,23 +1,12 @@
-"""Noticing hand edits: a file or folder's signature (cheap: stats only), compared with
-the one seen last, so serve re-reads cron.json, heartbeat/ and agent.toml only when
+"""Noticing hand edits: a file or folder's signature (cheap: stats only, as
+agent.fs.signature makes it), compared with the one seen last, so serve re-reads cron.json, heartbeat/ and agent.toml only when
 they changed on disk."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Callable
 
 UNSEEN = object()        # a signature nothing has: the first look always sees a change
-
-
-def stat(path: Path):
-    """A file's signature: mtime, size and inode (None when it does not exist)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 class Watch:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from agent.stores.exports import CHATGPT, Imported, Message, epoch, title
+from agent.stores.exports import CHATGPT, Imported, Message, Unreadable, epoch, title, wanted
 
 ROLES = {"user": "user", "assistant": "assistant", "tool": "assistant"}
 
@@ -26,20 +26,11 @@ def _obj(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-class Unreadable(ValueError):
-    """A conversation that cannot be read (a cycle, a missing parent, no mapping)."""
-
-
 def conversation(obj: object) -> Imported:
     """The visible thread of one exported conversation; Unreadable when it has none."""
-    if not isinstance(obj, dict):
-        raise Unreadable("not a conversation (an object expected)")
-    cid = obj.get("conversation_id") or obj.get("id")
-    if not isinstance(cid, str) or not cid:
-        raise Unreadable("it has no id")
-    mapping = obj.get("mapping")
-    if not isinstance(mapping, dict):
-        raise Unreadable("it has no mapping")
+    obj = wanted(obj, dict, "not a conversation (an object expected)")
+    cid = wanted(obj.get("conversation_id") or obj.get("id"), str, "it has no id")
+    mapping = wanted(obj.get("mapping"), dict, "it has no mapping")
     created = epoch(obj.get("create_time"))
     out = Imported(CHATGPT, cid, title(obj.get("title")), created,
                    epoch(obj.get("update_time")),

@@ -13,8 +13,7 @@ are never written to MEMORY.md or USER.md as they are.
 
 from __future__ import annotations
 
-from agent.stores.chatgpt import Unreadable
-from agent.stores.exports import CLAUDE, Imported, Message, iso, title
+from agent.stores.exports import CLAUDE, Imported, Message, iso, title, wanted
 
 SENDERS = {"human": "user", "user": "user", "assistant": "assistant"}
 ATTACHMENT_CHARS = 200_000          # of one attachment's text kept with its message
@@ -22,14 +21,9 @@ ATTACHMENT_CHARS = 200_000          # of one attachment's text kept with its mes
 
 def conversation(obj) -> Imported:
     """One exported conversation; Unreadable when it has no uuid or messages list."""
-    if not isinstance(obj, dict):
-        raise Unreadable("not a conversation (an object expected)")
-    uuid = obj.get("uuid")
-    if not isinstance(uuid, str) or not uuid:
-        raise Unreadable("it has no uuid")
-    msgs = obj.get("chat_messages")
-    if not isinstance(msgs, list):
-        raise Unreadable("it has no chat_messages")
+    obj = wanted(obj, dict, "not a conversation (an object expected)")
+    uuid = wanted(obj.get("uuid"), str, "it has no uuid")
+    msgs = wanted(obj.get("chat_messages"), list, "it has no chat_messages")
     created = iso(obj.get("created_at"))
     out = Imported(CLAUDE, uuid, title(obj.get("name")), created, iso(obj.get("updated_at")))
     for m in msgs:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from agent.errors import UserError
 from agent.fs import boundedjson
@@ -98,6 +98,20 @@ class Part:
     name: str
     open: Callable[[], IO[bytes]]
     kind: str = ""              # conversations | memories | jsonl | manifest | ""
+
+
+_T = TypeVar("_T")
+
+
+class Unreadable(ValueError):
+    """A conversation that cannot be read (no id, a cycle, a missing parent, no mapping)."""
+
+
+def wanted(value: object, kind: type[_T], why: str) -> _T:
+    """`value` when it is a `kind` (and, a string, not empty); else Unreadable(`why`)."""
+    if isinstance(value, kind) and value != "":
+        return value
+    raise Unreadable(why)
 
 
 def epoch(value: object) -> datetime | None:

@@ -109,19 +109,20 @@ class Used:
         with self._lock:
             entry = _ARCHIVE.match(path)
             if entry:
-                self._add_entry(int(entry.group(1)))
+                self._keep(self.entries, int(entry.group(1)), MAX_ENTRIES)
             elif path.startswith("sessions/") and ids:
                 self._add_group(path, [str(i) for i in ids])
             elif line is not None and (path in memory.MEMORY_FILES or path.startswith("memory/")):
                 self._add_line(path, line, root)
 
-    def _add_entry(self, entry_id: int) -> None:
-        if entry_id in self.entries:
+    def _keep(self, items: list[Any], item: Any, cap: int) -> None:
+        """`item` added to `items` unless it is there; past `cap`, counted as dropped."""
+        if item in items:
             return
-        if len(self.entries) >= MAX_ENTRIES:
+        if len(items) >= cap:
             self.dropped += 1
             return
-        self.entries.append(entry_id)
+        items.append(item)
 
     def _add_group(self, path: str, ids: list[str]) -> None:
         if any(p == path and ids[0] in have for p, have in self.groups):
@@ -158,12 +159,7 @@ class Used:
 
     def skill(self, name: str) -> None:
         with self._lock:
-            if name in self.skills:
-                return
-            if len(self.skills) >= MAX_SKILLS:
-                self.dropped += 1
-                return
-            self.skills.append(name)
+            self._keep(self.skills, name, MAX_SKILLS)
 
     def count(self) -> int:
         lines: int = sum(int(f[2]) for f in self.files.values())

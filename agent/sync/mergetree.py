@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 
+from agent.oneline import plural
 from agent.sync.mergedriver import git_config
 from agent.vault import git as gitrun
 from agent.vault.repo import GitError, Vault
@@ -37,20 +38,16 @@ def fact_notes(vault: Vault, ours: str, theirs: str, remote: str) -> list[str]:
         counts: dict[str, int] = {}
         from agent.stores import merge
         merge.merge_facts(data[0], data[1], data[2], counts=counts)
-
-        def n(k, counts=counts):
-            c = counts.get(k, 0)
-            return f"{c} fact{'s' * (c != 1)}"
-        if counts.get("both"):
-            lines.append(f"- {path}: {n('both')} changed differently on both machines: "
-                         f"both versions kept, marked for the dream")
-        if counts.get("deleted_ours"):
-            lines.append(f"- {path}: {n('deleted_ours')} deleted here, changed on {remote}: "
-                         f"kept {remote}'s version")
-        if counts.get("deleted_theirs"):
-            lines.append(f"- {path}: {n('deleted_theirs')} deleted on {remote}, changed here: "
-                         f"kept this machine's version")
+        lines += [f"- {path}: {plural(counts[key], 'fact')} {said.format(remote=remote)}"
+                  for key, said in _SAID if counts.get(key)]
     return ["Facts changed on both machines:\n" + "\n".join(lines)] if lines else []
+
+
+# What each count of agent.stores.merge.merge_facts did, said after the facts it counts.
+_SAID = (("both", "changed differently on both machines: both versions kept, marked for "
+                  "the dream"),
+         ("deleted_ours", "deleted here, changed on {remote}: kept {remote}'s version"),
+         ("deleted_theirs", "deleted on {remote}, changed here: kept this machine's version"))
 
 
 def _driver_args() -> list[str]:
