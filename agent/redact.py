@@ -332,17 +332,24 @@ def scrub_json_line(line: str) -> tuple[str, list[str]]:
     return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")), kinds + more
 
 
-def scrub_value(value: Any) -> Any:
+def scrub_value(value: Any, memo: dict[str, str] | None = None) -> Any:
     """A JSON-like value, or records holding one (the messages of a request), with its
-    strings scrubbed."""
+    strings scrubbed. `memo` (text -> scrubbed) is kept by a caller that scrubs the same
+    text many times: every request of a dream repeats the memory files, which a scan
+    per request made cost the run's requests times memory's size."""
     if isinstance(value, str):
-        return scrub(value)[0]
+        if memo is None:
+            return scrub(value)[0]
+        done = memo.get(value)
+        if done is None:
+            done = memo[value] = scrub(value)[0]
+        return done
     if isinstance(value, list):
-        return [scrub_value(x) for x in value]
+        return [scrub_value(x, memo) for x in value]
     if isinstance(value, dict):
-        return {k: scrub_value(x) for k, x in value.items()}
+        return {k: scrub_value(x, memo) for k, x in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{f.name: scrub_value(getattr(value, f.name))
+        return dataclasses.replace(value, **{f.name: scrub_value(getattr(value, f.name), memo)
                                              for f in dataclasses.fields(value) if f.init})
     return value
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import subjects
 from dreamkit import finding, op, write_entries
 from fakeanthropic import json_reply
+
+from agent.vault.change import Change
 
 MEMORY = "# Memory\n\n## Facts\n\n- The team uses Postgres 16\n"
 USER = "# User\n\n## About\n\n- Lives in Berlin\n- Prefers tea to coffee\n"
@@ -156,15 +160,22 @@ def test_a_restated_fact_is_dropped_before_review_and_counted(vault, run, fake_a
     assert "new: - The team uses Postgres 17" in run("review").output
 
 
+@pytest.mark.parametrize("escaped", [False, True], ids=["as written", "tool name escaped"])
 def test_recalled_memory_is_marked_for_the_analyst_and_not_learned_again(vault, run,
-                                                                        fake_anthropic):
+                                                                        fake_anthropic, escaped):
     facts(vault)
     recalled = "- memory/2026-11-01.md:3 - 10:00 The dentist is Dr. Silva in Alfama"
     write_entries(vault, [{"summary": "Asked who the dentist is.", "messages": [
         "Who is my dentist again?",
         [{"type": "tool_use", "id": "m1", "name": "memory_search", "input": {"query": "dentist"}}],
         [{"type": "tool_result", "tool_use_id": "m1", "content": recalled}],
-        "Your dentist is Dr. Silva in Alfama."]}])
+        "Your dentist is Dr. Silva in Alfama."]}], commit=False)
+    if escaped:
+        # The dream looks for recalled lines only in session files that name a tool that
+        # reads memory: a name spelled with a JSON escape still does.
+        for f in (vault.root / "sessions").rglob("*.jsonl"):
+            f.write_text(f.read_text().replace('"memory_search"', '"memory\\u005fsearch"'))
+    vault.commit(Change("compact", "1 archive entry"))
     fake_anthropic.add(json_reply({"findings": [
         finding("The user's dentist is Dr. Silva in Alfama", file="USER.md")]}))
     fake_anthropic.add(json_reply({"ops": [

@@ -111,3 +111,19 @@ def test_for_line_finds_the_edit_that_wrote_a_fact(tmp_path, name, run, file, li
     assert ledger.for_line(tmp_path, run, file, line, records) == found
     written(tmp_path, "".join(dumps(r) + "\n" for r in records))
     assert ledger.for_line(tmp_path, run, file, line) == found        # read from the file
+
+
+@pytest.mark.parametrize("name, records, waiting", PENDING, ids=[p[0] for p in PENDING])
+def test_waiting_reads_the_proposals_that_wait_from_the_file(tmp_path, name, records, waiting):
+    written(tmp_path, "".join(dumps(r) + "\n" for r in [EDIT, *records, NEWER]))
+    assert ledger.waiting(tmp_path) == waiting
+
+
+def test_waiting_sees_a_proposal_and_a_decision_written_with_escapes(tmp_path):
+    # Only lines that can be a proposal or a decision are parsed (a ledger is mostly
+    # edits): one whose words are spelled with JSON escapes still counts.
+    escaped = (dumps(PROPOSAL).replace('"proposed"', '"propos\\u0065d"') + "\n"
+               + dumps(SECOND) + "\n"
+               + dumps(REJECTED).replace('"decision"', '"\\u0064ecision"') + "\n")
+    assert ledger.read(written(tmp_path, escaped))[0]["status"] == "proposed"
+    assert ledger.waiting(tmp_path) == [PROPOSAL]

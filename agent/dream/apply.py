@@ -91,16 +91,16 @@ def edits(run: RunContext, state: RunState, texts: dict[str, str]) -> proposals.
     (`[dream] review`), and (in the report) what was dropped before either."""
     root = run.vault.root
     ops, dropped = proposals.screen(state.ops or [], rejections.read(root),
-                                    ledger.proposals(ledger.read(root)))
+                                    ledger.waiting(root))
     ops, more = screen_learning(run, state, texts, ops)
     dropped += more
     # What another assistant's export brought in is a person's history told by a
     # third party: every edit it leads to waits for review, whatever the setting.
-    mode = "all" if imported(root, state.entries) else run.settings.dream_review
+    mode = "all" if imported(root, run.run_entries(state)) else run.settings.dream_review
     sp = proposals.split(texts, ops, mode,
                          allow_shrink=run.allow_shrink,
                          max_lines=run.settings.memory_max_lines,
-                         **guard_input(run, state, texts))
+                         **guard_input(run, state, texts, ops))
     sp.duplicates = sum(1 for d in dropped if d.kind == "duplicate")
     sp.unasked = sum(1 for d in dropped if d.kind == "unasked")
     if state.passed:
@@ -113,10 +113,15 @@ def edits(run: RunContext, state: RunState, texts: dict[str, str]) -> proposals.
     return sp
 
 
-def guard_input(run: RunContext, state: RunState, texts: dict[str, str]) -> dict[str, Any]:
+def guard_input(run: RunContext, state: RunState, texts: dict[str, str],
+                ops: list[dict[str, Any]]) -> dict[str, Any]:
     """What the dream's guard needs (see apply_ops): the lines of each memory file a
     person wrote (git blame: any author but the agent), and the text of the run's
-    archive entries, the only evidence that may quote such a line."""
+    archive entries, the only evidence that may quote such a line. The guard looks at
+    them only for an update or a delete: a run of adds alone needs neither (a blame of
+    the whole file, and every entry rendered again, a run's cost growing with memory)."""
+    if not any(op.get("op") in ("update", "delete") for op in ops):
+        return {}
     agent_email = run.vault.agent_identity().email
     hand: dict[str, set[str]] = {}
     for name in FILES:
@@ -137,7 +142,8 @@ def recalled(run: RunContext, state: RunState) -> list[str]:
     cache = run.session_cache()
     out: list[str] = []
     for e in run.run_entries(state):
-        out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, e.sources())]))
+        sources = [s for s in e.sources() if cache.may_recall(str(s[0] or ""))]
+        out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, sources)]))
     return out
 
 
@@ -177,14 +183,11 @@ def screen_learning(run: RunContext, state: RunState, texts: dict[str, str],
     return kept, dropped
 
 
-def imported(root: Path, ids: list[int]) -> bool:
-    """Whether any of the archive entries `ids` comes from an imported conversation
-    (agent import: sessions under `import/`, or lines a JSONL import brought into any
-    session, which the entry's `imported: true` says); only each entry's head is read."""
-    want = set(ids)
-    for entry_id, rel in archive.entry_ids(root):
-        if entry_id not in want:
-            continue
+def imported(root: Path, entries: list[archive.Entry]) -> bool:
+    """Whether any of the archive entries comes from an imported conversation (agent
+    import: sessions under `import/`, or lines a JSONL import brought into any session,
+    which the entry's `imported: true` says); only each entry's head is read."""
+    for rel in (e.path for e in entries):
         try:
             fd, _ = safe.open_file(root, rel)
         except (OSError, safe.UnsafeFile):

@@ -84,6 +84,9 @@ class RunContext:
     _t0: float = field(init=False, default_factory=time.monotonic)
     _sessions: prompts.SessionCache | None = field(init=False, default=None)
     _entries: list[archive.Entry] | None = field(init=False, default=None)
+    # Each text the run's requests send, scrubbed of secrets once (agent.redact):
+    # every request of both phases repeats the memory files.
+    scrubbed: dict[str, str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.settings = load_settings(self.vault.root)

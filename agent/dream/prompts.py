@@ -9,6 +9,7 @@ content cannot close, and the prompts say it is data, never instructions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -210,28 +211,31 @@ class Selection:
         return not self.ids
 
 
-def select(root: Path, done: archive.Consolidated, max_entries: int | None = None) -> Selection:
+def select(root: Path, done: archive.Consolidated, max_entries: int | None = None,
+           cache: SessionCache | None = None) -> Selection:
     """The entries not yet consolidated (at most `max_entries`), heartbeat and dream ones
     set aside, and so are entries whose messages other entries cover (see `covered`).
-    Set-aside entries are marked consolidated too, so they wait no longer.
+    Set-aside entries are marked consolidated too, so they wait no longer. `cache`: the
+    session files read so far (the run renders the entries from them next).
     """
     sel = Selection(done)
     pending = archive.pending(root, done, limit=max_entries)
-    twice = covered(root, done, pending)
+    twice = covered(root, done, pending, cache)
     for entry in pending:
         aside = entry.session.startswith(SKIP_SESSIONS) or entry.id in twice
         (sel.skipped if aside else sel.entries).append(entry)
     return sel
 
 
-def covered(root: Path, done: archive.Consolidated, pending: list[archive.Entry]) -> set[int]:
+def covered(root: Path, done: archive.Consolidated, pending: list[archive.Entry],
+            cache: SessionCache | None = None) -> set[int]:
     """Pending entries whose messages other entries cover already: two machines that
     compacted the same conversation before they synced made two entries of the same
     messages, and only one is dreamed. The compact markers of the entries' session files
     say which messages each entry covers (`ids`); an entry adding no message to those of
     the consolidated entries and of the bigger pending ones is set aside. Entries whose
     markers do not list ids are always dreamed."""
-    cache = SessionCache(root)
+    cache = cache or SessionCache(root)
     cover: dict[int, set[str]] = {}
     # Each file once: the entries of one conversation share its month files, and going
     # through a file per entry made the selection quadratic in the entries.
@@ -326,6 +330,22 @@ class SessionCache:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._files: dict[str, tuple[list[dict], dict[str, int]] | str] = {}
+        self._recalls: dict[str, bool] = {}
+
+    def may_recall(self, rel: str) -> bool:
+        """Whether the file may hold a turn that read memory back (see `recalled`): its
+        bytes name a tool that reads memory, or hold an escape that could spell one. A
+        file that does not need not be parsed to look (a month of a long conversation,
+        parsed whole for every run of the dream that reaches into it)."""
+        if rel not in self._recalls:
+            from agent.fs import safe
+            data = None             # not read: `lines` says why
+            if rel.startswith(f"{sessions.SESSIONS}/") and ".." not in Path(rel).parts:
+                with contextlib.suppress(OSError, UserError):
+                    data = safe.read_bytes(self.root, rel, limit=sessions.SESSION_BYTES)
+            self._recalls[rel] = data is None or b"\\u" in data or any(
+                name.encode() in data for name in (*RECALL_TOOLS, "read_file"))
+        return self._recalls[rel]
 
     def lines(self, rel: str) -> tuple[list[dict], dict[str, int]] | str:
         """The file's lines and each message id's position, or why they cannot be read."""

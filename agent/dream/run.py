@@ -104,7 +104,7 @@ def dream_status(vault: Vault) -> dict[str, Any]:
             texts.append("")
     return {"cursor": cursor, "newest": ids[-1] if ids else 0,
             "waiting": sum(1 for i in ids if i not in done), "in_flight": flight,
-            "review": len(ledger.proposals(ledger.read(root))),
+            "review": len(ledger.waiting(root)),
             "last_failure": failure, "conflicts": prompts.conflicts(*texts),
             "cursor_problem": cursor_problem}
 
@@ -177,7 +177,8 @@ class _Run(RunContext):
     def start(self) -> RunState | DreamOutcome:
         root = self.vault.root
         done = archive.read_consolidated(root)
-        sel = prompts.select(root, done, self.max_entries or RUN_ENTRIES)
+        cache = prompts.SessionCache(root)
+        sel = prompts.select(root, done, self.max_entries or RUN_ENTRIES, cache)
         cursor = sel.cursor
         if sel.empty:
             texts = self.read_memory()
@@ -188,7 +189,6 @@ class _Run(RunContext):
         if not sel.entries:
             return self.skip_only(sel)
         raw_tokens = self.settings.dream_raw_tokens
-        cache = prompts.SessionCache(root)
         asked = self.asked(sel, cache) if self.explicit else None
         if asked is not None:
             sel.passed = [e for e in sel.entries if not asked[e.id]]

@@ -27,7 +27,7 @@ def submit(run: RunContext, state: RunState, phase: str,
     if redact.enabled(run.vault.root):
         # What the agent wrote passed the filter then; what a person typed into
         # MEMORY.md or a sync brought (a transcript, an entry) did not: it does here.
-        requests = [dataclasses.replace(r, request=redact.scrub_value(r.request))
+        requests = [dataclasses.replace(r, request=redact.scrub_value(r.request, run.scrubbed))
                     for r in requests]
     ids = [r.custom_id for r in requests]
     if state.mode == "batch" and not run.sync:

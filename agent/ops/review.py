@@ -476,7 +476,7 @@ def _decide_run(vault: Vault, run: str, chosen: list[Item], out: Outcome, at: st
 def _rebuild(vault: Vault, runs: list[str]) -> list[str]:
     """Each run's branch on top of `main` as it is now, holding what still waits; a
     branch with nothing waiting is deleted. The names of the deleted ones."""
-    waiting = ledger.proposals(ledger.read(vault.root))
+    waiting = ledger.waiting(vault.root)
     head = vault.head() or ""        # "": no commit yet, which git refuses as a parent
     closed = []
     for run in runs:
@@ -499,7 +499,7 @@ def _rebuild(vault: Vault, runs: list[str]) -> list[str]:
 def tidy(vault: Vault) -> list[str]:
     """Delete the local `dream/*` branches on which nothing waits any more (decided on
     another clone, say); the names deleted. Called after a sync brings the ledger in."""
-    waiting = {branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
+    waiting = {branch_of(r["run"]) for r in ledger.waiting(vault.root)}
     closed = []
     for branch in branches.listed(vault):
         if branch not in waiting and branches.delete(vault, branch):

@@ -285,7 +285,7 @@ def _stale(vault: Vault, days: dict[str, Day], run_day: dict[str, str], now: dat
     from agent.ops import review
     from agent.stores import ledger
 
-    if not ledger.proposals(ledger.read(vault.root)):
+    if not ledger.waiting(vault.root):
         return
     today = now.date().isoformat()
     for item in review.pending(vault):

@@ -31,6 +31,7 @@ from pathlib import Path
 
 LEDGER = ".dream_ledger.jsonl"
 LEDGER_BYTES = 256 * 1024 * 1024     # years of dreams, read whole
+PROPOSED = "proposed"
 
 
 def dumps(record: dict) -> str:
@@ -51,6 +52,24 @@ def loads(line: str) -> dict | None:
 
 def read(root: Path) -> list[dict]:
     """Every record; a line that is not JSON (a torn or hand-mangled one) is skipped."""
+    return _read(root)
+
+
+def waiting(root: Path) -> list[dict]:
+    """The proposals that wait for a decision (as `proposals(read(root))`), parsing only
+    the lines that can be a proposal or a decision: the ledger gains a record for every
+    edit a dream makes, and a dream that parsed them all to find what waits cost more
+    the more it had dreamed before."""
+    return proposals(_read(root, _MAYBE_WAITING))
+
+
+# The words a proposal or a decision has to hold ("status": "proposed", "decision"),
+# unless written with escapes: a line with a backslash is always parsed.
+_MAYBE_WAITING = (PROPOSED, "decision", "\\")
+
+
+def _read(root: Path, holding: tuple[str, ...] | None = None) -> list[dict]:
+    """The records of the lines holding one of `holding` (None: every line)."""
     from agent.fs import safe
     out = []
     text = safe.read_text(root, LEDGER, limit=LEDGER_BYTES, errors="replace") or ""
@@ -58,7 +77,7 @@ def read(root: Path) -> list[dict]:
     # string, and splitlines() would cut a fact holding one into two broken records.
     for line in text.split("\n"):
         line = line.strip()
-        if not line:
+        if not line or (holding is not None and not any(w in line for w in holding)):
             continue
         try:
             obj = boundedjson.loads(line)
@@ -67,9 +86,6 @@ def read(root: Path) -> list[dict]:
         if isinstance(obj, dict):
             out.append(obj)
     return out
-
-
-PROPOSED = "proposed"
 
 
 def is_proposal(rec: dict) -> bool:

@@ -97,7 +97,7 @@ def exchange_proposals(vault: Vault, remote: str, result: SyncResult,
         return False
     from agent.stores import ledger
 
-    waiting = {branches.branch_of(r["run"]) for r in ledger.proposals(ledger.read(vault.root))}
+    waiting = {branches.branch_of(r["run"]) for r in ledger.waiting(vault.root)}
     try:
         from agent.sync import incoming
         done = branches.exchange(vault, remote, waiting, refs=refs, rewritten=rewritten,

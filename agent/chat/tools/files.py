@@ -199,7 +199,7 @@ def hold(rel: str, ops: list[dict]) -> str:
     ctx = current_context()
     vault = ctx.vault
     waiting = {(p.get("file"), normalise(str(p.get("line") or p.get("old") or "")))
-               for p in ledger.proposals(ledger.read(vault.root))}
+               for p in ledger.waiting(vault.root)}
     ops = [o for o in ops if (o["file"], normalise(o["new"] or o["old"])) not in waiting]
     if not ops:
         return f"That already waits for the person's review (`agent review`); {rel} is unchanged."
