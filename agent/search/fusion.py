@@ -145,6 +145,9 @@ class Fusion:
     dense: float = 1.0        # weight of dense similarity (pool) or of the dense ranking (rrf)
     depth: int = 50           # how many dense neighbours enter the fusion
     extend: bool = True       # pool: dense neighbours without query words join the pool
+    # pool: the word candidates past the dense neighbours get their own similarity (from
+    # their stored vectors) rather than none (issue 46: held out 0.761 / 0.833 -> 0.770 / 0.844).
+    every: bool = True
     # A result with none of the query's words is shown only when its lift (how much
     # closer it is to the query than unrelated texts are, in units of how widely the
     # unrelated texts' lifts spread for this query: background.py) is above what the
@@ -200,7 +203,7 @@ def meaning(near: list[tuple[int, float]], level: float, fusion: Fusion = FUSION
     related texts differ by a few hundredths, so raw cosines would say nothing)."""
     if not near or fusion.dense <= 0:
         return {}
-    best = near[0][1] - level
+    best = max(s for _, s in near) - level
     if best <= 0:
         return {}
     return {i: fusion.dense * (s - level) / best for i, s in near if s > level}
