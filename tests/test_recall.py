@@ -106,6 +106,35 @@ def test_a_reply_is_found_by_the_meaning_of_the_message_it_answers(talk):
     assert reply and reply[0].why == "meaning" and reply[0].matched == []
 
 
+APPLES = ["We baked an apple pie from the old recipe book",
+          "Grandma made her apple crumble with cinnamon, the best dessert we had all autumn",
+          "Apple stock fell after the phone launch",
+          "The shed roof leaks after rain", "We booked the train to Kyoto for April",
+          "My sister ran her first marathon", "The sourdough starter finally bubbled",
+          "The kids built a treehouse", "Our cat knocked the plant off the shelf",
+          "The dentist moved my appointment", "I drank far too much coffee this morning"]
+
+
+@needs_model
+def test_a_word_hit_past_the_closest_in_meaning_is_still_ranked_by_its_meaning(
+        vault, run, tmp_path, monkeypatch):
+    # Only the closest documents in meaning are looked up by the query's vector (50; one
+    # here, so a vault of eleven messages has word hits past it). The crumble holds only
+    # "apple", like the share price's line, which is shorter and so first by words
+    # alone; the crumble is about baking, and the ranking must know it.
+    from dataclasses import replace
+    from agent.search import fusion
+    lines = [{"session": f"import/s{i}", "id": f"a{i}", "role": "user",
+              "ts": f"{day(30 - i)}T10:00:00+00:00", "content": text}
+             for i, text in enumerate(APPLES)]
+    assert run("import", str(write_import(tmp_path, lines))).exit_code == 0
+    monkeypatch.setattr(fusion, "FUSION", replace(fusion.FUSION, depth=1))
+    out = run("search", "--json", "-n", "5", "Which apple pie recipe did we bake?").output
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert [h["message_ids"] for h in hits] == [["a0"], ["a1"], ["a2"]]
+    assert [h["why"] for h in hits] == ["words+meaning", "words", "words"]
+
+
 def test_surroundings_read_in_two_parts_are_those_read_at_once(vault, run, tmp_path):
     # A hybrid search reads its word candidates' neighbours while the query's vector is
     # made, and the dense candidates' after: together they must be what one read gives.
