@@ -18,7 +18,7 @@ from agent.search import fusion as fusion_mod
 from agent.search import snippets
 from agent.search.db import SearchError, db_path, open_index
 from agent.search.ranking import (COLUMNS, RANKING, Candidate, Ranking, candidates, filters,
-                                  around, rerank, within_budget)
+                                  around, rerank, same_sitting, within_budget)
 from agent.search.snippets import snippet
 from agent.search.text import (HAS_CJK, WORD, Stemmer, fold, is_cjk, match_expression,
                                query_terms)
@@ -429,7 +429,8 @@ class _Query:
                 continue
             # Lifted by a neighbour: shown under the nearest hit of its file, if any.
             near_hits = [(abs(a.line - c.line), h) for a, h in shown.get(c.file, ())
-                         if a.line and c.line and abs(a.line - c.line) <= 4 * ranking.reach]
+                         if a.line and c.line and abs(a.line - c.line) <= 4 * ranking.reach
+                         and same_sitting(a.ts, c.ts, ranking.sitting)]
             if near_hits:
                 anchor = min(near_hits, key=lambda x: x[0])[1]
                 if len(anchor.context) >= ranking.context:
