@@ -135,6 +135,27 @@ def test_a_word_hit_past_the_closest_in_meaning_is_still_ranked_by_its_meaning(
     assert [h["why"] for h in hits] == ["words+meaning", "words", "words"]
 
 
+def test_a_hits_context_is_from_the_same_sitting_not_another_days_talk(vault, run, tmp_path):
+    # The tomatoes are the last thing said one evening. The lines either side in the file
+    # are that morning's and the next morning's, about other things: neither is context.
+    # Said a minute before, the same line is.
+    def talk(first: str) -> list[dict]:
+        said = [("s1", f"{day(5)}T{first}:00+00:00", "Shall we sort out the garden this weekend?"),
+                ("s2", f"{day(5)}T18:01:00+00:00", "Yes, and plant the tomatoes along the fence."),
+                ("s3", f"{day(4)}T08:00:00+00:00", "Did anyone feed the cat this morning?")]
+        return [{"session": f"import/home{first[:2]}", "id": f"{i}-{first[:2]}", "ts": ts,
+                 "role": "user", "content": text} for i, ts, text in said]
+
+    assert run("import", str(write_import(tmp_path, talk("09:00")))).exit_code == 0
+    out = run("search", "--json", "--mode", "words", "tomatoes").output
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert [h["message_ids"] for h in hits] == [["s2-09"]] and "context" not in hits[0]
+    assert run("import", str(write_import(tmp_path, talk("18:00"), name="b.jsonl"))).exit_code == 0
+    out = run("search", "--json", "--mode", "words", "tomatoes").output
+    hits = {h["message_ids"][0]: h for h in map(json.loads, out.splitlines())}
+    assert [c["message_ids"] for c in hits["s2-18"]["context"]] == [["s1-18"]]
+
+
 def test_surroundings_read_in_two_parts_are_those_read_at_once(vault, run, tmp_path):
     # A hybrid search reads its word candidates' neighbours while the query's vector is
     # made, and the dense candidates' after: together they must be what one read gives.
