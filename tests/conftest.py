@@ -295,7 +295,7 @@ def pytest_runtest_makereport(item, call):
 # What makes a scenario slow: it starts `agent serve` (the `procs` fixture) or a real
 # model server, drives a browser, or builds thousands of messages. `-m "not slow"` runs
 # the rest in a minute.
-SLOW_FIXTURES = {"procs", "llama", "own_llama"}
+SLOW_FIXTURES = {"procs", "llama", "own_llama", "endless_llama"}
 SLOW_MODULES = {"test_webpage", "test_scale"}
 
 

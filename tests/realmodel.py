@@ -258,3 +258,15 @@ def own_llama(tmp_path):
     server = LlamaServer.start(tmp_path / "llama")
     yield server
     server.stop()
+
+
+@pytest.fixture
+def endless_llama(tmp_path):
+    """A llama-server of this test's own that never ends a reply (--ignore-eos): a
+    runaway on every machine, where a sampled model might otherwise stop early."""
+    why = missing()
+    if why:
+        pytest.skip(why)
+    server = LlamaServer.start(tmp_path / "llama", extra=("--ignore-eos",))
+    yield server
+    server.stop()

@@ -73,7 +73,8 @@ def test_an_ask_to_remember_reaches_the_vault_as_a_commit(llama, vault, run):
 
 
 def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
-    use_llama(vault, llama, extra="max_tokens = 40\n")
+    # Greedy, so the reply is the same few words on every run, not by chance a tool call.
+    use_llama(vault, llama, extra="max_tokens = 40\n", provider="temperature = 0.0\n")
     r = run("chat", "-m", "Say hello.")
     assert r.exit_code == 0, r.output
     answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
@@ -135,9 +136,11 @@ def test_doctor_and_models_read_the_servers_own_listing(llama, vault, run, tmp_p
         bare.stop()
 
 
-def test_a_runaway_reply_is_cut_and_the_server_stops_writing(llama, vault, run):
-    # A long answer from a model that writes until max_tokens: the turn's time limit (or
-    # the repeat detector, whichever comes first with this model) cuts it.
+def test_a_runaway_reply_is_cut_and_the_server_stops_writing(endless_llama, vault, run):
+    # A model that writes until max_tokens (the server ignores its end token, so every
+    # machine sees the runaway): the turn's time limit, or the repeat detector, whichever
+    # comes first, cuts it.
+    llama = endless_llama
     use_llama(vault, llama, extra="max_tokens = 4000\n")
     assert run("config", "set", "chat.turn_timeout", "3").exit_code == 0
     r = run("chat", "-m", "Write the word boat one thousand times.")
