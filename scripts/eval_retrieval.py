@@ -204,6 +204,13 @@ def pick(spec: str | None, n: int) -> list[int]:
     return [i for i in out if i < n]
 
 
+def _typed(default, value: str):
+    """`value` as the type of the setting's default (a flag: true/false, 1/0, yes/no)."""
+    if isinstance(default, bool):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return type(default)(value)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path, help="LoCoMo-format JSON (a list of conversations)")
@@ -229,11 +236,11 @@ def main(argv=None) -> int:
     ranking = index.RANKING
     for item in args.set:
         name, _, value = item.partition("=")
-        ranking = replace(ranking, **{name: type(getattr(ranking, name))(value)})
+        ranking = replace(ranking, **{name: _typed(getattr(ranking, name), value)})
     fusion = fusion_mod.FUSION
     for item in args.fuse:
         name, _, value = item.partition("=")
-        fusion = replace(fusion, **{name: type(getattr(fusion, name))(value)})
+        fusion = replace(fusion, **{name: _typed(getattr(fusion, name), value)})
 
     for var, val in (("GIT_AUTHOR_NAME", "eval"), ("GIT_AUTHOR_EMAIL", "eval@localhost"),
                      ("GIT_COMMITTER_NAME", "eval"), ("GIT_COMMITTER_EMAIL", "eval@localhost")):
@@ -291,7 +298,7 @@ def main(argv=None) -> int:
             print(f"\nhybrid, {name} varied (overall)")
             print(f"{name:<10}{'any@5':>8}{'rec@5':>8}{'any@10':>8}{'all@10':>8}{'rec@10':>8}")
             for value in values.split(","):
-                f = replace(fusion, **{name: type(getattr(fusion, name))(value)})
+                f = replace(fusion, **{name: _typed(getattr(fusion, name), value)})
                 s_, _ = run(data, ks, ranking, vaults, questions, "hybrid", f)
                 o = overall(s_, ks)
                 print(f"{value:<10}" + "".join(f"{o.get(m, float('nan')):>8.3f}" for m in

@@ -106,6 +106,56 @@ def test_a_reply_is_found_by_the_meaning_of_the_message_it_answers(talk):
     assert reply and reply[0].why == "meaning" and reply[0].matched == []
 
 
+APPLES = ["We baked an apple pie from the old recipe book",
+          "Grandma made her apple crumble with cinnamon, the best dessert we had all autumn",
+          "Apple stock fell after the phone launch",
+          "The shed roof leaks after rain", "We booked the train to Kyoto for April",
+          "My sister ran her first marathon", "The sourdough starter finally bubbled",
+          "The kids built a treehouse", "Our cat knocked the plant off the shelf",
+          "The dentist moved my appointment", "I drank far too much coffee this morning"]
+
+
+@needs_model
+def test_a_word_hit_past_the_closest_in_meaning_is_still_ranked_by_its_meaning(
+        vault, run, tmp_path, monkeypatch):
+    # Only the closest documents in meaning are looked up by the query's vector (50; one
+    # here, so a vault of eleven messages has word hits past it). The crumble holds only
+    # "apple", like the share price's line, which is shorter and so first by words
+    # alone; the crumble is about baking, and the ranking must know it.
+    from dataclasses import replace
+    from agent.search import fusion
+    lines = [{"session": f"import/s{i}", "id": f"a{i}", "role": "user",
+              "ts": f"{day(30 - i)}T10:00:00+00:00", "content": text}
+             for i, text in enumerate(APPLES)]
+    assert run("import", str(write_import(tmp_path, lines))).exit_code == 0
+    monkeypatch.setattr(fusion, "FUSION", replace(fusion.FUSION, depth=1))
+    out = run("search", "--json", "-n", "5", "Which apple pie recipe did we bake?").output
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert [h["message_ids"] for h in hits] == [["a0"], ["a1"], ["a2"]]
+    assert [h["why"] for h in hits] == ["words+meaning", "words", "words"]
+
+
+def test_a_hits_context_is_from_the_same_sitting_not_another_days_talk(vault, run, tmp_path):
+    # The tomatoes are the last thing said one evening. The lines either side in the file
+    # are that morning's and the next morning's, about other things: neither is context.
+    # Said a minute before, the same line is.
+    def talk(first: str) -> list[dict]:
+        said = [("s1", f"{day(5)}T{first}:00+00:00", "Shall we sort out the garden this weekend?"),
+                ("s2", f"{day(5)}T18:01:00+00:00", "Yes, and plant the tomatoes along the fence."),
+                ("s3", f"{day(4)}T08:00:00+00:00", "Did anyone feed the cat this morning?")]
+        return [{"session": f"import/home{first[:2]}", "id": f"{i}-{first[:2]}", "ts": ts,
+                 "role": "user", "content": text} for i, ts, text in said]
+
+    assert run("import", str(write_import(tmp_path, talk("09:00")))).exit_code == 0
+    out = run("search", "--json", "--mode", "words", "tomatoes").output
+    hits = [json.loads(line) for line in out.splitlines()]
+    assert [h["message_ids"] for h in hits] == [["s2-09"]] and "context" not in hits[0]
+    assert run("import", str(write_import(tmp_path, talk("18:00"), name="b.jsonl"))).exit_code == 0
+    out = run("search", "--json", "--mode", "words", "tomatoes").output
+    hits = {h["message_ids"][0]: h for h in map(json.loads, out.splitlines())}
+    assert [c["message_ids"] for c in hits["s2-18"]["context"]] == [["s1-18"]]
+
+
 def test_surroundings_read_in_two_parts_are_those_read_at_once(vault, run, tmp_path):
     # A hybrid search reads its word candidates' neighbours while the query's vector is
     # made, and the dense candidates' after: together they must be what one read gives.
@@ -178,9 +228,12 @@ def test_json_says_why_each_result_is_there(talk, run):
     top = rows[0]
     assert top["message_ids"] == ["c5"] and top["why"] in ("words", "words+meaning")
     assert top["matched"] == ["plumber"] and isinstance(top["similarity"], float)
-    assert {c["why"] for c in top["context"]} == {"context"}
-    assert ["c4"] in [c["message_ids"] for c in top["context"]]
+    # The line before it in the file was said two days earlier: not its context.
+    assert "context" not in top
     assert {"kind", "path", "line", "ts", "speaker", "session", "score", "snippet", "text"} <= set(top)
+    rows = [json.loads(line) for line in run("search", "kyoto", "--json").output.splitlines()]
+    assert rows[0]["message_ids"] == ["c3"]
+    assert [(c["message_ids"], c["why"]) for c in rows[0]["context"]] == [(["c4"], "context")]
 
 
 def test_since_and_until_take_what_git_log_takes(talk, run):

@@ -18,7 +18,7 @@ from agent.search import fusion as fusion_mod
 from agent.search import snippets
 from agent.search.db import SearchError, db_path, open_index
 from agent.search.ranking import (COLUMNS, RANKING, Candidate, Ranking, candidates, filters,
-                                  around, rerank, within_budget)
+                                  around, rerank, same_sitting, within_budget)
 from agent.search.snippets import snippet
 from agent.search.text import (HAS_CJK, WORD, Stemmer, fold, is_cjk, match_expression,
                                query_terms)
@@ -328,9 +328,10 @@ class _Query:
         if self.pool:
             # Dense similarity as a feature of the re-ranking (fusion.py).
             dense_only = [rows[i] for i, _ in near if i not in by_id] if fusion.extend else []
+            scored = near + self.beyond(qvec) if fusion.every else near
             self.cands = rerank(db, self.cands + dense_only, self.query, self.terms, self.ranking,
                                 self.since, self.until,
-                                meaning=fusion_mod.meaning(near, self.level, fusion),
+                                meaning=fusion_mod.meaning(scored, self.level, fusion),
                                 known=self.known)
             # What the word ranking lifted: its candidates and their neighbours (a
             # dense candidate next to a word hit is read with that hit).
@@ -348,6 +349,20 @@ class _Query:
             c = by_id[i]
             c.score = sc
             self.cands.append(c)
+
+    def beyond(self, qvec) -> list[tuple[int, float]]:
+        """The similarity to the query of the word candidates the dense neighbours left
+        out (past `depth`, or past what the graphs walked), from their stored vectors:
+        without it a message holding the question's words but 51st in meaning counts as
+        though it meant nothing."""
+        import numpy as np
+        from agent.search import vectors
+
+        missing = [c.id for c in self.cands if c.id not in self.similarity]
+        ids, m = vectors.of(self.db, missing)
+        if m is None:
+            return []
+        return list(zip(ids, (m @ np.asarray(qvec, np.float32)).tolist()))
 
     def classified(self) -> list[tuple[Candidate, Hit]]:
         """The candidates in rank order as hits, each with why it is here; those with no
@@ -414,7 +429,8 @@ class _Query:
                 continue
             # Lifted by a neighbour: shown under the nearest hit of its file, if any.
             near_hits = [(abs(a.line - c.line), h) for a, h in shown.get(c.file, ())
-                         if a.line and c.line and abs(a.line - c.line) <= 4 * ranking.reach]
+                         if a.line and c.line and abs(a.line - c.line) <= 4 * ranking.reach
+                         and same_sitting(a.ts, c.ts, ranking.sitting)]
             if near_hits:
                 anchor = min(near_hits, key=lambda x: x[0])[1]
                 if len(anchor.context) >= ranking.context:
