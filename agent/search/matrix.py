@@ -364,19 +364,6 @@ def scan_file(key: str, qvec):
     return cached.m, start, _scan(cached.m[start:], np.asarray(qvec, _F32))
 
 
-def of(db, ids: list[int]):
-    """The stored vectors of these documents, as (ids found, float32 [n, dim])."""
-    import numpy as np
-    if not ids or not enabled(db):
-        return [], None
-    rows = db.execute(f"SELECT id, v FROM vec WHERE id IN ({','.join('?' * len(ids))})",
-                      list(ids)).fetchall()
-    if not rows:
-        return [], None
-    m = np.frombuffer(b"".join(r[1] for r in rows), np.float16).astype(_F32)
-    return [r[0] for r in rows], m.reshape(len(rows), -1)
-
-
 def nearest(db, key: str, qvec, k: int, scanned=None) -> tuple[list[tuple[int, float]], float, int]:
     """The k documents closest to the query vector, as (doc id, cosine similarity), the
     mean similarity of all documents to it (what "unrelated" is for this query), and how

@@ -406,10 +406,10 @@ class _Query:
         """How much closer in meaning each dense candidate is to the query than unrelated
         texts are: its similarity less the query's level and the passage's pull
         (background.py)."""
-        from agent.search import matrix
+        from agent.search import vectors
         if self.background is None or not self.similarity:
             return {}
-        ids, m = matrix.of(self.db, list(self.similarity))
+        ids, m = vectors.of(self.db, list(self.similarity))
         if m is None:
             return {}
         pull = self.background.pull(m)

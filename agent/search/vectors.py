@@ -117,6 +117,19 @@ def ensure(db, model_name: str) -> None:
         raise
 
 
+def of(db, ids: list[int]):
+    """The stored vectors of these documents, as (ids found, float32 [n, dim])."""
+    import numpy as np
+    if not ids or not enabled(db):
+        return [], None
+    rows = db.execute(f"SELECT id, v FROM vec WHERE id IN ({','.join('?' * len(ids))})",
+                      list(ids)).fetchall()
+    if not rows:
+        return [], None
+    m = np.frombuffer(b"".join(r[1] for r in rows), np.float16).astype("<f4")
+    return [r[0] for r in rows], m.reshape(len(rows), -1)
+
+
 def pending(db) -> int:
     if not enabled(db):
         return db.execute("SELECT count(*) FROM docs").fetchone()[0]
