@@ -37,6 +37,7 @@ ALLOWED = {
     ("agent/vault/history.py", "ensure_path_filters"): "git's commit-graph under .git/",
     ("agent/sync/mergedriver.py", "main"): "the temporary files git gives a merge driver",
     ("agent/search/matrix.py", "_map"): "the index's vectors file in .agent/",
+    ("agent/search/matrix.py", "_rows_of_file"): "the index's vectors file in .agent/, memory-mapped",
     ("agent/search/ann.py", "building"): "the graphs' build lock in .agent/",
     ("agent/search/ann.py", "read"): "the graphs' manifest in .agent/, written by the index",
     ("agent/search/ann.py", "_view"): "a graph segment in .agent/, memory-mapped",
