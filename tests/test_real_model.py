@@ -52,9 +52,11 @@ def test_a_reply_streams_in_deltas_and_ends_with_the_servers_usage(llama, vault)
     assert msg.stop_reason in (END, MAX_TOKENS)
 
 
-def test_an_ask_to_remember_reaches_the_vault_as_a_commit(llama, vault, run):
-    # Greedy sampling, so the model's few words are the same on every run; what it keeps
-    # is its own affair (a 135M model may garble it), that it is kept is the agent's.
+def test_an_ask_to_remember_reaches_the_vault_as_a_commit(fixed_now, llama, vault, run):
+    # Greedy sampling and a fixed clock, so the prompt and the model's few words are the
+    # same on every run (the prompt names the minute: at some minutes this model loops in
+    # the call's text to max_tokens, at others not); what it keeps is its own affair (a
+    # 135M model may garble it), that it is kept is the agent's.
     use_llama(vault, llama, extra="max_tokens = 200\n", provider="temperature = 0.0\n")
     r = run("chat", "-m", "Remember that my boat is called Wren.")
     assert r.exit_code == 0, r.output
@@ -65,7 +67,7 @@ def test_an_ask_to_remember_reaches_the_vault_as_a_commit(llama, vault, run):
     assert calls and calls[0]["name"] == "remember", lines
     results = [b for x in lines if isinstance(x["content"], list) for b in x["content"]
                if b.get("type") == "tool_result"]
-    assert results and not results[0].get("is_error"), results
+    assert results and not results[0].get("is_error"), (calls[0]["input"], results)
     kept = calls[0]["input"]["text"].strip()
     changed = vault.git("show", "--name-only", "--format=", "HEAD").split()
     memory_files = [f for f in changed if f in ("MEMORY.md", "USER.md")
@@ -74,8 +76,9 @@ def test_an_ask_to_remember_reaches_the_vault_as_a_commit(llama, vault, run):
     assert " ".join(kept.split())[:30] in (vault.root / memory_files[0]).read_text()
 
 
-def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
-    # Greedy, so the reply is the same few words on every run, not by chance a tool call.
+def test_a_chat_turn_is_saved_with_the_servers_token_counts(fixed_now, llama, vault, run):
+    # Greedy and a fixed clock, so the prompt and the reply are the same few words on
+    # every run, not by chance (at some minute) a tool call.
     use_llama(vault, llama, extra="max_tokens = 40\n", provider="temperature = 0.0\n")
     r = run("chat", "-m", "Say hello.")
     assert r.exit_code == 0, r.output
@@ -91,8 +94,8 @@ def test_a_chat_turn_is_saved_with_the_servers_token_counts(llama, vault, run):
     assert 0 < used["output_tokens"] <= 40
 
 
-def test_a_conversation_is_archived_and_dreamt_over_through_the_schema_grammar(llama, vault,
-                                                                             run, tmp_path):
+def test_a_conversation_is_archived_and_dreamt_over_through_the_schema_grammar(
+        fixed_now, llama, vault, run, tmp_path):
     # The summary and the dream's replies come through response_format json_schema, which
     # llama-server makes a grammar of; the schemas' bounds (maxLength, maxItems) end a
     # 135M model's strings and lists there, where before its summary ran on to max_tokens
