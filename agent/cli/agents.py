@@ -7,12 +7,12 @@ import json
 import click
 
 from agent.cli import complete
-from agent.cli.common import get_vault, vault_option
+from agent.cli.common import get_vault, json_option, vault_option
 from agent.errors import UserError
 
 
 @click.group("agents", invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per run (JSON Lines).")
+@json_option("One JSON object per run (JSON Lines).")
 @vault_option
 @click.pass_context
 def agents(ctx, as_json):

@@ -12,9 +12,8 @@ from pathlib import Path
 import click
 
 from agent.stores import memory
-from agent.cli.common import (AgentGroup, after_change, get_vault, page, read_stdin,
-                              report_recovery, vault_option, vault_path,
-                              warn_if_identity_guessed)
+from agent.cli.common import (AgentGroup, after_change, get_vault, json_option, page, read_stdin,
+                              report_recovery, vault_option, vault_path, warn_if_identity_guessed)
 from agent.errors import UserError
 from agent.clock import now
 from agent.ops.vaults import init_vault
@@ -86,7 +85,7 @@ def note(text):
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
+@json_option("One JSON object, for scripts.")
 @vault_option
 def status(as_json):
     """Show the vault, its HEAD, hand edits, counts and the dream cursor."""
@@ -168,8 +167,7 @@ def _render_status(s) -> None:
 @click.option("--since", help="Only commits after this date (e.g. 2026-11-01, '2 weeks ago').")
 @click.option("--oneline", is_flag=True, help="One line per commit, no diffs.")
 @click.option("--no-pager", is_flag=True, help="Print straight to the terminal, not through less.")
-@click.option("--json", "as_json", is_flag=True,
-              help="One JSON object per commit (JSON Lines): its lines added and removed.")
+@json_option("One JSON object per commit (JSON Lines): its lines added and removed.")
 @vault_option
 def log(paths, max_count, since, oneline, no_pager, as_json):
     """Show how memory files changed, newest first (default MEMORY.md and USER.md).

@@ -84,6 +84,11 @@ def vault_option(f):
                              "folder, else $AGENT_VAULT, else ~/.agent/vault).")(f)
 
 
+def json_option(what: str):
+    """`--json` on a command: `what` says what it prints (the value arrives as as_json)."""
+    return click.option("--json", "as_json", is_flag=True, help=what)
+
+
 def vault_path() -> tuple[Path, str]:
     """The vault's path and where it came from: "option", "cwd", "env" or "default"."""
     ctx = click.get_current_context()

@@ -10,7 +10,8 @@ import click
 
 from agent import config as cfg
 from agent.cli import complete
-from agent.cli.common import AgentGroup, after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import (AgentGroup, after_change, get_vault, json_option, report_recovery,
+                              vault_option)
 from agent.vault.change import Change
 from typing import TYPE_CHECKING, Any
 
@@ -84,8 +85,7 @@ def config_check():
 
 
 @config.command("list")
-@click.option("--json", "as_json", is_flag=True,
-              help="One JSON object per setting (JSON Lines): key, value, set.")
+@json_option("One JSON object per setting (JSON Lines): key, value, set.")
 @vault_option
 def config_list(as_json):
     """Every setting, its value and whether it is the default."""

@@ -11,12 +11,12 @@ from dataclasses import asdict
 
 import click
 
-from agent.cli.common import get_vault, vault_option
+from agent.cli.common import get_vault, json_option, vault_option
 from agent.ops.doctor import run_checks
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="The checks as a JSON array, for scripts.")
+@json_option("The checks as a JSON array, for scripts.")
 @click.option("--fix", is_flag=True,
               help="First repair what can be repaired safely: an interrupted sync is "
                    "finished, or given up when git refuses its commit (your files and "

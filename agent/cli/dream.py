@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from agent.cli.common import after_change, get_vault, report_recovery, settings_of, vault_option
+from agent.cli.common import (after_change, get_vault, json_option, report_recovery, settings_of,
+                              vault_option)
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def _print_cost(out) -> None:
               help="Allow deleting more than a quarter of a file's facts in one run.")
 @click.option("--poll-interval", type=float, default=5.0, hidden=True,
               help="Seconds between checks of a batch in flight.")
-@click.option("--json", "as_json", is_flag=True, help="With --status: one JSON object.")
+@json_option("With --status: one JSON object.")
 @vault_option
 def dream(no_wait, sync, dry_run, status, cancel, max_entries, allow_shrink, poll_interval,
           as_json):

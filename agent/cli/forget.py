@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from agent.cli.common import get_vault, read_stdin, report_recovery, vault_option
+from agent.cli.common import get_vault, json_option, read_stdin, report_recovery, vault_option
 from agent.errors import UserError
 
 
@@ -19,7 +19,7 @@ from agent.errors import UserError
 @click.option("--fact", is_flag=True,
               help="TEXT names one line of MEMORY.md or USER.md: forget that whole line.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--json", "as_json", is_flag=True, help="The receipt as JSON.")
+@json_option("The receipt as JSON.")
 @vault_option
 def forget_cmd(text, message_id, fact, yes, as_json):
     """Remove a phrase from every file and commit, here and on every clone.

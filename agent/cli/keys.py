@@ -11,12 +11,12 @@ import sys
 
 import click
 
-from agent.cli.common import get_vault, settings_of, vault_option
+from agent.cli.common import get_vault, json_option, settings_of, vault_option
 from agent.config import keys
 
 
 @click.group("keys", invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per pair (JSON Lines).")
+@json_option("One JSON object per pair (JSON Lines).")
 @vault_option
 @click.pass_context
 def keys_group(ctx, as_json):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from agent.cli.common import get_vault, report_recovery, vault_option
+from agent.cli.common import get_vault, json_option, report_recovery, vault_option
 
 
 @click.group("mcp", invoke_without_command=True)
@@ -36,7 +36,7 @@ def mcp_group(ctx, read_only, review):
 @mcp_group.command("list")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS",
               help="How long each server may take to start (default: its startup_timeout).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per server (JSON Lines).")
+@json_option("One JSON object per server (JSON Lines).")
 @vault_option
 def list_cmd(timeout, as_json):
     """Show the MCP servers of agent.toml, whether each is approved on this machine,

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agent.cli.common import get_vault, vault_option
+from agent.cli.common import get_vault, json_option, vault_option
 
 if TYPE_CHECKING:
     from agent.ops.models import Listing
 
 
 @click.command("models")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per model (JSON Lines).")
+@json_option("One JSON object per model (JSON Lines).")
 @click.option("--served", is_flag=True,
               help="Also ask each provider's server what it serves (one call each; a local "
                    "server that lists no such name is asked for one token).")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from agent.cli.common import get_vault, vault_option
+from agent.cli.common import get_vault, json_option, vault_option
 
 
 @click.group("remote")
@@ -47,7 +47,7 @@ def add_cmd(name, url, encrypt):
 
 
 @remote_group.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object a remote (JSON Lines).")
+@json_option("One JSON object a remote (JSON Lines).")
 @vault_option
 def list_cmd(as_json):
     """List the remotes; for an encrypted one, the devices it is encrypted for."""

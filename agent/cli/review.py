@@ -7,7 +7,7 @@ import json
 import click
 
 from agent.cli import complete
-from agent.cli.common import after_change, get_vault, vault_option
+from agent.cli.common import after_change, get_vault, json_option, vault_option
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def _decide(picks, every, decision, as_json, *, because="", new_text=None):
 
 
 @click.group(invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per pending edit (JSON Lines).")
+@json_option("One JSON object per pending edit (JSON Lines).")
 @vault_option
 @click.pass_context
 def review(ctx, as_json):
@@ -104,7 +104,7 @@ def review(ctx, as_json):
 @review.command()
 @click.argument("numbers", nargs=-1, shell_complete=complete.review_numbers)
 @click.option("--all", "every", is_flag=True, help="Accept every proposal waiting.")
-@click.option("--json", "as_json", is_flag=True, help="What was done, as JSON.")
+@json_option("What was done, as JSON.")
 @vault_option
 def accept(numbers, every, as_json):
     """Apply proposals N... to MEMORY.md/USER.md in one commit per dream."""
@@ -115,7 +115,7 @@ def accept(numbers, every, as_json):
 @click.argument("numbers", nargs=-1, shell_complete=complete.review_numbers)
 @click.option("--all", "every", is_flag=True, help="Reject every proposal waiting.")
 @click.option("--because", default="", metavar="TEXT", help="Why (kept with the rejection).")
-@click.option("--json", "as_json", is_flag=True, help="What was done, as JSON.")
+@json_option("What was done, as JSON.")
 @vault_option
 def reject(numbers, every, because, as_json):
     """Reject proposals N...: recorded, so no later dream proposes them again."""
@@ -124,7 +124,7 @@ def reject(numbers, every, because, as_json):
 
 @review.command()
 @click.argument("number", shell_complete=complete.review_numbers)
-@click.option("--json", "as_json", is_flag=True, help="What was done, as JSON.")
+@json_option("What was done, as JSON.")
 @vault_option
 def edit(number, as_json):
     """Edit proposal N's new text in $EDITOR, then accept it."""

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import click
 
 from agent.cli import complete
-from agent.cli.common import (AgentGroup, after_change, get_vault, quiet_logs, report_recovery,
-                              settings_of, vault_option)
+from agent.cli.common import (AgentGroup, after_change, get_vault, json_option, quiet_logs,
+                              report_recovery, settings_of, vault_option)
 from agent.clock import now as clock_now
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def cron_add(name, message, at, every, expr, tz, session, misfire, delete_after_
 
 
 @cron.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per job (JSON Lines).")
+@json_option("One JSON object per job (JSON Lines).")
 @vault_option
 def cron_list(as_json):
     """List the jobs: id, name, schedule, next run (local time), last status; a job held
@@ -281,8 +281,7 @@ def heartbeat():
 
 
 @heartbeat.command("list")
-@click.option("--json", "as_json", is_flag=True,
-              help="One JSON object per heartbeat (JSON Lines).")
+@json_option("One JSON object per heartbeat (JSON Lines).")
 @vault_option
 def heartbeat_list(as_json):
     """List the heartbeats: name, schedule, active hours, enabled, next and last run."""

@@ -10,7 +10,7 @@ import time
 import click
 
 from agent.oneline import shorten
-from agent.cli.common import AgentGroup, get_vault, vault_option
+from agent.cli.common import AgentGroup, get_vault, json_option, vault_option
 from agent.ops.search import bound as _bound
 from agent.ops.search import parse_day
 from agent.ops.search import when as _when
@@ -55,8 +55,7 @@ def _short(text: str, width: int = 160) -> str:
 @click.argument("query", nargs=-1, required=True)
 @click.option("-n", "--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="Show at most N hits.")
-@click.option("--json", "as_json", is_flag=True,
-              help="One JSON object per hit, for scripts (with why it is there and its context).")
+@json_option("One JSON object per hit, for scripts (with why it is there and its context).")
 @click.option("--since", metavar="WHEN",
               help="Only hits dated on or after WHEN: a date (2025-03-01) or what `agent log "
                    "--since` takes ('2 weeks ago', yesterday); undated facts are left out.")
@@ -125,7 +124,7 @@ def index_group():
 
 
 @index_group.command("status")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
+@json_option("One JSON object, for scripts.")
 @vault_option
 def status_cmd(as_json):
     """Show what the index holds and how far behind the vault it is."""

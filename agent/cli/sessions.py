@@ -10,7 +10,8 @@ import click
 
 from agent.oneline import shorten
 from agent.cli import complete
-from agent.cli.common import get_vault, name_vault, quiet_logs, report_recovery, vault_option
+from agent.cli.common import (get_vault, json_option, name_vault, quiet_logs, report_recovery,
+                              vault_option)
 from agent.ops.sessions import DEFAULT_SESSION
 
 
@@ -89,7 +90,7 @@ def _short(text: str, width: int) -> str:
 
 
 @click.command("sessions")
-@click.option("--json", "as_json", is_flag=True, help="A JSON array, for scripts.")
+@json_option("A JSON array, for scripts.")
 @vault_option
 def sessions_cmd(as_json):
     """List the conversations: messages, first and last time, the last line."""

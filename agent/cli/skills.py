@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agent.cli.common import AgentGroup, get_vault, page, vault_option
+from agent.cli.common import AgentGroup, get_vault, json_option, page, vault_option
 
 
 @click.group(cls=AgentGroup)
@@ -14,7 +14,7 @@ def skills():
 
 
 @skills.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per skill (JSON Lines).")
+@json_option("One JSON object per skill (JSON Lines).")
 @vault_option
 def skills_list(as_json):
     """List the skills: name, where from, whether usable here, description."""

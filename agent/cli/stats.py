@@ -6,13 +6,13 @@ import json
 
 import click
 
-from agent.cli.common import get_vault, vault_option
+from agent.cli.common import get_vault, json_option, vault_option
 
 
 @click.command("stats")
 @click.option("--since", metavar="WHEN", help="Only days on or after WHEN: a date "
               "(2026-11-01) or what `agent log --since` takes ('2 weeks ago', yesterday).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object, for scripts.")
+@json_option("One JSON object, for scripts.")
 @vault_option
 def stats_cmd(since, as_json):
     """Show memory health: facts, the dream's proposals and their fate, tokens and cost.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from agent.cli.common import after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import after_change, get_vault, json_option, report_recovery, vault_option
 from agent.ops.vaults import LAYOUT
 from agent.sync import clone as cloning
 from agent.sync import remotes as syncing
@@ -20,7 +20,7 @@ from agent.vault.gitstate import head_from_files
 @click.option("--remote", metavar="NAME", help="The remote to sync with (default: the "
               "branch's upstream, else origin).")
 @click.option("--no-push", is_flag=True, help="Fetch and merge only; push nothing.")
-@click.option("--json", "as_json", is_flag=True, help="What came in and went out, as JSON.")
+@json_option("What came in and went out, as JSON.")
 @vault_option
 @click.pass_context
 def sync_cmd(ctx, remote, no_push, as_json):
@@ -60,8 +60,8 @@ def sync_cmd(ctx, remote, no_push, as_json):
 
 
 @sync_cmd.command("held")
-@click.option("--json", "as_json", is_flag=True, help="The held changes as JSON Lines, one "
-              "object each (with its diff).")
+@json_option("The held changes as JSON Lines, one "
+             "object each (with its diff).")
 @vault_option
 def held_cmd(as_json):
     """Show each incoming change waiting for your decision, as a diff."""

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from agent.cli.common import after_change, get_vault, report_recovery, vault_option
+from agent.cli.common import after_change, get_vault, json_option, report_recovery, vault_option
 
 
 @click.command("show")
@@ -15,7 +15,7 @@ from agent.cli.common import after_change, get_vault, report_recovery, vault_opt
 @click.option("--as-of", "when", metavar="WHEN",
               help="The moment: a date or what `git log --until` takes (2026-11-20, "
                    "'3 days ago', 'yesterday 18:00'), or a commit. Default: now (HEAD).")
-@click.option("--json", "as_json", is_flag=True, help="The commit and the text, as JSON.")
+@json_option("The commit and the text, as JSON.")
 @vault_option
 def show_cmd(file, when, as_json):
     """Print a vault file as it was at a date or commit (--as-of WHEN).
@@ -36,7 +36,7 @@ def show_cmd(file, when, as_json):
 
 @click.command("restore")
 @click.argument("text", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help="What was restored, as JSON.")
+@json_option("What was restored, as JSON.")
 @vault_option
 def restore_cmd(text, as_json):
     """Bring back a removed line of MEMORY.md or USER.md holding TEXT, as one commit.

@@ -8,12 +8,12 @@ import time
 
 import click
 
-from agent.cli.common import get_vault, vault_option
+from agent.cli.common import get_vault, json_option, vault_option
 
 
 @click.command("web")
 @click.option("--no-open", is_flag=True, help="Print the link only; do not open a browser.")
-@click.option("--json", "as_json", is_flag=True, help='{"url": ...} for scripts.')
+@json_option('{"url": ...} for scripts.')
 @vault_option
 def web_cmd(no_open, as_json):
     """Open the agent's web page: chat, memory and its history, review, search.

@@ -6,12 +6,12 @@ import json
 
 import click
 
-from agent.cli.common import get_vault, vault_option
+from agent.cli.common import get_vault, json_option, vault_option
 
 
 @click.command("why")
 @click.argument("text", nargs=-1)
-@click.option("--json", "as_json", is_flag=True, help="The story as one JSON object, for scripts.")
+@json_option("The story as one JSON object, for scripts.")
 @click.option("--history", is_flag=True, help="The timeline of every line that held TEXT: "
               "added, updated, removed, restored, with commit, source and who.")
 @click.option("--last", is_flag=True, help="The memories the newest reply was shown (of "
