@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -43,7 +45,8 @@ class Reply:
     waits on before answering (a slow model, to kill a client mid-request). Streamed:
     `chunk_delay` seconds between pieces of text (a slow model), and `endless` repeats the
     text until the client goes away (a model that never stops; `fake.abandoned` counts
-    the streams a client closed before their end)."""
+    the streams a client closed before their end); `silent` sends the text, then nothing
+    until the client goes away (llama-server holding back a tool call it cannot parse)."""
     content: str = ""
     tool_calls: list[dict] = field(default_factory=list)
     finish_reason: str | None = None
@@ -51,6 +54,7 @@ class Reply:
     hold: threading.Event | None = None
     chunk_delay: float = 0.0
     endless: bool = False
+    silent: bool = False
 
     def finish(self) -> str:
         return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
@@ -66,11 +70,11 @@ class ErrorReply:
 
 def reply(*parts: str | dict, finish_reason: str | None = None, usage: dict | None = None,
           hold: threading.Event | None = None, chunk_delay: float = 0.0,
-          endless: bool = False) -> Reply:
+          endless: bool = False, silent: bool = False) -> Reply:
     """A message of text (str) and tool calls (dicts made by `call`)."""
     return Reply("".join(p for p in parts if isinstance(p, str)),
                  [p for p in parts if isinstance(p, dict)], finish_reason, usage, hold,
-                 chunk_delay, endless)
+                 chunk_delay, endless, silent)
 
 
 def json_reply(obj: Any, **kw) -> Reply:
@@ -305,6 +309,8 @@ def _handler(fake: FakeOpenAI):
                                 "finish_reason": None}])
                     if not r.endless or sent > 50_000 or time.monotonic() > until:
                         break
+                if r.silent:
+                    self._silent_until_gone(until)
             except (BrokenPipeError, ConnectionResetError):
                 with fake._lock:
                     fake.abandoned += 1
@@ -326,6 +332,14 @@ def _handler(fake: FakeOpenAI):
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
             self.close_connection = True
+
+        def _silent_until_gone(self, until: float) -> None:
+            """Send nothing until the client shuts the connection (raised as a reset,
+            counted abandoned) or `until` passes (the reply then goes on and ends)."""
+            while time.monotonic() < until:
+                ready, _, _ = select.select([self.connection], [], [], 0.05)
+                if ready and not self.connection.recv(1, socket.MSG_PEEK):
+                    raise ConnectionResetError("the client went away")
 
     return Handler
 

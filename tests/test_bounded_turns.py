@@ -54,6 +54,41 @@ def test_a_turn_past_its_time_limit_is_cut(fake_openai, vault, run):
         wait_for(lambda: fake_openai.abandoned == 1, "the stream to be closed")
 
 
+def test_a_turn_is_cut_at_its_time_limit_while_the_server_sends_nothing(fake_openai, vault,
+                                                                        run):
+    # llama-server holds a tool call back until it has parsed it; a small model that
+    # never closes the call keeps the stream silent to max_tokens. The time limit was
+    # looked at only when text arrived, so the turn waited on the silence (minutes on a
+    # CPU; CI saw it). The connection is now shut at the limit, silent or not.
+    use(vault, "local/qwen3:8b", ("local", fake_openai.url))
+    assert run("config", "set", "chat.turn_timeout", "2").exit_code == 0
+    fake_openai.add(reply("Let me look that up.", silent=True))
+    r = run("chat", "-m", "What is my boat called?")
+    assert r.exit_code == 0, r.output
+    assert "Cut: the turn ran past its time limit of 2 seconds" in r.output
+    said = answer(vault)
+    assert said["cut"] == "time" and trailers(vault)["Cut"] == "time"
+    assert said["content"] == "Let me look that up."
+    # The server saw the client go (it would stop writing), well before its own 30 s.
+    wait_for(lambda: fake_openai.abandoned == 1, "the server to see the client go")
+
+
+def test_an_anthropic_stream_that_stalls_is_cut_at_the_time_limit(fake_anthropic, vault, run):
+    # The same bound through the Anthropic SDK: its events stall for a minute each, and
+    # the turn ends at its 2 seconds, before the first word (which came only after a
+    # minute, when the limit was looked at on each word alone).
+    from fakeanthropic import reply as anthropic_reply
+
+    assert run("config", "set", "chat.turn_timeout", "2").exit_code == 0
+    fake_anthropic.add(anthropic_reply("The boat is called Wren.", chunk_delay=60))
+    r = run("chat", "-m", "What is my boat called?")
+    assert r.exit_code == 0, r.output
+    assert "Cut: the turn ran past its time limit of 2 seconds" in r.output
+    lines = sessions.Session(vault.root, "cli/default").lines()
+    assert lines[-1]["role"] == "user" and lines[-1]["cut"] == "time", lines
+    assert "Wren" not in r.output and trailers(vault)["Cut"] == "time"
+
+
 def test_a_reply_stopped_at_max_tokens_says_so(fake_openai, vault, run):
     use(vault, "local/qwen3:8b", ("local", fake_openai.url))
     fake_openai.add(reply("The boat is called", finish_reason="length"))

@@ -188,15 +188,18 @@ def test_doctor_and_models_read_the_servers_own_listing(llama, vault, run, tmp_p
 def test_a_runaway_reply_is_cut_and_the_server_stops_writing(endless_llama, vault, run):
     # A model that writes until max_tokens (the server ignores its end token, so every
     # machine sees the runaway): the turn's time limit, or the repeat detector, whichever
-    # comes first, cuts it.
+    # comes first, cuts it. Sampled, the model may begin a tool call the server holds
+    # back, silent, to max_tokens: the limit cuts that too (the connection is shut).
     llama = endless_llama
     use_llama(vault, llama, extra="max_tokens = 4000\n")
-    assert run("config", "set", "chat.turn_timeout", "3").exit_code == 0
+    assert run("config", "set", "chat.turn_timeout", "10").exit_code == 0
     r = run("chat", "-m", "Write the word boat one thousand times.")
     assert r.exit_code == 0, r.output
-    answer = [x for x in lines_of(vault) if x["role"] == "assistant"][-1]
-    assert answer.get("cut") in ("time", "repeating"), answer
-    assert trailers(vault)["Cut"] == answer["cut"] and "Cut: the " in r.output
+    # The reply as far as it went, or (cut before a word came) the person's line, is
+    # marked cut and why.
+    last = lines_of(vault)[-1]
+    assert last.get("cut") in ("time", "repeating"), last
+    assert trailers(vault)["Cut"] == last["cut"] and "Cut: the " in r.output
 
     def idle() -> bool:
         with urllib.request.urlopen(f"http://127.0.0.1:{llama.port}/slots", timeout=5) as s:

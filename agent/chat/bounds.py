@@ -47,13 +47,23 @@ class Watch:
         self.text.clear()
         self.size = self.looked = 0
 
+    def deadline(self) -> float | None:
+        """The time.monotonic() instant the turn's time is up (a model call's
+        Request.deadline: the stream is shut there even while the server is silent)."""
+        if self.limit is None:
+            return None
+        return time.monotonic() + self.limit - (self.clock() - self.start)
+
+    def timed_out(self) -> Cut:
+        minutes = (self.limit or 0) / 60
+        said = (f"{minutes:g} minute{'s' * (minutes != 1)}" if minutes >= 1 else
+                f"{self.limit:g} second{'s' * (self.limit != 1)}")
+        return Cut("time", f"Cut: the turn ran past its time limit of {said}; what was "
+                           f"written is kept. [chat] turn_timeout in agent.toml sets it.")
+
     def check(self) -> None:
         if self.limit is not None and self.clock() - self.start > self.limit:
-            minutes = self.limit / 60
-            said = (f"{minutes:g} minute{'s' * (minutes != 1)}" if minutes >= 1 else
-                    f"{self.limit:g} second{'s' * (self.limit != 1)}")
-            raise Cut("time", f"Cut: the turn ran past its time limit of {said}; what was "
-                              f"written is kept. [chat] turn_timeout in agent.toml sets it.")
+            raise self.timed_out()
 
     def heard(self, chunk: str) -> None:
         self.text.append(chunk)

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TYPE_CHECKING, TypeVar, cast
 
+from agent.llm.deadline import Closer, http_errors
 from agent.llm.base import NotFound, Provider, ProviderError, usage_dict, with_fallbacks
 from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Batch,
                                BatchRequest, BatchResult, Block, CacheHint, Interrupted,
@@ -297,23 +298,41 @@ class AnthropicProvider(Provider):
 
         def one(model: str) -> Reply:
             def go() -> Reply:
+                import anthropic
+
                 heard: list[str] = []
                 with client.messages.stream(model=model, **params) as stream:
-                    try:
-                        for event in stream:
-                            if event.type == "text":
-                                heard.append(event.text)
-                                if on_text is not None:
-                                    on_text(event.text)
-                    except (Stop, KeyboardInterrupt) as e:
+                    def so_far() -> Usage | None:
                         # What the stream reported so far (its input tokens at the start).
                         snapshot: Any = getattr(stream, "current_message_snapshot", None)
                         usage = getattr(snapshot, "usage", None)
-                        so_far = _usage(usage) if usage is not None else None
-                        if isinstance(e, Stop):
-                            return Reply([Text("".join(heard))] if heard else [],
-                                         so_far or Usage(), model, STOPPED)
-                        raise Interrupted("".join(heard), so_far) from e
+                        return _usage(usage) if usage is not None else None
+
+                    def stopped() -> Reply:
+                        return Reply([Text("".join(heard))] if heard else [],
+                                     so_far() or Usage(), model, STOPPED)
+
+                    closer = Closer(request.deadline, stream.response)
+                    broken: tuple[type[BaseException], ...] = (anthropic.APIConnectionError,
+                                                                 *http_errors())
+                    try:
+                        with closer:
+                            for event in stream:
+                                if event.type == "text":
+                                    heard.append(event.text)
+                                    if on_text is not None:
+                                        on_text(event.text)
+                    except Stop:
+                        return stopped()
+                    except KeyboardInterrupt as e:
+                        raise Interrupted("".join(heard), so_far()) from e
+                    except broken:
+                        if closer.fired.is_set():   # the deadline shut the connection
+                            return stopped()
+                        raise
+                    snapshot: Any = getattr(stream, "current_message_snapshot", None)
+                    if closer.fired.is_set() and not getattr(snapshot, "stop_reason", None):
+                        return stopped()
                     return _message(stream.get_final_message(), model)
             return self._call(go)
         return with_fallbacks(models, one)

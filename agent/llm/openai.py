@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from agent.llm.base import NotFound, Provider, ProviderError
+from agent.llm.deadline import Closer, http_errors
 from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Block,
                                Interrupted, Opaque, Reply, Request, Stop, Text, Tool,
                                ToolCall, ToolResult, Usage)
@@ -262,6 +263,8 @@ def as_call(reply: Reply, tool: Tool) -> Reply:
     else its text, the arguments' JSON (llama-server may fence it), as the call."""
     if reply.tool_calls:
         return reply
+    if reply.stop_reason == STOPPED:        # cut: half a call's arguments are no call
+        return Reply([], reply.usage, reply.model, STOPPED)
     text = reply.text
     fenced = _FENCE.match(text)
     call = _tool_call(0, f"call_{uuid.uuid4().hex[:24]}", tool.name,
@@ -462,18 +465,31 @@ class OpenAIProvider(Provider):
 
         def go(req: dict[str, Any]) -> Reply:
             def run() -> Reply:
+                import openai
+
                 got = _Streamed()
                 stream = client.chat.completions.create(
                     **req, stream=True, stream_options={"include_usage": True})
+                closer = Closer(request.deadline, stream.response)
+                broken: tuple[type[BaseException], ...] = (openai.APIConnectionError,
+                                                             *http_errors())
                 try:
-                    for chunk in stream:
-                        got.take(chunk, on_text)
+                    with closer:
+                        for chunk in stream:
+                            got.take(chunk, on_text)
                 except Stop:
                     return got.stopped(model)
                 except KeyboardInterrupt as e:
                     raise Interrupted("".join(got.text), usage_of(got.usage)) from e
+                except broken as e:
+                    if closer.fired.is_set():       # the deadline shut the connection
+                        return got.stopped(model)
+                    raise e
                 finally:
                     stream.close()
+                if closer.fired.is_set() and got.finish is None:
+                    # A body that runs to the connection's end ends cleanly when shut.
+                    return got.stopped(model)
                 return got.message(model)
             return self._call(run)
         return self._send(model, request, go)

@@ -131,13 +131,16 @@ class Request:
     """One call to a model. `system` is a string or text blocks (which may carry cache
     hints); `schema` asks for a reply that is one JSON object of that JSON schema;
     `tool_choice` None lets the model decide, "required" makes it call a tool, "none"
-    forbids tools, and a tool's name makes it call that one."""
+    forbids tools, and a tool's name makes it call that one. `deadline` (a
+    time.monotonic() instant) ends a streamed reply there as a Stop from on_text does,
+    even while the server sends nothing (agent.llm.deadline)."""
     messages: list[Message]
     max_tokens: int
     system: str | list[Text] = ""
     tools: list[Tool] = field(default_factory=list)
     schema: dict[str, Any] | None = None
     tool_choice: str | None = None
+    deadline: float | None = None
 
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",

@@ -162,7 +162,7 @@ def call(turn: Turn, more_allowed: bool) -> bool:
     turn.streamed.clear()
     models = turn.models
     request = Request(messages, turn.settings.max_tokens, system=turn.prompt.system,
-                      tools=turn.tools, tool_choice=turn.force)
+                      tools=turn.tools, tool_choice=turn.force, deadline=turn.watch.deadline())
     turn.watch.reset()
     turn.force = None
     msg = cancellable(turn.cancel, turn.provider.stream, models[models.index(turn.used):],
@@ -183,6 +183,9 @@ def call(turn: Turn, more_allowed: bool) -> bool:
     calls = [b for b in blocks if isinstance(b, ToolCall)]
     turn.texts.append(_text_of(blocks))
     if msg.stop_reason == STOPPED:
+        if turn.cut is None:
+            # Stopped with nothing said of why: the request's deadline shut the stream.
+            turn.cut = turn.watch.timed_out()
         # A bound of the turn stopped the stream (sink kept which): what was written
         # is the turn's reply.
         turn.replies.append(_text_of(blocks))
