@@ -66,9 +66,12 @@ def test_a_turn_is_cut_at_its_time_limit_while_the_server_sends_nothing(fake_ope
     r = run("chat", "-m", "What is my boat called?")
     assert r.exit_code == 0, r.output
     assert "Cut: the turn ran past its time limit of 2 seconds" in r.output
-    said = answer(vault)
-    assert said["cut"] == "time" and trailers(vault)["Cut"] == "time"
-    assert said["content"] == "Let me look that up."
+    # The words that came before the silence are kept (on a machine slow enough that
+    # they came after the limit, the person's line carries the mark).
+    last = sessions.Session(vault.root, "cli/default").lines()[-1]
+    assert last["cut"] == "time" and trailers(vault)["Cut"] == "time"
+    assert last["content"] == ("Let me look that up." if last["role"] == "assistant"
+                               else "What is my boat called?"), last
     # The server saw the client go (it would stop writing), well before its own 30 s.
     wait_for(lambda: fake_openai.abandoned == 1, "the server to see the client go")
 

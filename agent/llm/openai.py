@@ -481,10 +481,10 @@ class OpenAIProvider(Provider):
                     return got.stopped(model)
                 except KeyboardInterrupt as e:
                     raise Interrupted("".join(got.text), usage_of(got.usage)) from e
-                except broken as e:
+                except broken:
                     if closer.fired.is_set():       # the deadline shut the connection
                         return got.stopped(model)
-                    raise e
+                    raise
                 finally:
                     stream.close()
                 if closer.fired.is_set() and got.finish is None:
