@@ -565,3 +565,33 @@ def test_an_archive_summary_lifts_the_messages_it_covers(vault, run, tmp_path):
     plain = replace(index.RANKING, keys=0.0)
     assert messages(index.search(vault, "island ferry", mode="words", ranking=plain)) == ["k2", "k1"]
     assert messages(index.search(vault, "island ferry", mode="words")) == ["k1", "k2"]
+
+
+def test_a_question_naming_a_day_ranks_what_was_said_that_day_first(vault, run, tmp_path):
+    # Both messages fall in the days a dated question looks around (plans a few days
+    # before, reports after); the one said on the very day named comes first, though
+    # the other is newer and as close in words.
+    talk = [{"session": "import/diary", "id": "d1", "ts": "2023-06-03T19:00:00+00:00",
+             "role": "user", "content": "Cooked a new pasta recipe tonight."},
+            {"session": "import/diary", "id": "d2", "ts": "2023-06-05T19:00:00+00:00",
+             "role": "user", "content": "Cooked a new curry recipe tonight."}]
+    assert run("import", str(write_import(tmp_path, talk))).exit_code == 0
+    for question in ("What recipe did I cook on 3 June, 2023?", "what recipe on 2023-06-03"):
+        r = run("search", "--mode", "words", "--json", question)
+        assert r.exit_code == 0, r.output
+        assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["d1"], ["d2"]]
+
+
+def test_the_words_a_question_is_put_in_do_not_rank_the_answer(vault, run, tmp_path):
+    # "What kind of ..." asks about music, not kindness (porter makes both "kind").
+    talk = [{"session": "import/chat", "id": "m1", "ts": "2024-02-01T10:00:00+00:00",
+             "role": "user", "content": "Jazz is the music I grew up with."},
+            {"session": "import/chat", "id": "m2", "ts": "2024-02-03T10:00:00+00:00",
+             "role": "user", "content": "So kind of you to share that music playlist, such kindness."}]
+    assert run("import", str(write_import(tmp_path, talk))).exit_code == 0
+    r = run("search", "--mode", "words", "--json", "What kind of music does Sam like?")
+    assert r.exit_code == 0, r.output
+    assert [json.loads(x)["message_ids"] for x in r.output.splitlines()][0] == ["m1"]
+    # A query of such words alone still searches them.
+    r = run("search", "--mode", "words", "--json", "kind")
+    assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["m2"]]

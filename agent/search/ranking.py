@@ -49,6 +49,10 @@ class Ranking:
     # is found by the words and meaning of its summary too (the evaluation data has no
     # archive, so this is a judgement like `importance`).
     keys: float = 0.5
+    # A question naming a day ("on 3 June, 2023") mostly asks what was said that day: a
+    # message of that very day gets this much more on top of `dates`, which also lifts
+    # the days around it (issue 46: tuning 0.807 / 0.875 -> 0.810 / 0.877).
+    exact_day: float = 1.0
 
 
 RANKING = Ranking()
@@ -463,6 +467,7 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
     if ranking.dates:
         spans = question_dates(query)
         if spans:
+            days = {a for a, b in spans if a == b}
             for c in cands:
                 if not c.day:
                     continue
@@ -472,6 +477,8 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
                     continue
                 if any(_near(d, a, b) for a, b in spans):
                     c.score *= 1 + ranking.dates
+                if d in days:
+                    c.score *= 1 + ranking.exact_day
 
     if ranking.day:
         per_day: dict[str, float] = {}
