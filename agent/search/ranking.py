@@ -467,7 +467,7 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
     if ranking.dates:
         spans = question_dates(query)
         if spans:
-            days = {a for a, b in spans if a == b}
+            named = {a for a, b in spans if a == b}
             for c in cands:
                 if not c.day:
                     continue
@@ -477,7 +477,7 @@ def rerank(db, cands: list[Candidate], query: str, terms: list[str], ranking: Ra
                     continue
                 if any(_near(d, a, b) for a, b in spans):
                     c.score *= 1 + ranking.dates
-                if d in days:
+                if d in named:
                     c.score *= 1 + ranking.exact_day
 
     if ranking.day:
