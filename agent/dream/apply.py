@@ -230,15 +230,14 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
         lines.insert(0, f"Nothing to change in memory ({plural(found, 'finding')}, "
                         f"{plural(len(state.ops or []), 'operation')}); the cursor moves "
                         f"to {state.through}.")
-    if state.skipped:
-        lines.append(f"Set aside (heartbeat/dream sessions, or messages other entries cover): "
-                     f"{', '.join(str(i) for i in state.skipped)}")
-    if applied.proposed:
-        lines.append(f"{plural(applied.proposed, 'edit')} wait for review on branch "
-                     f"{proposals.branch_of(state.run)}: `agent review` lists them.")
-    if applied.dropped:
-        lines.append(f"Dropped before review: {applied.dropped} (rejected before, waiting "
-                     f"already, held in memory already, or not asked for).")
+    said = ((state.skipped, "Set aside (heartbeat/dream sessions, or messages other entries "
+                            f"cover): {', '.join(str(i) for i in state.skipped)}"),
+            (applied.proposed, f"{plural(applied.proposed, 'edit')} wait for review on "
+                               f"branch {proposals.branch_of(state.run)}: `agent review` "
+                               "lists them."),
+            (applied.dropped, f"Dropped before review: {applied.dropped} (rejected before, "
+                              "waiting already, held in memory already, or not asked for)."))
+    lines += [text for when, text in said if when]
     lines.extend(applied.notes)
     return Change("dream", subject, body="\n".join(lines),
                   trailers={**trailers, **counts(applied.added, applied.updated,

@@ -90,14 +90,11 @@ class Item:
         where = self.file + (f" ({self.section})" if self.section else "")
         head = f"{self.number}. {self.kind} {where}  [{label(self.run)}, {self.n} of {self.total}]"
         out = [head + ("  STALE" if self.stale else "")]
-        if self.op in ("update", "delete"):
-            out.append(f"   old: {self.old}")
-        if self.op in ("add", "update"):
-            out.append(f"   new: {self.new}")
-        if self.reason:
-            out.append(f"   why: {self.reason}")
-        if self.source:
-            out.append(f"   from: {self.source}")
+        shown = (("old", self.old, self.op in ("update", "delete")),
+                 ("new", self.new, self.op in ("add", "update")),
+                 ("why", self.reason, bool(self.reason)),
+                 ("from", self.source, bool(self.source)))
+        out += [f"   {name}: {text}" for name, text, show in shown if show]
         if self.remote == arrivals.UNKNOWN:
             out.append("   not made by this machine's dream, as far as it has a record: "
                        "where it came from is not known here")
