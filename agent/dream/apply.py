@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import agent.dream.state as runstate
-from agent.dream import duplicates, learning, prompts, proposals
+from agent.dream import duplicates, learning, proposals, reading
 from agent.dream.context import DreamOutcome, RunContext
 from agent.oneline import plural
 from agent.dream.edits import FILES, Applied, OpResult, conflict_lines
@@ -132,7 +132,7 @@ def guard_input(run: RunContext, state: RunState, texts: dict[str, str],
         else:
             hand[name] = {line for line, who in zip(lines, authors) if who != agent_email}
     cache = run.session_cache()
-    evidence = [prompts.render_entry(e, cache, run.settings.dream_raw_tokens)
+    evidence = [reading.render_entry(e, cache, run.settings.dream_raw_tokens)
                 for e in run.run_entries(state)]
     return {"hand": hand, "evidence": "\n".join(evidence)}
 
@@ -143,7 +143,7 @@ def recalled(run: RunContext, state: RunState) -> list[str]:
     out: list[str] = []
     for e in run.run_entries(state):
         sources = [s for s in e.sources() if cache.may_recall(str(s[0] or ""))]
-        out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, sources)]))
+        out.extend(reading.recalled([o for _, o in reading.covered_lines(cache, sources)]))
     return out
 
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from agent.dream import prompts
+from agent.dream import reading
 from agent.dream.edits import FILES, apply_ops
 from agent.stores import holds
 from agent.dream.proposals import branch_of
@@ -192,7 +192,7 @@ class _Entries:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.paths = dict(archive.entry_ids(root))
-        self.cache = prompts.SessionCache(root)
+        self.cache = reading.SessionCache(root)
         self._read: dict[int, _Entry | None] = {}
 
     def get(self, entry_id: int) -> _Entry | None:
@@ -209,7 +209,7 @@ class _Entries:
         except UserError:
             return None
         said = [(_said(o), o.get("role") == "user") for _, o in
-                prompts.covered_lines(self.cache, e.sources())
+                reading.covered_lines(self.cache, e.sources())
                 if o.get("role") in ("user", "assistant")]
         return _Entry(entry_id, e.topic, e.session,
                       [(t, user, _words(t)) for t, user in said if t])
