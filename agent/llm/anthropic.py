@@ -18,9 +18,9 @@ from typing import Any, TYPE_CHECKING, TypeVar, cast
 from agent.llm.deadline import Closer, http_errors
 from agent.llm.base import NotFound, Provider, ProviderError, usage_dict, with_fallbacks
 from agent.llm.records import (END, MAX_TOKENS, REFUSAL, STOPPED, TOOL_CALLS, Batch,
-                               BatchRequest, BatchResult, Block, Interrupted,
+                               BatchRequest, BatchResult, Block, CacheHint, Interrupted,
                                Message, Opaque, Reply, Request, Stop, Text, Tool, ToolCall,
-                               ToolResult, Usage, cache_form, plain_block)
+                               ToolResult, Usage)
 from agent.llm.spec import NoApiKey, ProviderSpec, specs
 from agent.llm.structured import plain
 
@@ -133,15 +133,28 @@ _STOP = {"end_turn": END, "stop_sequence": END, "tool_use": TOOL_CALLS,
          "max_tokens": MAX_TOKENS, "refusal": REFUSAL}
 
 
+def _cache(hint: CacheHint) -> dict[str, str]:
+    return {"type": "ephemeral", **({"ttl": hint.ttl} if hint.ttl else {})}
+
+
 def wire_block(b: Block) -> dict[str, Any] | None:
     """A block as the Messages API takes it (None: an opaque part that is no block)."""
-    if not isinstance(b, Opaque):
-        return plain_block(b, wire_content)
-    if not isinstance(b.data, dict):
+    out: dict[str, Any]
+    if isinstance(b, Text):
+        out = {"type": "text", "text": b.text}
+    elif isinstance(b, ToolCall):
+        out = {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+    elif isinstance(b, ToolResult):
+        out = {"type": "tool_result", "tool_use_id": b.call_id,
+               "content": wire_content(b.content)}
+        if b.is_error:
+            out["is_error"] = True
+    elif isinstance(b.data, dict):
+        out = {k: v for k, v in b.data.items() if k != "cache_control"}
+    else:
         return None
-    out = {k: v for k, v in b.data.items() if k != "cache_control"}
     if b.cache is not None:
-        out["cache_control"] = cache_form(b.cache)
+        out["cache_control"] = _cache(b.cache)
     return out
 
 

@@ -19,7 +19,6 @@ prefix worth caching (providers without a prompt cache ignore it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -78,31 +77,6 @@ class Opaque:
 
 
 Block = Union[Text, ToolCall, ToolResult, Opaque]
-
-
-def cache_form(hint: CacheHint) -> dict[str, str]:
-    """A cache hint in its plain form (`cache_control`), with its ttl when it has one."""
-    return {"type": "ephemeral", **({"ttl": hint.ttl} if hint.ttl else {})}
-
-
-def plain_block(b: Text | ToolCall | ToolResult,
-                inner: Callable[[str | list[Block]], Any]) -> dict[str, Any]:
-    """A text, a tool call or a tool result as plain JSON, with its cache hint: the shape
-    of Anthropic's Messages API, which the session files have kept since they were that
-    API's transcripts. `inner` gives a result's own content its form (a provider drops
-    the opaque parts the files keep, agent/llm/anthropic.py)."""
-    out: dict[str, Any]
-    if isinstance(b, Text):
-        out = {"type": "text", "text": b.text}
-    elif isinstance(b, ToolCall):
-        out = {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
-    else:
-        out = {"type": "tool_result", "tool_use_id": b.call_id, "content": inner(b.content)}
-        if b.is_error:
-            out["is_error"] = True
-    if b.cache is not None:
-        out["cache_control"] = cache_form(b.cache)
-    return out
 
 
 def text_of(blocks: list[Block], sep: str = "") -> str:

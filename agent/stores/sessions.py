@@ -30,8 +30,7 @@ from typing import Any
 
 from agent.errors import UserError
 from agent.fs import boundedjson
-from agent.llm.records import (Block, CacheHint, Opaque, Text, ToolCall, ToolResult,
-                               plain_block)
+from agent.llm.records import Block, CacheHint, Opaque, Text, ToolCall, ToolResult
 
 SESSIONS = "sessions"
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")     # fullmatch: no newline
@@ -228,7 +227,21 @@ def blocks(content: Any) -> list[Block]:
 
 
 def _stored_block(b: Block) -> Any:
-    return b.data if isinstance(b, Opaque) else plain_block(b, stored)
+    out: dict[str, Any]
+    if isinstance(b, Text):
+        out = {"type": "text", "text": b.text}
+    elif isinstance(b, ToolCall):
+        out = {"type": "tool_use", "id": b.id, "name": b.name, "input": b.input}
+    elif isinstance(b, ToolResult):
+        out = {"type": "tool_result", "tool_use_id": b.call_id, "content": stored(b.content)}
+        if b.is_error:
+            out["is_error"] = True
+    else:
+        return b.data
+    if b.cache is not None:
+        out["cache_control"] = {"type": "ephemeral", **({"ttl": b.cache.ttl} if b.cache.ttl
+                                                        else {})}
+    return out
 
 
 def stored(content: str | Sequence[Block]) -> str | list:
