@@ -64,6 +64,7 @@ REBUILD_GONE = 0.1            # share of a segment's rows removed that rebuilds 
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
 EXPANSION_SEARCH = 256
+COPY_BLOCK = 16 << 20         # bytes a write when a saved segment is written again (_build)
 FORMAT = "1"
 MANIFEST = "segments.json"
 LOCK = ".building"
@@ -323,10 +324,25 @@ def _build(db, folder: str, lo: int, hi: int, dim: int) -> Segment:
     if not n:
         return Segment("", lo, hi, 0, acc)
     name = f"{lo}-{hi}-{os.urandom(4).hex()}.usearch"
-    tmp = os.path.join(folder, f".{name}.tmp")
-    index.save(tmp)
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
+    raw, tmp = os.path.join(folder, f".{name}.raw.tmp"), os.path.join(folder, f".{name}.tmp")
+    index.save(raw)
+    del index
+    # Written again in large writes: usearch saves in writes of a few KB, and the page
+    # cache then holds the file in pages of 4 KB; written in large writes, it holds it
+    # in large folios (ext4, xfs and others on Linux 6.x), and a search's walk, which
+    # maps a page around each row it reads, takes a third of the page faults and of the
+    # kernel's time (a 262,144-row segment: 3,700 -> 1,600 faults, 7-12 -> 2-3 ms of
+    # system CPU per view and walk). What reaches the cache later by a search's faults
+    # (after a reboot) is in small pages again until the segment is next rebuilt.
+    try:
+        with open(raw, "rb") as src, open(tmp, "wb") as dst:
+            while block := src.read(COPY_BLOCK):
+                dst.write(block)
+            dst.flush()
+            os.fsync(dst.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(raw)
     os.replace(tmp, os.path.join(folder, name))
     return Segment(name, lo, hi, n, acc)
 
