@@ -239,6 +239,7 @@ def _view(path: str, dim: int):
         try:
             with open(path, "rb") as f:
                 mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+                _cache_whole(f, mapped)
             # What usearch.index.Index.restore(view=True) makes, without its wrapper.
             # No key lookups: building their table reads every row of the file.
             index = lib.Index(ndim=dim, dtype=lib.ScalarKind.F16, metric_kind=lib.MetricKind.IP,
@@ -249,6 +250,36 @@ def _view(path: str, dim: int):
             return None
         _VIEWS[path] = (sig, index, mapped)
         return index, mapped
+
+
+def _cache_whole(f, mapped) -> None:
+    """Read the segment through the page cache in large reads when some of it is not in
+    memory (after a reboot, or evicted): a walk's faults would bring it back in pages of
+    4 KB, and every later search's walk would pay three times the kernel's time for it
+    (_build says why); read in large reads, it is held in large folios, as when built.
+    A walk of a segment not in memory reads most of it anyway (each fault reads the
+    128 KB around it), here in order."""
+    import ctypes
+    import sys
+    if not sys.platform.startswith("linux"):
+        return
+    import numpy as np
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        pages = (len(mapped) + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        held = (ctypes.c_ubyte * pages)()
+        view = np.frombuffer(mapped, np.uint8)
+        failed = libc.mincore(view.ctypes.data, len(mapped), held)
+        del view
+    except (AttributeError, OSError, ValueError):
+        return
+    if failed or (np.frombuffer(bytes(held), np.uint8) & 1).all():   # all in memory, or unknown
+        return
+    buf = bytearray(COPY_BLOCK)
+    f.seek(0)
+    while f.readinto(buf):
+        pass
 
 
 def search(key: str, segs: Segments, q, k: int) -> tuple[list[tuple[int, float]], bool]:
