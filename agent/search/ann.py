@@ -18,11 +18,12 @@ vectors as float16, which is what the index's `vec` table keeps anyway.
 
 What a search process pays past ANN_AT (an `agent search` is a new process each time):
 usearch's compiled extension, loaded alone (its package imports urllib and tqdm, a
-fifth of a search: `_load_compiled`); the view of each segment, which in usearch builds
-tables of the file's nodes (about 11 ms a segment of LARGEST rows here: the part that
-still follows the history, 4 segments at a million); and the walks, which touch a few
-thousand pages of each segment (6 ms a segment, two thirds of it the kernel mapping
-pages). Memory follows one segment's walk: its pages are let go after each one.
+fifth of a search: `_load_compiled`); the view of each segment, which in usearch passes
+over every node of the file (7-11 ms a segment of LARGEST rows here: the part that still
+follows the history, 4 segments at a million); and the walks, which touch a few thousand
+rows of each segment (2-3 ms a segment, when the page cache holds it in large folios:
+`_build` and `_cache_whole` see to that). Memory follows one segment's walk: its pages
+are let go after each one.
 
 The graphs are *segments* covering runs of `vec.seq`, each immutable once written
 (a log-structured merge): the rows after the last segment are scanned as before; once
