@@ -108,6 +108,25 @@ def test_a_sub_agent_runs_on_its_own_session_and_commit(fake_anthropic, vault, r
     assert missing.exit_code == 1 and "No sub-agent run nope" in missing.output
 
 
+def test_the_runs_list_is_a_table_without_the_models_terminal_escapes(fake_anthropic, vault,
+                                                                        run):
+    # A run's prompt is written by the model: listed raw, an escape in it would retitle or
+    # clear the person's terminal.
+    prompt = "CHILD \x1b]0;owned\x07\x1b[2J tidy the notes " + "and more " * 20
+    fake_anthropic.default_reply = Script(
+        PARENT=[reply(tool_use("spawn_agent", {"prompt": prompt})), reply("Done.")],
+        CHILD=[reply("Tidied.")])
+    assert run("chat", "-m", "PARENT tidy up").exit_code == 0
+    [rid] = run_ids(vault)
+    listing = run("agents")
+    assert listing.exit_code == 0, listing.output
+    head, row = listing.output.splitlines()
+    assert head.split() == ["RUN", "STATUS", "DEPTH", "FROM", "PROMPT"]
+    assert row.startswith(rid) and "\x1b" not in row and "\x07" not in row
+    assert row.endswith("...") and "CHILD tidy the notes and more" in row
+    assert row.index("done") == head.index("STATUS")
+
+
 def test_a_runs_marker_is_on_disk_before_it_is_in_place(fake_anthropic, vault, run,
                                                          monkeypatch):
     # `.agent/runs/<id>.json` says a run is alive (or, its process gone, interrupted): it

@@ -396,3 +396,14 @@ def find_run(vault: Vault, run_id: str) -> RunInfo | None:
         if info.id == run_id:
             return info
     return None
+
+
+def named_run(vault: Vault, run_id: str) -> RunInfo:
+    """The run a person names (`agent agents show RUN`); a UserError naming the recent
+    runs when there is none."""
+    info = find_run(vault, run_id.strip())
+    if info is None:
+        known = [r.id for r in list_runs(vault)[:5]]
+        hint = f" Recent runs: {', '.join(known)}." if known else ""
+        raise UserError(f"No sub-agent run {run_id} in {vault.root}.{hint}")
+    return info

@@ -8,7 +8,8 @@ import click
 
 from agent.cli import complete
 from agent.cli.common import get_vault, json_option, vault_option
-from agent.errors import UserError
+from agent.cli.output import table
+from agent.oneline import shorten
 
 
 @click.group("agents", invoke_without_command=True)
@@ -32,11 +33,9 @@ def agents(ctx, as_json):
     if not runs:
         click.echo("No sub-agent runs yet.")
         return
-    for r in runs:
-        prompt = " ".join(r.prompt.split())
-        if len(prompt) > 60:
-            prompt = prompt[:57] + "..."
-        click.echo(f"{r.id}  {r.status:<11}  depth {r.depth}  from {r.parent or '?'}  {prompt}")
+    # A run's prompt is the model's words: cut to a line, without terminal escapes.
+    click.echo(table([[r.id, r.status, str(r.depth), r.parent or "?", shorten(r.prompt, 60)]
+                      for r in runs], ["RUN", "STATUS", "DEPTH", "FROM", "PROMPT"]))
 
 
 @agents.command("show")
@@ -46,12 +45,7 @@ def show(run_id):
     """Print one run: its record, its prompt, what it did and its reply."""
     from agent.chat import subagents
 
-    vault = get_vault()
-    info = subagents.find_run(vault, run_id.strip())
-    if info is None:
-        known = [r.id for r in subagents.list_runs(vault)[:5]]
-        hint = f" Recent runs: {', '.join(known)}." if known else ""
-        raise UserError(f"No sub-agent run {run_id} in {vault.root}.{hint}")
+    info = subagents.named_run(get_vault(), run_id)
     click.echo(f"run:     {info.id}")
     click.echo(f"status:  {info.status}")
     click.echo(f"parent:  {info.parent or '?'}")

@@ -32,3 +32,10 @@ def records(rows) -> None:
     """Records as JSON Lines: one object per line."""
     for row in rows:
         click.echo(json.dumps(row, ensure_ascii=False, default=str))
+
+
+def table(rows: list[list[str]], head: list[str]) -> str:
+    """Rows under a header, each column as wide as its widest cell."""
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*r).rstrip() for r in [head, *rows])

@@ -15,6 +15,7 @@ import click
 from agent.cli import complete
 from agent.cli.common import (AgentGroup, after_change, get_vault, json_option, quiet_logs,
                               report_recovery, settings_of, vault_option)
+from agent.cli.output import table
 from agent.clock import now as clock_now
 
 if TYPE_CHECKING:
@@ -25,12 +26,6 @@ if TYPE_CHECKING:
 
 def _when(t: datetime | None) -> str:
     return t.astimezone().strftime("%a %Y-%m-%d %H:%M") if t else "-"
-
-
-def _table(rows: list[list[str]], head: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(fmt.format(*r).rstrip() for r in [head, *rows])
 
 
 def _status(status: str | None, error: str | None) -> str:
@@ -110,7 +105,7 @@ def cron_list(as_json):
     rows = [[j.job.id, j.job.name, j.job.schedule.describe(), j.host,
              j.why_not or _when(j.next),
              _status(j.job.state.last_status, j.job.state.last_error)] for j in listing.jobs]
-    click.echo(_table(rows, ["ID", "NAME", "SCHEDULE", "HOST", "NEXT RUN", "LAST"]))
+    click.echo(table(rows, ["ID", "NAME", "SCHEDULE", "HOST", "NEXT RUN", "LAST"]))
     for j in (listed.job for listed in listing.jobs):
         # a job that does not run, or a reply not delivered, is never silent
         if j.held:
@@ -312,7 +307,7 @@ def heartbeat_list(as_json):
                 last += f" ({_when(heartbeatfile.due_time({'next_run': e['last_run']}))})"
             rows.append([hb.name, hb.describe(), hb.hours(), "yes" if hb.enabled else "no",
                          b.why_not or _when(b.next), last])
-        click.echo(_table(rows, ["NAME", "SCHEDULE", "ACTIVE", "ENABLED", "NEXT RUN", "LAST"]))
+        click.echo(table(rows, ["NAME", "SCHEDULE", "ACTIVE", "ENABLED", "NEXT RUN", "LAST"]))
         from agent.stores import delivery
         for b in listing.heartbeats:
             line = delivery.describe(b.state.get("delivery"), _when)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import agent.dream.state as runstate
-from agent.dream import duplicates, learning, prompts, proposals
+from agent.dream import duplicates, learning, proposals, reading
 from agent.dream.context import DreamOutcome, RunContext
 from agent.oneline import plural
 from agent.dream.edits import FILES, Applied, OpResult, conflict_lines
@@ -132,7 +132,7 @@ def guard_input(run: RunContext, state: RunState, texts: dict[str, str],
         else:
             hand[name] = {line for line, who in zip(lines, authors) if who != agent_email}
     cache = run.session_cache()
-    evidence = [prompts.render_entry(e, cache, run.settings.dream_raw_tokens)
+    evidence = [reading.render_entry(e, cache, run.settings.dream_raw_tokens)
                 for e in run.run_entries(state)]
     return {"hand": hand, "evidence": "\n".join(evidence)}
 
@@ -143,7 +143,7 @@ def recalled(run: RunContext, state: RunState) -> list[str]:
     out: list[str] = []
     for e in run.run_entries(state):
         sources = [s for s in e.sources() if cache.may_recall(str(s[0] or ""))]
-        out.extend(prompts.recalled([o for _, o in prompts.covered_lines(cache, sources)]))
+        out.extend(reading.recalled([o for _, o in reading.covered_lines(cache, sources)]))
     return out
 
 
@@ -230,15 +230,14 @@ def commit_change(state: RunState, applied: Applied, trailers: dict[str, str]) -
         lines.insert(0, f"Nothing to change in memory ({plural(found, 'finding')}, "
                         f"{plural(len(state.ops or []), 'operation')}); the cursor moves "
                         f"to {state.through}.")
-    if state.skipped:
-        lines.append(f"Set aside (heartbeat/dream sessions, or messages other entries cover): "
-                     f"{', '.join(str(i) for i in state.skipped)}")
-    if applied.proposed:
-        lines.append(f"{plural(applied.proposed, 'edit')} wait for review on branch "
-                     f"{proposals.branch_of(state.run)}: `agent review` lists them.")
-    if applied.dropped:
-        lines.append(f"Dropped before review: {applied.dropped} (rejected before, waiting "
-                     f"already, held in memory already, or not asked for).")
+    said = ((state.skipped, "Set aside (heartbeat/dream sessions, or messages other entries "
+                            f"cover): {', '.join(str(i) for i in state.skipped)}"),
+            (applied.proposed, f"{plural(applied.proposed, 'edit')} wait for review on "
+                               f"branch {proposals.branch_of(state.run)}: `agent review` "
+                               "lists them."),
+            (applied.dropped, f"Dropped before review: {applied.dropped} (rejected before, "
+                              "waiting already, held in memory already, or not asked for)."))
+    lines += [text for when, text in said if when]
     lines.extend(applied.notes)
     return Change("dream", subject, body="\n".join(lines),
                   trailers={**trailers, **counts(applied.added, applied.updated,

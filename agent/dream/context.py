@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from agent.config import Settings, load_settings
-from agent.dream import prompts
+from agent.dream import reading
 from agent.dream.cost import estimate
 from agent.dream.edits import FILES, Applied
 import agent.dream.state as runstate
@@ -82,7 +82,7 @@ class RunContext:
     settings: Settings = field(init=False)
     waited: float = field(init=False, default=0.0)
     _t0: float = field(init=False, default_factory=time.monotonic)
-    _sessions: prompts.SessionCache | None = field(init=False, default=None)
+    _sessions: reading.SessionCache | None = field(init=False, default=None)
     _entries: list[archive.Entry] | None = field(init=False, default=None)
     # Each text the run's requests send, scrubbed of secrets once (agent.redact):
     # every request of both phases repeats the memory files.
@@ -125,10 +125,10 @@ class RunContext:
 
     # -- what the run reads
 
-    def session_cache(self) -> prompts.SessionCache:
+    def session_cache(self) -> reading.SessionCache:
         """One cache of session files for the run's checks, so each file is read once."""
         if self._sessions is None:
-            self._sessions = prompts.SessionCache(self.vault.root)
+            self._sessions = reading.SessionCache(self.vault.root)
         return self._sessions
 
     def run_entries(self, state: RunState) -> list[archive.Entry]:

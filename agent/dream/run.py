@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import agent.dream.state as runstate
-from agent.dream import learning, prompts
+from agent.dream import learning, prompts, reading
 from agent.dream.apply import apply, counts, passed_over
 from agent.dream.collect import collect, take_results
 from agent.dream.context import LAST_FAILURE, DreamOutcome, RunContext
@@ -177,8 +177,8 @@ class _Run(RunContext):
     def start(self) -> RunState | DreamOutcome:
         root = self.vault.root
         done = archive.read_consolidated(root)
-        cache = prompts.SessionCache(root)
-        sel = prompts.select(root, done, self.max_entries or RUN_ENTRIES, cache)
+        cache = reading.SessionCache(root)
+        sel = reading.select(root, done, self.max_entries or RUN_ENTRIES, cache)
         cursor = sel.cursor
         if sel.empty:
             texts = self.read_memory()
@@ -196,10 +196,10 @@ class _Run(RunContext):
             if not sel.entries:
                 return self.skip_only(sel)
         passed = [e.id for e in sel.passed]
-        rendered = [(e.id, prompts.render_entry(e, cache, raw_tokens,
+        rendered = [(e.id, reading.render_entry(e, cache, raw_tokens,
                                                 asked[e.id] if asked is not None else None))
                     for e in sel.entries]
-        chunks = prompts.chunk(rendered, self.settings.dream_chunk_tokens)
+        chunks = reading.chunk(rendered, self.settings.dream_chunk_tokens)
         texts = self.read_memory()
         state = RunState(
             phase="analyst", cursor=sel.cursor, through=sel.through,
@@ -227,7 +227,7 @@ class _Run(RunContext):
                  f"{plural(len(requests), 'analyst request')}{skipped}.")
         return submit(self, state, "analyst", requests)
 
-    def settle_only(self, sel: prompts.Selection, texts: dict[str, str]) -> RunState | DreamOutcome:
+    def settle_only(self, sel: reading.Selection, texts: dict[str, str]) -> RunState | DreamOutcome:
         """No archive entry waits, but the memory files hold sync-conflict blocks: only
         the editor runs, asked to settle them."""
         n = prompts.conflicts(texts[MEMORY], texts[USER])
@@ -291,7 +291,7 @@ class _Run(RunContext):
         return self.outcome("waiting", f"The {phase} batch {state.sent(phase).batch} for "
                             f"{state.span} is still running.", state)
 
-    def skip_only(self, sel: prompts.Selection) -> DreamOutcome:
+    def skip_only(self, sel: reading.Selection) -> DreamOutcome:
         """Only heartbeat/dream entries wait, or (explicit learning) entries in which
         nobody asked to remember anything: the cursor moves past them, no model call."""
         why = (f"The {len(sel.skipped)} entr{'ies' if len(sel.skipped) != 1 else 'y'} after the "
@@ -321,8 +321,8 @@ class _Run(RunContext):
     def explicit(self) -> bool:
         return self.settings.memory_learn == "explicit"
 
-    def asked(self, sel: prompts.Selection, cache: prompts.SessionCache) -> dict[int, list[str]]:
+    def asked(self, sel: reading.Selection, cache: reading.SessionCache) -> dict[int, list[str]]:
         """What the person asked to remember in each of the selected entries."""
-        return {e.id: learning.requests((o for _, o in prompts.covered_lines(cache, e.sources())),
+        return {e.id: learning.requests((o for _, o in reading.covered_lines(cache, e.sources())),
                                         e.session)
                 for e in sel.entries}

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from agent.dream import prompts
+from agent.dream import reading
 from agent.dream.edits import FILES, apply_ops
 from agent.stores import holds
 from agent.dream.proposals import branch_of
@@ -90,14 +90,11 @@ class Item:
         where = self.file + (f" ({self.section})" if self.section else "")
         head = f"{self.number}. {self.kind} {where}  [{label(self.run)}, {self.n} of {self.total}]"
         out = [head + ("  STALE" if self.stale else "")]
-        if self.op in ("update", "delete"):
-            out.append(f"   old: {self.old}")
-        if self.op in ("add", "update"):
-            out.append(f"   new: {self.new}")
-        if self.reason:
-            out.append(f"   why: {self.reason}")
-        if self.source:
-            out.append(f"   from: {self.source}")
+        shown = (("old", self.old, self.op in ("update", "delete")),
+                 ("new", self.new, self.op in ("add", "update")),
+                 ("why", self.reason, bool(self.reason)),
+                 ("from", self.source, bool(self.source)))
+        out += [f"   {name}: {text}" for name, text, show in shown if show]
         if self.remote == arrivals.UNKNOWN:
             out.append("   not made by this machine's dream, as far as it has a record: "
                        "where it came from is not known here")
@@ -195,7 +192,7 @@ class _Entries:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.paths = dict(archive.entry_ids(root))
-        self.cache = prompts.SessionCache(root)
+        self.cache = reading.SessionCache(root)
         self._read: dict[int, _Entry | None] = {}
 
     def get(self, entry_id: int) -> _Entry | None:
@@ -212,7 +209,7 @@ class _Entries:
         except UserError:
             return None
         said = [(_said(o), o.get("role") == "user") for _, o in
-                prompts.covered_lines(self.cache, e.sources())
+                reading.covered_lines(self.cache, e.sources())
                 if o.get("role") in ("user", "assistant")]
         return _Entry(entry_id, e.topic, e.session,
                       [(t, user, _words(t)) for t, user in said if t])

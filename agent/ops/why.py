@@ -372,7 +372,7 @@ def _review_source(vault: Vault, c: lineage.CommitRecord, rel: str, text: str) -
 
 
 def _entry(vault: Vault, entry_id: int) -> dict[str, Any]:
-    from agent.dream import prompts
+    from agent.dream import reading
     rel = archive.find(vault.root, entry_id)
     if rel is None:
         return {"id": entry_id, "missing": True}
@@ -385,8 +385,8 @@ def _entry(vault: Vault, entry_id: int) -> dict[str, Any]:
     title = title_of(vault.root, e.session)       # a conversation `agent import` brought
     if title:
         out["title"] = title
-    cache = prompts.SessionCache(vault.root)
-    for file, obj in prompts.covered_lines(cache, archive.source_ranges(e.meta.get("source"))):
+    cache = reading.SessionCache(vault.root)
+    for file, obj in reading.covered_lines(cache, archive.source_ranges(e.meta.get("source"))):
         msg = sessions.Line.read(obj)
         if msg is None:
             continue

@@ -40,12 +40,9 @@ def dumps(record: dict) -> str:
 
 def loads(line: str) -> dict | None:
     """One record of a ledger line; None for a blank, torn or hand-mangled one."""
-    line = line.strip()
-    if not line:
-        return None
     try:
         obj = boundedjson.loads(line)
-    except ValueError:
+    except ValueError:          # blank lines too: JSON has no empty document
         return None
     return obj if isinstance(obj, dict) else None
 
