@@ -14,6 +14,12 @@ index's own upkeep (agent/search/vectors.py `graphs`, ann.py), as `agent import`
 model, so each search costs what a person's does. `--scan` deletes the graphs first:
 every search scans every vector, as before issue 46.
 
+The graphs' files are kept under --keep and reused: how they were written decides how
+the page cache holds them (ann.py `_build`: segments written by code before that change
+sit in 4 KB pages, and each walk costs the kernel three times as much). To measure a
+change to how segments are built, build its own graphs (another --keep folder, or a copy
+of graphs{n} with its `.agent/index.sqlite-ann` removed and `vectors.graphs` run on it).
+
     python scripts/bench_dense_scale.py [--sizes 1000,100000,1000000] [--runs 5] [--keep DIR]
 """
 

@@ -41,7 +41,7 @@ ALLOWED = {
     ("agent/search/ann.py", "building"): "the graphs' build lock in .agent/",
     ("agent/search/ann.py", "read"): "the graphs' manifest in .agent/, written by the index",
     ("agent/search/ann.py", "_view"): "a graph segment in .agent/, memory-mapped",
-    ("agent/search/ann.py", "_build"): "a segment just saved in .agent/, opened to fsync it",
+    ("agent/search/ann.py", "_build"): "a segment just saved in .agent/, copied in large writes",
     ("agent/fs/pidlock.py", "acquire"): "the lock files of .agent/ (the vault's, serve's, the dream's)",
     ("agent/fs/pidlock.py", "busy"): "the same lock files, looked at without taking them",
     ("agent/chat/subagents.py", "list_runs"): "subagent runs in .agent/runs/",

@@ -6,7 +6,11 @@ thresholds are lowered here so a vault of a few dozen messages has several graph
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +113,23 @@ def test_a_removed_message_is_never_found_by_meaning_again(vault, run, tmp_path,
     session.unlink()
     ids = [m for h in index.search(vault, "コーヒー", limit=20) for m in h.message_ids]
     assert "z0" not in ids
+
+
+def test_a_search_that_walks_the_graphs_loads_only_the_walk(vault, run, tmp_path, small_graphs):
+    # `agent search` is a new process each time: what it imports is paid by every search.
+    # usearch's Python package imports urllib.request and tqdm (50-60 ms of CPU, a fifth
+    # of a search); the walk needs only its compiled extension.
+    assert run("import", str(write_import(tmp_path, lines("a", 40)))).exit_code == 0
+    assert segments(vault)
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['agent', '--vault', {str(vault.root)!r}, 'search', '--json', 'roof repair']\n"
+            "try:\n    runpy.run_module('agent', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('tqdm', 'urllib.request', 'usearch.index',"
+            " 'usearch.compiled') if m in sys.modules), file=sys.stderr)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, cwd=tmp_path, check=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(ann.__file__).parents[2])})
+    hits = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert any(h.get("why") == "meaning" or "roof" in json.dumps(h) for h in hits), p.stdout
+    assert p.stderr.strip().splitlines()[-1] == "['usearch.compiled']", p.stderr

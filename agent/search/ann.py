@@ -16,6 +16,15 @@ maps only flat and inverted-list indexes, whose incremental upkeep needs a train
 quantizer. sqlite-vec cannot load here (matrix.py says why). usearch stores the
 vectors as float16, which is what the index's `vec` table keeps anyway.
 
+What a search process pays past ANN_AT (an `agent search` is a new process each time):
+usearch's compiled extension, loaded alone (its package imports urllib and tqdm, a
+fifth of a search: `_load_compiled`); the view of each segment, which in usearch passes
+over every node of the file (7-11 ms a segment of LARGEST rows here: the part that still
+follows the history, 4 segments at a million); and the walks, which touch a few thousand
+rows of each segment (2-3 ms a segment, when the page cache holds it in large folios:
+`_build` and `_cache_whole` see to that). Memory follows one segment's walk: its pages
+are let go after each one.
+
 The graphs are *segments* covering runs of `vec.seq`, each immutable once written
 (a log-structured merge): the rows after the last segment are scanned as before; once
 SEGMENT rows wait there, they become a segment; FANOUT segments of one size merge into
@@ -56,6 +65,7 @@ REBUILD_GONE = 0.1            # share of a segment's rows removed that rebuilds 
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
 EXPANSION_SEARCH = 256
+COPY_BLOCK = 16 << 20         # bytes a write when a saved segment is written again (_build)
 FORMAT = "1"
 MANIFEST = "segments.json"
 LOCK = ".building"
@@ -155,18 +165,72 @@ def read(key: str, epoch: str, model: str | None, dim: int) -> Segments | None:
 
 _VIEWS: dict[str, tuple[tuple, Any, Any]] = {}    # path -> (its stat, the index, its mapping)
 _VIEWING = threading.Lock()
+_LIB: Any = None              # usearch's compiled module, once loaded (_compiled)
 
 
-def _view(path: str):
+def _compiled() -> Any:
+    """usearch's compiled extension (`usearch.compiled`, the module its `Index` wraps),
+    loaded once per process."""
+    global _LIB
+    if _LIB is None:
+        import sys
+        _LIB = sys.modules.get("usearch.compiled") or _load_compiled()
+    return _LIB
+
+
+def _load_compiled() -> Any:
+    # A search walks the segments with the extension's own Index, loaded by itself:
+    # importing anything under the `usearch` package runs usearch/__init__.py, which
+    # imports urllib.request (for a downloader of prebuilt binaries), and usearch/index.py
+    # adds tqdm (progress bars): 50-60 ms of CPU of an `agent search` process that costs
+    # about 240 ms at 1,000 messages, against 4-8 ms for the extension alone (measured
+    # with resource.getrusage around each import, numpy already loaded). The extension
+    # resolves NumKong's symbols when it loads, so NumKong's library is loaded first with
+    # RTLD_GLOBAL, as usearch/__init__.py does. It is registered as `usearch.compiled`,
+    # so a later `import usearch.index` (building a segment) uses this same module. Any
+    # other layout (another usearch release): the package is imported the ordinary way.
+    import ctypes
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    import sys
+    try:
+        package = importlib.util.find_spec("usearch")
+        numkong = importlib.import_module("numkong._numkong").__file__
+        if package is None or not package.submodule_search_locations or not numkong:
+            raise ImportError("usearch or NumKong laid out otherwise")
+        ctypes.CDLL(numkong, mode=ctypes.RTLD_GLOBAL)
+        for folder in package.submodule_search_locations:
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(folder, "compiled" + suffix)
+                if not os.path.isfile(path):
+                    continue
+                spec = importlib.util.spec_from_file_location("usearch.compiled", path)
+                if spec is None or spec.loader is None:
+                    continue
+                module = importlib.util.module_from_spec(spec)
+                sys.modules["usearch.compiled"] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop("usearch.compiled", None)
+                    raise
+                return module
+    except (ImportError, OSError):
+        pass
+    return importlib.import_module("usearch.compiled")
+
+
+def _view(path: str, dim: int):
     """The segment at `path` as (index, mapping), memory-mapped by this module (kept for
     the process), or None. The mapping is ours so that a search can let its pages go:
     a walk reads a few thousand rows, each on a page of its own, and the pages a mapped
     file's reader touched count as the process's memory until let go (48 MB for one
     search of 100,000 vectors, 4 MB after)."""
-    from usearch.index import Index
     try:
+        lib = _compiled()
         st = os.stat(path)
-    except OSError:
+    except (ImportError, OSError):
         return None
     sig = (st.st_ino, st.st_size, st.st_mtime_ns)
     with _VIEWING:
@@ -176,33 +240,71 @@ def _view(path: str):
         try:
             with open(path, "rb") as f:
                 mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+                _cache_whole(f, mapped)
+            # What usearch.index.Index.restore(view=True) makes, without its wrapper.
             # No key lookups: building their table reads every row of the file.
-            index = Index.restore(memoryview(mapped), view=True, enable_key_lookups=False)
+            index = lib.Index(ndim=dim, dtype=lib.ScalarKind.F16, metric_kind=lib.MetricKind.IP,
+                              metric_signature=lib.MetricSignature.ArrayArraySize,
+                              enable_key_lookups=False)
+            index.view_index_from_buffer(memoryview(mapped))
         except (RuntimeError, ValueError, OSError):
-            return None
-        if index is None:
             return None
         _VIEWS[path] = (sig, index, mapped)
         return index, mapped
 
 
+def _cache_whole(f, mapped) -> None:
+    """Read the segment through the page cache in large reads when some of it is not in
+    memory (after a reboot, or evicted): a walk's faults would bring it back in pages of
+    4 KB, and every later search's walk would pay three times the kernel's time for it
+    (_build says why); read in large reads, it is held in large folios, as when built.
+    A walk of a segment not in memory reads most of it anyway (each fault reads the
+    128 KB around it), here in order."""
+    import ctypes
+    import sys
+    if not sys.platform.startswith("linux"):
+        return
+    import numpy as np
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        pages = (len(mapped) + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        held = (ctypes.c_ubyte * pages)()
+        view = np.frombuffer(mapped, np.uint8)
+        failed = libc.mincore(view.ctypes.data, len(mapped), held)
+        del view
+    except (AttributeError, OSError, ValueError):
+        return
+    if failed or (np.frombuffer(bytes(held), np.uint8) & 1).all():   # all in memory, or unknown
+        return
+    buf = bytearray(COPY_BLOCK)
+    f.seek(0)
+    while f.readinto(buf):
+        pass
+
+
 def search(key: str, segs: Segments, q, k: int) -> tuple[list[tuple[int, float]], bool]:
     """The k nearest (seq, similarity) of every segment together, and whether every
     segment could be read."""
+    import numpy as np
     out: list[tuple[int, float]] = []
     want = max(EXPANSION_SEARCH, 4 * k)
     whole = True
+    query = np.ascontiguousarray(q, np.float32).reshape(1, -1)
     for s in segs.items:
         if not s.file:
             continue
-        viewed = _view(os.path.join(folder_of(key), s.file))
+        viewed = _view(os.path.join(folder_of(key), s.file), segs.dim)
         if viewed is None or viewed[0].ndim != segs.dim:
             whole = False           # found by words until the next upkeep builds it again
             continue
         index, mapped = viewed
         index.expansion_search = want
-        got = index.search(q, min(k, len(index)))
-        out.extend((int(a), 1.0 - float(d)) for a, d in zip(got.keys, got.distances))
+        # One query on this thread (0 would start a pool of threads for it).
+        keys, distances, counts, _, _ = index.search_many(query, count=min(k, len(index)),
+                                                          exact=False, threads=1)
+        n = int(counts[0])
+        out.extend((int(a), 1.0 - float(d)) for a, d in zip(keys[0][:n], distances[0][:n]))
         if hasattr(mapped, "madvise"):
             mapped.madvise(mmap.MADV_DONTNEED)     # read again from the page cache if needed
     out.sort(key=lambda x: -x[1])
@@ -254,10 +356,25 @@ def _build(db, folder: str, lo: int, hi: int, dim: int) -> Segment:
     if not n:
         return Segment("", lo, hi, 0, acc)
     name = f"{lo}-{hi}-{os.urandom(4).hex()}.usearch"
-    tmp = os.path.join(folder, f".{name}.tmp")
-    index.save(tmp)
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
+    raw, tmp = os.path.join(folder, f".{name}.raw.tmp"), os.path.join(folder, f".{name}.tmp")
+    index.save(raw)
+    del index
+    # Written again in large writes: usearch saves in writes of a few KB, and the page
+    # cache then holds the file in pages of 4 KB; written in large writes, it holds it
+    # in large folios (ext4, xfs and others on Linux 6.x), and a search's walk, which
+    # maps a page around each row it reads, takes a third of the page faults and of the
+    # kernel's time (a 262,144-row segment: 3,700 -> 1,600 faults, 7-12 -> 2-3 ms of
+    # system CPU per view and walk). What reaches the cache later by a search's faults
+    # (after a reboot) is in small pages again until the segment is next rebuilt.
+    try:
+        with open(raw, "rb") as src, open(tmp, "wb") as dst:
+            while block := src.read(COPY_BLOCK):
+                dst.write(block)
+            dst.flush()
+            os.fsync(dst.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(raw)
     os.replace(tmp, os.path.join(folder, name))
     return Segment(name, lo, hi, n, acc)
 
