@@ -379,6 +379,8 @@ _SENTENCE = lazy_re(r"[^.!?\n]*[.!?\n]+|[^.!?\n]+$")
 
 def question_share(text: str) -> float:
     """The share of a message's words that are in its questions."""
+    if "?" not in text:
+        return 0.0
     total = asked = 0
     for m in _SENTENCE.finditer(text):
         n = len(m.group().split())
