@@ -596,3 +596,21 @@ def test_the_words_a_question_is_put_in_do_not_rank_the_answer(vault, run, tmp_p
     # A query of such words alone still searches them.
     r = run("search", "--mode", "words", "--json", "kind")
     assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["m2"]]
+
+
+def test_a_message_that_asks_ranks_under_one_that_tells(vault, run, tmp_path):
+    # Both hold the query's words, the question a little more densely; the answer is
+    # in the message that says it. The question's reply still comes under it as its context.
+    talk = [{"session": "import/chat", "id": "q1", "ts": "2024-05-01T10:00:00+00:00",
+             "role": "assistant", "content": "Nice! Which bicycle shop did you pick in the end?"},
+            {"session": "import/chat", "id": "q2", "ts": "2024-05-01T10:01:00+00:00",
+             "role": "user", "content": "Still deciding."},
+            {"session": "import/chat", "id": "t1", "ts": "2024-05-09T10:00:00+00:00",
+             "role": "user", "content": "I picked the bicycle shop by the station, they "
+                                        "fixed my brakes."}]
+    assert run("import", str(write_import(tmp_path, talk))).exit_code == 0
+    r = run("search", "--mode", "words", "--json", "Which bicycle shop?")
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in r.output.splitlines()]
+    assert [row["message_ids"] for row in rows] == [["t1"], ["q1"]]
+    assert [c["message_ids"] for c in rows[1]["context"]] == [["q2"]]
