@@ -614,3 +614,15 @@ def test_a_message_that_asks_ranks_under_one_that_tells(vault, run, tmp_path):
     rows = [json.loads(x) for x in r.output.splitlines()]
     assert [row["message_ids"] for row in rows] == [["t1"], ["q1"]]
     assert [c["message_ids"] for c in rows[1]["context"]] == [["q2"]]
+
+
+def test_a_message_that_asks_in_chinese_ranks_under_one_that_tells(vault, run, tmp_path):
+    # Full-width question marks, and no spaces to count words by.
+    talk = [{"session": "import/chat", "id": "q1", "ts": "2024-05-01T10:00:00+00:00",
+             "role": "assistant", "content": "你最后选了哪家自行车店？"},
+            {"session": "import/chat", "id": "t1", "ts": "2024-05-09T10:00:00+00:00",
+             "role": "user", "content": "我选了车站旁边那家自行车店，老板还修好了刹车。"}]
+    assert run("import", str(write_import(tmp_path, talk))).exit_code == 0
+    r = run("search", "--mode", "words", "--json", "自行车店")
+    assert r.exit_code == 0, r.output
+    assert [json.loads(x)["message_ids"] for x in r.output.splitlines()] == [["t1"], ["q1"]]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from agent.search.text import STOP_WORDS, Stemmer, is_cjk, lazy_re, tokens
+from agent.search.text import HAS_CJK, STOP_WORDS, Stemmer, is_cjk, lazy_re, tokens
 
 
 @dataclass(frozen=True)
@@ -374,18 +374,23 @@ def same_sitting(a: str | None, b: str | None, hours: float) -> bool:
         return True
 
 
-_SENTENCE = lazy_re(r"[^.!?\n]*[.!?\n]+|[^.!?\n]+$")
+# A sentence: up to its end mark (Latin or full-width) or a line's end.
+_SENTENCE = lazy_re(r"[^.!?\n。！？]*[.!?\n。！？]+|[^.!?\n。！？]+$")
 
 
 def question_share(text: str) -> float:
-    """The share of a message's words that are in its questions."""
-    if "?" not in text:
+    """The share of a message's words that are in its questions (a CJK character counts
+    as a word: those sentences have no spaces)."""
+    if "?" not in text and "？" not in text:
         return 0.0
     total = asked = 0
     for m in _SENTENCE.finditer(text):
-        n = len(m.group().split())
+        sentence = m.group()
+        n = len(sentence.split())
+        if HAS_CJK.search(sentence):
+            n += len(HAS_CJK.findall(sentence))
         total += n
-        if "?" in m.group():
+        if "?" in sentence or "？" in sentence:
             asked += n
     return asked / total if total else 0.0
 
